@@ -1,0 +1,47 @@
+"""verified-attn: learning softmax attention from black-box queries, exactly and checkably.
+
+>>> import verified_attn as va
+>>> model = va.SingleHeadAttention([[1, 2], [0, -1]], [3, 0])
+>>> rec = va.learn_single_head(va.Oracle(model, arithmetic="certified"))
+>>> rec.W == model.W, rec.queries, rec.bound
+(True, 6, 6)
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from verified_attn.arithmetic import ARITHMETICS, get_arithmetic
+from verified_attn.errors import (
+    CertificateError,
+    InvalidArgument,
+    ModelClassMismatch,
+    NotIdentifiable,
+    OracleError,
+    PrecisionExhausted,
+    QueryBudgetExceeded,
+    VerifiedAttnError,
+)
+from verified_attn.exact_recovery import learn_single_head
+from verified_attn.models import SingleHeadAttention, attention_output
+from verified_attn.oracle import Oracle
+from verified_attn.recovery import Recovery
+
+__all__ = [
+    "ARITHMETICS",
+    "CertificateError",
+    "InvalidArgument",
+    "ModelClassMismatch",
+    "NotIdentifiable",
+    "Oracle",
+    "OracleError",
+    "PrecisionExhausted",
+    "QueryBudgetExceeded",
+    "Recovery",
+    "SingleHeadAttention",
+    "VerifiedAttnError",
+    "__version__",
+    "attention_output",
+    "get_arithmetic",
+    "learn_single_head",
+]

@@ -1,0 +1,442 @@
+"""The three number systems a learner can run in, and rational reconstruction.
+
+>>> from fractions import Fraction
+>>> from verified_attn.arithmetic import get_arithmetic, simplest_rational_between
+>>> simplest_rational_between(Fraction(332, 1000), Fraction(334, 1000))
+Fraction(1, 3)
+>>> exact = get_arithmetic("exact")
+>>> exact.logit(exact.rational(Fraction(1, 2)))
+0
+
+The learner chooses its queries as exact rationals and only ever inverts exact rational
+design matrices; the oracle's answers are the only inexact numbers. So one learner runs in
+three arithmetics that differ only in what a *measured number* is:
+
+=============  ==============================  =====================================
+mode           a measured number is            a result means
+=============  ==============================  =====================================
+``exact``      a SymPy expression              equal (``==``) to the truth
+``certified``  a python-flint ``arb`` ball     an interval that contains the truth
+``float``      a numpy float64                 floating point, errors reported
+=============  ==============================  =====================================
+
+Each mode is an :class:`Arithmetic` object with the handful of operations learners need
+(convert a rational, take a logit, decide a sign, apply an exact matrix, compare two
+answers). Precision is a context (:meth:`Arithmetic.context`), never a global left changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from fractions import Fraction
+from numbers import Integral
+from typing import Any
+
+import flint
+import numpy as np
+import sympy
+
+from verified_attn.errors import InvalidArgument, PrecisionExhausted
+
+__all__ = [
+    "ARITHMETICS",
+    "Arithmetic",
+    "CertifiedArithmetic",
+    "ExactArithmetic",
+    "FloatArithmetic",
+    "arb_bounds",
+    "fraction_from_arb",
+    "get_arithmetic",
+    "reconstruct_rational",
+    "simplest_rational_between",
+    "to_fraction",
+]
+
+ARITHMETICS = ("exact", "certified", "float")
+DEFAULT_PRECISION = 256
+
+
+# ---------------------------------------------------------------------------------------
+# Exact rationals: the lingua franca of queries and design matrices.
+# ---------------------------------------------------------------------------------------
+
+
+def to_fraction(x: Any, *, name: str = "value") -> Fraction:
+    """The exact rational value of ``x``; floats convert exactly (binary rationals).
+
+    >>> to_fraction(0.5), to_fraction(3), to_fraction("1/3", name="q")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: q must be a real number (int, float, Fraction, SymPy Rational or flint fmpq), got str '1/3'
+    >>> to_fraction(0.25)
+    Fraction(1, 4)
+    """
+    if isinstance(x, (bool, np.bool_)):
+        raise InvalidArgument(f"{name} must be a real number, got bool {x!r}")
+    if isinstance(x, Fraction):
+        return x
+    if isinstance(x, Integral):
+        return Fraction(int(x))
+    if isinstance(x, (float, np.floating)):
+        if not math.isfinite(float(x)):
+            raise InvalidArgument(f"{name} must be finite, got {float(x)!r}")
+        return Fraction(float(x))
+    if isinstance(x, flint.fmpq):
+        return Fraction(int(x.p), int(x.q))
+    if isinstance(x, flint.fmpz):
+        return Fraction(int(x))
+    if isinstance(x, sympy.Basic):
+        if x.is_Rational:
+            return Fraction(int(x.p), int(x.q))
+        if x.is_Float:
+            if not x.is_finite:
+                raise InvalidArgument(f"{name} must be finite, got {x}")
+            return Fraction(float(x)) if x._prec <= 53 else Fraction(str(x))
+        raise InvalidArgument(
+            f"{name} must be rational; got the SymPy expression {x} "
+            "(irrational parameters are not supported)"
+        )
+    raise InvalidArgument(
+        f"{name} must be a real number (int, float, Fraction, SymPy Rational or flint fmpq), "
+        f"got {type(x).__name__} {x!r}"
+    )
+
+
+def simplest_rational_between(lo: Fraction, hi: Fraction) -> Fraction:
+    """The rational with the smallest denominator in the closed interval [lo, hi].
+
+    (Continued fractions / the Stern-Brocot tree; ties in the denominator go to the
+    smallest absolute numerator.)
+
+    >>> simplest_rational_between(Fraction(3, 10), Fraction(4, 10))
+    Fraction(1, 3)
+    >>> simplest_rational_between(Fraction(-7, 2), Fraction(-3, 1))
+    Fraction(-3, 1)
+    """
+    if lo > hi:
+        raise InvalidArgument(f"empty interval: lo={lo} > hi={hi}")
+    if lo <= 0 <= hi:
+        return Fraction(0)
+    if hi < 0:
+        return -simplest_rational_between(-hi, -lo)
+    # Iterative continued-fraction descent: x in [lo, hi], 0 < lo.
+    # Convergents p/q built from the shared partial quotients.
+    p0, q0, p1, q1 = 0, 1, 1, 0
+    while True:
+        a = math.floor(lo)
+        if Fraction(a) == lo or a + 1 <= hi:
+            # An integer lies in [lo, hi]: the smallest one closes the expansion.
+            a = a if Fraction(a) == lo else a + 1
+            return Fraction(a * p1 + p0, a * q1 + q0)
+        p0, q0, p1, q1 = p1, q1, a * p1 + p0, a * q1 + q0
+        lo, hi = 1 / (hi - a), 1 / (lo - a)
+
+
+def reconstruct_rational(lo: Fraction, hi: Fraction, max_denominator: int) -> Fraction | None:
+    """The unique rational with denominator <= ``max_denominator`` in [lo, hi], or None.
+
+    Two distinct rationals with denominators <= D differ by at least 1/D^2, so an interval
+    narrower than that holds at most one; wider intervals return None (not unique).
+
+    >>> reconstruct_rational(Fraction(333333, 10**6), Fraction(333334, 10**6), 100)
+    Fraction(1, 3)
+    >>> reconstruct_rational(Fraction(0), Fraction(1, 2), 100) is None
+    True
+    """
+    if max_denominator < 1:
+        raise InvalidArgument(f"max_denominator must be >= 1, got {max_denominator}")
+    if (hi - lo) * max_denominator * max_denominator >= 1:
+        return None
+    q = simplest_rational_between(lo, hi)
+    return q if q.denominator <= max_denominator else None
+
+
+def fraction_from_arb(x: flint.arf | flint.arb) -> Fraction:
+    """The exact dyadic value of an ``arf`` (or of an ``arb``'s midpoint)."""
+    if isinstance(x, flint.arb):
+        x = x.mid()
+    m, e = x.man_exp()
+    m, e = int(m), int(e)
+    return Fraction(m * 2**e) if e >= 0 else Fraction(m, 2**-e)
+
+
+def arb_bounds(x: flint.arb) -> tuple[Fraction, Fraction]:
+    """Exact rational endpoints [mid - rad, mid + rad] of a ball."""
+    if not x.is_finite():
+        raise PrecisionExhausted(f"ball {x} is not finite: precision exhausted")
+    mid = fraction_from_arb(x.mid())
+    rad = fraction_from_arb(x.rad())
+    return mid - rad, mid + rad
+
+
+# ---------------------------------------------------------------------------------------
+# The three arithmetics.
+# ---------------------------------------------------------------------------------------
+
+
+class Arithmetic:
+    """What a measured number is, and the few operations learners do with one.
+
+    Subclasses: :class:`ExactArithmetic`, :class:`CertifiedArithmetic`,
+    :class:`FloatArithmetic`. Obtain one with :func:`get_arithmetic`.
+    """
+
+    name: str = ""
+    precision: int | None = None
+
+    def context(self) -> contextlib.AbstractContextManager[None]:
+        """Context inside which this arithmetic's numbers are combined."""
+        return contextlib.nullcontext()
+
+    def rational(self, q: Fraction) -> Any:
+        raise NotImplementedError
+
+    def logit(self, y: Any) -> Any:
+        """log(y / (1 - y)); raises :class:`_OutsideUnitInterval` unless 0 < y < 1."""
+        raise NotImplementedError
+
+    def sign(self, x: Any) -> int | None:
+        """-1, 0 or 1 where decidable in this arithmetic, else None."""
+        raise NotImplementedError
+
+    def magnitude(self, x: Any) -> float:
+        """A float estimate of |x|, for choosing well-conditioned designs only."""
+        raise NotImplementedError
+
+    def apply(self, matrix: flint.fmpq_mat, columns: Any) -> Any:
+        """The exact rational ``matrix`` times a matrix of measured numbers."""
+        raise NotImplementedError
+
+    def agree(self, a: Any, b: Any, *, scale: float = 1.0) -> bool:
+        """Whether two answers to the same query are consistent in this arithmetic."""
+        raise NotImplementedError
+
+    def to_float(self, x: Any) -> float:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        prec = f", precision={self.precision}" if self.precision is not None else ""
+        return f"{type(self).__name__}({self.name!r}{prec})"
+
+
+class _OutsideUnitInterval(Exception):
+    """Internal: a logit was asked of a number not certainly in (0, 1).
+
+    ``undecided`` is True when certified arithmetic could not decide (needs precision),
+    False when the number is certainly outside.
+    """
+
+    def __init__(self, undecided: bool) -> None:
+        super().__init__()
+        self.undecided = undecided
+
+
+class ExactArithmetic(Arithmetic):
+    """SymPy: rationals exact, exp of a rational kept symbolic, logit undone exactly.
+
+    >>> a = ExactArithmetic()
+    >>> import sympy
+    >>> y = sympy.exp(sympy.Rational(2, 3)) / (1 + sympy.exp(sympy.Rational(2, 3)))
+    >>> a.logit(y)
+    2/3
+    """
+
+    name = "exact"
+
+    def rational(self, q: Fraction) -> sympy.Rational:
+        return sympy.Rational(q.numerator, q.denominator)
+
+    def logit(self, y: sympy.Expr) -> sympy.Expr:
+        y = sympy.sympify(y)
+        if not (bool(y > 0) and bool(y < 1)):
+            raise _OutsideUnitInterval(undecided=False)
+        # y = e^s / (e^s + 1) after cancellation, so y / (1 - y) collapses to e^s and
+        # log(e^s) = s for real rational s: no numerics involved.
+        ratio = sympy.cancel(sympy.together(y / (1 - y)))
+        out = sympy.log(ratio)
+        if not out.is_Rational:
+            out = sympy.simplify(sympy.expand_log(out, force=True))
+        return out
+
+    def sign(self, x: sympy.Expr) -> int | None:
+        x = sympy.sympify(x)
+        if x.is_zero:
+            return 0
+        if x.is_positive:
+            return 1
+        if x.is_negative:
+            return -1
+        z = x.equals(0)
+        if z is True:
+            return 0
+        if z is False:
+            return 1 if bool(x > 0) else -1
+        return None
+
+    def magnitude(self, x: sympy.Expr) -> float:
+        return abs(float(sympy.N(x, 20)))
+
+    def apply(self, matrix: flint.fmpq_mat, columns: sympy.Matrix) -> sympy.Matrix:
+        m = sympy.Matrix(
+            matrix.nrows(),
+            matrix.ncols(),
+            [sympy.Rational(int(q.p), int(q.q)) for q in matrix.entries()],
+        )
+        return m * sympy.Matrix(columns)
+
+    def agree(self, a: Any, b: Any, *, scale: float = 1.0) -> bool:
+        return exact_equal(a, b)
+
+    def to_float(self, x: Any) -> float:
+        return float(sympy.N(x, 30))
+
+
+def exact_equal(a: Any, b: Any) -> bool:
+    """Decide a == b for closed-form SymPy numbers (structural, then symbolic)."""
+    a, b = sympy.sympify(a), sympy.sympify(b)
+    if a == b:
+        return True
+    diff = sympy.cancel(sympy.together(a - b))
+    if diff == 0:
+        return True
+    z = diff.equals(0)
+    return bool(z is True)
+
+
+class CertifiedArithmetic(Arithmetic):
+    """python-flint ``arb`` balls at a fixed precision (bits); every ball contains the truth.
+
+    >>> a = CertifiedArithmetic(128)
+    >>> with a.context():
+    ...     y = a.rational(Fraction(1, 3))
+    ...     print(a.logit(y).contains(flint.arb(-2).log()))
+    True
+    """
+
+    name = "certified"
+
+    def __init__(self, precision: int = DEFAULT_PRECISION) -> None:
+        if isinstance(precision, bool) or not isinstance(precision, Integral):
+            raise InvalidArgument(f"precision must be an int (bits), got {precision!r}")
+        if not 32 <= int(precision) <= 1_000_000:
+            raise InvalidArgument(f"precision must be between 32 and 1000000 bits, got {precision}")
+        self.precision = int(precision)
+
+    def context(self) -> contextlib.AbstractContextManager[None]:
+        return _workprec(self.precision)
+
+    def rational(self, q: Fraction) -> flint.arb:
+        return flint.arb(flint.fmpq(q.numerator, q.denominator))
+
+    def logit(self, y: flint.arb) -> flint.arb:
+        if (y > 0) and (y < 1):
+            return (y / (1 - y)).log()
+        certainly_out = (y <= 0) or (y >= 1)
+        raise _OutsideUnitInterval(undecided=not certainly_out)
+
+    def sign(self, x: flint.arb) -> int | None:
+        if x > 0:
+            return 1
+        if x < 0:
+            return -1
+        if x.is_zero():
+            return 0
+        return None
+
+    def magnitude(self, x: flint.arb) -> float:
+        return abs(float(x.mid()))
+
+    def apply(self, matrix: flint.fmpq_mat, columns: flint.arb_mat) -> flint.arb_mat:
+        return flint.arb_mat(matrix) * columns
+
+    def agree(self, a: flint.arb, b: flint.arb, *, scale: float = 1.0) -> bool:
+        return bool(flint.arb(a).overlaps(flint.arb(b)))
+
+    def to_float(self, x: flint.arb) -> float:
+        return float(x.mid())
+
+
+@contextlib.contextmanager
+def _workprec(bits: int) -> Iterator[None]:
+    old = flint.ctx.prec
+    flint.ctx.prec = bits
+    try:
+        yield
+    finally:
+        flint.ctx.prec = old
+
+
+class FloatArithmetic(Arithmetic):
+    """numpy float64; ``agree`` uses a relative tolerance (default 1e-6 of the scale).
+
+    >>> FloatArithmetic().logit(0.5)
+    0.0
+    """
+
+    name = "float"
+
+    def __init__(self, rtol: float = 1e-6) -> None:
+        if not (isinstance(rtol, float | int) and 0 < rtol < 1):
+            raise InvalidArgument(f"rtol must be a number in (0, 1), got {rtol!r}")
+        self.rtol = float(rtol)
+
+    def rational(self, q: Fraction) -> float:
+        return float(q)
+
+    def logit(self, y: float) -> float:
+        y = float(y)
+        if not 0.0 < y < 1.0:
+            raise _OutsideUnitInterval(undecided=False)
+        return math.log(y) - math.log1p(-y)
+
+    def sign(self, x: float) -> int | None:
+        return int(x > 0) - int(x < 0)
+
+    def magnitude(self, x: float) -> float:
+        return abs(float(x))
+
+    def apply(self, matrix: flint.fmpq_mat, columns: np.ndarray) -> np.ndarray:
+        dense = np.array(
+            [float(Fraction(int(q.p), int(q.q))) for q in matrix.entries()], dtype=np.float64
+        ).reshape(matrix.nrows(), matrix.ncols())
+        return dense @ np.asarray(columns, dtype=np.float64)
+
+    def agree(self, a: float, b: float, *, scale: float = 1.0) -> bool:
+        return abs(float(a) - float(b)) <= self.rtol * max(scale, abs(float(a)), abs(float(b)))
+
+    def to_float(self, x: float) -> float:
+        return float(x)
+
+
+def get_arithmetic(name: str | Arithmetic, precision: int | None = None) -> Arithmetic:
+    """The arithmetic called ``name`` ("exact", "certified" or "float").
+
+    >>> get_arithmetic("certified", 128)
+    CertifiedArithmetic('certified', precision=128)
+    >>> get_arithmetic("fuzzy")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: arithmetic must be one of 'exact', 'certified', 'float'; got 'fuzzy'
+    """
+    if isinstance(name, Arithmetic):
+        return name
+    if name == "exact":
+        return ExactArithmetic()
+    if name == "certified":
+        return CertifiedArithmetic(DEFAULT_PRECISION if precision is None else precision)
+    if name == "float":
+        return FloatArithmetic()
+    raise InvalidArgument(
+        "arithmetic must be one of " + ", ".join(repr(a) for a in ARITHMETICS) + f"; got {name!r}"
+    )
+
+
+def fmpq_matrix(rows: Sequence[Sequence[Fraction]]) -> flint.fmpq_mat:
+    """An exact flint matrix from rows of Fractions."""
+    n = len(rows)
+    m = len(rows[0]) if n else 0
+    return flint.fmpq_mat(
+        n, m, [flint.fmpq(q.numerator, q.denominator) for row in rows for q in row]
+    )

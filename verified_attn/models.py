@@ -1,0 +1,359 @@
+"""The model classes, each evaluated in every arithmetic from one definition.
+
+>>> import verified_attn as va
+>>> model = va.SingleHeadAttention([[1, 0], [0, 2]], [1, -1])
+>>> model([[1, 0]])                  # length 1: softmax over one position is 1, f = x^T v
+1.0
+>>> model.evaluate([[1, 0], [0, 1]], "exact")
+(-1 + E**(-2))/(1 + E**(-2))
+
+The definition lives in :func:`attention_output`, written once over any number system
+that has ``+ * /`` and an ``exp`` (SymPy symbols included); the symbolic rooms derive the
+theorems from it. The fast paths (flint rationals, arb balls, numpy) are checked against it
+in the tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from fractions import Fraction
+from typing import Any
+
+import flint
+import numpy as np
+import sympy
+
+from verified_attn.arithmetic import Arithmetic, get_arithmetic, to_fraction
+from verified_attn.errors import InvalidArgument
+
+__all__ = [
+    "SingleHeadAttention",
+    "as_float_sequence",
+    "as_rational_sequence",
+    "attention_output",
+]
+
+
+def attention_output(
+    rows: Sequence[Sequence[Any]],
+    W: Any,
+    v: Sequence[Any],
+    c: Sequence[Any] | None = None,
+    beta: Any = 0,
+    *,
+    exp: Callable[[Any], Any] = sympy.exp,
+) -> Any:
+    """The single-head attention regressor, THEORY §2, as one formula.
+
+    ``s_i = x_i^T (W x_N + c)``, ``alpha = softmax(s)``, ``f = sum_i alpha_i x_i^T v + beta``.
+    Works over any number system: pass SymPy symbols to derive identities.
+
+    >>> import sympy
+    >>> a, w, v1 = sympy.symbols("a w v1")
+    >>> attention_output([[a]], [[w]], [v1])
+    a*v1
+    """
+    d = len(v)
+    n = len(rows)
+    query = rows[-1]
+    shift = [sum(W[i][k] * query[k] for k in range(d)) for i in range(d)]
+    if c is not None:
+        shift = [shift[i] + c[i] for i in range(d)]
+    scores = [sum(rows[t][i] * shift[i] for i in range(d)) for t in range(n)]
+    values = [sum(rows[t][i] * v[i] for i in range(d)) for t in range(n)]
+    weights = [exp(s) for s in scores]
+    total = sum(weights)
+    return sum(weights[t] * values[t] for t in range(n)) / total + beta
+
+
+# ---------------------------------------------------------------------------------------
+# Input validation shared by models and oracles.
+# ---------------------------------------------------------------------------------------
+
+
+def _shape_of(X: Any, name: str) -> tuple[int, int]:
+    if isinstance(X, sympy.MatrixBase):
+        return X.shape
+    if isinstance(X, np.ndarray):
+        shape = X.shape
+    else:
+        try:
+            shape = np.shape(np.asarray(X, dtype=object))
+        except (ValueError, TypeError) as exc:
+            raise InvalidArgument(f"{name} must be a 2-D array (N, d), got {X!r}") from exc
+    if len(shape) != 2:
+        raise InvalidArgument(f"{name} must be a 2-D array of shape (N, d); got shape {shape}")
+    return int(shape[0]), int(shape[1])
+
+
+def _check_shape(shape: tuple[int, int], d: int | None, name: str) -> None:
+    n, width = shape
+    if n < 1:
+        raise InvalidArgument(f"{name} must have at least one token (N >= 1); got N = {n}")
+    if d is not None and width != d:
+        raise InvalidArgument(f"{name} must have d = {d} columns; got shape {shape}")
+
+
+def as_rational_sequence(X: Any, d: int | None = None, *, name: str = "X") -> flint.fmpq_mat:
+    """``X`` as an exact (N, d) flint matrix, after checking shape and entries.
+
+    >>> as_rational_sequence([[0.5, 1]]).entries()
+    [1/2, 1]
+    """
+    shape = _shape_of(X, name)
+    _check_shape(shape, d, name)
+    if isinstance(X, np.ndarray) and X.dtype.kind == "f":
+        if not np.all(np.isfinite(X)):
+            raise InvalidArgument(f"{name} has a non-finite entry (NaN or inf)")
+        entries = [_fmpq_of_float(x) for x in X.ravel().tolist()]
+    elif isinstance(X, np.ndarray) and X.dtype.kind in "iu":
+        entries = [flint.fmpq(int(x)) for x in X.ravel().tolist()]
+    else:
+        flat = (
+            list(sympy.Matrix(X))
+            if isinstance(X, sympy.MatrixBase)
+            else [x for row in np.asarray(X, dtype=object).tolist() for x in row]
+        )
+        entries = []
+        for x in flat:
+            q = to_fraction(x, name=f"entry of {name}")
+            entries.append(flint.fmpq(q.numerator, q.denominator))
+    return flint.fmpq_mat(shape[0], shape[1], entries)
+
+
+def _fmpq_of_float(x: float) -> flint.fmpq:
+    if x.is_integer():
+        return flint.fmpq(int(x))
+    num, den = x.as_integer_ratio()
+    return flint.fmpq(num, den)
+
+
+def as_float_sequence(X: Any, d: int | None = None, *, name: str = "X") -> np.ndarray:
+    """``X`` as a float64 (N, d) array, after checking shape and entries.
+
+    >>> as_float_sequence([[1, 2]]).dtype
+    dtype('float64')
+    """
+    shape = _shape_of(X, name)
+    _check_shape(shape, d, name)
+    if isinstance(X, np.ndarray) and X.dtype.kind in "fiu":
+        arr = X.astype(np.float64, copy=False)
+    elif isinstance(X, flint.fmpq_mat):
+        arr = np.array([float(Fraction(int(q.p), int(q.q))) for q in X.entries()]).reshape(shape)
+    else:
+        flat = (
+            list(sympy.Matrix(X))
+            if isinstance(X, sympy.MatrixBase)
+            else [x for row in np.asarray(X, dtype=object).tolist() for x in row]
+        )
+        arr = np.array(
+            [float(to_fraction(x, name=f"entry of {name}")) for x in flat], dtype=np.float64
+        ).reshape(shape)
+    if not np.all(np.isfinite(arr)):
+        raise InvalidArgument(f"{name} has a non-finite entry (NaN or inf)")
+    return arr
+
+
+def _rational_vector(x: Any, d: int | None, name: str) -> list[Fraction]:
+    arr = np.asarray(list(x) if isinstance(x, sympy.MatrixBase) else x, dtype=object)
+    if arr.ndim == 2 and 1 in arr.shape:
+        arr = arr.reshape(-1)
+    if arr.ndim != 1:
+        raise InvalidArgument(f"{name} must be a vector; got shape {arr.shape}")
+    if d is not None and arr.shape[0] != d:
+        raise InvalidArgument(f"{name} must have length d = {d}; got length {arr.shape[0]}")
+    if arr.shape[0] == 0:
+        raise InvalidArgument(f"{name} must not be empty")
+    return [to_fraction(a, name=f"entry of {name}") for a in arr.tolist()]
+
+
+def _rational_matrix(x: Any, name: str) -> list[list[Fraction]]:
+    if isinstance(x, sympy.MatrixBase):
+        rows = x.tolist()
+    else:
+        try:
+            arr = np.asarray(x, dtype=object)
+        except (ValueError, TypeError) as exc:
+            raise InvalidArgument(f"{name} must be a square matrix, got {x!r}") from exc
+        if arr.ndim != 2:
+            raise InvalidArgument(f"{name} must be a square 2-D matrix; got shape {arr.shape}")
+        rows = arr.tolist()
+    n = len(rows)
+    if n == 0 or any(len(r) != n for r in rows):
+        shape = (n, len(rows[0]) if n else 0)
+        raise InvalidArgument(f"{name} must be a non-empty square matrix; got shape {shape}")
+    return [[to_fraction(a, name=f"entry of {name}") for a in r] for r in rows]
+
+
+def _to_sympy(q: Fraction) -> sympy.Rational:
+    return sympy.Rational(q.numerator, q.denominator)
+
+
+def _fmpq(q: Fraction) -> flint.fmpq:
+    return flint.fmpq(q.numerator, q.denominator)
+
+
+# ---------------------------------------------------------------------------------------
+# Single head.
+# ---------------------------------------------------------------------------------------
+
+
+class SingleHeadAttention:
+    """Single-head softmax attention read out at the last token (THEORY §2).
+
+    ``f(X) = sum_i softmax(s)_i x_i^T v + beta`` with ``s_i = x_i^T (W x_N + c)``. Without
+    ``c`` and ``beta`` this is the paper's model (d^2 + d parameters); with either it is the
+    affine extension (d^2 + 2d + 1), which is what a PyTorch head with biases computes.
+
+    Parameters are stored exactly: floats become the binary rationals they are.
+
+    >>> m = SingleHeadAttention([[0, 1], [1, 0]], [2, 3], beta=1)
+    >>> m.affine, m.parameter_count
+    (True, 7)
+    >>> m.v.T
+    Matrix([[2, 3]])
+    >>> SingleHeadAttention([[1, 2]], [1])
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: W must be a non-empty square matrix; got shape (1, 2)
+    """
+
+    def __init__(self, W: Any, v: Any, *, c: Any = None, beta: Any = None) -> None:
+        w_rows = _rational_matrix(W, "W")
+        d = len(w_rows)
+        v_q = _rational_vector(v, d, "v")
+        c_q = None if c is None else _rational_vector(c, d, "c")
+        beta_q = None if beta is None else to_fraction(beta, name="beta")
+        self.d = d
+        self.affine = c is not None or beta is not None
+        self._W = w_rows
+        self._v = v_q
+        self._c = c_q if c_q is not None else [Fraction(0)] * d
+        self._beta = beta_q if beta_q is not None else Fraction(0)
+        # Fast-path copies, made once.
+        self._W_flint = flint.fmpq_mat(d, d, [_fmpq(q) for row in w_rows for q in row])
+        self._v_flint = flint.fmpq_mat(d, 1, [_fmpq(q) for q in v_q])
+        self._c_flint = flint.fmpq_mat(d, 1, [_fmpq(q) for q in self._c])
+        self._W_float = np.array([[float(q) for q in row] for row in w_rows], dtype=np.float64)
+        self._v_float = np.array([float(q) for q in v_q], dtype=np.float64)
+        self._c_float = np.array([float(q) for q in self._c], dtype=np.float64)
+        self._beta_float = float(self._beta)
+
+    # -- exact parameters ------------------------------------------------------------
+    @property
+    def W(self) -> sympy.Matrix:
+        """The merged query-key matrix, exactly (d x d SymPy matrix)."""
+        return sympy.Matrix([[_to_sympy(q) for q in row] for row in self._W])
+
+    @property
+    def v(self) -> sympy.Matrix:
+        """The merged value-readout vector, exactly (d x 1 SymPy matrix)."""
+        return sympy.Matrix([_to_sympy(q) for q in self._v])
+
+    @property
+    def c(self) -> sympy.Matrix:
+        """The score bias (zero for the non-affine model)."""
+        return sympy.Matrix([_to_sympy(q) for q in self._c])
+
+    @property
+    def beta(self) -> sympy.Rational:
+        """The output bias (zero for the non-affine model)."""
+        return _to_sympy(self._beta)
+
+    @property
+    def parameter_count(self) -> int:
+        """d^2 + d, or d^2 + 2d + 1 for the affine model: the information-theoretic floor."""
+        return self.d * self.d + (2 * self.d + 1 if self.affine else self.d)
+
+    def parameters(self) -> dict[str, Any]:
+        """The parameters as exact SymPy objects (``c`` and ``beta`` only if affine)."""
+        out: dict[str, Any] = {"W": self.W, "v": self.v}
+        if self.affine:
+            out["c"] = self.c
+            out["beta"] = self.beta
+        return out
+
+    def float_parameters(self) -> dict[str, Any]:
+        """The parameters as float64 arrays."""
+        out: dict[str, Any] = {"W": self._W_float.copy(), "v": self._v_float.copy()}
+        if self.affine:
+            out["c"] = self._c_float.copy()
+            out["beta"] = self._beta_float
+        return out
+
+    # -- evaluation ------------------------------------------------------------------
+    def __call__(self, X: Any) -> float:
+        """f(X) in float64."""
+        return float(self._evaluate_float(as_float_sequence(X, self.d)))
+
+    def evaluate(self, X: Any, arithmetic: str | Arithmetic = "float") -> Any:
+        """f(X) in the given arithmetic ("exact", "certified" or "float")."""
+        arith = get_arithmetic(arithmetic)
+        if arith.name == "float":
+            return float(self._evaluate_float(as_float_sequence(X, self.d)))
+        Xq = as_rational_sequence(X, self.d)
+        with arith.context():
+            return self._evaluate_rational(Xq, arith)
+
+    def symbolic(self, X: Any) -> sympy.Expr:
+        """f(X) straight from :func:`attention_output` (slow; the reference)."""
+        rows = [
+            [_to_sympy(Fraction(int(q.p), int(q.q))) for q in r]
+            for r in _rows(as_rational_sequence(X, self.d))
+        ]
+        W = [[_to_sympy(q) for q in r] for r in self._W]
+        return attention_output(
+            rows,
+            W,
+            [_to_sympy(q) for q in self._v],
+            [_to_sympy(q) for q in self._c],
+            _to_sympy(self._beta),
+        )
+
+    def _evaluate_rational(self, Xq: flint.fmpq_mat, arith: Arithmetic) -> Any:
+        n = Xq.nrows()
+        last = flint.fmpq_mat(self.d, 1, [Xq[n - 1, k] for k in range(self.d)])
+        scores = Xq * (self._W_flint * last + self._c_flint)
+        values = Xq * self._v_flint
+        s = [scores[i, 0] for i in range(n)]
+        p = [values[i, 0] for i in range(n)]
+        top = max(s)
+        if arith.name == "exact":
+            beta = _to_sympy(self._beta)
+            if n == 1:
+                return _sympy_q(p[0]) + beta
+            w = [sympy.exp(_sympy_q(si - top)) for si in s]
+            return sum(wi * _sympy_q(pi) for wi, pi in zip(w, p, strict=True)) / sum(w) + beta
+        if arith.name == "certified":
+            beta = flint.arb(_fmpq(self._beta))
+            w = [flint.arb(si - top).exp() for si in s]
+            num = sum((wi * flint.arb(pi) for wi, pi in zip(w, p, strict=True)), flint.arb(0))
+            return num / sum(w, flint.arb(0)) + beta
+        raise InvalidArgument(f"no rational evaluation in arithmetic {arith.name!r}")
+
+    def _evaluate_float(self, X: np.ndarray) -> float:
+        return float(self.evaluate_batch(X[None, :, :])[0])
+
+    def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
+        """f on a batch of equal-length sequences, shape (B, N, d) -> (B,), float64."""
+        Xs = np.asarray(Xs, dtype=np.float64)
+        if Xs.ndim != 3 or Xs.shape[2] != self.d or Xs.shape[1] < 1:
+            raise InvalidArgument(f"Xs must have shape (B, N>=1, d={self.d}); got {Xs.shape}")
+        shift = Xs[:, -1, :] @ self._W_float.T + self._c_float  # (B, d): W x_N + c
+        scores = np.einsum("bnd,bd->bn", Xs, shift)
+        scores -= scores.max(axis=1, keepdims=True)
+        weights = np.exp(scores)
+        values = Xs @ self._v_float
+        return (weights * values).sum(axis=1) / weights.sum(axis=1) + self._beta_float
+
+    def __repr__(self) -> str:
+        kind = "affine, " if self.affine else ""
+        return f"SingleHeadAttention({kind}d={self.d})"
+
+
+def _rows(m: flint.fmpq_mat) -> list[list[flint.fmpq]]:
+    return [[m[i, j] for j in range(m.ncols())] for i in range(m.nrows())]
+
+
+def _sympy_q(q: flint.fmpq) -> sympy.Rational:
+    return sympy.Rational(int(q.p), int(q.q))

@@ -1,0 +1,447 @@
+"""The black box a learner queries, with exact bookkeeping on the object itself.
+
+>>> import verified_attn as va
+>>> oracle = va.Oracle(va.SingleHeadAttention([[1]], [2]), arithmetic="exact", budget=3)
+>>> with oracle.phase("demo"):
+...     oracle.query([[1]])
+2
+>>> oracle.queries, oracle.queries_by_phase, oracle.tokens_sent, oracle.max_length
+(1, {'demo': 1}, 1, 1)
+>>> oracle.query_many([[[1]], [[2]], [[3]]])
+Traceback (most recent call last):
+...
+verified_attn.errors.QueryBudgetExceeded: query budget 3 would be exceeded: 1 used, 3 more requested
+
+Counts live here and nowhere else (a module-global counter that silently stays 0 is the
+classic failure of extraction code). Every answer is checked to be one finite real number;
+anything else is an :class:`~verified_attn.errors.OracleError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import flint
+import numpy as np
+
+from verified_attn.arithmetic import Arithmetic, get_arithmetic
+from verified_attn.errors import InvalidArgument, OracleError, QueryBudgetExceeded
+from verified_attn.models import as_float_sequence, as_rational_sequence
+from verified_attn.serialize import dump_number, dump_rational, load_number, load_rational
+
+__all__ = ["Oracle", "TranscriptEntry"]
+
+_FLOAT_CHUNK = 1 << 14  # sequences per vectorised batch: bounds memory at large d
+
+
+_AUTO_RECORD_NUMBERS = 1 << 25  # record=None keeps at most this many query entries (~256 MB)
+
+
+@dataclass(frozen=True)
+class TranscriptEntry:
+    """One query as sent, its phase, and the answer received.
+
+    ``raw`` is the query as the oracle evaluated it (float array or exact flint matrix);
+    :attr:`sequence` gives it as exact rationals.
+    """
+
+    phase: str
+    raw: Any
+    answer: Any
+
+    @property
+    def sequence(self) -> tuple[tuple[Fraction, ...], ...]:
+        return _key(self.raw)
+
+
+def _key(X: Any) -> tuple[tuple[Fraction, ...], ...]:
+    if isinstance(X, flint.fmpq_mat):
+        return tuple(
+            tuple(Fraction(int(X[i, j].p), int(X[i, j].q)) for j in range(X.ncols()))
+            for i in range(X.nrows())
+        )
+    return tuple(tuple(Fraction(float(x)) for x in row) for row in np.asarray(X))
+
+
+class Oracle:
+    """Answers f(X) for sequences X, counting every query by phase.
+
+    ``Oracle(model, arithmetic=..., precision=..., budget=...)`` wraps one of our models and
+    answers in the chosen arithmetic; :meth:`from_callable` wraps any function of a float
+    (N, d) array (float mode). ``budget`` caps the number of queries: a query that would
+    exceed it raises :class:`QueryBudgetExceeded` *before* it is made.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        arithmetic: str | Arithmetic = "certified",
+        *,
+        precision: int | None = None,
+        budget: int | None = None,
+        record: bool | None = None,
+        model_class: str | None = None,
+    ) -> None:
+        if not hasattr(model, "evaluate_batch") or not hasattr(model, "d"):
+            raise InvalidArgument(
+                f"model must be a verified_attn model (e.g. SingleHeadAttention), got "
+                f"{type(model).__name__}; wrap other black boxes with Oracle.from_callable"
+            )
+        if precision is not None and arithmetic != "certified":
+            raise InvalidArgument(
+                f"precision applies to arithmetic='certified' only; got arithmetic={arithmetic!r}"
+            )
+        self.model = model
+        self.arithmetic = get_arithmetic(arithmetic, precision)
+        self.d = int(model.d)
+        self._fn: Callable[[np.ndarray], Any] | None = None
+        self._batch_fn: Callable[[np.ndarray], Any] | None = None
+        if model_class is None:
+            model_class = _model_class_of(model)
+        self.model_class = model_class
+        self._init_counts(budget, record)
+
+    @classmethod
+    def from_callable(
+        cls,
+        fn: Callable[[np.ndarray], Any],
+        d: int,
+        *,
+        budget: int | None = None,
+        batch_fn: Callable[[np.ndarray], Any] | None = None,
+        record: bool | None = None,
+        model_class: str | None = None,
+    ) -> Oracle:
+        """Wrap ``fn(X: ndarray (N, d)) -> float`` as a float-mode oracle.
+
+        ``batch_fn(Xs: ndarray (B, N, d)) -> ndarray (B,)``, if given, answers many
+        equal-length queries at once. ``model_class`` ("single-head" or
+        "single-head-affine") tells learners which hypothesis class the box is in.
+
+        >>> oracle = Oracle.from_callable(lambda X: float(X.sum()), d=2)
+        >>> oracle.query([[1, 2]]), oracle.queries
+        (3.0, 1)
+        """
+        if not callable(fn):
+            raise InvalidArgument(f"fn must be callable, got {type(fn).__name__}")
+        if batch_fn is not None and not callable(batch_fn):
+            raise InvalidArgument(f"batch_fn must be callable, got {type(batch_fn).__name__}")
+        self = cls.__new__(cls)
+        self.model = None
+        self.arithmetic = get_arithmetic("float")
+        self.d = _positive_int(d, "d")
+        self._fn = fn
+        self._batch_fn = batch_fn
+        self.model_class = model_class
+        self._init_counts(budget, record)
+        return self
+
+    def _init_counts(self, budget: int | None, record: bool | None) -> None:
+        if budget is not None:
+            budget = _positive_int(budget, "budget", allow_zero=True)
+        if record is not None and not isinstance(record, bool):
+            raise InvalidArgument(f"record must be True, False or None, got {record!r}")
+        self.budget = budget
+        # None: record until the transcript would hold _AUTO_RECORD_NUMBERS numbers, then
+        # stop and say so in transcript_complete (a d = 512 run would otherwise keep 2 GB).
+        self.record = record
+        self.transcript_complete = True
+        self._recorded_numbers = 0
+        self._counts: Counter[str] = Counter()
+        self._phase = "other"
+        self.tokens_sent = 0
+        self.max_length = 0
+        self._transcript: list[TranscriptEntry] = []
+
+    # -- bookkeeping -----------------------------------------------------------------
+    @property
+    def queries(self) -> int:
+        """Total number of queries answered (or attempted) so far."""
+        return sum(self._counts.values())
+
+    @property
+    def queries_by_phase(self) -> dict[str, int]:
+        """Queries per phase name, in the order phases were first used."""
+        return dict(self._counts)
+
+    @property
+    def remaining(self) -> int | None:
+        """Queries left in the budget (None if unlimited)."""
+        return None if self.budget is None else self.budget - self.queries
+
+    @property
+    def transcript(self) -> list[TranscriptEntry]:
+        """Every recorded query and answer, in order (empty if ``record=False``)."""
+        return list(self._transcript)
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Attribute the queries made inside the block to phase ``name``."""
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument(f"phase name must be a non-empty string, got {name!r}")
+        old, self._phase = self._phase, name
+        try:
+            yield
+        finally:
+            self._phase = old
+
+    def _reserve(self, n: int) -> None:
+        if self.budget is not None and self.queries + n > self.budget:
+            raise QueryBudgetExceeded(
+                f"query budget {self.budget} would be exceeded: {self.queries} used, "
+                f"{n} more requested",
+                budget=self.budget,
+                used=self.queries,
+                requested=n,
+            )
+
+    def _account(self, n_queries: int, lengths: Sequence[int]) -> None:
+        self._counts[self._phase] += n_queries
+        self.tokens_sent += int(sum(lengths))
+        if lengths:
+            self.max_length = max(self.max_length, int(max(lengths)))
+
+    # -- queries ---------------------------------------------------------------------
+    def query(self, X: Any) -> Any:
+        """f(X) in this oracle's arithmetic; X is an (N, d) array of rationals."""
+        return self.query_many([X])[0]
+
+    def query_many(self, Xs: Sequence[Any]) -> list[Any]:
+        """Answers to several non-adaptive queries (one round; vectorised in float mode)."""
+        if (
+            isinstance(Xs, np.ndarray)
+            and Xs.ndim == 3
+            and Xs.dtype.kind in "fiu"
+            and self.arithmetic.name == "float"
+        ):
+            return self._query_array(Xs)
+        if isinstance(Xs, Sequence | np.ndarray):
+            seqs = list(Xs)
+        else:
+            raise InvalidArgument(
+                f"Xs must be a sequence of (N, d) arrays, got {type(Xs).__name__}"
+            )
+        if not seqs:
+            return []
+        converted = [self._convert(X) for X in seqs]  # validate all before spending budget
+        self._reserve(len(converted))
+        lengths = [_length(X) for X in converted]
+        self._account(len(converted), lengths)
+        answers = self._answer(converted)
+        self._record(converted, answers, lengths)
+        return answers
+
+    def _record(self, converted: list[Any], answers: list[Any], lengths: list[int]) -> None:
+        if self.record is False:
+            self.transcript_complete = False
+            return
+        size = sum(lengths) * self.d
+        if self.record is None and self._recorded_numbers + size > _AUTO_RECORD_NUMBERS:
+            self.transcript_complete = False
+            return
+        self._recorded_numbers += size
+        self._transcript.extend(
+            TranscriptEntry(self._phase, X, a) for X, a in zip(converted, answers, strict=True)
+        )
+
+    def _query_array(self, Xs: np.ndarray) -> list[Any]:
+        """Fast path: a (B, N, d) float array of queries, validated as a whole."""
+        if Xs.shape[0] == 0:
+            return []
+        if Xs.shape[1] < 1 or Xs.shape[2] != self.d:
+            raise InvalidArgument(
+                f"each query must have shape (N >= 1, d = {self.d}); got a batch of shape "
+                f"{Xs.shape}"
+            )
+        Xs = Xs.astype(np.float64, copy=False)
+        if not np.all(np.isfinite(Xs)):
+            raise InvalidArgument("a query has a non-finite entry (NaN or inf)")
+        converted = list(Xs)
+        self._reserve(len(converted))
+        lengths = [Xs.shape[1]] * Xs.shape[0]
+        self._account(len(converted), lengths)
+        answers = self._answer(converted)
+        self._record(converted, answers, lengths)
+        return answers
+
+    def _convert(self, X: Any) -> Any:
+        if self.arithmetic.name == "float":
+            return as_float_sequence(X, self.d)
+        return as_rational_sequence(X, self.d)
+
+    def _answer(self, converted: list[Any]) -> list[Any]:
+        if self.model is not None:
+            if self.arithmetic.name == "float":
+                return _batched(converted, self.model.evaluate_batch)
+            with self.arithmetic.context():
+                return [self.model._evaluate_rational(X, self.arithmetic) for X in converted]
+        if self._batch_fn is not None:
+            raw = _batched(converted, self._guarded_batch)
+            return [_check_answer(r, X) for r, X in zip(raw, converted, strict=True)]
+        return [_check_answer(self._guarded(X), X) for X in converted]
+
+    def _guarded(self, X: np.ndarray) -> Any:
+        assert self._fn is not None
+        try:
+            return self._fn(X.copy())
+        except Exception as exc:  # the black box's failure, reported as ours
+            raise OracleError(
+                f"the black box raised {type(exc).__name__}: {exc} (on a query of length "
+                f"{X.shape[0]})"
+            ) from exc
+
+    def _guarded_batch(self, Xs: np.ndarray) -> np.ndarray:
+        assert self._batch_fn is not None
+        try:
+            out = np.asarray(self._batch_fn(Xs.copy()))
+        except Exception as exc:
+            raise OracleError(
+                f"the black box's batch_fn raised {type(exc).__name__}: {exc}"
+            ) from exc
+        if out.shape != (Xs.shape[0],):
+            raise OracleError(
+                f"batch_fn must return shape ({Xs.shape[0]},) for {Xs.shape[0]} queries; "
+                f"got shape {out.shape}"
+            )
+        return out
+
+    # -- transcripts -----------------------------------------------------------------
+    def save_transcript(self, path: str | Path) -> None:
+        """Write the transcript as JSON (exact rationals; answers bit-exact)."""
+        if not self.transcript_complete:
+            raise InvalidArgument(
+                "the transcript is incomplete (record=False, or record=None and it grew past "
+                f"{_AUTO_RECORD_NUMBERS} numbers); create the oracle with record=True to save it"
+            )
+        data = {
+            "format": "verified-attn-transcript/1",
+            "d": self.d,
+            "arithmetic": self.arithmetic.name,
+            "precision": self.arithmetic.precision,
+            "model_class": self.model_class,
+            "entries": [
+                {
+                    "phase": e.phase,
+                    "sequence": [[dump_rational(q) for q in row] for row in e.sequence],
+                    "answer": dump_number(e.answer),
+                }
+                for e in self._transcript
+            ],
+        }
+        Path(path).write_text(json.dumps(data))
+
+    @classmethod
+    def replay(cls, path: str | Path, *, budget: int | None = None) -> Oracle:
+        """An oracle that answers from a saved transcript; unknown queries raise OracleError."""
+        data = json.loads(Path(path).read_text())
+        arith = get_arithmetic(data["arithmetic"], data.get("precision"))
+        table: dict[tuple[tuple[Fraction, ...], ...], Any] = {}
+        with arith.context():
+            for e in data["entries"]:
+                key = tuple(tuple(load_rational(q) for q in row) for row in e["sequence"])
+                table[key] = load_number(e["answer"])
+        self = cls.__new__(cls)
+        self.model = _Replay(table, int(data["d"]))
+        self.arithmetic = arith
+        self.d = int(data["d"])
+        self._fn = None
+        self._batch_fn = None
+        self.model_class = data.get("model_class")
+        self._init_counts(budget, record=True)
+        return self
+
+    def __repr__(self) -> str:
+        return (
+            f"Oracle(d={self.d}, arithmetic={self.arithmetic.name!r}, queries={self.queries}"
+            + (f", budget={self.budget}" if self.budget is not None else "")
+            + ")"
+        )
+
+
+class _Replay:
+    """A transcript posing as a model: the same answers for the same exact queries."""
+
+    def __init__(self, table: dict[Any, Any], d: int) -> None:
+        self.table = table
+        self.d = d
+
+    def _lookup(self, X: Any) -> Any:
+        try:
+            return self.table[_key(X)]
+        except KeyError:
+            raise OracleError("query not in the replayed transcript") from None
+
+    def _evaluate_rational(self, X: flint.fmpq_mat, arith: Arithmetic) -> Any:
+        return self._lookup(X)
+
+    def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
+        return np.array([self._lookup(X) for X in Xs], dtype=np.float64)
+
+
+def _model_class_of(model: Any) -> str | None:
+    name = type(model).__name__
+    if name == "SingleHeadAttention":
+        return "single-head-affine" if model.affine else "single-head"
+    return getattr(model, "model_class", None)
+
+
+def _length(X: Any) -> int:
+    return X.nrows() if isinstance(X, flint.fmpq_mat) else int(X.shape[0])
+
+
+def _batched(converted: list[np.ndarray], fn: Callable[[np.ndarray], np.ndarray]) -> list[float]:
+    """Evaluate float queries in vectorised chunks of equal length, keeping order."""
+    out: list[Any] = [None] * len(converted)
+    by_length: dict[int, list[int]] = {}
+    for i, X in enumerate(converted):
+        by_length.setdefault(X.shape[0], []).append(i)
+    for idx in by_length.values():
+        for start in range(0, len(idx), _FLOAT_CHUNK):
+            chunk = idx[start : start + _FLOAT_CHUNK]
+            values = fn(np.stack([converted[i] for i in chunk]))
+            for i, val in zip(chunk, values, strict=True):
+                out[i] = val
+    return out
+
+
+def _check_answer(raw: Any, X: np.ndarray) -> float:
+    """One finite real number, or an OracleError that says what came back instead."""
+    if isinstance(raw, bool | np.bool_):
+        raise OracleError(f"the black box returned a bool ({raw!r}), not a real number")
+    if hasattr(raw, "detach"):  # a torch tensor: take it off the graph first
+        raw = raw.detach().cpu().numpy()
+    try:
+        arr = np.asarray(raw)
+    except Exception as exc:
+        raise OracleError(f"the black box returned {type(raw).__name__}, not a number") from exc
+    if arr.ndim != 0:
+        raise OracleError(
+            f"the black box must return one real number; got an array of shape {arr.shape}"
+        )
+    if arr.dtype.kind not in "fiu":
+        raise OracleError(
+            f"the black box must return a real number; got {type(raw).__name__} {raw!r}"
+        )
+    val = float(arr)
+    if not math.isfinite(val):
+        raise OracleError(
+            f"the black box returned {val} on a query of length {X.shape[0]}: not finite"
+        )
+    return val
+
+
+def _positive_int(x: Any, name: str, *, allow_zero: bool = False) -> int:
+    if isinstance(x, bool) or not isinstance(x, int | np.integer):
+        raise InvalidArgument(f"{name} must be an int, got {type(x).__name__} {x!r}")
+    if int(x) < (0 if allow_zero else 1):
+        bound = ">= 0" if allow_zero else ">= 1"
+        raise InvalidArgument(f"{name} must be {bound}, got {x}")
+    return int(x)
