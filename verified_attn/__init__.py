@@ -11,7 +11,9 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from verified_attn import claims
 from verified_attn.arithmetic import ARITHMETICS, get_arithmetic
+from verified_attn.claims import check_claims
 from verified_attn.errors import (
     CertificateError,
     InvalidArgument,
@@ -42,6 +44,8 @@ __all__ = [
     "VerifiedAttnError",
     "__version__",
     "attention_output",
+    "check_claims",
+    "claims",
     "get_arithmetic",
     "learn_single_head",
 ]

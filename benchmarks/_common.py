@@ -1,0 +1,58 @@
+"""Shared helpers for benchmark scripts: metadata, JSON output, medians, plots.
+
+Every benchmark writes ``benchmarks/results/<name>.json`` with the seed, versions, machine
+and arithmetic settings next to its figures, and (if matplotlib is installed) PNG plots.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from verified_attn.recovery import versions
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def metadata(seed: int, **settings: Any) -> dict[str, Any]:
+    """Seed, versions, machine and the run's settings (arithmetic, precision, ...)."""
+    return {
+        "seed": seed,
+        "versions": versions(),
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(),
+        },
+        "settings": settings,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def timed(fn: Callable[[], Any], repeats: int = 3) -> tuple[Any, float, list[float]]:
+    """(last result, median seconds, all seconds) over ``repeats`` runs."""
+    times = []
+    out = None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return out, statistics.median(times), times
+
+
+def write_json(name: str, data: dict[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(data, indent=1, default=str))
+    return path
+
+
+def plot_path(name: str) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    return RESULTS / f"{name}.png"
