@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 from verified_attn import claims
 from verified_attn.arithmetic import ARITHMETICS, get_arithmetic
+from verified_attn.certificate import CertificateCheck, verify_certificate
 from verified_attn.claims import check_claims
 from verified_attn.errors import (
     CertificateError,
@@ -31,6 +32,7 @@ from verified_attn.recovery import Recovery
 
 __all__ = [
     "ARITHMETICS",
+    "CertificateCheck",
     "CertificateError",
     "InvalidArgument",
     "ModelClassMismatch",
@@ -48,4 +50,5 @@ __all__ = [
     "claims",
     "get_arithmetic",
     "learn_single_head",
+    "verify_certificate",
 ]

@@ -695,17 +695,57 @@ def _certificate_data(
     by_phase: dict[str, int],
     bound: int,
 ) -> dict[str, Any]:
-    from verified_attn.serialize import dump_number, dump_rational
+    """Everything needed to re-check the recovery without the oracle, as exact JSON.
 
-    def dump_param(val: Any) -> Any:
+    The design (U and every probe scale) is stored as exact rationals; every answer,
+    parameter and verification answer with :func:`verified_attn.serialize.dump_number`
+    (rationals "p/q", floats bit-exact hex, balls as exact dyadic midpoint and radius).
+    Shapes are normalised whatever the arithmetic: ``W`` is a d x d nested list, ``v`` and
+    ``c`` flat lists of length d, ``beta`` one number. The checker is
+    :mod:`verified_attn.exact_recovery.certificate`.
+
+    Certified balls that did not reconstruct are stored widened just enough to contain the
+    balls a checker re-decodes from the *stored* answers: flint rounds a reloaded radius up
+    (by one unit in its 30-bit radius), so the re-decoded balls are a hair wider than the
+    learner's. The union of both still contains the truth, and lets the checker demand
+    containment exactly, with no tolerance.
+    """
+    from verified_attn.serialize import dump_number, dump_rational, load_number
+
+    if arith.name == "certified" and not exact:
+        with arith.context():
+            reloaded = {
+                "v": [load_number(dump_number(a)) for a in answers["v"]],
+                "W": [[load_number(dump_number(a)) for a in row] for row in answers["W"]],
+            }
+            if design.affine:
+                reloaded["beta"] = load_number(dump_number(answers["beta"]))
+                reloaded["c"] = [load_number(dump_number(a)) for a in answers["c"]]
+            again = decode_single_head(arith, design, reloaded)
+            params = {
+                name: np.array(
+                    [
+                        flint.arb(x).union(y)
+                        for x, y in zip(
+                            np.asarray(val, dtype=object).reshape(-1),
+                            np.asarray(again[name], dtype=object).reshape(-1),
+                            strict=True,
+                        )
+                    ],
+                    dtype=object,
+                ).reshape(np.shape(np.asarray(val, dtype=object)))
+                for name, val in params.items()
+            }
+
+    def dump_param(name: str, val: Any) -> Any:
         if isinstance(val, sympy.MatrixBase):
-            return [[dump_number(x) for x in row] for row in val.tolist()]
+            val = val.tolist()
         arr = np.asarray(val, dtype=object)
-        if arr.ndim == 0:
-            return dump_number(arr.item())
-        if arr.ndim == 1:
-            return [dump_number(x) for x in arr]
-        return [[dump_number(x) for x in row] for row in arr.tolist()]
+        if name == "beta":
+            return dump_number(arr.reshape(-1)[0] if arr.ndim else arr.item())
+        if name == "W":
+            return [[dump_number(x) for x in row] for row in arr.reshape(design.d, design.d)]
+        return [dump_number(x) for x in arr.reshape(-1)]  # v, c: columns become flat lists
 
     return {
         "format": "verified-attn-certificate/1",
@@ -728,7 +768,10 @@ def _certificate_data(
             "W": [[dump_number(a) for a in row] for row in answers["W"]],
             "c": [dump_number(a) for a in answers["c"]] if design.affine else None,
         },
-        "result": {"exact": exact, "parameters": {k: dump_param(p) for k, p in params.items()}},
+        "result": {
+            "exact": exact,
+            "parameters": {k: dump_param(k, p) for k, p in params.items()},
+        },
         "verification": [
             {
                 "sequence": [[dump_rational(Fraction(float(x))) for x in row] for row in X],
@@ -739,7 +782,7 @@ def _certificate_data(
         "queries": {
             "learning": learning,
             "verification": verification,
-            "by_phase": by_phase,
+            "by_phase": dict(by_phase),
             "bound": bound,
         },
     }

@@ -1,0 +1,271 @@
+"""The verified-attn command: exit statuses, output, files, and no tracebacks on bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from fractions import Fraction
+
+import pytest
+
+import verified_attn.claims
+from verified_attn.checks import Claim, ClaimResult
+from verified_attn.cli import LEARN_KINDS, main, random_single_head
+from verified_attn.serialize import load_number
+
+
+def _claim(claim_id: str, passed: bool) -> Claim:
+    def check(seed: int) -> ClaimResult:
+        return ClaimResult(
+            claim_id, "Thm 0", f"statement of {claim_id}", passed, f"seed was {seed}", 3, 4
+        )
+
+    return Claim(claim_id, "Thm 0", f"statement of {claim_id}", check)
+
+
+@pytest.fixture
+def fake_claims(monkeypatch):
+    """Two fast claims in place of the real registry; tests append failing ones."""
+    registry = [_claim("fake/one", True), _claim("fake/two", True)]
+    monkeypatch.setattr(verified_attn.claims, "all_claims", lambda: list(registry))
+    return registry
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+# ---------------------------------------------------------------------------------------
+# check / claims
+# ---------------------------------------------------------------------------------------
+
+
+def test_check_all_pass(capsys, fake_claims) -> None:
+    code, out, _ = run(capsys, "check")
+    assert code == 0
+    assert "fake/one" in out and "fake/two" in out
+    assert "2 passed, 0 failed" in out
+    assert "3 (4)" in out  # queries used (bound)
+
+
+def test_check_exit_1_when_a_claim_fails(capsys, fake_claims) -> None:
+    fake_claims.append(_claim("fake/broken", False))
+    code, out, _ = run(capsys, "check")
+    assert code == 1
+    assert "2 passed, 1 failed" in out
+    assert "FAIL fake/broken: seed was 0" in out
+
+
+def test_check_selected_ids_and_seed(capsys, fake_claims) -> None:
+    fake_claims.append(_claim("fake/broken", False))
+    code, out, _ = run(capsys, "check", "fake/one", "--seed", "7")
+    assert code == 0  # the failing claim was not selected
+    assert "fake/broken" not in out and "1 passed, 0 failed" in out
+
+
+def test_check_unknown_id_is_a_usage_error(capsys, fake_claims) -> None:
+    code, _, err = run(capsys, "check", "no/such-claim")
+    assert code == 2
+    assert "unknown claim id 'no/such-claim'" in err and "fake/one" in err
+
+
+def test_check_writes_json_and_markdown(capsys, fake_claims, tmp_path) -> None:
+    fake_claims.append(_claim("fake/broken", False))
+    j, m = tmp_path / "r.json", tmp_path / "r.md"
+    code, _, _ = run(capsys, "check", "--seed", "5", "--json", str(j), "--markdown", str(m))
+    assert code == 1
+    data = json.loads(j.read_text())
+    assert data["seed"] == 5 and data["passed"] == 2 and data["failed"] == 1
+    assert {"numpy", "sympy", "python-flint", "verified_attn"} <= set(data["versions"])
+    assert data["claims"][2]["id"] == "fake/broken" and data["claims"][2]["passed"] is False
+    assert data["claims"][0]["detail"] == "seed was 5"
+    assert "| `fake/broken` |" in m.read_text()
+
+
+def test_claims_lists_the_registry(capsys) -> None:
+    code, out, _ = run(capsys, "claims")
+    assert code == 0
+    assert "thm-4.1/query-count" in out and "Thm 4.1" in out
+
+
+def test_claims_markdown(capsys, fake_claims) -> None:
+    code, out, _ = run(capsys, "claims", "--markdown")
+    assert code == 0
+    assert out.splitlines()[:4] == [
+        "| id | paper | statement |",
+        "|---|---|---|",
+        "| `fake/one` | Thm 0 | statement of fake/one |",
+        "| `fake/two` | Thm 0 | statement of fake/two |",
+    ]
+
+
+def test_python_dash_m(tmp_path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "verified_attn", "claims"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "thm-4.1/query-count" in proc.stdout
+
+
+# ---------------------------------------------------------------------------------------
+# learn / verify-certificate
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("arithmetic", "verdict"),
+    [
+        ("exact", "equals the truth exactly (==): yes"),
+        ("certified", "equals the truth exactly (==): yes"),
+        ("float", "float64, not exact: max |recovered - truth| ="),
+    ],
+)
+def test_learn_single_head_writes_a_certificate_that_verifies(
+    capsys, tmp_path, monkeypatch, arithmetic, verdict
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "learn", "single-head", "--d", "3", "--arithmetic", arithmetic)
+    assert code == 0
+    assert "queries: 12 learning (bound 12; = the bound), 8 verification" in out
+    assert verdict in out
+    cert = tmp_path / "certificate-single-head-d3.json"
+    assert f"certificate written to {cert.name}" in out
+    code, out, _ = run(capsys, "verify-certificate", str(cert))
+    assert code == 0 and "certificate OK (thm-4.1)" in out
+
+
+def test_learn_affine_with_paths(capsys, tmp_path) -> None:
+    cert, rec = tmp_path / "c.json", tmp_path / "rec.json"
+    code, out, _ = run(
+        capsys,
+        "learn",
+        "single-head",
+        "--d",
+        "2",
+        "--affine",
+        "--seed",
+        "4",
+        "--precision",
+        "128",
+        "--certificate",
+        str(cert),
+        "--json",
+        str(rec),
+    )
+    assert code == 0
+    assert "queries: 9 learning (bound 9; = the bound)" in out  # d^2 + 2d + 1
+    assert "certified at 128 bits" in out
+    data = json.loads(rec.read_text())
+    truth = random_single_head(2, seed=4, affine=True)
+    got = [[load_number(x) for x in row] for row in data["parameters"]["W"]]
+    assert got == [[Fraction(int(q.p), int(q.q)) for q in row] for row in truth.W.tolist()]
+    assert json.loads(cert.read_text())["affine"] is True
+
+
+def test_learn_instance_has_a_zero_in_v_and_is_seeded() -> None:
+    for seed in range(20):
+        m = random_single_head(4, seed=seed)
+        assert 0 in list(m.v) and any(m.v)
+    assert random_single_head(3, seed=1).W == random_single_head(3, seed=1).W
+    assert random_single_head(3, seed=1).W != random_single_head(3, seed=2).W
+    assert any(random_single_head(1, seed=s).v[0] != 0 for s in range(5))
+
+
+def test_learn_kinds_table() -> None:
+    assert list(LEARN_KINDS) == ["single-head"]
+    assert LEARN_KINDS["single-head"].help.startswith("Thm 4.1")
+
+
+def test_verify_certificate_tampered(capsys, tmp_path) -> None:
+    path = tmp_path / "c.json"
+    assert main(["learn", "single-head", "--d", "2", "--certificate", str(path)]) == 0
+    data = json.loads(path.read_text())
+    data["result"]["parameters"]["v"][0] = {"rational": "1/1"}
+    path.write_text(json.dumps(data))
+    capsys.readouterr()
+    code, _, err = run(capsys, "verify-certificate", str(path))
+    assert code == 1
+    assert "certificate FAILED" in err and "result v[0]" in err
+
+
+def test_verify_certificate_not_json(capsys, tmp_path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text("no")
+    code, _, err = run(capsys, "verify-certificate", str(path))
+    assert code == 1 and "is not valid JSON" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["learn", "single-head", "--d", "0"], "--d: expected an integer >= 1, got 0"),
+        (["learn", "single-head", "--d", "two"], "expected an integer, got 'two'"),
+        (["learn", "single-head"], "the following arguments are required: --d"),
+        (["learn", "single-head", "--d", "2", "--arithmetic", "fuzzy"], "invalid choice"),
+        (["learn", "single-head", "--d", "2", "--precision", "8"], "precision must be between"),
+        (
+            ["learn", "single-head", "--d", "2", "--arithmetic", "float", "--precision", "64"],
+            "--precision applies to --arithmetic certified only",
+        ),
+        (["learn", "single-head", "--d", "2", "--seed", "-1"], "expected an integer >= 0"),
+        (["learn"], "learn needs a model kind: single-head"),
+        (["learn", "multi-head", "--d", "2"], "invalid choice"),
+        (["check", "--seed", "x"], "expected an integer"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_usage_exits_2_with_a_message(capsys, argv, message) -> None:
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert message in err
+
+
+def test_no_command_prints_help(capsys) -> None:
+    code, out, _ = run(capsys)
+    assert code == 2 and "verify-certificate" in out
+
+
+def test_help_exits_0(capsys) -> None:
+    code, out, _ = run(capsys, "--help")
+    assert code == 0 and "usage: verified-attn" in out
+
+
+def test_learner_refusal_exits_1(capsys, tmp_path, monkeypatch) -> None:
+    # A kind whose run raises a VerifiedAttnError (as v = 0 would): message, exit 1.
+    from verified_attn.errors import NotIdentifiable
+
+    def refuse(args):
+        raise NotIdentifiable("v = 0: W is not identifiable")
+
+    kind = LEARN_KINDS["single-head"]
+    monkeypatch.setitem(
+        LEARN_KINDS, "single-head", type(kind)(kind.name, kind.help, kind.add_arguments, refuse)
+    )
+    code, _, err = run(capsys, "learn", "single-head", "--d", "2")
+    assert code == 1 and "NotIdentifiable: v = 0" in err
+
+
+def test_unwritable_output_is_an_error_not_a_traceback(capsys, tmp_path) -> None:
+    target = tmp_path / "missing-dir" / "c.json"
+    code, _, err = run(capsys, "learn", "single-head", "--d", "1", "--certificate", str(target))
+    assert code == 1 and "No such file or directory" in err
+
+
+def test_comparison_with_the_truth_can_say_no() -> None:
+    from verified_attn import Oracle, learn_single_head
+    from verified_attn.cli import _compare_with_truth
+
+    truth, other = random_single_head(3, seed=2), random_single_head(3, seed=3)
+    for arithmetic, kw in [("exact", {}), ("certified", {"denominator_bound": 1})]:
+        oracle = Oracle(truth, arithmetic, precision=128 if arithmetic == "certified" else None)
+        rec = learn_single_head(oracle, **kw)
+        assert _compare_with_truth(rec, truth.parameters())[0] is True
+        assert _compare_with_truth(rec, other.parameters())[0] is False

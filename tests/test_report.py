@@ -1,0 +1,159 @@
+"""Rendering claim results and recoveries: tables, Markdown, lossless JSON."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from fractions import Fraction
+
+import flint
+import numpy as np
+import pytest
+import sympy
+
+from verified_attn import Oracle, SingleHeadAttention, learn_single_head
+from verified_attn.checks import Claim, ClaimResult
+from verified_attn.report import (
+    claim_list_markdown,
+    claim_list_text,
+    claims_json,
+    claims_markdown,
+    claims_table,
+    format_number,
+    jsonable,
+    recovery_json,
+    recovery_text,
+)
+from verified_attn.serialize import load_number
+
+LONG = "A statement that goes on " + "and on " * 20 + "until it is cut."
+RESULTS = [
+    ClaimResult("a/pass", "Thm 1", "Short.", True, "fine", 30, 30, 0.5),
+    ClaimResult("b/fail", "Prop 7.1", LONG, False, "counterexample at d = 2", None, None, 1.25),
+    ClaimResult("c/data", "App. A", "Has data | pipes.", True, data={"q": Fraction(2, 3)}),
+]
+MODEL = SingleHeadAttention([[Fraction(1, 2), -2], [3, 0]], [0, 5])
+
+
+def test_table_rows_and_counts() -> None:
+    lines = claims_table(RESULTS).splitlines()
+    assert lines[0].split() == [
+        "id",
+        "paper",
+        "ref",
+        "statement",
+        "queries",
+        "(bound)",
+        "result",
+        "seconds",
+    ]
+    assert set(lines[1]) <= {"-", " "}
+    row = lines[2]
+    assert row.startswith("a/pass") and "30 (30)" in row and "PASS" in row and row.endswith("0.50")
+    fail = lines[3]
+    assert "FAIL" in fail and fail.endswith("1.25")
+    assert "..." in fail and "until it is cut" not in fail  # shortened statement
+    assert lines[5] == "2 passed, 1 failed"
+    assert lines[6] == "FAIL b/fail: counterexample at d = 2"
+
+
+def test_table_columns_align() -> None:
+    lines = claims_table(RESULTS).splitlines()[:5]
+    starts = {line.index("PASS") if "PASS" in line else line.index("FAIL") for line in lines[2:]}
+    assert len(starts) == 1
+
+
+def test_markdown_has_full_statements_and_escapes_pipes() -> None:
+    md = claims_markdown(RESULTS)
+    assert md.startswith("| id | paper ref | statement | queries (bound) | result | seconds |\n")
+    assert "until it is cut." in md
+    assert "Has data \\| pipes." in md
+    assert "| `b/fail` | Prop 7.1 |" in md and "**FAIL**" in md
+    assert "- **b/fail** failed: counterexample at d = 2" in md
+
+
+def test_json_header_and_every_field() -> None:
+    data = json.loads(json.dumps(claims_json(RESULTS, seed=11)))
+    assert data["seed"] == 11 and data["passed"] == 2 and data["failed"] == 1
+    assert data["versions"]["python-flint"] == flint.__version__
+    assert datetime.datetime.fromisoformat(data["date"]).tzinfo is not None
+    assert set(data["claims"][0]) == {
+        "id", "paper_ref", "statement", "passed", "detail", "queries", "bound", "seconds", "data",
+    }  # fmt: skip
+    assert data["claims"][1]["statement"] == LONG
+    assert load_number(data["claims"][2]["data"]["q"]) == Fraction(2, 3)
+
+
+def test_claim_lists() -> None:
+    claims = [Claim("x/y", "Thm 1", LONG, lambda seed: RESULTS[0])]
+    text = claim_list_text(claims)
+    assert text.splitlines()[2].startswith("x/y  Thm 1") and text.endswith("...")
+    assert claim_list_markdown(claims).splitlines()[2] == f"| `x/y` | Thm 1 | {LONG} |"
+
+
+@pytest.mark.parametrize(
+    ("x", "want"),
+    [
+        (Fraction(-2, 3), {"rational": "-2/3"}),
+        (sympy.Rational(1, 2), {"rational": "1/2"}),
+        (np.int64(3), 3),
+        (np.array([1.5, 2.0]), [1.5, 2.0]),
+        (float("nan"), "nan"),
+        (sympy.Matrix([[1, 2]]), [[{"rational": "1/1"}, {"rational": "2/1"}]]),
+        ((True, None), [True, None]),
+    ],
+)
+def test_jsonable(x, want) -> None:
+    assert jsonable(x) == want
+
+
+def test_jsonable_ball_is_exact() -> None:
+    ball = flint.arb(1) / 3
+    out = jsonable(ball)
+    mid, rad = (Fraction(s) for s in out["arb"])
+    assert mid - rad <= Fraction(1, 3) <= mid + rad
+
+
+def test_format_number() -> None:
+    assert format_number(Fraction(7, 1)) == "7"
+    assert format_number(np.float64(0.1)) == "0.1"
+    assert "+/-" in format_number(flint.arb(1) / 3)
+
+
+def test_recovery_text_exact() -> None:
+    rec = learn_single_head(Oracle(MODEL, "exact"))
+    text = recovery_text(rec)
+    assert "queries: 6 learning (bound 6; = the bound), 8 verification" in text
+    assert "by phase: v 2, W 4, verify 8" in text
+    assert "parameters are exact rationals, equal (==) to the truth" in text
+    assert "verification on 8 fresh queries: PASSED" in text
+    assert "  v = [0, 5]" in text
+    assert "    [ 1/2  -2 ]" in text and "    [   3   0 ]" in text
+
+
+def test_recovery_text_balls_and_floats() -> None:
+    rec = learn_single_head(Oracle(MODEL, "certified", precision=64), denominator_bound=1)
+    text = recovery_text(rec)
+    assert "certified at 64 bits; parameters are certified balls" in text
+    assert "+/-" in text
+    rec = learn_single_head(Oracle(MODEL, "float"))
+    text = recovery_text(rec)
+    assert "parameters are float64 approximations" in text
+    assert "max relative discrepancy" in text
+    assert repr(float(rec.W[0, 0])) in text  # floats printed in full
+
+
+def test_recovery_text_counts_rescales() -> None:
+    rec = learn_single_head(Oracle(SingleHeadAttention([[40, -2], [3, 0]], [0, 5]), "float"))
+    text = recovery_text(rec)
+    assert "queries: 7 learning (bound 6; the bound + 1 extra, see the phases)" in text
+    assert "rescale 1" in text
+
+
+def test_recovery_json_is_lossless() -> None:
+    rec = learn_single_head(Oracle(MODEL, "certified"))
+    data = json.loads(json.dumps(recovery_json(rec)))
+    assert data["queries"] == 6 and data["bound"] == 6 and data["exact"] is True
+    W = [[load_number(x) for x in row] for row in data["parameters"]["W"]]
+    assert W == [[Fraction(1, 2), -2], [3, 0]]
+    assert "numpy" in data["versions"]

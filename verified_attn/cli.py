@@ -1,0 +1,323 @@
+"""The ``verified-attn`` command (also ``python -m verified_attn``).
+
+>>> main(["claims"])  # doctest: +ELLIPSIS
+id                   paper ref  statement
+...
+0
+>>> main(["check", "no-such-claim"])  # the message goes to stderr
+2
+
+Subcommands: ``check`` runs the claims, ``claims`` lists them, ``learn KIND`` runs a learner
+on a seeded random instance and writes a certificate, ``verify-certificate`` re-checks one.
+Exit status: 0 success, 1 a claim or certificate failed (or a learner refused), 2 bad usage.
+A model kind for ``learn`` is one entry in :data:`LEARN_KINDS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from verified_attn.arithmetic import arb_bounds
+from verified_attn.errors import InvalidArgument, VerifiedAttnError
+
+__all__ = ["LEARN_KINDS", "LearnKind", "LearnOutcome", "main", "random_single_head"]
+
+PROG = "verified-attn"
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class _UsageError(Exception):
+    """Internal: bad command-line usage (exit status 2)."""
+
+
+# ---------------------------------------------------------------------------------------
+# learn: one table entry per model kind.
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class LearnOutcome:
+    """What a learn run produced: the recovery, and how it compares with the truth."""
+
+    recovery: Any
+    equals_truth: bool | None
+    comparison: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class LearnKind:
+    """One model kind of ``verified-attn learn``.
+
+    ``add_arguments`` adds the kind's own options (the common ones --d, --arithmetic,
+    --precision, --seed, --certificate, --json are added for every kind); ``run`` builds
+    the seeded instance, learns it and compares with the truth.
+    """
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], LearnOutcome]
+
+
+def random_single_head(d: int, *, seed: int, affine: bool = False) -> Any:
+    """A seeded random rational head with a zero in v (for d >= 2) to show the design copes.
+
+    >>> m = random_single_head(3, seed=1)
+    >>> m.d, 0 in list(m.v), any(m.v)
+    (3, True, True)
+    """
+    from verified_attn.models import SingleHeadAttention
+
+    rng = np.random.default_rng(seed)
+    W = [
+        [Fraction(int(rng.integers(-9, 10)), int(rng.integers(1, 9))) for _ in range(d)]
+        for _ in range(d)
+    ]
+    v = [Fraction(int(rng.integers(-5, 6))) for _ in range(d)]
+    nonzero = int(rng.integers(d))
+    v[nonzero] = Fraction(int(rng.choice([-3, -2, -1, 1, 2, 3])))  # v = 0 is not identifiable
+    if d >= 2:
+        v[(nonzero + 1 + int(rng.integers(d - 1))) % d] = Fraction(0)
+    if not affine:
+        return SingleHeadAttention(W, v)
+    c = [Fraction(int(rng.integers(-4, 5)), 2) for _ in range(d)]
+    beta = Fraction(int(rng.integers(-9, 10)), int(rng.integers(1, 5)))
+    return SingleHeadAttention(W, v, c=c, beta=beta)
+
+
+def _entries(x: Any) -> list[Any]:
+    """The entries of a parameter (SymPy matrix, array or scalar), row-major."""
+    if hasattr(x, "tolist"):
+        return list(np.asarray(x.tolist(), dtype=object).reshape(-1))
+    return [x]
+
+
+def _compare_with_truth(rec: Any, truth: dict[str, Any]) -> tuple[bool | None, list[str]]:
+    """Exact: == per parameter. Balls: does each contain the truth. Floats: the error."""
+    if rec.exact:
+        same = all(rec.parameters[k] == truth[k] for k in truth)
+        return same, [f"equals the truth exactly (==): {'yes' if same else 'NO'}"]
+    if rec.arithmetic == "certified":
+        inside = True
+        for name, want in truth.items():
+            for ball, q in zip(_entries(rec.parameters[name]), _entries(want), strict=True):
+                lo, hi = arb_bounds(ball)  # exact endpoints: no rounding of the truth
+                inside &= lo <= Fraction(int(q.p), int(q.q)) <= hi
+        return inside, [f"every ball contains the truth: {'yes' if inside else 'NO'}"]
+    worst = 0.0
+    for name, want in truth.items():
+        got = _entries(rec.to_numpy()[name])
+        worst = max(
+            worst, max(abs(float(g) - float(w)) for g, w in zip(got, _entries(want), strict=True))
+        )
+    return None, [f"float64, not exact: max |recovered - truth| = {worst:.3e}"]
+
+
+def _single_head_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--affine",
+        action="store_true",
+        help="learn the affine model (score bias c, output bias beta): d^2 + 2d + 1 queries",
+    )
+
+
+def _run_single_head(args: argparse.Namespace) -> LearnOutcome:
+    from verified_attn.exact_recovery import learn_single_head
+    from verified_attn.oracle import Oracle
+
+    model = random_single_head(args.d, seed=args.seed, affine=args.affine)
+    oracle = Oracle(model, args.arithmetic, precision=args.precision)
+    rec = learn_single_head(oracle, seed=args.seed)
+    equal, lines = _compare_with_truth(rec, model.parameters())
+    return LearnOutcome(rec, equal, lines)
+
+
+LEARN_KINDS: dict[str, LearnKind] = {
+    "single-head": LearnKind(
+        "single-head",
+        "Thm 4.1: a single head from d^2 + d queries",
+        _single_head_arguments,
+        _run_single_head,
+    ),
+}
+
+
+# ---------------------------------------------------------------------------------------
+# The parser.
+# ---------------------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    # Raise instead of exiting, so main() returns a status and tests see no SystemExit.
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        raise _UsageError(f"{message}\n{self.format_usage().rstrip()}")
+
+
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {n}")
+        return n
+
+    return parse
+
+
+_nonneg_int = _int_at_least(0)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Learn softmax attention from black-box queries, exactly and checkably.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    check = sub.add_parser("check", help="check the theory's claims (exit 1 if any fails)")
+    check.add_argument("ids", nargs="*", metavar="ID", help="claim ids or prefixes (default all)")
+    check.add_argument("--json", metavar="F", type=Path, help="also write the results as JSON")
+    check.add_argument("--markdown", metavar="F", type=Path, help="also write them as Markdown")
+    check.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default 0)")
+
+    claims = sub.add_parser("claims", help="list the registered claims")
+    claims.add_argument("--markdown", action="store_true", help="print the CLAIMS.md table")
+
+    learn = sub.add_parser("learn", help="learn a seeded random model and write a certificate")
+    kinds = learn.add_subparsers(dest="kind", metavar="KIND", parser_class=_Parser)
+    for kind in LEARN_KINDS.values():
+        p = kinds.add_parser(kind.name, help=kind.help)
+        p.add_argument("--d", type=_int_at_least(1), required=True, help="token dimension d >= 1")
+        p.add_argument("--arithmetic", choices=("exact", "certified", "float"), default="certified")
+        p.add_argument("--precision", type=_nonneg_int, help="bits, certified arithmetic only")
+        p.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default 0)")
+        p.add_argument(
+            "--certificate",
+            metavar="F",
+            type=Path,
+            help=f"certificate path (default certificate-{kind.name}-d<N>.json here)",
+        )
+        p.add_argument("--json", metavar="F", type=Path, help="also write the recovery as JSON")
+        kind.add_arguments(p)
+
+    ver = sub.add_parser("verify-certificate", help="re-check a certificate without the oracle")
+    ver.add_argument("path", metavar="F", type=Path, help="certificate JSON file")
+    return parser
+
+
+# ---------------------------------------------------------------------------------------
+# Commands.
+# ---------------------------------------------------------------------------------------
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_text(text)
+    print(f"wrote {path}")
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from verified_attn.claims import check_claims
+    from verified_attn.report import claims_json, claims_markdown, claims_table
+
+    try:
+        results = check_claims(args.ids or None, seed=args.seed)
+    except InvalidArgument as exc:
+        raise _UsageError(str(exc)) from exc
+    print(claims_table(results))
+    if args.json is not None:
+        _write(args.json, json.dumps(claims_json(results, seed=args.seed), indent=1) + "\n")
+    if args.markdown is not None:
+        _write(args.markdown, claims_markdown(results))
+    return EXIT_OK if all(r.passed for r in results) else EXIT_FAIL
+
+
+def _cmd_claims(args: argparse.Namespace) -> int:
+    from verified_attn.claims import all_claims
+    from verified_attn.report import claim_list_markdown, claim_list_text
+
+    claims = all_claims()
+    print(claim_list_markdown(claims) if args.markdown else claim_list_text(claims), end="")
+    if not args.markdown:
+        print()
+    return EXIT_OK
+
+
+def _cmd_learn(args: argparse.Namespace) -> int:
+    from verified_attn.report import recovery_json, recovery_text
+
+    if args.kind is None:
+        raise _UsageError("learn needs a model kind: " + ", ".join(LEARN_KINDS))
+    if args.precision is not None and args.arithmetic != "certified":
+        raise _UsageError("--precision applies to --arithmetic certified only")
+    outcome = LEARN_KINDS[args.kind].run(args)
+    rec = outcome.recovery
+    print(recovery_text(rec))
+    for line in outcome.comparison:
+        print(line)
+    if args.json is not None:
+        _write(args.json, json.dumps(recovery_json(rec), indent=1) + "\n")
+    if rec.certificate_data is not None:
+        path = args.certificate or Path(f"certificate-{args.kind}-d{args.d}.json")
+        rec.certificate(path)
+        print(f"certificate written to {path} (check it: {PROG} verify-certificate {path})")
+    else:
+        print("this learner writes no certificate")
+    return EXIT_OK if outcome.equals_truth is not False else EXIT_FAIL
+
+
+def _cmd_verify_certificate(args: argparse.Namespace) -> int:
+    from verified_attn.certificate import verify_certificate
+    from verified_attn.errors import CertificateError
+
+    try:
+        check = verify_certificate(args.path)
+    except CertificateError as exc:
+        print(f"certificate FAILED: {args.path}: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    print(f"{args.path}: {check}")
+    return EXIT_OK
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "check": _cmd_check,
+    "claims": _cmd_claims,
+    "learn": _cmd_learn,
+    "verify-certificate": _cmd_verify_certificate,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 1 failed, 2 bad usage)."""
+    parser = _build_parser()
+    try:
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help / --version: argparse printed and wants out
+            return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
+        if args.command is None:
+            parser.print_help()
+            return EXIT_USAGE
+        return _COMMANDS[args.command](args)
+    except _UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except InvalidArgument as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except VerifiedAttnError as exc:
+        print(f"{PROG}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAIL
+    except OSError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_FAIL

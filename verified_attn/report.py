@@ -1,0 +1,320 @@
+"""Text, JSON and Markdown renderings of claim results and recoveries.
+
+>>> from verified_attn.checks import ClaimResult
+>>> r = ClaimResult("thm-4.1/query-count", "Thm 4.1", "d^2 + d queries suffice.", True,
+...                 queries=72, bound=72, seconds=0.25)
+>>> print(claims_table([r]))
+id                   paper ref  statement                 queries (bound)  result  seconds
+-------------------  ---------  ------------------------  ---------------  ------  -------
+thm-4.1/query-count  Thm 4.1    d^2 + d queries suffice.  72 (72)          PASS       0.25
+1 passed, 0 failed
+>>> print(claims_markdown([r]).splitlines()[2])
+| `thm-4.1/query-count` | Thm 4.1 | d^2 + d queries suffice. | 72 (72) | PASS | 0.25 |
+
+Numbers in JSON are written with :mod:`verified_attn.serialize`, so exact rationals,
+float bits and ball endpoints survive the round trip; the header records the seed, the
+versions of everything involved (:func:`verified_attn.recovery.versions`) and the date.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Sequence
+from dataclasses import asdict
+from fractions import Fraction
+from typing import Any
+
+import flint
+import numpy as np
+import sympy
+
+from verified_attn.checks import Claim, ClaimResult
+from verified_attn.recovery import Recovery, versions
+from verified_attn.serialize import dump_number
+
+__all__ = [
+    "claim_list_markdown",
+    "claim_list_text",
+    "claims_json",
+    "claims_markdown",
+    "claims_table",
+    "format_number",
+    "jsonable",
+    "recovery_json",
+    "recovery_text",
+]
+
+STATEMENT_WIDTH = 60
+
+
+def _shorten(text: str, width: int = STATEMENT_WIDTH) -> str:
+    """One line of at most ``width`` characters ("..." marks a cut).
+
+    >>> _shorten("a  b\\nc", 10), _shorten("x" * 12, 10)
+    ('a b c', 'xxxxxxx...')
+    """
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _counts(r: ClaimResult) -> str:
+    if r.queries is None and r.bound is None:
+        return "-"
+    used = "-" if r.queries is None else str(r.queries)
+    bound = "-" if r.bound is None else str(r.bound)
+    return f"{used} ({bound})"
+
+
+def _align(rows: list[list[str]], right: Sequence[int] = ()) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for n, row in enumerate(rows):
+        cells = [
+            cell.rjust(w) if i in right else cell.ljust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def claims_table(results: Sequence[ClaimResult]) -> str:
+    """A plain-text table, one row per claim, with a pass/fail count; failures' details
+    follow the table, since that is what one needs to read next."""
+    header = ["id", "paper ref", "statement", "queries (bound)", "result", "seconds"]
+    rows = [header] + [
+        [
+            r.id,
+            r.paper_ref,
+            _shorten(r.statement),
+            _counts(r),
+            "PASS" if r.passed else "FAIL",
+            f"{r.seconds:.2f}",
+        ]
+        for r in results
+    ]
+    failed = [r for r in results if not r.passed]
+    lines = [_align(rows, right=[5]), f"{len(results) - len(failed)} passed, {len(failed)} failed"]
+    lines.extend(f"FAIL {r.id}: {r.detail}" for r in failed)
+    return "\n".join(lines)
+
+
+def _md_cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def claims_markdown(results: Sequence[ClaimResult]) -> str:
+    """A Markdown table of results (full statements), then the failures' details."""
+    lines = [
+        "| id | paper ref | statement | queries (bound) | result | seconds |",
+        "|---|---|---|---|---|---:|",
+    ]
+    lines += [
+        f"| `{r.id}` | {_md_cell(r.paper_ref)} | {_md_cell(r.statement)} | {_counts(r)} | "
+        f"{'PASS' if r.passed else '**FAIL**'} | {r.seconds:.2f} |"
+        for r in results
+    ]
+    failed = [r for r in results if not r.passed]
+    lines.append("")
+    lines.append(f"{len(results) - len(failed)} passed, {len(failed)} failed.")
+    lines += [f"- **{r.id}** failed: {_md_cell(r.detail)}" for r in failed]
+    return "\n".join(lines) + "\n"
+
+
+def claims_json(results: Sequence[ClaimResult], *, seed: int) -> dict[str, Any]:
+    """A JSON-ready dict: a header (seed, versions, date) and every field of every claim."""
+    return {
+        "tool": "verified-attn check",
+        "seed": seed,
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "versions": versions(),
+        "passed": sum(r.passed for r in results),
+        "failed": sum(not r.passed for r in results),
+        "claims": [jsonable(asdict(r)) for r in results],
+    }
+
+
+def claim_list_text(claims: Sequence[Claim]) -> str:
+    """The registered claims as a text table (id, paper ref, shortened statement)."""
+    rows = [["id", "paper ref", "statement"]]
+    rows += [[c.id, c.paper_ref, _shorten(c.statement)] for c in claims]
+    return _align(rows)
+
+
+def claim_list_markdown(claims: Sequence[Claim]) -> str:
+    """The CLAIMS.md table's columns id, paper, statement: full statements, pipes escaped.
+
+    >>> from verified_attn.checks import Claim
+    >>> print(claim_list_markdown([Claim("x/y", "Thm 1", "a | b", lambda s: None)]))
+    | id | paper | statement |
+    |---|---|---|
+    | `x/y` | Thm 1 | a \\| b |
+    <BLANKLINE>
+    """
+    lines = ["| id | paper | statement |", "|---|---|---|"]
+    lines += [f"| `{c.id}` | {_md_cell(c.paper_ref)} | {_md_cell(c.statement)} |" for c in claims]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------
+# Numbers.
+# ---------------------------------------------------------------------------------------
+
+
+def jsonable(x: Any) -> Any:
+    """``x`` with every number in a JSON-safe, lossless form (see serialize.dump_number).
+
+    >>> jsonable({"q": Fraction(1, 3), "n": [1, 2.5], "s": "ok"})
+    {'q': {'rational': '1/3'}, 'n': [1, 2.5], 's': 'ok'}
+    """
+    if x is None or isinstance(x, str | bool):
+        return x
+    if isinstance(x, int) and not isinstance(x, np.integer):
+        return x
+    if isinstance(x, float):
+        return x if math.isfinite(x) else str(x)
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [jsonable(v) for v in x]
+    if isinstance(x, sympy.MatrixBase):
+        return [[jsonable(v) for v in row] for row in x.tolist()]
+    if isinstance(x, np.ndarray):
+        return [jsonable(v) for v in x.tolist()] if x.ndim else jsonable(x.item())
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
+    try:
+        return dump_number(x)
+    except TypeError:
+        return str(x)
+
+
+def format_number(x: Any) -> str:
+    """A number for people: rationals exactly, balls as flint prints them, floats in full.
+
+    >>> format_number(Fraction(-2, 3)), format_number(sympy.Rational(5)), format_number(0.1)
+    ('-2/3', '5', '0.1')
+    """
+    if isinstance(x, Fraction):
+        return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+    if isinstance(x, sympy.Basic):
+        return str(x)
+    if isinstance(x, flint.arb):
+        return x.str(radius=True)
+    if isinstance(x, float | np.floating):
+        return repr(float(x))
+    return str(x)
+
+
+def _entries(val: Any) -> tuple[list[list[str]], bool]:
+    """Parameter entries as rows of strings, and whether it is a vector/scalar (one row)."""
+    if isinstance(val, sympy.MatrixBase):
+        rows = val.tolist()
+        if val.shape[1] == 1:
+            return [[format_number(x) for x in val]], True
+        return [[format_number(x) for x in row] for row in rows], False
+    arr = np.asarray(val, dtype=object)
+    if arr.ndim == 0:
+        return [[format_number(arr.item())]], True
+    if arr.ndim == 1:
+        return [[format_number(x) for x in arr]], True
+    return [[format_number(x) for x in row] for row in arr.tolist()], False
+
+
+def _format_parameter(name: str, val: Any) -> list[str]:
+    rows, flat = _entries(val)
+    if name == "W" and flat:  # a 1 x 1 matrix is still a matrix
+        flat = False
+    if flat and len(rows[0]) == 1 and name == "beta":
+        return [f"  {name} = {rows[0][0]}"]
+    if flat:
+        return [f"  {name} = [" + ", ".join(rows[0]) + "]"]
+    widths = [max(len(row[j]) for row in rows) for j in range(len(rows[0]))]
+    out = [f"  {name} ="]
+    for row in rows:
+        out.append(
+            "    [ " + "  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) + " ]"
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Recoveries.
+# ---------------------------------------------------------------------------------------
+
+_MEANING = {
+    "exact": "exact rationals, equal (==) to the truth",
+    "certified-exact": "exact rationals reconstructed from certified balls, then verified",
+    "certified": "certified balls, each containing the true value",
+    "float": "float64 approximations",
+}
+
+
+def recovery_text(rec: Recovery) -> str:
+    """A recovery for people: counts against the bound by phase, exactness, parameters,
+    verification outcome and notes."""
+    phases = ", ".join(f"{k} {n}" for k, n in rec.queries_by_phase.items())
+    arith = rec.arithmetic + (f" at {rec.precision} bits" if rec.precision else "")
+    if rec.arithmetic == "certified":
+        kind = "certified-exact" if rec.exact else "certified"
+    else:
+        kind = rec.arithmetic
+    verdict = "PASSED" if rec.verified else "NOT VERIFIED"
+    if rec.queries == rec.bound:
+        versus = "= the bound"
+    elif rec.queries < rec.bound:
+        versus = f"{rec.bound - rec.queries} below the bound"
+    else:
+        versus = f"the bound + {rec.queries - rec.bound} extra, see the phases"
+    lines = [
+        f"{rec.theorem}: recovered {', '.join(rec.parameters)} ({rec.parameter_count} numbers)",
+        f"queries: {rec.queries} learning (bound {rec.bound}; {versus}), "
+        f"{rec.verification_queries} verification",
+        f"  by phase: {phases}",
+        f"  tokens sent {rec.tokens_sent}, longest query {rec.max_length}, rounds {rec.rounds}",
+        f"arithmetic: {arith}; parameters are {_MEANING[kind]}",
+        f"verification on {rec.verification_queries} fresh queries: {verdict}"
+        + (
+            f" (max relative discrepancy {rec.verification_error:.3e})"
+            if rec.verification_error is not None
+            else ""
+        ),
+        "parameters:",
+    ]
+    for name, val in rec.parameters.items():
+        lines.extend(_format_parameter(name, val))
+    lines.extend(f"note: {n}" for n in rec.notes)
+    return "\n".join(lines)
+
+
+def recovery_json(rec: Recovery) -> dict[str, Any]:
+    """A JSON-ready dict of the recovery (parameters written losslessly) with versions."""
+    fields = {
+        k: getattr(rec, k)
+        for k in (
+            "theorem",
+            "arithmetic",
+            "precision",
+            "exact",
+            "verified",
+            "queries",
+            "verification_queries",
+            "queries_by_phase",
+            "bound",
+            "parameter_count",
+            "seed",
+            "tokens_sent",
+            "max_length",
+            "rounds",
+            "verification_error",
+            "notes",
+        )
+    }
+    fields["parameters"] = {k: jsonable(v) for k, v in rec.parameters.items()}
+    fields["versions"] = versions()
+    fields["date"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    return fields
