@@ -27,7 +27,9 @@ from verified_attn.errors import (
 )
 from verified_attn.exact_recovery import learn_single_head
 from verified_attn.models import SingleHeadAttention, attention_output
+from verified_attn.noisy import learn_noisy
 from verified_attn.oracle import Oracle
+from verified_attn.oracle_wrappers import LabelOracle, NoisyOracle, StochasticOracle
 from verified_attn.recovery import Recovery
 
 __all__ = [
@@ -35,7 +37,9 @@ __all__ = [
     "CertificateCheck",
     "CertificateError",
     "InvalidArgument",
+    "LabelOracle",
     "ModelClassMismatch",
+    "NoisyOracle",
     "NotIdentifiable",
     "Oracle",
     "OracleError",
@@ -43,12 +47,14 @@ __all__ = [
     "QueryBudgetExceeded",
     "Recovery",
     "SingleHeadAttention",
+    "StochasticOracle",
     "VerifiedAttnError",
     "__version__",
     "attention_output",
     "check_claims",
     "claims",
     "get_arithmetic",
+    "learn_noisy",
     "learn_single_head",
     "verify_certificate",
 ]

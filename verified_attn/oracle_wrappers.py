@@ -1,0 +1,347 @@
+"""Inexact oracles: bounded-tolerance adversaries, stochastic noise, label-only answers.
+
+>>> import verified_attn as va
+>>> from verified_attn.oracle_wrappers import NoisyOracle
+>>> inner = va.Oracle(va.SingleHeadAttention([[1]], [2]), "certified")
+>>> noisy = NoisyOracle(inner, tolerance=0.01, adversary="uniform", seed=0)
+>>> abs(noisy.query([[1]]) - 2) <= 0.01, noisy.queries, isinstance(noisy, va.Oracle)
+(True, 1, True)
+
+Every wrapper *is* a float-mode :class:`~verified_attn.oracle.Oracle`: learners accept it,
+and the exact query counts (by phase, budget, transcript) live on the wrapper object. The
+wrapped oracle supplies the truth and keeps counts of its own.
+
+What a tolerance guarantee means here: the answer ``y`` returned by :class:`NoisyOracle`
+satisfies ``|y - f(X)| <= tolerance`` *exactly* (checked in rational arithmetic) when the
+wrapped oracle is ``exact`` or ``certified`` (the truth is known to within a ball, and the
+ball's radius is spent from the tolerance). Around a float-mode oracle (a black box) the
+guarantee is relative to the black box's own float answer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+import flint
+import numpy as np
+import sympy
+
+from verified_attn.arithmetic import arb_bounds, get_arithmetic, to_fraction
+from verified_attn.errors import InvalidArgument, PrecisionExhausted
+from verified_attn.oracle import Oracle
+
+__all__ = [
+    "ADVERSARIES",
+    "Adversary",
+    "LabelOracle",
+    "NoisyOracle",
+    "StochasticOracle",
+    "truth_interval",
+]
+
+#: An adversary maps (query X as a float array, truth midpoint, tolerance left, rng) to a
+#: proposed answer; the wrapper then enforces the tolerance exactly.
+Adversary = Callable[[np.ndarray, Fraction, Fraction, np.random.Generator], Fraction]
+
+ADVERSARIES = ("uniform", "rounding", "worst-case", "none")
+
+
+def _positive_fraction(x: Any, name: str) -> Fraction:
+    q = to_fraction(x, name=name)
+    if q <= 0:
+        raise InvalidArgument(f"{name} must be > 0, got {x!r}")
+    return q
+
+
+def _seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise InvalidArgument(f"seed must be an int, got {seed!r}")
+    return int(seed)
+
+
+def truth_interval(inner: Oracle, X: np.ndarray) -> tuple[Fraction, Fraction]:
+    """[lo, hi] with lo <= f(X) <= hi as far as the wrapped oracle can tell, exactly.
+
+    Certified answers give their ball; exact answers are evaluated in ball arithmetic at
+    256 bits; float answers give a point (the black box's own value).
+
+    >>> import verified_attn as va
+    >>> o = va.Oracle(va.SingleHeadAttention([[0]], [3]), "exact")
+    >>> truth_interval(o, np.array([[1.0]]))
+    (Fraction(3, 1), Fraction(3, 1))
+    """
+    y = inner.query(X)
+    return _interval_of(y)
+
+
+def _interval_of(y: Any) -> tuple[Fraction, Fraction]:
+    if isinstance(y, flint.arb):
+        return arb_bounds(y)
+    if isinstance(y, sympy.Basic):
+        if y.is_Rational:
+            q = to_fraction(y)
+            return q, q
+        with get_arithmetic("certified").context():
+            ball = flint.arb(str(sympy.N(y, 90)))
+            # sympy.N at 90 digits is correct to ~1e-88; widen by that much to stay sound.
+            lo, hi = arb_bounds(ball)
+            slack = Fraction(1, 10**80)
+            return lo - slack, hi + slack
+    q = to_fraction(y, name="oracle answer")
+    return q, q
+
+
+def _float_within(target: Fraction, lo: Fraction, hi: Fraction) -> float:
+    """The float nearest ``target`` that lies in [lo, hi] (lo <= target <= hi, lo < hi)."""
+    y = float(target)
+    # Rounding to a float may step just outside; walk back inside one ulp at a time.
+    for _ in range(64):
+        q = Fraction(y)
+        if q < lo:
+            y = math.nextafter(y, math.inf)
+        elif q > hi:
+            y = math.nextafter(y, -math.inf)
+        else:
+            return y
+    raise PrecisionExhausted(f"no float64 lies in [{float(lo)}, {float(hi)}]")
+
+
+# ---------------------------------------------------------------------------------------
+# Adversaries.
+# ---------------------------------------------------------------------------------------
+
+
+def uniform_adversary(
+    X: np.ndarray, mid: Fraction, room: Fraction, rng: np.random.Generator
+) -> Fraction:
+    """Uniformly random in [mid - room, mid + room]."""
+    return mid + room * Fraction(float(rng.uniform(-1.0, 1.0)))
+
+
+def rounding_adversary(step: Fraction) -> Adversary:
+    """Round to the grid ``step * Z`` (an API printing few decimals: step = 10^-k).
+
+    >>> rounding_adversary(Fraction(1, 100))(None, Fraction(1234, 1000), Fraction(1), None)
+    Fraction(123, 100)
+    """
+
+    def adversary(
+        X: np.ndarray, mid: Fraction, room: Fraction, rng: np.random.Generator
+    ) -> Fraction:
+        return step * round(mid / step)
+
+    return adversary
+
+
+def no_adversary(
+    X: np.ndarray, mid: Fraction, room: Fraction, rng: np.random.Generator
+) -> Fraction:
+    """The truth itself (a zero-error adversary, for comparisons)."""
+    return mid
+
+
+# ---------------------------------------------------------------------------------------
+# The wrappers.
+# ---------------------------------------------------------------------------------------
+
+
+class _Wrapper(Oracle):
+    """A float-mode Oracle whose answers come from another oracle, altered."""
+
+    def _setup(
+        self, inner: Oracle, budget: int | None, record: bool | None, model_class: str | None
+    ) -> None:
+        if not isinstance(inner, Oracle):
+            raise InvalidArgument(
+                f"oracle must be a verified_attn.Oracle, got {type(inner).__name__}"
+            )
+        self.inner = inner
+        self.model = None
+        self.arithmetic = get_arithmetic("float")
+        self.d = inner.d
+        self._fn = None
+        self._batch_fn = None
+        self.model_class = model_class if model_class is not None else inner.model_class
+        self._init_counts(budget, record)
+
+    def _answer(self, converted: list[Any]) -> list[Any]:
+        return [self._answer_one(np.asarray(X, dtype=np.float64)) for X in converted]
+
+    def _answer_one(self, X: np.ndarray) -> float:
+        raise NotImplementedError
+
+
+class NoisyOracle(_Wrapper):
+    """Answers within an additive ``tolerance`` of f(X), chosen by a seeded adversary.
+
+    ``adversary``: ``"uniform"`` (uniform in [-tau, tau]), ``"rounding"`` (round to the grid
+    of step 2 tau, i.e. the nearest multiple of 2 tau), ``"worst-case"`` (needs
+    ``direction(X, lo, hi) -> +1 | -1``, a rule that knows the truth and the learner and
+    pushes the answer to the end of the tolerance that hurts most), ``"none"``, or any
+    :data:`Adversary` callable.
+
+    >>> import verified_attn as va
+    >>> inner = va.Oracle(va.SingleHeadAttention([[0]], [1]), "exact")
+    >>> NoisyOracle.rounded(inner, decimals=1).query([[0.33]])
+    0.3
+    >>> NoisyOracle(inner, tolerance=0)
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: tolerance must be > 0, got 0
+    """
+
+    def __init__(
+        self,
+        oracle: Oracle,
+        tolerance: Any,
+        adversary: str | Adversary = "uniform",
+        *,
+        seed: int = 0,
+        direction: Callable[[np.ndarray, Fraction, Fraction], int] | None = None,
+        budget: int | None = None,
+        record: bool | None = None,
+    ) -> None:
+        self._setup(oracle, budget, record, None)
+        self.tolerance = _positive_fraction(tolerance, "tolerance")
+        self.seed = _seed(seed)
+        self._rng = np.random.default_rng(self.seed)
+        self.adversary_name = adversary if isinstance(adversary, str) else "custom"
+        if adversary == "uniform":
+            self._adversary: Adversary = uniform_adversary
+        elif adversary == "rounding":
+            self._adversary = rounding_adversary(2 * self.tolerance)
+        elif adversary == "none":
+            self._adversary = no_adversary
+        elif adversary == "worst-case":
+            if direction is None or not callable(direction):
+                raise InvalidArgument(
+                    "adversary='worst-case' needs direction=callable(X, lo, hi) -> +1 or -1 "
+                    "(see verified_attn.noisy.learner.worst_case_direction)"
+                )
+            self._adversary = _pushing(direction)
+        elif callable(adversary) and not isinstance(adversary, str):
+            self._adversary = adversary
+        else:
+            raise InvalidArgument(
+                f"adversary must be one of {ADVERSARIES} or a callable; got {adversary!r}"
+            )
+
+    @classmethod
+    def rounded(cls, oracle: Oracle, *, decimals: int, budget: int | None = None) -> NoisyOracle:
+        """An API that prints ``decimals`` decimals: tolerance 10^-decimals / 2."""
+        if isinstance(decimals, bool) or not isinstance(decimals, int) or decimals < 0:
+            raise InvalidArgument(f"decimals must be an int >= 0, got {decimals!r}")
+        return cls(oracle, Fraction(1, 2 * 10**decimals), "rounding", budget=budget)
+
+    def _answer_one(self, X: np.ndarray) -> float:
+        lo, hi = truth_interval(self.inner, X)
+        # The answer y must satisfy |y - f| <= tau for every f in [lo, hi]:
+        # y in [hi - tau, lo + tau]; the adversary's room around the midpoint is what is left.
+        room = self.tolerance - (hi - lo) / 2
+        if room <= 0:
+            raise PrecisionExhausted(
+                f"the wrapped oracle's answer is uncertain by {float(hi - lo)}, more than twice "
+                f"the tolerance {float(self.tolerance)}; raise its precision"
+            )
+        mid = (lo + hi) / 2
+        proposal = self._adversary(X, mid, room, self._rng)
+        proposal = min(max(to_fraction(proposal, name="adversary answer"), mid - room), mid + room)
+        return _float_within(proposal, hi - self.tolerance, lo + self.tolerance)
+
+    def __repr__(self) -> str:
+        return (
+            f"NoisyOracle(d={self.d}, tolerance={float(self.tolerance)}, "
+            f"adversary={self.adversary_name!r}, queries={self.queries})"
+        )
+
+
+def _pushing(direction: Callable[[np.ndarray, Fraction, Fraction], int]) -> Adversary:
+    def adversary(
+        X: np.ndarray, mid: Fraction, room: Fraction, rng: np.random.Generator
+    ) -> Fraction:
+        s = direction(X, mid - room, mid + room)
+        if s not in (-1, 1):
+            raise InvalidArgument(f"direction must return +1 or -1, got {s!r}")
+        return mid + s * room
+
+    return adversary
+
+
+class StochasticOracle(_Wrapper):
+    """Zero-mean Gaussian noise of standard deviation ``noise_scale`` on every answer.
+
+    Unbounded, so no tolerance holds surely; averaging n answers gives a Gaussian of scale
+    sigma / sqrt(n) (see :func:`verified_attn.noisy.learner.repeats_for`).
+
+    >>> import verified_attn as va
+    >>> inner = va.Oracle(va.SingleHeadAttention([[0]], [1]), "certified")
+    >>> o = StochasticOracle(inner, noise_scale=0.1, seed=1)
+    >>> abs(o.query([[1]]) - 1) < 1, o.queries
+    (True, 1)
+    """
+
+    def __init__(
+        self,
+        oracle: Oracle,
+        noise_scale: Any,
+        *,
+        seed: int = 0,
+        budget: int | None = None,
+        record: bool | None = False,
+    ) -> None:
+        self._setup(oracle, budget, record, None)
+        self.noise_scale = float(_positive_fraction(noise_scale, "noise_scale"))
+        self.seed = _seed(seed)
+        self._rng = np.random.default_rng(self.seed)
+
+    def _answer(self, converted: list[Any]) -> list[Any]:
+        truths = self.inner.query_many([np.asarray(X, dtype=np.float64) for X in converted])
+        mids = [float((lo + hi) / 2) for lo, hi in map(_interval_of, truths)]
+        noise = self._rng.normal(0.0, self.noise_scale, size=len(mids))
+        return [m + float(e) for m, e in zip(mids, noise, strict=True)]
+
+    def __repr__(self) -> str:
+        return (
+            f"StochasticOracle(d={self.d}, noise_scale={self.noise_scale}, queries={self.queries})"
+        )
+
+
+class LabelOracle(_Wrapper):
+    """Only the label of f(X): ``+1.0 if f(X) >= threshold else -1.0`` (App. B).
+
+    The comparison is decided exactly for exact / certified inner oracles (an undecidable
+    tie raises :class:`PrecisionExhausted`), in float64 for black boxes.
+
+    >>> import verified_attn as va
+    >>> o = LabelOracle(va.Oracle(va.SingleHeadAttention([[0]], [2]), "exact"))
+    >>> o.query([[1]]), o.query([[-1]]), o.query([[0]])
+    (1.0, -1.0, 1.0)
+    """
+
+    def __init__(
+        self,
+        oracle: Oracle,
+        *,
+        threshold: Any = 0,
+        budget: int | None = None,
+        record: bool | None = None,
+    ) -> None:
+        self._setup(oracle, budget, record, None)
+        self.threshold = to_fraction(threshold, name="threshold")
+
+    def _answer_one(self, X: np.ndarray) -> float:
+        lo, hi = truth_interval(self.inner, X)
+        if lo >= self.threshold:
+            return 1.0
+        if hi < self.threshold:
+            return -1.0
+        raise PrecisionExhausted(
+            f"cannot decide whether f(X) >= {self.threshold}: the wrapped oracle gives "
+            f"[{float(lo)}, {float(hi)}]; raise its precision"
+        )
+
+    def __repr__(self) -> str:
+        return f"LabelOracle(d={self.d}, threshold={self.threshold}, queries={self.queries})"
