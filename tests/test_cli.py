@@ -180,7 +180,7 @@ def test_learn_instance_has_a_zero_in_v_and_is_seeded() -> None:
 
 
 def test_learn_kinds_table() -> None:
-    assert list(LEARN_KINDS) == ["single-head"]
+    assert list(LEARN_KINDS)[:2] == ["single-head", "noisy"]
     assert LEARN_KINDS["single-head"].help.startswith("Thm 4.1")
 
 
@@ -269,3 +269,16 @@ def test_comparison_with_the_truth_can_say_no() -> None:
         rec = learn_single_head(oracle, **kw)
         assert _compare_with_truth(rec, truth.parameters())[0] is True
         assert _compare_with_truth(rec, other.parameters())[0] is False
+
+
+@pytest.mark.parametrize("adversary", ["worst-case", "labels"])
+def test_learn_noisy_reports_the_truth_within_the_bound(capsys, adversary) -> None:
+    assert main(["learn", "noisy", "--d", "2", "--adversary", adversary, "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "truth within the guarantee: yes" in out
+    assert "writes no certificate" in out
+
+
+def test_learn_noisy_rejects_arithmetic(capsys) -> None:
+    assert main(["learn", "noisy", "--d", "2", "--arithmetic", "exact"]) == 2
+    assert "answers are floats" in capsys.readouterr().err

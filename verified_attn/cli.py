@@ -141,12 +141,50 @@ def _run_single_head(args: argparse.Namespace) -> LearnOutcome:
     return LearnOutcome(rec, equal, lines)
 
 
+def _noisy_arguments(p: argparse.ArgumentParser) -> None:
+    from verified_attn.noisy.demo import ADVERSARY_CHOICES
+
+    p.add_argument("--tolerance", type=float, default=1e-3, help="tau (sigma for gaussian)")
+    p.add_argument("--adversary", choices=ADVERSARY_CHOICES, default="uniform")
+    p.add_argument("--design", choices=("paper", "norm"), default="paper")
+    p.add_argument("--w-bound", type=float, default=1.0, help="Wbar: ||W||_F <= Wbar")
+    p.add_argument("--margin", type=float, default=1.0, help="mu: |v_i| >= mu (norm: ||v||)")
+    p.add_argument("--target-error", type=float, default=0.05, help="gaussian: target eps")
+    p.add_argument("--bits", type=int, default=30, help="labels: bits per unknown")
+
+
+def _run_noisy(args: argparse.Namespace) -> LearnOutcome:
+    from verified_attn.noisy.demo import run
+
+    if args.arithmetic != "certified" or args.precision is not None:
+        # The answers of a noisy oracle are floats; the bound is computed in balls.
+        raise _UsageError("learn noisy takes no --arithmetic/--precision: answers are floats")
+    out = run(
+        args.d,
+        tolerance=args.tolerance,
+        adversary=args.adversary,
+        design=args.design,
+        w_bound=args.w_bound,
+        margin=args.margin,
+        target_error=args.target_error,
+        bits=args.bits,
+        seed=args.seed,
+    )
+    return LearnOutcome(out["recovery"], out["within_bound"], out["lines"])
+
+
 LEARN_KINDS: dict[str, LearnKind] = {
     "single-head": LearnKind(
         "single-head",
         "Thm 4.1: a single head from d^2 + d queries",
         _single_head_arguments,
         _run_single_head,
+    ),
+    "noisy": LearnKind(
+        "noisy",
+        "Thm 6.1 / App. B: a head behind a tolerance-tau, gaussian or label-only oracle",
+        _noisy_arguments,
+        _run_noisy,
     ),
 }
 
