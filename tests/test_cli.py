@@ -180,7 +180,7 @@ def test_learn_instance_has_a_zero_in_v_and_is_seeded() -> None:
 
 
 def test_learn_kinds_table() -> None:
-    assert list(LEARN_KINDS)[:2] == ["single-head", "noisy"]
+    assert list(LEARN_KINDS)[:3] == ["single-head", "low-rank", "noisy"]
     assert LEARN_KINDS["single-head"].help.startswith("Thm 4.1")
 
 
@@ -282,3 +282,15 @@ def test_learn_noisy_reports_the_truth_within_the_bound(capsys, adversary) -> No
 def test_learn_noisy_rejects_arithmetic(capsys) -> None:
     assert main(["learn", "noisy", "--d", "2", "--arithmetic", "exact"]) == 2
     assert "answers are floats" in capsys.readouterr().err
+
+
+def test_learn_low_rank_exact_in_certified_mode(capsys) -> None:
+    assert main(["learn", "low-rank", "--d", "6", "--rank", "2", "--find-rank"]) == 0
+    out = capsys.readouterr().out
+    assert "equals the truth exactly (==): yes" in out
+    assert "bound 27" in out  # d + 2dr - r^2 + 1 rank test = 6 + 24 - 4 + 1
+
+
+def test_learn_low_rank_rank_above_d_is_a_usage_error(capsys) -> None:
+    assert main(["learn", "low-rank", "--d", "3", "--rank", "4"]) == 2
+    assert "--rank must be <= --d" in capsys.readouterr().err

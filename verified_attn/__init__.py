@@ -26,6 +26,7 @@ from verified_attn.errors import (
     VerifiedAttnError,
 )
 from verified_attn.exact_recovery import learn_single_head
+from verified_attn.low_rank import learn_low_rank
 from verified_attn.models import SingleHeadAttention, attention_output
 from verified_attn.noisy import learn_noisy
 from verified_attn.oracle import Oracle
@@ -54,6 +55,7 @@ __all__ = [
     "check_claims",
     "claims",
     "get_arithmetic",
+    "learn_low_rank",
     "learn_noisy",
     "learn_single_head",
     "verify_certificate",

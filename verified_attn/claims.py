@@ -22,6 +22,7 @@ __all__ = ["ROOM_MODULES", "all_claims", "check_claims", "get_claim"]
 
 ROOM_MODULES = [
     "verified_attn.exact_recovery.claims",
+    "verified_attn.low_rank.claims",
     "verified_attn.noisy.claims",
 ]
 

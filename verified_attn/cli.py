@@ -141,6 +141,39 @@ def _run_single_head(args: argparse.Namespace) -> LearnOutcome:
     return LearnOutcome(rec, equal, lines)
 
 
+def _low_rank_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rank", type=_int_at_least(1), required=True, help="the true rank r")
+    p.add_argument(
+        "--find-rank", action="store_true", help="do not tell the learner r: it finds it"
+    )
+    p.add_argument("--method", choices=("skeleton", "nuclear"), default="skeleton")
+    p.add_argument("--measurements", type=_int_at_least(1), help="nuclear: number m of probes")
+    p.add_argument("--verify", type=_nonneg_int, default=8, help="fresh verification queries")
+
+
+def _run_low_rank(args: argparse.Namespace) -> LearnOutcome:
+    from verified_attn.low_rank import learn_low_rank
+    from verified_attn.low_rank.claims import random_low_rank_head
+    from verified_attn.oracle import Oracle
+
+    if args.rank > args.d:
+        raise _UsageError(f"--rank must be <= --d; got rank {args.rank} > d {args.d}")
+    if args.method == "nuclear" and args.arithmetic != "float":
+        raise _UsageError("--method nuclear needs --arithmetic float (a convex solver in floats)")
+    model = random_low_rank_head(args.d, args.rank, args.seed)
+    oracle = Oracle(model, args.arithmetic, precision=args.precision)
+    rec = learn_low_rank(
+        oracle,
+        rank=None if args.find_rank else args.rank,
+        method=args.method,
+        seed=args.seed,
+        verify=args.verify,
+        measurements=args.measurements,
+    )
+    equal, lines = _compare_with_truth(rec, model.parameters())
+    return LearnOutcome(rec, equal, lines)
+
+
 def _noisy_arguments(p: argparse.ArgumentParser) -> None:
     from verified_attn.noisy.demo import ADVERSARY_CHOICES
 
@@ -179,6 +212,12 @@ LEARN_KINDS: dict[str, LearnKind] = {
         "Thm 4.1: a single head from d^2 + d queries",
         _single_head_arguments,
         _run_single_head,
+    ),
+    "low-rank": LearnKind(
+        "low-rank",
+        "Thm 5.1: a rank-r head from d + 2dr - r^2 (+1 rank test) queries, or nuclear norm",
+        _low_rank_arguments,
+        _run_low_rank,
     ),
     "noisy": LearnKind(
         "noisy",

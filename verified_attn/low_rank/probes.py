@@ -1,0 +1,124 @@
+"""Bilinear measurements u^T W b from two-token queries, in any arithmetic.
+
+>>> import numpy as np, verified_attn as va
+>>> from verified_attn.low_rank.probes import Prober
+>>> oracle = va.Oracle(va.SingleHeadAttention([[1, 2], [3, 4]], [1, 1]), "exact")
+>>> prober = Prober.start(oracle)
+>>> prober.measure(np.array([[1.0, 0.0]]), np.array([[0.0, 1.0]]), "C")[0]   # e_1^T W e_2
+2
+
+The query [b + t u; b] has score difference s_1 - s_2 = t u^T W b, so
+``alpha_1 = sigmoid(t u^T W b)`` and ``f = b^T v + alpha_1 t u^T v`` (THEORY §3, step 2,
+with e_j replaced by any b). Hence ``u^T W b = logit((f - b^T v) / (t u^T v)) / t``.
+Probe vectors are dyadic rationals held in float64 arrays (every entry exactly a float), so
+the float query *is* the exact rational query; t starts at 1 and is divided by 16 where the
+softmax saturates (each re-ask is a counted query in phase "rescale").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from verified_attn.arithmetic import Arithmetic
+from verified_attn.exact_recovery.learner import (
+    _MAX_RESCALES,
+    _RESCALE_FACTOR,
+    _as_array,
+    _logits,
+    _raise_bad_probe,
+    _require_nonzero_v,
+    _saturated,
+)
+from verified_attn.oracle import Oracle
+
+__all__ = ["Prober", "rational_vector"]
+
+
+def rational_vector(arith: Arithmetic, x: np.ndarray) -> np.ndarray:
+    """A dyadic float vector as numbers of ``arith`` (exact conversion)."""
+    if arith.name == "float":
+        return np.asarray(x, dtype=np.float64)
+    out = np.empty(len(x), dtype=object)
+    for i, xi in enumerate(np.asarray(x, dtype=np.float64).tolist()):
+        out[i] = arith.rational(Fraction(xi))
+    return out
+
+
+def dot(arith: Arithmetic, x: np.ndarray, v: np.ndarray) -> Any:
+    """x^T v for an exact dyadic float vector x and measured numbers v."""
+    if arith.name == "float":
+        return float(np.asarray(x, dtype=np.float64) @ v)
+    acc: Any = arith.rational(Fraction(0))
+    for i, xi in enumerate(np.asarray(x, dtype=np.float64).tolist()):
+        if xi:
+            acc = acc + arith.rational(Fraction(xi)) * v[i]
+    return acc
+
+
+@dataclass
+class Prober:
+    """The oracle, its arithmetic and the measured v: turns (u, b) pairs into u^T W b."""
+
+    oracle: Oracle
+    arith: Arithmetic
+    v: np.ndarray
+
+    @classmethod
+    def start(cls, oracle: Oracle) -> Prober:
+        """Measure v with the d length-1 queries [e_i] (phase "v"); v = 0 is unidentifiable."""
+        arith = oracle.arithmetic
+        d = oracle.d
+        with arith.context(), oracle.phase("v"):
+            answers = oracle.query_many(np.eye(d)[:, None, :])
+            v = _as_array(arith, answers)
+            _require_nonzero_v(arith, v)
+        return cls(oracle, arith, v)
+
+    def measure(self, us: np.ndarray, bs: np.ndarray, phase: str) -> np.ndarray:
+        """u_k^T W b_k for the rows of ``us`` and ``bs`` (shape (n, d)); call in context.
+
+        Every u_k must have u_k^T v != 0 (the caller's design guarantees it).
+        """
+        arith = self.arith
+        n = us.shape[0]
+        if n == 0:
+            return _as_array(arith, [])
+        uv = [dot(arith, us[k], self.v) for k in range(n)]
+        bv = [dot(arith, bs[k], self.v) for k in range(n)]
+        scales = [Fraction(1)] * n
+        with self.oracle.phase(phase):
+            answers = self.oracle.query_many(np.stack([bs + us, bs], axis=1))
+        for _ in range(_MAX_RESCALES if arith.name != "exact" else 0):
+            Y = self._ratios(answers, uv, bv, scales)
+            todo = [ix[0] for ix in _saturated(arith, Y, np.array(scales, dtype=object))]
+            if not todo:
+                break
+            for k in todo:
+                scales[k] *= _RESCALE_FACTOR
+            queries = [self._query(us[k], bs[k], scales[k]) for k in todo]
+            with self.oracle.phase("rescale"):
+                new = self.oracle.query_many(np.stack(queries))
+            for k, a in zip(todo, new, strict=True):
+                answers[k] = a
+        Y = self._ratios(answers, uv, bv, scales)
+        L, bad = _logits(arith, Y)
+        if bad:
+            (k,) = bad[0]
+            _raise_bad_probe(arith, Y[k], self._query(us[k], bs[k], scales[k]), answers[k])
+        t = _as_array(arith, [arith.rational(s) for s in scales])
+        return L / t
+
+    def _ratios(self, answers: list[Any], uv: list[Any], bv: list[Any], scales: list[Fraction]):
+        arith = self.arith
+        F = _as_array(arith, answers)
+        t = _as_array(arith, [arith.rational(s) for s in scales])
+        return (F - _as_array(arith, bv)) / (t * _as_array(arith, uv))
+
+    @staticmethod
+    def _query(u: np.ndarray, b: np.ndarray, t: Fraction) -> np.ndarray:
+        # t is a power of two and u, b are dyadic: b + t u is exact in float64.
+        return np.stack([b + float(t) * u, b])
