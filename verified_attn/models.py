@@ -5,7 +5,7 @@
 >>> model([[1, 0]])                  # length 1: softmax over one position is 1, f = x^T v
 1.0
 >>> model.evaluate([[1, 0], [0, 1]], "exact")
-(-1 + E**(-2))/(1 + E**(-2))
+(-1 + exp(-2))/(exp(-2) + 1)
 
 The definition lives in :func:`attention_output`, written once over any number system
 that has ``+ * /`` and an ``exp`` (SymPy symbols included); the symbolic rooms derive the
@@ -74,6 +74,8 @@ def attention_output(
 def _shape_of(X: Any, name: str) -> tuple[int, int]:
     if isinstance(X, sympy.MatrixBase):
         return X.shape
+    if isinstance(X, flint.fmpq_mat):  # as_float_sequence accepts these; numpy cannot see in
+        return X.nrows(), X.ncols()
     if isinstance(X, np.ndarray):
         shape = X.shape
     else:
@@ -81,6 +83,17 @@ def _shape_of(X: Any, name: str) -> tuple[int, int]:
             shape = np.shape(np.asarray(X, dtype=object))
         except (ValueError, TypeError) as exc:
             raise InvalidArgument(f"{name} must be a 2-D array (N, d), got {X!r}") from exc
+        rows = list(X) if len(shape) == 1 and not isinstance(X, str) else []
+        if rows and all(
+            isinstance(r, Sequence | np.ndarray) and not isinstance(r, str) for r in rows
+        ):
+            # numpy reads a ragged list of rows as a 1-D array of lists: name the cause.
+            lengths = [len(r) for r in rows]
+            if len(set(lengths)) > 1:
+                raise InvalidArgument(
+                    f"{name} must be a 2-D array of shape (N, d); its rows have unequal "
+                    f"lengths {lengths}"
+                )
     if len(shape) != 2:
         raise InvalidArgument(f"{name} must be a 2-D array of shape (N, d); got shape {shape}")
     return int(shape[0]), int(shape[1])
@@ -102,6 +115,8 @@ def as_rational_sequence(X: Any, d: int | None = None, *, name: str = "X") -> fl
     """
     shape = _shape_of(X, name)
     _check_shape(shape, d, name)
+    if isinstance(X, flint.fmpq_mat):
+        return flint.fmpq_mat(X)
     if isinstance(X, np.ndarray) and X.dtype.kind == "f":
         if not np.all(np.isfinite(X)):
             raise InvalidArgument(f"{name} has a non-finite entry (NaN or inf)")
@@ -209,7 +224,7 @@ class SingleHeadAttention:
 
     >>> m = SingleHeadAttention([[0, 1], [1, 0]], [2, 3], beta=1)
     >>> m.affine, m.parameter_count
-    (True, 7)
+    (True, 9)
     >>> m.v.T
     Matrix([[2, 3]])
     >>> SingleHeadAttention([[1, 2]], [1])
@@ -336,9 +351,14 @@ class SingleHeadAttention:
 
     def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
         """f on a batch of equal-length sequences, shape (B, N, d) -> (B,), float64."""
-        Xs = np.asarray(Xs, dtype=np.float64)
+        try:
+            Xs = np.asarray(Xs, dtype=np.float64)
+        except (ValueError, TypeError) as exc:
+            raise InvalidArgument(f"Xs must be a real (B, N, d) array: {exc}") from exc
         if Xs.ndim != 3 or Xs.shape[2] != self.d or Xs.shape[1] < 1:
             raise InvalidArgument(f"Xs must have shape (B, N>=1, d={self.d}); got {Xs.shape}")
+        if not np.all(np.isfinite(Xs)):
+            raise InvalidArgument("Xs has a non-finite entry (NaN or inf)")
         shift = Xs[:, -1, :] @ self._W_float.T + self._c_float  # (B, d): W x_N + c
         scores = np.einsum("bnd,bd->bn", Xs, shift)
         scores -= scores.max(axis=1, keepdims=True)
@@ -357,3 +377,108 @@ def _rows(m: flint.fmpq_mat) -> list[list[flint.fmpq]]:
 
 def _sympy_q(q: flint.fmpq) -> sympy.Rational:
     return sympy.Rational(int(q.p), int(q.q))
+
+
+# ---------------------------------------------------------------------------------------
+# Multi-head (THEORY §2, Prop 7.1): a sum of single heads.
+# ---------------------------------------------------------------------------------------
+
+
+class MultiHeadAttention:
+    """H softmax heads read out at the last token: ``f(X) = sum_h softmax(X W_h x_N)^T X v_h``.
+
+    ``heads`` is a non-empty list of pairs ``(W_h, v_h)``; each head is a
+    :class:`SingleHeadAttention` (exact parameters) and f is the sum of their outputs, in
+    every arithmetic.
+
+    >>> m = MultiHeadAttention([([[1]], [2]), ([[0]], [-1])])
+    >>> m.H, m.parameter_count, m.model_class
+    (2, 4, 'multi-head')
+    >>> m([[3]])                        # length 1: each head gives x^T v_h
+    3.0
+    >>> MultiHeadAttention([])
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: heads must be a non-empty list of (W, v) pairs; got []
+    """
+
+    model_class = "multi-head"
+
+    def __init__(self, heads: Any) -> None:
+        if isinstance(heads, str | bytes) or not isinstance(heads, Sequence) or not heads:
+            raise InvalidArgument(
+                f"heads must be a non-empty list of (W, v) pairs; got {heads!r}"[:200]
+            )
+        models = []
+        for h, head in enumerate(heads):
+            if isinstance(head, SingleHeadAttention):
+                if head.affine:
+                    raise InvalidArgument(f"heads[{h}] must not be affine (no c, beta)")
+                models.append(head)
+                continue
+            if not isinstance(head, Sequence) or len(head) != 2:
+                raise InvalidArgument(f"heads[{h}] must be a pair (W, v); got {head!r}"[:200])
+            try:
+                models.append(SingleHeadAttention(head[0], head[1]))
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"heads[{h}]: {exc}") from exc
+        d = models[0].d
+        for h, m in enumerate(models):
+            if m.d != d:
+                raise InvalidArgument(f"heads[{h}] has d = {m.d}; heads[0] has d = {d}")
+        self.d = d
+        self.affine = False
+        self.head_models = models
+
+    @property
+    def H(self) -> int:
+        """The number of heads as given (before any merging; see ``canonical_form``)."""
+        return len(self.head_models)
+
+    @property
+    def heads(self) -> list[tuple[sympy.Matrix, sympy.Matrix]]:
+        """The heads' parameters ``(W_h, v_h)`` exactly, as SymPy matrices."""
+        return [(m.W, m.v) for m in self.head_models]
+
+    @property
+    def parameter_count(self) -> int:
+        """H (d^2 + d): the count of numbers, not of identifiable ones (Prop 7.1)."""
+        return self.H * (self.d * self.d + self.d)
+
+    def parameters(self) -> dict[str, Any]:
+        """``{"heads": [(W_h, v_h), ...]}`` with exact SymPy matrices."""
+        return {"heads": self.heads}
+
+    def __call__(self, X: Any) -> float:
+        """f(X) in float64."""
+        return float(self.evaluate_batch(as_float_sequence(X, self.d)[None, :, :])[0])
+
+    def evaluate(self, X: Any, arithmetic: str | Arithmetic = "float") -> Any:
+        """f(X) in the given arithmetic ("exact", "certified" or "float")."""
+        arith = get_arithmetic(arithmetic)
+        if arith.name == "float":
+            return self(X)
+        Xq = as_rational_sequence(X, self.d)
+        with arith.context():
+            return self._evaluate_rational(Xq, arith)
+
+    def symbolic(self, X: Any) -> sympy.Expr:
+        """f(X) as the sum of :func:`attention_output` over the heads (the reference)."""
+        return sum((m.symbolic(X) for m in self.head_models), sympy.Integer(0))
+
+    def _evaluate_rational(self, Xq: flint.fmpq_mat, arith: Arithmetic) -> Any:
+        parts = [m._evaluate_rational(Xq, arith) for m in self.head_models]
+        total = parts[0]
+        for p in parts[1:]:
+            total = total + p
+        return total
+
+    def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
+        """f on a batch of equal-length sequences, shape (B, N, d) -> (B,), float64."""
+        out = self.head_models[0].evaluate_batch(Xs)
+        for m in self.head_models[1:]:
+            out = out + m.evaluate_batch(Xs)
+        return out
+
+    def __repr__(self) -> str:
+        return f"MultiHeadAttention(d={self.d}, H={self.H})"

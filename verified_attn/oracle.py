@@ -223,6 +223,12 @@ class Oracle:
             and self.arithmetic.name == "float"
         ):
             return self._query_array(Xs)
+        if isinstance(Xs, np.ndarray) and Xs.ndim != 3 and Xs.dtype != object:
+            # A single (N, d) query passed here would otherwise be read as N queries.
+            raise InvalidArgument(
+                f"Xs must be a sequence of (N, d) queries (a (B, N, d) array); got an array of "
+                f"shape {Xs.shape}; for a single query use query(X)"
+            )
         if isinstance(Xs, Sequence | np.ndarray):
             seqs = list(Xs)
         else:

@@ -5,7 +5,7 @@
 >>> rec.W, rec.v.T, rec.exact, rec.verified
 (Matrix([[2]]), Matrix([[3]]), True, True)
 >>> rec.queries, rec.bound, rec.queries_by_phase
-(2, 2, {'v': 1, 'W': 1})
+(2, 2, {'v': 1, 'W': 1, 'verify': 8})
 
 A :class:`Recovery` is never returned unverified: learners check it on fresh queries first
 and raise :class:`~verified_attn.errors.ModelClassMismatch` on a mismatch.

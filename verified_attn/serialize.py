@@ -64,7 +64,12 @@ def dump_number(x: Any) -> Any:
 
 
 def load_number(obj: Any) -> Any:
-    """Inverse of :func:`dump_number` (arb balls need the caller's precision context)."""
+    """Inverse of :func:`dump_number` (arb balls need the caller's precision context).
+
+    A ball comes back with the exact midpoint and a radius rounded *up* by at most one unit
+    in its 30-bit mantissa (python-flint has no exact-radius constructor), so the loaded
+    ball always contains the dumped one: loading never makes a certified claim false.
+    """
     if not isinstance(obj, dict) or len(obj) != 1:
         raise CertificateError(f"malformed number {obj!r}")
     ((kind, val),) = obj.items()
@@ -82,7 +87,12 @@ def load_number(obj: Any) -> Any:
                 flint.fmpq(rad.numerator, rad.denominator),
             )
         if kind == "sympy":
-            return _safe_srepr(val)
+            try:
+                return _safe_srepr(val)
+            except CertificateError:
+                raise
+            except Exception as exc:  # eval of untrusted text: any failure is a bad file
+                raise CertificateError(f"malformed number {obj!r}: {exc}") from exc
     except CertificateError:
         raise
     except (ValueError, TypeError, SyntaxError) as exc:

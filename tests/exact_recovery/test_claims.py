@@ -218,14 +218,8 @@ def test_crashing_check_is_a_failed_claim(monkeypatch: pytest.MonkeyPatch) -> No
     assert "boom" in res.detail
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="known bug: ExactArithmetic.logit decides 0 < y < 1 by SymPy's numeric comparison, "
-    "which cannot decide a closed form with a score of ~-9374 (fix: cancel before comparing); "
-    "when this starts passing, drop the marker and widen exact-recovery's large entries",
-)
 def test_exact_mode_decides_saturated_probes() -> None:
+    # Used to raise a raw TypeError: SymPy could not decide 0 < y < 1 numerically.
     model = va.SingleHeadAttention([[-9374]], [3])
     rec = va.learn_single_head(va.Oracle(model, "exact"))
     assert rec.W == model.W

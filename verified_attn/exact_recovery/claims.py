@@ -53,10 +53,9 @@ def _rational_head(
     if d > 1:
         v[int(rng.integers(d))] = Fraction(0)  # a zero coordinate the design must mix around
     if large:
-        # Scores of a few dozen and |v_i| up to 10^7. (Exact mode cannot yet decide
-        # 0 < alpha_1 < 1 once a score reaches a few hundred next to a large v: see the
-        # numerics notes in proofs/thm_4_1.md.)
-        W[int(rng.integers(d))][int(rng.integers(d))] = q(-600, 600, 19)
+        # Scores up to a few hundred next to |v_i| up to 10^7: the probe ratio is then a
+        # closed form within e^-300 of 0 or 1, which exact mode still decides exactly.
+        W[int(rng.integers(d))][int(rng.integers(d))] = q(-6000, 6000, 19)
         v[int(rng.integers(d))] = q(10**5, 10**7, 13) * (1 if rng.integers(2) else -1)
     if all(x == 0 for x in v):
         v[0] = Fraction(-7, 3)

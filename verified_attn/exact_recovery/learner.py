@@ -33,6 +33,7 @@ from verified_attn.arithmetic import (
     Arithmetic,
     _OutsideUnitInterval,
     arb_bounds,
+    fraction_from_arb,
     reconstruct_rational,
     to_fraction,
 )
@@ -53,6 +54,7 @@ THEOREM = "thm-4.1"
 _RESCALE_FACTOR = Fraction(1, 16)
 _MAX_RESCALES = 12  # t down to 16^-12 = 2^-48: beyond that the probe is lost in rounding
 _FLOAT_SATURATION = 1e-6  # min(y, 1 - y) below this: logit too ill-conditioned in float64
+_BIAS_ULPS = 1024  # rounding allowed on the bias part of a float answer, in ulps of |beta|
 
 
 def query_bound(d: int, *, affine: bool = False) -> int:
@@ -226,6 +228,8 @@ def decode_single_head(
     if bad:
         k, j = bad[0]
         _raise_bad_probe(arith, Y[k, j], design.w_query(j, k), answers["W"][k][j])
+    for k, j in _irrational(arith, L):
+        _raise_irrational_logit(L[k, j], design.w_query(j, k), answers["W"][k][j])
     t = _as_array(arith, [[arith.rational(s) for s in row] for row in design.scales])
     M = L / t  # M[k, j] = u_k^T (W e_j + c)
     params: dict[str, Any] = {"v": base["v"]}
@@ -235,6 +239,8 @@ def decode_single_head(
         if bad0:
             (k,) = bad0[0]
             _raise_bad_probe(arith, Y0[k], design.c_query(k), answers["c"][k])
+        for (k,) in _irrational(arith, L0):
+            _raise_irrational_logit(L0[k], design.c_query(k), answers["c"][k])
         t0 = _as_array(arith, [arith.rational(s) for s in design.c_scales])
         m0 = L0 / t0
         M = M - m0[:, None]
@@ -256,6 +262,25 @@ def _apply(arith: Arithmetic, matrix: flint.fmpq_mat, M: np.ndarray) -> np.ndarr
         )
     out = arith.apply(matrix, sympy.Matrix(M.tolist()))
     return np.array(out.tolist(), dtype=object)
+
+
+def _irrational(arith: Arithmetic, L: np.ndarray) -> list[tuple[int, ...]]:
+    """Exact mode: the probes whose logit is not rational (a head has rational scores)."""
+    if arith.name != "exact":
+        return []
+    return [ix for ix in np.ndindex(L.shape) if not sympy.sympify(L[ix]).is_Rational]
+
+
+def _raise_irrational_logit(logit: Any, query: Any, answer: Any) -> None:
+    # Checked here, per probe, so that the error carries the query and its answer.
+    raise ModelClassMismatch(
+        f"not a single attention head with rational parameters: on the query "
+        f"{np.asarray(query).tolist()} the answer {answer} gives the score difference "
+        f"{logit}, which is not rational (a head with rational W, c has rational scores)",
+        query=query,
+        observed=answer,
+        expected="an answer v_j + sigmoid(s) u_k^T v with s rational",
+    )
 
 
 def _raise_bad_probe(arith: Arithmetic, y: Any, query: Any, answer: Any) -> None:
@@ -486,8 +511,10 @@ def _rescale_saturated(
     """
     for _ in range(_MAX_RESCALES):
         _, Y, Y0 = _probe_ratios(arith, design, answers)
-        todo = _saturated(arith, Y)
-        todo0 = _saturated(arith, Y0) if Y0 is not None else []
+        todo = _saturated(arith, Y, np.array(design.scales, dtype=object))
+        todo0 = (
+            _saturated(arith, Y0, np.array(design.c_scales, dtype=object)) if Y0 is not None else []
+        )
         if not todo and not todo0:
             return
         for k, j in todo:
@@ -499,24 +526,39 @@ def _rescale_saturated(
             new = oracle.query_many(
                 [design.w_query(j, k) for k, j in todo] + [design.c_query(k) for (k,) in todo0]
             )
-        for (k, j), a in zip(todo, new, strict=False):
+        for (k, j), a in zip(todo, new[: len(todo)], strict=True):
             answers["W"][k][j] = a
         for (k,), a in zip(todo0, new[len(todo) :], strict=True):
             answers["c"][k] = a
 
 
-def _saturated(arith: Arithmetic, Y: np.ndarray) -> list[tuple[int, ...]]:
+def _saturated(
+    arith: Arithmetic, Y: np.ndarray, scales: np.ndarray | None = None
+) -> list[tuple[int, ...]]:
+    """Probes to re-ask at a smaller scale; ``scales`` holds each probe's t (certified)."""
     if arith.name == "float":
         y = np.asarray(Y, dtype=np.float64)
         sat = np.minimum(y, 1 - y) < _FLOAT_SATURATION
         # Far outside (0, 1) is not saturation but a wrong model class: leave it to decode.
         sat &= (y > -0.5) & (y < 1.5)
         return [tuple(ix) for ix in np.argwhere(sat)]
+    assert arith.precision is not None
     out = []
     for ix in np.ndindex(Y.shape):
         y = Y[ix]
-        if not ((y > 0) and (y < 1)) and not ((y <= 0) or (y >= 1)):
-            out.append(ix)
+        if (y > 0) and (y < 1):
+            # Decided, but near 0 or 1 the logit magnifies the ball's radius by about
+            # 1 / (y (1 - y)). Re-ask if the decoded entry logit / t would then be too wide
+            # to reconstruct at the default denominator bound 2^(precision / 4) (seen at
+            # 64 bits with W ~ 50), and shrinking the score can help (y near 0 or 1).
+            mid = fraction_from_arb(y.mid())
+            if min(mid, 1 - mid) < Fraction(1, 16):
+                t = Fraction(1) if scales is None else scales[ix]
+                rad = fraction_from_arb((y / (1 - y)).log().rad()) / t
+                if rad * 2 ** (arith.precision // 2 + 2) > 1:
+                    out.append(ix)
+        elif not ((y <= 0) or (y >= 1)):
+            out.append(ix)  # undecided: the ball straddles 0 or 1
     return out
 
 
@@ -632,10 +674,15 @@ def _verify(
     answers = oracle.query_many(queries)
     log = list(zip(queries, answers, strict=True))
     worst = 0.0
+    # The output bias is common to both sides; comparing with it removed keeps a large
+    # beta from swallowing the head's part of the answer in float mode's relative test.
+    # (Float mode only: subtracting a float from a SymPy number would make it a Float.)
+    bias = float(params["beta"]) if arith.name == "float" and "beta" in params else None
     for X, observed in log:
         expected = _predict(arith, candidate, params, X)
         scale = _answer_scale(arith, params, X)
-        if not arith.agree(observed, expected, scale=scale):
+        a, b = (observed, expected) if bias is None else (observed - bias, expected - bias)
+        if not arith.agree(a, b, scale=scale):
             raise ModelClassMismatch(
                 f"the oracle is not the recovered single head: on the fresh query "
                 f"{X.tolist()} it answered {observed}, the recovered model gives {expected}",
@@ -644,7 +691,7 @@ def _verify(
                 expected=expected,
             )
         if arith.name == "float":
-            worst = max(worst, abs(observed - expected) / max(scale, abs(observed), 1e-300))
+            worst = max(worst, abs(observed - expected) / max(scale, abs(a), 1e-300))
     return log, (worst if arith.name == "float" else None)
 
 
@@ -669,12 +716,20 @@ def _predict(
 
 
 def _answer_scale(arith: Arithmetic, params: dict[str, Any], X: Any) -> float:
-    """A bound on |f(X)|: sum |v_i| max |x| + |beta| (scale for float comparisons)."""
+    """The float comparison scale: a bound on |f(X) - beta| plus room for beta's rounding.
+
+    ``sum |v_i| max |x|`` bounds the head's part of the answer. The bias enters only
+    through the rounding it causes (a few ulps of |beta| in a float64 answer): including
+    |beta| itself, as an earlier version did, let a two-head oracle with beta = 1e7 pass
+    verification at rtol 1e-6.
+    """
     if arith.name != "float":
         return 1.0
     v = np.asarray(params["v"], dtype=np.float64)
     beta = abs(float(params.get("beta", 0.0)))
-    return float(np.abs(v).sum() * np.abs(np.asarray(X, dtype=np.float64)).max() + beta)
+    rtol = getattr(arith, "rtol", 1e-6)
+    head = float(np.abs(v).sum() * np.abs(np.asarray(X, dtype=np.float64)).max())
+    return head + beta * _BIAS_ULPS * np.finfo(np.float64).eps / rtol
 
 
 # ---------------------------------------------------------------------------------------
