@@ -1,0 +1,16 @@
+"""Adapters that turn other libraries' models into :class:`~verified_attn.Oracle` objects.
+
+>>> import verified_attn.adapters
+>>> verified_attn.adapters.__all__     # nothing re-exported: import the adapter module itself
+[]
+
+Each adapter lives in its own module and imports its library only when that module is
+imported, so ``import verified_attn`` (and this package) never pulls in an optional extra:
+
+- :mod:`verified_attn.adapters.torch` — ``torch.nn.MultiheadAttention`` and other PyTorch
+  sequence modules as float-mode oracles (extra ``verified-attn[torch]``).
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,364 @@
+"""PyTorch attention modules as black-box oracles (optional extra ``verified-attn[torch]``).
+
+>>> import torch
+>>> import numpy as np
+>>> import verified_attn as va
+>>> from verified_attn.adapters.torch import attention_oracle, attention_parameters
+>>> _ = torch.manual_seed(0)
+>>> mha = torch.nn.MultiheadAttention(4, num_heads=1, batch_first=True)
+>>> readout = torch.nn.Linear(4, 1)
+>>> rec = va.learn_single_head(attention_oracle(mha, readout))
+>>> rec.queries, rec.verification_queries          # d^2 + 2d + 1 learning queries, d = 4
+(25, 8)
+>>> truth = attention_parameters(mha, readout)
+>>> bool(np.abs(rec.W - truth.W[0]).max() <= 1e-9 * np.abs(truth.W[0]).max())
+True
+>>> attention_oracle(torch.nn.Linear(4, 4), readout)
+Traceback (most recent call last):
+...
+verified_attn.errors.InvalidArgument: module must be a torch.nn.MultiheadAttention, got Linear; wrap other sequence modules with sequence_oracle
+
+A ``torch.nn.MultiheadAttention`` with ``H`` heads, used as self-attention
+(query = key = value = X) and read out at the last position by a vector ``r`` (and a bias
+``b``, if the readout is an ``nn.Linear(E, 1)``), computes ``y(X) = r^T out_N + b``. Each
+head is one affine single head of THEORY §2; :func:`attention_parameters` gives the
+per-head ``(W, c, v)`` and the shared ``beta`` from the module's weights, for checking.
+
+Arithmetic: ``dtype="float64"`` evaluates a float64 copy of the module (the weights are
+widened exactly; the module passed in is never changed), ``dtype="float32"`` a float32
+copy. The readout is applied in float64 to the module's output in both modes, so the
+float32 figures measure the module's own float32 arithmetic.
+
+This module imports torch when it is imported and raises an :class:`ImportError` naming
+the extra if torch is missing; ``import verified_attn`` never imports it.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+try:
+    import torch
+except ImportError as _exc:  # the optional extra is not installed
+    raise ImportError(
+        "verified_attn.adapters.torch needs PyTorch; install the extra with "
+        "pip install 'verified-attn[torch]' (torch==2.13.0)"
+    ) from _exc
+
+from verified_attn.errors import InvalidArgument
+from verified_attn.models import SingleHeadAttention
+from verified_attn.oracle import Oracle
+
+__all__ = ["HeadParameters", "attention_oracle", "attention_parameters", "sequence_oracle"]
+
+_DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+@dataclass(frozen=True)
+class HeadParameters:
+    """The per-head parameters of an attention module read out by ``r`` (THEORY §2).
+
+    ``W`` has shape (H, E, E), ``c`` and ``v`` (H, E); ``beta`` is the one output bias of
+    the whole module (only the sum over heads is identifiable, so it is not split).
+
+    >>> p = HeadParameters(np.zeros((1, 2, 2)), np.zeros((1, 2)), np.ones((1, 2)), 0.5)
+    >>> p.heads, p.evaluate_batch(np.ones((1, 3, 2))).tolist()
+    (1, [2.5])
+    """
+
+    W: np.ndarray
+    c: np.ndarray
+    v: np.ndarray
+    beta: float
+
+    @property
+    def heads(self) -> int:
+        return int(self.W.shape[0])
+
+    def model(self) -> SingleHeadAttention:
+        """The single head as an affine :class:`SingleHeadAttention` (H = 1 only).
+
+        Floats become the binary rationals they are, so the model evaluates exactly these
+        parameters.
+        """
+        if self.heads != 1:
+            raise InvalidArgument(
+                f"model() needs a single head; these parameters have {self.heads} heads "
+                "(use W, c, v per head, or evaluate_batch)"
+            )
+        return SingleHeadAttention(self.W[0], self.v[0], c=self.c[0], beta=self.beta)
+
+    def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
+        """``sum_h softmax(X (W_h x_N + c_h))^T X v_h + beta`` in float64, (B, N, E) -> (B,)."""
+        Xs = np.asarray(Xs, dtype=np.float64)
+        if Xs.ndim != 3 or Xs.shape[1] < 1 or Xs.shape[2] != self.W.shape[1]:
+            raise InvalidArgument(
+                f"Xs must have shape (B, N >= 1, E = {self.W.shape[1]}); got {Xs.shape}"
+            )
+        total = np.full(Xs.shape[0], float(self.beta))
+        for W, c, v in zip(self.W, self.c, self.v, strict=True):
+            shift = Xs[:, -1, :] @ W.T + c
+            scores = np.einsum("bnd,bd->bn", Xs, shift)
+            scores -= scores.max(axis=1, keepdims=True)
+            weights = np.exp(scores)
+            total += (weights * (Xs @ v)).sum(axis=1) / weights.sum(axis=1)
+        return total
+
+
+# ---------------------------------------------------------------------------------------
+# Argument checks.
+# ---------------------------------------------------------------------------------------
+
+
+def _check_mha(module: Any) -> int:
+    """The embedding size E of a MultiheadAttention we can read; else InvalidArgument."""
+    if not isinstance(module, torch.nn.MultiheadAttention):
+        raise InvalidArgument(
+            f"module must be a torch.nn.MultiheadAttention, got {type(module).__name__}; "
+            "wrap other sequence modules with sequence_oracle"
+        )
+    E = int(module.embed_dim)
+    if module.kdim != E or module.vdim != E:
+        raise InvalidArgument(
+            f"module must have kdim = vdim = embed_dim = {E} (self-attention on one "
+            f"sequence); got kdim = {module.kdim}, vdim = {module.vdim}"
+        )
+    return E
+
+
+def _dtype(dtype: Any) -> torch.dtype:
+    if isinstance(dtype, torch.dtype) and dtype in _DTYPES.values():
+        return dtype
+    if isinstance(dtype, str) and dtype in _DTYPES:
+        return _DTYPES[dtype]
+    raise InvalidArgument(f"dtype must be 'float64' or 'float32', got {dtype!r}")
+
+
+def _readout(readout: Any, E: int) -> tuple[np.ndarray, float]:
+    """(r, b) in float64 from a vector of length E or an ``nn.Linear(E, 1)``."""
+    if isinstance(readout, torch.nn.Linear):
+        if readout.in_features != E or readout.out_features != 1:
+            raise InvalidArgument(
+                f"readout must be an nn.Linear({E}, 1); got nn.Linear({readout.in_features}, "
+                f"{readout.out_features})"
+            )
+        r = readout.weight.detach().to("cpu", torch.float64).numpy().reshape(E).copy()
+        b = 0.0 if readout.bias is None else float(readout.bias.detach().double().item())
+    else:
+        if isinstance(readout, torch.nn.Module):
+            raise InvalidArgument(
+                f"readout must be a vector of length {E} or an nn.Linear({E}, 1); got "
+                f"{type(readout).__name__}"
+            )
+        if torch.is_tensor(readout):
+            readout = readout.detach().to("cpu", torch.float64).numpy()
+        try:
+            r = np.array(readout, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument(
+                f"readout must be a real vector of length {E}, got {type(readout).__name__}"
+            ) from exc
+        if r.shape != (E,):
+            raise InvalidArgument(f"readout must have shape ({E},); got shape {r.shape}")
+        b = 0.0
+    if not (np.all(np.isfinite(r)) and math.isfinite(b)):
+        raise InvalidArgument("readout has a non-finite entry (NaN or inf)")
+    return r, b
+
+
+def _numpy(t: torch.Tensor | None, shape: tuple[int, ...]) -> np.ndarray:
+    if t is None:  # bias=False: the bias is zero
+        return np.zeros(shape)
+    return t.detach().to("cpu", torch.float64).numpy().reshape(shape).copy()
+
+
+# ---------------------------------------------------------------------------------------
+# The weight mapping.
+# ---------------------------------------------------------------------------------------
+
+
+def attention_parameters(module: Any, readout: Any) -> HeadParameters:
+    """Per-head ``(W, c, v)`` and ``beta`` of a MultiheadAttention read out by ``readout``.
+
+    With head size ``h = E / H`` and head ``k``'s slices ``W_q, W_k, W_v`` (rows) and
+    ``W_o`` (columns), in float64 from the stored weights:
+    ``W = W_k^T W_q / sqrt(h)``, ``c = W_k^T b_q / sqrt(h)``, ``v = W_v^T W_o^T r`` and
+    ``beta = r^T (W_o b_v + b_o) + b``. The key bias b_k adds ``b_k^T q_N / sqrt(h)`` to
+    every score alike, which the softmax cancels.
+
+    >>> _ = torch.manual_seed(1)
+    >>> mha = torch.nn.MultiheadAttention(6, num_heads=2, bias=False)
+    >>> p = attention_parameters(mha, np.ones(6))
+    >>> p.W.shape, p.c.shape, p.v.shape, p.beta
+    ((2, 6, 6), (2, 6), (2, 6), 0.0)
+    """
+    E = _check_mha(module)
+    if module.bias_k is not None or module.bias_v is not None or module.add_zero_attn:
+        raise InvalidArgument(
+            "module has add_bias_kv or add_zero_attn: it attends to an extra learned or zero "
+            "token as well, which is outside the single-head model class (THEORY §2)"
+        )
+    r, b = _readout(readout, E)
+    H = int(module.num_heads)
+    hd = E // H
+    Win = _numpy(module.in_proj_weight, (3 * E, E))
+    bin_ = _numpy(module.in_proj_bias, (3 * E,))
+    Wo = _numpy(module.out_proj.weight, (E, E))
+    bo = _numpy(module.out_proj.bias, (E,))
+    Wq, Wk, Wv = Win[:E], Win[E : 2 * E], Win[2 * E :]
+    bq, bv = bin_[:E], bin_[2 * E :]
+    scale = math.sqrt(hd)
+    Ws, cs, vs = [], [], []
+    for k in range(H):
+        rows = slice(k * hd, (k + 1) * hd)
+        Ws.append(Wk[rows].T @ Wq[rows] / scale)
+        cs.append(Wk[rows].T @ bq[rows] / scale)
+        vs.append(Wv[rows].T @ (Wo[:, rows].T @ r))
+    beta = float(r @ (Wo @ bv + bo) + b)
+    return HeadParameters(np.stack(Ws), np.stack(cs), np.stack(vs), beta)
+
+
+# ---------------------------------------------------------------------------------------
+# Oracles.
+# ---------------------------------------------------------------------------------------
+
+
+def attention_oracle(
+    module: Any,
+    readout: Any,
+    *,
+    dtype: str | torch.dtype = "float64",
+    budget: int | None = None,
+    record: bool | None = None,
+) -> Oracle:
+    """A float-mode :class:`Oracle` answering ``r^T MHA(X, X, X)_N + b`` for (N, E) queries.
+
+    ``module``: a ``torch.nn.MultiheadAttention`` (any head count, bias on or off,
+    ``batch_first`` either way, kdim = vdim = embed_dim). ``readout``: a vector of length E
+    or an ``nn.Linear(E, 1)`` (its bias goes into beta). The oracle declares
+    ``model_class="single-head-affine"``; a module with more than one head is not in that
+    class, and :func:`verified_attn.learn_single_head` says so with ModelClassMismatch.
+
+    >>> _ = torch.manual_seed(0)
+    >>> mha = torch.nn.MultiheadAttention(3, 1, bias=False)
+    >>> oracle = attention_oracle(mha, [1.0, 0.0, 0.0])
+    >>> oracle.query(np.zeros((2, 3))), oracle.queries, oracle.model_class
+    (0.0, 1, 'single-head-affine')
+    """
+    E = _check_mha(module)
+
+    def forward(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return m(x, x, x, need_weights=False)[0]
+
+    return _oracle(
+        module,
+        forward,
+        E,
+        bool(module.batch_first),
+        readout,
+        _dtype(dtype),
+        budget=budget,
+        record=record,
+        model_class="single-head-affine",
+    )
+
+
+def sequence_oracle(
+    module: Any,
+    readout: Any,
+    *,
+    d: int,
+    batch_first: bool | None = None,
+    dtype: str | torch.dtype = "float64",
+    budget: int | None = None,
+    record: bool | None = None,
+    model_class: str | None = "single-head-affine",
+) -> Oracle:
+    """An oracle for any sequence-to-sequence module ``module(x)``, read out at the last
+    position: for checking whether a module is in a model class at all.
+
+    ``module(x)`` must map a (B, N, d) tensor (or (N, B, d) if not ``batch_first``; the
+    default is the module's own ``batch_first`` attribute) to one of the same shape, e.g.
+    ``nn.TransformerEncoderLayer``. ``model_class`` is what the oracle declares to learners
+    (default: the affine single head).
+
+    >>> _ = torch.manual_seed(0)
+    >>> layer = torch.nn.TransformerEncoderLayer(4, 1, dim_feedforward=8, batch_first=True)
+    >>> oracle = sequence_oracle(layer, np.ones(4), d=4, batch_first=True)
+    >>> import verified_attn as va
+    >>> va.learn_single_head(oracle)
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.ModelClassMismatch: ...
+    """
+    if not isinstance(module, torch.nn.Module):
+        raise InvalidArgument(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+        raise InvalidArgument(f"d must be an int >= 1, got {d!r}")
+    if batch_first is None:
+        batch_first = getattr(module, "batch_first", None)
+        if not isinstance(batch_first, bool):
+            raise InvalidArgument(
+                f"batch_first must be given: {type(module).__name__} has no batch_first attribute"
+            )
+    if not isinstance(batch_first, bool):
+        raise InvalidArgument(f"batch_first must be True or False, got {batch_first!r}")
+
+    def forward(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+        return m(x)
+
+    return _oracle(
+        module,
+        forward,
+        d,
+        batch_first,
+        readout,
+        _dtype(dtype),
+        budget=budget,
+        record=record,
+        model_class=model_class,
+    )
+
+
+def _oracle(
+    module: torch.nn.Module,
+    forward: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor],
+    E: int,
+    batch_first: bool,
+    readout: Any,
+    dtype: torch.dtype,
+    *,
+    budget: int | None,
+    record: bool | None,
+    model_class: str | None,
+) -> Oracle:
+    r, b = _readout(readout, E)
+    # A private copy in eval mode: dropout off, the caller's module (and its dtype) untouched,
+    # and later edits to it do not change the oracle's answers mid-run.
+    box = copy.deepcopy(module).to(device="cpu", dtype=dtype).eval()
+
+    def batch_fn(Xs: np.ndarray) -> np.ndarray:
+        x = torch.from_numpy(np.ascontiguousarray(Xs)).to(dtype)
+        if not batch_first:
+            x = x.transpose(0, 1)
+        with torch.no_grad():
+            out = forward(box, x)
+        if not batch_first:
+            out = out.transpose(0, 1)
+        if tuple(out.shape) != Xs.shape:
+            raise ValueError(f"module output has shape {tuple(out.shape)}, expected {Xs.shape}")
+        last = out[:, -1, :].to(torch.float64).numpy()
+        return last @ r + b
+
+    def fn(X: np.ndarray) -> float:
+        return float(batch_fn(X[None])[0])
+
+    return Oracle.from_callable(
+        fn, d=E, batch_fn=batch_fn, budget=budget, record=record, model_class=model_class
+    )
