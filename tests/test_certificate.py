@@ -395,3 +395,16 @@ def test_float_zero_matrix_has_an_absolute_floor() -> None:
     data["result"]["parameters"]["W"][0][1] = dump_number(1e-11)
     with pytest.raises(CertificateError, match=r"result W\[0\]\[1\]: claimed 1e-11"):
         verify_certificate(data)
+
+
+def test_large_beta_does_not_hide_a_wrong_verification_answer() -> None:
+    # With beta = 1e7 a head-sized error (1e-3 of sum|v|) is ~1e-10 of the answer: a check
+    # scaled by |beta| would accept it; the shared learner/checker rule must not.
+    model = SingleHeadAttention([[1, 2], [0, -1]], [3, 1], c=[0, 1], beta=10**7)
+    cert = certificate(model, "float")
+    verify_certificate(cert)  # the genuine one checks
+    bad = copy.deepcopy(cert)
+    entry = bad["verification"][0]
+    entry["answer"] = dump_number(load_number(entry["answer"]) + 4e-3)
+    with pytest.raises(CertificateError, match=r"verification\[0\]"):
+        verify_certificate(bad)

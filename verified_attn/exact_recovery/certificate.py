@@ -60,6 +60,7 @@ from verified_attn.exact_recovery.learner import (
     _RESCALE_FACTOR,
     THEOREM,
     SingleHeadDesign,
+    answers_agree,
     decode_single_head,
     query_bound,
     verification_queries,
@@ -550,6 +551,7 @@ def _check_verification(
     expected_queries = verification_queries(d, len(stored), cert.seed)
     values = {name: [x for _, x in entries] for name, entries in claimed.items()}
     predict = _predictor(cert, values)
+    params = {"v": values["v"], **({"beta": values["beta"][0]} if "beta" in values else {})}
     kinds = _KINDS[arith.name]
     for n, (entry, X) in enumerate(zip(stored, expected_queries, strict=True)):
         path = f"verification[{n}]"
@@ -564,8 +566,9 @@ def _check_verification(
                 f"{path}.sequence is not the fresh query that seed {cert.seed} determines"
             )
         observed = _number(_get(entry, "answer", path), f"{path}.answer", kinds, arith)
-        expected, scale = predict(seq)
-        if not arith.agree(observed, expected, scale=scale):
+        expected = predict(seq)
+        X = np.array([[float(x) for x in row] for row in seq], dtype=np.float64)
+        if not answers_agree(arith, params, X, observed, expected)[0]:
             raise CertificateError(
                 f"{path}: the stored answer {observed} disagrees with the claimed model's "
                 f"{expected} on the query {[[_show(x) for x in row] for row in seq]}"
@@ -585,12 +588,11 @@ def _predictor(cert: _Parsed, values: dict[str, list[Any]]) -> Any:
     beta = values["beta"][0] if "beta" in values else None
     if arith.name == "certified" and not cert.exact:
         # Balls that did not reconstruct: evaluate the model's definition in ball arithmetic.
-        def balls(seq: list[list[Fraction]]) -> tuple[Any, float]:
+        def balls(seq: list[list[Fraction]]) -> Any:
             rows = [[flint.arb(flint.fmpq(x.numerator, x.denominator)) for x in r] for r in seq]
-            out = attention_output(
+            return attention_output(
                 rows, W, v, c, beta if beta is not None else flint.arb(0), exp=lambda s: s.exp()
             )
-            return out, 1.0
 
         return balls
     try:
@@ -598,12 +600,10 @@ def _predictor(cert: _Parsed, values: dict[str, list[Any]]) -> Any:
     except VerifiedAttnError as exc:
         raise CertificateError(f"the claimed parameters are not a model: {exc}") from exc
 
-    def rational(seq: list[list[Fraction]]) -> tuple[Any, float]:
+    def rational(seq: list[list[Fraction]]) -> Any:
         if arith.name == "float":
             X = np.array([[float(x) for x in row] for row in seq], dtype=np.float64)
-            # Same scale as the learner's check: a bound on |f(X)|.
-            scale = float(sum(abs(float(x)) for x in v) * np.abs(X).max() + abs(float(beta or 0.0)))
-            return float(model.evaluate_batch(X[None])[0]), scale
-        return model.evaluate(seq, arith), 1.0
+            return float(model.evaluate_batch(X[None])[0])
+        return model.evaluate(seq, arith)
 
     return rational

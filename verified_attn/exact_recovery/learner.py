@@ -674,15 +674,10 @@ def _verify(
     answers = oracle.query_many(queries)
     log = list(zip(queries, answers, strict=True))
     worst = 0.0
-    # The output bias is common to both sides; comparing with it removed keeps a large
-    # beta from swallowing the head's part of the answer in float mode's relative test.
-    # (Float mode only: subtracting a float from a SymPy number would make it a Float.)
-    bias = float(params["beta"]) if arith.name == "float" and "beta" in params else None
     for X, observed in log:
         expected = _predict(arith, candidate, params, X)
-        scale = _answer_scale(arith, params, X)
-        a, b = (observed, expected) if bias is None else (observed - bias, expected - bias)
-        if not arith.agree(a, b, scale=scale):
+        ok, gap = answers_agree(arith, params, X, observed, expected)
+        if not ok:
             raise ModelClassMismatch(
                 f"the oracle is not the recovered single head: on the fresh query "
                 f"{X.tolist()} it answered {observed}, the recovered model gives {expected}",
@@ -690,9 +685,29 @@ def _verify(
                 observed=observed,
                 expected=expected,
             )
-        if arith.name == "float":
-            worst = max(worst, abs(observed - expected) / max(scale, abs(a), 1e-300))
+        worst = max(worst, gap)
     return log, (worst if arith.name == "float" else None)
+
+
+def answers_agree(
+    arith: Arithmetic, params: dict[str, Any], X: Any, observed: Any, expected: Any
+) -> tuple[bool, float]:
+    """Whether an answer agrees with the recovered model's prediction, and the relative gap.
+
+    Exact: ==; certified: the balls overlap; float: relative to :func:`_answer_scale`. The
+    learner's verification and the certificate checker both decide with this one function.
+    """
+    scale = _answer_scale(arith, params, X)
+    a, b = observed, expected
+    if arith.name == "float" and "beta" in params:
+        # The output bias is common to both sides; comparing with it removed keeps a large
+        # beta from swallowing the head's part of the answer in the relative test.
+        # (Float mode only: subtracting a float from a SymPy number would make it a Float.)
+        bias = float(params["beta"])
+        a, b = observed - bias, expected - bias
+    ok = arith.agree(a, b, scale=scale)
+    gap = abs(a - b) / max(scale, abs(a), 1e-300) if arith.name == "float" else 0.0
+    return ok, gap
 
 
 def _predict(
