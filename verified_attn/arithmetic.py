@@ -423,9 +423,15 @@ class FloatArithmetic(Arithmetic):
         return abs(float(x))
 
     def apply(self, matrix: flint.fmpq_mat, columns: np.ndarray) -> np.ndarray:
-        dense = np.array(
-            [float(Fraction(int(q.p), int(q.q))) for q in matrix.entries()], dtype=np.float64
-        ).reshape(matrix.nrows(), matrix.ncols())
+        # The exact matrix rounded once to float64: integer numerators over one common
+        # denominator (fast: no per-entry Fractions).
+        num, den = matrix.numer_denom()
+        ints = [int(x) for x in num.entries()]
+        if int(den) < 2**900 and all(abs(x) < 2**900 for x in ints):
+            dense = np.array(ints, dtype=np.float64) / float(int(den))
+        else:  # too large for float64 as a numerator/denominator pair: round entry by entry
+            dense = np.array([float(Fraction(int(q.p), int(q.q))) for q in matrix.entries()])
+        dense = dense.reshape(matrix.nrows(), matrix.ncols())
         return dense @ np.asarray(columns, dtype=np.float64)
 
     def agree(self, a: float, b: float, *, scale: float = 1.0) -> bool:

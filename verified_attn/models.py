@@ -15,6 +15,7 @@ in the tests.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
@@ -200,6 +201,21 @@ def _rational_matrix(x: Any, name: str) -> list[list[Fraction]]:
     return [[to_fraction(a, name=f"entry of {name}") for a in r] for r in rows]
 
 
+def _square_float_array(x: Any) -> np.ndarray | None:
+    """A copy of ``x`` if it is a non-empty square float/int ndarray of finite numbers.
+
+    None means "not this fast case": the general validation then runs and names any error.
+    """
+    if not isinstance(x, np.ndarray) or x.dtype.kind not in "fiu" or x.ndim != 2:
+        return None
+    if x.shape[0] == 0 or x.shape[0] != x.shape[1]:
+        return None
+    arr = np.array(x, dtype=np.float64)
+    if x.dtype.kind in "iu" and not np.array_equal(arr, x):
+        return None  # integers beyond 2^53 are not exact in float64
+    return arr if np.all(np.isfinite(arr)) else None
+
+
 def _to_sympy(q: Fraction) -> sympy.Rational:
     return sympy.Rational(q.numerator, q.denominator)
 
@@ -234,25 +250,39 @@ class SingleHeadAttention:
     """
 
     def __init__(self, W: Any, v: Any, *, c: Any = None, beta: Any = None) -> None:
-        w_rows = _rational_matrix(W, "W")
-        d = len(w_rows)
+        w_float = _square_float_array(W)
+        if w_float is None:
+            w_rows = _rational_matrix(W, "W")
+            d = len(w_rows)
+            self._W = w_rows
+            self._W_float = np.array([[float(q) for q in row] for row in w_rows], dtype=np.float64)
+        else:
+            # A float array is already exact (binary rationals): keep it, and make the
+            # Fraction and flint copies only if an exact arithmetic asks (d = 512: 262k).
+            d = w_float.shape[0]
+            self._W_float = w_float
         v_q = _rational_vector(v, d, "v")
         c_q = None if c is None else _rational_vector(c, d, "c")
         beta_q = None if beta is None else to_fraction(beta, name="beta")
         self.d = d
         self.affine = c is not None or beta is not None
-        self._W = w_rows
         self._v = v_q
         self._c = c_q if c_q is not None else [Fraction(0)] * d
         self._beta = beta_q if beta_q is not None else Fraction(0)
-        # Fast-path copies, made once.
-        self._W_flint = flint.fmpq_mat(d, d, [_fmpq(q) for row in w_rows for q in row])
         self._v_flint = flint.fmpq_mat(d, 1, [_fmpq(q) for q in v_q])
         self._c_flint = flint.fmpq_mat(d, 1, [_fmpq(q) for q in self._c])
-        self._W_float = np.array([[float(q) for q in row] for row in w_rows], dtype=np.float64)
         self._v_float = np.array([float(q) for q in v_q], dtype=np.float64)
         self._c_float = np.array([float(q) for q in self._c], dtype=np.float64)
         self._beta_float = float(self._beta)
+
+    @functools.cached_property
+    def _W(self) -> list[list[Fraction]]:  # only reached when W came as a float array
+        return [[Fraction(x) for x in row] for row in self._W_float.tolist()]
+
+    @functools.cached_property
+    def _W_flint(self) -> flint.fmpq_mat:
+        d = self.d
+        return flint.fmpq_mat(d, d, [_fmpq(q) for row in self._W for q in row])
 
     # -- exact parameters ------------------------------------------------------------
     @property

@@ -270,13 +270,27 @@ class Oracle:
         Xs = Xs.astype(np.float64, copy=False)
         if not np.all(np.isfinite(Xs)):
             raise InvalidArgument("a query has a non-finite entry (NaN or inf)")
-        converted = list(Xs)
-        self._reserve(len(converted))
+        self._reserve(Xs.shape[0])
         lengths = [Xs.shape[1]] * Xs.shape[0]
-        self._account(len(converted), lengths)
-        answers = self._answer(converted)
-        self._record(converted, answers, lengths)
+        self._account(Xs.shape[0], lengths)
+        answers = self._answer_array(Xs)
+        self._record(list(Xs), answers, lengths)
         return answers
+
+    def _answer_array(self, Xs: np.ndarray) -> list[Any]:
+        """Answers to a (B, N, d) float batch, evaluated in slices (no re-stacking)."""
+        if self.model is not None:
+            fn = self.model.evaluate_batch
+        elif self._batch_fn is not None:
+            fn = self._guarded_batch
+        else:
+            return self._answer(list(Xs))
+        out: list[Any] = []
+        for start in range(0, Xs.shape[0], _FLOAT_CHUNK):
+            out.extend(fn(Xs[start : start + _FLOAT_CHUNK]))
+        if self.model is None:
+            out = [_check_answer(r, X) for r, X in zip(out, Xs, strict=True)]
+        return out
 
     def _convert(self, X: Any) -> Any:
         if self.arithmetic.name == "float":

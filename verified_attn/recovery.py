@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import platform
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,7 +73,10 @@ class Recovery:
     enclosures: dict[str, Any] | None = None
     verification_error: float | None = None
     notes: list[str] = field(default_factory=list)
-    certificate_data: dict[str, Any] | None = field(default=None, repr=False)
+    # A dict, or a zero-argument callable that builds it on first use (large runs).
+    certificate_data: dict[str, Any] | Callable[[], dict[str, Any]] | None = field(
+        default=None, repr=False
+    )
 
     @property
     def W(self) -> Any:
@@ -124,6 +128,8 @@ class Recovery:
         """
         if self.certificate_data is None:
             raise ValueError("this recovery carries no certificate data")
+        if callable(self.certificate_data):
+            self.certificate_data = self.certificate_data()
         data = dict(self.certificate_data)
         data["versions"] = versions()
         if path is not None:

@@ -21,6 +21,7 @@ certified and float arithmetic. The affine model adds the query [0] (beta) and d
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -79,6 +80,11 @@ class SingleHeadDesign:
     U: list[list[Fraction]]  # U[i][k]: row i, column k
     scales: list[list[Fraction]]
     c_scales: list[Fraction] | None = None
+
+    @functools.cached_property
+    def U_float(self) -> np.ndarray:
+        """U in float64 (exact: the default design has entries 0 and 1)."""
+        return np.array([[float(q) for q in row] for row in self.U], dtype=np.float64)
 
     @property
     def U_flint(self) -> flint.fmpq_mat:
@@ -161,7 +167,9 @@ def _as_array(arith: Arithmetic, values: Any) -> np.ndarray:
 def _uv(arith: Arithmetic, design: SingleHeadDesign, v: np.ndarray) -> np.ndarray:
     """u_k^T v for every k, from the exact U and the measured v."""
     d = design.d
-    out = _as_array(arith, [0.0] * d) if arith.name == "float" else np.empty(d, dtype=object)
+    if arith.name == "float":
+        return design.U_float.T @ np.asarray(v, dtype=np.float64)
+    out = np.empty(d, dtype=object)
     for k in range(d):
         col = design.column(k)
         acc: Any = arith.rational(Fraction(0))
@@ -450,7 +458,9 @@ def learn_single_head(
     if arith.name == "certified" and not exact:
         notes.append("some entries did not reconstruct to a unique rational; W, v are balls")
     out_params = _public_params(params, exact, arith, affine)
-    certificate = _certificate_data(
+    # Built on request: serialising every answer costs seconds at d = 512.
+    certificate = functools.partial(
+        _certificate_data,
         arith,
         the_design,
         answers,
