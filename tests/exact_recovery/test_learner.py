@@ -25,7 +25,7 @@ from verified_attn.errors import (
     QueryBudgetExceeded,
 )
 from verified_attn.exact_recovery import query_bound
-from verified_attn.exact_recovery.learner import verification_queries
+from verified_attn.probing import verification_queries
 
 # ---------------------------------------------------------------------------------------
 # Instances.
@@ -555,7 +555,7 @@ def test_rescaling_is_what_makes_float_mode_work(monkeypatch: pytest.MonkeyPatch
     # in float64, so the probe's ratio is 1, not in (0, 1), and the run cannot succeed.
     from verified_attn.exact_recovery import learner
 
-    monkeypatch.setattr(learner, "_MAX_RESCALES", 0)
+    monkeypatch.setattr(learner, "MAX_RESCALES", 0)
     with pytest.raises(ModelClassMismatch, match="alpha_1"):
         va.learn_single_head(va.Oracle(LARGE, "float"))
 

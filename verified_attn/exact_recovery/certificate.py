@@ -57,15 +57,13 @@ from verified_attn.arithmetic import (
 from verified_attn.certificate import CertificateCheck
 from verified_attn.errors import CertificateError, VerifiedAttnError
 from verified_attn.exact_recovery.learner import (
-    _RESCALE_FACTOR,
     THEOREM,
     SingleHeadDesign,
-    answers_agree,
     decode_single_head,
     query_bound,
-    verification_queries,
 )
 from verified_attn.models import SingleHeadAttention, attention_output
+from verified_attn.probing import RESCALE_FACTOR, answers_agree, verification_queries
 from verified_attn.serialize import load_number, load_rational
 
 __all__ = ["FLOAT_RTOL", "verify"]
@@ -244,7 +242,7 @@ def _rescales(t: Fraction, path: str) -> int:
     """n with t = 16^-n: the learner starts every probe at t = 1 and re-asks at t / 16."""
     n, q = 0, t
     while q < 1:
-        q /= _RESCALE_FACTOR
+        q /= RESCALE_FACTOR
         n += 1
     if q != 1:
         raise CertificateError(

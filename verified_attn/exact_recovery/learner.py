@@ -32,10 +32,6 @@ import sympy
 
 from verified_attn.arithmetic import (
     Arithmetic,
-    _OutsideUnitInterval,
-    arb_bounds,
-    fraction_from_arb,
-    reconstruct_rational,
     to_fraction,
 )
 from verified_attn.errors import (
@@ -45,17 +41,26 @@ from verified_attn.errors import (
     PrecisionExhausted,
     QueryBudgetExceeded,
 )
-from verified_attn.models import SingleHeadAttention
 from verified_attn.oracle import Oracle
+from verified_attn.probing import (
+    MAX_RESCALES,
+    RESCALE_FACTOR,
+    apply_exact,
+    candidate_model,
+    finalize,
+    logits,
+    measured_array,
+    public_params,
+    raise_bad_probe,
+    require_nonzero_v,
+    saturated,
+    verify_on_fresh_queries,
+)
 from verified_attn.recovery import Recovery
 
 __all__ = ["SingleHeadDesign", "decode_single_head", "learn_single_head", "query_bound"]
 
 THEOREM = "thm-4.1"
-_RESCALE_FACTOR = Fraction(1, 16)
-_MAX_RESCALES = 12  # t down to 16^-12 = 2^-48: beyond that the probe is lost in rounding
-_FLOAT_SATURATION = 1e-6  # min(y, 1 - y) below this: logit too ill-conditioned in float64
-_BIAS_ULPS = 1024  # rounding allowed on the bias part of a float answer, in ulps of |beta|
 
 
 def query_bound(d: int, *, affine: bool = False) -> int:
@@ -154,16 +159,6 @@ def _unit(d: int, i: int | None) -> np.ndarray:
 # ---------------------------------------------------------------------------------------
 
 
-def _as_array(arith: Arithmetic, values: Any) -> np.ndarray:
-    if arith.name == "float":
-        return np.asarray(values, dtype=np.float64)
-    arr = np.empty(np.shape(values), dtype=object)
-    flat = list(np.asarray(values, dtype=object).ravel())
-    for i, x in enumerate(flat):
-        arr.flat[i] = x
-    return arr
-
-
 def _uv(arith: Arithmetic, design: SingleHeadDesign, v: np.ndarray) -> np.ndarray:
     """u_k^T v for every k, from the exact U and the measured v."""
     d = design.d
@@ -180,24 +175,6 @@ def _uv(arith: Arithmetic, design: SingleHeadDesign, v: np.ndarray) -> np.ndarra
     return out
 
 
-def _logits(arith: Arithmetic, y: np.ndarray) -> tuple[np.ndarray, list[tuple[int, ...]]]:
-    """Elementwise logit; also the indices where it failed (outside (0,1) or undecided)."""
-    if arith.name == "float":
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = np.log(y) - np.log1p(-y)
-        bad = ~((y > 0) & (y < 1))
-        return out, [tuple(ix) for ix in np.argwhere(bad)]
-    out = np.empty(y.shape, dtype=object)
-    bad = []
-    for ix in np.ndindex(y.shape):
-        try:
-            out[ix] = arith.logit(y[ix])
-        except _OutsideUnitInterval:
-            bad.append(ix)
-            out[ix] = None
-    return out, bad
-
-
 def _probe_ratios(
     arith: Arithmetic,
     design: SingleHeadDesign,
@@ -209,16 +186,16 @@ def _probe_ratios(
     """
     d = design.d
     beta = answers["beta"] if design.affine else arith.rational(Fraction(0))
-    v = _as_array(arith, [answers["v"][i] - beta for i in range(d)])
+    v = measured_array(arith, [answers["v"][i] - beta for i in range(d)])
     uv = _uv(arith, design, v)
-    F = _as_array(arith, answers["W"])  # F[k][j]
-    t = _as_array(arith, [[arith.rational(s) for s in row] for row in design.scales])
+    F = measured_array(arith, answers["W"])  # F[k][j]
+    t = measured_array(arith, [[arith.rational(s) for s in row] for row in design.scales])
     Y = (F - v[None, :] - beta) / (t * uv[:, None])
     Y0 = None
     if design.affine:
         assert design.c_scales is not None
-        t0 = _as_array(arith, [arith.rational(s) for s in design.c_scales])
-        Y0 = (_as_array(arith, answers["c"]) - beta) / (t0 * uv)
+        t0 = measured_array(arith, [arith.rational(s) for s in design.c_scales])
+        Y0 = (measured_array(arith, answers["c"]) - beta) / (t0 * uv)
     return {"v": v, "beta": beta, "uv": uv}, Y, Y0
 
 
@@ -232,44 +209,32 @@ def decode_single_head(
     """
     base, Y, Y0 = _probe_ratios(arith, design, answers)
     d = design.d
-    L, bad = _logits(arith, Y)
+    L, bad = logits(arith, Y)
     if bad:
         k, j = bad[0]
-        _raise_bad_probe(arith, Y[k, j], design.w_query(j, k), answers["W"][k][j])
+        raise_bad_probe(arith, Y[k, j], design.w_query(j, k), answers["W"][k][j])
     for k, j in _irrational(arith, L):
         _raise_irrational_logit(L[k, j], design.w_query(j, k), answers["W"][k][j])
-    t = _as_array(arith, [[arith.rational(s) for s in row] for row in design.scales])
+    t = measured_array(arith, [[arith.rational(s) for s in row] for row in design.scales])
     M = L / t  # M[k, j] = u_k^T (W e_j + c)
     params: dict[str, Any] = {"v": base["v"]}
     if design.affine:
         assert Y0 is not None and design.c_scales is not None
-        L0, bad0 = _logits(arith, Y0)
+        L0, bad0 = logits(arith, Y0)
         if bad0:
             (k,) = bad0[0]
-            _raise_bad_probe(arith, Y0[k], design.c_query(k), answers["c"][k])
+            raise_bad_probe(arith, Y0[k], design.c_query(k), answers["c"][k])
         for (k,) in _irrational(arith, L0):
             _raise_irrational_logit(L0[k], design.c_query(k), answers["c"][k])
-        t0 = _as_array(arith, [arith.rational(s) for s in design.c_scales])
+        t0 = measured_array(arith, [arith.rational(s) for s in design.c_scales])
         m0 = L0 / t0
         M = M - m0[:, None]
         params["beta"] = base["beta"]
     inv_t = design.U_flint.transpose().inv()
-    params["W"] = _apply(arith, inv_t, M)
+    params["W"] = apply_exact(arith, inv_t, M)
     if design.affine:
-        params["c"] = _apply(arith, inv_t, m0.reshape(d, 1))[:, 0]
+        params["c"] = apply_exact(arith, inv_t, m0.reshape(d, 1))[:, 0]
     return params
-
-
-def _apply(arith: Arithmetic, matrix: flint.fmpq_mat, M: np.ndarray) -> np.ndarray:
-    if arith.name == "float":
-        return arith.apply(matrix, M)
-    if arith.name == "certified":
-        out = arith.apply(matrix, flint.arb_mat(M.tolist()))
-        return np.array(
-            [[out[i, j] for j in range(out.ncols())] for i in range(out.nrows())], dtype=object
-        )
-    out = arith.apply(matrix, sympy.Matrix(M.tolist()))
-    return np.array(out.tolist(), dtype=object)
 
 
 def _irrational(arith: Arithmetic, L: np.ndarray) -> list[tuple[int, ...]]:
@@ -288,22 +253,6 @@ def _raise_irrational_logit(logit: Any, query: Any, answer: Any) -> None:
         query=query,
         observed=answer,
         expected="an answer v_j + sigmoid(s) u_k^T v with s rational",
-    )
-
-
-def _raise_bad_probe(arith: Arithmetic, y: Any, query: Any, answer: Any) -> None:
-    if arith.name == "certified" and not ((y <= 0) or (y >= 1)):
-        raise PrecisionExhausted(
-            f"at {arith.precision} bits the probe ratio {y} cannot be shown to lie in (0, 1); "
-            "raise the oracle's precision"
-        )
-    raise ModelClassMismatch(
-        f"not a single attention head: on the query {np.asarray(query).tolist()} the answer "
-        f"{answer} gives alpha_1 = {y}, which a softmax weight strictly between 0 and 1 "
-        "cannot be",
-        query=query,
-        observed=answer,
-        expected="alpha_1 in (0, 1)",
     )
 
 
@@ -424,8 +373,8 @@ def learn_single_head(
         with oracle.phase("v"):
             answers["v"] = oracle.query_many([_unit(d, i) for i in range(d)])
         beta0 = answers["beta"] if affine else arith.rational(Fraction(0))
-        v = _as_array(arith, [a - beta0 for a in answers["v"]])
-        _require_nonzero_v(arith, v)
+        v = measured_array(arith, [a - beta0 for a in answers["v"]])
+        require_nonzero_v(arith, v)
         the_design = (
             _default_design(arith, v, d, affine)
             if design is None
@@ -440,10 +389,12 @@ def learn_single_head(
         if arith.name != "exact":
             _rescale_saturated(oracle, arith, the_design, answers)
         params = decode_single_head(arith, the_design, answers)
-        exact, enclosures, params = _finalize(arith, params, denominator_bound)
-        candidate = _candidate_model(params, exact, affine)
+        exact, enclosures, params = finalize(arith, params, denominator_bound)
+        candidate = candidate_model(params, exact, affine)
         with oracle.phase("verify"):
-            ver_log, ver_err = _verify(oracle, arith, candidate, params, exact, verify, seed)
+            ver_log, ver_err = verify_on_fresh_queries(
+                oracle, arith, candidate, params, exact, verify, seed
+            )
 
     after = oracle.queries_by_phase
     by_phase = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
@@ -457,7 +408,7 @@ def learn_single_head(
         )
     if arith.name == "certified" and not exact:
         notes.append("some entries did not reconstruct to a unique rational; W, v are balls")
-    out_params = _public_params(params, exact, arith, affine)
+    out_params = public_params(params, exact, arith, affine)
     # Built on request: serialising every answer costs seconds at d = 512.
     certificate = functools.partial(
         _certificate_data,
@@ -496,20 +447,6 @@ def learn_single_head(
     )
 
 
-def _require_nonzero_v(arith: Arithmetic, v: np.ndarray) -> None:
-    signs = [arith.sign(x) for x in v]
-    if all(s == 0 for s in signs):
-        raise NotIdentifiable(
-            "v = 0: every answer f(X) is then 0 (or beta) whatever W is, so W is not "
-            "identifiable from any queries"
-        )
-    if all(s in (0, None) for s in signs):
-        raise PrecisionExhausted(
-            "every coordinate of v is indistinguishable from 0 at this precision; "
-            "W cannot be probed until one is certified nonzero"
-        )
-
-
 def _rescale_saturated(
     oracle: Oracle, arith: Arithmetic, design: SingleHeadDesign, answers: dict[str, Any]
 ) -> None:
@@ -519,19 +456,19 @@ def _rescale_saturated(
     certified mode a ball that cannot be shown inside (0, 1) is undecided. Shrinking t
     shrinks the score difference t u_k^T W e_j. Each re-ask is a counted query.
     """
-    for _ in range(_MAX_RESCALES):
+    for _ in range(MAX_RESCALES):
         _, Y, Y0 = _probe_ratios(arith, design, answers)
-        todo = _saturated(arith, Y, np.array(design.scales, dtype=object))
+        todo = saturated(arith, Y, np.array(design.scales, dtype=object))
         todo0 = (
-            _saturated(arith, Y0, np.array(design.c_scales, dtype=object)) if Y0 is not None else []
+            saturated(arith, Y0, np.array(design.c_scales, dtype=object)) if Y0 is not None else []
         )
         if not todo and not todo0:
             return
         for k, j in todo:
-            design.scales[k][j] *= _RESCALE_FACTOR
+            design.scales[k][j] *= RESCALE_FACTOR
         for (k,) in todo0:
             assert design.c_scales is not None
-            design.c_scales[k] *= _RESCALE_FACTOR
+            design.c_scales[k] *= RESCALE_FACTOR
         with oracle.phase("rescale"):
             new = oracle.query_many(
                 [design.w_query(j, k) for k, j in todo] + [design.c_query(k) for (k,) in todo0]
@@ -542,219 +479,9 @@ def _rescale_saturated(
             answers["c"][k] = a
 
 
-def _saturated(
-    arith: Arithmetic, Y: np.ndarray, scales: np.ndarray | None = None
-) -> list[tuple[int, ...]]:
-    """Probes to re-ask at a smaller scale; ``scales`` holds each probe's t (certified)."""
-    if arith.name == "float":
-        y = np.asarray(Y, dtype=np.float64)
-        sat = np.minimum(y, 1 - y) < _FLOAT_SATURATION
-        # Far outside (0, 1) is not saturation but a wrong model class: leave it to decode.
-        sat &= (y > -0.5) & (y < 1.5)
-        return [tuple(ix) for ix in np.argwhere(sat)]
-    assert arith.precision is not None
-    out = []
-    for ix in np.ndindex(Y.shape):
-        y = Y[ix]
-        if (y > 0) and (y < 1):
-            # Decided, but near 0 or 1 the logit magnifies the ball's radius by about
-            # 1 / (y (1 - y)). Re-ask if the decoded entry logit / t would then be too wide
-            # to reconstruct at the default denominator bound 2^(precision / 4) (seen at
-            # 64 bits with W ~ 50), and shrinking the score can help (y near 0 or 1).
-            mid = fraction_from_arb(y.mid())
-            if min(mid, 1 - mid) < Fraction(1, 16):
-                t = Fraction(1) if scales is None else scales[ix]
-                rad = fraction_from_arb((y / (1 - y)).log().rad()) / t
-                if rad * 2 ** (arith.precision // 2 + 2) > 1:
-                    out.append(ix)
-        elif not ((y <= 0) or (y >= 1)):
-            out.append(ix)  # undecided: the ball straddles 0 or 1
-    return out
-
-
-def _finalize(
-    arith: Arithmetic, params: dict[str, Any], denominator_bound: int | None
-) -> tuple[bool, dict[str, Any] | None, dict[str, Any]]:
-    """(exact?, enclosures, params): certified balls reconstructed to rationals if unique."""
-    if arith.name == "exact":
-        for name, val in params.items():
-            for x in _flat(val):
-                if not sympy.sympify(x).is_Rational:
-                    # A single head with rational parameters has rational logits.
-                    raise ModelClassMismatch(
-                        f"not a single attention head with rational parameters: the decoded "
-                        f"{name} has the entry {x}, which is not rational",
-                        observed=x,
-                        expected="a rational number",
-                    )
-        return True, None, params
-    if arith.name == "float":
-        return False, None, params
-    assert arith.precision is not None
-    D = denominator_bound if denominator_bound is not None else 2 ** (arith.precision // 4)
-    out: dict[str, Any] = {}
-    exact = True
-    for name, val in params.items():
-        arr = np.asarray(val, dtype=object)
-        rec = np.empty(arr.shape, dtype=object)
-        for ix in np.ndindex(arr.shape):
-            lo, hi = arb_bounds(arr[ix])
-            q = reconstruct_rational(lo, hi, D)
-            if q is None:
-                exact = False
-                break
-            rec[ix] = sympy.Rational(q.numerator, q.denominator)
-        if not exact:
-            break
-        out[name] = rec
-    return exact, params, (out if exact else params)
-
-
-def _flat(val: Any) -> list[Any]:
-    return list(np.asarray(val, dtype=object).ravel())
-
-
-def _candidate_model(
-    params: dict[str, Any], exact: bool, affine: bool
-) -> SingleHeadAttention | None:
-    """The recovered model as a rational SingleHeadAttention (None for ball parameters)."""
-    if not exact and not all(isinstance(x, float | np.floating) for x in _flat(params["v"])):
-        return None
-    kwargs = {}
-    if affine:
-        kwargs = {"c": _flat(params["c"]), "beta": _scalar(params["beta"])}
-    W = np.asarray(params["W"], dtype=object if exact else np.float64)
-    return SingleHeadAttention(W, _flat(params["v"]), **kwargs)
-
-
-def _scalar(x: Any) -> Any:
-    return np.asarray(x, dtype=object).item() if isinstance(x, np.ndarray) else x
-
-
-def _public_params(
-    params: dict[str, Any], exact: bool, arith: Arithmetic, affine: bool
-) -> dict[str, Any]:
-    """Exact: SymPy matrices (v, c as d x 1 columns); balls and floats: numpy arrays."""
-    out: dict[str, Any] = {}
-    for name, val in params.items():
-        if exact:
-            if name == "beta":
-                out[name] = sympy.sympify(_scalar(val))
-            else:
-                arr = np.asarray(val, dtype=object)
-                out[name] = sympy.Matrix(arr.tolist() if arr.ndim == 2 else [[x] for x in arr])
-        elif arith.name == "float":
-            out[name] = float(val) if name == "beta" else np.asarray(val, dtype=np.float64)
-        else:
-            out[name] = _scalar(val) if name == "beta" else np.asarray(val, dtype=object)
-    return out
-
-
 # ---------------------------------------------------------------------------------------
 # Verification on fresh queries.
 # ---------------------------------------------------------------------------------------
-
-
-def verification_queries(d: int, count: int, seed: int) -> list[np.ndarray]:
-    """Fresh random queries of lengths 1..4 with entries in {+-1/2, +-1}.
-
-    The first entry of the last token is +-1/2, so none equals a learning query (whose
-    last token is 0 or some e_j).
-    """
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(count):
-        n = 1 + i % 4
-        X = rng.choice(np.array([-1.0, -0.5, 0.5, 1.0]), size=(n, d))
-        X[-1, 0] = rng.choice(np.array([-0.5, 0.5]))
-        out.append(X)
-    return out
-
-
-def _verify(
-    oracle: Oracle,
-    arith: Arithmetic,
-    candidate: SingleHeadAttention | None,
-    params: dict[str, Any],
-    exact: bool,
-    count: int,
-    seed: int,
-) -> tuple[list[tuple[np.ndarray, Any]], float | None]:
-    queries = verification_queries(oracle.d, count, seed)
-    answers = oracle.query_many(queries)
-    log = list(zip(queries, answers, strict=True))
-    worst = 0.0
-    for X, observed in log:
-        expected = _predict(arith, candidate, params, X)
-        ok, gap = answers_agree(arith, params, X, observed, expected)
-        if not ok:
-            raise ModelClassMismatch(
-                f"the oracle is not the recovered single head: on the fresh query "
-                f"{X.tolist()} it answered {observed}, the recovered model gives {expected}",
-                query=X,
-                observed=observed,
-                expected=expected,
-            )
-        worst = max(worst, gap)
-    return log, (worst if arith.name == "float" else None)
-
-
-def answers_agree(
-    arith: Arithmetic, params: dict[str, Any], X: Any, observed: Any, expected: Any
-) -> tuple[bool, float]:
-    """Whether an answer agrees with the recovered model's prediction, and the relative gap.
-
-    Exact: ==; certified: the balls overlap; float: relative to :func:`_answer_scale`. The
-    learner's verification and the certificate checker both decide with this one function.
-    """
-    scale = _answer_scale(arith, params, X)
-    a, b = observed, expected
-    if arith.name == "float" and "beta" in params:
-        # The output bias is common to both sides; comparing with it removed keeps a large
-        # beta from swallowing the head's part of the answer in the relative test.
-        # (Float mode only: subtracting a float from a SymPy number would make it a Float.)
-        bias = float(params["beta"])
-        a, b = observed - bias, expected - bias
-    ok = arith.agree(a, b, scale=scale)
-    gap = abs(a - b) / max(scale, abs(a), 1e-300) if arith.name == "float" else 0.0
-    return ok, gap
-
-
-def _predict(
-    arith: Arithmetic, candidate: SingleHeadAttention | None, params: dict[str, Any], X: Any
-) -> Any:
-    if candidate is not None:
-        if arith.name == "float":
-            return float(candidate.evaluate_batch(np.asarray(X, dtype=np.float64)[None])[0])
-        from verified_attn.models import as_rational_sequence
-
-        return candidate._evaluate_rational(as_rational_sequence(X, candidate.d), arith)
-    # Certified balls that did not reconstruct: evaluate the definition in ball arithmetic.
-    from verified_attn.models import attention_output
-
-    rows = [[flint.arb(float(x)) for x in row] for row in np.asarray(X, dtype=np.float64)]
-    W = np.asarray(params["W"], dtype=object).tolist()
-    v = _flat(params["v"])
-    c = _flat(params["c"]) if "c" in params else None
-    beta = _scalar(params["beta"]) if "beta" in params else flint.arb(0)
-    return attention_output(rows, W, v, c, beta, exp=lambda s: s.exp())
-
-
-def _answer_scale(arith: Arithmetic, params: dict[str, Any], X: Any) -> float:
-    """The float comparison scale: a bound on |f(X) - beta| plus room for beta's rounding.
-
-    ``sum |v_i| max |x|`` bounds the head's part of the answer. The bias enters only
-    through the rounding it causes (a few ulps of |beta| in a float64 answer): including
-    |beta| itself, as an earlier version did, let a two-head oracle with beta = 1e7 pass
-    verification at rtol 1e-6.
-    """
-    if arith.name != "float":
-        return 1.0
-    v = np.asarray(params["v"], dtype=np.float64)
-    beta = abs(float(params.get("beta", 0.0)))
-    rtol = getattr(arith, "rtol", 1e-6)
-    head = float(np.abs(v).sum() * np.abs(np.asarray(X, dtype=np.float64)).max())
-    return head + beta * _BIAS_ULPS * np.finfo(np.float64).eps / rtol
 
 
 # ---------------------------------------------------------------------------------------

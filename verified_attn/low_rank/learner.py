@@ -23,15 +23,10 @@ from typing import Any
 import numpy as np
 
 from verified_attn.errors import InvalidArgument, QueryBudgetExceeded
-from verified_attn.exact_recovery.learner import (
-    _candidate_model,
-    _finalize,
-    _public_params,
-    _verify,
-)
 from verified_attn.low_rank.probes import Prober
 from verified_attn.low_rank.skeleton import skeleton_query_bound, skeleton_recover
 from verified_attn.oracle import Oracle
+from verified_attn.probing import candidate_model, finalize, public_params, verify_on_fresh_queries
 from verified_attn.recovery import Recovery
 
 __all__ = ["learn_low_rank", "parameter_count"]
@@ -140,10 +135,12 @@ def learn_low_rank(
     with arith.context():
         result = skeleton_recover(prober, rank, seed=seed, rank_tol=rank_tol)
         params = {"W": result.W, "v": result.v}
-        exact, enclosures, params = _finalize(arith, params, denominator_bound)
-        candidate = _candidate_model(params, exact, False)
+        exact, enclosures, params = finalize(arith, params, denominator_bound)
+        candidate = candidate_model(params, exact, False)
         with oracle.phase("verify"):
-            _, ver_err = _verify(oracle, arith, candidate, params, exact, verify, seed + 1)
+            _, ver_err = verify_on_fresh_queries(
+                oracle, arith, candidate, params, exact, verify, seed + 1
+            )
     after = oracle.queries_by_phase
     by_phase = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
     verification = by_phase.get("verify", 0)
@@ -161,7 +158,7 @@ def learn_low_rank(
     bound = skeleton_query_bound(d, r if rank is None else rank)
     return Recovery(
         theorem=THEOREM,
-        parameters=_public_params(params, exact, arith, False),
+        parameters=public_params(params, exact, arith, False),
         arithmetic=arith.name,
         precision=arith.precision,
         exact=exact,

@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from verified_attn.errors import InvalidArgument, ModelClassMismatch, NotIdentifiable
-from verified_attn.exact_recovery.learner import _candidate_model, _verify
 from verified_attn.low_rank.probes import Prober
 from verified_attn.oracle import Oracle
+from verified_attn.probing import candidate_model, verify_on_fresh_queries
 from verified_attn.recovery import Recovery
 
 __all__ = ["DEFAULT_OVERSAMPLING", "learn_nuclear", "nuclear_norm_admm", "rop_probes"]
@@ -184,10 +184,10 @@ def learn_nuclear(
         X = _polish(a, b, t, X, rank)
         notes.append(f"polished by alternating least squares at rank {rank}")
     params = {"W": X, "v": np.asarray(v, dtype=np.float64)}
-    candidate = _candidate_model(params, False, False)
+    candidate = candidate_model(params, False, False)
     try:
         with oracle.phase("verify"):
-            _, ver_err = _verify(
+            _, ver_err = verify_on_fresh_queries(
                 oracle, oracle.arithmetic, candidate, params, False, verify, seed + 1
             )
     except ModelClassMismatch as exc:

@@ -24,16 +24,16 @@ from typing import Any
 import numpy as np
 
 from verified_attn.arithmetic import Arithmetic
-from verified_attn.exact_recovery.learner import (
-    _MAX_RESCALES,
-    _RESCALE_FACTOR,
-    _as_array,
-    _logits,
-    _raise_bad_probe,
-    _require_nonzero_v,
-    _saturated,
-)
 from verified_attn.oracle import Oracle
+from verified_attn.probing import (
+    MAX_RESCALES,
+    RESCALE_FACTOR,
+    logits,
+    measured_array,
+    raise_bad_probe,
+    require_nonzero_v,
+    saturated,
+)
 
 __all__ = ["Prober", "rational_vector"]
 
@@ -74,8 +74,8 @@ class Prober:
         d = oracle.d
         with arith.context(), oracle.phase("v"):
             answers = oracle.query_many(np.eye(d)[:, None, :])
-            v = _as_array(arith, answers)
-            _require_nonzero_v(arith, v)
+            v = measured_array(arith, answers)
+            require_nonzero_v(arith, v)
         return cls(oracle, arith, v)
 
     def measure(self, us: np.ndarray, bs: np.ndarray, phase: str) -> np.ndarray:
@@ -86,37 +86,37 @@ class Prober:
         arith = self.arith
         n = us.shape[0]
         if n == 0:
-            return _as_array(arith, [])
+            return measured_array(arith, [])
         uv = [dot(arith, us[k], self.v) for k in range(n)]
         bv = [dot(arith, bs[k], self.v) for k in range(n)]
         scales = [Fraction(1)] * n
         with self.oracle.phase(phase):
             answers = self.oracle.query_many(np.stack([bs + us, bs], axis=1))
-        for _ in range(_MAX_RESCALES if arith.name != "exact" else 0):
+        for _ in range(MAX_RESCALES if arith.name != "exact" else 0):
             Y = self._ratios(answers, uv, bv, scales)
-            todo = [ix[0] for ix in _saturated(arith, Y, np.array(scales, dtype=object))]
+            todo = [ix[0] for ix in saturated(arith, Y, np.array(scales, dtype=object))]
             if not todo:
                 break
             for k in todo:
-                scales[k] *= _RESCALE_FACTOR
+                scales[k] *= RESCALE_FACTOR
             queries = [self._query(us[k], bs[k], scales[k]) for k in todo]
             with self.oracle.phase("rescale"):
                 new = self.oracle.query_many(np.stack(queries))
             for k, a in zip(todo, new, strict=True):
                 answers[k] = a
         Y = self._ratios(answers, uv, bv, scales)
-        L, bad = _logits(arith, Y)
+        L, bad = logits(arith, Y)
         if bad:
             (k,) = bad[0]
-            _raise_bad_probe(arith, Y[k], self._query(us[k], bs[k], scales[k]), answers[k])
-        t = _as_array(arith, [arith.rational(s) for s in scales])
+            raise_bad_probe(arith, Y[k], self._query(us[k], bs[k], scales[k]), answers[k])
+        t = measured_array(arith, [arith.rational(s) for s in scales])
         return L / t
 
     def _ratios(self, answers: list[Any], uv: list[Any], bv: list[Any], scales: list[Fraction]):
         arith = self.arith
-        F = _as_array(arith, answers)
-        t = _as_array(arith, [arith.rational(s) for s in scales])
-        return (F - _as_array(arith, bv)) / (t * _as_array(arith, uv))
+        F = measured_array(arith, answers)
+        t = measured_array(arith, [arith.rational(s) for s in scales])
+        return (F - measured_array(arith, bv)) / (t * measured_array(arith, uv))
 
     @staticmethod
     def _query(u: np.ndarray, b: np.ndarray, t: Fraction) -> np.ndarray:

@@ -41,8 +41,9 @@ import sympy
 
 from verified_attn.arithmetic import Arithmetic
 from verified_attn.errors import ModelClassMismatch, NotIdentifiable, PrecisionExhausted
-from verified_attn.exact_recovery.learner import _apply, _as_array, _check_design, _default_design
+from verified_attn.exact_recovery.learner import _check_design, _default_design
 from verified_attn.low_rank.probes import Prober, dot, rational_vector
+from verified_attn.probing import apply_exact, measured_array
 
 __all__ = ["SkeletonResult", "skeleton_query_bound", "skeleton_recover"]
 
@@ -125,7 +126,7 @@ def _matmul(arith: Arithmetic, A: np.ndarray, Bm: np.ndarray) -> np.ndarray:
 
 
 def _zero(arith: Arithmetic, d: int) -> np.ndarray:
-    return _as_array(arith, [arith.rational(Fraction(0))] * d)
+    return measured_array(arith, [arith.rational(Fraction(0))] * d)
 
 
 class _Decider:
@@ -181,7 +182,7 @@ def skeleton_recover(
     while k < d:
         b = _draw_basis_vector(rng, basis, d)
         b_ar = rational_vector(arith, b)
-        zS = _matmul(arith, R, b_ar.reshape(d, 1))[:, 0] if k else _as_array(arith, [])
+        zS = _matmul(arith, R, b_ar.reshape(d, 1))[:, 0] if k else measured_array(arith, [])
         zhat = _predict_column(arith, Zc, S, zS, d)
         reuse: tuple[Any, np.ndarray] | None = None
         if adaptive or k == rank:
@@ -359,15 +360,17 @@ def _append_row(
     rest = list(range(k1, d))
     measured = prober.measure(np.tile(U[:, s], (len(rest), 1)), np.eye(d)[rest], "R")
     Bmat = np.array(basis).T  # d x (k+1)
-    zs = _as_array(arith, [z[s] for z in Zc]).reshape(1, k1)
-    w_rest = _as_array(arith, list(measured)).reshape(1, len(rest))
+    zs = measured_array(arith, [z[s] for z in Zc]).reshape(1, k1)
+    w_rest = measured_array(arith, list(measured)).reshape(1, len(rest))
     if rest:
-        G = _as_array(arith, [rational_vector(arith, Bmat[i]) for i in rest]).reshape(len(rest), k1)
+        G = measured_array(arith, [rational_vector(arith, Bmat[i]) for i in rest]).reshape(
+            len(rest), k1
+        )
         rhs = zs - _matmul(arith, w_rest, G)
     else:
         rhs = zs
     A_inv = _fmpq_mat(Bmat[:k1, :]).inv()  # exact (k+1) x (k+1) inverse
-    w_P = _apply(arith, A_inv.transpose(), rhs.T).T  # rhs A^{-1} = (A^{-T} rhs^T)^T
+    w_P = apply_exact(arith, A_inv.transpose(), rhs.T).T  # rhs A^{-1} = (A^{-T} rhs^T)^T
     row = _zero(arith, d)
     for j in range(k1):
         row[j] = w_P[0, j]
@@ -392,6 +395,6 @@ def _assemble(
             else np.zeros((d, d))
         )
     Zmat = np.array([[z[i] for z in Zc] for i in range(d)], dtype=Zc[0].dtype)
-    C = _apply(arith, inv_t, Zmat)
+    C = apply_exact(arith, inv_t, Zmat)
     X = _solve(arith, Zmat[S, :], R)
     return _matmul(arith, C, X)
