@@ -32,7 +32,7 @@ from typing import Any
 import flint
 import numpy as np
 
-from verified_attn.arithmetic import Arithmetic, get_arithmetic
+from verified_attn.arithmetic import Arithmetic, FloatArithmetic, get_arithmetic
 from verified_attn.errors import InvalidArgument, OracleError, QueryBudgetExceeded
 from verified_attn.models import as_float_sequence, as_rational_sequence
 from verified_attn.serialize import dump_number, dump_rational, load_number, load_rational
@@ -119,12 +119,15 @@ class Oracle:
         batch_fn: Callable[[np.ndarray], Any] | None = None,
         record: bool | None = None,
         model_class: str | None = None,
+        rtol: float = 1e-6,
     ) -> Oracle:
         """Wrap ``fn(X: ndarray (N, d)) -> float`` as a float-mode oracle.
 
         ``batch_fn(Xs: ndarray (B, N, d)) -> ndarray (B,)``, if given, answers many
         equal-length queries at once. ``model_class`` ("single-head" or
         "single-head-affine") tells learners which hypothesis class the box is in.
+        ``rtol`` is the relative agreement learners' verification asks of its answers (raise
+        it for a box that computes in lower precision, e.g. float32).
 
         >>> oracle = Oracle.from_callable(lambda X: float(X.sum()), d=2)
         >>> oracle.query([[1, 2]]), oracle.queries
@@ -136,7 +139,7 @@ class Oracle:
             raise InvalidArgument(f"batch_fn must be callable, got {type(batch_fn).__name__}")
         self = cls.__new__(cls)
         self.model = None
-        self.arithmetic = get_arithmetic("float")
+        self.arithmetic = FloatArithmetic(rtol)
         self.d = _positive_int(d, "d")
         self._fn = fn
         self._batch_fn = batch_fn

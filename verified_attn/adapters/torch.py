@@ -236,8 +236,14 @@ def attention_oracle(
     dtype: str | torch.dtype = "float64",
     budget: int | None = None,
     record: bool | None = None,
+    rtol: float | None = None,
 ) -> Oracle:
     """A float-mode :class:`Oracle` answering ``r^T MHA(X, X, X)_N + b`` for (N, E) queries.
+
+    ``rtol`` is the relative agreement the learner's verification asks of this box. Default:
+    1e-6 in float64; 1e-4 in float32, whose answers carry ~6e-8 relative rounding that the
+    decoding amplifies by 1/(t^2 |u^T v| y(1 - y)) (measured verification gaps 1e-6 to 1e-5
+    at d <= 32 with PyTorch's default initialisation; a two-head module misses by ~1e-2).
 
     ``module``: a ``torch.nn.MultiheadAttention`` (any head count, bias on or off,
     ``batch_first`` either way, kdim = vdim = embed_dim). ``readout``: a vector of length E
@@ -266,6 +272,7 @@ def attention_oracle(
         budget=budget,
         record=record,
         model_class="single-head-affine",
+        rtol=rtol if rtol is not None else (1e-4 if _dtype(dtype) == torch.float32 else 1e-6),
     )
 
 
@@ -337,6 +344,7 @@ def _oracle(
     budget: int | None,
     record: bool | None,
     model_class: str | None,
+    rtol: float = 1e-6,
 ) -> Oracle:
     r, b = _readout(readout, E)
     # A private copy in eval mode: dropout off, the caller's module (and its dtype) untouched,
@@ -360,5 +368,11 @@ def _oracle(
         return float(batch_fn(X[None])[0])
 
     return Oracle.from_callable(
-        fn, d=E, batch_fn=batch_fn, budget=budget, record=record, model_class=model_class
+        fn,
+        d=E,
+        batch_fn=batch_fn,
+        budget=budget,
+        record=record,
+        model_class=model_class,
+        rtol=rtol,
     )
