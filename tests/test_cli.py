@@ -180,7 +180,7 @@ def test_learn_instance_has_a_zero_in_v_and_is_seeded() -> None:
 
 
 def test_learn_kinds_table() -> None:
-    assert list(LEARN_KINDS)[:3] == ["single-head", "low-rank", "noisy"]
+    assert list(LEARN_KINDS)[:4] == ["single-head", "low-rank", "transformer", "noisy"]
     assert LEARN_KINDS["single-head"].help.startswith("Thm 4.1")
 
 
@@ -294,3 +294,14 @@ def test_learn_low_rank_exact_in_certified_mode(capsys) -> None:
 def test_learn_low_rank_rank_above_d_is_a_usage_error(capsys) -> None:
     assert main(["learn", "low-rank", "--d", "3", "--rank", "4"]) == 2
     assert "--rank must be <= --d" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", ["paper", "direct"])
+def test_learn_transformer_exact(capsys, method) -> None:
+    argv = ["learn", "transformer", "--d", "3", "--width", "4", "--method", method]
+    assert main(argv) == 0
+    assert "equal the truth exactly (==): yes" in capsys.readouterr().out
+
+
+def test_learn_transformer_rejects_float(capsys) -> None:
+    assert main(["learn", "transformer", "--d", "3", "--width", "4", "--arithmetic", "float"]) == 2

@@ -13,7 +13,9 @@ import verified_attn as va
 PROOFS = Path(__file__).resolve().parent.parent / "proofs"
 # A claim id in backticks: kind-number/slug, e.g. `thm-4.1/logit-identity`, `prop-7.1/...`;
 # appendix numbers may be letters (`app-b/...`, `lemma-a.1/...`).
-CLAIM_ID = re.compile(r"`([a-z]+-(?:[0-9][0-9.]*|[a-z](?:\.[0-9]+)*)/[a-z0-9-]+)`")
+CLAIM_ID = re.compile(
+    r"`((?:[a-z]+-(?:[0-9][0-9.]*|[a-z](?:\.[0-9]+)*)|transformer|follow-up)/[a-z0-9-]+)`"
+)
 
 
 def cited_claim_ids(text: str) -> list[str]:

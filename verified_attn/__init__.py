@@ -27,11 +27,17 @@ from verified_attn.errors import (
 )
 from verified_attn.exact_recovery import learn_single_head
 from verified_attn.low_rank import learn_low_rank
-from verified_attn.models import SingleHeadAttention, attention_output
+from verified_attn.models import (
+    OneLayerTransformer,
+    ReluFFN,
+    SingleHeadAttention,
+    attention_output,
+)
 from verified_attn.noisy import learn_noisy
 from verified_attn.oracle import Oracle
 from verified_attn.oracle_wrappers import LabelOracle, NoisyOracle, StochasticOracle
 from verified_attn.recovery import Recovery
+from verified_attn.transformer import learn_relu_ffn, learn_transformer
 
 __all__ = [
     "ARITHMETICS",
@@ -42,11 +48,13 @@ __all__ = [
     "ModelClassMismatch",
     "NoisyOracle",
     "NotIdentifiable",
+    "OneLayerTransformer",
     "Oracle",
     "OracleError",
     "PrecisionExhausted",
     "QueryBudgetExceeded",
     "Recovery",
+    "ReluFFN",
     "SingleHeadAttention",
     "StochasticOracle",
     "VerifiedAttnError",
@@ -57,6 +65,8 @@ __all__ = [
     "get_arithmetic",
     "learn_low_rank",
     "learn_noisy",
+    "learn_relu_ffn",
     "learn_single_head",
+    "learn_transformer",
     "verify_certificate",
 ]

@@ -24,6 +24,7 @@ ROOM_MODULES = [
     "verified_attn.exact_recovery.claims",
     "verified_attn.low_rank.claims",
     "verified_attn.noisy.claims",
+    "verified_attn.transformer.claims",
 ]
 
 

@@ -174,6 +174,26 @@ def _run_low_rank(args: argparse.Namespace) -> LearnOutcome:
     return LearnOutcome(rec, equal, lines)
 
 
+def _transformer_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--width", type=_int_at_least(1), required=True, help="FFN width m")
+    p.add_argument("--method", choices=("paper", "direct"), default="paper")
+
+
+def _run_transformer(args: argparse.Namespace) -> LearnOutcome:
+    from verified_attn.oracle import Oracle
+    from verified_attn.transformer import canonical_network, learn_transformer
+    from verified_attn.transformer.claims import random_transformer
+
+    if args.arithmetic == "float":
+        raise _UsageError("learn transformer needs --arithmetic exact or certified")
+    T = random_transformer(args.d, args.width, np.random.default_rng(args.seed))
+    oracle = Oracle(T, args.arithmetic, precision=args.precision)
+    rec = learn_transformer(oracle, args.method, seed=args.seed)
+    same = rec.W == T.W and rec.network == canonical_network(T)
+    line = f"W and the canonical FFN g equal the truth exactly (==): {'yes' if same else 'NO'}"
+    return LearnOutcome(rec.to_recovery(), same, [line])
+
+
 def _noisy_arguments(p: argparse.ArgumentParser) -> None:
     from verified_attn.noisy.demo import ADVERSARY_CHOICES
 
@@ -218,6 +238,12 @@ LEARN_KINDS: dict[str, LearnKind] = {
         "Thm 5.1: a rank-r head from d + 2dr - r^2 (+1 rank test) queries, or nuclear norm",
         _low_rank_arguments,
         _run_low_rank,
+    ),
+    "transformer": LearnKind(
+        "transformer",
+        "THEORY §6: one-layer Transformer (2(d^2 + d) or d^2 attention queries + exact FFN)",
+        _transformer_arguments,
+        _run_transformer,
     ),
     "noisy": LearnKind(
         "noisy",

@@ -28,6 +28,9 @@ from verified_attn.arithmetic import Arithmetic, get_arithmetic, to_fraction
 from verified_attn.errors import InvalidArgument
 
 __all__ = [
+    "MultiHeadAttention",
+    "OneLayerTransformer",
+    "ReluFFN",
     "SingleHeadAttention",
     "as_float_sequence",
     "as_rational_sequence",
@@ -512,3 +515,305 @@ class MultiHeadAttention:
 
     def __repr__(self) -> str:
         return f"MultiHeadAttention(d={self.d}, H={self.H})"
+
+
+# ---------------------------------------------------------------------------------------
+# The bias-free ReLU FFN and the one-layer Transformer (THEORY §2, §6).
+# ---------------------------------------------------------------------------------------
+
+
+def _rational_rect(x: Any, name: str, *, rows: int | None = None, cols: int | None = None) -> list:
+    """A non-empty rectangular matrix of exact rationals (rows x cols if given)."""
+    if isinstance(x, sympy.MatrixBase):
+        data = x.tolist()
+    else:
+        try:
+            arr = np.asarray(x, dtype=object)
+        except (ValueError, TypeError) as exc:
+            raise InvalidArgument(f"{name} must be a 2-D matrix, got {x!r}") from exc
+        if arr.ndim != 2:
+            raise InvalidArgument(f"{name} must be a 2-D matrix; got shape {arr.shape}")
+        data = arr.tolist()
+    shape = (len(data), len(data[0]) if data else 0)
+    if shape[0] == 0 or shape[1] == 0 or any(len(r) != shape[1] for r in data):
+        raise InvalidArgument(f"{name} must be a non-empty rectangular matrix; got shape {shape}")
+    if (rows is not None and shape[0] != rows) or (cols is not None and shape[1] != cols):
+        want = (rows if rows is not None else "*", cols if cols is not None else "*")
+        raise InvalidArgument(f"{name} must have shape {want}; got shape {shape}")
+    return [[to_fraction(a, name=f"entry of {name}") for a in r] for r in data]
+
+
+def _rational_list(x: Any, name: str, length: int) -> list[Fraction]:
+    flat = list(x) if isinstance(x, sympy.MatrixBase) else np.asarray(x, dtype=object).tolist()
+    if not isinstance(flat, list) or any(isinstance(a, list) for a in flat):
+        arr = np.asarray(x, dtype=object)
+        if arr.ndim == 2 and 1 in arr.shape:
+            flat = arr.reshape(-1).tolist()
+        else:
+            raise InvalidArgument(f"{name} must be a vector; got shape {arr.shape}")
+    if len(flat) != length:
+        raise InvalidArgument(f"{name} must have length {length}; got length {len(flat)}")
+    return [to_fraction(a, name=f"entry of {name}") for a in flat]
+
+
+def _fmpq_matrix(rows: list[list[Fraction]]) -> flint.fmpq_mat:
+    return flint.fmpq_mat(
+        len(rows), len(rows[0]), [flint.fmpq(q.numerator, q.denominator) for r in rows for q in r]
+    )
+
+
+def _sympy_matrix(rows: list[list[Fraction]]) -> sympy.Matrix:
+    return sympy.Matrix([[sympy.Rational(q.numerator, q.denominator) for q in r] for r in rows])
+
+
+class ReluFFN:
+    """Bias-free one-hidden-layer ReLU network ``g(x) = w_o^T ReLU(A^T x)``.
+
+    As an oracle model, ``f([x_1..x_N]) = g(x_N)`` (so every sequence has a value; the
+    learners only send it length-1 queries). Width m = number of columns of A;
+    ``parameter_count`` is m(d + 1). ReLU of an exact rational is decided exactly.
+
+    >>> g = ReluFFN([[1, 0], [0, 1]], [1, -1])
+    >>> g.d, g.m, g.parameter_count, g.model_class
+    (2, 2, 6, 'relu-ffn')
+    >>> g.value([Fraction(3), Fraction(-1)])
+    Fraction(3, 1)
+    >>> ReluFFN([[1, 0]], [1])
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: w_o must have length 2; got length 1
+    """
+
+    model_class = "relu-ffn"
+
+    def __init__(self, A: Any, w_o: Any) -> None:
+        self._A = _rational_rect(A, "A")
+        self.d = len(self._A)
+        self.m = len(self._A[0])
+        self._w = _rational_list(w_o, "w_o", self.m)
+        self._A_flint = _fmpq_matrix(self._A)
+        self._A_float = np.array([[float(q) for q in r] for r in self._A], dtype=np.float64)
+        self._w_float = np.array([float(q) for q in self._w], dtype=np.float64)
+
+    @property
+    def A(self) -> sympy.Matrix:
+        """The hidden-layer matrix (d x m), exactly."""
+        return _sympy_matrix(self._A)
+
+    @property
+    def w_o(self) -> sympy.Matrix:
+        """The output weights (m x 1), exactly."""
+        return _sympy_matrix([[q] for q in self._w])
+
+    @property
+    def parameter_count(self) -> int:
+        return self.m * (self.d + 1)
+
+    def value(self, x: list[Fraction]) -> Fraction:
+        """g(x) for a rational vector, exactly (Fractions)."""
+        out = Fraction(0)
+        for k in range(self.m):
+            z = sum((self._A[i][k] * x[i] for i in range(self.d)), Fraction(0))
+            if z > 0:
+                out += self._w[k] * z
+        return out
+
+    def __call__(self, X: Any) -> float:
+        return float(self.evaluate_batch(as_float_sequence(X, self.d)[None])[0])
+
+    def evaluate(self, X: Any, arithmetic: str | Arithmetic = "float") -> Any:
+        arith = get_arithmetic(arithmetic)
+        if arith.name == "float":
+            return self(X)
+        Xq = as_rational_sequence(X, self.d)
+        with arith.context():
+            return self._evaluate_rational(Xq, arith)
+
+    def _evaluate_rational(self, Xq: flint.fmpq_mat, arith: Arithmetic) -> Any:
+        n = Xq.nrows()
+        last = flint.fmpq_mat(1, self.d, [Xq[n - 1, k] for k in range(self.d)])
+        z = last * self._A_flint
+        out = flint.fmpq(0)
+        for k in range(self.m):
+            if z[0, k] > 0:
+                out += flint.fmpq(self._w[k].numerator, self._w[k].denominator) * z[0, k]
+        if arith.name == "exact":
+            return _sympy_q(out)
+        if arith.name == "certified":
+            return flint.arb(out)
+        raise InvalidArgument(f"no rational evaluation in arithmetic {arith.name!r}")
+
+    def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
+        """g(x_N) for a batch (B, N, d) -> (B,), float64."""
+        Xs = _float_batch(Xs, self.d)
+        z = Xs[:, -1, :] @ self._A_float
+        return np.maximum(z, 0.0) @ self._w_float
+
+    def __repr__(self) -> str:
+        return f"ReluFFN(d={self.d}, m={self.m})"
+
+
+def _float_batch(Xs: Any, d: int) -> np.ndarray:
+    try:
+        Xs = np.asarray(Xs, dtype=np.float64)
+    except (ValueError, TypeError) as exc:
+        raise InvalidArgument(f"Xs must be a real (B, N, d) array: {exc}") from exc
+    if Xs.ndim != 3 or Xs.shape[2] != d or Xs.shape[1] < 1:
+        raise InvalidArgument(f"Xs must have shape (B, N>=1, d={d}); got {Xs.shape}")
+    if not np.all(np.isfinite(Xs)):
+        raise InvalidArgument("Xs has a non-finite entry (NaN or inf)")
+    return Xs
+
+
+class OneLayerTransformer:
+    """``T(X) = w_o^T ReLU(A^T V^T X^T softmax(X W x_N))`` (THEORY §2, §6).
+
+    W is d x d, V is d x e, A is e x m, w_o has length m. ``v_eff = V A w_o`` is the value
+    vector of the antisymmetrised model T(X) - T(-X).
+
+    Exact and certified arithmetic decide every ReLU exactly: the pre-activation is
+    ``z_k = sum_i e^{s_i} r_ik / sum_i e^{s_i}`` with rational s, r; merging equal scores,
+    z_k = 0 iff every merged coefficient is 0 (exp of distinct rationals are linearly
+    independent over Q, Lindemann-Weierstrass), else its sign is settled in ball arithmetic
+    at rising precision. So ReLU never meets a ball straddling 0.
+
+    >>> T = OneLayerTransformer([[1]], [[1]], [[1, -1]], [1, 1])    # T = |h|
+    >>> T.evaluate([[1], [-1]], "exact")
+    (1 - exp(-2))/(exp(-2) + 1)
+    >>> T.v_eff.T, T.parameter_count, T.model_class
+    (Matrix([[0]]), 6, 'one-layer-transformer')
+    """
+
+    model_class = "one-layer-transformer"
+
+    def __init__(self, W: Any, V: Any, A: Any, w_o: Any) -> None:
+        self._W = _rational_rect(W, "W")
+        self.d = len(self._W)
+        if len(self._W[0]) != self.d:
+            raise InvalidArgument(f"W must be square; got shape ({self.d}, {len(self._W[0])})")
+        self._V = _rational_rect(V, "V", rows=self.d)
+        self.e = len(self._V[0])
+        self._A = _rational_rect(A, "A", rows=self.e)
+        self.m = len(self._A[0])
+        self._w = _rational_list(w_o, "w_o", self.m)
+        self._W_flint = _fmpq_matrix(self._W)
+        self._VA_flint = _fmpq_matrix(self._V) * _fmpq_matrix(self._A)  # r_ik = x_i^T V A e_k
+        self._w_fmpq = [flint.fmpq(q.numerator, q.denominator) for q in self._w]
+        self._W_float = np.array([[float(q) for q in r] for r in self._W], dtype=np.float64)
+        self._VA_float = np.array(
+            [[float(Fraction(int(q.p), int(q.q))) for q in row] for row in _rows(self._VA_flint)]
+        )
+        self._w_float = np.array([float(q) for q in self._w], dtype=np.float64)
+
+    # -- exact parameters ------------------------------------------------------------
+    @property
+    def W(self) -> sympy.Matrix:
+        return _sympy_matrix(self._W)
+
+    @property
+    def V(self) -> sympy.Matrix:
+        return _sympy_matrix(self._V)
+
+    @property
+    def A(self) -> sympy.Matrix:
+        return _sympy_matrix(self._A)
+
+    @property
+    def w_o(self) -> sympy.Matrix:
+        return _sympy_matrix([[q] for q in self._w])
+
+    @property
+    def v_eff(self) -> sympy.Matrix:
+        """V A w_o: the value vector of T(X) - T(-X)."""
+        return self.V * self.A * self.w_o
+
+    @property
+    def parameter_count(self) -> int:
+        """d^2 + d e + e m + m (the raw parameters; the function has fewer)."""
+        return self.d * self.d + self.d * self.e + self.e * self.m + self.m
+
+    def ffn(self) -> ReluFFN:
+        """The length-1 function g(x) = T([x]) = w_o^T ReLU(A^T V^T x) as a ReluFFN."""
+        return ReluFFN(self.V * self.A, self.w_o)
+
+    # -- evaluation ------------------------------------------------------------------
+    def __call__(self, X: Any) -> float:
+        return float(self.evaluate_batch(as_float_sequence(X, self.d)[None])[0])
+
+    def evaluate(self, X: Any, arithmetic: str | Arithmetic = "float") -> Any:
+        arith = get_arithmetic(arithmetic)
+        if arith.name == "float":
+            return self(X)
+        Xq = as_rational_sequence(X, self.d)
+        with arith.context():
+            return self._evaluate_rational(Xq, arith)
+
+    def _evaluate_rational(self, Xq: flint.fmpq_mat, arith: Arithmetic) -> Any:
+        if arith.name not in ("exact", "certified"):
+            raise InvalidArgument(f"no rational evaluation in arithmetic {arith.name!r}")
+        n = Xq.nrows()
+        last = flint.fmpq_mat(self.d, 1, [Xq[n - 1, k] for k in range(self.d)])
+        scores = Xq * (self._W_flint * last)
+        s = [scores[i, 0] for i in range(n)]
+        top = max(s)
+        s = [si - top for si in s]
+        R = Xq * self._VA_flint  # R[i, k] = x_i^T V A e_k
+        # rho_i = sum over the active neurons k of w_o[k] R[i, k]; T = sum w_i rho_i / sum w_i.
+        rho = [flint.fmpq(0)] * n
+        for k in range(self.m):
+            col = [R[i, k] for i in range(n)]
+            if _sign_of_exp_sum(s, col) > 0:
+                rho = [r + self._w_fmpq[k] * c for r, c in zip(rho, col, strict=True)]
+        if arith.name == "exact":
+            if n == 1:
+                return _sympy_q(rho[0])
+            w = [sympy.exp(_sympy_q(si)) for si in s]
+            return sum(wi * _sympy_q(ri) for wi, ri in zip(w, rho, strict=True)) / sum(w)
+        w = [flint.arb(si).exp() for si in s]
+        total = sum(w, flint.arb(0))
+        out = sum((wi * flint.arb(ri) for wi, ri in zip(w, rho, strict=True)), flint.arb(0))
+        return out / total
+
+    def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
+        """T on a batch (B, N, d) -> (B,), float64."""
+        Xs = _float_batch(Xs, self.d)
+        shift = Xs[:, -1, :] @ self._W_float.T
+        scores = np.einsum("bnd,bd->bn", Xs, shift)
+        scores -= scores.max(axis=1, keepdims=True)
+        alpha = np.exp(scores)
+        alpha /= alpha.sum(axis=1, keepdims=True)
+        pooled = np.einsum("bn,bnd->bd", alpha, Xs)  # X^T alpha
+        return np.maximum(pooled @ self._VA_float, 0.0) @ self._w_float
+
+    def __repr__(self) -> str:
+        return f"OneLayerTransformer(d={self.d}, e={self.e}, m={self.m})"
+
+
+def _sign_of_exp_sum(s: list[flint.fmpq], c: list[flint.fmpq]) -> int:
+    """Sign of sum_i c_i e^{s_i} (s_i rational), decided exactly; 0 iff the sum is 0.
+
+    Terms with equal exponents are merged; exp of distinct rationals are linearly
+    independent over Q, so the sum is zero iff every merged coefficient is. A nonzero sum
+    has its sign settled in ball arithmetic at rising precision (this terminates).
+    """
+    groups: dict[flint.fmpq, flint.fmpq] = {}
+    for si, ci in zip(s, c, strict=True):
+        groups[si] = groups.get(si, flint.fmpq(0)) + ci
+    terms = [(si, ci) for si, ci in groups.items() if ci != 0]
+    if not terms:
+        return 0
+    if all(ci > 0 for _, ci in terms) or all(ci < 0 for _, ci in terms):
+        return 1 if terms[0][1] > 0 else -1
+    old = flint.ctx.prec
+    try:
+        prec = 64
+        while True:
+            flint.ctx.prec = prec
+            total = sum((flint.arb(ci) * flint.arb(si).exp() for si, ci in terms), flint.arb(0))
+            if total > 0:
+                return 1
+            if total < 0:
+                return -1
+            prec *= 2
+    finally:
+        flint.ctx.prec = old

@@ -1,0 +1,165 @@
+"""One-layer Transformer benchmark: queries of "paper" vs "direct" vs parameter counts, times.
+
+>>> import tempfile, pathlib
+>>> out = pathlib.Path(tempfile.mkdtemp())
+>>> data = main(["--quick", "--out", str(out), "--no-plots"])
+>>> all(r["attention_queries"] == 2 * (r["d"] ** 2 + r["d"]) for r in data["rows"]
+...     if r["method"] == "paper")
+True
+>>> all(r["exact"] for r in data["rows"])
+True
+
+For each (d, m) a random rational Transformer (value dimension e = d, entries with small
+denominators) is learned with both methods in certified arithmetic at 256 bits; every run
+checks W and the canonical FFN with ``==``. Recorded per run: learning queries (FFN part,
+attention part), verification queries, the raw parameter count d^2 + d e + e m + m, the
+functional count d^2 + m'(d + 1) (m' = canonical width), and the median wall time.
+Target (issue 5): d = 16, m = 32 certified-exact under 30 s on 2 cores. Run::
+
+    /tmp/venv/bin/python benchmarks/transformer.py            # full (~1 min)
+    /tmp/venv/bin/python benchmarks/transformer.py --quick    # seconds
+
+Exit status 1 if a correctness check fails; a missed time target is recorded, not fatal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import RESULTS, metadata, plot_path, timed, write_json
+
+import verified_attn as va
+from verified_attn.transformer import learn_transformer
+from verified_attn.transformer.claims import random_transformer
+from verified_attn.transformer.relu import canonical_network
+
+NAME = "transformer"
+PRECISION = 256
+TARGET = ((16, 32), 30.0)
+FULL = [(2, 4), (4, 8), (8, 16), (12, 24), (16, 32)]
+QUICK = [(2, 4), (3, 6)]
+
+
+def run_one(d: int, m: int, method: str, seed: int, repeats: int) -> dict[str, Any]:
+    """Learn one random instance; counts from the oracle object, times median of repeats."""
+    T = random_transformer(d, m, np.random.default_rng([seed, d, m]))
+    oracles: list[va.Oracle] = []
+
+    def go() -> Any:
+        oracle = va.Oracle(T, "certified", precision=PRECISION)
+        oracles.append(oracle)
+        return learn_transformer(oracle, method, seed=seed)
+
+    rec, median, times = timed(go, repeats)
+    exact = rec.W == T.W and rec.network == canonical_network(T)
+    width = rec.network.width
+    return {
+        "d": d,
+        "m": m,
+        "method": method,
+        "exact": bool(exact),
+        "learning_queries": rec.queries,
+        "ffn_queries": rec.ffn_queries,
+        "attention_queries": rec.attention_queries,
+        "attention_formula": rec.attention_bound,
+        "verification_queries": rec.verification_queries,
+        "oracle_queries": oracles[-1].queries,
+        "queries_by_phase": rec.queries_by_phase,
+        "canonical_width": width,
+        "raw_parameter_count": T.parameter_count,
+        "functional_parameter_count": d * d + width * (d + 1),
+        "ffn_reference_count": width * (d + 1),
+        "median_seconds": median,
+        "seconds": times,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--no-plots", action="store_true")
+    args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    rows = [
+        run_one(d, m, method, args.seed, 1 if args.quick else 3)
+        for d, m in sizes
+        for method in ("paper", "direct")
+    ]
+    target_rows = [r for r in rows if (r["d"], r["m"]) == TARGET[0]]
+    data = {
+        "benchmark": NAME,
+        "meta": metadata(args.seed, arithmetic="certified", precision=PRECISION),
+        "rows": rows,
+        "target": {
+            "size": {"d": TARGET[0][0], "m": TARGET[0][1]},
+            "seconds": TARGET[1],
+            "met": {r["method"]: r["median_seconds"] <= TARGET[1] for r in target_rows},
+        },
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.out == RESULTS:
+        write_json(NAME, data)
+    else:
+        import json
+
+        (args.out / f"{NAME}.json").write_text(json.dumps(data, indent=1, default=str))
+    if not args.no_plots:
+        _plot(rows, args.out)
+    return data
+
+
+def _plot(rows: list[dict[str, Any]], out: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # plots are optional
+        return
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    for method, style in (("paper", "o-"), ("direct", "s-")):
+        sel = [r for r in rows if r["method"] == method]
+        ds = [r["d"] for r in sel]
+        ax1.plot(ds, [r["learning_queries"] for r in sel], style, label=f"{method}: learning")
+        ax2.plot(ds, [r["median_seconds"] for r in sel], style, label=method)
+    sel = [r for r in rows if r["method"] == "paper"]
+    ax1.plot(
+        [r["d"] for r in sel],
+        [r["functional_parameter_count"] for r in sel],
+        "k--",
+        label="d^2 + m'(d+1)",
+    )
+    ax1.set(xlabel="d (m = 2d)", ylabel="queries", title="queries vs parameters")
+    ax2.axhline(TARGET[1], color="r", ls=":", label="target (d=16, m=32)")
+    ax2.set(xlabel="d (m = 2d)", ylabel="median seconds", title="certified, 256 bits")
+    for ax in (ax1, ax2):
+        ax.legend()
+    fig.tight_layout()
+    target = plot_path(NAME) if out == RESULTS else out / f"{NAME}.png"
+    fig.savefig(target, dpi=100)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    result = main()
+    ok = all(r["exact"] for r in result["rows"]) and all(
+        r["attention_queries"] == r["attention_formula"] for r in result["rows"]
+    )
+    for r in result["rows"]:
+        print(
+            f"d={r['d']:>2} m={r['m']:>2} {r['method']:>6}: {r['learning_queries']:>5} learning "
+            f"({r['ffn_queries']} FFN + {r['attention_queries']} attention), "
+            f"params {r['functional_parameter_count']} functional / {r['raw_parameter_count']} raw, "
+            f"{r['median_seconds']:.2f} s, exact {r['exact']}"
+        )
+    sys.exit(0 if ok else 1)

@@ -1,0 +1,556 @@
+"""Exact learning of a bias-free one-hidden-layer ReLU network from value queries.
+
+>>> import verified_attn as va
+>>> from verified_attn.models import ReluFFN
+>>> from verified_attn.transformer.relu import canonical_network, learn_relu_ffn
+>>> g = ReluFFN([[1, 2, -1, 0], [1, -1, -1, 0]], [3, -1, 3, 5])   # a dead neuron (w_4 = 0)
+>>> rec = learn_relu_ffn(va.Oracle(g, "certified"))
+>>> rec.network == canonical_network(g), rec.exact, rec.verified
+(True, True, True)
+>>> rec.network.width, rec.network.linear     # 3 ReLU(z) + 3 ReLU(-z) = 6 ReLU(z) - 3 z
+(2, (Fraction(-3, 1), Fraction(-3, 1)))
+>>> rec.queries, rec.reference_count, rec.verification_queries
+(23, 6, 8)
+
+``g(x) = sum_k c_k ReLU(w_k^T x)`` is positively homogeneous and piecewise linear. Its
+*canonical form* is ``g(x) = l^T x + sum_j gamma_j ReLU(n_j^T x)`` over the distinct
+hyperplanes ``n_j^T x = 0`` (each n_j scaled so its first nonzero entry is 1, gamma_j != 0):
+permutations, positive rescalings, dead neurons, duplicate directions and antipodal pairs
+(``c ReLU(z) - c ReLU(-z) = c z``) all collapse into it, and two networks are the same
+function iff their canonical forms are equal (:func:`canonical_network`).
+
+The algorithm, in exact rational arithmetic (answers are rationals: exact mode gives them,
+certified mode reconstructs them from balls):
+
+1. *Kinks.* Random rational p, q span a plane; the two segments ``p + s q`` and
+   ``q - t p`` (s, t in [-1, 1]) together cross every hyperplane once. Along a segment g is
+   piecewise linear in s. A *piece* is measured from two values (at s and s + eps); two
+   pieces A, B at the ends of an interval are intersected exactly (rational arithmetic) at
+   s*, and two more queries check that g follows A just left of s* and B just right of it:
+   then s* is the one kink there. Otherwise the interval is bisected at a simple rational
+   point. Cost: 2 queries per sample, 2 per kink check; every query point has a small
+   denominator (never s* itself), which keeps certified reconstruction cheap.
+2. *Gradients.* Inside each piece g(x) = G^T x. The line already gives G^T p and G^T q; one
+   query g(y + delta e_i) per remaining coordinate gives G_i = (g(y + delta e_i) - G^T y) /
+   delta: d - 2 queries per piece.
+3. *Neurons.* The gradient jump across a kink is J = gamma n (orientation from the crossing
+   direction); continuity J^T x* = 0 at the exact kink point is checked. The linear term is
+   l = G_0 - sum over the hyperplanes on whose positive side y_0 lies of gamma_j n_j.
+
+The result is verified on fresh rational inputs (== in exact mode, ball containment in
+certified mode); a failed check (a kink hidden by a coincidence, a probe step that left its
+piece) retries on a new random plane with smaller steps, every query counted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import flint
+import numpy as np
+import sympy
+
+from verified_attn.arithmetic import arb_bounds, reconstruct_rational, simplest_rational_between
+from verified_attn.errors import (
+    InvalidArgument,
+    ModelClassMismatch,
+    PrecisionExhausted,
+)
+from verified_attn.models import OneLayerTransformer, ReluFFN
+from verified_attn.oracle import Oracle
+
+__all__ = ["ReluNetwork", "ReluRecovery", "canonical_network", "learn_relu_ffn"]
+
+THEOREM = "ffn/relu"
+Vec = tuple[Fraction, ...]
+
+
+# ---------------------------------------------------------------------------------------
+# Canonical form.
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReluNetwork:
+    """``g(x) = linear^T x + sum_j gamma_j ReLU(n_j^T x)`` in canonical form.
+
+    ``neurons`` is a sorted tuple of ``(n_j, gamma_j)``; each n_j has first nonzero entry 1
+    and the n_j are distinct; every gamma_j != 0. Equal objects are equal functions.
+
+    >>> net = ReluNetwork((Fraction(1),), ((((Fraction(1),), Fraction(2)),)))
+    >>> net.value((Fraction(3),)), net.value((Fraction(-3),))
+    (Fraction(9, 1), Fraction(-3, 1))
+    """
+
+    linear: Vec
+    neurons: tuple[tuple[Vec, Fraction], ...]
+
+    @property
+    def d(self) -> int:
+        return len(self.linear)
+
+    @property
+    def width(self) -> int:
+        """Number of distinct hyperplanes (canonical neurons)."""
+        return len(self.neurons)
+
+    def value(self, x: Vec) -> Fraction:
+        out = _dot(self.linear, x)
+        for n, gamma in self.neurons:
+            z = _dot(n, x)
+            if z > 0:
+                out += gamma * z
+        return out
+
+    def model(self) -> ReluFFN:
+        """The network as a :class:`ReluFFN` (the linear term as ReLU(l^T x) - ReLU(-l^T x))."""
+        cols = [list(n) for n, _ in self.neurons]
+        out = [g for _, g in self.neurons]
+        if any(self.linear):
+            cols += [list(self.linear), [-a for a in self.linear]]
+            out += [Fraction(1), Fraction(-1)]
+        if not cols:  # g == 0: one dead neuron keeps the shapes valid
+            cols, out = [[Fraction(0)] * self.d], [Fraction(0)]
+        A = [[cols[k][i] for k in range(len(cols))] for i in range(self.d)]
+        return ReluFFN(A, out)
+
+
+def _dot(a: Vec, b: Vec) -> Fraction:
+    return sum((x * y for x, y in zip(a, b, strict=True)), Fraction(0))
+
+
+def _normalise(w: Vec) -> tuple[Vec, Fraction]:
+    """(n, sigma) with w = sigma n and n's first nonzero entry 1."""
+    sigma = next(x for x in w if x != 0)
+    return tuple(x / sigma for x in w), sigma
+
+
+def _assemble(d: int, linear: list[Fraction], terms: dict[Vec, Fraction]) -> ReluNetwork:
+    neurons = tuple(sorted((n, g) for n, g in terms.items() if g != 0))
+    return ReluNetwork(tuple(linear), neurons)
+
+
+def canonical_network(model: ReluFFN | OneLayerTransformer) -> ReluNetwork:
+    """The canonical form of a model's length-1 function, from its parameters.
+
+    For a :class:`OneLayerTransformer` this is ``g(x) = T([x]) = w_o^T ReLU(A^T V^T x)``.
+
+    >>> g = ReluFFN([[2, -1, 0]], [1, 4, 7])      # 1 ReLU(2x) + 4 ReLU(-x), dead 3rd
+    >>> canonical_network(g)                        # = 6 ReLU(x) - 4 x
+    ReluNetwork(linear=(Fraction(-4, 1),), neurons=(((Fraction(1, 1),), Fraction(6, 1)),))
+    """
+    if isinstance(model, OneLayerTransformer):
+        model = model.ffn()
+    if not isinstance(model, ReluFFN):
+        raise InvalidArgument(
+            f"model must be a ReluFFN or OneLayerTransformer, got {type(model).__name__}"
+        )
+    d = model.d
+    linear = [Fraction(0)] * d
+    terms: dict[Vec, Fraction] = {}
+    for k in range(model.m):
+        w = tuple(model._A[i][k] for i in range(d))
+        c = model._w[k]
+        if c == 0 or not any(w):
+            continue  # a dead neuron
+        n, sigma = _normalise(w)
+        # c ReLU(sigma z) = c|sigma| ReLU(z) for sigma > 0, c|sigma| (ReLU(z) - z) for sigma < 0.
+        terms[n] = terms.get(n, Fraction(0)) + c * abs(sigma)
+        if sigma < 0:
+            linear = [a - c * abs(sigma) * b for a, b in zip(linear, n, strict=True)]
+    return _assemble(d, linear, terms)
+
+
+# ---------------------------------------------------------------------------------------
+# Result.
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReluRecovery:
+    """A learned ReLU network with its provenance (``theorem`` is "ffn/relu").
+
+    ``queries`` counts learning queries (``verification_queries`` separately);
+    ``reference_count`` is m(d + 1) for the learned canonical width m, the parameter count
+    the cost is reported against.
+    """
+
+    network: ReluNetwork
+    arithmetic: str
+    precision: int | None
+    exact: bool
+    verified: bool
+    queries: int
+    verification_queries: int
+    queries_by_phase: dict[str, int]
+    reference_count: int
+    attempts: int
+    seed: int
+    theorem: str = THEOREM
+    notes: list[str] = field(default_factory=list)
+
+    def model(self) -> ReluFFN:
+        return self.network.model()
+
+    def summary(self) -> str:
+        return (
+            f"{self.theorem}: {self.queries} learning queries for canonical width "
+            f"{self.network.width} at d = {self.network.d} (m(d+1) = {self.reference_count}), "
+            f"{self.verification_queries} verification; by phase {self.queries_by_phase}; "
+            f"exact: {self.exact}; verified: {self.verified}"
+        )
+
+
+# ---------------------------------------------------------------------------------------
+# The learner.
+# ---------------------------------------------------------------------------------------
+
+
+class _Retry(Exception):
+    """Internal: an exact consistency check failed on this plane; try another."""
+
+
+@dataclass(frozen=True)
+class _Piece:
+    slope: Fraction
+    intercept: Fraction
+
+    def at(self, s: Fraction) -> Fraction:
+        return self.intercept + self.slope * s
+
+
+class _Values:
+    """Exact answers g(x) to length-1 queries, cached so no point is asked twice."""
+
+    def __init__(self, oracle: Oracle, denominator_bound: int) -> None:
+        self.oracle = oracle
+        self.arith = oracle.arithmetic
+        self.D = denominator_bound
+        self.cache: dict[Vec, Fraction] = {}
+
+    def many(self, points: list[Vec]) -> list[Fraction]:
+        todo = list(dict.fromkeys(p for p in points if p not in self.cache))
+        if todo:
+            answers = self.oracle.query_many([_query(p) for p in todo])
+            for p, y in zip(todo, answers, strict=True):
+                self.cache[p] = self.exact(y, p)
+        return [self.cache[p] for p in points]
+
+    def one(self, point: Vec) -> Fraction:
+        return self.many([point])[0]
+
+    def exact(self, y: Any, point: Vec) -> Fraction:
+        if self.arith.name == "exact":
+            y = sympy.sympify(y)
+            if not y.is_Rational:
+                raise ModelClassMismatch(
+                    f"not a ReLU network with rational parameters: g({_show(point)}) = {y} "
+                    "is not rational",
+                    query=point,
+                    observed=y,
+                    expected="a rational number",
+                )
+            return Fraction(int(y.p), int(y.q))
+        lo, hi = arb_bounds(y)
+        q = reconstruct_rational(lo, hi, self.D)
+        if q is None:
+            raise PrecisionExhausted(
+                f"at {self.arith.precision} bits the answer {y} at {_show(point)} does not pin "
+                f"down a rational with denominator <= {self.D}; raise the oracle's precision"
+            )
+        return q
+
+
+def _query(p: Vec) -> flint.fmpq_mat:
+    return flint.fmpq_mat(1, len(p), [flint.fmpq(x.numerator, x.denominator) for x in p])
+
+
+def _show(p: Vec) -> str:
+    return "[" + ", ".join(str(x) for x in p) + "]"
+
+
+def _dyadic_below(x: Fraction) -> Fraction:
+    """The largest power of two <= x (x > 0)."""
+    e = math.floor(math.log2(x.numerator) - math.log2(x.denominator))
+    t = Fraction(2) ** e
+    while t > x:
+        t /= 2
+    while 2 * t <= x:
+        t *= 2
+    return t
+
+
+class _Segment:
+    """g along b + s u for s in [-1, 1]: kinks and pieces, found exactly."""
+
+    def __init__(self, values: _Values, b: Vec, u: Vec, grid: int, eps_bits: int) -> None:
+        self.values, self.b, self.u = values, b, u
+        self.grid, self.eps_bits = grid, eps_bits
+
+    def point(self, s: Fraction) -> Vec:
+        return tuple(bi + s * ui for bi, ui in zip(self.b, self.u, strict=True))
+
+    def piece(self, s: Fraction, width: Fraction, side: int) -> _Piece:
+        eps = _dyadic_below(width) / 2**self.eps_bits
+        s2 = s + side * eps
+        y1, y2 = self.values.many([self.point(s), self.point(s2)])
+        slope = (y2 - y1) / (s2 - s)
+        return _Piece(slope, y1 - slope * s)
+
+    def _single_kink(self, a: Fraction, A: _Piece, s: Fraction, B: _Piece, b: Fraction) -> bool:
+        """g follows A just left of s and B just right of it (two dyadic-ish probes).
+
+        Checking g(s) == A(s) alone is not enough: two kinks both left of s can end on B,
+        and then g(s) = B(s) = A(s) too.
+        """
+        w = min(s - a, b - s) / 2**16
+        left = simplest_rational_between(s - w, s - w / 2)
+        right = simplest_rational_between(s + w / 2, s + w)
+        gl, gr = self.values.many([self.point(left), self.point(right)])
+        return gl == A.at(left) and gr == B.at(right)
+
+    def kinks(self, max_depth: int = 60) -> tuple[list[Fraction], list[_Piece]]:
+        """Sorted kinks s_1 < ... < s_K in (-1, 1) and the K + 1 pieces between them."""
+        grid = [Fraction(-1) + Fraction(2 * i, self.grid) for i in range(self.grid + 1)]
+        step = Fraction(2, self.grid)
+        samples = [self.piece(s, step, -1 if s == 1 else 1) for s in grid]
+        found: list[tuple[Fraction, _Piece, _Piece]] = []
+        stack = [(grid[i], samples[i], grid[i + 1], samples[i + 1], 0) for i in range(self.grid)]
+        while stack:
+            a, A, b, B, depth = stack.pop()
+            if A == B:
+                continue
+            if A.slope != B.slope:
+                s = (B.intercept - A.intercept) / (A.slope - B.slope)
+                if a < s < b and self._single_kink(a, A, s, B, b):
+                    found.append((s, A, B))
+                    continue
+            if depth >= max_depth:
+                raise _Retry(f"could not isolate the kinks in ({a}, {b})")
+            mid = simplest_rational_between(a + (b - a) / 3, b - (b - a) / 3)
+            M = self.piece(mid, min(mid - a, b - mid), 1)
+            stack.append((a, A, mid, M, depth + 1))
+            stack.append((mid, M, b, B, depth + 1))
+        found.sort(key=lambda t: t[0])
+        kinks = [s for s, _, _ in found]
+        if not found:
+            return kinks, [samples[0]]
+        pieces = [found[0][1]] + [B for _, _, B in found]
+        for (_, _, B), (_, A2, _) in itertools.pairwise(found):
+            if B != A2:
+                raise _Retry("adjacent kinks disagree about the piece between them")
+        return kinks, pieces
+
+
+def _gradient(
+    values: _Values, seg: _Segment, piece: _Piece, lo: Fraction, hi: Fraction, shrink: int
+) -> Vec:
+    """G with g(x) = G^T x on the piece (lo, hi) of the segment: d - rank[b u] queries."""
+    d = len(seg.b)
+    s = simplest_rational_between(lo + (hi - lo) / 4, hi - (hi - lo) / 4)
+    y = seg.point(s)
+    gy = piece.at(s)
+    scale = max(max(abs(x) for x in seg.u), Fraction(1))
+    delta = _dyadic_below((hi - lo) / scale) / 2 ** (12 + shrink)
+    # Known: G^T b = intercept, G^T u = slope. Choose coordinates where [b u] is invertible.
+    B = flint.fmpq_mat(
+        d,
+        2,
+        [flint.fmpq(x.numerator, x.denominator) for r in zip(seg.b, seg.u, strict=True) for x in r],
+    )
+    pivots = _pivot_rows(B)
+    others = [i for i in range(d) if i not in pivots]
+    probes = [tuple(yj + (delta if j == i else 0) for j, yj in enumerate(y)) for i in others]
+    G: list[Fraction | None] = [None] * d
+    for i, val in zip(others, values.many(probes), strict=True):
+        G[i] = (val - gy) / delta
+    known = [piece.intercept, piece.slope]
+    cols = [seg.b, seg.u][: len(pivots)]
+    rhs = [
+        k - sum((c[i] * G[i] for i in others), Fraction(0))
+        for k, c in zip(known, cols, strict=False)
+    ]
+    M = flint.fmpq_mat(
+        len(pivots),
+        len(pivots),
+        [flint.fmpq(c[i].numerator, c[i].denominator) for c in cols for i in pivots],
+    )
+    sol = M.solve(
+        flint.fmpq_mat(len(pivots), 1, [flint.fmpq(r.numerator, r.denominator) for r in rhs])
+    )
+    for t, i in enumerate(pivots):
+        G[i] = Fraction(int(sol[t, 0].p), int(sol[t, 0].q))
+    return tuple(G)  # type: ignore[arg-type]
+
+
+def _pivot_rows(B: flint.fmpq_mat) -> list[int]:
+    """Rows of the d x 2 matrix B forming an invertible rank(B) x rank(B) minor."""
+    rank = B.rank()
+    rows: list[int] = []
+    for i in range(B.nrows()):
+        trial = [*rows, i]
+        sub = flint.fmpq_mat(
+            len(trial), B.ncols(), [B[r, c] for r in trial for c in range(B.ncols())]
+        )
+        if sub.rank() == len(trial):
+            rows = trial
+        if len(rows) == rank:
+            break
+    # Keep the columns that are independent too: rank 1 means b, u parallel; use b only.
+    return rows
+
+
+def _learn_once(
+    values: _Values, d: int, rng: np.random.Generator, grid: int, shrink: int
+) -> ReluNetwork:
+    p = tuple(Fraction(int(x), 256) for x in rng.integers(-(2**16), 2**16, d))
+    q = tuple(Fraction(int(x), 256) for x in rng.integers(-(2**16), 2**16, d))
+    if (
+        d >= 2
+        and flint.fmpq_mat(
+            d,
+            2,
+            [flint.fmpq(x.numerator, x.denominator) for r in zip(p, q, strict=True) for x in r],
+        ).rank()
+        < 2
+    ):
+        raise _Retry("p and q are parallel")
+    segments = [
+        _Segment(values, p, q, grid, 20 + shrink),
+        _Segment(values, q, tuple(-x for x in p), grid, 20 + shrink),
+    ]
+    terms: dict[Vec, Fraction] = {}
+    ref: tuple[Vec, Vec] | None = None
+    for seg in segments:
+        kinks, pieces = seg.kinks()
+        bounds = [Fraction(-1), *kinks, Fraction(1)]
+        grads = [
+            _gradient(values, seg, pc, bounds[i], bounds[i + 1], shrink)
+            for i, pc in enumerate(pieces)
+        ]
+        if ref is None:
+            lo, hi = bounds[0], bounds[1]
+            ref = (
+                seg.point(simplest_rational_between(lo + (hi - lo) / 4, hi - (hi - lo) / 4)),
+                grads[0],
+            )
+        for i, s in enumerate(kinks):
+            J = tuple(a - b for a, b in zip(grads[i + 1], grads[i], strict=True))
+            if not any(J) or _dot(J, seg.point(s)) != 0:
+                raise _Retry(f"the gradient jump at s = {s} is not a hyperplane's normal")
+            n, kappa = _normalise(J)
+            gamma = kappa if _dot(n, seg.u) > 0 else -kappa
+            terms[n] = terms.get(n, Fraction(0)) + gamma
+    assert ref is not None
+    y, G = ref
+    linear = list(G)
+    for n, gamma in terms.items():
+        if _dot(n, y) > 0:
+            linear = [a - gamma * b for a, b in zip(linear, n, strict=True)]
+    return _assemble(d, linear, terms)
+
+
+def verification_points(d: int, count: int, seed: int) -> list[Vec]:
+    """Fresh rational inputs with entries k/7 (no learning query has denominator 7)."""
+    rng = np.random.default_rng(seed + 7919)
+    return [tuple(Fraction(int(x), 7) for x in rng.integers(-20, 21, d)) for _ in range(count)]
+
+
+def learn_relu_ffn(
+    oracle: Oracle,
+    *,
+    verify: int = 8,
+    seed: int = 0,
+    grid: int = 4,
+    attempts: int = 3,
+    denominator_bound: int | None = None,
+) -> ReluRecovery:
+    """Learn g(x) = f([x]) exactly as a canonical bias-free ReLU network.
+
+    Sends only length-1 queries. ``grid``: initial samples per segment (more guards against
+    kinks whose jumps cancel inside one interval); ``attempts``: random planes to try before
+    giving up; ``denominator_bound``: certified answers are reconstructed as the unique
+    rational with at most this denominator (default 2^(precision/2 - 16)).
+
+    Raises :class:`InvalidArgument` in float arithmetic (exact learning needs rational
+    answers), :class:`ModelClassMismatch` if no attempt verifies (the oracle is not a
+    bias-free ReLU network), :class:`PrecisionExhausted` if an answer cannot be reconstructed.
+    """
+    if not isinstance(oracle, Oracle):
+        raise InvalidArgument(f"oracle must be a verified_attn.Oracle, got {type(oracle).__name__}")
+    arith = oracle.arithmetic
+    if arith.name not in ("exact", "certified"):
+        raise InvalidArgument(
+            f"learn_relu_ffn needs an oracle with arithmetic 'exact' or 'certified' (rational "
+            f"answers); got arithmetic={arith.name!r}"
+        )
+    for name, val, low in (("verify", verify, 1), ("grid", grid, 1), ("attempts", attempts, 1)):
+        if isinstance(val, bool) or not isinstance(val, int) or val < low:
+            raise InvalidArgument(f"{name} must be an int >= {low}, got {val!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise InvalidArgument(f"seed must be an int, got {seed!r}")
+    if denominator_bound is None:
+        denominator_bound = 2 ** ((arith.precision or 256) // 2 - 16)
+    elif (
+        isinstance(denominator_bound, bool)
+        or not isinstance(denominator_bound, int)
+        or denominator_bound < 1
+    ):
+        raise InvalidArgument(f"denominator_bound must be an int >= 1, got {denominator_bound!r}")
+    d = oracle.d
+    before = oracle.queries_by_phase
+    rng = np.random.default_rng(seed)
+    values = _Values(oracle, denominator_bound)
+    reasons: list[str] = []
+    with arith.context():
+        for attempt in range(attempts):
+            try:
+                with oracle.phase("ffn"):
+                    net = _learn_once(values, d, rng, grid * 2**attempt, 8 * attempt)
+                with oracle.phase("ffn-verify"):
+                    _verify(oracle, values, net, verification_points(d, verify, seed + attempt))
+            except _Retry as exc:
+                reasons.append(str(exc))
+                continue
+            break
+        else:
+            raise ModelClassMismatch(
+                f"no bias-free ReLU network fits the oracle after {attempts} attempts "
+                f"({'; '.join(reasons)})"
+            )
+    after = oracle.queries_by_phase
+    by_phase = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    ver = by_phase.get("ffn-verify", 0)
+    notes = [f"attempt {i + 1} failed: {r}" for i, r in enumerate(reasons)]
+    return ReluRecovery(
+        network=net,
+        arithmetic=arith.name,
+        precision=arith.precision,
+        exact=True,
+        verified=True,
+        queries=sum(by_phase.values()) - ver,
+        verification_queries=ver,
+        queries_by_phase=by_phase,
+        reference_count=net.width * (d + 1),
+        attempts=len(reasons) + 1,
+        seed=seed,
+        notes=notes,
+    )
+
+
+def _verify(oracle: Oracle, values: _Values, net: ReluNetwork, points: list[Vec]) -> None:
+    """Fresh points: the oracle's answer must be exactly the network's value."""
+    answers = oracle.query_many([_query(p) for p in points])
+    for p, y in zip(points, answers, strict=True):
+        want = net.value(p)
+        if values.arith.name == "exact":
+            ok = sympy.sympify(y) == sympy.Rational(want.numerator, want.denominator)
+        else:
+            lo, hi = arb_bounds(y)
+            ok = lo <= want <= hi
+        if not ok:
+            raise _Retry(f"fresh point {_show(p)}: oracle {y}, learned network {want}")
