@@ -305,3 +305,21 @@ def test_learn_transformer_exact(capsys, method) -> None:
 
 def test_learn_transformer_rejects_float(capsys) -> None:
     assert main(["learn", "transformer", "--d", "3", "--width", "4", "--arithmetic", "float"]) == 2
+
+
+@pytest.mark.parametrize(
+    "kind", ["permutation", "shared-score-split", "dead-head", "cancelling-values"]
+)
+def test_counterexample_multi_head(capsys, tmp_path, kind) -> None:
+    out_json = tmp_path / "pair.json"
+    argv = ["counterexample", "multi-head", "--d", "2", "--heads", "2", "--kind", kind]
+    assert main([*argv, "--json", str(out_json)]) == 0
+    out = capsys.readouterr().out
+    assert "holds: True" in out and "first model" in out and "second model" in out
+    assert json.loads(out_json.read_text())
+
+
+def test_counterexample_bad_heads_is_a_usage_error(capsys) -> None:
+    argv = ["counterexample", "multi-head", "--d", "3", "--heads", "1", "--kind", "permutation"]
+    assert main(argv) == 2
+    assert "heads must be >= 2" in capsys.readouterr().err

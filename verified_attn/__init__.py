@@ -28,11 +28,13 @@ from verified_attn.errors import (
 from verified_attn.exact_recovery import learn_single_head
 from verified_attn.low_rank import learn_low_rank
 from verified_attn.models import (
+    MultiHeadAttention,
     OneLayerTransformer,
     ReluFFN,
     SingleHeadAttention,
     attention_output,
 )
+from verified_attn.multi_head import canonical_form, counterexample, equivalent, learn_multi_head
 from verified_attn.noisy import learn_noisy
 from verified_attn.oracle import Oracle
 from verified_attn.oracle_wrappers import LabelOracle, NoisyOracle, StochasticOracle
@@ -46,6 +48,7 @@ __all__ = [
     "InvalidArgument",
     "LabelOracle",
     "ModelClassMismatch",
+    "MultiHeadAttention",
     "NoisyOracle",
     "NotIdentifiable",
     "OneLayerTransformer",
@@ -60,10 +63,14 @@ __all__ = [
     "VerifiedAttnError",
     "__version__",
     "attention_output",
+    "canonical_form",
     "check_claims",
     "claims",
+    "counterexample",
+    "equivalent",
     "get_arithmetic",
     "learn_low_rank",
+    "learn_multi_head",
     "learn_noisy",
     "learn_relu_ffn",
     "learn_single_head",

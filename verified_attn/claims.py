@@ -25,6 +25,7 @@ ROOM_MODULES = [
     "verified_attn.low_rank.claims",
     "verified_attn.noisy.claims",
     "verified_attn.transformer.claims",
+    "verified_attn.multi_head.claims",
 ]
 
 

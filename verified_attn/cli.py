@@ -314,6 +314,19 @@ def _build_parser() -> argparse.ArgumentParser:
         p.add_argument("--json", metavar="F", type=Path, help="also write the recovery as JSON")
         kind.add_arguments(p)
 
+    cex = sub.add_parser(
+        "counterexample", help="Prop 7.1: two distinct models with the same input-output map"
+    )
+    cex_kinds = cex.add_subparsers(dest="model_class", metavar="CLASS")
+    mh = cex_kinds.add_parser("multi-head", help="multi-head attention (Prop 7.1)")
+    from verified_attn.multi_head.counterexamples import KINDS
+
+    mh.add_argument("--d", type=_int_at_least(1), required=True, help="token dimension d >= 1")
+    mh.add_argument("--heads", type=_int_at_least(1), required=True, help="number of heads H")
+    mh.add_argument("--kind", choices=KINDS, default="shared-score-split")
+    mh.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default 0)")
+    mh.add_argument("--json", metavar="F", type=Path, help="also write the pair and proof")
+
     ver = sub.add_parser("verify-certificate", help="re-check a certificate without the oracle")
     ver.add_argument("path", metavar="F", type=Path, help="certificate JSON file")
     return parser
@@ -392,7 +405,26 @@ def _cmd_verify_certificate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_counterexample(args: argparse.Namespace) -> int:
+    from verified_attn.multi_head.counterexamples import (
+        counterexample,
+        counterexample_report,
+        dumps,
+    )
+
+    if args.model_class is None:
+        raise _UsageError("counterexample needs a model class: multi-head")
+    pair = counterexample(
+        args.model_class, d=args.d, heads=args.heads, kind=args.kind, seed=args.seed
+    )
+    print(counterexample_report(pair))
+    if args.json is not None:
+        _write(args.json, dumps(pair))
+    return EXIT_OK if pair.proof.holds else EXIT_FAIL
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "counterexample": _cmd_counterexample,
     "check": _cmd_check,
     "claims": _cmd_claims,
     "learn": _cmd_learn,

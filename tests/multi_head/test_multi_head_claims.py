@@ -1,0 +1,67 @@
+"""Every Prop 7.1 claim passes, and the claim checks can fail."""
+
+from __future__ import annotations
+
+import pytest
+
+from verified_attn.multi_head import claims as mh_claims
+from verified_attn.multi_head.claims import CLAIMS
+
+EXPECTED = {
+    "prop-7.1/permutation",
+    "prop-7.1/shared-score-split",
+    "prop-7.1/dead-head",
+    "prop-7.1/cancelling-values",
+    "prop-7.1/linearity-in-v",
+    "prop-7.1/canonical-form",
+    "prop-7.1/identifiability-dimension",
+    "prop-7.1/collision-kernel",
+    "prop-7.1/orthogonal-subspaces",
+    "prop-7.1/single-head-canonical",
+    "prop-7.1/canonical-recovery",
+}
+
+
+def test_ids() -> None:
+    ids = [c.id for c in CLAIMS]
+    assert set(ids) == EXPECTED and len(ids) == len(EXPECTED)
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.id)
+def test_claim_passes(claim: object) -> None:
+    res = claim.check(0)  # type: ignore[attr-defined]
+    assert res.passed, res.detail
+    assert res.id == claim.id  # type: ignore[attr-defined]
+
+
+def test_kind_claim_fails_when_the_proof_is_broken(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Make perturb() a no-op: the "perturbed proof must fail" half of the claim then fails.
+    monkeypatch.setattr(mh_claims, "perturb", lambda m, **kw: m)
+    res = mh_claims._kind_check("permutation", "s").check(0)
+    assert not res.passed
+
+
+def test_orthogonal_claim_fails_with_a_wrong_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The bound minus one must not be met.
+    monkeypatch.setattr(
+        mh_claims, "orthogonal_query_bound", lambda r: sum(x * x + x for x in r) - 1
+    )
+    assert not mh_claims._orthogonal(0).passed
+
+
+def test_dimension_claim_fails_if_collisions_are_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without the collision directions the upper bracket is wrong and the ranks do not meet.
+    from verified_attn.multi_head import identifiability
+
+    real = identifiability.symmetry_null_vectors
+    monkeypatch.setattr(
+        identifiability, "symmetry_null_vectors", lambda m: (real(m)[0], [], real(m)[2])
+    )
+    assert not mh_claims._dimension(0).passed
+
+
+def test_recovery_claim_fails_with_a_wrong_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        mh_claims, "canonical_query_bound", lambda d, H: d + 2 * H * (d * d + d - 1) - 1
+    )
+    assert not mh_claims._canonical_recovery(0).passed

@@ -1,0 +1,162 @@
+"""Canonical forms of multi-head models, and an exact decision of map equality.
+
+>>> from verified_attn.models import MultiHeadAttention
+>>> m = MultiHeadAttention([([[2]], [1]), ([[0]], [0]), ([[2]], [3])])
+>>> canonical_form(m).H                      # the dead head goes, the equal-W heads merge
+1
+>>> canonical_form(m).heads[0][1]
+Matrix([[4]])
+>>> bool(equivalent(m, MultiHeadAttention([([[2]], [4])])))
+True
+
+Canonical form (THEORY §7): merge heads with equal ``W_h`` (exactly equal), sum their
+``v_h``, drop heads whose summed v is 0, and order the heads by ``(W, v)`` read row-major
+as exact rationals. By Prop 7.1 equal canonical forms give equal maps (proved for the
+pair by :func:`~verified_attn.multi_head.symbolic.prove_same_map`); by the follow-up
+(arXiv 2608.03294) distinct canonical forms give distinct maps, and :func:`equivalent`
+then exhibits a sequence where the outputs differ, decided exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import sympy
+
+from verified_attn.errors import InvalidArgument, VerifiedAttnError
+from verified_attn.models import MultiHeadAttention
+from verified_attn.multi_head.symbolic import (
+    EquivalenceProof,
+    exact_same_value,
+    head_key,
+    prove_same_map,
+    random_rational_sequence,
+)
+
+__all__ = ["CanonicalForm", "Verdict", "canonical_form", "equivalent"]
+
+Key = tuple[Fraction, ...]
+
+
+@dataclass(frozen=True)
+class CanonicalForm:
+    """The canonical heads as exact keys ``(W row-major, v)``, sorted; compare with ``==``."""
+
+    d: int
+    keys: tuple[tuple[Key, Key], ...]
+
+    @property
+    def H(self) -> int:
+        """Number of canonical heads (0 for the zero map)."""
+        return len(self.keys)
+
+    @property
+    def heads(self) -> list[tuple[sympy.Matrix, sympy.Matrix]]:
+        """The canonical heads as SymPy matrices ``(W_h, v_h)``."""
+        d = self.d
+        return [
+            (
+                sympy.Matrix(d, d, [sympy.Rational(q.numerator, q.denominator) for q in w]),
+                sympy.Matrix([sympy.Rational(q.numerator, q.denominator) for q in v]),
+            )
+            for w, v in self.keys
+        ]
+
+    def model(self) -> MultiHeadAttention | None:
+        """The canonical model, or None for the zero map (no heads left)."""
+        if not self.keys:
+            return None
+        return MultiHeadAttention(self.heads)
+
+
+def canonical_form(model: MultiHeadAttention) -> CanonicalForm:
+    """Merge equal-W heads (summing v), drop zero sums, sort the heads.
+
+    >>> m = MultiHeadAttention([([[1]], [1]), ([[1]], [-1])])
+    >>> canonical_form(m).H, canonical_form(m).model() is None
+    (0, True)
+    """
+    if not isinstance(model, MultiHeadAttention):
+        raise InvalidArgument(f"model must be a MultiHeadAttention, got {type(model).__name__}")
+    sums: dict[Key, list[Fraction]] = {}
+    for W, v in model.heads:
+        acc = sums.setdefault(head_key(W), [Fraction(0)] * model.d)
+        for j, x in enumerate(v):
+            acc[j] += Fraction(int(x.p), int(x.q))
+    keys = sorted((w, tuple(v)) for w, v in sums.items() if any(x != 0 for x in v))
+    return CanonicalForm(model.d, tuple(keys))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether two models define the same map; truthy iff they do.
+
+    ``reason`` says why; ``proof`` is the structural proof when equivalent; ``witness``
+    is a rational sequence with ``values`` (exact SymPy outputs of both models) that
+    differ when not, the inequality decided exactly.
+    """
+
+    equivalent: bool
+    reason: str
+    witness: list[list[Fraction]] | None = None
+    values: tuple[Any, Any] | None = None
+    proof: EquivalenceProof | None = field(default=None, repr=False)
+
+    def __bool__(self) -> bool:
+        return self.equivalent
+
+
+def _candidates(d: int, max_len: int, rng: np.random.Generator) -> list[list[list[Fraction]]]:
+    out: list[list[list[Fraction]]] = []
+    # Length 1 sees sum_h v_h; the rest are generic sequences of every length up to max_len.
+    out.extend([[Fraction(int(i == j)) for j in range(d)]] for i in range(d))
+    for n in range(2, max_len + 1):
+        out.extend(random_rational_sequence(d, n, rng) for _ in range(4))
+    return out
+
+
+def equivalent(
+    m1: MultiHeadAttention, m2: MultiHeadAttention, *, seed: int = 0, tries: int = 4
+) -> Verdict:
+    """Decide exactly whether ``m1`` and ``m2`` are the same map.
+
+    >>> a = MultiHeadAttention([([[1]], [1])])
+    >>> v = equivalent(a, MultiHeadAttention([([[2]], [1])]))
+    >>> v.equivalent, v.witness is not None
+    (False, True)
+    """
+    for name, m in (("m1", m1), ("m2", m2)):
+        if not isinstance(m, MultiHeadAttention):
+            raise InvalidArgument(f"{name} must be a MultiHeadAttention, got {type(m).__name__}")
+    if m1.d != m2.d:
+        raise InvalidArgument(f"the models have different d: m1.d = {m1.d}, m2.d = {m2.d}")
+    if isinstance(tries, bool) or not isinstance(tries, int) or tries < 1:
+        raise InvalidArgument(f"tries must be an int >= 1, got {tries!r}")
+    c1, c2 = canonical_form(m1), canonical_form(m2)
+    if c1 == c2:
+        proof = prove_same_map(m1, m2, seed=seed)
+        if not proof.holds:  # would contradict Prop 7.1: report, never paper over
+            raise VerifiedAttnError(f"equal canonical forms but the proof failed:\n{proof.text()}")
+        return Verdict(
+            True, f"equal canonical forms ({c1.H} canonical heads); proof holds", proof=proof
+        )
+    rng = np.random.default_rng(seed)
+    max_len = 2 * max(c1.H, c2.H) + 1
+    for _ in range(tries):
+        for X in _candidates(m1.d, max_len, rng):
+            if not exact_same_value(m1, m2, X):
+                values = (m1.evaluate(X, "exact"), m2.evaluate(X, "exact"))
+                return Verdict(
+                    False,
+                    f"canonical forms differ ({c1.H} vs {c2.H} canonical heads); the outputs "
+                    f"differ on a sequence of length {len(X)} (decided exactly)",
+                    witness=X,
+                    values=values,
+                )
+    raise VerifiedAttnError(
+        f"canonical forms differ but no witness was found in {tries} rounds of random "
+        "sequences; rerun with more tries or another seed"
+    )

@@ -1,0 +1,496 @@
+"""Canonical multi-head recovery without subspaces (in the style of arXiv 2608.03294).
+
+>>> import verified_attn as va
+>>> from verified_attn.models import MultiHeadAttention
+>>> model = MultiHeadAttention([([[1, 0], [0, -1]], [1, 2]), ([[0, 1], [1, 0]], [-1, 1])])
+>>> rec = learn_multi_head(va.Oracle(model, "certified"), heads=2)
+>>> rec.parameters["heads"] == canonical_form(model).heads
+True
+>>> rec.queries, canonical_query_bound(2, 2), follow_up_query_bound(2, 2)
+(22, 22, 29)
+
+For tokens a = b + u and b, the query ``X_k = [a, ..., a (k copies), b]`` gives each head the
+scores ``a^T W_h b`` (k times) and ``b^T W_h b``, so
+
+    F(k) = sum_h [ b^T v_h + u^T v_h * k lam_h / (1 + k lam_h) ],  lam_h = exp(u^T W_h b),
+
+a rational function of k of degree H with poles ``-1/lam_h`` and residues
+``-u^T v_h / lam_h``. ``F(0)`` is the length-1 query [b]; k = 1..2H give 2H + 1 samples
+that fix ``F = P/Q`` (Q(0) = 1) by one linear system. The roots of Q give each canonical
+head's score ``u^T W_h b = log lam_h``, the residues its ``u^T v_h``.
+
+Design (ours): bases ``u_1..u_d`` and ``b_1..b_d`` (random small rationals); pairs
+``(u_k, b_j)`` for all k, j, plus the links ``(u_1 + u_k, b_1)``, k = 2..d. Heads are
+matched across j for fixed u_k by their residue ``u_k^T v_h`` (it does not depend on b),
+and across k through the links, where score and residue must be the sums of those at
+``u_1`` and ``u_k``. Then ``U^T W_h B`` and ``U^T v_h`` are known exactly and solved
+for. Queries: ``d + 2H (d^2 + d - 1)``, against the follow-up's ``4Hd^2 - 2H + 1`` and
+the parameter count ``H (d^2 + d)``; longest query ``2H + 1``.
+
+Certified arithmetic: the linear system and the roots are solved in arb, the scores and
+residues reconstructed as rationals (denominator bound), then verified on fresh queries.
+Exact arithmetic: the exact answers are enclosed in arb and the same steps run; the final
+check compares exact values. If only an upper bound ``max_heads`` is known, the degree is
+found as the largest m <= max_heads whose system is *certified* nonsingular: above the true
+degree the system is exactly singular, so arb can never certify it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+from typing import Any
+
+import flint
+import numpy as np
+import sympy
+
+from verified_attn.arithmetic import arb_bounds, reconstruct_rational
+from verified_attn.errors import (
+    InvalidArgument,
+    ModelClassMismatch,
+    NotIdentifiable,
+    PrecisionExhausted,
+    QueryBudgetExceeded,
+)
+from verified_attn.models import MultiHeadAttention, as_rational_sequence
+from verified_attn.multi_head.canonical import canonical_form
+from verified_attn.multi_head.symbolic import fresh_sequences
+from verified_attn.oracle import Oracle
+from verified_attn.recovery import Recovery
+
+__all__ = [
+    "canonical_query_bound",
+    "follow_up_query_bound",
+    "learn_multi_head",
+]
+
+THEOREM = "follow-up/canonical"
+
+Pair = tuple[list[Fraction], list[Fraction]]  # (u, b)
+
+
+def canonical_query_bound(d: int, H: int) -> int:
+    """Our count: ``d + 2H (d^2 + d - 1)`` (H the number of heads, or the upper bound).
+
+    >>> canonical_query_bound(3, 2)
+    47
+    """
+    return d + 2 * H * (d * d + d - 1)
+
+
+def follow_up_query_bound(d: int, H: int) -> int:
+    """The follow-up's count ``4Hd^2 - 2H + 1``.
+
+    >>> follow_up_query_bound(3, 2)
+    69
+    """
+    return 4 * H * d * d - 2 * H + 1
+
+
+def _int(x: Any, name: str, low: int) -> int:
+    if isinstance(x, bool) or not isinstance(x, int | np.integer) or int(x) < low:
+        raise InvalidArgument(f"{name} must be an int >= {low}, got {x!r}")
+    return int(x)
+
+
+def _basis(d: int, rng: np.random.Generator, den: int) -> list[list[Fraction]]:
+    """d random vectors (rows) with nonzero entries in {-1023..1023}/den forming a basis.
+
+    Many distinct small numerators make a coincidence (u^T v_h = 0, or two heads with one
+    score u^T W_h b) unlikely; small entries keep the scores O(1) so no pole runs to 0.
+    """
+    while True:
+        rows = [
+            [
+                Fraction(int(x) * int(s), den)
+                for x, s in zip(rng.integers(1, 1024, d), rng.choice([-1, 1], d), strict=True)
+            ]
+            for _ in range(d)
+        ]
+        m = flint.fmpq_mat([[flint.fmpq(q.numerator, q.denominator) for q in r] for r in rows])
+        if m.rank() == d:
+            return rows
+
+
+def _design(d: int, seed: int) -> tuple[list[list[Fraction]], list[list[Fraction]], list[Pair]]:
+    rng = np.random.default_rng(seed)
+    U = _basis(d, rng, 1024 * d)  # |u^T W b| <= max |W_ij|: scores O(1) at every d
+    B = _basis(d, rng, 1024 * d)
+    pairs = [(U[k], B[j]) for k in range(d) for j in range(d)]
+    pairs += [([a + c for a, c in zip(U[0], U[k], strict=True)], B[0]) for k in range(1, d)]
+    return U, B, pairs
+
+
+def _sequence(u: list[Fraction], b: list[Fraction], k: int) -> list[list[Fraction]]:
+    a = [x + y for x, y in zip(b, u, strict=True)]
+    return [a] * k + [b]
+
+
+def _to_arb(x: Any) -> flint.arb:
+    """An exact-mode answer (SymPy closed form of rationals and exp) enclosed in a ball."""
+    if isinstance(x, flint.arb):
+        return x
+    x = sympy.sympify(x)
+    if x.is_Rational:
+        return flint.arb(flint.fmpq(int(x.p), int(x.q)))
+    if x == sympy.E:
+        return flint.arb(1).exp()
+    if isinstance(x, sympy.exp):
+        return _to_arb(x.args[0]).exp()
+    if x.is_Add:
+        return sum((_to_arb(a) for a in x.args), flint.arb(0))
+    if x.is_Mul:
+        out = flint.arb(1)
+        for a in x.args:
+            out *= _to_arb(a)
+        return out
+    if x.is_Pow and x.exp.is_Integer:
+        base = _to_arb(x.base)
+        n = int(x.exp)
+        return base**n if n >= 0 else 1 / base ** (-n)
+    if x.is_Pow and x.base == sympy.E:
+        return _to_arb(x.exp).exp()
+    raise ModelClassMismatch(
+        f"the exact oracle answered {x}, which is not a closed form in rationals and exp",
+        observed=x,
+        expected="a sum of rational multiples of exponentials",
+    )
+
+
+def _interpolate(F: list[flint.arb], m: int) -> tuple[flint.arb_mat, flint.arb_mat] | None:
+    """P (deg <= m), Q (deg <= m, Q(0) = 1) with F(k) Q(k) = P(k) at k = 0..2m; None if
+    the system cannot be certified nonsingular."""
+    rows, rhs = [], []
+    for k in range(2 * m + 1):
+        kk = flint.arb(k)
+        row = [kk**i for i in range(m + 1)] + [-F[k] * kk**i for i in range(1, m + 1)]
+        rows.append(row)
+        rhs.append([F[k]])
+    try:
+        sol = flint.arb_mat(rows).solve(flint.arb_mat(rhs))
+    except ZeroDivisionError:
+        return None
+    P = [sol[i, 0] for i in range(m + 1)]
+    Q = [flint.arb(1)] + [sol[m + 1 + i, 0] for i in range(m)]
+    return P, Q
+
+
+def _poles(F: list[flint.arb], m: int, prec: int) -> list[tuple[flint.arb, flint.arb]]:
+    """(score u^T W b, residue u^T v) per head, as balls, from the samples F(0..2m)."""
+    pq = _interpolate(F, m)
+    if pq is None:
+        raise PrecisionExhausted(
+            "the interpolation system of a pair could not be certified nonsingular: two heads "
+            "share a score there, a residue u^T v_h is 0 (H too large), or the precision is "
+            "too low; rerun with another seed or a higher precision"
+        )
+    P, Q = pq
+    Qa, Pa = flint.arb_poly(Q), flint.arb_poly(P)
+    dQ = Qa.derivative()
+    try:
+        # Isolate, refined to 2^-40 (well within reach of 256-bit data); interval Newton
+        # below takes the boxes to the accuracy the data allow.
+        boxes = flint.acb_poly([flint.acb(c) for c in Q]).roots(tol=flint.arb(2) ** -40)
+    except ValueError as exc:
+        raise PrecisionExhausted(
+            f"the poles of F could not be isolated ({exc}); two heads may share a score here"
+        ) from exc
+    out = []
+    for box in boxes:
+        if not box.imag.contains(0):
+            raise ModelClassMismatch(
+                f"F(k) has a non-real pole {box}: not a sum of softmax heads",
+                observed=box,
+                expected="a pole -1/lambda with lambda > 0",
+            )
+        root = _newton(Qa, dQ, box.real)
+        if not root < 0:
+            raise ModelClassMismatch(
+                f"F(k) has a pole at {root}, not certified negative: not a sum of softmax heads",
+                observed=root,
+                expected="a pole -1/lambda with lambda > 0",
+            )
+        lam = -1 / root
+        residue = Pa(root) / dQ(root)
+        out.append((lam.log(), -lam * residue))
+    return out
+
+
+def _newton(Q: flint.arb_poly, dQ: flint.arb_poly, X: flint.arb) -> flint.arb:
+    """Interval Newton refinement of a simple real root isolated in X (stays an enclosure:
+    N(X) = m - Q(m)/Q'(X) contains every root in X, so X & N(X) does too)."""
+    for _ in range(64):
+        mid = flint.arb(X.mid())
+        slope = dQ(X)
+        if slope.contains(0) or not slope.is_finite():
+            raise PrecisionExhausted(
+                f"the pole isolated in {X} could not be refined: Q' may vanish"
+            )
+        step = Q(mid) / slope
+        N = mid - step
+        if not N.overlaps(X):
+            raise PrecisionExhausted(f"interval Newton lost the pole isolated in {X}")
+        new = N.intersection(X)
+        if not new.rad() < X.rad():
+            return new
+        X = new
+    return X
+
+
+def _rational(x: flint.arb, D: int, what: str) -> Fraction:
+    lo, hi = arb_bounds(x)
+    q = reconstruct_rational(lo, hi, D)
+    if q is None:
+        raise PrecisionExhausted(
+            f"{what} ({x}) did not reconstruct to a unique rational with denominator <= {D}; "
+            "raise the precision or give a denominator_bound"
+        )
+    return q
+
+
+def learn_multi_head(
+    oracle: Oracle,
+    *,
+    heads: int | None = None,
+    max_heads: int | None = None,
+    verify: int = 8,
+    seed: int = 0,
+    denominator_bound: int | None = None,
+) -> Recovery:
+    """Recover the canonical form of a multi-head oracle (exact or certified arithmetic).
+
+    Give ``heads`` (the number of canonical heads) or ``max_heads`` (an upper bound H0; the
+    queries are then counted with H0). The result's ``parameters["heads"]`` is the canonical
+    form, equal (``==``) to ``canonical_form(model).heads`` for rational ground truth.
+
+    >>> import verified_attn as va
+    >>> learn_multi_head(va.Oracle(va.SingleHeadAttention([[1]], [1]), "float"), heads=1)
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: learn_multi_head needs arithmetic 'exact' or 'certified'; got 'float'
+    """
+    if not isinstance(oracle, Oracle):
+        raise InvalidArgument(f"oracle must be a verified_attn.Oracle, got {type(oracle).__name__}")
+    arith = oracle.arithmetic
+    if arith.name not in ("exact", "certified"):
+        raise InvalidArgument(
+            f"learn_multi_head needs arithmetic 'exact' or 'certified'; got {arith.name!r}"
+        )
+    if (heads is None) == (max_heads is None):
+        raise InvalidArgument("give exactly one of heads= (known H) or max_heads= (an upper bound)")
+    H0 = _int(
+        heads if heads is not None else max_heads, "heads" if heads is not None else "max_heads", 1
+    )
+    verify = _int(verify, "verify", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise InvalidArgument(f"seed must be an int, got {seed!r}")
+    if denominator_bound is not None:
+        denominator_bound = _int(denominator_bound, "denominator_bound", 1)
+    d = oracle.d
+    bound = canonical_query_bound(d, H0)
+    if oracle.remaining is not None and oracle.remaining < bound + verify:
+        raise QueryBudgetExceeded(
+            f"learn_multi_head needs {bound} learning + {verify} verification queries; the "
+            f"oracle has {oracle.remaining} left",
+            budget=oracle.budget or 0,
+            used=oracle.queries,
+            requested=bound + verify,
+        )
+    prec = arith.precision if arith.precision is not None else 256
+    D = denominator_bound if denominator_bound is not None else 2 ** (prec // 4)
+    U, B, pairs = _design(d, seed)
+    before = oracle.queries_by_phase
+    tokens_before = oracle.tokens_sent
+
+    old_prec = flint.ctx.prec
+    flint.ctx.prec = prec
+    try:
+        with oracle.phase("F(0)"):
+            f0 = [_to_arb(a) for a in oracle.query_many([[b] for b in B])]
+        samples: list[list[flint.arb]] = []
+        samples: list[list[flint.arb]] = []
+        with oracle.phase("F(k)"):
+            for u, b in pairs:
+                ans = oracle.query_many([_sequence(u, b, k) for k in range(1, 2 * H0 + 1)])
+                j = next(i for i, bb in enumerate(B) if bb is b)
+                samples.append([f0[j], *(_to_arb(a) for a in ans)])
+        H = _degree(samples, H0) if heads is None else H0
+        decoded = [_decode(F, H, prec, D) for F in samples]
+
+        def b_link(k: int, j: int) -> list[tuple[Fraction, Fraction]]:
+            """Poles at (u_k, b_1 + b_j); F(0) = (b_1 + b_j)^T sum v needs no query."""
+            b = [x + y for x, y in zip(B[0], B[j], strict=True)]
+            with oracle.phase("F(k) tie links"):
+                ans = oracle.query_many([_sequence(U[k], b, m) for m in range(1, 2 * H + 1)])
+            return _decode([f0[0] + f0[j], *(_to_arb(a) for a in ans)], H, prec, D)
+
+        canon = _assemble(decoded, U, B, d, H, b_link)
+    finally:
+        flint.ctx.prec = old_prec
+    candidate = MultiHeadAttention(canon)
+    with oracle.phase("verify"):
+        _verify(oracle, candidate, verify, seed)
+    after = oracle.queries_by_phase
+    by_phase = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    verification = by_phase.get("verify", 0)
+    learning = sum(n for k, n in by_phase.items() if k != "verify")
+    form = canonical_form(candidate)
+    notes = [
+        f"{learning} learning queries: ours d + 2H(d^2 + d - 1) = {bound}; follow-up "
+        f"4Hd^2 - 2H + 1 = {follow_up_query_bound(d, H0)}; parameters H(d^2 + d) = "
+        f"{H0 * (d * d + d)}",
+        f"{H} canonical heads found" + (f" (upper bound {H0})" if heads is None else ""),
+    ]
+    return Recovery(
+        theorem=THEOREM,
+        parameters={"heads": form.heads},
+        arithmetic=arith.name,
+        precision=arith.precision,
+        exact=True,
+        verified=True,
+        queries=learning,
+        verification_queries=verification,
+        queries_by_phase=by_phase,
+        bound=bound,
+        parameter_count=H * (d * d + d),
+        seed=seed,
+        tokens_sent=oracle.tokens_sent - tokens_before,
+        max_length=2 * H0 + 1,  # the learning queries' longest: [a]*2H0 + [b]
+        rounds=1 + (1 if by_phase.get("F(k) tie links") else 0),  # tie links are adaptive
+        notes=notes,
+    )
+
+
+def _decode(F: list[flint.arb], H: int, prec: int, D: int) -> list[tuple[Fraction, Fraction]]:
+    return [
+        (_rational(s, D, "a score u^T W b"), _rational(r, D, "a residue u^T v"))
+        for s, r in _poles(F, H, prec)
+    ]
+
+
+def _degree(samples: list[list[flint.arb]], H0: int) -> int:
+    """The largest m <= H0 whose system is certified nonsingular for every pair."""
+    for m in range(H0, 0, -1):
+        if all(_interpolate(F, m) is not None for F in samples):
+            return m
+    raise NotIdentifiable("no pair gives a certified rational function of degree >= 1: f is 0")
+
+
+def _match(
+    base: list[tuple[Fraction, Fraction]],
+    other: list[tuple[Fraction, Fraction]],
+    link: list[tuple[Fraction, Fraction]],
+    combine: Any,
+    what: str,
+) -> tuple[int, ...]:
+    """The unique permutation p with ``{combine(base[h], other[p[h]])} == link``."""
+    target = sorted(link)
+    H = len(base)
+    found = []
+    for perm in itertools.permutations(range(H)):
+        got = [combine(base[h], other[perm[h]]) for h in range(H)]
+        if None not in got and sorted(got) == target:
+            found.append(perm)
+    if len(found) != 1:
+        raise NotIdentifiable(
+            f"the link {what} is consistent with {len(found)} head orders, not exactly one; "
+            "rerun with another seed"
+        )
+    return found[0]
+
+
+def _assemble(
+    decoded: list[list[tuple[Fraction, Fraction]]],
+    U: list[list[Fraction]],
+    B: list[list[Fraction]],
+    d: int,
+    H: int,
+    b_link: Any,
+) -> list[tuple[list[list[Fraction]], list[Fraction]]]:
+    """Match poles to heads across pairs; solve ``U^T W_h B = S_h`` and ``U^T v_h = r_h``.
+
+    Heads are labelled by their order at (u_1, b_1). The link (u_1 + u_k, b_1) carries
+    them to (u_k, b_1): score and residue add. At (u_k, b_j) the residue u_k^T v_h labels
+    them when the residues are distinct (distinct v_h, generic u); heads with equal v tie,
+    and the extra link (u_k, b_1 + b_j) (scores add, residue kept) breaks the tie.
+    """
+    grid = {(k, j): decoded[k * d + j] for k in range(d) for j in range(d)}
+    links = {k: decoded[d * d + k - 1] for k in range(1, d)}
+    # labelled[k][j][h] = (score, residue) of head h at (u_k, b_j)
+    labelled: dict[tuple[int, int], list[tuple[Fraction, Fraction]]] = {(0, 0): grid[(0, 0)]}
+    for k in range(1, d):
+        perm = _match(
+            grid[(0, 0)],
+            grid[(k, 0)],
+            links[k],
+            lambda x, y: (x[0] + y[0], x[1] + y[1]),
+            f"(u_1 + u_{k + 1}, b_1)",
+        )
+        labelled[(k, 0)] = [grid[(k, 0)][perm[h]] for h in range(H)]
+    for k in range(d):
+        residues = [r for _, r in labelled[(k, 0)]]
+        for j in range(1, d):
+            here = grid[(k, j)]
+            if sorted(r for _, r in here) != sorted(residues):
+                raise ModelClassMismatch(
+                    f"the residues u^T v_h at (u_{k + 1}, b_{j + 1}) differ from those at "
+                    f"(u_{k + 1}, b_1): not a sum of {H} softmax heads",
+                    observed=sorted(r for _, r in here),
+                    expected=sorted(residues),
+                )
+            if len(set(residues)) == H:
+                by_r = {r: (s, r) for s, r in here}
+                labelled[(k, j)] = [by_r[r] for r in residues]
+                continue
+            perm = _match(
+                labelled[(k, 0)],
+                here,
+                b_link(k, j),
+                lambda x, y: (x[0] + y[0], x[1]) if x[1] == y[1] else None,
+                f"(u_{k + 1}, b_1 + b_{j + 1})",
+            )
+            labelled[(k, j)] = [here[perm[h]] for h in range(H)]
+    Ut = flint.fmpq_mat(
+        [[flint.fmpq(U[k][i].numerator, U[k][i].denominator) for i in range(d)] for k in range(d)]
+    )
+    Bm = flint.fmpq_mat(
+        [[flint.fmpq(B[j][i].numerator, B[j][i].denominator) for j in range(d)] for i in range(d)]
+    )
+    Ut_inv, B_inv = Ut.inv(), Bm.inv()
+    out = []
+    for h in range(H):
+        S = flint.fmpq_mat(d, d)
+        r = flint.fmpq_mat(d, 1)
+        for k in range(d):
+            res = labelled[(k, 0)][h][1]
+            r[k, 0] = flint.fmpq(res.numerator, res.denominator)
+            for j in range(d):
+                score = labelled[(k, j)][h][0]
+                S[k, j] = flint.fmpq(score.numerator, score.denominator)
+        W = Ut_inv * S * B_inv
+        v = Ut_inv * r
+        out.append(
+            (
+                [[Fraction(int(W[i, j].p), int(W[i, j].q)) for j in range(d)] for i in range(d)],
+                [Fraction(int(v[i, 0].p), int(v[i, 0].q)) for i in range(d)],
+            )
+        )
+    return out
+
+
+def _verify(oracle: Oracle, candidate: MultiHeadAttention, count: int, seed: int) -> None:
+    arith = oracle.arithmetic
+    queries = fresh_sequences(oracle.d, count, seed + 104729)
+    answers = oracle.query_many(queries)
+    for X, observed in zip(queries, answers, strict=True):
+        with arith.context():
+            expected = candidate._evaluate_rational(as_rational_sequence(X, oracle.d), arith)
+        if not arith.agree(observed, expected):
+            raise ModelClassMismatch(
+                f"the oracle is not the recovered canonical heads: on the fresh query "
+                f"{X.tolist()} it answered {observed}, the recovered model gives {expected}",
+                query=X,
+                observed=observed,
+                expected=expected,
+            )

@@ -1,0 +1,277 @@
+"""Prop 7.1: pairs of distinct multi-head parameterisations with the same map.
+
+>>> pair = counterexample("multi-head", d=2, heads=2, kind="shared-score-split", seed=1)
+>>> first, second, proof = pair
+>>> first.heads != second.heads, proof.holds
+(True, True)
+
+Four kinds (THEORY §7): ``permutation`` (reorder the heads), ``shared-score-split`` (two
+heads with one W split their summed v differently), ``dead-head`` (a head with v = 0 has
+an arbitrary W), ``cancelling-values`` (two equal-W heads with v and -v vanish, whatever W
+is). Every pair comes with an :class:`~verified_attn.multi_head.symbolic.EquivalenceProof`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from verified_attn.errors import InvalidArgument
+from verified_attn.models import MultiHeadAttention
+from verified_attn.multi_head.symbolic import EquivalenceProof, prove_same_map
+from verified_attn.serialize import dump_rational
+
+__all__ = [
+    "KINDS",
+    "CounterexamplePair",
+    "counterexample",
+    "counterexample_report",
+    "dumps",
+    "perturb",
+    "random_multi_head",
+    "to_json",
+]
+
+KINDS = ("permutation", "shared-score-split", "dead-head", "cancelling-values")
+_MIN_HEADS = {"permutation": 2, "shared-score-split": 2, "dead-head": 1, "cancelling-values": 2}
+
+Head = tuple[list[list[Fraction]], list[Fraction]]
+
+
+@dataclass(frozen=True)
+class CounterexamplePair:
+    """Two models with distinct parameters and one map; unpacks as (first, second, proof)."""
+
+    kind: str
+    d: int
+    heads: int
+    seed: int
+    first: MultiHeadAttention
+    second: MultiHeadAttention
+    proof: EquivalenceProof
+
+    def __iter__(self) -> Any:
+        return iter((self.first, self.second, self.proof))
+
+
+def _int_arg(x: Any, name: str, low: int) -> int:
+    if isinstance(x, bool) or not isinstance(x, int | np.integer):
+        raise InvalidArgument(f"{name} must be an int, got {type(x).__name__} {x!r}")
+    if int(x) < low:
+        raise InvalidArgument(f"{name} must be >= {low}, got {x}")
+    return int(x)
+
+
+def _q(rng: np.random.Generator) -> Fraction:
+    return Fraction(int(rng.integers(-3, 4)), int(rng.integers(1, 3)))
+
+
+def _matrix(d: int, rng: np.random.Generator) -> list[list[Fraction]]:
+    return [[_q(rng) for _ in range(d)] for _ in range(d)]
+
+
+def _vector(d: int, rng: np.random.Generator) -> list[Fraction]:
+    v = [_q(rng) for _ in range(d)]
+    v[int(rng.integers(d))] = Fraction(int(rng.choice([-2, -1, 1, 2])))  # v != 0
+    return v
+
+
+def _distinct_heads(d: int, H: int, rng: np.random.Generator) -> list[Head]:
+    """H heads with pairwise distinct W (so the permutation is a real change)."""
+    heads: list[Head] = []
+    while len(heads) < H:
+        W = _matrix(d, rng)
+        if all(W != other for other, _ in heads):
+            heads.append((W, _vector(d, rng)))
+    return heads
+
+
+def _other_matrix(W: list[list[Fraction]], rng: np.random.Generator) -> list[list[Fraction]]:
+    d = len(W)
+    while True:
+        W2 = _matrix(d, rng)
+        if W2 != W:
+            return W2
+
+
+def _pair(kind: str, d: int, H: int, rng: np.random.Generator) -> tuple[list[Head], list[Head]]:
+    base = _distinct_heads(d, H, rng)
+    if kind == "permutation":
+        return base, base[1:] + base[:1]  # cyclic shift: every position changes
+    if kind == "shared-score-split":
+        W, v1 = base[0]
+        v2 = _vector(d, rng)
+        shift = _vector(d, rng)
+        first = [(W, v1), (W, v2), *base[2:]]
+        second = [
+            (W, [a + s for a, s in zip(v1, shift, strict=True)]),
+            (W, [b - s for b, s in zip(v2, shift, strict=True)]),
+            *base[2:],
+        ]
+        return first, second
+    if kind == "dead-head":
+        zero = [Fraction(0)] * d
+        W = base[0][0]
+        return [(W, zero), *base[1:]], [(_other_matrix(W, rng), zero), *base[1:]]
+    # cancelling-values: (W, u), (W, -u) vanish for any W and u.
+    u1, u2 = _vector(d, rng), _vector(d, rng)
+    W1 = base[0][0]
+    W2 = _other_matrix(W1, rng)
+    first = [(W1, u1), (W1, [-a for a in u1]), *base[2:]]
+    second = [(W2, u2), (W2, [-a for a in u2]), *base[2:]]
+    return first, second
+
+
+def counterexample(
+    model_class: str = "multi-head",
+    *,
+    d: int = 3,
+    heads: int = 2,
+    kind: str = "shared-score-split",
+    seed: int = 0,
+) -> CounterexamplePair:
+    """Two multi-head models with distinct exact parameters and the same map, with proof.
+
+    >>> counterexample("multi-head", d=2, heads=1, kind="permutation")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: heads must be >= 2 for kind 'permutation', got 1
+    """
+    if model_class != "multi-head":
+        raise InvalidArgument(
+            f"model_class must be 'multi-head' (single heads are identifiable, Thm 4.1); "
+            f"got {model_class!r}"
+        )
+    if kind not in KINDS:
+        raise InvalidArgument(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    d = _int_arg(d, "d", 1)
+    H = _int_arg(heads, "heads", 1)
+    if H < _MIN_HEADS[kind]:
+        raise InvalidArgument(f"heads must be >= {_MIN_HEADS[kind]} for kind {kind!r}, got {H}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise InvalidArgument(f"seed must be an int, got {seed!r}")
+    rng = np.random.default_rng(seed)
+    first_heads, second_heads = _pair(kind, d, H, rng)
+    first = MultiHeadAttention(first_heads)
+    second = MultiHeadAttention(second_heads)
+    if first.heads == second.heads:  # cannot happen by construction; never hand back a non-pair
+        raise AssertionError("counterexample construction produced identical parameters")
+    proof = prove_same_map(first, second, seed=seed)
+    return CounterexamplePair(kind, d, H, seed, first, second, proof)
+
+
+def _head_dict(W: Any, v: Any) -> dict[str, Any]:
+    return {
+        "W": [[dump_rational(_fr(x)) for x in W.row(i)] for i in range(W.rows)],
+        "v": [dump_rational(_fr(x)) for x in v],
+    }
+
+
+def _fr(x: Any) -> Fraction:
+    return Fraction(int(x.p), int(x.q))
+
+
+def to_json(pair: CounterexamplePair) -> dict[str, Any]:
+    """The pair as JSON-ready data: exact rationals as strings, and the proof.
+
+    >>> data = to_json(counterexample(d=1, heads=1, kind="dead-head"))
+    >>> data["kind"], data["proof"]["holds"], data["first"][0]["v"]
+    ('dead-head', True, ['0/1'])
+    """
+    p = pair.proof
+    return {
+        "format": "verified-attn-counterexample/1",
+        "model_class": "multi-head",
+        "kind": pair.kind,
+        "d": pair.d,
+        "heads": pair.heads,
+        "seed": pair.seed,
+        "first": [_head_dict(W, v) for W, v in pair.first.heads],
+        "second": [_head_dict(W, v) for W, v in pair.second.heads],
+        "proof": {
+            "statement": p.statement,
+            "holds": p.holds,
+            "opaque_first": str(p.opaque_first),
+            "opaque_second": str(p.opaque_second),
+            "difference": str(p.difference),
+            "linearity": {"statement": p.linearity.statement, "holds": p.linearity.holds},
+            "concrete": [{"length": n, "equal": ok} for n, ok in p.concrete],
+            "symbols": p.symbols,
+        },
+    }
+
+
+def counterexample_report(pair: CounterexamplePair) -> str:
+    """The pair with exact rational entries, then the proof, as plain text.
+
+    >>> print(counterexample_report(counterexample(d=1, heads=1, kind="dead-head")))
+    ... # doctest: +ELLIPSIS
+    Prop 7.1 counterexample (dead-head), d = 1, H = 1, seed 0
+    first model:
+      head 1: W = [[...]], v = [0]
+    ...
+    holds: True
+    """
+    lines = [
+        f"Prop 7.1 counterexample ({pair.kind}), d = {pair.d}, H = {pair.heads}, seed {pair.seed}"
+    ]
+    for label, model in (("first", pair.first), ("second", pair.second)):
+        lines.append(f"{label} model:")
+        for h, (W, v) in enumerate(model.heads, 1):
+            w_txt = (
+                "["
+                + ", ".join("[" + ", ".join(map(str, W.row(i))) + "]" for i in range(W.rows))
+                + "]"
+            )
+            lines.append(f"  head {h}: W = {w_txt}, v = [{', '.join(map(str, v))}]")
+    lines.append("proof:")
+    lines.append(pair.proof.text())
+    return "\n".join(lines)
+
+
+def dumps(pair: CounterexamplePair) -> str:
+    """:func:`to_json` as a JSON string (what ``--json F`` writes).
+
+    >>> json.loads(dumps(counterexample(d=1, heads=2, kind="permutation")))["kind"]
+    'permutation'
+    """
+    return json.dumps(to_json(pair), indent=1)
+
+
+def perturb(
+    model: MultiHeadAttention, *, head: int = 0, entry: int = 0, delta: Fraction = Fraction(1)
+) -> MultiHeadAttention:
+    """``model`` with ``v_head[entry] += delta``: a deliberately wrong partner for tests.
+
+    >>> m = MultiHeadAttention([([[1]], [2])])
+    >>> perturb(m).heads[0][1]
+    Matrix([[3]])
+    """
+    if not isinstance(model, MultiHeadAttention):
+        raise InvalidArgument(f"model must be a MultiHeadAttention, got {type(model).__name__}")
+    if not 0 <= head < model.H:
+        raise InvalidArgument(f"head must be in 0..{model.H - 1}, got {head}")
+    if not 0 <= entry < model.d:
+        raise InvalidArgument(f"entry must be in 0..{model.d - 1}, got {entry}")
+    heads = []
+    for h, (W, v) in enumerate(model.heads):
+        vv = [Fraction(int(x.p), int(x.q)) for x in v]
+        if h == head:
+            vv[entry] += Fraction(delta)
+        heads.append((W, vv))
+    return MultiHeadAttention(heads)
+
+
+def random_multi_head(d: int, heads: int, seed: int) -> MultiHeadAttention:
+    """A random model with ``heads`` distinct-W live heads and small rational entries.
+
+    >>> random_multi_head(2, 3, 0).H
+    3
+    """
+    d = _int_arg(d, "d", 1)
+    H = _int_arg(heads, "heads", 1)
+    return MultiHeadAttention(_distinct_heads(d, H, np.random.default_rng(seed)))

@@ -1,0 +1,339 @@
+"""Learning multi-head attention from queries: the orthogonal-subspace learner (Prop 7.1, §7).
+
+>>> import verified_attn as va
+>>> from verified_attn.models import MultiHeadAttention
+>>> B1, B2 = [[1], [1], [0]], [[1], [-1], [0]]                   # orthogonal subspaces of Q^3
+>>> W1 = [[1, 1, 0], [1, 1, 0], [0, 0, 0]]                        # = B1 [1] B1^T
+>>> W2 = [[-2, 2, 0], [2, -2, 0], [0, 0, 0]]                      # = B2 [-2] B2^T
+>>> model = MultiHeadAttention([(W1, [3, 3, 0]), (W2, [1, -1, 0])])
+>>> rec = learn_orthogonal_heads(va.Oracle(model, "certified"), [B1, B2])
+>>> rec.parameters["heads"] == model.heads, rec.queries, rec.bound
+(True, 4, 4)
+
+Setting (paper v2 §7): head h lives in a subspace S_h with a known rational basis B_h
+(d x r_h), the subspaces pairwise orthogonal: ``W_h = P_h W_h P_h`` and ``v_h in S_h``
+(``P_h`` the orthogonal projector). A sequence with every token in S_g gives every other
+head the scores 0 (uniform softmax) and the values 0, so f restricted to S_g *is* head g.
+With ``X = Y B_g^T`` head g is the r_g-dimensional head ``(B_g^T W_g B_g, B_g^T v_g)``,
+which Thm 4.1 (``learn_single_head``) recovers from r_g^2 + r_g queries; then
+``W_g = B_g G^{-1} (B_g^T W_g B_g) G^{-1} B_g^T`` and ``v_g = B_g G^{-1} (B_g^T v_g)``
+with ``G = B_g^T B_g``. In all ``sum_h (r_h^2 + r_h) <= H (d^2 + d)`` queries.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import flint
+import numpy as np
+import sympy
+
+from verified_attn.arithmetic import Arithmetic
+from verified_attn.errors import (
+    InvalidArgument,
+    ModelClassMismatch,
+    NotIdentifiable,
+    PrecisionExhausted,
+    QueryBudgetExceeded,
+)
+from verified_attn.exact_recovery import learn_single_head
+from verified_attn.models import MultiHeadAttention, as_rational_sequence
+from verified_attn.multi_head.symbolic import fresh_sequences
+from verified_attn.oracle import Oracle
+from verified_attn.recovery import Recovery
+
+__all__ = ["learn_orthogonal_heads", "orthogonal_heads_model", "orthogonal_query_bound"]
+
+THEOREM = "prop-7.1/orthogonal"
+
+
+def orthogonal_query_bound(ranks: list[int]) -> int:
+    """``sum_h (r_h^2 + r_h)``: Thm 4.1 once per subspace.
+
+    >>> orthogonal_query_bound([1, 2])
+    8
+    """
+    return sum(r * r + r for r in ranks)
+
+
+class _Restricted:
+    """Head g seen through its subspace: Y (N x r) is sent as X = Y B^T to the outer oracle.
+
+    Queries are counted on the outer oracle, under ``head<g>/<inner phase>``.
+    """
+
+    model_class = "single-head"
+
+    def __init__(self, outer: Oracle, B: flint.fmpq_mat, label: str) -> None:
+        self.outer = outer
+        self.B_T = B.transpose()
+        self.B_T_float = np.array(
+            [
+                [float(int(q.p)) / float(int(q.q)) for q in self.B_T.table()[i]]
+                for i in range(B.ncols())
+            ]
+        )
+        self.d = B.ncols()
+        self.label = label
+        self.inner: Oracle | None = None
+
+    def _phase(self) -> str:
+        inner = "other" if self.inner is None else self.inner._phase
+        return f"{self.label}/{inner}"
+
+    def _evaluate_rational(self, Yq: flint.fmpq_mat, arith: Arithmetic) -> Any:
+        with self.outer.phase(self._phase()):
+            return self.outer.query(Yq * self.B_T)
+
+    def evaluate_batch(self, Ys: np.ndarray) -> np.ndarray:
+        Xs = np.asarray(Ys, dtype=np.float64) @ self.B_T_float
+        with self.outer.phase(self._phase()):
+            return np.asarray(self.outer.query_many(Xs), dtype=np.float64)
+
+
+def _bases(bases: Any, d: int) -> list[flint.fmpq_mat]:
+    if isinstance(bases, str | bytes) or not isinstance(bases, list | tuple) or not bases:
+        raise InvalidArgument(
+            f"bases must be a non-empty list of d x r matrices; got {bases!r}"[:200]
+        )
+    out = []
+    for h, B in enumerate(bases):
+        arr = np.asarray(B, dtype=object)
+        if arr.ndim != 2 or arr.shape[0] != d or arr.shape[1] < 1:
+            raise InvalidArgument(
+                f"bases[{h}] must be a d x r matrix with d = {d}, r >= 1; got shape {arr.shape}"
+            )
+        Bq = as_rational_sequence(arr, None, name=f"bases[{h}]")
+        if Bq.rank() != Bq.ncols():
+            raise InvalidArgument(f"bases[{h}] must have linearly independent columns")
+        out.append(Bq)
+    for g in range(len(out)):
+        for h in range(g + 1, len(out)):
+            if any(q != 0 for q in (out[g].transpose() * out[h]).entries()):
+                raise InvalidArgument(
+                    f"bases[{g}] and bases[{h}] are not orthogonal (B_g^T B_h != 0)"
+                )
+    return out
+
+
+def _sym(m: flint.fmpq_mat) -> sympy.Matrix:
+    return sympy.Matrix(
+        m.nrows(), m.ncols(), [sympy.Rational(int(q.p), int(q.q)) for q in m.entries()]
+    )
+
+
+def _fmpq_mat(m: sympy.Matrix) -> flint.fmpq_mat:
+    return flint.fmpq_mat(m.rows, m.cols, [flint.fmpq(int(x.p), int(x.q)) for x in m])
+
+
+def learn_orthogonal_heads(
+    oracle: Oracle,
+    bases: Any,
+    *,
+    verify: int = 8,
+    seed: int = 0,
+    denominator_bound: int | None = None,
+) -> Recovery:
+    """Recover every head living in one of the known, pairwise orthogonal subspaces.
+
+    ``bases[h]`` is a rational d x r_h basis of S_h. Heads whose restricted v is 0 are dead
+    (they contribute nothing; their W is not identifiable) and are left out of the
+    result, with a note. Exact and certified oracles give exact rational heads;
+    float oracles give float64 heads.
+
+    >>> import verified_attn as va
+    >>> learn_orthogonal_heads(va.Oracle(va.SingleHeadAttention([[1]], [1])), [[[1]], [[1]]])
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: bases[0] and bases[1] are not orthogonal (B_g^T B_h != 0)
+    """
+    if not isinstance(oracle, Oracle):
+        raise InvalidArgument(f"oracle must be a verified_attn.Oracle, got {type(oracle).__name__}")
+    if isinstance(verify, bool) or not isinstance(verify, int) or verify < 0:
+        raise InvalidArgument(f"verify must be an int >= 0, got {verify!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise InvalidArgument(f"seed must be an int, got {seed!r}")
+    Bs = _bases(bases, oracle.d)
+    ranks = [B.ncols() for B in Bs]
+    bound = orthogonal_query_bound(ranks)
+    need = bound + verify * (len(Bs) + 1)
+    if oracle.remaining is not None and oracle.remaining < need:
+        raise QueryBudgetExceeded(
+            f"learn_orthogonal_heads needs {bound} learning + {verify * (len(Bs) + 1)} "
+            f"verification queries; the oracle has {oracle.remaining} left",
+            budget=oracle.budget or 0,
+            used=oracle.queries,
+            requested=need,
+        )
+    arith = oracle.arithmetic
+    before = oracle.queries_by_phase
+    tokens_before = oracle.tokens_sent
+    heads: list[tuple[Any, Any]] = []
+    notes: list[str] = []
+    exact = arith.name != "float"
+    for h, B in enumerate(Bs):
+        adapter = _Restricted(oracle, B, f"head{h + 1}")
+        inner = Oracle(adapter, arith, model_class="single-head", record=False)
+        adapter.inner = inner
+        try:
+            rec = learn_single_head(
+                inner,
+                affine=False,
+                verify=verify,
+                seed=seed + h,
+                denominator_bound=denominator_bound,
+            )
+        except NotIdentifiable:
+            notes.append(
+                f"head {h + 1}: v = 0 in its subspace (a dead head); W_{h + 1} is free and left out"
+            )
+            continue
+        except ModelClassMismatch as exc:
+            raise ModelClassMismatch(
+                f"restricted to subspace {h + 1} the oracle is not one head: {exc}",
+                query=exc.query,
+                observed=exc.observed,
+                expected=exc.expected,
+            ) from exc
+        if arith.name != "float" and not rec.exact:
+            raise PrecisionExhausted(
+                f"head {h + 1}: the certified balls did not reconstruct to rationals; rerun at a "
+                "higher precision or with a denominator_bound"
+            )
+        heads.append(_lift(B, rec, exact))
+    if not heads:
+        raise NotIdentifiable("every head is dead (v = 0 in its subspace): f is identically 0")
+    candidate = MultiHeadAttention(
+        [(np.asarray(W, dtype=object if exact else np.float64), v) for W, v in heads]
+    )
+    with oracle.phase("verify"):
+        err = _verify(oracle, candidate, verify, seed)
+    after = oracle.queries_by_phase
+    by_phase = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    verification = sum(n for k, n in by_phase.items() if k.endswith("verify"))
+    learning = sum(n for k, n in by_phase.items() if not k.endswith("verify"))
+    d = oracle.d
+    notes.append(
+        f"{learning} learning queries against sum_h (r_h^2 + r_h) = {bound}; "
+        f"unrestricted H (d^2 + d) = {len(Bs) * (d * d + d)}"
+    )
+    params = {
+        "heads": candidate.heads if exact else [(np.asarray(W), np.asarray(v)) for W, v in heads]
+    }
+    return Recovery(
+        theorem=THEOREM,
+        parameters=params,
+        arithmetic=arith.name,
+        precision=arith.precision,
+        exact=exact,
+        verified=True,
+        queries=learning,
+        verification_queries=verification,
+        queries_by_phase=by_phase,
+        bound=bound,
+        parameter_count=bound,
+        seed=seed,
+        tokens_sent=oracle.tokens_sent - tokens_before,
+        max_length=oracle.max_length,
+        rounds=2,
+        verification_error=err,
+        notes=notes,
+    )
+
+
+def _lift(B: flint.fmpq_mat, rec: Recovery, exact: bool) -> tuple[Any, Any]:
+    """(W, v) in Q^d from the restricted head: W = L W' L^T, v = L v', L = B (B^T B)^{-1}."""
+    G_inv = (B.transpose() * B).inv()
+    L = B * G_inv
+    if exact:
+        W = L * _fmpq_mat(rec.W) * L.transpose()
+        v = L * _fmpq_mat(rec.v)
+        return _sym(W).tolist(), list(_sym(v))
+    Lf = np.array([[float(int(q.p)) / float(int(q.q)) for q in row] for row in L.table()])
+    return Lf @ np.asarray(rec.W, dtype=np.float64) @ Lf.T, Lf @ np.asarray(rec.v, dtype=np.float64)
+
+
+def _verify(oracle: Oracle, candidate: MultiHeadAttention, count: int, seed: int) -> float | None:
+    """Fresh full-dimensional queries: the oracle must agree with the recovered heads."""
+    arith = oracle.arithmetic
+    queries = fresh_sequences(oracle.d, count, seed + 7919)
+    answers = oracle.query_many(queries)
+    worst = 0.0
+    v_norm = sum(float(np.abs(np.asarray(m._v_float)).sum()) for m in candidate.head_models)
+    for X, observed in zip(queries, answers, strict=True):
+        if arith.name == "float":
+            expected: Any = float(candidate.evaluate_batch(X[None])[0])
+            scale = v_norm * float(np.abs(X).max())
+        else:
+            with arith.context():
+                expected = candidate._evaluate_rational(as_rational_sequence(X, oracle.d), arith)
+            scale = 1.0
+        if not arith.agree(observed, expected, scale=scale):
+            raise ModelClassMismatch(
+                f"the oracle is not the recovered heads: on the fresh query {X.tolist()} it "
+                f"answered {observed}, the recovered model gives {expected}",
+                query=X,
+                observed=observed,
+                expected=expected,
+            )
+        if arith.name == "float":
+            worst = max(worst, abs(observed - expected) / max(scale, 1e-300))
+    return worst if arith.name == "float" else None
+
+
+def orthogonal_heads_model(
+    d: int, ranks: list[int], seed: int, *, dead: tuple[int, ...] = ()
+) -> tuple[MultiHeadAttention, list[list[list[Fraction]]]]:
+    """A random model whose heads live in pairwise orthogonal subspaces, and the bases.
+
+    Bases: rational Gram-Schmidt (no normalisation) of a random integer matrix; head h is
+    ``W_h = B_h M_h B_h^T``, ``v_h = B_h u_h`` with small random M_h, u_h (u_h = 0 for h
+    in ``dead``).
+
+    >>> model, bases = orthogonal_heads_model(3, [1, 2], 0)
+    >>> model.H, [len(b[0]) for b in bases]
+    (2, [1, 2])
+    """
+    if isinstance(d, bool) or not isinstance(d, int) or d < 1:
+        raise InvalidArgument(f"d must be an int >= 1, got {d!r}")
+    if not ranks or any(isinstance(r, bool) or not isinstance(r, int) or r < 1 for r in ranks):
+        raise InvalidArgument(f"ranks must be a non-empty list of ints >= 1, got {ranks!r}")
+    if sum(ranks) > d:
+        raise InvalidArgument(f"ranks must sum to at most d = {d}, got {ranks!r}")
+    rng = np.random.default_rng(seed)
+    while True:
+        A = [[Fraction(int(x)) for x in row] for row in rng.integers(-2, 3, (d, d))]
+        if flint.fmpq_mat([[flint.fmpq(q.numerator) for q in r] for r in A]).rank() == d:
+            break
+    cols: list[list[Fraction]] = []
+    for j in range(sum(ranks)):
+        c = [A[i][j] for i in range(d)]
+        for u in cols:  # rational Gram-Schmidt: orthogonal, not normalised
+            coef = sum((a * b for a, b in zip(c, u, strict=True)), Fraction(0)) / sum(
+                (b * b for b in u), Fraction(0)
+            )
+            c = [a - coef * b for a, b in zip(c, u, strict=True)]
+        cols.append(c)
+    heads, bases = [], []
+    start = 0
+    for h, r in enumerate(ranks):
+        B = [[cols[start + k][i] for k in range(r)] for i in range(d)]
+        start += r
+        Bq = flint.fmpq_mat([[flint.fmpq(q.numerator, q.denominator) for q in row] for row in B])
+        # Scale M by the Gram matrix so that the restricted head's scores stay O(1) and the
+        # single-head probes do not saturate (saturation costs rescale queries).
+        G = Bq.transpose() * Bq
+        g = max(abs(int(G[k, k].p)) for k in range(r)) if r else 1
+        M = flint.fmpq_mat(
+            [[flint.fmpq(int(x), 2 * g * g) for x in row] for row in rng.integers(-2, 3, (r, r))]
+        )
+        u = [0] * r if h in dead else [int(x) for x in rng.integers(-3, 4, r)]
+        if h not in dead and not any(u):
+            u[0] = 1
+        uq = flint.fmpq_mat(r, 1, [flint.fmpq(x) for x in u])
+        W = Bq * M * Bq.transpose()
+        v = Bq * uq
+        heads.append((_sym(W), list(_sym(v))))
+        bases.append(B)
+    return MultiHeadAttention(heads), bases
