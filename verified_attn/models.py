@@ -31,6 +31,7 @@ __all__ = [
     "MultiHeadAttention",
     "OneLayerTransformer",
     "ReluFFN",
+    "SequenceModel",
     "SingleHeadAttention",
     "as_float_sequence",
     "as_rational_sequence",
@@ -232,7 +233,37 @@ def _fmpq(q: Fraction) -> flint.fmpq:
 # ---------------------------------------------------------------------------------------
 
 
-class SingleHeadAttention:
+class SequenceModel:
+    """What every model here shares: f on one sequence, in float64 or any arithmetic.
+
+    Subclasses set ``d`` and implement ``evaluate_batch`` (float64, (B, N, d) -> (B,)) and
+    ``_evaluate_rational`` (an exact (N, d) flint matrix, in exact or certified arithmetic);
+    :class:`~verified_attn.oracle.Oracle` uses exactly these two.
+    """
+
+    d: int
+
+    def __call__(self, X: Any) -> float:
+        """f(X) in float64."""
+        return float(self.evaluate_batch(as_float_sequence(X, self.d)[None, :, :])[0])
+
+    def evaluate(self, X: Any, arithmetic: str | Arithmetic = "float") -> Any:
+        """f(X) in the given arithmetic ("exact", "certified" or "float")."""
+        arith = get_arithmetic(arithmetic)
+        if arith.name == "float":
+            return self(X)
+        Xq = as_rational_sequence(X, self.d)
+        with arith.context():
+            return self._evaluate_rational(Xq, arith)
+
+    def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _evaluate_rational(self, Xq: flint.fmpq_mat, arith: Arithmetic) -> Any:
+        raise NotImplementedError
+
+
+class SingleHeadAttention(SequenceModel):
     """Single-head softmax attention read out at the last token (THEORY §2).
 
     ``f(X) = sum_i softmax(s)_i x_i^T v + beta`` with ``s_i = x_i^T (W x_N + c)``. Without
@@ -329,20 +360,7 @@ class SingleHeadAttention:
             out["beta"] = self._beta_float
         return out
 
-    # -- evaluation ------------------------------------------------------------------
-    def __call__(self, X: Any) -> float:
-        """f(X) in float64."""
-        return float(self._evaluate_float(as_float_sequence(X, self.d)))
-
-    def evaluate(self, X: Any, arithmetic: str | Arithmetic = "float") -> Any:
-        """f(X) in the given arithmetic ("exact", "certified" or "float")."""
-        arith = get_arithmetic(arithmetic)
-        if arith.name == "float":
-            return float(self._evaluate_float(as_float_sequence(X, self.d)))
-        Xq = as_rational_sequence(X, self.d)
-        with arith.context():
-            return self._evaluate_rational(Xq, arith)
-
+    # -- evaluation (f(X) and evaluate() come from SequenceModel) ----------------------
     def symbolic(self, X: Any) -> sympy.Expr:
         """f(X) straight from :func:`attention_output` (slow; the reference)."""
         rows = [
@@ -379,9 +397,6 @@ class SingleHeadAttention:
             return num / sum(w, flint.arb(0)) + beta
         raise InvalidArgument(f"no rational evaluation in arithmetic {arith.name!r}")
 
-    def _evaluate_float(self, X: np.ndarray) -> float:
-        return float(self.evaluate_batch(X[None, :, :])[0])
-
     def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
         """f on a batch of equal-length sequences, shape (B, N, d) -> (B,), float64."""
         try:
@@ -417,7 +432,7 @@ def _sympy_q(q: flint.fmpq) -> sympy.Rational:
 # ---------------------------------------------------------------------------------------
 
 
-class MultiHeadAttention:
+class MultiHeadAttention(SequenceModel):
     """H softmax heads read out at the last token: ``f(X) = sum_h softmax(X W_h x_N)^T X v_h``.
 
     ``heads`` is a non-empty list of pairs ``(W_h, v_h)``; each head is a
@@ -481,19 +496,6 @@ class MultiHeadAttention:
     def parameters(self) -> dict[str, Any]:
         """``{"heads": [(W_h, v_h), ...]}`` with exact SymPy matrices."""
         return {"heads": self.heads}
-
-    def __call__(self, X: Any) -> float:
-        """f(X) in float64."""
-        return float(self.evaluate_batch(as_float_sequence(X, self.d)[None, :, :])[0])
-
-    def evaluate(self, X: Any, arithmetic: str | Arithmetic = "float") -> Any:
-        """f(X) in the given arithmetic ("exact", "certified" or "float")."""
-        arith = get_arithmetic(arithmetic)
-        if arith.name == "float":
-            return self(X)
-        Xq = as_rational_sequence(X, self.d)
-        with arith.context():
-            return self._evaluate_rational(Xq, arith)
 
     def symbolic(self, X: Any) -> sympy.Expr:
         """f(X) as the sum of :func:`attention_output` over the heads (the reference)."""
@@ -566,7 +568,7 @@ def _sympy_matrix(rows: list[list[Fraction]]) -> sympy.Matrix:
     return sympy.Matrix([[sympy.Rational(q.numerator, q.denominator) for q in r] for r in rows])
 
 
-class ReluFFN:
+class ReluFFN(SequenceModel):
     """Bias-free one-hidden-layer ReLU network ``g(x) = w_o^T ReLU(A^T x)``.
 
     As an oracle model, ``f([x_1..x_N]) = g(x_N)`` (so every sequence has a value; the
@@ -618,17 +620,6 @@ class ReluFFN:
                 out += self._w[k] * z
         return out
 
-    def __call__(self, X: Any) -> float:
-        return float(self.evaluate_batch(as_float_sequence(X, self.d)[None])[0])
-
-    def evaluate(self, X: Any, arithmetic: str | Arithmetic = "float") -> Any:
-        arith = get_arithmetic(arithmetic)
-        if arith.name == "float":
-            return self(X)
-        Xq = as_rational_sequence(X, self.d)
-        with arith.context():
-            return self._evaluate_rational(Xq, arith)
-
     def _evaluate_rational(self, Xq: flint.fmpq_mat, arith: Arithmetic) -> Any:
         n = Xq.nrows()
         last = flint.fmpq_mat(1, self.d, [Xq[n - 1, k] for k in range(self.d)])
@@ -665,7 +656,7 @@ def _float_batch(Xs: Any, d: int) -> np.ndarray:
     return Xs
 
 
-class OneLayerTransformer:
+class OneLayerTransformer(SequenceModel):
     """``T(X) = w_o^T ReLU(A^T V^T X^T softmax(X W x_N))`` (THEORY §2, §6).
 
     W is d x d, V is d x e, A is e x m, w_o has length m. ``v_eff = V A w_o`` is the value
@@ -737,16 +728,6 @@ class OneLayerTransformer:
         return ReluFFN(self.V * self.A, self.w_o)
 
     # -- evaluation ------------------------------------------------------------------
-    def __call__(self, X: Any) -> float:
-        return float(self.evaluate_batch(as_float_sequence(X, self.d)[None])[0])
-
-    def evaluate(self, X: Any, arithmetic: str | Arithmetic = "float") -> Any:
-        arith = get_arithmetic(arithmetic)
-        if arith.name == "float":
-            return self(X)
-        Xq = as_rational_sequence(X, self.d)
-        with arith.context():
-            return self._evaluate_rational(Xq, arith)
 
     def _evaluate_rational(self, Xq: flint.fmpq_mat, arith: Arithmetic) -> Any:
         if arith.name not in ("exact", "certified"):

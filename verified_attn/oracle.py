@@ -196,6 +196,28 @@ class Oracle:
         finally:
             self._phase = old
 
+    def require_remaining(self, learning: int, verification: int, purpose: str) -> None:
+        """Raise QueryBudgetExceeded now, before any query, unless the budget covers a run.
+
+        Learners call this first so that a too-small budget leaves nothing half-done.
+
+        >>> import verified_attn as va
+        >>> o = va.Oracle(va.SingleHeadAttention([[1]], [1]), "exact", budget=3)
+        >>> o.require_remaining(2, 2, "demo")
+        Traceback (most recent call last):
+        ...
+        verified_attn.errors.QueryBudgetExceeded: demo needs 2 learning + 2 verification queries; the oracle has 3 left
+        """
+        needed = learning + verification
+        if self.remaining is not None and self.remaining < needed:
+            raise QueryBudgetExceeded(
+                f"{purpose} needs {learning} learning + {verification} verification queries; "
+                f"the oracle has {self.remaining} left",
+                budget=self.budget or 0,
+                used=self.queries,
+                requested=needed,
+            )
+
     def _reserve(self, n: int) -> None:
         if self.budget is not None and self.queries + n > self.budget:
             raise QueryBudgetExceeded(

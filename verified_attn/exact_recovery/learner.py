@@ -39,7 +39,6 @@ from verified_attn.errors import (
     ModelClassMismatch,
     NotIdentifiable,
     PrecisionExhausted,
-    QueryBudgetExceeded,
 )
 from verified_attn.oracle import Oracle
 from verified_attn.probing import (
@@ -354,14 +353,7 @@ def learn_single_head(
         raise InvalidArgument(f"denominator_bound must be an int >= 1, got {denominator_bound!r}")
     d = oracle.d
     bound = query_bound(d, affine=affine)
-    if oracle.remaining is not None and oracle.remaining < bound + verify:
-        raise QueryBudgetExceeded(
-            f"learn_single_head needs {bound} learning + {verify} verification queries at d = "
-            f"{d}; the oracle has {oracle.remaining} left",
-            budget=oracle.budget or 0,
-            used=oracle.queries,
-            requested=bound + verify,
-        )
+    oracle.require_remaining(bound, verify, f"learn_single_head at d = {d}")
     before = oracle.queries_by_phase
     tokens_before = oracle.tokens_sent
 

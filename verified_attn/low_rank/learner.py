@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from verified_attn.errors import InvalidArgument, QueryBudgetExceeded
+from verified_attn.errors import InvalidArgument
 from verified_attn.low_rank.probes import Prober
 from verified_attn.low_rank.skeleton import skeleton_query_bound, skeleton_recover
 from verified_attn.oracle import Oracle
@@ -118,16 +118,10 @@ def learn_low_rank(
     ):
         raise InvalidArgument(f"denominator_bound must be an int >= 1, got {denominator_bound!r}")
     d = oracle.d
-    if rank is not None and oracle.remaining is not None:
-        need = skeleton_query_bound(d, rank) + verify
-        if oracle.remaining < need:
-            raise QueryBudgetExceeded(
-                f"learn_low_rank needs {need - verify} learning + {verify} verification "
-                f"queries at d = {d}, rank = {rank}; the oracle has {oracle.remaining} left",
-                budget=oracle.budget or 0,
-                used=oracle.queries,
-                requested=need,
-            )
+    if rank is not None:
+        oracle.require_remaining(
+            skeleton_query_bound(d, rank), verify, f"learn_low_rank (rank {rank})"
+        )
     arith = oracle.arithmetic
     before = oracle.queries_by_phase
     tokens_before = oracle.tokens_sent

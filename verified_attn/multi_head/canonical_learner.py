@@ -51,7 +51,6 @@ from verified_attn.errors import (
     ModelClassMismatch,
     NotIdentifiable,
     PrecisionExhausted,
-    QueryBudgetExceeded,
 )
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
 from verified_attn.multi_head.canonical import canonical_form
@@ -289,14 +288,7 @@ def learn_multi_head(
         denominator_bound = _int(denominator_bound, "denominator_bound", 1)
     d = oracle.d
     bound = canonical_query_bound(d, H0)
-    if oracle.remaining is not None and oracle.remaining < bound + verify:
-        raise QueryBudgetExceeded(
-            f"learn_multi_head needs {bound} learning + {verify} verification queries; the "
-            f"oracle has {oracle.remaining} left",
-            budget=oracle.budget or 0,
-            used=oracle.queries,
-            requested=bound + verify,
-        )
+    oracle.require_remaining(bound, verify, "learn_multi_head")
     prec = arith.precision if arith.precision is not None else 256
     D = denominator_bound if denominator_bound is not None else 2 ** (prec // 4)
     U, B, pairs = _design(d, seed)

@@ -35,7 +35,6 @@ from verified_attn.errors import (
     ModelClassMismatch,
     NotIdentifiable,
     PrecisionExhausted,
-    QueryBudgetExceeded,
 )
 from verified_attn.exact_recovery import learn_single_head
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
@@ -157,15 +156,7 @@ def learn_orthogonal_heads(
     Bs = _bases(bases, oracle.d)
     ranks = [B.ncols() for B in Bs]
     bound = orthogonal_query_bound(ranks)
-    need = bound + verify * (len(Bs) + 1)
-    if oracle.remaining is not None and oracle.remaining < need:
-        raise QueryBudgetExceeded(
-            f"learn_orthogonal_heads needs {bound} learning + {verify * (len(Bs) + 1)} "
-            f"verification queries; the oracle has {oracle.remaining} left",
-            budget=oracle.budget or 0,
-            used=oracle.queries,
-            requested=need,
-        )
+    oracle.require_remaining(bound, verify * (len(Bs) + 1), "learn_orthogonal_heads")
     arith = oracle.arithmetic
     before = oracle.queries_by_phase
     tokens_before = oracle.tokens_sent

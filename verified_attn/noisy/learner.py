@@ -45,7 +45,6 @@ from verified_attn.errors import (
     InvalidArgument,
     ModelClassMismatch,
     NotIdentifiable,
-    QueryBudgetExceeded,
 )
 from verified_attn.models import SingleHeadAttention, attention_output
 from verified_attn.noisy import symbolic
@@ -211,15 +210,9 @@ def learn_noisy(
             f"tolerance must be < margin / sqrt(d) for design='norm'; got tolerance="
             f"{float(tau)}, margin={float(mu)}, d={d}"
         )
-    needed = repeats * (query_bound(d) + verify)
-    if oracle.remaining is not None and oracle.remaining < needed:
-        raise QueryBudgetExceeded(
-            f"learn_noisy needs {needed} queries at d = {d} (repeats={repeats}); the oracle has "
-            f"{oracle.remaining} left",
-            budget=oracle.budget or 0,
-            used=oracle.queries,
-            requested=needed,
-        )
+    oracle.require_remaining(
+        repeats * query_bound(d), repeats * verify, f"learn_noisy (repeats={repeats})"
+    )
     before = oracle.queries_by_phase
     tokens_before = oracle.tokens_sent
 
