@@ -38,8 +38,8 @@ REQUIRED = [
     "OracleError",
     "CertificateError",
 ]
-# Named by DESIGN.md, implemented by rooms being built: once the room's package exports
-# the learner, the top-level package must export it too.
+# Named by DESIGN.md and implemented by the rooms: each room exports its learner, and the
+# top-level package must export it too.
 LATER = {
     "learn_low_rank": "verified_attn.low_rank",
     "learn_noisy": "verified_attn.noisy",
