@@ -7,6 +7,9 @@ Run ``python benchmarks/multi_head.py`` (full) or ``--quick`` (smoke sizes). Wri
    for each (d, H), the learning queries measured on the oracle against ours
    ``d + 2H(d^2 + d - 1)``, the follow-up's ``4Hd^2 - 2H + 1`` and ``H (d^2 + d)``;
    exactness (``==`` the canonical form), seconds, precision used.
+   Variants: heads with equal v (every residue ties: the worst case, one tie-link query
+   per pair, against the limit ``d + 2H(d^2 + d - 1) + d(d - 1)``) and affine heads
+   (score biases c_h, output bias beta: ``d + 1 + 2H(d^2 + 2d - 1)``, + d^2 tie links).
 2. Orthogonal subspaces (``learn_orthogonal_heads``): queries against ``sum (r^2 + r)``.
 3. ``local_dimension`` seconds, exact vs certified, for the counterexample kinds.
 """
@@ -24,9 +27,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import metadata, plot_path, write_json
 
 from verified_attn.errors import PrecisionExhausted
+from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head import (
     canonical_form,
     canonical_query_bound,
+    canonical_query_limit,
     counterexample,
     follow_up_query_bound,
     learn_multi_head,
@@ -59,6 +64,7 @@ def canonical_sweep(sizes: list[tuple[int, int]], seed: int) -> list[dict[str, A
                     "precision": prec,
                     "queries": rec.queries,
                     "ours": canonical_query_bound(d, H),
+                    "limit": canonical_query_limit(d, H),
                     "follow_up": follow_up_query_bound(d, H),
                     "parameters": H * (d * d + d),
                     "by_phase": rec.queries_by_phase,
@@ -68,6 +74,46 @@ def canonical_sweep(sizes: list[tuple[int, int]], seed: int) -> list[dict[str, A
                 }
             )
             break
+    return rows
+
+
+def _variant(d: int, H: int, seed: int, *, equal_v: bool, affine: bool) -> MultiHeadAttention:
+    base = random_multi_head(d, H, seed)
+    shift = random_multi_head(d, H, seed + 1)  # its v's serve as score biases c_h
+    v0 = base.head_models[0].v
+    heads = [
+        (m.W, v0 if equal_v else m.v, *((s.v,) if affine else ()))
+        for m, s in zip(base.head_models, shift.head_models, strict=True)
+    ]
+    return MultiHeadAttention(heads, beta=-2 if affine else None)
+
+
+def variant_sweep(sizes: list[tuple[int, int]], seed: int) -> list[dict[str, Any]]:
+    """Equal-v (worst case: all tie links) and affine heads, certified, 256 bits."""
+    rows = []
+    for d, H in sizes:
+        for equal_v, affine in ((True, False), (False, True), (True, True)):
+            model = _variant(d, H, seed + 31 * d + H, equal_v=equal_v, affine=affine)
+            t0 = time.perf_counter()
+            rec = learn_multi_head(Oracle(model, "certified"), heads=H, seed=seed)
+            form = canonical_form(model)
+            rows.append(
+                {
+                    "d": d,
+                    "H": H,
+                    "equal_v": equal_v,
+                    "affine": affine,
+                    "queries": rec.queries,
+                    "tie_links": rec.queries_by_phase.get("tie links", 0),
+                    "ours": canonical_query_bound(d, H, affine=affine),
+                    "limit": canonical_query_limit(d, H, affine=affine),
+                    "follow_up": follow_up_query_bound(d, H),
+                    "parameters": rec.parameter_count,
+                    "exact": rec.parameters["heads"] == form.heads
+                    and rec.parameters.get("beta", 0) == form.beta,
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
     return rows
 
 
@@ -159,14 +205,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         sizes = [(1, 1), (2, 2), (3, 2)]
         ortho = [(3, [1, 2])]
         dims = [(2, 2)]
+        variants = [(2, 2), (3, 2)]
     else:
         sizes = [(d, H) for H in (1, 2, 3) for d in (1, 2, 3, 4, 6, 8)] + [(4, 4), (8, 4), (16, 2)]
         ortho = [(3, [1, 2]), (4, [2, 2]), (5, [1, 1, 2]), (8, [2, 3, 3])]
         dims = [(2, 2), (3, 2), (2, 3)]
+        variants = [(2, 2), (3, 2), (4, 2), (2, 3), (3, 3), (6, 2)]
     rows = canonical_sweep(sizes, args.seed)
     data = {
         "meta": metadata(args.seed, arithmetic="certified", precision="256, then 512, 1024"),
         "canonical": rows,
+        "variants": variant_sweep(variants, args.seed),
         "orthogonal": orthogonal_sweep(ortho, args.seed),
         "local_dimension": dimension_times(dims, args.seed),
     }
@@ -185,6 +234,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 if __name__ == "__main__":
     result = main()
     for r in result["canonical"]:
+        print(r)
+    for r in result["variants"]:
         print(r)
     for r in result["orthogonal"]:
         print(r)

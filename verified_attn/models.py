@@ -435,39 +435,47 @@ def _sympy_q(q: flint.fmpq) -> sympy.Rational:
 class MultiHeadAttention(SequenceModel):
     """H softmax heads read out at the last token: ``f(X) = sum_h softmax(X W_h x_N)^T X v_h``.
 
-    ``heads`` is a non-empty list of pairs ``(W_h, v_h)``; each head is a
-    :class:`SingleHeadAttention` (exact parameters) and f is the sum of their outputs, in
-    every arithmetic.
+    ``heads`` is a non-empty list of pairs ``(W_h, v_h)``, or triples ``(W_h, v_h, c_h)``
+    for the affine variant (THEORY §2) with per-head score bias ``c_h``:
+    ``f(X) = sum_h softmax(X (W_h x_N + c_h))^T X v_h + beta``, ``beta`` one output bias.
+    That is what PyTorch ``nn.MultiheadAttention`` with biases computes, head by head. Each
+    head is a :class:`SingleHeadAttention` (exact parameters) and f is the sum of their
+    outputs plus ``beta``, in every arithmetic.
 
     >>> m = MultiHeadAttention([([[1]], [2]), ([[0]], [-1])])
     >>> m.H, m.parameter_count, m.model_class
     (2, 4, 'multi-head')
     >>> m([[3]])                        # length 1: each head gives x^T v_h
     3.0
+    >>> a = MultiHeadAttention([([[1]], [2], [1]), ([[0]], [-1])], beta=5)
+    >>> a.affine, a.parameter_count, a.model_class, a([[3]])
+    (True, 7, 'multi-head-affine', 8.0)
     >>> MultiHeadAttention([])
     Traceback (most recent call last):
     ...
-    verified_attn.errors.InvalidArgument: heads must be a non-empty list of (W, v) pairs; got []
+    verified_attn.errors.InvalidArgument: heads must be a non-empty list of (W, v) pairs or (W, v, c) triples; got []
     """
 
     model_class = "multi-head"
 
-    def __init__(self, heads: Any) -> None:
+    def __init__(self, heads: Any, *, beta: Any = None) -> None:
         if isinstance(heads, str | bytes) or not isinstance(heads, Sequence) or not heads:
             raise InvalidArgument(
-                f"heads must be a non-empty list of (W, v) pairs; got {heads!r}"[:200]
+                "heads must be a non-empty list of (W, v) pairs or (W, v, c) triples; "
+                f"got {heads!r}"[:200]
             )
         models = []
         for h, head in enumerate(heads):
             if isinstance(head, SingleHeadAttention):
-                if head.affine:
-                    raise InvalidArgument(f"heads[{h}] must not be affine (no c, beta)")
                 models.append(head)
                 continue
-            if not isinstance(head, Sequence) or len(head) != 2:
-                raise InvalidArgument(f"heads[{h}] must be a pair (W, v); got {head!r}"[:200])
+            if not isinstance(head, Sequence) or len(head) not in (2, 3):
+                raise InvalidArgument(
+                    f"heads[{h}] must be a pair (W, v) or a triple (W, v, c); got {head!r}"[:200]
+                )
             try:
-                models.append(SingleHeadAttention(head[0], head[1]))
+                c = head[2] if len(head) == 3 else None
+                models.append(SingleHeadAttention(head[0], head[1], c=c))
             except InvalidArgument as exc:
                 raise InvalidArgument(f"heads[{h}]: {exc}") from exc
         d = models[0].d
@@ -475,8 +483,13 @@ class MultiHeadAttention(SequenceModel):
             if m.d != d:
                 raise InvalidArgument(f"heads[{h}] has d = {m.d}; heads[0] has d = {d}")
         self.d = d
-        self.affine = False
         self.head_models = models
+        # The heads' own output biases (SingleHeadAttention given with beta) add up with
+        # ``beta``; the model keeps them in the heads and adds only its own on evaluation.
+        self._own_beta = Fraction(0) if beta is None else to_fraction(beta, name="beta")
+        self.affine = beta is not None or any(m.affine for m in models)
+        if self.affine:
+            self.model_class = "multi-head-affine"  # the learners read this off the oracle
 
     @property
     def H(self) -> int:
@@ -484,39 +497,58 @@ class MultiHeadAttention(SequenceModel):
         return len(self.head_models)
 
     @property
-    def heads(self) -> list[tuple[sympy.Matrix, sympy.Matrix]]:
-        """The heads' parameters ``(W_h, v_h)`` exactly, as SymPy matrices."""
+    def heads(self) -> list[tuple[sympy.Matrix, ...]]:
+        """The heads exactly, as SymPy matrices: ``(W_h, v_h)``, or ``(W_h, v_h, c_h)`` if
+        the model is affine (``c_h`` zero for a head given without one)."""
+        if self.affine:
+            return [(m.W, m.v, m.c) for m in self.head_models]
         return [(m.W, m.v) for m in self.head_models]
 
     @property
+    def beta(self) -> sympy.Rational:
+        """The total output bias: ``beta`` plus any heads' own (zero if not affine)."""
+        total = self._own_beta + sum((m._beta for m in self.head_models), Fraction(0))
+        return _to_sympy(total)
+
+    @property
     def parameter_count(self) -> int:
-        """H (d^2 + d): the count of numbers, not of identifiable ones (Prop 7.1)."""
-        return self.H * (self.d * self.d + self.d)
+        """H (d^2 + d), or H (d^2 + 2d) + 1 if affine: numbers, not identifiable ones."""
+        per_head = self.d * self.d + (2 * self.d if self.affine else self.d)
+        return self.H * per_head + (1 if self.affine else 0)
 
     def parameters(self) -> dict[str, Any]:
-        """``{"heads": [(W_h, v_h), ...]}`` with exact SymPy matrices."""
-        return {"heads": self.heads}
+        """``{"heads": [...]}`` with exact SymPy matrices (and ``"beta"`` if affine)."""
+        out: dict[str, Any] = {"heads": self.heads}
+        if self.affine:
+            out["beta"] = self.beta
+        return out
 
     def symbolic(self, X: Any) -> sympy.Expr:
         """f(X) as the sum of :func:`attention_output` over the heads (the reference)."""
-        return sum((m.symbolic(X) for m in self.head_models), sympy.Integer(0))
+        total = sum((m.symbolic(X) for m in self.head_models), sympy.Integer(0))
+        return total + _to_sympy(self._own_beta)
 
     def _evaluate_rational(self, Xq: flint.fmpq_mat, arith: Arithmetic) -> Any:
         parts = [m._evaluate_rational(Xq, arith) for m in self.head_models]
         total = parts[0]
         for p in parts[1:]:
             total = total + p
-        return total
+        if self._own_beta == 0:
+            return total
+        if arith.name == "certified":
+            return total + flint.arb(_fmpq(self._own_beta))
+        return total + _to_sympy(self._own_beta)
 
     def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
         """f on a batch of equal-length sequences, shape (B, N, d) -> (B,), float64."""
         out = self.head_models[0].evaluate_batch(Xs)
         for m in self.head_models[1:]:
             out = out + m.evaluate_batch(Xs)
-        return out
+        return out + float(self._own_beta)
 
     def __repr__(self) -> str:
-        return f"MultiHeadAttention(d={self.d}, H={self.H})"
+        kind = "affine, " if self.affine else ""
+        return f"MultiHeadAttention({kind}d={self.d}, H={self.H})"
 
 
 # ---------------------------------------------------------------------------------------

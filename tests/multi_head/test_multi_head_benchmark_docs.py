@@ -16,6 +16,16 @@ DOC = ROOT / "docs" / "multi_head.md"
 
 # Learning queries d + 2H(d^2 + d - 1) for the --quick sizes, written out.
 GOLDEN = {(1, 1): 3, (2, 2): 22, (3, 2): 47}
+# Variants (d, H, equal v, affine): equal v adds d(d - 1) tie links (plain) or d^2 (affine);
+# affine is d + 1 + 2H(d^2 + 2d - 1).
+VARIANTS = {
+    (2, 2, True, False): 24,
+    (2, 2, False, True): 31,
+    (2, 2, True, True): 35,
+    (3, 2, True, False): 53,
+    (3, 2, False, True): 60,
+    (3, 2, True, True): 69,
+}
 
 
 def test_quick_benchmark_writes_golden_counts(tmp_path: Path) -> None:
@@ -30,6 +40,12 @@ def test_quick_benchmark_writes_golden_counts(tmp_path: Path) -> None:
     assert got == GOLDEN
     assert all(r["exact"] and r["queries"] <= r["follow_up"] for r in data["canonical"])
     assert [r["queries"] for r in data["orthogonal"]] == [8]
+    variants = {(r["d"], r["H"], r["equal_v"], r["affine"]): r for r in data["variants"]}
+    assert {k: r["queries"] for k, r in variants.items()} == VARIANTS
+    for r in variants.values():
+        assert r["exact"] and r["queries"] <= r["limit"]
+        if not r["affine"]:  # the follow-up's count is for the bias-free model
+            assert r["limit"] <= r["follow_up"]
     assert data["meta"]["seed"] == 1
 
 

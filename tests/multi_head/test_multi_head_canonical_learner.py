@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +21,7 @@ from verified_attn.multi_head import counterexample
 from verified_attn.multi_head.canonical import canonical_form
 from verified_attn.multi_head.canonical_learner import (
     canonical_query_bound,
+    canonical_query_limit,
     follow_up_query_bound,
     learn_multi_head,
 )
@@ -66,8 +70,13 @@ def test_property_certified(d: int, H: int, seed: int) -> None:
 def test_our_count_never_exceeds_the_follow_up() -> None:
     for d in range(1, 12):
         for H in range(1, 8):
-            assert canonical_query_bound(d, H) <= follow_up_query_bound(d, H)
+            assert canonical_query_bound(d, H) <= canonical_query_limit(d, H)
+            assert canonical_query_limit(d, H) <= follow_up_query_bound(d, H)
             assert canonical_query_bound(d, H) >= H * (d * d + d) or d == 1
+            if H >= 2:  # the slack, as the docstring states it; zero exactly at d = 1
+                slack = follow_up_query_bound(d, H) - canonical_query_limit(d, H)
+                assert slack == (d - 1) * (2 * H * d - d - 1)
+                assert (slack == 0) == (d == 1)
 
 
 def test_merged_heads_come_back_canonical() -> None:
@@ -85,12 +94,44 @@ def test_upper_bound_finds_the_degree() -> None:
     assert rec.queries == canonical_query_bound(2, 4)
 
 
-def test_equal_v_heads_need_tie_links() -> None:
-    v = [1, -1]
-    model = MultiHeadAttention([([[1, 0], [0, 2]], v), ([[0, 1], [-1, 0]], v)])
-    rec = learn_multi_head(va.Oracle(model, "certified"), heads=2)
+EQUAL_V = {
+    2: MultiHeadAttention([([[1, 0], [0, 2]], [1, -1]), ([[0, 1], [-1, 0]], [1, -1])]),
+    3: MultiHeadAttention(
+        [
+            ([[1, 0, 2], [0, 2, -1], [1, 1, 0]], [2, -1, 1]),
+            ([[0, 1, 0], [-1, 0, 1], [2, 0, -2]], [2, -1, 1]),
+            ([[1, -1, 0], [0, 0, 1], [-1, 1, 1]], [1, 1, -1]),
+        ]
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("d", "H", "arith"), [(2, 2, "certified"), (2, 2, "exact"), (3, 3, "certified")]
+)
+def test_equal_v_heads_stay_within_the_follow_up_bound(d: int, H: int, arith: str) -> None:
+    # Heads with equal v tie at every (u_k, b_j), j > 1: the worst case, one query each.
+    model = EQUAL_V[d]
+    oracle = va.Oracle(model, arith)
+    rec = learn_multi_head(oracle, heads=H)
     assert rec.parameters["heads"] == canonical_form(model).heads
-    assert rec.queries_by_phase.get("F(k) tie links", 0) == 2 * 2 * (2 - 1) * 2
+    assert rec.queries_by_phase["tie links"] == d * (d - 1)
+    golden = {(2, 2): 24, (3, 3): 75}[(d, H)]  # 2 + 20 + 2; 3 + 66 + 6
+    assert rec.queries == golden == canonical_query_limit(d, H) == rec.bound
+    assert rec.queries <= follow_up_query_bound(d, H)
+    assert rec.rounds == 2 and oracle.queries == rec.queries + rec.verification_queries
+
+
+def test_the_worst_case_limit_is_attained_so_limit_minus_one_is_false() -> None:
+    # The equal-v instance uses exactly the limit: claiming limit - 1 would be wrong, and a
+    # budget one short of limit + verification is refused before any query.
+    model = EQUAL_V[2]
+    rec = learn_multi_head(va.Oracle(model, "certified"), heads=2)
+    assert rec.queries > canonical_query_limit(2, 2) - 1
+    oracle = va.Oracle(model, "certified", budget=canonical_query_limit(2, 2) + 8 - 1)
+    with pytest.raises(QueryBudgetExceeded):
+        learn_multi_head(oracle, heads=2)
+    assert oracle.queries == 0
 
 
 def test_too_few_heads_is_caught() -> None:
@@ -102,7 +143,7 @@ def test_too_few_heads_is_caught() -> None:
 
 def test_budget_bound_minus_one_is_refused_before_querying() -> None:
     model = _model(2, 2, 1)
-    oracle = va.Oracle(model, "certified", budget=canonical_query_bound(2, 2) + 8 - 1)
+    oracle = va.Oracle(model, "certified", budget=canonical_query_limit(2, 2) + 8 - 1)
     with pytest.raises(QueryBudgetExceeded):
         learn_multi_head(oracle, heads=2)
     assert oracle.queries == 0
@@ -118,6 +159,7 @@ def test_budget_bound_minus_one_is_refused_before_querying() -> None:
         ({"heads": 1, "verify": -1}, "verify"),
         ({"heads": 1, "seed": 1.5}, "seed"),
         ({"heads": 1, "denominator_bound": 0}, "denominator_bound"),
+        ({"heads": 1, "affine": "yes"}, "affine"),
     ],
 )
 def test_bad_arguments(kwargs: dict, word: str) -> None:
@@ -128,3 +170,116 @@ def test_bad_arguments(kwargs: dict, word: str) -> None:
 def test_float_oracle_refused() -> None:
     with pytest.raises(InvalidArgument, match="arithmetic"):
         learn_multi_head(va.Oracle(_model(1, 1, 0), "float"), heads=1)
+
+
+def _affine_model(d: int, H: int, seed: int, *, equal_v: bool = False) -> MultiHeadAttention:
+    """Random affine heads with small rational entries (c_h halves, beta = -7/3)."""
+    rng = np.random.default_rng(seed)
+    v0 = [int(x) for x in rng.integers(-3, 4, d)]
+    heads = [
+        (
+            [[int(x) for x in rng.integers(-2, 3, d)] for _ in range(d)],
+            v0 if equal_v else [int(x) for x in rng.integers(-3, 4, d)],
+            [Fraction(int(x), 2) for x in rng.integers(-3, 4, d)],
+        )
+        for _ in range(H)
+    ]
+    return MultiHeadAttention(heads, beta=Fraction(-7, 3))
+
+
+@pytest.mark.parametrize(
+    ("arith", "d", "H", "equal_v", "golden"),
+    [
+        ("certified", 1, 1, False, 6),  # 1 + 1 + 2(1 + 2 - 1)
+        ("certified", 2, 2, False, 31),  # 3 + 4 * 7
+        ("exact", 2, 2, False, 31),
+        ("certified", 3, 2, False, 60),  # 4 + 4 * 14
+        ("certified", 2, 2, True, 35),  # 31 + d^2 tie links
+        ("exact", 2, 3, True, 49),  # 3 + 6 * 7 + 4
+    ],
+)
+def test_affine_golden_counts_and_exact_canonical_form(
+    arith: str, d: int, H: int, equal_v: bool, golden: int
+) -> None:
+    model = _affine_model(d, H, 10 * d + H, equal_v=equal_v)
+    assert va.Oracle(model, arith).model_class == "multi-head-affine"
+    oracle = va.Oracle(model, arith)
+    rec = learn_multi_head(oracle, heads=H)  # affine=None: read off the oracle
+    form = canonical_form(model)
+    assert form.affine and rec.parameters["heads"] == form.heads
+    assert rec.parameters["beta"] == form.beta == Fraction(-7, 3)
+    assert rec.queries == golden
+    expected = canonical_query_limit if equal_v else canonical_query_bound
+    assert golden == expected(d, H, affine=True) <= rec.bound
+    assert rec.queries_by_phase.get("tie links", 0) == (d * d if equal_v else 0)
+    assert rec.parameter_count == H * (d * d + 2 * d) + 1
+    assert oracle.queries == rec.queries + rec.verification_queries
+
+
+def test_affine_heads_sharing_c_stay_apart() -> None:
+    # Equal c_h (here 0 for two heads, as for PyTorch with b_q = 0): the probe b = 0 would
+    # merge their poles; the generic extra probe does not.
+    model = MultiHeadAttention(
+        [
+            ([[1, 0], [0, -1]], [1, 2]),
+            ([[0, 1], [1, 0]], [-1, 1]),
+            ([[1, 1], [0, 1]], [2, 1], [1, -1]),
+        ],
+        beta=3,
+    )
+    rec = learn_multi_head(va.Oracle(model, "certified"), heads=3)
+    assert rec.parameters["heads"] == canonical_form(model).heads
+    assert rec.parameters["beta"] == 3
+
+
+def test_plain_model_learned_as_affine_has_zero_biases() -> None:
+    model = _model(2, 2, 4)
+    rec = learn_multi_head(va.Oracle(model, "certified"), heads=2, affine=True)
+    assert rec.parameters["heads"] == canonical_form(model).heads  # no c: plain form
+    assert rec.parameters["beta"] == 0
+    assert rec.queries == canonical_query_bound(2, 2, affine=True)
+
+
+def test_affine_oracle_learned_as_plain_is_never_a_wrong_answer() -> None:
+    model = _affine_model(2, 2, 3)
+    with pytest.raises(InvalidArgument, match="affine"):
+        learn_multi_head(va.Oracle(model, "certified"), heads=2, affine=False)
+    # An undeclared affine black box, learned as plain: caught on fresh queries.
+    hidden = va.Oracle(model, "certified", model_class="multi-head")
+    with pytest.raises((ModelClassMismatch, PrecisionExhausted)):
+        learn_multi_head(hidden, heads=2)
+
+
+def test_affine_budget_limit_minus_one_is_refused() -> None:
+    model = _affine_model(2, 2, 1)
+    limit = canonical_query_limit(2, 2, affine=True)
+    assert limit == 31 + 4
+    oracle = va.Oracle(model, "certified", budget=limit + 8 - 1)
+    with pytest.raises(QueryBudgetExceeded):
+        learn_multi_head(oracle, heads=2)
+    assert oracle.queries == 0
+
+
+def test_a_tie_is_decided_by_one_value_and_a_wrong_value_matches_no_order() -> None:
+    import flint
+
+    from verified_attn.errors import NotIdentifiable
+    from verified_attn.multi_head.canonical_learner import _resolve_tie
+
+    r = Fraction(2)
+    base = [(Fraction(1, 3), r), (Fraction(-1, 2), r)]
+    here = [(Fraction(1, 5), r), (Fraction(3, 4), r)]
+
+    def f1(order: tuple[int, int]) -> flint.arb:
+        """F(1) - F(0) when head h at (u_k, b_1) is here[order[h]] at (u_k, b_j)."""
+        total = flint.arb(0)
+        for h in range(2):
+            s = base[h][0] + here[order[h]][0]
+            lam = (flint.arb(flint.fmpq(s.numerator, s.denominator)) / 2).exp()
+            total += 2 * lam / (1 + lam)
+        return total
+
+    assert _resolve_tie(base, here, flint.arb(0), f1((1, 0)), 0, 1) == (1, 0)
+    assert _resolve_tie(base, here, flint.arb(0), f1((0, 1)), 0, 1) == (0, 1)
+    with pytest.raises(NotIdentifiable, match="0 head orders"):
+        _resolve_tie(base, here, flint.arb(0), f1((0, 1)) + flint.arb(2) ** -20, 0, 1)

@@ -19,6 +19,7 @@ EXPECTED = {
     "prop-7.1/orthogonal-subspaces",
     "prop-7.1/single-head-canonical",
     "prop-7.1/canonical-recovery",
+    "prop-7.1/affine-canonical-recovery",
 }
 
 
@@ -65,3 +66,18 @@ def test_recovery_claim_fails_with_a_wrong_bound(monkeypatch: pytest.MonkeyPatch
         mh_claims, "canonical_query_bound", lambda d, H: d + 2 * H * (d * d + d - 1) - 1
     )
     assert not mh_claims._canonical_recovery(0).passed
+
+
+def test_recovery_claim_fails_with_a_limit_one_too_low(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The equal-v instances attain the limit exactly: limit - 1 must not be claimed.
+    real = mh_claims.canonical_query_limit
+    monkeypatch.setattr(mh_claims, "canonical_query_limit", lambda d, H: real(d, H) - 1)
+    assert not mh_claims._canonical_recovery(0).passed
+
+
+def test_affine_claim_fails_with_a_wrong_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = mh_claims.canonical_query_bound
+    monkeypatch.setattr(
+        mh_claims, "canonical_query_bound", lambda d, H, affine=False: real(d, H, affine=affine) - 1
+    )
+    assert not mh_claims._affine_recovery(0).passed

@@ -101,3 +101,8 @@ def test_float_parameters_need_certified() -> None:
         local_dimension(m, arithmetic="exact")
     r = local_dimension(m, arithmetic="certified")
     assert r.dimension == 0 and r.rank == 6
+
+
+def test_affine_model_is_refused() -> None:
+    with pytest.raises(InvalidArgument, match="affine"):
+        local_dimension(MultiHeadAttention([([[1]], [1], [1])]))

@@ -106,3 +106,11 @@ def test_model_generator_arguments() -> None:
         orthogonal_heads_model(2, [2, 1], 0)
     with pytest.raises(InvalidArgument, match="d"):
         orthogonal_heads_model(0, [1], 0)
+
+
+def test_affine_oracle_is_refused() -> None:
+    model = MultiHeadAttention([([[1, 0], [0, 0]], [1, 0], [1, 0]), ([[0, 0], [0, 1]], [0, 1])])
+    oracle = va.Oracle(model, "certified")
+    with pytest.raises(InvalidArgument, match="multi-head-affine"):
+        learn_orthogonal_heads(oracle, [[[1], [0]], [[0], [1]]])
+    assert oracle.queries == 0

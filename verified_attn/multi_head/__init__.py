@@ -15,6 +15,7 @@ from __future__ import annotations
 from verified_attn.multi_head.canonical import CanonicalForm, Verdict, canonical_form, equivalent
 from verified_attn.multi_head.canonical_learner import (
     canonical_query_bound,
+    canonical_query_limit,
     follow_up_query_bound,
     learn_multi_head,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "Verdict",
     "canonical_form",
     "canonical_query_bound",
+    "canonical_query_limit",
     "counterexample",
     "counterexample_report",
     "equivalent",

@@ -11,7 +11,8 @@ True
 
 Canonical form (THEORY §7): merge heads with equal ``W_h`` (exactly equal), sum their
 ``v_h``, drop heads whose summed v is 0, and order the heads by ``(W, v)`` read row-major
-as exact rationals. By Prop 7.1 equal canonical forms give equal maps (proved for the
+as exact rationals. Affine heads (score bias ``c_h``) merge only when ``W_h`` and ``c_h``
+are both equal, and the output biases add up to one ``beta``. By Prop 7.1 equal canonical forms give equal maps (proved for the
 pair by :func:`~verified_attn.multi_head.symbolic.prove_same_map`); by the follow-up
 (arXiv 2608.03294) distinct canonical forms give distinct maps, and :func:`equivalent`
 then exhibits a sequence where the outputs differ, decided exactly.
@@ -43,51 +44,88 @@ Key = tuple[Fraction, ...]
 
 @dataclass(frozen=True)
 class CanonicalForm:
-    """The canonical heads as exact keys ``(W row-major, v)``, sorted; compare with ``==``."""
+    """The canonical heads as exact keys ``(W row-major, v)``, sorted; compare with ``==``.
+
+    For an affine model (THEORY §2) ``biases`` holds each head's score bias ``c_h`` (in the
+    order of ``keys``) and ``beta`` the total output bias; both are empty/zero otherwise,
+    so an affine model with zero biases has the canonical form of the plain one.
+    """
 
     d: int
     keys: tuple[tuple[Key, Key], ...]
+    biases: tuple[Key, ...] = ()
+    beta: Fraction = Fraction(0)
 
     @property
     def H(self) -> int:
-        """Number of canonical heads (0 for the zero map)."""
+        """Number of canonical heads (0 for a constant map)."""
         return len(self.keys)
 
     @property
-    def heads(self) -> list[tuple[sympy.Matrix, sympy.Matrix]]:
-        """The canonical heads as SymPy matrices ``(W_h, v_h)``."""
+    def affine(self) -> bool:
+        """Whether some score bias or the output bias is nonzero."""
+        return bool(self.biases) or self.beta != 0
+
+    @property
+    def heads(self) -> list[tuple[sympy.Matrix, ...]]:
+        """The canonical heads as SymPy matrices: ``(W_h, v_h)``, or ``(W_h, v_h, c_h)`` if
+        affine (the format of ``MultiHeadAttention.heads``)."""
         d = self.d
-        return [
-            (
-                sympy.Matrix(d, d, [sympy.Rational(q.numerator, q.denominator) for q in w]),
-                sympy.Matrix([sympy.Rational(q.numerator, q.denominator) for q in v]),
+
+        def q(x: Fraction) -> sympy.Rational:
+            return sympy.Rational(x.numerator, x.denominator)
+
+        out: list[tuple[sympy.Matrix, ...]] = []
+        for h, (w, v) in enumerate(self.keys):
+            head: tuple[sympy.Matrix, ...] = (
+                sympy.Matrix(d, d, [q(x) for x in w]),
+                sympy.Matrix([q(x) for x in v]),
             )
-            for w, v in self.keys
-        ]
+            if self.affine:
+                c = self.biases[h] if self.biases else (Fraction(0),) * d
+                head = (*head, sympy.Matrix([q(x) for x in c]))
+            out.append(head)
+        return out
 
     def model(self) -> MultiHeadAttention | None:
-        """The canonical model, or None for the zero map (no heads left)."""
+        """The canonical model; None for the zero map (no heads, beta = 0)."""
+        beta = self.beta if self.affine else None
         if not self.keys:
-            return None
-        return MultiHeadAttention(self.heads)
+            if self.beta == 0:
+                return None
+            zero = [[0] * self.d for _ in range(self.d)]
+            return MultiHeadAttention([(zero, [0] * self.d)], beta=beta)
+        return MultiHeadAttention(self.heads, beta=beta)
 
 
 def canonical_form(model: MultiHeadAttention) -> CanonicalForm:
-    """Merge equal-W heads (summing v), drop zero sums, sort the heads.
+    """Merge heads with equal ``(W, c)`` (summing v), drop zero sums, sort the heads.
 
     >>> m = MultiHeadAttention([([[1]], [1]), ([[1]], [-1])])
     >>> canonical_form(m).H, canonical_form(m).model() is None
     (0, True)
+    >>> a = MultiHeadAttention([([[1]], [1], [2]), ([[1]], [3], [2]), ([[1]], [1])], beta=1)
+    >>> f = canonical_form(a)
+    >>> f.H, f.biases, f.beta, f.heads[1]
+    (2, ((Fraction(0, 1),), (Fraction(2, 1),)), Fraction(1, 1), (Matrix([[1]]), Matrix([[4]]), Matrix([[2]])))
     """
     if not isinstance(model, MultiHeadAttention):
         raise InvalidArgument(f"model must be a MultiHeadAttention, got {type(model).__name__}")
-    sums: dict[Key, list[Fraction]] = {}
-    for W, v in model.heads:
-        acc = sums.setdefault(head_key(W), [Fraction(0)] * model.d)
-        for j, x in enumerate(v):
+    # Heads merge only when the whole score map agrees: W and c (a different c changes
+    # the scores x_i^T c, so it is a different head).
+    sums: dict[tuple[Key, Key], list[Fraction]] = {}
+    for m in model.head_models:
+        key = (head_key(m.W), head_key(m.c))
+        acc = sums.setdefault(key, [Fraction(0)] * model.d)
+        for j, x in enumerate(m.v):
             acc[j] += Fraction(int(x.p), int(x.q))
-    keys = sorted((w, tuple(v)) for w, v in sums.items() if any(x != 0 for x in v))
-    return CanonicalForm(model.d, tuple(keys))
+    live = sorted((w, c, tuple(v)) for (w, c), v in sums.items() if any(x != 0 for x in v))
+    keys = tuple((w, v) for w, _, v in live)
+    biases = tuple(c for _, c, _ in live)
+    if all(x == 0 for c in biases for x in c):
+        biases = ()
+    beta = Fraction(int(model.beta.p), int(model.beta.q))
+    return CanonicalForm(model.d, keys, biases, beta)
 
 
 @dataclass(frozen=True)

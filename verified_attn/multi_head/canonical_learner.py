@@ -25,7 +25,14 @@ matched across j for fixed u_k by their residue ``u_k^T v_h`` (it does not depen
 and across k through the links, where score and residue must be the sums of those at
 ``u_1`` and ``u_k``. Then ``U^T W_h B`` and ``U^T v_h`` are known exactly and solved
 for. Queries: ``d + 2H (d^2 + d - 1)``, against the follow-up's ``4Hd^2 - 2H + 1`` and
-the parameter count ``H (d^2 + d)``; longest query ``2H + 1``.
+the parameter count ``H (d^2 + d)``; longest query ``2H + 1``. Heads with equal v tie in
+the residue labelling; each tie costs one query (F(1) at ``(u_k, (b_1 + b_j)/2)``, which
+every candidate order predicts exactly), at most ``d (d - 1)``, so the worst case
+``canonical_query_limit`` stays within the follow-up's count.
+
+Affine heads (score bias c_h, output bias beta): one more generic probe b_0 makes the
+scores' affine dependence on b solvable (``d + 1 + 2H (d^2 + 2d - 1)`` queries, at most
+``d^2`` tie links); beta is F(0) at b_1 minus ``b_1^T sum_h v_h``.
 
 Certified arithmetic: the linear system and the roots are solved in arb, the scores and
 residues reconstructed as rationals (denominator bound), then verified on fresh queries.
@@ -60,6 +67,7 @@ from verified_attn.recovery import Recovery
 
 __all__ = [
     "canonical_query_bound",
+    "canonical_query_limit",
     "follow_up_query_bound",
     "learn_multi_head",
 ]
@@ -69,13 +77,34 @@ THEOREM = "follow-up/canonical"
 Pair = tuple[list[Fraction], list[Fraction]]  # (u, b)
 
 
-def canonical_query_bound(d: int, H: int) -> int:
-    """Our count: ``d + 2H (d^2 + d - 1)`` (H the number of heads, or the upper bound).
+def canonical_query_bound(d: int, H: int, *, affine: bool = False) -> int:
+    """Our count without ties: ``d + 2H (d^2 + d - 1)`` (H the number of heads, or the
+    upper bound); affine: ``d + 1 + 2H (d^2 + 2d - 1)`` (one extra probe b_0).
 
-    >>> canonical_query_bound(3, 2)
-    47
+    >>> canonical_query_bound(3, 2), canonical_query_bound(3, 2, affine=True)
+    (47, 60)
     """
+    if affine:
+        return d + 1 + 2 * H * (d * d + 2 * d - 1)
     return d + 2 * H * (d * d + d - 1)
+
+
+def canonical_query_limit(d: int, H: int, *, affine: bool = False) -> int:
+    """Our worst case: ``d + 2H (d^2 + d - 1)`` plus one tie link per grid pair with
+    ``j > 1`` (``d (d - 1)``, only possible for H >= 2); never above the follow-up's count.
+
+    ``4Hd^2 - 2H + 1 - limit = (d - 1)(2Hd - d - 1) >= 0`` (H >= 2; for H = 1 the slack is
+    larger still), with equality exactly at d = 1.
+
+    Affine: one tie link per pair (u_k, b_j) with j > 1 among d + 1 probes b (``d^2``).
+
+    >>> canonical_query_limit(3, 2), follow_up_query_bound(3, 2)
+    (53, 69)
+    >>> canonical_query_limit(3, 2, affine=True)
+    69
+    """
+    ties = d * d if affine else d * (d - 1)
+    return canonical_query_bound(d, H, affine=affine) + (ties if H >= 2 else 0)
 
 
 def follow_up_query_bound(d: int, H: int) -> int:
@@ -112,13 +141,25 @@ def _basis(d: int, rng: np.random.Generator, den: int) -> list[list[Fraction]]:
             return rows
 
 
-def _design(d: int, seed: int) -> tuple[list[list[Fraction]], list[list[Fraction]], list[Pair]]:
+def _design(
+    d: int, seed: int, affine: bool
+) -> tuple[list[list[Fraction]], list[list[Fraction]], list[tuple[list[Fraction], int]]]:
+    """Bases U, B; the probes b (B, and one more generic b_0 last if affine, affinely
+    independent of B); pairs (u, index of b)."""
     rng = np.random.default_rng(seed)
     U = _basis(d, rng, 1024 * d)  # |u^T W b| <= max |W_ij|: scores O(1) at every d
-    B = _basis(d, rng, 1024 * d)
-    pairs = [(U[k], B[j]) for k in range(d) for j in range(d)]
-    pairs += [([a + c for a, c in zip(U[0], U[k], strict=True)], B[0]) for k in range(1, d)]
-    return U, B, pairs
+    cols = _basis(d, rng, 1024 * d)
+    if affine:
+        # Not b_0 = 0: there the scores are u^T c_h, equal for heads sharing c (often 0),
+        # and their poles would merge. A generic b_0 keeps every head's score distinct.
+        while True:
+            b0 = _basis(d, rng, 1024 * d)[0]
+            if _lifted([*cols, b0]).rank() == d + 1:
+                break
+        cols = [*cols, b0]
+    pairs = [(U[k], j) for k in range(d) for j in range(len(cols))]
+    pairs += [([a + c for a, c in zip(U[0], U[k], strict=True)], 0) for k in range(1, d)]
+    return U, cols, pairs
 
 
 def _sequence(u: list[Fraction], b: list[Fraction], k: int) -> list[list[Fraction]]:
@@ -256,12 +297,16 @@ def learn_multi_head(
     verify: int = 8,
     seed: int = 0,
     denominator_bound: int | None = None,
+    affine: bool | None = None,
 ) -> Recovery:
     """Recover the canonical form of a multi-head oracle (exact or certified arithmetic).
 
     Give ``heads`` (the number of canonical heads) or ``max_heads`` (an upper bound H0; the
     queries are then counted with H0). The result's ``parameters["heads"]`` is the canonical
     form, equal (``==``) to ``canonical_form(model).heads`` for rational ground truth.
+    ``affine`` (default: what the oracle declares) learns score biases c_h and the output
+    bias beta too (``parameters["beta"]``): one more generic probe b_0 makes the scores'
+    affine dependence on b solvable, and beta = F(0) at b_1 minus ``b_1^T sum_h v_h``.
 
     >>> import verified_attn as va
     >>> learn_multi_head(va.Oracle(va.SingleHeadAttention([[1]], [1]), "float"), heads=1)
@@ -286,12 +331,23 @@ def learn_multi_head(
         raise InvalidArgument(f"seed must be an int, got {seed!r}")
     if denominator_bound is not None:
         denominator_bound = _int(denominator_bound, "denominator_bound", 1)
+    declared = oracle.model_class in ("multi-head-affine", "single-head-affine")
+    if affine is None:
+        affine = declared
+    elif not isinstance(affine, bool):
+        raise InvalidArgument(f"affine must be True, False or None, got {affine!r}")
+    elif declared and not affine:
+        raise InvalidArgument(
+            f"affine=False, but the oracle declares model class {oracle.model_class!r} "
+            "(score or output biases): pass affine=True or leave it None"
+        )
     d = oracle.d
-    bound = canonical_query_bound(d, H0)
+    # The worst case, ties included: never exceeded, so a budget is checked against it.
+    bound = canonical_query_limit(d, H0, affine=affine)
     oracle.require_remaining(bound, verify, "learn_multi_head")
     prec = arith.precision if arith.precision is not None else 256
     D = denominator_bound if denominator_bound is not None else 2 ** (prec // 4)
-    U, B, pairs = _design(d, seed)
+    U, B, pairs = _design(d, seed, affine)
     before = oracle.queries_by_phase
     tokens_before = oracle.tokens_sent
 
@@ -301,26 +357,36 @@ def learn_multi_head(
         with oracle.phase("F(0)"):
             f0 = [_to_arb(a) for a in oracle.query_many([[b] for b in B])]
         samples: list[list[flint.arb]] = []
-        samples: list[list[flint.arb]] = []
         with oracle.phase("F(k)"):
-            for u, b in pairs:
-                ans = oracle.query_many([_sequence(u, b, k) for k in range(1, 2 * H0 + 1)])
-                j = next(i for i, bb in enumerate(B) if bb is b)
+            for u, j in pairs:
+                ans = oracle.query_many([_sequence(u, B[j], k) for k in range(1, 2 * H0 + 1)])
                 samples.append([f0[j], *(_to_arb(a) for a in ans)])
         H = _degree(samples, H0) if heads is None else H0
         decoded = [_decode(F, H, prec, D) for F in samples]
 
-        def b_link(k: int, j: int) -> list[tuple[Fraction, Fraction]]:
-            """Poles at (u_k, b_1 + b_j); F(0) = (b_1 + b_j)^T sum v needs no query."""
-            b = [x + y for x, y in zip(B[0], B[j], strict=True)]
-            with oracle.phase("F(k) tie links"):
-                ans = oracle.query_many([_sequence(U[k], b, m) for m in range(1, 2 * H + 1)])
-            return _decode([f0[0] + f0[j], *(_to_arb(a) for a in ans)], H, prec, D)
+        def tie_links(needed: list[tuple[int, int]]) -> list[tuple[flint.arb, flint.arb]]:
+            """F(1) at (u_k, (b_1 + b_j)/2) for each tie, in one round; with its F(0) =
+            ((b_1 + b_j)/2)^T sum v + beta, known without a query (affine in b)."""
+            seqs = []
+            for k, j in needed:
+                b = [(x + y) / 2 for x, y in zip(B[0], B[j], strict=True)]
+                seqs.append(_sequence(U[k], b, 1))
+            with oracle.phase("tie links"):
+                ans = oracle.query_many(seqs)
+            return [
+                ((f0[0] + f0[j]) / 2, _to_arb(a)) for (_, j), a in zip(needed, ans, strict=True)
+            ]
 
-        canon = _assemble(decoded, U, B, d, H, b_link)
+        canon = _assemble(decoded, U, B, d, H, tie_links, affine)
+        beta = None
+        if affine:
+            # F(0) at b_1 is b_1^T sum_h v_h + beta, and sum_h v_h is now known exactly.
+            total_v = [sum((head[1][i] for head in canon), Fraction(0)) for i in range(d)]
+            known = sum((x * y for x, y in zip(B[0], total_v, strict=True)), Fraction(0))
+            beta = _rational(f0[0] - _arb(known), D, "the output bias beta")
     finally:
         flint.ctx.prec = old_prec
-    candidate = MultiHeadAttention(canon)
+    candidate = MultiHeadAttention(canon, beta=beta)
     with oracle.phase("verify"):
         _verify(oracle, candidate, verify, seed)
     after = oracle.queries_by_phase
@@ -328,15 +394,21 @@ def learn_multi_head(
     verification = by_phase.get("verify", 0)
     learning = sum(n for k, n in by_phase.items() if k != "verify")
     form = canonical_form(candidate)
+    per_head = "(d^2 + 2d)" if affine else "(d^2 + d)"
+    params = H0 * (d * d + (2 * d if affine else d)) + (1 if affine else 0)
     notes = [
-        f"{learning} learning queries: ours d + 2H(d^2 + d - 1) = {bound}; follow-up "
-        f"4Hd^2 - 2H + 1 = {follow_up_query_bound(d, H0)}; parameters H(d^2 + d) = "
-        f"{H0 * (d * d + d)}",
+        f"{learning} learning queries ({by_phase.get('tie links', 0)} tie links): ours "
+        f"{canonical_query_bound(d, H0, affine=affine)} plus at most "
+        f"{bound - canonical_query_bound(d, H0, affine=affine)} tie links, <= {bound}; "
+        f"follow-up 4Hd^2 - 2H + 1 = {follow_up_query_bound(d, H0)} (bias-free model); "
+        f"parameters {per_head}H{' + 1' if affine else ''} = {params}",
         f"{H} canonical heads found" + (f" (upper bound {H0})" if heads is None else ""),
     ]
     return Recovery(
         theorem=THEOREM,
-        parameters={"heads": form.heads},
+        parameters={"heads": form.heads, "beta": candidate.beta}
+        if affine
+        else {"heads": form.heads},
         arithmetic=arith.name,
         precision=arith.precision,
         exact=True,
@@ -345,11 +417,11 @@ def learn_multi_head(
         verification_queries=verification,
         queries_by_phase=by_phase,
         bound=bound,
-        parameter_count=H * (d * d + d),
+        parameter_count=H * (d * d + (2 * d if affine else d)) + (1 if affine else 0),
         seed=seed,
         tokens_sent=oracle.tokens_sent - tokens_before,
         max_length=2 * H0 + 1,  # the learning queries' longest: [a]*2H0 + [b]
-        rounds=1 + (1 if by_phase.get("F(k) tie links") else 0),  # tie links are adaptive
+        rounds=1 + (1 if by_phase.get("tie links") else 0),  # tie links: one adaptive round
         notes=notes,
     )
 
@@ -395,20 +467,28 @@ def _match(
 def _assemble(
     decoded: list[list[tuple[Fraction, Fraction]]],
     U: list[list[Fraction]],
-    B: list[list[Fraction]],
+    cols: list[list[Fraction]],
     d: int,
     H: int,
-    b_link: Any,
-) -> list[tuple[list[list[Fraction]], list[Fraction]]]:
-    """Match poles to heads across pairs; solve ``U^T W_h B = S_h`` and ``U^T v_h = r_h``.
+    tie_links: Any,
+    affine: bool,
+) -> list[tuple[Any, ...]]:
+    """Match poles to heads across pairs; solve for ``W_h``, ``v_h`` (and ``c_h``).
 
     Heads are labelled by their order at (u_1, b_1). The link (u_1 + u_k, b_1) carries
-    them to (u_k, b_1): score and residue add. At (u_k, b_j) the residue u_k^T v_h labels
-    them when the residues are distinct (distinct v_h, generic u); heads with equal v tie,
-    and the extra link (u_k, b_1 + b_j) (scores add, residue kept) breaks the tie.
+    them to (u_k, b_1): score and residue add (both linear in u). At (u_k, b_j) the residue
+    u_k^T v_h labels them when the residues are distinct (distinct v_h, generic u). Heads
+    with equal v tie; then one query, F(1) at (u_k, (b_1 + b_j)/2), decides among the orders
+    that respect the residues: each predicts ``F(1) = F(0) + sum_h r_h sigmoid((s_h(k, 1)
+    + s_h(k, j))/2)`` exactly (scores are affine in b), and exactly one prediction may meet
+    the measured ball. So a tie costs 1 query, not a new rational function's 2H.
+
+    Scores are ``S_h[k, j] = u_k^T (W_h b_j + c_h)``, so ``[U^T W_h | U^T c_h] M = S_h``
+    with M the probes lifted to ``[b_j; 1]`` (invertible: affinely independent probes).
     """
-    grid = {(k, j): decoded[k * d + j] for k in range(d) for j in range(d)}
-    links = {k: decoded[d * d + k - 1] for k in range(1, d)}
+    ncols = len(cols)
+    grid = {(k, j): decoded[k * ncols + j] for k in range(d) for j in range(ncols)}
+    links = {k: decoded[d * ncols + k - 1] for k in range(1, d)}
     # labelled[k][j][h] = (score, residue) of head h at (u_k, b_j)
     labelled: dict[tuple[int, int], list[tuple[Fraction, Fraction]]] = {(0, 0): grid[(0, 0)]}
     for k in range(1, d):
@@ -420,9 +500,10 @@ def _assemble(
             f"(u_1 + u_{k + 1}, b_1)",
         )
         labelled[(k, 0)] = [grid[(k, 0)][perm[h]] for h in range(H)]
+    ties: list[tuple[int, int]] = []
     for k in range(d):
         residues = [r for _, r in labelled[(k, 0)]]
-        for j in range(1, d):
+        for j in range(1, ncols):
             here = grid[(k, j)]
             if sorted(r for _, r in here) != sorted(residues):
                 raise ModelClassMismatch(
@@ -434,41 +515,53 @@ def _assemble(
             if len(set(residues)) == H:
                 by_r = {r: (s, r) for s, r in here}
                 labelled[(k, j)] = [by_r[r] for r in residues]
-                continue
-            perm = _match(
-                labelled[(k, 0)],
-                here,
-                b_link(k, j),
-                lambda x, y: (x[0] + y[0], x[1]) if x[1] == y[1] else None,
-                f"(u_{k + 1}, b_1 + b_{j + 1})",
-            )
-            labelled[(k, j)] = [here[perm[h]] for h in range(H)]
-    Ut = flint.fmpq_mat(
-        [[flint.fmpq(U[k][i].numerator, U[k][i].denominator) for i in range(d)] for k in range(d)]
-    )
-    Bm = flint.fmpq_mat(
-        [[flint.fmpq(B[j][i].numerator, B[j][i].denominator) for j in range(d)] for i in range(d)]
-    )
-    Ut_inv, B_inv = Ut.inv(), Bm.inv()
-    out = []
+            else:
+                ties.append((k, j))
+    if ties:
+        for (k, j), (f0, measured) in zip(ties, tie_links(ties), strict=True):
+            perm = _resolve_tie(labelled[(k, 0)], grid[(k, j)], f0, measured, k, j)
+            labelled[(k, j)] = [grid[(k, j)][perm[h]] for h in range(H)]
+    Ut_inv = _fmpq_mat(U).inv()  # rows u_k: this is U^T
+    M_inv = (_lifted(cols) if affine else _fmpq_mat(cols).transpose()).inv()
+    out: list[tuple[Any, ...]] = []
     for h in range(H):
-        S = flint.fmpq_mat(d, d)
+        S = flint.fmpq_mat(d, ncols)
         r = flint.fmpq_mat(d, 1)
         for k in range(d):
-            res = labelled[(k, 0)][h][1]
-            r[k, 0] = flint.fmpq(res.numerator, res.denominator)
-            for j in range(d):
-                score = labelled[(k, j)][h][0]
-                S[k, j] = flint.fmpq(score.numerator, score.denominator)
-        W = Ut_inv * S * B_inv
-        v = Ut_inv * r
-        out.append(
-            (
-                [[Fraction(int(W[i, j].p), int(W[i, j].q)) for j in range(d)] for i in range(d)],
-                [Fraction(int(v[i, 0].p), int(v[i, 0].q)) for i in range(d)],
-            )
+            r[k, 0] = _q(labelled[(k, 0)][h][1])
+            for j in range(ncols):
+                S[k, j] = _q(labelled[(k, j)][h][0])
+        Wc = _fractions(Ut_inv * S * M_inv)  # [W_h | c_h]
+        head: tuple[Any, ...] = (
+            [row[:d] for row in Wc],
+            [row[0] for row in _fractions(Ut_inv * r)],
         )
+        if affine:
+            head = (*head, [row[d] for row in Wc])
+        out.append(head)
     return out
+
+
+def _q(x: Fraction) -> flint.fmpq:
+    return flint.fmpq(x.numerator, x.denominator)
+
+
+def _fmpq_mat(rows: list[list[Fraction]]) -> flint.fmpq_mat:
+    return flint.fmpq_mat([[_q(x) for x in row] for row in rows])
+
+
+def _lifted(cols: list[list[Fraction]]) -> flint.fmpq_mat:
+    """The (d + 1) x n matrix with columns ``[b_j; 1]``."""
+    return _fmpq_mat(
+        [[b[i] for b in cols] for i in range(len(cols[0]))] + [[Fraction(1)] * len(cols)]
+    )
+
+
+def _fractions(m: flint.fmpq_mat) -> list[list[Fraction]]:
+    return [
+        [Fraction(int(m[i, j].p), int(m[i, j].q)) for j in range(m.ncols())]
+        for i in range(m.nrows())
+    ]
 
 
 def _verify(oracle: Oracle, candidate: MultiHeadAttention, count: int, seed: int) -> None:
@@ -486,3 +579,36 @@ def _verify(oracle: Oracle, candidate: MultiHeadAttention, count: int, seed: int
                 observed=observed,
                 expected=expected,
             )
+
+
+def _arb(q: Fraction) -> flint.arb:
+    return flint.arb(flint.fmpq(q.numerator, q.denominator))
+
+
+def _resolve_tie(
+    base: list[tuple[Fraction, Fraction]],
+    here: list[tuple[Fraction, Fraction]],
+    f0: flint.arb,
+    measured: flint.arb,
+    k: int,
+    j: int,
+) -> tuple[int, ...]:
+    """The unique head order at (u_k, b_j) whose predicted F(1) at (u_k, (b_1 + b_j)/2) meets
+    the measured ball (both balls contain the true value for the true order)."""
+    H = len(base)
+    found = []
+    for perm in itertools.permutations(range(H)):
+        if any(here[perm[h]][1] != base[h][1] for h in range(H)):
+            continue  # residues u_k^T v_h do not depend on b: only tied heads may swap
+        predicted = f0
+        for h in range(H):
+            lam = (_arb(base[h][0] + here[perm[h]][0]) / 2).exp()
+            predicted += _arb(base[h][1]) * lam / (1 + lam)
+        if predicted.overlaps(measured):
+            found.append(perm)
+    if len(found) != 1:
+        raise NotIdentifiable(
+            f"the tie link (u_{k + 1}, (b_1 + b_{j + 1})/2) is consistent with {len(found)} head "
+            "orders, not exactly one; rerun with another seed"
+        )
+    return found[0]

@@ -7,12 +7,15 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from verified_attn.checks import Claim, ClaimResult
 from verified_attn.errors import ModelClassMismatch, QueryBudgetExceeded
 from verified_attn.models import MultiHeadAttention, SingleHeadAttention
 from verified_attn.multi_head.canonical import canonical_form, equivalent
 from verified_attn.multi_head.canonical_learner import (
     canonical_query_bound,
+    canonical_query_limit,
     follow_up_query_bound,
     learn_multi_head,
 )
@@ -187,9 +190,22 @@ def _canonical_recovery(seed: int) -> ClaimResult:
     merged = rec.parameters["heads"] == canonical_form(pair.second).heads
     ok &= merged
     rows.append(f"shared-W pair, max_heads=3: canonical {merged}")
-    # The bound minus one is refused before any query.
+    # Equal v: every (u_k, b_j), j > 1, ties; one tie link each. The worst case is
+    # attained exactly and stays within the follow-up's count.
+    for d, H in ((2, 2), (3, 2)):
+        tied = _equal_v_model(d, H, seed)
+        rec = learn_multi_head(Oracle(tied, "certified"), heads=H, seed=seed)
+        limit = canonical_query_limit(d, H)
+        good = (
+            rec.parameters["heads"] == canonical_form(tied).heads
+            and rec.queries == limit <= follow_up_query_bound(d, H)
+            and rec.queries_by_phase.get("tie links") == d * (d - 1)
+        )
+        ok &= good
+        rows.append(f"equal v d={d} H={H}: {rec.queries} queries (limit {limit}), exact {good}")
+    # The limit minus one is refused before any query.
     model = random_multi_head(2, 2, seed)
-    oracle = Oracle(model, "certified", budget=canonical_query_bound(2, 2) + 8 - 1)
+    oracle = Oracle(model, "certified", budget=canonical_query_limit(2, 2) + 8 - 1)
     try:
         learn_multi_head(oracle, heads=2, seed=seed)
         refused = False
@@ -202,9 +218,73 @@ def _canonical_recovery(seed: int) -> ClaimResult:
     )
 
 
+def _equal_v_model(d: int, H: int, seed: int) -> MultiHeadAttention:
+    """H heads sharing one v (distinct W): residues tie at every probe."""
+    base = random_multi_head(d, H, seed)
+    v = base.head_models[0].v
+    return MultiHeadAttention([(m.W, v) for m in base.head_models])
+
+
+def _affine_model(d: int, H: int, seed: int, *, equal_v: bool) -> MultiHeadAttention:
+    base = random_multi_head(d, H, seed)
+    shift = random_multi_head(d, H, seed + 1)  # its v's serve as score biases c_h
+    v0 = base.head_models[0].v
+    return MultiHeadAttention(
+        [
+            (m.W, v0 if equal_v else m.v, s.v)
+            for m, s in zip(base.head_models, shift.head_models, strict=True)
+        ],
+        beta=Fraction(-7, 3),
+    )
+
+
+def _affine_recovery(seed: int) -> ClaimResult:
+    ok, rows = True, []
+    used = bound = 0
+    cases = (("certified", 2, 2, False), ("exact", 2, 2, True), ("certified", 3, 2, False))
+    for arith, d, H, equal_v in cases:
+        model = _affine_model(d, H, seed + 5 * d + H, equal_v=equal_v)
+        rec = learn_multi_head(Oracle(model, arith), heads=H, seed=seed)
+        form = canonical_form(model)
+        used = rec.queries
+        bound = (canonical_query_limit if equal_v else canonical_query_bound)(d, H, affine=True)
+        good = (
+            form.affine
+            and rec.parameters["heads"] == form.heads
+            and rec.parameters["beta"] == form.beta
+            and used == bound
+        )
+        ok &= good
+        rows.append(f"{arith} d={d} H={H} equal v {equal_v}: {used} queries, exact {good}")
+    model = _affine_model(2, 2, seed, equal_v=False)
+    oracle = Oracle(model, "certified", budget=canonical_query_limit(2, 2, affine=True) + 8 - 1)
+    try:
+        learn_multi_head(oracle, heads=2, seed=seed)
+        refused = False
+    except QueryBudgetExceeded:
+        refused = oracle.queries == 0
+    ok &= refused
+    rows.append(f"budget limit - 1 refused: {refused}")
+    return _result(
+        "prop-7.1/affine-canonical-recovery",
+        AFFINE_RECOVERY,
+        ok,
+        "; ".join(rows),
+        queries=used,
+        bound=bound,
+    )
+
+
 RECOVERY = (
     "Without subspaces, the canonical form is recovered exactly (certified and exact "
-    "arithmetic) from d + 2H(d^2 + d - 1) <= 4Hd^2 - 2H + 1 queries of length <= 2H + 1."
+    "arithmetic) from d + 2H(d^2 + d - 1) queries of length <= 2H + 1, plus one tie-link "
+    "query per pair (u_k, b_j), j > 1, where heads with equal v tie: at most "
+    "d + 2H(d^2 + d - 1) + d(d - 1) <= 4Hd^2 - 2H + 1 in all, the limit attained."
+)
+AFFINE_RECOVERY = (
+    "With score biases c_h and an output bias beta (affine heads), the canonical form and "
+    "beta are recovered exactly from d + 1 + 2H(d^2 + 2d - 1) queries, plus at most d^2 "
+    "tie links for heads with equal v."
 )
 LINEARITY = (
     "f is linear in each v_h with coefficients g(X, W_h) that depend on X and W_h only "
@@ -248,5 +328,8 @@ CLAIMS = [
     Claim("prop-7.1/single-head-canonical", REF, SINGLE, _single_vs_multi),
     Claim(
         "prop-7.1/canonical-recovery", "follow-up (arXiv 2608.03294)", RECOVERY, _canonical_recovery
+    ),
+    Claim(
+        "prop-7.1/affine-canonical-recovery", "ours (THEORY §2)", AFFINE_RECOVERY, _affine_recovery
     ),
 ]

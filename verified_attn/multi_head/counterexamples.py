@@ -257,13 +257,13 @@ def perturb(
         raise InvalidArgument(f"head must be in 0..{model.H - 1}, got {head}")
     if not 0 <= entry < model.d:
         raise InvalidArgument(f"entry must be in 0..{model.d - 1}, got {entry}")
-    heads = []
-    for h, (W, v) in enumerate(model.heads):
-        vv = [Fraction(int(x.p), int(x.q)) for x in v]
+    heads: list[tuple[Any, ...]] = []
+    for h, m in enumerate(model.head_models):
+        vv = [Fraction(int(x.p), int(x.q)) for x in m.v]
         if h == head:
             vv[entry] += Fraction(delta)
-        heads.append((W, vv))
-    return MultiHeadAttention(heads)
+        heads.append((m.W, vv, m.c) if model.affine else (m.W, vv))
+    return MultiHeadAttention(heads, beta=model.beta if model.affine else None)
 
 
 def random_multi_head(d: int, heads: int, seed: int) -> MultiHeadAttention:

@@ -267,6 +267,11 @@ def local_dimension(
     """
     if not isinstance(model, MultiHeadAttention):
         raise InvalidArgument(f"model must be a MultiHeadAttention, got {type(model).__name__}")
+    if model.affine:
+        # The Jacobian rows here differentiate the bias-free heads only.
+        raise InvalidArgument(
+            "model must not be affine: local_dimension covers the bias-free model (no c_h, beta)"
+        )
     if arithmetic not in ("exact", "certified"):
         raise InvalidArgument(f"arithmetic must be 'exact' or 'certified', got {arithmetic!r}")
     params = model.parameter_count

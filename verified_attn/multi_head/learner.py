@@ -149,6 +149,13 @@ def learn_orthogonal_heads(
     """
     if not isinstance(oracle, Oracle):
         raise InvalidArgument(f"oracle must be a verified_attn.Oracle, got {type(oracle).__name__}")
+    if oracle.model_class in ("multi-head-affine", "single-head-affine"):
+        # Restricted to S_h, head h becomes an affine single head (c = B_h^T c_h) and beta
+        # shows up in every restriction: the bias-free Thm 4.1 per head does not apply.
+        raise InvalidArgument(
+            f"oracle declares model class {oracle.model_class!r}: learn_orthogonal_heads "
+            "covers bias-free heads; use learn_multi_head (it learns c_h and beta)"
+        )
     if isinstance(verify, bool) or not isinstance(verify, int) or verify < 0:
         raise InvalidArgument(f"verify must be an int >= 0, got {verify!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):

@@ -78,14 +78,17 @@ def opaque_form(
         symbols = {}
     X = sympy.Symbol("X")
     total = sympy.Integer(0)
-    for W, v in model.heads:
-        key = head_key(W)
+    for m in model.head_models:
+        # Heads share g exactly when they share the score map: W and (affine) c both equal.
+        W, v = m.W, m.v
+        c = head_key(m.c)
+        key = head_key(W) if not any(c) else (*head_key(W), "c", *c)
         if key not in symbols:
             symbols[key] = sympy.Symbol(f"W{len(symbols) + 1}")
         w = symbols[key]
         for j in range(model.d):
             total += sympy.Function(f"g{j + 1}")(X, w) * v[j]
-    return sympy.expand(total)
+    return sympy.expand(total + model.beta)
 
 
 def linearity_in_v(d: int, n: int) -> SymbolicCheck:
@@ -123,7 +126,7 @@ def _scores_and_values(
     last = flint.fmpq_mat(model.d, 1, [Xq[n - 1, k] for k in range(model.d)])
     out = []
     for m in model.head_models:
-        scores = Xq * (m._W_flint * last)
+        scores = Xq * (m._W_flint * last + m._c_flint)
         values = Xq * m._v_flint
         out.append(([scores[i, 0] for i in range(n)], [values[i, 0] for i in range(n)]))
     return out
@@ -208,13 +211,24 @@ def exact_same_value(m1: MultiHeadAttention, m2: MultiHeadAttention, X: Any) -> 
         # with rational coefficients; equal values iff equal rational functions.
         n1, d1 = _as_rational_function(p1, L)
         n2, d2 = _as_rational_function(p2, L)
-        return n1 * d2 == n2 * d1
+        b1, b2 = _fmpq_of(m1.beta), _fmpq_of(m2.beta)
+        return (n1 + b1 * d1) * d2 == (n2 + b2 * d2) * d1
     # Sparse (scores with huge common denominators, e.g. from float parameters):
     # Lindemann-Weierstrass makes the e^s for distinct rational s linearly independent
     # over Q, so sum_s c_s e^s = 0 iff every collected c_s is 0.
     n1s, d1s = _as_fraction(p1)
     n2s, d2s = _as_fraction(p2)
+    n1s = _add(n1s, _mul({Fraction(0): _frac(m1.beta)}, d1s))  # the output biases
+    n2s = _add(n2s, _mul({Fraction(0): _frac(m2.beta)}, d2s))
     return not _add(_mul(n1s, d2s), {s: -c for s, c in _mul(n2s, d1s).items()})
+
+
+def _frac(q: sympy.Rational) -> Fraction:
+    return Fraction(int(q.p), int(q.q))
+
+
+def _fmpq_of(q: sympy.Rational) -> flint.fmpq:
+    return flint.fmpq(int(q.p), int(q.q))
 
 
 def random_rational_sequence(d: int, n: int, rng: np.random.Generator) -> list[list[Fraction]]:
