@@ -175,6 +175,19 @@ class Oracle:
         """Queries per phase name, in the order phases were first used."""
         return dict(self._counts)
 
+    def queries_since(self, before: dict[str, int]) -> dict[str, int]:
+        """Queries per phase made since ``before``, an earlier :attr:`queries_by_phase`.
+
+        >>> import verified_attn as va
+        >>> o = va.Oracle(va.SingleHeadAttention([[1]], [1]), "exact")
+        >>> before = o.queries_by_phase
+        >>> with o.phase("demo"):
+        ...     _ = o.query_many([[[1]], [[2]]])
+        >>> o.queries_since(before)
+        {'demo': 2}
+        """
+        return {k: n - before.get(k, 0) for k, n in self._counts.items() if n != before.get(k, 0)}
+
     @property
     def remaining(self) -> int | None:
         """Queries left in the budget (None if unlimited)."""

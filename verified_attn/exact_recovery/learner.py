@@ -388,8 +388,7 @@ def learn_single_head(
                 oracle, arith, candidate, params, exact, verify, seed
             )
 
-    after = oracle.queries_by_phase
-    by_phase = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    by_phase = oracle.queries_since(before)
     verification = by_phase.get("verify", 0)
     learning = sum(n for k, n in by_phase.items() if k != "verify")
     notes = []

@@ -135,8 +135,7 @@ def learn_low_rank(
             _, ver_err = verify_on_fresh_queries(
                 oracle, arith, candidate, params, exact, verify, seed + 1
             )
-    after = oracle.queries_by_phase
-    by_phase = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    by_phase = oracle.queries_since(before)
     verification = by_phase.get("verify", 0)
     learning = sum(n for k, n in by_phase.items() if k != "verify")
     notes = list(result.notes)

@@ -196,8 +196,7 @@ def learn_nuclear(
             f"reproduce the oracle on fresh queries ({exc}); m is too small for this W, or "
             "rank W is larger than assumed: increase measurements or use method='skeleton'"
         ) from exc
-    after = oracle.queries_by_phase
-    by_phase = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    by_phase = oracle.queries_since(before)
     verification = by_phase.get("verify", 0)
     learning = sum(n for k, n in by_phase.items() if k != "verify")
     r = rank if rank is not None else int(np.linalg.matrix_rank(X, tol=1e-6 * np.abs(X).max()))

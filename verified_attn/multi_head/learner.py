@@ -207,8 +207,7 @@ def learn_orthogonal_heads(
     )
     with oracle.phase("verify"):
         err = _verify(oracle, candidate, verify, seed)
-    after = oracle.queries_by_phase
-    by_phase = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    by_phase = oracle.queries_since(before)
     verification = sum(n for k, n in by_phase.items() if k.endswith("verify"))
     learning = sum(n for k, n in by_phase.items() if not k.endswith("verify"))
     d = oracle.d

@@ -184,8 +184,7 @@ def learn_from_labels(
         v_int = np.array([[_down(lo), _up(hi)] for lo, hi in ratios])
         _verify_labels(oracle, W_int, v_int, verify, seed)
 
-    after = oracle.queries_by_phase
-    by_phase = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    by_phase = oracle.queries_since(before)
     verification = by_phase.get("verify", 0)
     learning = sum(n for k, n in by_phase.items() if k != "verify")
     v_exact = None

@@ -241,8 +241,7 @@ def learn_transformer(
     with oracle.phase("verify"):
         _verify(oracle, model, _fresh_sequences(d, verify, seed))
 
-    after = oracle.queries_by_phase
-    by_phase = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    by_phase = oracle.queries_since(before)
     ver = sum(n for k, n in by_phase.items() if k.endswith("verify"))
     attention = sum(
         n for k, n in by_phase.items() if k.startswith("attention-") and "verify" not in k

@@ -522,8 +522,7 @@ def learn_relu_ffn(
                 f"no bias-free ReLU network fits the oracle after {attempts} attempts "
                 f"({'; '.join(reasons)})"
             )
-    after = oracle.queries_by_phase
-    by_phase = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    by_phase = oracle.queries_since(before)
     ver = by_phase.get("ffn-verify", 0)
     notes = [f"attempt {i + 1} failed: {r}" for i, r in enumerate(reasons)]
     return ReluRecovery(
