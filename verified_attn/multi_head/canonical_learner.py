@@ -40,11 +40,19 @@ Exact arithmetic: the exact answers are enclosed in arb and the same steps run; 
 check compares exact values. If only an upper bound ``max_heads`` is known, the degree is
 found as the largest m <= max_heads whose system is *certified* nonsingular: above the true
 degree the system is exactly singular, so arb can never certify it.
+
+Float arithmetic (e.g. a PyTorch module, ``heads=`` only): the same design scaled to
+entries of size ~1, each pair decoded in float64 (linear solve, numpy roots), heads matched
+by the nearest residues and link sums (an order wins only if all others miss by 10x more;
+else a tie link, or NotIdentifiable), then refined by Gauss-Newton on all learning answers
+at once (overdetermined, far better conditioned than one pair). Same query counts; the
+result is returned only if the fresh queries agree to the oracle's rtol.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from fractions import Fraction
 from typing import Any
 
@@ -299,7 +307,7 @@ def learn_multi_head(
     denominator_bound: int | None = None,
     affine: bool | None = None,
 ) -> Recovery:
-    """Recover the canonical form of a multi-head oracle (exact or certified arithmetic).
+    """Recover the canonical form of a multi-head oracle (exact, certified or float).
 
     Give ``heads`` (the number of canonical heads) or ``max_heads`` (an upper bound H0; the
     queries are then counted with H0). The result's ``parameters["heads"]`` is the canonical
@@ -308,21 +316,30 @@ def learn_multi_head(
     bias beta too (``parameters["beta"]``): one more generic probe b_0 makes the scores'
     affine dependence on b solvable, and beta = F(0) at b_1 minus ``b_1^T sum_h v_h``.
 
+    Float oracles (e.g. a PyTorch module) are decoded in float64 with the same queries and
+    accepted only if the fresh verification queries agree to the oracle's ``rtol``; the heads
+    are then float arrays (``parameters["heads"]``, canonical order) and only ``heads=``
+    is accepted (finding the degree needs a certified decision).
+
     >>> import verified_attn as va
-    >>> learn_multi_head(va.Oracle(va.SingleHeadAttention([[1]], [1]), "float"), heads=1)
+    >>> rec = learn_multi_head(va.Oracle(va.SingleHeadAttention([[1]], [1]), "float"), heads=1)
+    >>> rec.queries, rec.exact, rec.verified, rec.verification_error < 1e-12
+    (3, False, True, True)
+    >>> learn_multi_head(va.Oracle(va.SingleHeadAttention([[1]], [1]), "float"), max_heads=1)
     Traceback (most recent call last):
     ...
-    verified_attn.errors.InvalidArgument: learn_multi_head needs arithmetic 'exact' or 'certified'; got 'float'
+    verified_attn.errors.InvalidArgument: max_heads needs arithmetic 'exact' or 'certified'; a float oracle needs heads=
     """
     if not isinstance(oracle, Oracle):
         raise InvalidArgument(f"oracle must be a verified_attn.Oracle, got {type(oracle).__name__}")
     arith = oracle.arithmetic
-    if arith.name not in ("exact", "certified"):
-        raise InvalidArgument(
-            f"learn_multi_head needs arithmetic 'exact' or 'certified'; got {arith.name!r}"
-        )
     if (heads is None) == (max_heads is None):
         raise InvalidArgument("give exactly one of heads= (known H) or max_heads= (an upper bound)")
+    if arith.name == "float" and heads is None:
+        # The degree test needs a certified singularity decision; a float rank is a guess.
+        raise InvalidArgument(
+            "max_heads needs arithmetic 'exact' or 'certified'; a float oracle needs heads="
+        )
     H0 = _int(
         heads if heads is not None else max_heads, "heads" if heads is not None else "max_heads", 1
     )
@@ -345,6 +362,8 @@ def learn_multi_head(
     # The worst case, ties included: never exceeded, so a budget is checked against it.
     bound = canonical_query_limit(d, H0, affine=affine)
     oracle.require_remaining(bound, verify, "learn_multi_head")
+    if arith.name == "float":
+        return _learn_float(oracle, H0, verify, seed, affine, bound)
     prec = arith.precision if arith.precision is not None else 256
     D = denominator_bound if denominator_bound is not None else 2 ** (prec // 4)
     U, B, pairs = _design(d, seed, affine)
@@ -612,3 +631,337 @@ def _resolve_tie(
             "orders, not exactly one; rerun with another seed"
         )
     return found[0]
+
+
+# ---------------------------------------------------------------------------------------
+# Float mode: the same design and decoding in float64, matched by nearest values and
+# accepted only after the fresh-query verification at the oracle's tolerance.
+# ---------------------------------------------------------------------------------------
+
+# Float design scale: the exact design's entries (|x| < 1/d, chosen for exact rationals)
+# times d * _FLOAT_SCALE, so the probes have entries of size ~1 and the scores of typical
+# (PyTorch-initialised) heads are spread enough that the poles -1/lam_h stay apart.
+_FLOAT_SCALE = 2.0
+# Matching in float: the order with the smallest mismatch wins only if every other order
+# misses by _MATCH_MARGIN times more (noise vs a real gap between heads); otherwise the
+# step is ambiguous (a tie link decides, or NotIdentifiable). Soundness comes from the
+# fresh-query verification, not from these thresholds.
+_MATCH_MARGIN = 10.0
+
+
+def _float_design(
+    d: int, seed: int, affine: bool
+) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, int]]]:
+    U, B, _ = _design(d, seed, affine)
+    s = d * _FLOAT_SCALE
+    Uf = np.array([[float(x) * s for x in row] for row in U])
+    Bf = np.array([[float(x) * s for x in row] for row in B])
+    pairs = [(Uf[k], j) for k in range(d) for j in range(len(Bf))]
+    pairs += [(Uf[0] + Uf[k], 0) for k in range(1, d)]
+    return Uf, Bf, pairs
+
+
+def _float_sequence(u: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
+    return np.vstack([np.tile(b + u, (k, 1)), b[None, :]])
+
+
+def _float_poles(F: np.ndarray, m: int) -> list[tuple[float, float]]:
+    """(score, residue) per head from the float samples F(0..2m)."""
+    k = np.arange(2 * m + 1, dtype=np.float64)
+    A = np.hstack([k[:, None] ** np.arange(m + 1), -F[:, None] * k[:, None] ** np.arange(1, m + 1)])
+    try:
+        sol = np.linalg.solve(A, F)
+    except np.linalg.LinAlgError as exc:
+        raise PrecisionExhausted(
+            "the float interpolation system of a pair is singular: two heads share a score "
+            "there or a residue u^T v_h is 0 (H too large)"
+        ) from exc
+    P = np.polynomial.Polynomial(sol[: m + 1])
+    Q = np.polynomial.Polynomial(np.concatenate([[1.0], sol[m + 1 :]]))
+    dQ = Q.deriv()
+    roots = Q.roots()
+    if len(roots) != m:
+        raise PrecisionExhausted(
+            f"the fitted denominator has degree {len(roots)} < {m}: a head's pole ran to "
+            "infinity in float64 (a residue near 0 or H too large)"
+        )
+    out = []
+    for z in roots:
+        # In float64 a non-real or positive pole is either noise on nearly merged poles or
+        # a map outside the class; the float decoding cannot tell which, so it says both.
+        if abs(z.imag) > 1e-8 * abs(z):
+            raise PrecisionExhausted(
+                f"F(k) has a non-real pole {z} in float64: two poles too close to separate "
+                "(or not a sum of softmax heads); rerun with another seed"
+            )
+        root = float(z.real)
+        # One Newton step on the real root polishes what the eigenvalue solver left.
+        if dQ(root) != 0:
+            root -= Q(root) / dQ(root)
+        if not root < 0:
+            raise PrecisionExhausted(
+                f"F(k) has a pole at {root} >= 0 in float64: a residue u^T v_h too small to "
+                "resolve (or not a sum of softmax heads); rerun with another seed"
+            )
+        lam = -1.0 / root
+        out.append((math.log(lam), float(-lam * P(root) / dQ(root))))
+    return out
+
+
+def _ranked(errors: dict[tuple[int, ...], float]) -> list[tuple[int, ...]]:
+    """The orders indistinguishable from the best one (within _MATCH_MARGIN of its error)."""
+    best = min(errors.values())
+    return [p for p, e in sorted(errors.items(), key=lambda x: x[1]) if e <= _MATCH_MARGIN * best]
+
+
+def _float_match(
+    base: list[tuple[float, float]],
+    other: list[tuple[float, float]],
+    link: list[tuple[float, float]],
+    what: str,
+) -> tuple[int, ...]:
+    """The order p with ``{base[h] + other[p[h]]}`` nearest to ``link`` (scores and
+    residues add along the link), if it is clearly nearer than every other order."""
+    H = len(base)
+    s_scale = max(1.0, *(abs(x[0]) for x in link))
+    r_scale = max(abs(x[1]) for x in link) or 1.0  # all residues 0: absolute
+    errors = {}
+    for perm in itertools.permutations(range(H)):
+        got = [(base[h][0] + other[perm[h]][0], base[h][1] + other[perm[h]][1]) for h in range(H)]
+        errors[perm] = min(
+            max(
+                max(
+                    abs(got[h][0] - link[o[h]][0]) / s_scale,
+                    abs(got[h][1] - link[o[h]][1]) / r_scale,
+                )
+                for h in range(H)
+            )
+            for o in itertools.permutations(range(H))
+        )
+    found = _ranked(errors)
+    if len(found) != 1:
+        raise NotIdentifiable(
+            f"the link {what} is consistent with {len(found)} head orders in float64, not "
+            "exactly one; rerun with another seed"
+        )
+    return found[0]
+
+
+def _refine(
+    heads: list[tuple[np.ndarray, ...]],
+    beta: float,
+    rows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    affine: bool,
+) -> tuple[list[tuple[np.ndarray, ...]], float]:
+    """Gauss-Newton on all learning answers at once, started from the per-pair decoding.
+
+    Each pair alone is a square (2H + 1)-point fit whose poles are ill-conditioned when two
+    scores are close or a residue u^T v_h is small; together the answers overdetermine the
+    H (d^2 + 2d) + 1 parameters (``F = beta + sum_h b^T v_h + u^T v_h sigmoid(u^T (W_h b +
+    c_h) + log k)``, and ``F(0) = beta + sum_h b^T v_h``), so the joint least-squares fit is
+    far better conditioned. Returns the iterate with the smallest residual (never worse
+    than the start); the fresh-query verification still decides.
+    """
+    u, b, logk, y = rows  # (n, d), (n, d), (n,) with -inf for F(0), (n,)
+    d, H = u.shape[1], len(heads)
+    has_k = np.isfinite(logk)
+    lk = np.where(has_k, logk, 0.0)
+
+    def unpack(theta: np.ndarray) -> tuple[list[tuple[np.ndarray, ...]], float]:
+        out, pos = [], 0
+        for _ in range(H):
+            W = theta[pos : pos + d * d].reshape(d, d)
+            v = theta[pos + d * d : pos + d * d + d]
+            pos += d * d + d
+            if affine:
+                out.append((W, v, theta[pos : pos + d]))
+                pos += d
+            else:
+                out.append((W, v))
+        return out, (float(theta[pos]) if affine else 0.0)
+
+    def pack(hs: list[tuple[np.ndarray, ...]], bt: float) -> np.ndarray:
+        parts = [np.concatenate([h[0].ravel(), *h[1:]]) for h in hs]
+        return np.concatenate([*parts, [bt] if affine else []])
+
+    def residual_and_jacobian(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        hs, bt = unpack(theta)
+        F = np.full(len(y), bt)
+        cols = []
+        for h in hs:
+            W, v = h[0], h[1]
+            z = np.einsum("ni,ij,nj->n", u, W, b) + lk
+            if affine:
+                z = z + u @ h[2]
+            sig = np.where(has_k, 0.5 * (1.0 + np.tanh(0.5 * z)), 0.0)  # no overflow
+            ds = sig * (1.0 - sig)
+            uv = u @ v
+            F += b @ v + uv * sig
+            g = uv * ds  # dF/dz
+            cols.append((g[:, None, None] * u[:, :, None] * b[:, None, :]).reshape(len(y), -1))
+            cols.append(b + sig[:, None] * u)
+            if affine:
+                cols.append(g[:, None] * u)
+        if affine:
+            cols.append(np.ones((len(y), 1)))
+        return F - y, np.hstack(cols)
+
+    theta = pack(heads, beta)
+    res, J = residual_and_jacobian(theta)
+    best, best_norm = theta, float(np.linalg.norm(res))
+    for _ in range(20):
+        step = np.linalg.lstsq(J, -res, rcond=None)[0]
+        theta = theta + step
+        res, J = residual_and_jacobian(theta)
+        norm = float(np.linalg.norm(res))
+        if not np.isfinite(norm):
+            break
+        if norm < best_norm:
+            best, best_norm = theta, norm
+        if np.linalg.norm(step) <= 1e-15 * max(1.0, float(np.linalg.norm(theta))):
+            break
+    return unpack(best)
+
+
+def _learn_float(
+    oracle: Oracle, H: int, verify: int, seed: int, affine: bool, bound: int
+) -> Recovery:
+    d = oracle.d
+    U, B, pairs = _float_design(d, seed, affine)
+    before = oracle.queries_by_phase
+    tokens_before = oracle.tokens_sent
+    with oracle.phase("F(0)"):
+        f0 = np.array(oracle.query_many(B[:, None, :]), dtype=np.float64)
+    with oracle.phase("F(k)"):
+        seqs = [_float_sequence(u, B[j], k) for u, j in pairs for k in range(1, 2 * H + 1)]
+        ans = np.array(oracle.query_many(seqs), dtype=np.float64).reshape(len(pairs), 2 * H)
+    decoded = [
+        _float_poles(np.concatenate([[f0[j]], a]), H) for (_, j), a in zip(pairs, ans, strict=True)
+    ]
+    ncols = len(B)
+    grid = {(k, j): decoded[k * ncols + j] for k in range(d) for j in range(ncols)}
+    labelled = {(0, 0): grid[(0, 0)]}
+    for k in range(1, d):
+        perm = _float_match(
+            grid[(0, 0)], grid[(k, 0)], decoded[d * ncols + k - 1], f"(u_1 + u_{k + 1}, b_1)"
+        )
+        labelled[(k, 0)] = [grid[(k, 0)][perm[h]] for h in range(H)]
+    ties: list[tuple[int, int, list[tuple[int, ...]]]] = []
+    for k in range(d):
+        residues = [r for _, r in labelled[(k, 0)]]
+        r_scale = max(abs(r) for r in residues) or 1.0
+        for j in range(1, ncols):
+            here = grid[(k, j)]
+            orders = _ranked(
+                {
+                    perm: max(abs(here[perm[h]][1] - residues[h]) for h in range(H)) / r_scale
+                    for perm in itertools.permutations(range(H))
+                }
+            )
+            if len(orders) == 1:
+                labelled[(k, j)] = [here[orders[0][h]] for h in range(H)]
+            else:
+                ties.append((k, j, orders))
+    if ties:
+        # One F(1) at (u_k, (b_1 + b_j)/2) per tie, as in exact mode; the order whose
+        # prediction is nearest must be clearly nearer than the others.
+        seqs = [_float_sequence(U[k], (B[0] + B[j]) / 2, 1) for k, j, _ in ties]
+        with oracle.phase("tie links"):
+            measured = oracle.query_many(seqs)
+        for (k, j, orders), y in zip(ties, measured, strict=True):
+            base, here = labelled[(k, 0)], grid[(k, j)]
+            f_mid = (f0[0] + f0[j]) / 2
+            misses = {
+                perm: abs(
+                    f_mid
+                    + sum(
+                        base[h][1] / (1 + math.exp(-(base[h][0] + here[perm[h]][0]) / 2))
+                        for h in range(H)
+                    )
+                    - float(y)
+                )
+                for perm in orders
+            }
+            ok = _ranked(misses)
+            if len(ok) != 1:
+                raise NotIdentifiable(
+                    f"the tie link (u_{k + 1}, (b_1 + b_{j + 1})/2) is consistent with {len(ok)} "
+                    "head orders in float64, not exactly one; rerun with another seed"
+                )
+            labelled[(k, j)] = [here[ok[0][h]] for h in range(H)]
+    # S_h = U [W_h | c_h] M with M the probes (lifted to [b; 1] if affine).
+    M = np.vstack([B.T, np.ones((1, ncols))]) if affine else B.T
+    Uinv, Minv = np.linalg.inv(U), np.linalg.inv(M)
+    heads: list[tuple[np.ndarray, ...]] = []
+    for h in range(H):
+        S = np.array([[labelled[(k, j)][h][0] for j in range(ncols)] for k in range(d)])
+        r = np.array([labelled[(k, 0)][h][1] for k in range(d)])
+        Wc = Uinv @ S @ Minv
+        head: tuple[np.ndarray, ...] = (Wc[:, :d], Uinv @ r)
+        if affine:
+            head = (*head, Wc[:, d])
+        heads.append(head)
+    beta0 = float(f0[0] - B[0] @ sum(hd[1] for hd in heads)) if affine else 0.0
+    # The learning answers as rows (u, b, log k, F): F(0) rows carry log k = -inf.
+    us = [np.zeros(d)] * ncols + [u for u, _ in pairs for _ in range(2 * H)]
+    bs = [*B] + [B[j] for _, j in pairs for _ in range(2 * H)]
+    logk = [-np.inf] * ncols + [math.log(k) for _ in pairs for k in range(1, 2 * H + 1)]
+    ys = np.concatenate([f0, ans.ravel()])
+    heads, beta_fit = _refine(
+        heads, beta0, (np.array(us), np.array(bs), np.array(logk), ys), affine
+    )
+    heads.sort(key=lambda hd: tuple(hd[0].ravel()))  # the canonical order, by W row-major
+    beta = beta_fit if affine else None
+    candidate = MultiHeadAttention([tuple(x.tolist() for x in hd) for hd in heads], beta=beta)
+    with oracle.phase("verify"):
+        error = _verify_float(oracle, candidate, verify, seed)
+    after = oracle.queries_by_phase
+    by_phase = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    learning = sum(n for k, n in by_phase.items() if k != "verify")
+    params: dict[str, Any] = {"heads": heads}
+    if affine:
+        params["beta"] = beta
+    return Recovery(
+        theorem=THEOREM,
+        parameters=params,
+        arithmetic="float",
+        precision=None,
+        exact=False,
+        verified=True,
+        queries=learning,
+        verification_queries=by_phase.get("verify", 0),
+        queries_by_phase=by_phase,
+        bound=bound,
+        parameter_count=H * (d * d + (2 * d if affine else d)) + (1 if affine else 0),
+        seed=seed,
+        tokens_sent=oracle.tokens_sent - tokens_before,
+        max_length=2 * H + 1,
+        rounds=1 + (1 if by_phase.get("tie links") else 0),
+        verification_error=error,
+        notes=[
+            f"{learning} learning queries ({by_phase.get('tie links', 0)} tie links), "
+            f"<= {bound}; float64 decoding, verified at rtol {oracle.arithmetic.rtol:g}",
+            f"{H} canonical heads (float64; not exact)",
+        ],
+    )
+
+
+def _verify_float(oracle: Oracle, candidate: MultiHeadAttention, count: int, seed: int) -> float:
+    """Fresh queries at the oracle's float tolerance; the largest relative discrepancy."""
+    arith = oracle.arithmetic
+    queries = fresh_sequences(oracle.d, count, seed + 104729)
+    answers = oracle.query_many(queries)
+    worst = 0.0
+    for X, answer in zip(queries, answers, strict=True):
+        observed = float(answer)
+        expected = float(candidate.evaluate_batch(X[None])[0])
+        worst = max(worst, abs(observed - expected) / max(1.0, abs(observed), abs(expected)))
+        if not arith.agree(observed, expected):
+            raise ModelClassMismatch(
+                f"the oracle is not the recovered canonical heads: on the fresh query "
+                f"{X.tolist()} it answered {observed}, the recovered model gives {expected}",
+                query=X,
+                observed=observed,
+                expected=expected,
+            )
+    return worst
