@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import sympy
 
-__all__ = ["Recovery", "versions"]
+__all__ = ["Recovery", "split_counts", "versions"]
 
 
 def versions() -> dict[str, str]:
@@ -41,6 +41,16 @@ def versions() -> dict[str, str]:
         "mpmath": mpmath.__version__,
         "python-flint": flint.__version__,
     }
+
+
+def split_counts(by_phase: dict[str, int]) -> tuple[int, int]:
+    """(learning, verification) queries: verification phases are those ending in "verify".
+
+    >>> split_counts({"v": 3, "W": 9, "ffn-verify": 8, "verify": 8})
+    (12, 16)
+    """
+    verification = sum(n for k, n in by_phase.items() if k.endswith("verify"))
+    return sum(by_phase.values()) - verification, verification
 
 
 @dataclass

@@ -55,7 +55,7 @@ from verified_attn.probing import (
     saturated,
     verify_on_fresh_queries,
 )
-from verified_attn.recovery import Recovery
+from verified_attn.recovery import Recovery, split_counts
 
 __all__ = ["SingleHeadDesign", "decode_single_head", "learn_single_head", "query_bound"]
 
@@ -389,8 +389,7 @@ def learn_single_head(
             )
 
     by_phase = oracle.queries_since(before)
-    verification = by_phase.get("verify", 0)
-    learning = sum(n for k, n in by_phase.items() if k != "verify")
+    learning, verification = split_counts(by_phase)
     notes = []
     if by_phase.get("rescale"):
         notes.append(

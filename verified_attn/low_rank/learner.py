@@ -27,7 +27,7 @@ from verified_attn.low_rank.probes import Prober
 from verified_attn.low_rank.skeleton import skeleton_query_bound, skeleton_recover
 from verified_attn.oracle import Oracle
 from verified_attn.probing import candidate_model, finalize, public_params, verify_on_fresh_queries
-from verified_attn.recovery import Recovery
+from verified_attn.recovery import Recovery, split_counts
 
 __all__ = ["learn_low_rank", "parameter_count"]
 
@@ -136,8 +136,7 @@ def learn_low_rank(
                 oracle, arith, candidate, params, exact, verify, seed + 1
             )
     by_phase = oracle.queries_since(before)
-    verification = by_phase.get("verify", 0)
-    learning = sum(n for k, n in by_phase.items() if k != "verify")
+    learning, verification = split_counts(by_phase)
     notes = list(result.notes)
     r = result.rank
     notes.append(

@@ -35,7 +35,7 @@ from verified_attn.errors import InvalidArgument, ModelClassMismatch, NotIdentif
 from verified_attn.low_rank.probes import Prober
 from verified_attn.oracle import Oracle
 from verified_attn.probing import candidate_model, verify_on_fresh_queries
-from verified_attn.recovery import Recovery
+from verified_attn.recovery import Recovery, split_counts
 
 __all__ = ["DEFAULT_OVERSAMPLING", "learn_nuclear", "nuclear_norm_admm", "rop_probes"]
 
@@ -197,8 +197,7 @@ def learn_nuclear(
             "rank W is larger than assumed: increase measurements or use method='skeleton'"
         ) from exc
     by_phase = oracle.queries_since(before)
-    verification = by_phase.get("verify", 0)
-    learning = sum(n for k, n in by_phase.items() if k != "verify")
+    learning, verification = split_counts(by_phase)
     r = rank if rank is not None else int(np.linalg.matrix_rank(X, tol=1e-6 * np.abs(X).max()))
     return Recovery(
         theorem=THEOREM,

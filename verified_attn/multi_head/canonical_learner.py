@@ -71,7 +71,7 @@ from verified_attn.models import MultiHeadAttention, as_rational_sequence
 from verified_attn.multi_head.canonical import canonical_form
 from verified_attn.multi_head.symbolic import fresh_sequences
 from verified_attn.oracle import Oracle
-from verified_attn.recovery import Recovery
+from verified_attn.recovery import Recovery, split_counts
 
 __all__ = [
     "canonical_query_bound",
@@ -408,10 +408,8 @@ def learn_multi_head(
     candidate = MultiHeadAttention(canon, beta=beta)
     with oracle.phase("verify"):
         _verify(oracle, candidate, verify, seed)
-    after = oracle.queries_by_phase
-    by_phase = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
-    verification = by_phase.get("verify", 0)
-    learning = sum(n for k, n in by_phase.items() if k != "verify")
+    by_phase = oracle.queries_since(before)
+    learning, verification = split_counts(by_phase)
     form = canonical_form(candidate)
     per_head = "(d^2 + 2d)" if affine else "(d^2 + d)"
     params = H0 * (d * d + (2 * d if affine else d)) + (1 if affine else 0)
@@ -915,9 +913,8 @@ def _learn_float(
     candidate = MultiHeadAttention([tuple(x.tolist() for x in hd) for hd in heads], beta=beta)
     with oracle.phase("verify"):
         error = _verify_float(oracle, candidate, verify, seed)
-    after = oracle.queries_by_phase
-    by_phase = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
-    learning = sum(n for k, n in by_phase.items() if k != "verify")
+    by_phase = oracle.queries_since(before)
+    learning, verification = split_counts(by_phase)
     params: dict[str, Any] = {"heads": heads}
     if affine:
         params["beta"] = beta
@@ -929,7 +926,7 @@ def _learn_float(
         exact=False,
         verified=True,
         queries=learning,
-        verification_queries=by_phase.get("verify", 0),
+        verification_queries=verification,
         queries_by_phase=by_phase,
         bound=bound,
         parameter_count=H * (d * d + (2 * d if affine else d)) + (1 if affine else 0),

@@ -40,7 +40,7 @@ from verified_attn.exact_recovery import learn_single_head
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
 from verified_attn.multi_head.symbolic import fresh_sequences
 from verified_attn.oracle import Oracle
-from verified_attn.recovery import Recovery
+from verified_attn.recovery import Recovery, split_counts
 
 __all__ = ["learn_orthogonal_heads", "orthogonal_heads_model", "orthogonal_query_bound"]
 
@@ -208,8 +208,7 @@ def learn_orthogonal_heads(
     with oracle.phase("verify"):
         err = _verify(oracle, candidate, verify, seed)
     by_phase = oracle.queries_since(before)
-    verification = sum(n for k, n in by_phase.items() if k.endswith("verify"))
-    learning = sum(n for k, n in by_phase.items() if not k.endswith("verify"))
+    learning, verification = split_counts(by_phase)
     d = oracle.d
     notes.append(
         f"{learning} learning queries against sum_h (r_h^2 + r_h) = {bound}; "

@@ -49,7 +49,7 @@ from verified_attn.errors import (
 )
 from verified_attn.models import attention_output
 from verified_attn.oracle import Oracle
-from verified_attn.recovery import Recovery
+from verified_attn.recovery import Recovery, split_counts
 
 __all__ = ["label_query_bound", "learn_from_labels"]
 
@@ -185,8 +185,7 @@ def learn_from_labels(
         _verify_labels(oracle, W_int, v_int, verify, seed)
 
     by_phase = oracle.queries_since(before)
-    verification = by_phase.get("verify", 0)
-    learning = sum(n for k, n in by_phase.items() if k != "verify")
+    learning, verification = split_counts(by_phase)
     v_exact = None
     if max_denominator is not None:
         v_exact = [reconstruct_rational(lo, hi, max_denominator) for lo, hi in ratios]

@@ -49,7 +49,7 @@ from verified_attn.errors import (
 from verified_attn.models import SingleHeadAttention, attention_output
 from verified_attn.noisy import symbolic
 from verified_attn.oracle import Oracle
-from verified_attn.recovery import Recovery
+from verified_attn.recovery import Recovery, split_counts
 
 __all__ = [
     "DESIGNS",
@@ -229,8 +229,7 @@ def learn_noisy(
         ver_err = _verify(oracle, est, tau, verify, repeats, seed)
 
     by_phase = oracle.queries_since(before)
-    verification = by_phase.get("verify", 0)
-    learning = sum(n for k, n in by_phase.items() if k != "verify")
+    learning, verification = split_counts(by_phase)
     prior = symbolic.a_priori_bounds(
         float(tau), float(mu), float(wbar), d, probe_scale=float(b), design=design
     )

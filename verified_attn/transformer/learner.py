@@ -46,7 +46,7 @@ from verified_attn.errors import (
 from verified_attn.exact_recovery import learn_single_head
 from verified_attn.models import OneLayerTransformer
 from verified_attn.oracle import Oracle
-from verified_attn.recovery import Recovery
+from verified_attn.recovery import Recovery, split_counts
 from verified_attn.transformer.relu import ReluNetwork, Vec, learn_relu_ffn
 
 __all__ = [
@@ -242,7 +242,7 @@ def learn_transformer(
         _verify(oracle, model, _fresh_sequences(d, verify, seed))
 
     by_phase = oracle.queries_since(before)
-    ver = sum(n for k, n in by_phase.items() if k.endswith("verify"))
+    learning, ver = split_counts(by_phase)
     attention = sum(
         n for k, n in by_phase.items() if k.startswith("attention-") and "verify" not in k
     )
@@ -256,7 +256,7 @@ def learn_transformer(
         precision=arith.precision,
         exact=True,
         verified=True,
-        queries=sum(by_phase.values()) - ver,
+        queries=learning,
         verification_queries=ver,
         queries_by_phase=by_phase,
         attention_queries=attention,

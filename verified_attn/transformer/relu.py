@@ -62,6 +62,7 @@ from verified_attn.errors import (
 )
 from verified_attn.models import OneLayerTransformer, ReluFFN
 from verified_attn.oracle import Oracle
+from verified_attn.recovery import split_counts
 
 __all__ = ["ReluNetwork", "ReluRecovery", "canonical_network", "learn_relu_ffn"]
 
@@ -523,7 +524,7 @@ def learn_relu_ffn(
                 f"({'; '.join(reasons)})"
             )
     by_phase = oracle.queries_since(before)
-    ver = by_phase.get("ffn-verify", 0)
+    learning, ver = split_counts(by_phase)
     notes = [f"attempt {i + 1} failed: {r}" for i, r in enumerate(reasons)]
     return ReluRecovery(
         network=net,
@@ -531,7 +532,7 @@ def learn_relu_ffn(
         precision=arith.precision,
         exact=True,
         verified=True,
-        queries=sum(by_phase.values()) - ver,
+        queries=learning,
         verification_queries=ver,
         queries_by_phase=by_phase,
         reference_count=net.width * (d + 1),
