@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 
 from verified_attn import claims
 from verified_attn.arithmetic import ARITHMETICS, get_arithmetic
-from verified_attn.certificate import CertificateCheck, verify_certificate
+from verified_attn.certificates import CertificateCheck, verify_certificate
 from verified_attn.claims import check_claims
 from verified_attn.errors import (
     CertificateError,

@@ -188,6 +188,8 @@ class Arithmetic:
 
     name: str = ""
     precision: int | None = None
+    #: Float mode: the relative agreement answers are held to (None in the other modes).
+    rtol: float | None = None
 
     def context(self) -> contextlib.AbstractContextManager[None]:
         """Context inside which this arithmetic's numbers are combined."""
@@ -197,7 +199,7 @@ class Arithmetic:
         raise NotImplementedError
 
     def logit(self, y: Any) -> Any:
-        """log(y / (1 - y)); raises :class:`_OutsideUnitInterval` unless 0 < y < 1."""
+        """log(y / (1 - y)); raises :class:`OutsideUnitInterval` unless 0 < y < 1."""
         raise NotImplementedError
 
     def sign(self, x: Any) -> int | None:
@@ -224,7 +226,7 @@ class Arithmetic:
         return f"{type(self).__name__}({self.name!r}{prec})"
 
 
-class _OutsideUnitInterval(Exception):
+class OutsideUnitInterval(Exception):
     """Internal: a logit was asked of a number not certainly in (0, 1).
 
     ``undecided`` is True when certified arithmetic could not decide (needs precision),
@@ -266,7 +268,7 @@ class ExactArithmetic(Arithmetic):
         except TypeError:  # SymPy cannot decide: then y is no sigmoid of a rational either
             inside = True
         if not inside:
-            raise _OutsideUnitInterval(undecided=False)
+            raise OutsideUnitInterval(undecided=False)
         # Not e^(rational): y is not the sigmoid of a rational. Return the logit unsimplified
         # (callers test is_Rational); sympy.simplify here can run for minutes on the
         # answers of a model that is not a single head.
@@ -359,7 +361,7 @@ class CertifiedArithmetic(Arithmetic):
         if (y > 0) and (y < 1):
             return (y / (1 - y)).log()
         certainly_out = (y <= 0) or (y >= 1)
-        raise _OutsideUnitInterval(undecided=not certainly_out)
+        raise OutsideUnitInterval(undecided=not certainly_out)
 
     def sign(self, x: flint.arb) -> int | None:
         if x > 0:
@@ -413,7 +415,7 @@ class FloatArithmetic(Arithmetic):
     def logit(self, y: float) -> float:
         y = float(y)
         if not 0.0 < y < 1.0:
-            raise _OutsideUnitInterval(undecided=False)
+            raise OutsideUnitInterval(undecided=False)
         return math.log(y) - math.log1p(-y)
 
     def sign(self, x: float) -> int | None:

@@ -393,7 +393,7 @@ def _cmd_learn(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify_certificate(args: argparse.Namespace) -> int:
-    from verified_attn.certificate import verify_certificate
+    from verified_attn.certificates import verify_certificate
     from verified_attn.errors import CertificateError
 
     try:

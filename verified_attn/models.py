@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import flint
 import numpy as np
@@ -233,6 +233,39 @@ def _fmpq(q: Fraction) -> flint.fmpq:
 # ---------------------------------------------------------------------------------------
 
 
+@runtime_checkable
+class BlackBoxModel(Protocol):
+    """What :class:`~verified_attn.oracle.Oracle` calls on a model: a public protocol.
+
+    A class of your own with these three members can be wrapped as ``Oracle(model, ...)``
+    in every arithmetic (subclassing :class:`SequenceModel` provides ``evaluate`` too):
+
+    >>> import numpy as np, verified_attn as va
+    >>> class Mean:
+    ...     d = 2
+    ...     def evaluate_batch(self, Xs):                  # float64 (B, N, d) -> (B,)
+    ...         return np.asarray(Xs).mean(axis=1).sum(axis=1)
+    ...     def evaluate_rational(self, Xq, arith):        # exact flint (N, d) matrix
+    ...         n = Xq.nrows()
+    ...         total = sum((Xq[i, j] for i in range(n) for j in range(2)), 0) / n
+    ...         return arith.rational(va.arithmetic.to_fraction(total))
+    >>> isinstance(Mean(), va.models.BlackBoxModel)
+    True
+    >>> va.Oracle(Mean(), "exact").query([[1, 2], [3, 4]])
+    5
+    """
+
+    d: int
+
+    def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
+        """f on a float64 (B, N, d) batch, as a (B,) float64 array."""
+        ...
+
+    def evaluate_rational(self, Xq: flint.fmpq_mat, arith: Arithmetic) -> Any:
+        """f on one exact (N, d) sequence, as a number of ``arith``."""
+        ...
+
+
 class SequenceModel:
     """What every model here shares: f on one sequence, in float64 or any arithmetic.
 
@@ -258,6 +291,13 @@ class SequenceModel:
 
     def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
         raise NotImplementedError
+
+    def evaluate_rational(self, Xq: flint.fmpq_mat, arith: Arithmetic) -> Any:
+        """f(Xq) for an exact (N, d) flint matrix, in exact or certified arithmetic.
+
+        Part of the :class:`BlackBoxModel` protocol; call inside ``arith.context()``.
+        """
+        return self._evaluate_rational(Xq, arith)
 
     def _evaluate_rational(self, Xq: flint.fmpq_mat, arith: Arithmetic) -> Any:
         raise NotImplementedError

@@ -37,7 +37,7 @@ from verified_attn.errors import InvalidArgument, OracleError, QueryBudgetExceed
 from verified_attn.models import as_float_sequence, as_rational_sequence
 from verified_attn.serialize import dump_number, dump_rational, load_number, load_rational
 
-__all__ = ["Oracle", "TranscriptEntry"]
+__all__ = ["Oracle", "QueryCounts", "Run", "TranscriptEntry"]
 
 _FLOAT_CHUNK = 1 << 14  # sequences per vectorised batch: bounds memory at large d
 
@@ -60,6 +60,48 @@ class TranscriptEntry:
     @property
     def sequence(self) -> tuple[tuple[Fraction, ...], ...]:
         return _key(self.raw)
+
+
+@dataclass(frozen=True)
+class QueryCounts:
+    """What one learner call asked of an oracle, split by what each phase was declared.
+
+    ``learning + verification`` is every query made during the run; a phase counts as
+    verification because it was opened with ``oracle.phase(name, verification=True)``.
+    ``tokens_sent`` and ``max_length`` are those of this run only.
+    """
+
+    learning: int
+    verification: int
+    by_phase: dict[str, int]
+    verification_phases: tuple[str, ...]
+    tokens_sent: int
+    max_length: int
+
+
+class Run:
+    """The bookkeeping of one learner call on an oracle (see :meth:`Oracle.run`)."""
+
+    def __init__(self, oracle: Oracle) -> None:
+        self.oracle = oracle
+        self._before = oracle.queries_by_phase
+        self._tokens_before = oracle.tokens_sent
+        self._verification: set[str] = set()
+        self.max_length = 0
+
+    @property
+    def counts(self) -> QueryCounts:
+        """The counts so far (final once the ``with`` block has ended)."""
+        by_phase = self.oracle.queries_since(self._before)
+        verification = sum(n for k, n in by_phase.items() if k in self._verification)
+        return QueryCounts(
+            learning=sum(by_phase.values()) - verification,
+            verification=verification,
+            by_phase=by_phase,
+            verification_phases=tuple(k for k in by_phase if k in self._verification),
+            tokens_sent=self.oracle.tokens_sent - self._tokens_before,
+            max_length=self.max_length,
+        )
 
 
 def _key(X: Any) -> tuple[tuple[Fraction, ...], ...]:
@@ -92,7 +134,8 @@ class Oracle:
     ) -> None:
         if not hasattr(model, "evaluate_batch") or not hasattr(model, "d"):
             raise InvalidArgument(
-                f"model must be a verified_attn model (e.g. SingleHeadAttention), got "
+                f"model must be a verified_attn model (e.g. SingleHeadAttention) or follow "
+                f"the BlackBoxModel protocol (d, evaluate_batch, evaluate_rational), got "
                 f"{type(model).__name__}; wrap other black boxes with Oracle.from_callable"
             )
         if precision is not None and arithmetic != "certified":
@@ -160,6 +203,8 @@ class Oracle:
         self._recorded_numbers = 0
         self._counts: Counter[str] = Counter()
         self._phase = "other"
+        self._in_verification = False
+        self._runs: list[Run] = []
         self.tokens_sent = 0
         self.max_length = 0
         self._transcript: list[TranscriptEntry] = []
@@ -199,15 +244,60 @@ class Oracle:
         return list(self._transcript)
 
     @contextlib.contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        """Attribute the queries made inside the block to phase ``name``."""
+    def phase(self, name: str, *, verification: bool = False) -> Iterator[None]:
+        """Attribute the queries made inside the block to phase ``name``.
+
+        ``verification=True`` declares the phase a verification phase for every open
+        :meth:`run`: its queries are then counted as verification, not learning.
+        """
         if not isinstance(name, str) or not name:
             raise InvalidArgument(f"phase name must be a non-empty string, got {name!r}")
-        old, self._phase = self._phase, name
+        if verification:
+            for run in self._runs:
+                run._verification.add(name)
+        old = self._phase, self._in_verification
+        self._phase, self._in_verification = name, verification
         try:
             yield
         finally:
-            self._phase = old
+            self._phase, self._in_verification = old
+
+    @property
+    def phase_name(self) -> str:
+        """The phase queries are attributed to now (wrappers that forward queries use it)."""
+        return self._phase
+
+    @property
+    def in_verification(self) -> bool:
+        """Whether the current phase was declared a verification phase.
+
+        An oracle that forwards its queries to another (a restricted or antisymmetrised
+        view) opens its forwarding phase with ``verification=outer.in_verification``, so
+        the real oracle's runs count them the same way.
+        """
+        return self._in_verification
+
+    @contextlib.contextmanager
+    def run(self) -> Iterator[Run]:
+        """One learner call's bookkeeping: its counts, split by declared phase kind.
+
+        >>> import verified_attn as va
+        >>> o = va.Oracle(va.SingleHeadAttention([[1]], [1]), "exact")
+        >>> with o.run() as run:
+        ...     with o.phase("v"):
+        ...         _ = o.query([[1]])
+        ...     with o.phase("check", verification=True):
+        ...         _ = o.query_many([[[1], [2]], [[1]]])
+        >>> c = run.counts
+        >>> c.learning, c.verification, c.by_phase, c.tokens_sent, c.max_length
+        (1, 2, {'v': 1, 'check': 2}, 4, 2)
+        """
+        run = Run(self)
+        self._runs.append(run)
+        try:
+            yield run
+        finally:
+            self._runs.remove(run)
 
     def require_remaining(self, learning: int, verification: int, purpose: str) -> None:
         """Raise QueryBudgetExceeded now, before any query, unless the budget covers a run.
@@ -245,7 +335,10 @@ class Oracle:
         self._counts[self._phase] += n_queries
         self.tokens_sent += int(sum(lengths))
         if lengths:
-            self.max_length = max(self.max_length, int(max(lengths)))
+            longest = int(max(lengths))
+            self.max_length = max(self.max_length, longest)
+            for run in self._runs:
+                run.max_length = max(run.max_length, longest)
 
     # -- queries ---------------------------------------------------------------------
     def query(self, X: Any) -> Any:
@@ -339,8 +432,11 @@ class Oracle:
         if self.model is not None:
             if self.arithmetic.name == "float":
                 return _batched(converted, self.model.evaluate_batch)
+            evaluate = getattr(self.model, "evaluate_rational", None)
+            if evaluate is None:  # the package's internal views implement the private name
+                evaluate = self.model._evaluate_rational
             with self.arithmetic.context():
-                return [self.model._evaluate_rational(X, self.arithmetic) for X in converted]
+                return [evaluate(X, self.arithmetic) for X in converted]
         if self._batch_fn is not None:
             raw = _batched(converted, self._guarded_batch)
             return [_check_answer(r, X) for r, X in zip(raw, converted, strict=True)]

@@ -29,8 +29,9 @@ import flint
 import numpy as np
 import sympy
 
+from verified_attn._legacy import Recovery
 from verified_attn.checks import Claim, ClaimResult
-from verified_attn.recovery import Recovery, versions
+from verified_attn.recovery import versions
 from verified_attn.serialize import dump_number
 
 __all__ = [

@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from verified_attn._legacy import Recovery, split_counts, verify_on_fresh_queries
 from verified_attn.errors import InvalidArgument
 from verified_attn.low_rank.probes import Prober
 from verified_attn.low_rank.skeleton import skeleton_query_bound, skeleton_recover
 from verified_attn.oracle import Oracle
-from verified_attn.probing import candidate_model, finalize, public_params, verify_on_fresh_queries
-from verified_attn.recovery import Recovery, split_counts
+from verified_attn.probing import candidate_model, finalize, public_params
 
 __all__ = ["learn_low_rank", "parameter_count"]
 

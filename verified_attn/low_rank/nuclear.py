@@ -31,11 +31,11 @@ from typing import Any
 
 import numpy as np
 
+from verified_attn._legacy import Recovery, split_counts, verify_on_fresh_queries
 from verified_attn.errors import InvalidArgument, ModelClassMismatch, NotIdentifiable
 from verified_attn.low_rank.probes import Prober
 from verified_attn.oracle import Oracle
-from verified_attn.probing import candidate_model, verify_on_fresh_queries
-from verified_attn.recovery import Recovery, split_counts
+from verified_attn.probing import candidate_model
 
 __all__ = ["DEFAULT_OVERSAMPLING", "learn_nuclear", "nuclear_norm_admm", "rop_probes"]
 

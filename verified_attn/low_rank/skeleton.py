@@ -40,8 +40,9 @@ import numpy as np
 import sympy
 
 from verified_attn.arithmetic import Arithmetic
+from verified_attn.design import check_design as _check_design
+from verified_attn.design import default_design as _default_design
 from verified_attn.errors import ModelClassMismatch, NotIdentifiable, PrecisionExhausted
-from verified_attn.exact_recovery.learner import _check_design, _default_design
 from verified_attn.low_rank.probes import Prober, dot, rational_vector
 from verified_attn.probing import apply_exact, measured_array
 

@@ -60,6 +60,7 @@ import flint
 import numpy as np
 import sympy
 
+from verified_attn._legacy import Recovery, split_counts
 from verified_attn.arithmetic import arb_bounds, reconstruct_rational
 from verified_attn.errors import (
     InvalidArgument,
@@ -71,7 +72,6 @@ from verified_attn.models import MultiHeadAttention, as_rational_sequence
 from verified_attn.multi_head.canonical import canonical_form
 from verified_attn.multi_head.symbolic import fresh_sequences
 from verified_attn.oracle import Oracle
-from verified_attn.recovery import Recovery, split_counts
 
 __all__ = [
     "canonical_query_bound",

@@ -29,6 +29,7 @@ import flint
 import numpy as np
 import sympy
 
+from verified_attn._legacy import Recovery, split_counts
 from verified_attn.arithmetic import Arithmetic
 from verified_attn.errors import (
     InvalidArgument,
@@ -40,7 +41,6 @@ from verified_attn.exact_recovery import learn_single_head
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
 from verified_attn.multi_head.symbolic import fresh_sequences
 from verified_attn.oracle import Oracle
-from verified_attn.recovery import Recovery, split_counts
 
 __all__ = ["learn_orthogonal_heads", "orthogonal_heads_model", "orthogonal_query_bound"]
 

@@ -13,6 +13,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from verified_attn._legacy import Recovery
 from verified_attn.checks import Claim, ClaimResult
 from verified_attn.errors import NotIdentifiable
 from verified_attn.models import SingleHeadAttention
@@ -26,7 +27,6 @@ from verified_attn.noisy.learner import (
 )
 from verified_attn.oracle import Oracle
 from verified_attn.oracle_wrappers import LabelOracle, NoisyOracle, StochasticOracle
-from verified_attn.recovery import Recovery
 
 __all__ = ["CLAIMS", "adversarial_oracles", "random_instance", "worst_ratio"]
 

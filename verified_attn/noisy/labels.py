@@ -40,6 +40,7 @@ from typing import Any
 import flint
 import numpy as np
 
+from verified_attn._legacy import Recovery, split_counts
 from verified_attn.arithmetic import arb_bounds, reconstruct_rational, to_fraction
 from verified_attn.errors import (
     InvalidArgument,
@@ -49,7 +50,6 @@ from verified_attn.errors import (
 )
 from verified_attn.models import attention_output
 from verified_attn.oracle import Oracle
-from verified_attn.recovery import Recovery, split_counts
 
 __all__ = ["label_query_bound", "learn_from_labels"]
 

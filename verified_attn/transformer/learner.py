@@ -31,8 +31,9 @@ import flint
 import numpy as np
 import sympy
 
+from verified_attn._legacy import Recovery, split_counts
 from verified_attn.arithmetic import (
-    _OutsideUnitInterval,
+    OutsideUnitInterval,
     arb_bounds,
     exact_equal,
     reconstruct_rational,
@@ -46,7 +47,6 @@ from verified_attn.errors import (
 from verified_attn.exact_recovery import learn_single_head
 from verified_attn.models import OneLayerTransformer
 from verified_attn.oracle import Oracle
-from verified_attn.recovery import Recovery, split_counts
 from verified_attn.transformer.relu import ReluNetwork, Vec, learn_relu_ffn
 
 __all__ = [
@@ -424,7 +424,7 @@ def _direct_attention(
         alpha = (y - arith.rational(gb)) / arith.rational(t * gu)
         try:
             logit = arith.logit(alpha)
-        except _OutsideUnitInterval as exc:
+        except OutsideUnitInterval as exc:
             if exc.undecided:
                 raise PrecisionExhausted(
                     f"at {arith.precision} bits alpha_1 = {alpha} cannot be shown inside (0, 1)"

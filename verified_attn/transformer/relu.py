@@ -54,6 +54,7 @@ import flint
 import numpy as np
 import sympy
 
+from verified_attn._legacy import split_counts
 from verified_attn.arithmetic import arb_bounds, reconstruct_rational, simplest_rational_between
 from verified_attn.errors import (
     InvalidArgument,
@@ -62,7 +63,6 @@ from verified_attn.errors import (
 )
 from verified_attn.models import OneLayerTransformer, ReluFFN
 from verified_attn.oracle import Oracle
-from verified_attn.recovery import split_counts
 
 __all__ = ["ReluNetwork", "ReluRecovery", "canonical_network", "learn_relu_ffn"]
 

@@ -1,0 +1,193 @@
+"""The single-head probe design every room uses: which queries Theorem 4.1's learner asks.
+
+>>> from fractions import Fraction
+>>> from verified_attn.arithmetic import get_arithmetic
+>>> from verified_attn.design import default_design
+>>> arith = get_arithmetic("exact")
+>>> design = default_design(arith, [Fraction(1), Fraction(0), Fraction(8)], 3, affine=False)
+>>> design.U          # u_k = e_k, or e_k + e_p (p = argmax |v_i|) where |v_k| < |v_p| / 4
+[[Fraction(1, 1), Fraction(0, 1), Fraction(0, 1)], [Fraction(0, 1), Fraction(1, 1), Fraction(0, 1)], [Fraction(1, 1), Fraction(1, 1), Fraction(1, 1)]]
+>>> design.w_query(0, 1).tolist()     # [e_j + t u_k; e_j] for j = 0, k = 1, t = 1
+[[1.0, 1.0, 1.0], [1.0, 0.0, 0.0]]
+
+Length-1 queries [e_i] measure v. For a rational invertible design U = [u_1..u_d] with
+every u_k^T v != 0, the length-2 probe [e_j + t u_k; e_j] has softmax weight
+``alpha_1 = sigmoid(t u_k^T W e_j)`` and answer ``f = v_j + alpha_1 t u_k^T v``, so each
+answer gives one entry of U^T W. The affine model adds [0] (beta) and [t u_k; 0] (c).
+Every query is an exact dyadic rational where the design allows (so float64 arrays carry
+the exact queries). The theory is in the documentation's theory page (docs/theory.md).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import flint
+import numpy as np
+
+from verified_attn.arithmetic import Arithmetic, to_fraction
+from verified_attn.errors import InvalidArgument, NotIdentifiable, PrecisionExhausted
+
+__all__ = [
+    "SingleHeadDesign",
+    "check_design",
+    "default_design",
+    "exact_array",
+    "is_power_of_two",
+    "unit_query",
+    "user_design",
+    "uv",
+]
+
+
+@dataclass
+class SingleHeadDesign:
+    """The exact rational design: columns ``U[:, k] = u_k`` and probe scales.
+
+    ``scales[k][j]`` is the t of the query [e_j + t u_k; e_j]; ``c_scales[k]`` that of
+    [t u_k; 0] (affine only). All are exact rationals.
+    """
+
+    d: int
+    affine: bool
+    U: list[list[Fraction]]  # U[i][k]: row i, column k
+    scales: list[list[Fraction]]
+    c_scales: list[Fraction] | None = None
+
+    @functools.cached_property
+    def U_float(self) -> np.ndarray:
+        """U in float64 (exact: the default design has entries 0 and 1)."""
+        return np.array([[float(q) for q in row] for row in self.U], dtype=np.float64)
+
+    @property
+    def U_flint(self) -> flint.fmpq_mat:
+        d = self.d
+        return flint.fmpq_mat(
+            d, d, [flint.fmpq(q.numerator, q.denominator) for row in self.U for q in row]
+        )
+
+    def column(self, k: int) -> list[Fraction]:
+        return [self.U[i][k] for i in range(self.d)]
+
+    def w_query(self, j: int, k: int) -> np.ndarray:
+        """[e_j + t u_k; e_j] as an exact (dyadic) float array, or an object array."""
+        return self._pair(k, self.scales[k][j], j)
+
+    def w_queries(self, k: int) -> np.ndarray | list[np.ndarray]:
+        """All d probes for design column k, j = 0..d-1 (one (d, 2, d) array if dyadic)."""
+        if not self._dyadic(k):
+            return [self.w_query(j, k) for j in range(self.d)]
+        u = np.array([float(q) for q in self.column(k)])
+        t = np.array([float(q) for q in self.scales[k]])
+        eye = np.eye(self.d)
+        return np.stack([t[:, None] * u[None, :] + eye, eye], axis=1)
+
+    def c_query(self, k: int) -> np.ndarray:
+        assert self.c_scales is not None
+        return self._pair(k, self.c_scales[k], None)
+
+    def _dyadic(self, k: int) -> bool:
+        # Small-integer u_k and power-of-two scales: every probe entry is an exact float64,
+        # so float arrays carry the exact rational queries (checked, not assumed).
+        return all(q.denominator == 1 and -(2**20) < q < 2**20 for q in self.column(k)) and all(
+            is_power_of_two(t) for t in self.scales[k]
+        )
+
+    def _pair(self, k: int, t: Fraction, j: int | None) -> np.ndarray:
+        top = [t * u for u in self.column(k)]
+        bottom = [Fraction(0)] * self.d
+        if j is not None:
+            top[j] += 1
+            bottom[j] = Fraction(1)
+        return exact_array([top, bottom])
+
+
+def is_power_of_two(t: Fraction) -> bool:
+    n, m = t.numerator, t.denominator
+    return n > 0 and (n & (n - 1)) == 0 and (m & (m - 1)) == 0 and n < 2**20 and m < 2**900
+
+
+def exact_array(rows: list[list[Fraction]]) -> np.ndarray:
+    """A float64 array when every entry is exactly a float (dyadic), else Fractions."""
+    flat = [q for row in rows for q in row]
+    if all(Fraction(float(q)) == q for q in flat):
+        return np.array([[float(q) for q in row] for row in rows], dtype=np.float64)
+    return np.array(rows, dtype=object)
+
+
+def unit_query(d: int, i: int | None) -> np.ndarray:
+    """The length-1 query [e_i] (or [0] for i = None) as a (1, d) float array."""
+    x = np.zeros((1, d))
+    if i is not None:
+        x[0, i] = 1.0
+    return x
+
+
+
+def uv(arith: Arithmetic, design: SingleHeadDesign, v: Any) -> np.ndarray:
+    """u_k^T v for every k, from the exact U and the measured v."""
+    d = design.d
+    if arith.name == "float":
+        return design.U_float.T @ np.asarray(v, dtype=np.float64)
+    out = np.empty(d, dtype=object)
+    for k in range(d):
+        col = design.column(k)
+        acc: Any = arith.rational(Fraction(0))
+        for i in range(d):
+            if col[i]:
+                acc = acc + arith.rational(col[i]) * v[i]
+        out[k] = acc
+    return out
+
+
+
+def default_design(arith: Arithmetic, v: Any, d: int, affine: bool) -> SingleHeadDesign:
+    """u_k = e_k where |v_k| >= |v_p| / 4, else e_k + e_p, with p = argmax |v_i|.
+
+    Then |u_k^T v| >= |v_p| * 3/4 or >= |v_p| / 4 for every k, and U = I + e_p s^T is
+    invertible with det 1. Zero coordinates of v are handled by the mixing.
+    """
+    mags = [arith.magnitude(x) for x in v]
+    p = int(np.argmax(mags))
+    U = [[Fraction(int(i == k)) for k in range(d)] for i in range(d)]
+    for k in range(d):
+        if k != p and 4 * mags[k] < mags[p]:
+            U[p][k] = Fraction(1)
+    ones = [[Fraction(1)] * d for _ in range(d)]
+    return SingleHeadDesign(d, affine, U, ones, [Fraction(1)] * d if affine else None)
+
+
+def user_design(design: Any, d: int, affine: bool) -> SingleHeadDesign:
+    """A user's invertible rational d x d matrix U as a design (unit probe scales)."""
+    try:
+        arr = np.asarray(design, dtype=object)
+    except (ValueError, TypeError) as exc:
+        raise InvalidArgument(f"design must be a d x d rational matrix, got {design!r}") from exc
+    if arr.shape != (d, d):
+        raise InvalidArgument(f"design must have shape ({d}, {d}); got shape {arr.shape}")
+    U = [[to_fraction(x, name="entry of design") for x in row] for row in arr.tolist()]
+    flat = flint.fmpq_mat(d, d, [flint.fmpq(q.numerator, q.denominator) for r in U for q in r])
+    if flat.rank() < d:
+        raise InvalidArgument(f"design must be invertible; it has rank {flat.rank()} < d = {d}")
+    ones = [[Fraction(1)] * d for _ in range(d)]
+    return SingleHeadDesign(d, affine, U, ones, [Fraction(1)] * d if affine else None)
+
+
+def check_design(arith: Arithmetic, design: SingleHeadDesign, v: np.ndarray) -> None:
+    """NotIdentifiable if some u_k^T v = 0; PrecisionExhausted if that is undecided."""
+    products = uv(arith, design, v)
+    for k in range(design.d):
+        s = arith.sign(products[k])
+        if s is None:
+            raise PrecisionExhausted(
+                f"cannot decide whether u_{k}^T v = {products[k]} is zero at this precision"
+            )
+        if s == 0:
+            raise NotIdentifiable(
+                f"the design has u_{k}^T v = 0 (column {k}): the probe [b + u_{k}; b] then "
+                "returns b^T v whatever W is, so row k of U^T W is not identifiable from it; "
+                "choose a design with every u_k^T v != 0"
+            )

@@ -1,0 +1,245 @@
+"""Fresh queries and the one agreement rule every learner and certificate checker uses.
+
+>>> import verified_attn as va
+>>> from verified_attn.verification import fresh_sequences, verify_model
+>>> [X.shape[0] for X in fresh_sequences(3, 8, seed=0)]
+[1, 2, 3, 4, 6, 8, 12, 16]
+>>> model = va.SingleHeadAttention([[1, 0], [0, 2]], [1, -1])
+>>> oracle = va.Oracle(model, "exact")
+>>> with oracle.run() as run:
+...     record = verify_model(oracle, model, count=8, seed=0)
+>>> record.count, record.lengths, run.counts.verification
+(8, (1, 2, 3, 4, 6, 8, 12, 16), 8)
+>>> verify_model(oracle, va.SingleHeadAttention([[1, 0], [0, 3]], [1, -1]), count=8, seed=0)
+Traceback (most recent call last):
+...
+verified_attn.errors.ModelClassMismatch: the oracle is not the recovered model: on the fresh sequence of length 2 ...
+
+The rule, per arithmetic (:func:`agree`):
+
+- ``exact``: the answer equals the prediction (``==``);
+- ``certified``: the answer's ball and the prediction's ball overlap (each contains its
+  true value, so disjoint balls prove a difference);
+- ``float``: ``|answer - prediction| <= rtol * max(|answer - beta|, floor)
+  + BIAS_ULPS * eps * |beta|``: the gap relative to the answer itself, beta being the
+  result's output bias (0 if none; it is common to both sides and would otherwise swallow
+  the head's part of the answer) and ``floor = FLOOR * median |answer - beta|`` over the
+  verification set (so answers near 0 are compared at the scale of the others); the last
+  term is the rounding a float64 answer carries on a large bias. ``rtol`` is the oracle's
+  declared answer precision (``Oracle.from_callable(..., rtol=)``, 1e-6 by default).
+
+Fresh sequences have the lengths :data:`DEFAULT_LENGTHS` in turn (configurable; every
+learner records which it used) and entries in {+-1/2, +-1}; the first entry of the last
+token is +-1/2, so none equals a learning query of the probe designs (whose last token is
+0 or a basis vector).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from verified_attn.arithmetic import Arithmetic
+from verified_attn.errors import ModelClassMismatch
+from verified_attn.validation import check_lengths, check_seed, check_verify
+
+__all__ = [
+    "BIAS_ULPS",
+    "DEFAULT_LENGTHS",
+    "DEFAULT_VERIFY",
+    "FLOOR",
+    "Verification",
+    "agree",
+    "float_floor",
+    "fresh_sequences",
+    "verify_model",
+]
+
+#: Fresh verification sequences per learner call, by default.
+DEFAULT_VERIFY = 8
+#: Their lengths, in turn: short ones see the probes' regime, long ones what only long
+#: sequences show (a sliding window, position dependence).
+DEFAULT_LENGTHS: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16)
+#: The float rule's floor, as a fraction of the median answer size of the verification set.
+FLOOR = 1e-3
+#: Rounding allowed on the bias part of a float64 answer, in ulps of |beta|.
+BIAS_ULPS = 1024
+
+_ENTRIES = np.array([-1.0, -0.5, 0.5, 1.0])
+_LAST = np.array([-0.5, 0.5])
+
+Predictor = Callable[[np.ndarray], Any]
+
+
+def fresh_sequences(
+    d: int, count: int, seed: int, lengths: Sequence[int] = DEFAULT_LENGTHS
+) -> list[np.ndarray]:
+    """``count`` seeded random sequences, the i-th of length ``lengths[i % len(lengths)]``.
+
+    Entries are exact dyadic floats (so the same sequences are exact rationals).
+    """
+    count = check_verify(count)
+    lengths = check_lengths(lengths)
+    rng = np.random.default_rng(check_seed(seed))
+    out = []
+    for i in range(count):
+        n = lengths[i % len(lengths)]
+        X = rng.choice(_ENTRIES, size=(n, d))
+        X[-1, 0] = rng.choice(_LAST)
+        out.append(X)
+    return out
+
+
+def float_floor(answers: Sequence[float], bias: float = 0.0) -> float:
+    """The float rule's floor for a verification set: FLOOR * median |answer - bias|."""
+    if not len(answers):
+        return 0.0
+    sizes = np.abs(np.asarray(answers, dtype=np.float64) - float(bias))
+    return float(FLOOR * np.median(sizes))
+
+
+def agree(
+    arith: Arithmetic,
+    observed: Any,
+    expected: Any,
+    *,
+    bias: float = 0.0,
+    floor: float = 0.0,
+) -> tuple[bool, float]:
+    """Whether an answer agrees with a prediction under the rule, and the relative gap.
+
+    The gap is 0 in exact and certified mode (agreement there is yes or no).
+
+    >>> from verified_attn.arithmetic import get_arithmetic
+    >>> agree(get_arithmetic("float"), 1.0, 1.0 + 1e-7)
+    (True, 1.0000...e-07)
+    >>> agree(get_arithmetic("float"), 1.0, 1.0 + 1e-5)[0]
+    False
+    """
+    if arith.name != "float":
+        return bool(arith.agree(observed, expected)), 0.0
+    a, b, beta = float(observed), float(expected), float(bias)
+    rtol = float(getattr(arith, "rtol", 1e-6))
+    size = max(abs(a - beta), floor, 1e-300)
+    rounding = BIAS_ULPS * float(np.finfo(np.float64).eps) * abs(beta)
+    gap = abs(a - b)
+    return gap <= rtol * size + rounding, gap / size
+
+
+@dataclass
+class Verification:
+    """What a result was verified on: which fresh sequences, under which rule.
+
+    ``max_gap`` is the largest relative gap (float mode; None otherwise). ``sequences``
+    and ``answers`` are the fresh queries and what the oracle said (kept for certificates).
+    """
+
+    count: int
+    seed: int
+    lengths: tuple[int, ...]
+    arithmetic: str
+    rtol: float | None
+    max_gap: float | None
+    sequences: list[np.ndarray] = field(default_factory=list, repr=False)
+    answers: list[Any] = field(default_factory=list, repr=False)
+
+    @property
+    def lengths_used(self) -> tuple[int, ...]:
+        """The distinct lengths actually sent (fewer than ``lengths`` if count is small)."""
+        return tuple(sorted({int(X.shape[0]) for X in self.sequences}))
+
+    def describe(self) -> str:
+        """One line for summaries."""
+        if self.count == 0:
+            return "not verified (verify=0)"
+        rule = (
+            f"relative gap <= rtol {self.rtol:g}"
+            if self.arithmetic == "float"
+            else {"exact": "==", "certified": "balls overlap"}[self.arithmetic]
+        )
+        text = (
+            f"{self.count} fresh sequences (seed {self.seed}, lengths "
+            f"{', '.join(map(str, self.lengths_used))}), {rule}"
+        )
+        if self.max_gap is not None:
+            text += f"; max relative gap {self.max_gap:.3e}"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready record (answers excluded: certificates store them exactly)."""
+        return {
+            "count": self.count,
+            "seed": self.seed,
+            "lengths": list(self.lengths),
+            "lengths_used": list(self.lengths_used),
+            "arithmetic": self.arithmetic,
+            "rtol": self.rtol,
+            "max_gap": self.max_gap,
+        }
+
+
+def verify_model(
+    oracle: Any,
+    model: Any,
+    *,
+    count: int = DEFAULT_VERIFY,
+    seed: int = 0,
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
+    bias: Any = 0.0,
+    phase: str = "verify",
+    what: str = "the recovered model",
+) -> Verification:
+    """Ask ``count`` fresh sequences in a verification phase and check every answer.
+
+    ``model`` is one of our model objects (evaluated in the oracle's arithmetic) or a
+    callable ``X -> prediction`` in that arithmetic (e.g. ball-valued parameters).
+    ``bias`` is the result's output bias (float rule only). Raises
+    :class:`~verified_attn.errors.ModelClassMismatch` naming the first fresh sequence that
+    disagrees, with both values.
+    """
+    arith = oracle.arithmetic
+    lengths = check_lengths(lengths)
+    sequences = fresh_sequences(oracle.d, count, seed, lengths)
+    with oracle.phase(phase, verification=True):
+        answers = oracle.query_many(sequences) if sequences else []
+    predict = _predictor(model, arith)
+    beta = float(bias) if arith.name == "float" else 0.0
+    floor = float_floor(answers, beta) if arith.name == "float" else 0.0
+    worst = 0.0
+    with arith.context():
+        for X, observed in zip(sequences, answers, strict=True):
+            expected = predict(X)
+            ok, gap = agree(arith, observed, expected, bias=beta, floor=floor)
+            if not ok:
+                raise ModelClassMismatch(
+                    f"the oracle is not {what}: on the fresh sequence of length {X.shape[0]} "
+                    f"{X.tolist()} it answered {observed}, {what} gives {expected}"
+                    + (f" (relative gap {gap:.3e} > rtol {arith.rtol:g})" if gap else ""),
+                    query=X,
+                    observed=observed,
+                    expected=expected,
+                )
+            worst = max(worst, gap)
+    return Verification(
+        count=len(sequences),
+        seed=seed,
+        lengths=lengths,
+        arithmetic=arith.name,
+        rtol=float(arith.rtol) if arith.name == "float" else None,
+        max_gap=worst if arith.name == "float" and sequences else None,
+        sequences=sequences,
+        answers=list(answers),
+    )
+
+
+def _predictor(model: Any, arith: Arithmetic) -> Predictor:
+    if callable(model) and not hasattr(model, "evaluate_batch"):
+        return model
+    if arith.name == "float":
+        return lambda X: float(model.evaluate_batch(np.asarray(X, dtype=np.float64)[None])[0])
+    from verified_attn.models import as_rational_sequence
+
+    return lambda X: model.evaluate_rational(as_rational_sequence(X, model.d), arith)
