@@ -25,7 +25,7 @@ from verified_attn.errors import (
     QueryBudgetExceeded,
 )
 from verified_attn.exact_recovery import query_bound
-from verified_attn.probing import verification_queries
+from verified_attn.verification import fresh_sequences as verification_queries
 
 # ---------------------------------------------------------------------------------------
 # Instances.
@@ -215,8 +215,12 @@ def test_golden_counts_d5(arithmetic: str) -> None:
     assert rec.bound == 30 and rec.parameter_count == 30
     assert rec.verification_queries == 8
     assert rec.queries_by_phase == {"v": 5, "W": 25, "verify": 8}
-    # 5 length-1 + 25 length-2 learning tokens; verification lengths cycle 1, 2, 3, 4.
-    assert rec.tokens_sent == 5 * 1 + 25 * 2 + (1 + 2 + 3 + 4) * 2 == 75
+    # 5 length-1 + 25 length-2 learning tokens; the 8 verification sequences have the
+    # lengths 1, 2, 3, 4, 6, 8, 12, 16 (verification.DEFAULT_LENGTHS).
+    assert rec.tokens_sent == 5 * 1 + 25 * 2 + (1 + 2 + 3 + 4 + 6 + 8 + 12 + 16) == 107
+    assert rec.verification is not None and rec.verification.lengths_used == (
+        1, 2, 3, 4, 6, 8, 12, 16
+    )
     assert rec.max_length == 4
     assert rec.rounds == 2
     assert oracle.queries == 38
@@ -652,5 +656,5 @@ def test_precision_restored_after_an_error_mid_run() -> None:
 
 def test_recovered_model_round_trip() -> None:
     rec = va.learn_single_head(va.Oracle(D5_AFFINE, "certified"))
-    again = rec.model()
+    again = rec.model
     assert again.W == D5_AFFINE.W and again.c == D5_AFFINE.c and again.beta == D5_AFFINE.beta
