@@ -226,6 +226,44 @@ def _run_noisy(args: argparse.Namespace) -> LearnOutcome:
     return LearnOutcome(out["recovery"], out["within_bound"], out["lines"])
 
 
+def _multi_head_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--heads", type=_int_at_least(1), required=True, help="number of heads H")
+    p.add_argument(
+        "--find-heads",
+        action="store_true",
+        help="tell the learner only an upper bound H (max_heads=H): it finds the number",
+    )
+    p.add_argument("--verify", type=_nonneg_int, default=8, help="fresh verification queries")
+
+
+def _run_multi_head(args: argparse.Namespace) -> LearnOutcome:
+    from verified_attn.multi_head import canonical_form, learn_multi_head
+    from verified_attn.multi_head.counterexamples import random_multi_head
+    from verified_attn.oracle import Oracle
+
+    if args.find_heads and args.arithmetic == "float":
+        raise _UsageError("--find-heads needs --arithmetic exact or certified")
+    model = random_multi_head(args.d, args.heads, args.seed)
+    oracle = Oracle(model, args.arithmetic, precision=args.precision)
+    count = {"max_heads": args.heads} if args.find_heads else {"heads": args.heads}
+    rec = learn_multi_head(oracle, seed=args.seed, verify=args.verify, **count)
+    truth = canonical_form(model).heads
+    if rec.exact:
+        same = rec.parameters["heads"] == truth
+        return LearnOutcome(
+            rec, same, [f"equals the canonical form exactly (==): {'yes' if same else 'NO'}"]
+        )
+    got = rec.to_numpy()["heads"]
+    worst = max(
+        float(np.max(np.abs(np.ravel(g) - np.array(w.tolist(), dtype=np.float64).ravel())))
+        for gh, wh in zip(got, truth, strict=True)
+        for g, w in zip(gh, wh, strict=True)
+    )
+    return LearnOutcome(
+        rec, None, [f"float64, not exact: max |recovered - canonical truth| = {worst:.3e}"]
+    )
+
+
 LEARN_KINDS: dict[str, LearnKind] = {
     "single-head": LearnKind(
         "single-head",
@@ -239,9 +277,15 @@ LEARN_KINDS: dict[str, LearnKind] = {
         _low_rank_arguments,
         _run_low_rank,
     ),
+    "multi-head": LearnKind(
+        "multi-head",
+        "Prop 7.1 follow-up: the canonical form of H heads, d + 2H(d^2 + d - 1) queries",
+        _multi_head_arguments,
+        _run_multi_head,
+    ),
     "transformer": LearnKind(
         "transformer",
-        "THEORY §6: one-layer Transformer (2(d^2 + d) or d^2 attention queries + exact FFN)",
+        "one-layer Transformer: 2(d^2 + d) or d^2 attention queries + the exact FFN learner",
         _transformer_arguments,
         _run_transformer,
     ),
@@ -370,7 +414,7 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 
 
 def _cmd_learn(args: argparse.Namespace) -> int:
-    from verified_attn.report import recovery_json, recovery_text
+    from verified_attn.recovery_report import recovery_json, recovery_text
 
     if args.kind is None:
         raise _UsageError("learn needs a model kind: " + ", ".join(LEARN_KINDS))

@@ -345,8 +345,22 @@ class Oracle:
         """f(X) in this oracle's arithmetic; X is an (N, d) array of rationals."""
         return self.query_many([X])[0]
 
-    def query_many(self, Xs: Sequence[Any]) -> list[Any]:
-        """Answers to several non-adaptive queries (one round; vectorised in float mode)."""
+    @property
+    def can_raise_precision(self) -> bool:
+        """Whether :meth:`query_many` can answer at a higher precision than the oracle's
+        (certified arithmetic over one of our models; not a callable or a replay)."""
+        return (
+            self.arithmetic.name == "certified"
+            and self.model is not None
+            and not isinstance(self.model, _Replay)
+        )
+
+    def query_many(self, Xs: Sequence[Any], *, precision: int | None = None) -> list[Any]:
+        """Answers to several non-adaptive queries (one round; vectorised in float mode).
+
+        ``precision`` (certified arithmetic, where :attr:`can_raise_precision`): answer
+        these queries with balls computed at that many bits instead of the oracle's own.
+        """
         if (
             isinstance(Xs, np.ndarray)
             and Xs.ndim == 3
@@ -368,11 +382,22 @@ class Oracle:
             )
         if not seqs:
             return []
+        if precision is not None:
+            precision = _positive_int(precision, "precision")
+            if not self.can_raise_precision:
+                raise InvalidArgument(
+                    "precision= needs a certified oracle over one of our models; this one "
+                    f"answers in {self.arithmetic.name} arithmetic from "
+                    + ("a black box" if self.model is None else type(self.model).__name__)
+                )
         converted = [self._convert(X) for X in seqs]  # validate all before spending budget
         self._reserve(len(converted))
         lengths = [_length(X) for X in converted]
         self._account(len(converted), lengths)
-        answers = self._answer(converted)
+        # Wrappers override _answer(converted) and never raise precision.
+        answers = (
+            self._answer(converted) if precision is None else self._answer(converted, precision)
+        )
         self._record(converted, answers, lengths)
         return answers
 
@@ -428,15 +453,16 @@ class Oracle:
             return as_float_sequence(X, self.d)
         return as_rational_sequence(X, self.d)
 
-    def _answer(self, converted: list[Any]) -> list[Any]:
+    def _answer(self, converted: list[Any], precision: int | None = None) -> list[Any]:
         if self.model is not None:
             if self.arithmetic.name == "float":
                 return _batched(converted, self.model.evaluate_batch)
             evaluate = getattr(self.model, "evaluate_rational", None)
             if evaluate is None:  # the package's internal views implement the private name
                 evaluate = self.model._evaluate_rational
-            with self.arithmetic.context():
-                return [evaluate(X, self.arithmetic) for X in converted]
+            arith = self.arithmetic if precision is None else get_arithmetic("certified", precision)
+            with arith.context():
+                return [evaluate(X, arith) for X in converted]
         if self._batch_fn is not None:
             raw = _batched(converted, self._guarded_batch)
             return [_check_answer(r, X) for r, X in zip(raw, converted, strict=True)]

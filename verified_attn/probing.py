@@ -34,6 +34,7 @@ from verified_attn.errors import (
     PrecisionExhausted,
 )
 from verified_attn.models import SingleHeadAttention, attention_output
+from verified_attn.oracle import Oracle
 
 RESCALE_FACTOR = Fraction(1, 16)
 MAX_RESCALES = 12  # t down to 16^-12 = 2^-48: beyond that the probe is lost in rounding
@@ -56,7 +57,7 @@ def logits(arith: Arithmetic, y: np.ndarray) -> tuple[np.ndarray, list[tuple[int
         with np.errstate(divide="ignore", invalid="ignore"):
             out = np.log(y) - np.log1p(-y)
         bad = ~((y > 0) & (y < 1))
-        return out, [tuple(ix) for ix in np.argwhere(bad)]
+        return out, [tuple(int(i) for i in ix) for ix in np.argwhere(bad)]
     out = np.empty(y.shape, dtype=object)
     bad = []
     for ix in np.ndindex(y.shape):
@@ -107,7 +108,7 @@ def saturated(
         sat = np.minimum(y, 1 - y) < FLOAT_SATURATION
         # Far outside (0, 1) is not saturation but a wrong model class: leave it to decode.
         sat &= (y > -0.5) & (y < 1.5)
-        return [tuple(ix) for ix in np.argwhere(sat)]
+        return [tuple(int(i) for i in ix) for ix in np.argwhere(sat)]
     assert arith.precision is not None
     out = []
     for ix in np.ndindex(Y.shape):
@@ -218,6 +219,73 @@ def ball_predictor(params: dict[str, Any]) -> Any:
         return attention_output(rows, W, v, c, beta, exp=lambda s: s.exp())
 
     return predict
+
+
+#: Certified verification of a reconstructed rational result asks and predicts at this
+#: multiple of the learning precision, where the oracle allows it.
+VERIFY_PRECISION_FACTOR = 4
+
+
+def verify_reconstruction(
+    oracle: Oracle,
+    params: dict[str, Any],
+    balls: dict[str, Any] | None,
+    exact: bool,
+    affine: bool,
+    *,
+    count: int,
+    seed: int,
+    lengths: Any,
+    what: str = "the recovered single head",
+) -> tuple[Any, bool, dict[str, Any], str | None]:
+    """Verify a single-head result; a refuted rational reconstruction falls back to balls.
+
+    Returns ``(verification or None, exact, params, note)``. In certified mode an exact
+    (reconstructed) candidate is checked at :data:`VERIFY_PRECISION_FACTOR` times the
+    learning precision where the oracle allows it: a truth within 2^-(k p) of the candidate
+    is the only thing that can still slip through. If the candidate is refuted there, the
+    result is the certified balls (``exact=False``), verified at the oracle's precision;
+    ``note`` says so. If those disagree too, the oracle is not a single head and
+    :class:`~verified_attn.errors.ModelClassMismatch` propagates.
+    """
+    from verified_attn.verification import verify_model
+
+    if not count:
+        return None, exact, params, None
+    arith = oracle.arithmetic
+    bias = params.get("beta", 0.0) if arith.name == "float" else 0.0
+    if arith.name == "certified" and exact and balls is not None:
+        assert arith.precision is not None
+        high = arith.precision * VERIFY_PRECISION_FACTOR
+        try:
+            checked = verify_model(
+                oracle,
+                candidate_model(params, True, affine),
+                count=count,
+                seed=seed,
+                lengths=lengths,
+                precision=high,
+                what=what,
+            )
+            return checked, True, params, None
+        except ModelClassMismatch as exc:
+            length = np.shape(exc.query)[0] if exc.query is not None else "?"
+            note = (
+                "the rationals reconstructed from the balls were refuted on a fresh sequence "
+                f"of length {length} asked at "
+                f"{high if oracle.can_raise_precision else arith.precision} bits; the result "
+                "is the certified balls, not exact"
+            )
+        checked = verify_model(
+            oracle, ball_predictor(balls), count=count, seed=seed, lengths=lengths, what=what
+        )
+        return checked, False, balls, note
+    candidate = candidate_model(params, exact, affine)
+    model = candidate if candidate is not None else ball_predictor(params)
+    checked = verify_model(
+        oracle, model, count=count, seed=seed, lengths=lengths, bias=bias, what=what
+    )
+    return checked, exact, params, None
 
 
 def reconstruction_assumptions(

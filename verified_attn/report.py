@@ -1,4 +1,4 @@
-"""Text, JSON and Markdown renderings of claim results and recoveries.
+"""Text, JSON and Markdown renderings of claim results (recoveries: recovery_report.py).
 
 >>> from verified_attn.checks import ClaimResult
 >>> r = ClaimResult("thm-4.1/query-count", "Thm 4.1", "d^2 + d queries suffice.", True,
@@ -29,8 +29,8 @@ import flint
 import numpy as np
 import sympy
 
-from verified_attn._legacy import Recovery
 from verified_attn.checks import Claim, ClaimResult
+from verified_attn.errors import InvalidArgument
 from verified_attn.recovery import versions
 from verified_attn.serialize import dump_number
 
@@ -42,8 +42,6 @@ __all__ = [
     "claims_table",
     "format_number",
     "jsonable",
-    "recovery_json",
-    "recovery_text",
 ]
 
 STATEMENT_WIDTH = 60
@@ -190,7 +188,7 @@ def jsonable(x: Any) -> Any:
         return bool(x)
     try:
         return dump_number(x)
-    except TypeError:
+    except InvalidArgument:  # not a number of ours: its text
         return str(x)
 
 
@@ -209,113 +207,3 @@ def format_number(x: Any) -> str:
     if isinstance(x, float | np.floating):
         return repr(float(x))
     return str(x)
-
-
-def _entries(val: Any) -> tuple[list[list[str]], bool]:
-    """Parameter entries as rows of strings, and whether it is a vector/scalar (one row)."""
-    if isinstance(val, sympy.MatrixBase):
-        rows = val.tolist()
-        if val.shape[1] == 1:
-            return [[format_number(x) for x in val]], True
-        return [[format_number(x) for x in row] for row in rows], False
-    arr = np.asarray(val, dtype=object)
-    if arr.ndim == 0:
-        return [[format_number(arr.item())]], True
-    if arr.ndim == 1:
-        return [[format_number(x) for x in arr]], True
-    return [[format_number(x) for x in row] for row in arr.tolist()], False
-
-
-def _format_parameter(name: str, val: Any) -> list[str]:
-    rows, flat = _entries(val)
-    if name == "W" and flat:  # a 1 x 1 matrix is still a matrix
-        flat = False
-    if flat and len(rows[0]) == 1 and name == "beta":
-        return [f"  {name} = {rows[0][0]}"]
-    if flat:
-        return [f"  {name} = [" + ", ".join(rows[0]) + "]"]
-    widths = [max(len(row[j]) for row in rows) for j in range(len(rows[0]))]
-    out = [f"  {name} ="]
-    for row in rows:
-        out.append(
-            "    [ " + "  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) + " ]"
-        )
-    return out
-
-
-# ---------------------------------------------------------------------------------------
-# Recoveries.
-# ---------------------------------------------------------------------------------------
-
-_MEANING = {
-    "exact": "exact rationals, equal (==) to the truth",
-    "certified-exact": "exact rationals reconstructed from certified balls, then verified",
-    "certified": "certified balls, each containing the true value",
-    "float": "float64 approximations",
-}
-
-
-def recovery_text(rec: Recovery) -> str:
-    """A recovery for people: counts against the bound by phase, exactness, parameters,
-    verification outcome and notes."""
-    phases = ", ".join(f"{k} {n}" for k, n in rec.queries_by_phase.items())
-    arith = rec.arithmetic + (f" at {rec.precision} bits" if rec.precision else "")
-    if rec.arithmetic == "certified":
-        kind = "certified-exact" if rec.exact else "certified"
-    else:
-        kind = rec.arithmetic
-    verdict = "PASSED" if rec.verified else "NOT VERIFIED"
-    if rec.queries == rec.bound:
-        versus = "= the bound"
-    elif rec.queries < rec.bound:
-        versus = f"{rec.bound - rec.queries} below the bound"
-    else:
-        versus = f"the bound + {rec.queries - rec.bound} extra, see the phases"
-    lines = [
-        f"{rec.theorem}: recovered {', '.join(rec.parameters)} ({rec.parameter_count} numbers)",
-        f"queries: {rec.queries} learning (bound {rec.bound}; {versus}), "
-        f"{rec.verification_queries} verification",
-        f"  by phase: {phases}",
-        f"  tokens sent {rec.tokens_sent}, longest query {rec.max_length}, rounds {rec.rounds}",
-        f"arithmetic: {arith}; parameters are {_MEANING[kind]}",
-        f"verification on {rec.verification_queries} fresh queries: {verdict}"
-        + (
-            f" (max relative discrepancy {rec.verification_error:.3e})"
-            if rec.verification_error is not None
-            else ""
-        ),
-        "parameters:",
-    ]
-    for name, val in rec.parameters.items():
-        lines.extend(_format_parameter(name, val))
-    lines.extend(f"note: {n}" for n in rec.notes)
-    return "\n".join(lines)
-
-
-def recovery_json(rec: Recovery) -> dict[str, Any]:
-    """A JSON-ready dict of the recovery (parameters written losslessly) with versions."""
-    fields = {
-        k: getattr(rec, k)
-        for k in (
-            "theorem",
-            "arithmetic",
-            "precision",
-            "exact",
-            "verified",
-            "queries",
-            "verification_queries",
-            "queries_by_phase",
-            "bound",
-            "parameter_count",
-            "seed",
-            "tokens_sent",
-            "max_length",
-            "rounds",
-            "verification_error",
-            "notes",
-        )
-    }
-    fields["parameters"] = {k: jsonable(v) for k, v in rec.parameters.items()}
-    fields["versions"] = versions()
-    fields["date"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    return fields

@@ -140,6 +140,7 @@ class Verification:
     count: int
     seed: int
     lengths: tuple[int, ...]
+    precision: int | None
     arithmetic: str
     rtol: float | None
     max_gap: float | None
@@ -164,6 +165,8 @@ class Verification:
             f"{self.count} fresh sequences (seed {self.seed}, lengths "
             f"{', '.join(map(str, self.lengths_used))}), {rule}"
         )
+        if self.precision is not None:
+            text += f", asked and predicted at {self.precision} bits"
         if self.max_gap is not None:
             text += f"; max relative gap {self.max_gap:.3e}"
         return text
@@ -175,6 +178,7 @@ class Verification:
             "seed": self.seed,
             "lengths": list(self.lengths),
             "lengths_used": list(self.lengths_used),
+            "precision": self.precision,
             "arithmetic": self.arithmetic,
             "rtol": self.rtol,
             "max_gap": self.max_gap,
@@ -189,6 +193,7 @@ def verify_model(
     seed: int = 0,
     lengths: Sequence[int] = DEFAULT_LENGTHS,
     bias: Any = 0.0,
+    precision: int | None = None,
     phase: str = "verify",
     what: str = "the recovered model",
 ) -> Verification:
@@ -196,15 +201,25 @@ def verify_model(
 
     ``model`` is one of our model objects (evaluated in the oracle's arithmetic) or a
     callable ``X -> prediction`` in that arithmetic (e.g. ball-valued parameters).
-    ``bias`` is the result's output bias (float rule only). Raises
+    ``bias`` is the result's output bias (float rule only). ``precision`` (certified
+    oracles that :attr:`~verified_attn.oracle.Oracle.can_raise_precision`): ask and predict
+    at that many bits, so that a candidate within the learning precision of the truth but
+    not equal to it is told apart (only a truth within about 2^-precision of the candidate
+    can then still agree). Raises
     :class:`~verified_attn.errors.ModelClassMismatch` naming the first fresh sequence that
     disagrees, with both values.
     """
     arith = oracle.arithmetic
     lengths = check_lengths(lengths)
     sequences = fresh_sequences(oracle.d, count, seed, lengths)
+    if precision is not None and not oracle.can_raise_precision:
+        precision = None  # a black box answers at its own precision
+    if precision is not None:
+        from verified_attn.arithmetic import get_arithmetic
+
+        arith = get_arithmetic("certified", precision)
     with oracle.phase(phase, verification=True):
-        answers = oracle.query_many(sequences) if sequences else []
+        answers = oracle.query_many(sequences, precision=precision) if sequences else []
     predict = _predictor(model, arith)
     beta = float(bias) if arith.name == "float" else 0.0
     floor = float_floor(answers, beta) if arith.name == "float" else 0.0
@@ -227,6 +242,7 @@ def verify_model(
         count=len(sequences),
         seed=seed,
         lengths=lengths,
+        precision=precision,
         arithmetic=arith.name,
         rtol=float(arith.rtol) if arith.name == "float" else None,
         max_gap=worst if arith.name == "float" and sequences else None,

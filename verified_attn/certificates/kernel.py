@@ -312,6 +312,12 @@ def check_verification(
     if count * max(lengths) * header.d > MAX_ENTRIES:
         raise CertificateError("verification asks for more sequence entries than a checker reads")
     arith = header.arith
+    precision = get(ver, "precision")
+    if precision is not None:
+        if arith.name != "certified":
+            raise CertificateError("verification.precision is set outside certified arithmetic")
+        precision = as_int(precision, "verification.precision", low=32, high=MAX_PRECISION)
+        arith = get_arithmetic("certified", precision)
     stated = get(data, "queries.verification")
     if count != (stated if expected_queries is None else expected_queries):
         raise CertificateError(

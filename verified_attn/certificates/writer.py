@@ -42,12 +42,20 @@ def certificate_base(
     """
     ver: dict[str, Any]
     if verification is None:
-        ver = {"count": 0, "seed": seed, "lengths": [1], "bias": None, "answers": []}
+        ver = {
+            "count": 0,
+            "seed": seed,
+            "lengths": [1],
+            "precision": None,
+            "bias": None,
+            "answers": [],
+        }
     else:
         ver = {
             "count": verification.count,
             "seed": verification.seed,
             "lengths": list(verification.lengths),
+            "precision": verification.precision,
             "bias": None if bias is None else dump_number(bias),
             "answers": [dump_number(a) for a in verification.answers],
         }

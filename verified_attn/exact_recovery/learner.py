@@ -46,8 +46,6 @@ from verified_attn.probing import (
     MAX_RESCALES,
     RESCALE_FACTOR,
     apply_exact,
-    ball_predictor,
-    candidate_model,
     finalize,
     learned_single_head,
     logits,
@@ -57,6 +55,7 @@ from verified_attn.probing import (
     reconstruction_assumptions,
     require_nonzero_v,
     saturated,
+    verify_reconstruction,
 )
 from verified_attn.recovery import SingleHeadRecovery, enclosures_from_balls
 from verified_attn.validation import (
@@ -67,12 +66,7 @@ from verified_attn.validation import (
     check_seed,
     check_verify,
 )
-from verified_attn.verification import (
-    DEFAULT_LENGTHS,
-    DEFAULT_VERIFY,
-    Verification,
-    verify_model,
-)
+from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY, Verification
 
 __all__ = ["decode_single_head", "learn_single_head", "query_bound"]
 
@@ -214,7 +208,9 @@ def learn_single_head(
     arith = oracle.arithmetic
     d = oracle.d
     bound = query_bound(d, affine=affine)
-    oracle.require_remaining(bound, verify, f"learn_single_head at d = {d}")
+    # Certified: a refuted rational reconstruction is verified again as balls.
+    extra = verify if arith.name == "certified" else 0
+    oracle.require_remaining(bound, verify + extra, f"learn_single_head at d = {d}")
 
     with oracle.run() as run, arith.context():
         answers: dict[str, Any] = {}
@@ -239,23 +235,12 @@ def learn_single_head(
             _rescale_saturated(oracle, arith, the_design, answers)
         params = decode_single_head(arith, the_design, answers)
         exact, enclosures, params = finalize(arith, params, denominator_bound)
-        candidate = candidate_model(params, exact, affine)
-        checked = (
-            verify_model(
-                oracle,
-                candidate if candidate is not None else ball_predictor(params),
-                count=verify,
-                seed=seed,
-                lengths=lengths,
-                bias=params.get("beta", 0.0) if arith.name == "float" else 0.0,
-                what="the recovered single head",
-            )
-            if verify
-            else None
+        checked, exact, params, refuted = verify_reconstruction(
+            oracle, params, enclosures, exact, affine, count=verify, seed=seed, lengths=lengths
         )
 
     counts = run.counts
-    notes = []
+    notes = [refuted] if refuted else []
     if counts.by_phase.get("rescale"):
         notes.append(
             f"{counts.by_phase['rescale']} probes saturated the softmax and were re-asked at a "
