@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 from verified_attn.checks import Claim, ClaimResult
 from verified_attn.errors import InvalidArgument
+from verified_attn.validation import check_seed
 
 __all__ = ["ROOM_MODULES", "all_claims", "check_claims", "get_claim"]
 
@@ -57,11 +58,18 @@ def check_claims(ids: Iterable[str] | None = None, *, seed: int = 0) -> list[Cla
     An id may be a prefix ending in ``/`` or a theorem name (``thm-4.1``) to select a room.
     A claim whose check raises is reported as failed, with the exception in ``detail``.
     """
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise InvalidArgument(f"seed must be an int, got {seed!r}")
+    seed = check_seed(seed)
     claims = all_claims()
     if ids is not None:
-        ids = list(ids)
+        if isinstance(ids, str):
+            ids = [ids]  # one id, not its characters
+        try:
+            ids = list(ids)
+        except TypeError:
+            raise InvalidArgument(f"ids must be claim ids (strings), got {ids!r}") from None
+        bad = [i for i in ids if not isinstance(i, str)]
+        if bad:
+            raise InvalidArgument(f"ids must be claim ids (strings), got {bad[0]!r}")
         chosen = []
         for want in ids:
             match = [c for c in claims if c.id == want or c.id.startswith(want.rstrip("/") + "/")]

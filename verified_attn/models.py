@@ -48,7 +48,7 @@ def attention_output(
     *,
     exp: Callable[[Any], Any] = sympy.exp,
 ) -> Any:
-    """The single-head attention regressor, THEORY §2, as one formula.
+    """The single-head attention regressor (the documentation's theory page), as one formula.
 
     ``s_i = x_i^T (W x_N + c)``, ``alpha = softmax(s)``, ``f = sum_i alpha_i x_i^T v + beta``.
     Works over any number system: pass SymPy symbols to derive identities.
@@ -60,6 +60,17 @@ def attention_output(
     """
     d = len(v)
     n = len(rows)
+    if n == 0:
+        raise InvalidArgument("attention_output needs at least one token (rows is empty)")
+    if any(len(row) != d for row in rows):
+        widths = sorted({len(row) for row in rows})
+        raise InvalidArgument(
+            f"every token must have d = len(v) = {d} entries; got widths {widths}"
+        )
+    if len(W) != d or any(len(row) != d for row in W):
+        raise InvalidArgument(f"W must be d x d with d = len(v) = {d}")
+    if c is not None and len(c) != d:
+        raise InvalidArgument(f"c must have d = len(v) = {d} entries, got {len(c)}")
     query = rows[-1]
     shift = [sum(W[i][k] * query[k] for k in range(d)) for i in range(d)]
     if c is not None:
@@ -69,6 +80,42 @@ def attention_output(
     weights = [exp(s) for s in scores]
     total = sum(weights)
     return sum(weights[t] * values[t] for t in range(n)) / total + beta
+
+
+def _softmax_weights(Xs: np.ndarray, W: np.ndarray, c: np.ndarray | None) -> np.ndarray:
+    """Unnormalised softmax weights exp(s_i - max s) of s_i = x_i^T (W x_N + c), (B, N).
+
+    The scores are quadratic in the entries and overflow float64 at entries near 1e154
+    although the weights are fine: then they are recomputed in extended precision
+    (``np.longdouble``, range 1e4932 on x86-64), so large inputs give finite answers.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        shift = Xs[:, -1, :] @ W.T + (0.0 if c is None else c)  # (B, d): W x_N + c
+        scores = np.einsum("bnd,bd->bn", Xs, shift)
+        if not np.all(np.isfinite(scores)):
+            X_long = Xs.astype(np.longdouble)
+            shift_long = X_long[:, -1, :] @ W.T.astype(np.longdouble)
+            if c is not None:
+                shift_long = shift_long + c.astype(np.longdouble)
+            scores = np.einsum("bnd,bd->bn", X_long, shift_long)
+        scores = scores - scores.max(axis=1, keepdims=True)
+        return np.exp(scores).astype(np.float64)
+
+
+def _finite(out: np.ndarray) -> np.ndarray:
+    """Float answers, or PrecisionExhausted where float64 overflowed (never NaN or inf).
+
+    The scores x_i^T W x_N are quadratic in the entries: at entries near 1e160 they exceed
+    float64's range although f itself is finite; exact or certified arithmetic computes it.
+    """
+    if not np.all(np.isfinite(out)):
+        from verified_attn.errors import PrecisionExhausted
+
+        raise PrecisionExhausted(
+            "float64 evaluation overflowed on this input (scores or values beyond 1e308); "
+            "evaluate it in exact or certified arithmetic instead"
+        )
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -447,12 +494,9 @@ class SingleHeadAttention(SequenceModel):
             raise InvalidArgument(f"Xs must have shape (B, N>=1, d={self.d}); got {Xs.shape}")
         if not np.all(np.isfinite(Xs)):
             raise InvalidArgument("Xs has a non-finite entry (NaN or inf)")
-        shift = Xs[:, -1, :] @ self._W_float.T + self._c_float  # (B, d): W x_N + c
-        scores = np.einsum("bnd,bd->bn", Xs, shift)
-        scores -= scores.max(axis=1, keepdims=True)
-        weights = np.exp(scores)
+        weights = _softmax_weights(Xs, self._W_float, self._c_float)
         values = Xs @ self._v_float
-        return (weights * values).sum(axis=1) / weights.sum(axis=1) + self._beta_float
+        return _finite((weights * values).sum(axis=1) / weights.sum(axis=1) + self._beta_float)
 
     def __repr__(self) -> str:
         kind = "affine, " if self.affine else ""
@@ -584,7 +628,7 @@ class MultiHeadAttention(SequenceModel):
         out = self.head_models[0].evaluate_batch(Xs)
         for m in self.head_models[1:]:
             out = out + m.evaluate_batch(Xs)
-        return out + float(self._own_beta)
+        return _finite(out + float(self._own_beta))
 
     def __repr__(self) -> str:
         kind = "affine, " if self.affine else ""
@@ -710,7 +754,7 @@ class ReluFFN(SequenceModel):
         """g(x_N) for a batch (B, N, d) -> (B,), float64."""
         Xs = _float_batch(Xs, self.d)
         z = Xs[:, -1, :] @ self._A_float
-        return np.maximum(z, 0.0) @ self._w_float
+        return _finite(np.maximum(z, 0.0) @ self._w_float)
 
     def __repr__(self) -> str:
         return f"ReluFFN(d={self.d}, m={self.m})"
@@ -830,13 +874,10 @@ class OneLayerTransformer(SequenceModel):
     def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
         """T on a batch (B, N, d) -> (B,), float64."""
         Xs = _float_batch(Xs, self.d)
-        shift = Xs[:, -1, :] @ self._W_float.T
-        scores = np.einsum("bnd,bd->bn", Xs, shift)
-        scores -= scores.max(axis=1, keepdims=True)
-        alpha = np.exp(scores)
+        alpha = _softmax_weights(Xs, self._W_float, None)
         alpha /= alpha.sum(axis=1, keepdims=True)
         pooled = np.einsum("bn,bnd->bd", alpha, Xs)  # X^T alpha
-        return np.maximum(pooled @ self._VA_float, 0.0) @ self._w_float
+        return _finite(np.maximum(pooled @ self._VA_float, 0.0) @ self._w_float)
 
     def __repr__(self) -> str:
         return f"OneLayerTransformer(d={self.d}, e={self.e}, m={self.m})"

@@ -33,7 +33,12 @@ import flint
 import numpy as np
 
 from verified_attn.arithmetic import Arithmetic, FloatArithmetic, get_arithmetic
-from verified_attn.errors import InvalidArgument, OracleError, QueryBudgetExceeded
+from verified_attn.errors import (
+    CertificateError,
+    InvalidArgument,
+    OracleError,
+    QueryBudgetExceeded,
+)
 from verified_attn.models import as_float_sequence, as_rational_sequence
 from verified_attn.serialize import dump_number, dump_rational, load_number, load_rational
 
@@ -520,18 +525,39 @@ class Oracle:
 
     @classmethod
     def replay(cls, path: str | Path, *, budget: int | None = None) -> Oracle:
-        """An oracle that answers from a saved transcript; unknown queries raise OracleError."""
-        data = json.loads(Path(path).read_text())
-        arith = get_arithmetic(data["arithmetic"], data.get("precision"))
-        table: dict[tuple[tuple[Fraction, ...], ...], Any] = {}
-        with arith.context():
-            for e in data["entries"]:
-                key = tuple(tuple(load_rational(q) for q in row) for row in e["sequence"])
-                table[key] = load_number(e["answer"])
+        """An oracle that answers from a saved transcript; unknown queries raise OracleError.
+
+        A missing, truncated or malformed file raises
+        :class:`~verified_attn.errors.InvalidArgument` naming the problem.
+        """
+        if not isinstance(path, str | Path):
+            raise InvalidArgument(f"path must be a str or Path, got {type(path).__name__}")
+        try:
+            data = json.loads(Path(path).read_text())
+        except OSError as exc:
+            raise InvalidArgument(f"cannot read transcript {str(path)!r}: {exc.strerror}") from exc
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            raise InvalidArgument(f"transcript {str(path)!r} is not valid JSON: {exc}") from exc
+        try:
+            if data.get("format") != "verified-attn-transcript/1":
+                raise InvalidArgument(f"{str(path)!r} is not a verified-attn transcript")
+            arith = get_arithmetic(data["arithmetic"], data.get("precision"))
+            d = _positive_int(data["d"], "d")
+            table: dict[tuple[tuple[Fraction, ...], ...], Any] = {}
+            with arith.context():
+                for e in data["entries"]:
+                    key = tuple(tuple(load_rational(q) for q in row) for row in e["sequence"])
+                    if any(len(row) != d for row in key) or not key:
+                        raise InvalidArgument(f"a transcript entry is not an (N, {d}) sequence")
+                    table[key] = load_number(e["answer"])
+        except (KeyError, TypeError, AttributeError, CertificateError) as exc:
+            raise InvalidArgument(
+                f"transcript {str(path)!r} is malformed: {type(exc).__name__} {exc}"
+            ) from exc
         self = cls.__new__(cls)
-        self.model = _Replay(table, int(data["d"]))
+        self.model = _Replay(table, d)
         self.arithmetic = arith
-        self.d = int(data["d"])
+        self.d = d
         self._fn = None
         self._batch_fn = None
         self.model_class = data.get("model_class")

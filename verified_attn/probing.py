@@ -244,11 +244,11 @@ def verify_reconstruction(
     (reconstructed) candidate is checked at :data:`VERIFY_PRECISION_FACTOR` times the
     learning precision where the oracle allows it: a truth within 2^-(k p) of the candidate
     is the only thing that can still slip through. If the candidate is refuted there, the
-    result is the certified balls (``exact=False``), verified at the oracle's precision;
-    ``note`` says so. If those disagree too, the oracle is not a single head and
+    result is the certified balls (``exact=False``), checked against the same answers (no
+    further queries); ``note`` says so. If those disagree too, the oracle is not a single head and
     :class:`~verified_attn.errors.ModelClassMismatch` propagates.
     """
-    from verified_attn.verification import verify_model
+    from verified_attn.verification import ask_fresh, check_record, verify_model
 
     if not count:
         return None, exact, params, None
@@ -257,29 +257,23 @@ def verify_reconstruction(
     if arith.name == "certified" and exact and balls is not None:
         assert arith.precision is not None
         high = arith.precision * VERIFY_PRECISION_FACTOR
+        record = ask_fresh(oracle, count=count, seed=seed, lengths=lengths, precision=high)
         try:
-            checked = verify_model(
-                oracle,
-                candidate_model(params, True, affine),
-                count=count,
-                seed=seed,
-                lengths=lengths,
-                precision=high,
-                what=what,
+            return (
+                check_record(record, candidate_model(params, True, affine), what=what),
+                True,
+                params,
+                None,
             )
-            return checked, True, params, None
         except ModelClassMismatch as exc:
             length = np.shape(exc.query)[0] if exc.query is not None else "?"
             note = (
                 "the rationals reconstructed from the balls were refuted on a fresh sequence "
-                f"of length {length} asked at "
-                f"{high if oracle.can_raise_precision else arith.precision} bits; the result "
-                "is the certified balls, not exact"
+                f"of length {length} asked at {record.precision or arith.precision} bits; "
+                "the result is the certified balls, not exact"
             )
-        checked = verify_model(
-            oracle, ball_predictor(balls), count=count, seed=seed, lengths=lengths, what=what
-        )
-        return checked, False, balls, note
+        # The same answers (balls that contain the truth) checked against the balls.
+        return check_record(record, ball_predictor(balls), what=what), False, balls, note
     candidate = candidate_model(params, exact, affine)
     model = candidate if candidate is not None else ball_predictor(params)
     checked = verify_model(

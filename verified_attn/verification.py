@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from verified_attn.arithmetic import Arithmetic
-from verified_attn.errors import ModelClassMismatch
+from verified_attn.errors import InvalidArgument, ModelClassMismatch
 from verified_attn.validation import check_lengths, check_seed, check_verify
 
 __all__ = [
@@ -53,6 +53,8 @@ __all__ = [
     "FLOOR",
     "Verification",
     "agree",
+    "ask_fresh",
+    "check_record",
     "float_floor",
     "fresh_sequences",
     "verify_model",
@@ -146,6 +148,8 @@ class Verification:
     max_gap: float | None
     sequences: list[np.ndarray] = field(default_factory=list, repr=False)
     answers: list[Any] = field(default_factory=list, repr=False)
+    #: The arithmetic the answers were given in (the oracle's, or at the raised precision).
+    working: Arithmetic | None = field(default=None, repr=False, compare=False)
 
     @property
     def lengths_used(self) -> tuple[int, ...]:
@@ -207,25 +211,67 @@ def verify_model(
     not equal to it is told apart (only a truth within about 2^-precision of the candidate
     can then still agree). Raises
     :class:`~verified_attn.errors.ModelClassMismatch` naming the first fresh sequence that
-    disagrees, with both values.
+    disagrees, with both values. Equivalent to :func:`ask_fresh` then :func:`check_record`.
     """
-    arith = oracle.arithmetic
+    record = ask_fresh(
+        oracle, count=count, seed=seed, lengths=lengths, precision=precision, phase=phase
+    )
+    return check_record(record, model, bias=bias, what=what)
+
+
+def ask_fresh(
+    oracle: Any,
+    *,
+    count: int = DEFAULT_VERIFY,
+    seed: int = 0,
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
+    precision: int | None = None,
+    phase: str = "verify",
+) -> Verification:
+    """Ask the fresh sequences (a declared verification phase); check nothing yet."""
     lengths = check_lengths(lengths)
     sequences = fresh_sequences(oracle.d, count, seed, lengths)
     if precision is not None and not oracle.can_raise_precision:
         precision = None  # a black box answers at its own precision
+    with oracle.phase(phase, verification=True):
+        answers = oracle.query_many(sequences, precision=precision) if sequences else []
+    arith = oracle.arithmetic
     if precision is not None:
         from verified_attn.arithmetic import get_arithmetic
 
-        arith = get_arithmetic("certified", precision)
-    with oracle.phase(phase, verification=True):
-        answers = oracle.query_many(sequences, precision=precision) if sequences else []
+        working = get_arithmetic("certified", precision)
+    else:
+        working = arith
+    return Verification(
+        working=working,
+        count=len(sequences),
+        seed=seed,
+        lengths=lengths,
+        precision=precision,
+        arithmetic=arith.name,
+        rtol=float(arith.rtol) if arith.name == "float" else None,
+        max_gap=None,
+        sequences=sequences,
+        answers=list(answers),
+    )
+
+
+def check_record(
+    record: Verification, model: Any, *, bias: Any = 0.0, what: str = "the recovered model"
+) -> Verification:
+    """Check a record's answers against ``model`` with the one rule; the record, completed.
+
+    Predictions are computed in the record's arithmetic (at its raised precision, if any).
+    """
+    if record.working is None:
+        raise InvalidArgument("check_record needs a record made by ask_fresh")
+    arith = record.working
     predict = _predictor(model, arith)
     beta = float(bias) if arith.name == "float" else 0.0
-    floor = float_floor(answers, beta) if arith.name == "float" else 0.0
+    floor = float_floor(record.answers, beta) if arith.name == "float" else 0.0
     worst = 0.0
     with arith.context():
-        for X, observed in zip(sequences, answers, strict=True):
+        for X, observed in zip(record.sequences, record.answers, strict=True):
             expected = predict(X)
             ok, gap = agree(arith, observed, expected, bias=beta, floor=floor)
             if not ok:
@@ -238,17 +284,9 @@ def verify_model(
                     expected=expected,
                 )
             worst = max(worst, gap)
-    return Verification(
-        count=len(sequences),
-        seed=seed,
-        lengths=lengths,
-        precision=precision,
-        arithmetic=arith.name,
-        rtol=float(arith.rtol) if arith.name == "float" else None,
-        max_gap=worst if arith.name == "float" and sequences else None,
-        sequences=sequences,
-        answers=list(answers),
-    )
+    if arith.name == "float" and record.sequences:
+        record.max_gap = worst
+    return record
 
 
 def _predictor(model: Any, arith: Arithmetic) -> Predictor:

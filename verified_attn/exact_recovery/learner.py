@@ -208,9 +208,7 @@ def learn_single_head(
     arith = oracle.arithmetic
     d = oracle.d
     bound = query_bound(d, affine=affine)
-    # Certified: a refuted rational reconstruction is verified again as balls.
-    extra = verify if arith.name == "certified" else 0
-    oracle.require_remaining(bound, verify + extra, f"learn_single_head at d = {d}")
+    oracle.require_remaining(bound, verify, f"learn_single_head at d = {d}")
 
     with oracle.run() as run, arith.context():
         answers: dict[str, Any] = {}
