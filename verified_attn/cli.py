@@ -76,7 +76,9 @@ def random_single_head(d: int, *, seed: int, affine: bool = False) -> Any:
     (3, True, True)
     """
     from verified_attn.models import SingleHeadAttention
+    from verified_attn.validation import number_bytes, require_memory
 
+    require_memory(2 * d * d * number_bytes("exact"), f"a random head at d = {d}")
     rng = np.random.default_rng(seed)
     W = [
         [Fraction(int(rng.integers(-9, 10)), int(rng.integers(1, 9))) for _ in range(d)]

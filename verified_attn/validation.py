@@ -41,6 +41,8 @@ __all__ = [
     "check_seed",
     "check_verify",
     "is_int",
+    "number_bytes",
+    "require_memory",
 ]
 
 #: The longest verification sequence a learner accepts (a longer one is a typo, not a test).
@@ -158,3 +160,50 @@ def check_oracle(oracle: Any, name: str = "oracle") -> Any:
             f"{name} must be a verified_attn.Oracle, got {type(oracle).__name__}{hint}"
         )
     return oracle
+
+
+def number_bytes(arithmetic: str, precision: int | None = None) -> int:
+    """A working estimate of one number's memory in an arithmetic (with its overhead).
+
+    >>> number_bytes("float"), number_bytes("certified", 256) > number_bytes("float")
+    (8, True)
+    """
+    if arithmetic == "float":
+        return 8
+    if arithmetic == "certified":
+        return 64 + (precision or 256) // 8  # an arb: object, midpoint limbs, radius
+    return 200  # a SymPy Rational or expression
+
+
+def physical_memory() -> int:
+    """Bytes of physical memory on this machine (a large default where unknown)."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 1 << 40
+
+
+def _bytes_text(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if n < 1024 or unit == "EiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} EiB"  # pragma: no cover
+
+
+def require_memory(needed: float, what: str) -> None:
+    """Refuse up front (InvalidArgument) what would need more memory than the machine has.
+
+    >>> require_memory(4 * 10**12 * 8, "learn_single_head at d = 10^6")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: learn_single_head at d = 10^6 would need about 29.1 TiB of memory; this machine has ...
+    """
+    available = physical_memory()
+    if needed > available:
+        raise InvalidArgument(
+            f"{what} would need about {_bytes_text(needed)} of memory; this machine has "
+            f"{_bytes_text(available)}"
+        )

@@ -65,6 +65,8 @@ from verified_attn.validation import (
     check_oracle,
     check_seed,
     check_verify,
+    number_bytes,
+    require_memory,
 )
 from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY, Verification
 
@@ -208,6 +210,10 @@ def learn_single_head(
     arith = oracle.arithmetic
     d = oracle.d
     bound = query_bound(d, affine=affine)
+    # W, its answers and the logits: a few d x d arrays of the oracle's numbers.
+    require_memory(
+        4 * d * d * number_bytes(arith.name, arith.precision), f"learn_single_head at d = {d}"
+    )
     oracle.require_remaining(bound, verify, f"learn_single_head at d = {d}")
 
     with oracle.run() as run, arith.context():
@@ -221,7 +227,9 @@ def learn_single_head(
         v = measured_array(arith, [a - beta0 for a in answers["v"]])
         require_nonzero_v(arith, v)
         the_design = (
-            default_design(arith, v, d, affine) if design is None else user_design(design, d, affine)
+            default_design(arith, v, d, affine)
+            if design is None
+            else user_design(design, d, affine)
         )
         check_design(arith, the_design, v)
 
