@@ -12,6 +12,7 @@ Each room declares its claims in ``<room>/claims.py`` as a module-level ``CLAIMS
 from __future__ import annotations
 
 import importlib
+import sys
 import time
 from collections.abc import Iterable
 
@@ -52,11 +53,15 @@ def get_claim(claim_id: str) -> Claim:
     raise InvalidArgument(f"unknown claim id {claim_id!r}; known ids: {known}")
 
 
-def check_claims(ids: Iterable[str] | None = None, *, seed: int = 0) -> list[ClaimResult]:
+def check_claims(
+    ids: Iterable[str] | None = None, *, seed: int = 0, progress: bool = False
+) -> list[ClaimResult]:
     """Run the claims (all, or those with the given ids or id prefixes) and return results.
 
     An id may be a prefix ending in ``/`` or a theorem name (``thm-4.1``) to select a room.
     A claim whose check raises is reported as failed, with the exception in ``detail``.
+    ``progress``: show a progress bar on standard error (the CLI does when it is a
+    terminal).
     """
     seed = check_seed(seed)
     claims = all_claims()
@@ -78,7 +83,7 @@ def check_claims(ids: Iterable[str] | None = None, *, seed: int = 0) -> list[Cla
             chosen.extend(c for c in match if c not in chosen)
         claims = chosen
     results = []
-    for claim in claims:
+    for claim in _progress(claims, progress):
         t0 = time.perf_counter()
         try:
             res = claim.check(seed)
@@ -91,11 +96,12 @@ def check_claims(ids: Iterable[str] | None = None, *, seed: int = 0) -> list[Cla
                 detail=f"check raised {type(exc).__name__}: {exc}",
             )
         elapsed = time.perf_counter() - t0
+        # The registry's id, reference and statement: a check cannot restate them.
         results.append(
             ClaimResult(
-                res.id,
-                res.paper_ref,
-                res.statement,
+                claim.id,
+                claim.paper_ref,
+                claim.statement,
                 res.passed,
                 res.detail,
                 res.queries,
@@ -105,3 +111,11 @@ def check_claims(ids: Iterable[str] | None = None, *, seed: int = 0) -> list[Cla
             )
         )
     return results
+
+
+def _progress(claims: list[Claim], show: bool) -> Iterable[Claim]:
+    if not show:
+        return claims
+    from tqdm import tqdm
+
+    return tqdm(claims, desc="claims", unit="claim", file=sys.stderr, leave=False)

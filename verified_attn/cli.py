@@ -57,15 +57,19 @@ class LearnOutcome:
 class LearnKind:
     """One model kind of ``verified-attn learn``.
 
-    ``add_arguments`` adds the kind's own options (the common ones --d, --arithmetic,
-    --precision, --seed, --certificate, --json are added for every kind); ``run`` builds
-    the seeded instance, learns it and compares with the truth.
+    ``add_arguments`` adds the kind's own options (the common ones --d, --seed,
+    --certificate, --json, --show-parameters for every kind, --arithmetic and --precision
+    where the kind has a choice); ``run`` builds the seeded instance, learns it and compares
+    with the truth.
     """
 
     name: str
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], LearnOutcome]
+    #: The arithmetics the kind accepts (the first is the default); () for a kind whose
+    #: oracle fixes it (noisy answers are floats): then --arithmetic is not offered.
+    arithmetics: tuple[str, ...] = ("certified", "exact", "float")
 
 
 def random_single_head(d: int, *, seed: int, affine: bool = False) -> Any:
@@ -144,7 +148,11 @@ def _run_single_head(args: argparse.Namespace) -> LearnOutcome:
 
 
 def _low_rank_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rank", type=_int_at_least(1), required=True, help="the true rank r")
+    p.add_argument(
+        "--rank",
+        type=_int_at_least(1),
+        help="the true rank r (required unless --find-rank; then default max(1, d // 4))",
+    )
     p.add_argument(
         "--find-rank", action="store_true", help="do not tell the learner r: it finds it"
     )
@@ -158,10 +166,17 @@ def _run_low_rank(args: argparse.Namespace) -> LearnOutcome:
     from verified_attn.low_rank.claims import random_low_rank_head
     from verified_attn.oracle import Oracle
 
+    if args.rank is None:
+        if not args.find_rank:
+            raise _UsageError("learn low-rank needs --rank R (or --find-rank to let it find r)")
+        args.rank = max(1, args.d // 4)
     if args.rank > args.d:
         raise _UsageError(f"--rank must be <= --d; got rank {args.rank} > d {args.d}")
-    if args.method == "nuclear" and args.arithmetic != "float":
-        raise _UsageError("--method nuclear needs --arithmetic float (a convex solver in floats)")
+    if args.method == "nuclear":
+        if args.arithmetic is None:
+            args.arithmetic = "float"  # a convex solver in floats
+        elif args.arithmetic != "float":
+            raise _UsageError("--method nuclear needs --arithmetic float (a convex solver)")
     model = random_low_rank_head(args.d, args.rank, args.seed)
     oracle = Oracle(model, args.arithmetic, precision=args.precision)
     rec = learn_low_rank(
@@ -186,8 +201,6 @@ def _run_transformer(args: argparse.Namespace) -> LearnOutcome:
     from verified_attn.transformer import canonical_network, learn_transformer
     from verified_attn.transformer.claims import random_transformer
 
-    if args.arithmetic == "float":
-        raise _UsageError("learn transformer needs --arithmetic exact or certified")
     T = random_transformer(args.d, args.width, np.random.default_rng(args.seed))
     oracle = Oracle(T, args.arithmetic, precision=args.precision)
     rec = learn_transformer(oracle, args.method, seed=args.seed)
@@ -199,21 +212,24 @@ def _run_transformer(args: argparse.Namespace) -> LearnOutcome:
 def _noisy_arguments(p: argparse.ArgumentParser) -> None:
     from verified_attn.noisy.demo import ADVERSARY_CHOICES
 
-    p.add_argument("--tolerance", type=float, default=1e-3, help="tau (sigma for gaussian)")
+    p.add_argument(
+        "--tolerance", type=_positive_float, default=1e-3, help="tau (sigma for gaussian)"
+    )
     p.add_argument("--adversary", choices=ADVERSARY_CHOICES, default="uniform")
     p.add_argument("--design", choices=("paper", "norm"), default="paper")
-    p.add_argument("--w-bound", type=float, default=1.0, help="Wbar: ||W||_F <= Wbar")
-    p.add_argument("--margin", type=float, default=1.0, help="mu: |v_i| >= mu (norm: ||v||)")
-    p.add_argument("--target-error", type=float, default=0.05, help="gaussian: target eps")
-    p.add_argument("--bits", type=int, default=30, help="labels: bits per unknown")
+    p.add_argument("--w-bound", type=_positive_float, default=1.0, help="Wbar: ||W||_F <= Wbar")
+    p.add_argument(
+        "--margin", type=_positive_float, default=1.0, help="mu: |v_i| >= mu (norm: ||v||)"
+    )
+    p.add_argument(
+        "--target-error", type=_positive_float, default=0.05, help="gaussian: target eps"
+    )
+    p.add_argument("--bits", type=_int_at_least(1), default=30, help="labels: bits per unknown")
 
 
 def _run_noisy(args: argparse.Namespace) -> LearnOutcome:
     from verified_attn.noisy.demo import run
 
-    if args.arithmetic != "certified" or args.precision is not None:
-        # The answers of a noisy oracle are floats; the bound is computed in balls.
-        raise _UsageError("learn noisy takes no --arithmetic/--precision: answers are floats")
     out = run(
         args.d,
         tolerance=args.tolerance,
@@ -290,12 +306,14 @@ LEARN_KINDS: dict[str, LearnKind] = {
         "one-layer Transformer: 2(d^2 + d) or d^2 attention queries + the exact FFN learner",
         _transformer_arguments,
         _run_transformer,
+        ("certified", "exact"),
     ),
     "noisy": LearnKind(
         "noisy",
         "Thm 6.1 / App. B: a head behind a tolerance-tau, gaussian or label-only oracle",
         _noisy_arguments,
         _run_noisy,
+        (),  # the answers of a noisy oracle are floats; the bound is computed in balls
     ),
 }
 
@@ -327,16 +345,34 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
 _nonneg_int = _int_at_least(0)
 
 
+def _positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (x > 0 and x < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
+    return x
+
+
 def _build_parser() -> argparse.ArgumentParser:
+    from verified_attn import __version__
+
     parser = _Parser(
         prog=PROG,
         description="Learn softmax attention from black-box queries, exactly and checkably.",
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     check = sub.add_parser("check", help="check the theory's claims (exit 1 if any fails)")
     check.add_argument("ids", nargs="*", metavar="ID", help="claim ids or prefixes (default all)")
-    check.add_argument("--json", metavar="F", type=Path, help="also write the results as JSON")
+    check.add_argument(
+        "--json", metavar="F", help="also write the results as JSON to F ('-': standard output)"
+    )
+    check.add_argument(
+        "--verbose", "-v", action="store_true", help="full statements and every claim's detail"
+    )
     check.add_argument("--markdown", metavar="F", type=Path, help="also write them as Markdown")
     check.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default 0)")
 
@@ -348,8 +384,15 @@ def _build_parser() -> argparse.ArgumentParser:
     for kind in LEARN_KINDS.values():
         p = kinds.add_parser(kind.name, help=kind.help)
         p.add_argument("--d", type=_int_at_least(1), required=True, help="token dimension d >= 1")
-        p.add_argument("--arithmetic", choices=("exact", "certified", "float"), default="certified")
-        p.add_argument("--precision", type=_nonneg_int, help="bits, certified arithmetic only")
+        if kind.arithmetics:
+            p.add_argument(
+                "--arithmetic",
+                choices=kind.arithmetics,
+                default=None,
+                help=f"default {kind.arithmetics[0]}",
+            )
+        if "certified" in kind.arithmetics:
+            p.add_argument("--precision", type=_int_at_least(32), help="bits (certified only)")
         p.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default 0)")
         p.add_argument(
             "--certificate",
@@ -357,7 +400,13 @@ def _build_parser() -> argparse.ArgumentParser:
             type=Path,
             help=f"certificate path (default certificate-{kind.name}-d<N>.json here)",
         )
-        p.add_argument("--json", metavar="F", type=Path, help="also write the recovery as JSON")
+        p.add_argument(
+            "--json", metavar="F", help="write the result as JSON to F ('-': standard output)"
+        )
+        p.add_argument(
+            "--show-parameters", action="store_true", help="print the learned parameters too"
+        )
+        p.set_defaults(arithmetic=None, precision=None)
         kind.add_arguments(p)
 
     cex = sub.add_parser(
@@ -383,24 +432,34 @@ def _build_parser() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------------------
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: Path, text: str, out: Any = None) -> None:
     path.write_text(text)
-    print(f"wrote {path}")
+    print(f"wrote {path}", file=out or sys.stdout)
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from verified_attn.claims import check_claims
-    from verified_attn.report import claims_json, claims_markdown, claims_table
+    import time
 
+    from verified_attn.claims import check_claims
+    from verified_attn.report import claims_json, claims_markdown, claims_table, claims_verbose
+
+    start = time.perf_counter()
     try:
-        results = check_claims(args.ids or None, seed=args.seed)
+        results = check_claims(args.ids or None, seed=args.seed, progress=sys.stderr.isatty())
     except InvalidArgument as exc:
         raise _UsageError(str(exc)) from exc
-    print(claims_table(results))
+    to_stdout = args.json == "-"
+    out = sys.stderr if to_stdout else sys.stdout  # keep stdout pure JSON
+    print(claims_verbose(results) if args.verbose else claims_table(results), file=out)
+    print(f"total {time.perf_counter() - start:.1f} s", file=out)
     if args.json is not None:
-        _write(args.json, json.dumps(claims_json(results, seed=args.seed), indent=1) + "\n")
+        data = json.dumps(claims_json(results, seed=args.seed), indent=1) + "\n"
+        if to_stdout:
+            sys.stdout.write(data)
+        else:
+            _write(Path(args.json), data, out)
     if args.markdown is not None:
-        _write(args.markdown, claims_markdown(results))
+        _write(args.markdown, claims_markdown(results), out)
     return EXIT_OK if all(r.passed for r in results) else EXIT_FAIL
 
 
@@ -420,21 +479,30 @@ def _cmd_learn(args: argparse.Namespace) -> int:
 
     if args.kind is None:
         raise _UsageError("learn needs a model kind: " + ", ".join(LEARN_KINDS))
-    if args.precision is not None and args.arithmetic != "certified":
+    kind = LEARN_KINDS[args.kind]
+    if kind.arithmetics and args.arithmetic is None and not (
+        args.kind == "low-rank" and args.method == "nuclear"
+    ):
+        args.arithmetic = kind.arithmetics[0]
+    if args.precision is not None and args.arithmetic not in (None, "certified"):
         raise _UsageError("--precision applies to --arithmetic certified only")
-    outcome = LEARN_KINDS[args.kind].run(args)
+    outcome = kind.run(args)
     rec = outcome.recovery
-    print(recovery_text(rec))
+    to_stdout = args.json == "-"
+    out = sys.stderr if to_stdout else sys.stdout  # keep stdout pure JSON
+    text = recovery_text(rec, parameters=args.show_parameters)
+    print(text, file=out)
     for line in outcome.comparison:
-        print(line)
+        print(line, file=out)
     if args.json is not None:
-        _write(args.json, json.dumps(recovery_json(rec), indent=1) + "\n")
-    if rec.certificate_data is not None:
-        path = args.certificate or Path(f"certificate-{args.kind}-d{args.d}.json")
-        rec.certificate(path)
-        print(f"certificate written to {path} (check it: {PROG} verify-certificate {path})")
-    else:
-        print("this learner writes no certificate")
+        data = json.dumps(recovery_json(rec), indent=1) + "\n"
+        if to_stdout:
+            sys.stdout.write(data)
+        else:
+            _write(Path(args.json), data, out)
+    path = args.certificate or Path(f"certificate-{args.kind}-d{args.d}.json")
+    rec.certificate(path)
+    print(f"certificate written to {path} (check it: {PROG} verify-certificate {path})", file=out)
     return EXIT_OK if outcome.equals_truth is not False else EXIT_FAIL
 
 
@@ -478,9 +546,40 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 }
 
 
+def _attach_negative_numbers(argv: list[str]) -> list[str]:
+    """``--opt -1e-3`` becomes ``--opt=-1e-3``: argparse would read ``-1e-3`` as an option.
+
+    >>> _attach_negative_numbers(["learn", "noisy", "--tolerance", "-1e-3", "--d", "2"])
+    ['learn', 'noisy', '--tolerance=-1e-3', '--d', '2']
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if token.startswith("--") and "=" not in token and nxt is not None and _is_negative(nxt):
+            out.append(f"{token}={nxt}")
+            i += 2
+            continue
+        out.append(token)
+        i += 1
+    return out
+
+
+def _is_negative(text: str) -> bool:
+    if not text.startswith("-"):
+        return False
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 failed, 2 bad usage)."""
     parser = _build_parser()
+    argv = _attach_negative_numbers(list(sys.argv[1:] if argv is None else argv))
     try:
         try:
             args = parser.parse_args(argv)

@@ -10,6 +10,8 @@ parameters:
   v = [3]
   W =
     [ 2 ]
+>>> "parameters:" in recovery_text(rec, parameters=False)
+False
 """
 
 from __future__ import annotations
@@ -78,9 +80,10 @@ def _format_value(name: str, val: Any) -> list[str]:
     return _format_parameter(name, val)
 
 
-def recovery_text(rec: Recovery) -> str:
+def recovery_text(rec: Recovery, *, parameters: bool = True) -> str:
     """A result for people: counts against the bound by phase, exactness, verification
-    (on which sequences, under which rule), assumptions, parameters and notes."""
+    (on which sequences, under which rule), assumptions, notes and (``parameters``) the
+    learned parameters."""
     phases = ", ".join(f"{k} {n}" for k, n in rec.queries_by_phase.items())
     arith = rec.arithmetic + (f" at {rec.precision} bits" if rec.precision else "")
     if rec.arithmetic == "certified":
@@ -109,10 +112,11 @@ def recovery_text(rec: Recovery) -> str:
         verification,
     ]
     lines.extend(f"assumption: {a}" for a in rec.assumptions)
-    lines.append("parameters:")
-    for name, val in rec.parameters.items():
-        lines.extend(_format_value(name, val))
     lines.extend(f"note: {n}" for n in rec.notes)
+    if parameters:
+        lines.append("parameters:")
+        for name, val in rec.parameters.items():
+            lines.extend(_format_value(name, val))
     return "\n".join(lines)
 
 

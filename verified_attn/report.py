@@ -40,6 +40,7 @@ __all__ = [
     "claims_json",
     "claims_markdown",
     "claims_table",
+    "claims_verbose",
     "format_number",
     "jsonable",
 ]
@@ -98,6 +99,30 @@ def claims_table(results: Sequence[ClaimResult]) -> str:
     lines = [_align(rows, right=[5]), f"{len(results) - len(failed)} passed, {len(failed)} failed"]
     lines.extend(f"FAIL {r.id}: {r.detail}" for r in failed)
     return "\n".join(lines)
+
+
+def claims_verbose(results: Sequence[ClaimResult]) -> str:
+    """Every claim in full: id, reference, the whole statement, counts, result and detail.
+
+    >>> from verified_attn.checks import ClaimResult
+    >>> print(claims_verbose([ClaimResult("a/b", "Thm 1", "x " * 40, True, "ok")]))
+    PASS a/b (Thm 1), 0.00 s
+      x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x
+      detail: ok
+    """
+    import textwrap
+
+    blocks = []
+    for r in results:
+        head = f"{'PASS' if r.passed else 'FAIL'} {r.id} ({r.paper_ref}), {r.seconds:.2f} s"
+        if r.queries is not None or r.bound is not None:
+            head += f", queries {_counts(r)}"
+        body = textwrap.wrap(" ".join(r.statement.split()), 88) or [""]
+        lines = [head, *(f"  {line}" for line in body)]
+        if r.detail:
+            lines.append(f"  detail: {' '.join(r.detail.split())}")
+        blocks.append("\n".join(lines))
+    return "\n".join(blocks)
 
 
 def _md_cell(text: str) -> str:
