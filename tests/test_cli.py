@@ -354,7 +354,7 @@ def test_version(capsys) -> None:
 
 
 def test_check_verbose_and_total_time(capsys, fake_claims) -> None:
-    code, out, _ = run(capsys, "check", "--verbose")
+    _, out, _ = run(capsys, "check", "--verbose")
     assert "total " in out.splitlines()[-1]
     assert "detail:" in out
 

@@ -224,7 +224,7 @@ def test_verify_model_sees_what_only_long_sequences_show() -> None:
 
     oracle = va.Oracle.from_callable(box, d=2)
     verify_model(oracle, head, count=4, seed=0)  # lengths 1..4: the window is invisible
-    with pytest.raises(ModelClassMismatch, match="length (6|8|12|16)"):
+    with pytest.raises(ModelClassMismatch, match=r"length (6|8|12|16)"):
         verify_model(oracle, head, count=8, seed=0)
 
 

@@ -13,6 +13,7 @@ import sympy
 
 from verified_attn import Oracle, SingleHeadAttention, learn_single_head
 from verified_attn.checks import Claim, ClaimResult
+from verified_attn.recovery_report import recovery_json, recovery_text
 from verified_attn.report import (
     claim_list_markdown,
     claim_list_text,
@@ -22,7 +23,6 @@ from verified_attn.report import (
     format_number,
     jsonable,
 )
-from verified_attn.recovery_report import recovery_json, recovery_text
 from verified_attn.serialize import load_number
 
 LONG = "A statement that goes on " + "and on " * 20 + "until it is cut."
