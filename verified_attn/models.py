@@ -351,7 +351,7 @@ class SequenceModel:
 
 
 class SingleHeadAttention(SequenceModel):
-    """Single-head softmax attention read out at the last token (THEORY §2).
+    """Single-head softmax attention read out at the last token (see the theory page, docs/theory.md).
 
     ``f(X) = sum_i softmax(s)_i x_i^T v + beta`` with ``s_i = x_i^T (W x_N + c)``. Without
     ``c`` and ``beta`` this is the paper's model (d^2 + d parameters); with either it is the
@@ -512,7 +512,7 @@ def _sympy_q(q: flint.fmpq) -> sympy.Rational:
 
 
 # ---------------------------------------------------------------------------------------
-# Multi-head (THEORY §2, Prop 7.1): a sum of single heads.
+# Multi-head (Prop 7.1; docs/theory.md): a sum of single heads.
 # ---------------------------------------------------------------------------------------
 
 
@@ -520,7 +520,7 @@ class MultiHeadAttention(SequenceModel):
     """H softmax heads read out at the last token: ``f(X) = sum_h softmax(X W_h x_N)^T X v_h``.
 
     ``heads`` is a non-empty list of pairs ``(W_h, v_h)``, or triples ``(W_h, v_h, c_h)``
-    for the affine variant (THEORY §2) with per-head score bias ``c_h``:
+    for the affine variant (docs/theory.md) with per-head score bias ``c_h``:
     ``f(X) = sum_h softmax(X (W_h x_N + c_h))^T X v_h + beta``, ``beta`` one output bias.
     That is what PyTorch ``nn.MultiheadAttention`` with biases computes, head by head. Each
     head is a :class:`SingleHeadAttention` (exact parameters) and f is the sum of their
@@ -636,7 +636,7 @@ class MultiHeadAttention(SequenceModel):
 
 
 # ---------------------------------------------------------------------------------------
-# The bias-free ReLU FFN and the one-layer Transformer (THEORY §2, §6).
+# The bias-free ReLU FFN and the one-layer Transformer (docs/theory.md).
 # ---------------------------------------------------------------------------------------
 
 
@@ -773,7 +773,7 @@ def _float_batch(Xs: Any, d: int) -> np.ndarray:
 
 
 class OneLayerTransformer(SequenceModel):
-    """``T(X) = w_o^T ReLU(A^T V^T X^T softmax(X W x_N))`` (THEORY §2, §6).
+    """``T(X) = w_o^T ReLU(A^T V^T X^T softmax(X W x_N))`` (docs/theory.md).
 
     W is d x d, V is d x e, A is e x m, w_o has length m. ``v_eff = V A w_o`` is the value
     vector of the antisymmetrised model T(X) - T(-X).
