@@ -5,7 +5,7 @@
 >>> W = [[2, 4, 0], [1, 2, 0], [-1, -2, 0]]                      # rank 1
 >>> data = va.learn_low_rank(va.Oracle(va.SingleHeadAttention(W, [1, 0, 1]), "exact")).certificate()
 >>> print(verify(data).summary[2])
-cross: re-solved 6 unknowns of Z = U^T W B and R = U_S^T W from 4 probes and 1 pivot constraints; W = U^-T Z Z_S^-1 R
+cross: re-solved 6 unknowns of Z = U^T W B and R = U_S^T W from 5 probes and 1 pivot constraints; W = U^-T Z Z_S^-1 R
 >>> data["result"]["parameters"]["W"][0][0] = {"rational": "3/1"}
 >>> verify(data)
 Traceback (most recent call last):
@@ -30,7 +30,9 @@ equations and inverting the rest exactly, then ``W = U^{-T} Z Z[S, :]^{-1} R``. 
 the stored next column ``next_b`` are the rank checks: each must agree with the claimed W
 (exact ``==``, certified overlap, float ``|m - u^T W b| <= rank_tol * scale``, the scale
 ``max(|m|, sum |u_i| |W_ij| |b_j|, 1e4 eps (1 + ||U^{-1} u||_1) max |v|)``). With the rank
-given, those checks are the declared verification phase ``rank``.
+given, those checks are the declared verification phase ``rank``. (U, B and S are only the
+coordinates the cross is solved in: any that the stored probes determine give the same W,
+so the checker needs no trust in them.)
 
 The claimed W, v are compared with the re-solved ones: exact ``==``; certified: a claimed
 rational must lie in its re-solved ball and be the only rational there with a denominator
