@@ -17,6 +17,7 @@ softmax saturates (each re-ask is a counted query in phase "rescale").
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -162,9 +163,19 @@ class Prober:
         return np.stack([b + float(t) * u, b])
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _exact_float(x: float) -> str:
+    return dump_rational(Fraction(x))
+
+
 def exact_floats(x: Any) -> list[str]:
-    """Dyadic float entries as their exact rationals "p/q" (for certificates)."""
-    return [dump_rational(Fraction(float(q))) for q in x]
+    """Dyadic float entries as their exact rationals "p/q" (for certificates).
+
+    >>> exact_floats([0.5, -3.0, 0.0])
+    ['1/2', '-3/1', '0/1']
+    """
+    # Probe vectors repeat few values (0, 1, the generic columns): cache their strings.
+    return [_exact_float(float(q)) for q in x]
 
 
 def dump_probes(log: list[Measurement]) -> list[dict[str, Any]]:
