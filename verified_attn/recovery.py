@@ -251,10 +251,26 @@ class SingleHeadRecovery(Recovery):
 
 @dataclass
 class LowRankRecovery(SingleHeadRecovery):
-    """Theorem 5.1: a head with rank(W) <= r; ``rank`` is the rank used (given or found)."""
+    """Theorem 5.1: a head with rank(W) <= r. Parameters ``W`` (d x d) and ``v`` (d x 1).
+
+    ``rank`` is the rank of the learned W (found, or at most the given rank; the nuclear
+    method reports the given rank, else its numerical rank), ``rank_given`` the rank the
+    caller gave (None: found), ``method`` "skeleton" or "nuclear", ``residual`` (nuclear
+    only) the relative residual ||A(W) - t|| / ||t|| of the rank-one measurements.
+    """
 
     kind: ClassVar[str] = "low-rank"
     rank: int = 0
+    rank_given: int | None = None
+    method: str = "skeleton"
+    residual: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out.update(
+            rank=self.rank, rank_given=self.rank_given, method=self.method, residual=self.residual
+        )
+        return out
 
 
 @dataclass

@@ -59,6 +59,8 @@ def load_rational(s: Any) -> Fraction:
         return Fraction(s)
     except ZeroDivisionError as exc:
         raise CertificateError(f"not a rational number: {s!r} has denominator 0") from exc
+    except ValueError as exc:  # more digits than Python converts (4300 by default)
+        raise CertificateError(f"not a rational number: {len(s)} characters") from exc
 
 
 def dump_number(x: Any) -> Any:

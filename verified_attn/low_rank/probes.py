@@ -17,7 +17,8 @@ softmax saturates (each re-ask is a counted query in phase "rescale").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -34,8 +35,9 @@ from verified_attn.probing import (
     require_nonzero_v,
     saturated,
 )
+from verified_attn.serialize import dump_number, dump_rational
 
-__all__ = ["Prober", "rational_vector"]
+__all__ = ["Measurement", "Prober", "dot", "dump_probes", "exact_floats", "rational_vector"]
 
 
 def rational_vector(arith: Arithmetic, x: np.ndarray) -> np.ndarray:
@@ -59,13 +61,34 @@ def dot(arith: Arithmetic, x: np.ndarray, v: np.ndarray) -> Any:
     return acc
 
 
+@dataclass(frozen=True)
+class Measurement:
+    """One probe as finally asked: the query [b + t u; b], its phase and the answer.
+
+    ``scale`` is t (16^-n after n re-asks, each a counted query in the rescale phase);
+    certificates store these so that a checker can re-decode u^T W b without the oracle.
+    """
+
+    phase: str
+    u: tuple[float, ...]
+    b: tuple[float, ...]
+    scale: Fraction
+    answer: Any
+    verification: bool = False
+
+
 @dataclass
 class Prober:
-    """The oracle, its arithmetic and the measured v: turns (u, b) pairs into u^T W b."""
+    """The oracle, its arithmetic and the measured v: turns (u, b) pairs into u^T W b.
+
+    ``v_answers`` are the answers to [e_i]; ``log`` every probe measured, in order.
+    """
 
     oracle: Oracle
     arith: Arithmetic
     v: np.ndarray
+    v_answers: list[Any] = field(default_factory=list)
+    log: list[Measurement] = field(default_factory=list)
 
     @classmethod
     def start(cls, oracle: Oracle) -> Prober:
@@ -76,12 +99,16 @@ class Prober:
             answers = oracle.query_many(np.eye(d)[:, None, :])
             v = measured_array(arith, answers)
             require_nonzero_v(arith, v)
-        return cls(oracle, arith, v)
+        return cls(oracle, arith, v, list(answers))
 
-    def measure(self, us: np.ndarray, bs: np.ndarray, phase: str) -> np.ndarray:
+    def measure(
+        self, us: np.ndarray, bs: np.ndarray, phase: str, *, verification: bool = False
+    ) -> np.ndarray:
         """u_k^T W b_k for the rows of ``us`` and ``bs`` (shape (n, d)); call in context.
 
         Every u_k must have u_k^T v != 0 (the caller's design guarantees it).
+        ``verification`` declares the phase (and its re-asks, in phase "<phase>-rescale")
+        a verification phase on the oracle.
         """
         arith = self.arith
         n = us.shape[0]
@@ -90,8 +117,9 @@ class Prober:
         uv = [dot(arith, us[k], self.v) for k in range(n)]
         bv = [dot(arith, bs[k], self.v) for k in range(n)]
         scales = [Fraction(1)] * n
-        with self.oracle.phase(phase):
+        with self.oracle.phase(phase, verification=verification):
             answers = self.oracle.query_many(np.stack([bs + us, bs], axis=1))
+        rescale = f"{phase}-rescale" if verification else "rescale"
         for _ in range(MAX_RESCALES if arith.name != "exact" else 0):
             Y = self._ratios(answers, uv, bv, scales)
             todo = [ix[0] for ix in saturated(arith, Y, np.array(scales, dtype=object))]
@@ -100,10 +128,21 @@ class Prober:
             for k in todo:
                 scales[k] *= RESCALE_FACTOR
             queries = [self._query(us[k], bs[k], scales[k]) for k in todo]
-            with self.oracle.phase("rescale"):
+            with self.oracle.phase(rescale, verification=verification):
                 new = self.oracle.query_many(np.stack(queries))
             for k, a in zip(todo, new, strict=True):
                 answers[k] = a
+        for k in range(n):
+            self.log.append(
+                Measurement(
+                    phase,
+                    tuple(us[k].tolist()),
+                    tuple(bs[k].tolist()),
+                    scales[k],
+                    answers[k],
+                    verification,
+                )
+            )
         Y = self._ratios(answers, uv, bv, scales)
         L, bad = logits(arith, Y)
         if bad:
@@ -122,3 +161,32 @@ class Prober:
     def _query(u: np.ndarray, b: np.ndarray, t: Fraction) -> np.ndarray:
         # t is a power of two and u, b are dyadic: b + t u is exact in float64.
         return np.stack([b + float(t) * u, b])
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _exact_float(x: float) -> str:
+    return dump_rational(Fraction(x))
+
+
+def exact_floats(x: Any) -> list[str]:
+    """Dyadic float entries as their exact rationals "p/q" (for certificates).
+
+    >>> exact_floats([0.5, -3.0, 0.0])
+    ['1/2', '-3/1', '0/1']
+    """
+    # Probe vectors repeat few values (0, 1, the generic columns): cache their strings.
+    return [_exact_float(float(q)) for q in x]
+
+
+def dump_probes(log: list[Measurement]) -> list[dict[str, Any]]:
+    """Every probe [b + t u; b] as exact rationals, with its phase and its answer."""
+    return [
+        {
+            "phase": m.phase,
+            "u": exact_floats(m.u),
+            "b": exact_floats(m.b),
+            "scale": dump_rational(m.scale),
+            "answer": dump_number(m.answer),
+        }
+        for m in log
+    ]

@@ -7,10 +7,13 @@
 >>> W = [[K[0][i] * Q[0][j] for j in range(4)] for i in range(4)]
 >>> oracle = va.Oracle(va.SingleHeadAttention(W, [1, 2, 0, -1]), "certified")
 >>> rec = learn_low_rank(oracle, rank=1)
->>> rec.W == va.SingleHeadAttention(W, [1, 2, 0, -1]).W, rec.queries, skeleton_query_bound(4, 1)
-(True, 12, 12)
+>>> rec.W == va.SingleHeadAttention(W, [1, 2, 0, -1]).W, rec.queries, rec.verification_queries
+(True, 11, 9)
+>>> skeleton_query_bound(4, 1, rank_given=True), skeleton_query_bound(4, 1)
+(11, 12)
 
-The algorithm (THEORY §4, "beyond the paper") as a nested cross approximation:
+The algorithm (the documentation's theory page, docs/theory.md, section 4: "beyond the
+paper") as a nested cross approximation:
 
 * ``Z = U^T W B`` with U the invertible Thm 4.1 design (every u_i^T v != 0) and B a basis
   whose first columns b_1, b_2, ... are generic dyadic vectors; the rest are unit vectors.
@@ -25,8 +28,10 @@ The algorithm (THEORY §4, "beyond the paper") as a nested cross approximation:
   exactly) and nonzero with probability one otherwise. With ``rank=None`` each failing
   test is reused as one entry of the next column, so the rank costs exactly one extra query.
 
-Query count (learning, without rescales): ``d + 2dr - r^2 + [r < d]`` for rank r, whether
-r is given or found.
+Query count (learning, without rescales): with the rank given, exactly ``d + 2dr - r^2``,
+the dimension of the set (the one rank test only checks the class, so it is declared a
+verification phase on the oracle); with the rank found, ``d + 2dr - r^2 + [r < d]`` (the
+test that passes decides the rank, so it is learning).
 """
 
 from __future__ import annotations
@@ -40,8 +45,7 @@ import numpy as np
 import sympy
 
 from verified_attn.arithmetic import Arithmetic
-from verified_attn.design import check_design as _check_design
-from verified_attn.design import default_design as _default_design
+from verified_attn.design import check_design, default_design
 from verified_attn.errors import ModelClassMismatch, NotIdentifiable, PrecisionExhausted
 from verified_attn.low_rank.probes import Prober, dot, rational_vector
 from verified_attn.probing import apply_exact, measured_array
@@ -52,16 +56,20 @@ _GENERIC_BITS = 12  # generic probe entries are j / 2^12, |j| <= 2^12: dyadic, i
 _EPS = float(np.finfo(np.float64).eps)
 
 
-def skeleton_query_bound(d: int, rank: int) -> int:
-    """Learning queries of the skeleton for a d x d W of rank r: d + 2dr - r^2 + [r < d].
+def skeleton_query_bound(d: int, rank: int, *, rank_given: bool = False) -> int:
+    """Learning queries of the skeleton for a d x d W of rank r.
 
-    d for v, 2dr - r^2 for the cross (the dimension of the rank-r set), and one rank test
-    unless r = d (a full-rank W has nothing left to test).
+    d for v and 2dr - r^2 for the cross (the dimension of the rank-r set); with the rank
+    to find, one rank test more unless r = d (a full-rank W has nothing left to test).
+    With the rank given, that test is verification, not learning.
 
     >>> skeleton_query_bound(5, 2), skeleton_query_bound(64, 4), skeleton_query_bound(3, 3)
     (22, 561, 12)
+    >>> skeleton_query_bound(5, 2, rank_given=True), skeleton_query_bound(64, 4, rank_given=True)
+    (21, 560)
     """
-    return d + 2 * d * rank - rank * rank + (1 if rank < d else 0)
+    cross = d + 2 * d * rank - rank * rank
+    return cross if rank_given else cross + (1 if rank < d else 0)
 
 
 @dataclass
@@ -72,7 +80,9 @@ class SkeletonResult:
     v: np.ndarray
     rank: int
     pivots: list[int]
-    basis: list[list[float]]  # b_1..b_{k(+1)}: the generic columns used
+    basis: list[list[float]]  # b_1..b_k: the generic columns of the cross
+    U: list[list[Fraction]]  # the Thm 4.1 design whose columns u_i probe the rows
+    next_b: list[float] | None = None  # b_{k+1}: the column that showed rank W = k
     tests: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -165,8 +175,8 @@ def skeleton_recover(
     rng = np.random.default_rng(seed)
     decide = _Decider(arith, rank_tol)
 
-    design = _default_design(arith, v, d, False)
-    _check_design(arith, design, v)
+    design = default_design(arith, v, d, False)
+    check_design(arith, design, v)
     U = np.array([[float(q) for q in row] for row in design.U])  # columns u_i (0/1 entries)
     U_flint = design.U_flint
     inv_t = U_flint.transpose().inv()  # U^{-T}, exact
@@ -180,6 +190,7 @@ def skeleton_recover(
     tests: list[dict[str, Any]] = []
     notes: list[str] = []
     k = 0
+    b = None
     while k < d:
         b = _draw_basis_vector(rng, basis, d)
         b_ar = rational_vector(arith, b)
@@ -188,7 +199,9 @@ def skeleton_recover(
         reuse: tuple[Any, np.ndarray] | None = None
         if adaptive or k == rank:
             u = _draw_test_vector(rng, arith, v, v_mag, d)
-            t = prober.measure(u[None, :], b[None, :], "rank")[0]
+            # With the rank given, the test only checks the class (rank W <= r): it is
+            # verification. With the rank to find, its answer decides the rank: learning.
+            t = prober.measure(u[None, :], b[None, :], "rank", verification=not adaptive)[0]
             g = _exact_floats(u_inv * _fmpq_mat(u.reshape(d, 1)))
             pred = dot(arith, g, zhat)
             rho = t - pred
@@ -249,8 +262,19 @@ def skeleton_recover(
         Zc.append(z)
         R = _append_row(prober, arith, U, basis, Zc, R, s, d)
         k += 1
+        b = None
     W = _assemble(arith, inv_t, Zc, S, R, d)
-    return SkeletonResult(W, v, k, S, [b.tolist() for b in basis], tests, notes)
+    return SkeletonResult(
+        W,
+        v,
+        k,
+        S,
+        [bj.tolist() for bj in basis],
+        [list(row) for row in design.U],
+        None if b is None else b.tolist(),
+        tests,
+        notes,
+    )
 
 
 def _exact_floats(m: flint.fmpq_mat) -> np.ndarray:
