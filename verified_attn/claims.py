@@ -26,6 +26,7 @@ ROOM_MODULES = [
     "verified_attn.noisy.claims",
     "verified_attn.transformer.claims",
     "verified_attn.multi_head.claims",
+    "verified_attn.formal.claims",
 ]
 
 
@@ -94,6 +95,7 @@ def check_claims(ids: Iterable[str] | None = None, *, seed: int = 0) -> list[Cla
                 res.bound,
                 elapsed,
                 res.data,
+                res.skipped,
             )
         )
     return results
