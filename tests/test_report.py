@@ -88,7 +88,9 @@ def test_json_header_and_every_field() -> None:
 def test_claim_lists() -> None:
     claims = [Claim("x/y", "Thm 1", LONG, lambda seed: RESULTS[0])]
     text = claim_list_text(claims)
-    assert text.splitlines()[2].startswith("x/y  Thm 1") and text.endswith("...  checked on instances")
+    assert text.splitlines()[2].startswith("x/y  Thm 1") and text.endswith(
+        "...  checked on instances"
+    )
     assert text.splitlines()[0].split() == ["id", "paper", "ref", "statement", "level"]
     assert claim_list_markdown(claims).splitlines()[2] == f"| `x/y` | Thm 1 | {LONG} |"
 
