@@ -78,6 +78,7 @@ def test_json_header_and_every_field() -> None:
     assert datetime.datetime.fromisoformat(data["date"]).tzinfo is not None
     assert set(data["claims"][0]) == {
         "id", "paper_ref", "statement", "passed", "detail", "queries", "bound", "seconds", "data",
+        "skipped",
     }  # fmt: skip
     assert data["claims"][1]["statement"] == LONG
     assert load_number(data["claims"][2]["data"]["q"]) == Fraction(2, 3)
@@ -86,7 +87,10 @@ def test_json_header_and_every_field() -> None:
 def test_claim_lists() -> None:
     claims = [Claim("x/y", "Thm 1", LONG, lambda seed: RESULTS[0])]
     text = claim_list_text(claims)
-    assert text.splitlines()[2].startswith("x/y  Thm 1") and text.endswith("...")
+    assert text.splitlines()[2].startswith("x/y  Thm 1") and text.endswith(
+        "...  checked on instances"
+    )
+    assert text.splitlines()[0].split() == ["id", "paper", "ref", "statement", "level"]
     assert claim_list_markdown(claims).splitlines()[2] == f"| `x/y` | Thm 1 | {LONG} |"
 
 

@@ -14,7 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Claim", "ClaimResult", "SymbolicCheck"]
+__all__ = ["LEVEL_INSTANCES", "LEVEL_SYMBOLIC", "Claim", "ClaimResult", "SymbolicCheck"]
+
+LEVEL_INSTANCES = "checked on instances"
+LEVEL_SYMBOLIC = "symbolic at fixed d"
 
 
 @dataclass(frozen=True)
@@ -41,16 +44,21 @@ class ClaimResult:
     bound: int | None = None
     seconds: float = 0.0
     data: dict[str, Any] = field(default_factory=dict, compare=False)
+    skipped: bool = False  # could not run here (a formal claim without Coq): not a failure
 
 
 @dataclass(frozen=True)
 class Claim:
     """A checkable statement: an id, the paper's reference, and a check.
 
-    ``check(seed)`` returns a :class:`ClaimResult`; it must be able to fail.
+    ``check(seed)`` returns a :class:`ClaimResult`; it must be able to fail. ``level`` says
+    how far the check reaches: :data:`LEVEL_INSTANCES` (numeric instances, the default),
+    :data:`LEVEL_SYMBOLIC` (a SymPy derivation at a fixed small d), or "proved for all d
+    (Coq: name)" for the formal claims.
     """
 
     id: str
     paper_ref: str
     statement: str
     check: Callable[[int], ClaimResult]
+    level: str = "checked on instances"

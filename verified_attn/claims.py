@@ -28,6 +28,7 @@ ROOM_MODULES = [
     "verified_attn.noisy.claims",
     "verified_attn.transformer.claims",
     "verified_attn.multi_head.claims",
+    "verified_attn.formal.claims",
 ]
 
 
@@ -108,6 +109,7 @@ def check_claims(
                 res.bound,
                 elapsed,
                 res.data,
+                res.skipped,
             )
         )
     return results

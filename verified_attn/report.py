@@ -48,6 +48,30 @@ __all__ = [
 STATEMENT_WIDTH = 60
 
 
+def _verdict(r: ClaimResult) -> str:
+    return "SKIP" if r.skipped else "PASS" if r.passed else "FAIL"
+
+
+def _summary(results: Sequence[ClaimResult]) -> tuple[str, list[ClaimResult]]:
+    """ "n passed, m failed" (+ ", k skipped ..." when some could not run) and the failures.
+
+    >>> from verified_attn.checks import ClaimResult
+    >>> skip = ClaimResult("formal/x", "Thm", "s", False, "skipped: needs Coq", skipped=True)
+    >>> _summary([skip])[0]
+    '0 passed, 0 failed, 1 skipped (1 formal claim needs Coq: apt-get install coq ...)'
+    """
+    skipped = [r for r in results if r.skipped]
+    failed = [r for r in results if not r.passed and not r.skipped]
+    text = f"{len(results) - len(failed) - len(skipped)} passed, {len(failed)} failed"
+    if skipped:
+        formal = sum(r.id.startswith("formal/") for r in skipped)
+        text += f", {len(skipped)} skipped"
+        if formal:
+            noun = "claim needs" if formal == 1 else "claims need"
+            text += f" ({formal} formal {noun} Coq: apt-get install coq ...)"
+    return text, failed
+
+
 def _shorten(text: str, width: int = STATEMENT_WIDTH) -> str:
     """One line of at most ``width`` characters ("..." marks a cut).
 
@@ -90,13 +114,13 @@ def claims_table(results: Sequence[ClaimResult]) -> str:
             r.paper_ref,
             _shorten(r.statement),
             _counts(r),
-            "PASS" if r.passed else "FAIL",
+            _verdict(r),
             f"{r.seconds:.2f}",
         ]
         for r in results
     ]
-    failed = [r for r in results if not r.passed]
-    lines = [_align(rows, right=[5]), f"{len(results) - len(failed)} passed, {len(failed)} failed"]
+    summary, failed = _summary(results)
+    lines = [_align(rows, right=[5]), summary]
     lines.extend(f"FAIL {r.id}: {r.detail}" for r in failed)
     return "\n".join(lines)
 
@@ -114,7 +138,7 @@ def claims_verbose(results: Sequence[ClaimResult]) -> str:
 
     blocks = []
     for r in results:
-        head = f"{'PASS' if r.passed else 'FAIL'} {r.id} ({r.paper_ref}), {r.seconds:.2f} s"
+        head = f"{_verdict(r)} {r.id} ({r.paper_ref}), {r.seconds:.2f} s"
         if r.queries is not None or r.bound is not None:
             head += f", queries {_counts(r)}"
         body = textwrap.wrap(" ".join(r.statement.split()), 88) or [""]
@@ -137,12 +161,12 @@ def claims_markdown(results: Sequence[ClaimResult]) -> str:
     ]
     lines += [
         f"| `{r.id}` | {_md_cell(r.paper_ref)} | {_md_cell(r.statement)} | {_counts(r)} | "
-        f"{'PASS' if r.passed else '**FAIL**'} | {r.seconds:.2f} |"
+        f"{'**FAIL**' if _verdict(r) == 'FAIL' else _verdict(r)} | {r.seconds:.2f} |"
         for r in results
     ]
-    failed = [r for r in results if not r.passed]
+    summary, failed = _summary(results)
     lines.append("")
-    lines.append(f"{len(results) - len(failed)} passed, {len(failed)} failed.")
+    lines.append(f"{summary}.")
     lines += [f"- **{r.id}** failed: {_md_cell(r.detail)}" for r in failed]
     return "\n".join(lines) + "\n"
 
@@ -155,15 +179,17 @@ def claims_json(results: Sequence[ClaimResult], *, seed: int) -> dict[str, Any]:
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "versions": versions(),
         "passed": sum(r.passed for r in results),
-        "failed": sum(not r.passed for r in results),
+        "failed": sum(not r.passed and not r.skipped for r in results),
+        "skipped": sum(r.skipped for r in results),
         "claims": [jsonable(asdict(r)) for r in results],
     }
 
 
 def claim_list_text(claims: Sequence[Claim]) -> str:
-    """The registered claims as a text table (id, paper ref, shortened statement)."""
-    rows = [["id", "paper ref", "statement"]]
-    rows += [[c.id, c.paper_ref, _shorten(c.statement)] for c in claims]
+    """The registered claims as a text table (id, paper ref, shortened statement, level:
+    proved for all d in Coq, symbolic at fixed d, or checked on instances)."""
+    rows = [["id", "paper ref", "statement", "level"]]
+    rows += [[c.id, c.paper_ref, _shorten(c.statement), c.level] for c in claims]
     return _align(rows)
 
 

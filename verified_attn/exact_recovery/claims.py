@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from verified_attn.checks import Claim, ClaimResult, SymbolicCheck
+from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult, SymbolicCheck
 from verified_attn.errors import ModelClassMismatch, NotIdentifiable
 from verified_attn.exact_recovery import symbolic
 from verified_attn.exact_recovery.learner import learn_single_head, query_bound
@@ -92,7 +92,7 @@ def _symbolic_claim(
             data={"checks": [c.name for c in checks]},
         )
 
-    return Claim(claim_id, REF, statement, check)
+    return Claim(claim_id, REF, statement, check, level=LEVEL_SYMBOLIC)
 
 
 # ---------------------------------------------------------------------------------------
@@ -382,8 +382,8 @@ CLAIMS = [
         lambda seed: [symbolic.logit_identity(3), symbolic.logit_identity(3, True)],
     ),
     _symbolic_claim("thm-4.1/linear-system", _LINEAR, _linear_checks),
-    Claim("thm-4.1/affine", REF, _AFFINE, _check_affine),
-    Claim("thm-4.1/information-limit", REF, _INFO, _check_information_limit),
+    Claim("thm-4.1/affine", REF, _AFFINE, _check_affine, level=LEVEL_SYMBOLIC),
+    Claim("thm-4.1/information-limit", REF, _INFO, _check_information_limit, level=LEVEL_SYMBOLIC),
     Claim("thm-4.1/exact-recovery", REF, _EXACT, _check_exact),
     Claim("thm-4.1/certified-recovery", REF, _CERTIFIED, _check_certified),
     Claim("thm-4.1/float-recovery", REF, _FLOAT, _check_float),

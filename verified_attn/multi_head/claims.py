@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from verified_attn.checks import Claim, ClaimResult
+from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult
 from verified_attn.errors import ModelClassMismatch, QueryBudgetExceeded
 from verified_attn.models import MultiHeadAttention, SingleHeadAttention
 from verified_attn.multi_head.canonical import canonical_form, equivalent
@@ -56,7 +56,7 @@ def _kind_check(kind: str, statement: str) -> Claim:
             )
         return _result(cid, statement, ok, "; ".join(rows))
 
-    return Claim(cid, REF, statement, check)
+    return Claim(cid, REF, statement, check, level=LEVEL_SYMBOLIC)
 
 
 def _linearity(seed: int) -> ClaimResult:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from verified_attn.checks import Claim, ClaimResult
+from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult
 from verified_attn.errors import NotIdentifiable
 from verified_attn.models import OneLayerTransformer, ReluFFN
 from verified_attn.oracle import Oracle
@@ -182,8 +182,15 @@ CLAIMS = [
         REF,
         "T(X) - T(-X) = alpha(X)^T X v_eff, v_eff = V A w_o",
         _antisymmetry,
+        level=LEVEL_SYMBOLIC,
     ),
-    Claim("transformer/composition", REF, "T(X) = g(X^T alpha(X))", _composition),
+    Claim(
+        "transformer/composition",
+        REF,
+        "T(X) = g(X^T alpha(X))",
+        _composition,
+        level=LEVEL_SYMBOLIC,
+    ),
     Claim(
         "transformer/relu-exact",
         REF,
