@@ -10,7 +10,11 @@ without transformers the whole module is skipped, so the rest of the suite still
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import io
 import itertools
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -588,3 +592,50 @@ def test_oracle_of_a_module_names_the_adapters() -> None:
         message = str(info.value)
         assert "verified_attn.adapters.torch.attention_oracle(module, readout)" in message
         assert "verified_attn.adapters.hf.attention_oracle(module, readout)" in message
+
+
+# ---------------------------------------------------------------------------------------
+# The docs page and the example.
+# ---------------------------------------------------------------------------------------
+
+
+def test_docs_page_snippets_run() -> None:
+    """Every ``python`` block of docs/huggingface.md runs, in order, in one namespace."""
+    text = (ROOT / "docs" / "huggingface.md").read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
+    assert len(blocks) >= 3
+    namespace: dict[str, Any] = {}
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        for block in blocks:
+            exec(compile(block, "docs/huggingface.md", "exec"), namespace)
+    assert namespace["rec"].queries == GOLDEN_SINGLE[4] == 25
+    assert out.getvalue().count("ModelClassMismatch") >= 2
+
+
+def test_example_script_runs() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "example_extract_hf_head", ROOT / "examples" / "extract_hf_head.py"
+    )
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert example.main(["--d", "4"]) == 0
+    printed = out.getvalue()
+    assert "GPT2Attention" in printed and "LlamaAttention" in printed
+    assert printed.count("ModelClassMismatch") >= 2
+
+
+def test_readme_pytorch_and_huggingface_snippets_run() -> None:
+    """The README's two adapter blocks (the tour test runs only its first block)."""
+    text = (ROOT / "README.md").read_text()
+    blocks = [
+        b for b in re.findall(r"^```python\n(.*?)^```", text, re.S | re.M) if "adapters." in b
+    ]
+    assert len(blocks) == 2
+    namespace: dict[str, Any] = {}
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        for block in blocks:
+            exec(compile(block, "README.md", "exec"), namespace)
+    assert namespace["rec"].queries == 81 and namespace["rec2"].queries == 325
+    assert "LlamaAttention: ModelClassMismatch" in out.getvalue()
