@@ -14,6 +14,7 @@ import contextlib
 import importlib.util
 import io
 import itertools
+import json
 import re
 import subprocess
 import sys
@@ -624,6 +625,28 @@ def test_example_script_runs() -> None:
     printed = out.getvalue()
     assert "GPT2Attention" in printed and "LlamaAttention" in printed
     assert printed.count("ModelClassMismatch") >= 2
+
+
+def test_benchmark_quick(tmp_path: Path) -> None:
+    """benchmarks/hf.py --quick: counts equal the bound, nothing outside the class learned."""
+    spec = importlib.util.spec_from_file_location("bench_hf", ROOT / "benchmarks" / "hf.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench
+    spec.loader.exec_module(bench)
+    with contextlib.redirect_stdout(io.StringIO()):
+        data = bench.main(["--quick", "--out", str(tmp_path), "--no-plots"])
+    assert data["all_checks_passed"] is True
+    written = json.loads((tmp_path / "hf.json").read_text())
+    assert written["quick"] is True and written["checks"] == data["checks"]
+    single = [r for r in written["learned"] if r["H"] == 1 and r["dtype"] == "float64"]
+    assert {r["module"] for r in single} == {"GPT2Attention", "BertSelfAttention"}
+    for r in single:
+        assert r["learning_queries"] == [GOLDEN_SINGLE[4]] and r["outcomes"] == {"learned": 2}
+        assert r["max_parameter_error"] <= 1e-9
+    two = [r for r in written["learned"] if r["H"] == 2]
+    assert all(r["learning_queries"] in ([], [GOLDEN_MULTI[(4, 2)]]) for r in two)
+    assert {r["module"] for r in written["outside"]} >= {"LlamaAttention", "GPT2Block"}
 
 
 def test_readme_pytorch_and_huggingface_snippets_run() -> None:
