@@ -341,7 +341,7 @@ def test_learn_single_head_float64(kind: str, E: int, seed: int, readout: str) -
 @pytest.mark.parametrize("kind", ["gpt2", "bert"])
 @pytest.mark.parametrize("E", [4, 8])
 def test_float32_recovery_verifies_at_its_declared_precision(kind: str, E: int) -> None:
-    """Measured (seeds 0-2): verification gaps 1e-7 to 2e-6, relative W error 1e-6 to 1e-5."""
+    """Measured (benchmarks/hf.py, seeds 0-9, E = 4, 8, 16): parameter errors <= 2.6e-5."""
     module = _module(kind, E, 1, seed=7)
     r = _readout("linear", E)
     oracle = attention_oracle(module, r, dtype="float32")
@@ -381,7 +381,7 @@ def _heads_of(rec: va.Recovery) -> HeadParameters:
 @pytest.mark.parametrize(("E", "seed"), [(4, 0), (4, 1), (4, 2), (6, 3), (6, 4)])
 def test_two_heads_are_learned_or_refused_never_wrong(kind: str, E: int, seed: int) -> None:
     """Measured (seeds 0-9, E = 4 and 6, both kinds): 40/40 learned, predictions on fresh
-    sequences within 1e-10 relative of the module. A refusal is allowed, a wrong answer
+    sequences within 1.1e-10 relative of the module. A refusal is allowed, a wrong answer
     is not: whatever returns must predict the module on sequences it never saw."""
     module = _module(kind, E, 2, seed=seed)
     r = _readout("linear", E, seed=seed + 1)
