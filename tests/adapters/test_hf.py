@@ -569,8 +569,11 @@ def test_unsupported_modules_name_the_right_adapter() -> None:
 
 def test_cross_attention_is_refused() -> None:
     attn = GPT2Attention(GPT2Config(n_embd=4, n_head=1), is_cross_attention=True, layer_idx=0)
-    with pytest.raises(va.InvalidArgument, match="cross-attention"):
+    with pytest.raises(va.InvalidArgument, match="cross-attention GPT2Attention"):
         attention_oracle(attn, np.ones(4))
+    bert = BertAttention(BertConfig(hidden_size=4, num_attention_heads=1), is_cross_attention=True)
+    with pytest.raises(va.InvalidArgument, match="cross-attention BertAttention"):
+        attention_parameters(bert, np.ones(4))
 
 
 def test_bad_readout_dtype_and_flag() -> None:

@@ -126,6 +126,11 @@ def _check_module(module: Any) -> int:
             "module is a cross-attention GPT2Attention (it attends to encoder states, not to "
             "the query sequence); only self-attention is a single sequence's function"
         )
+    if isinstance(module, BertAttention) and module.is_cross_attention:
+        raise InvalidArgument(
+            "module is a cross-attention BertAttention (it attends to encoder states, not to "
+            "the query sequence); only self-attention is a single sequence's function"
+        )
     if isinstance(module, BertSelfAttention) and module.all_head_size != module.config.hidden_size:
         raise InvalidArgument(
             f"module has all_head_size = {module.all_head_size} != hidden_size = "
@@ -191,7 +196,8 @@ def attention_parameters(
     ``LlamaAttention``: rotary embeddings make the scores depend on positions, which no
     ``(W, c)`` captures, so this raises :class:`ModelClassMismatch`; with
     ``ignore_rotary=True`` it maps the weights as if every rotation were the identity (the
-    module's answer when it is given ``cos = 1, sin = 0``).
+    module's answer when it is given ``cos = 1, sin = 0``). Other modules have no rotary
+    embeddings and ignore the flag.
 
     >>> from transformers import LlamaConfig
     >>> config = LlamaConfig(hidden_size=8, num_attention_heads=4, num_key_value_heads=2,
