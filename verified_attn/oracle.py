@@ -138,10 +138,17 @@ class Oracle:
         model_class: str | None = None,
     ) -> None:
         if not hasattr(model, "evaluate_batch") or not hasattr(model, "d"):
+            hint = "wrap other black boxes with Oracle.from_callable"
+            if type(model).__module__.startswith(("torch", "transformers")):  # no torch import
+                hint = (
+                    "use verified_attn.adapters.torch.attention_oracle(module, readout) for "
+                    "nn.MultiheadAttention or verified_attn.adapters.hf.attention_oracle(module, "
+                    f"readout) for HuggingFace attention modules ({hint})"
+                )
             raise InvalidArgument(
                 f"model must be a verified_attn model (e.g. SingleHeadAttention) or follow "
                 f"the BlackBoxModel protocol (d, evaluate_batch, evaluate_rational), got "
-                f"{type(model).__name__}; wrap other black boxes with Oracle.from_callable"
+                f"{type(model).__name__}; {hint}"
             )
         if precision is not None and arithmetic != "certified":
             raise InvalidArgument(

@@ -211,16 +211,59 @@ def attention_parameters(module: Any, readout: Any) -> HeadParameters:
     bin_ = _numpy(module.in_proj_bias, (3 * E,))
     Wo = _numpy(module.out_proj.weight, (E, E))
     bo = _numpy(module.out_proj.bias, (E,))
-    Wq, Wk, Wv = Win[:E], Win[E : 2 * E], Win[2 * E :]
-    bq, bv = bin_[:E], bin_[2 * E :]
-    scale = math.sqrt(hd)
-    Ws, cs, vs = [], [], []
-    for k in range(H):
-        rows = slice(k * hd, (k + 1) * hd)
-        Ws.append(Wk[rows].T @ Wq[rows] / scale)
-        cs.append(Wk[rows].T @ bq[rows] / scale)
-        vs.append(Wv[rows].T @ (Wo[:, rows].T @ r))
-    beta = float(r @ (Wo @ bv + bo) + b)
+    return _head_parameters(
+        Wq=Win[:E],
+        bq=bin_[:E],
+        Wk=Win[E : 2 * E],
+        Wv=Win[2 * E :],
+        bv=bin_[2 * E :],
+        Wo=Wo,
+        bo=bo,
+        heads=H,
+        kv_heads=H,
+        head_dim=hd,
+        scale=1.0 / math.sqrt(hd),
+        r=r,
+        b=b,
+    )
+
+
+def _head_parameters(
+    *,
+    Wq: np.ndarray,
+    bq: np.ndarray,
+    Wk: np.ndarray,
+    Wv: np.ndarray,
+    bv: np.ndarray,
+    Wo: np.ndarray,
+    bo: np.ndarray,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    scale: float,
+    r: np.ndarray,
+    b: float,
+) -> HeadParameters:
+    """The mapping shared by every adapter, from weights in ``nn.Linear`` form (``y = W x + b``).
+
+    ``Wq`` has ``heads * head_dim`` rows, ``Wk`` and ``Wv`` ``kv_heads * head_dim``; query
+    head k reads key/value head ``k // (heads // kv_heads)`` (grouped-query attention, as
+    ``repeat_kv`` in transformers; ``kv_heads = heads`` is ordinary multi-head attention).
+    ``scale`` multiplies the scores (1/sqrt(head_dim) usually). ``Wo`` maps the concatenated
+    heads to the output; the key bias is not needed (it cancels in the softmax).
+    """
+    group = heads // kv_heads
+    Ws, cs, vs, bvs = [], [], [], []
+    for k in range(heads):
+        q_rows = slice(k * head_dim, (k + 1) * head_dim)
+        g = k // group
+        kv_rows = slice(g * head_dim, (g + 1) * head_dim)
+        Ws.append(scale * (Wk[kv_rows].T @ Wq[q_rows]))
+        cs.append(scale * (Wk[kv_rows].T @ bq[q_rows]))
+        vs.append(Wv[kv_rows].T @ (Wo[:, q_rows].T @ r))
+        bvs.append(bv[kv_rows])
+    # Softmax weights sum to 1, so each head passes its value bias through unchanged.
+    beta = float(r @ (Wo @ np.concatenate(bvs) + bo) + b)
     return HeadParameters(np.stack(Ws), np.stack(cs), np.stack(vs), beta)
 
 
@@ -345,11 +388,14 @@ def _oracle(
     record: bool | None,
     model_class: str | None,
     rtol: float = 1e-6,
+    prepare: Callable[[torch.nn.Module], None] | None = None,
 ) -> Oracle:
     r, b = _readout(readout, E)
     # A private copy in eval mode: dropout off, the caller's module (and its dtype) untouched,
     # and later edits to it do not change the oracle's answers mid-run.
     box = copy.deepcopy(module).to(device="cpu", dtype=dtype).eval()
+    if prepare is not None:  # an adapter's settings on the private copy (never the caller's)
+        prepare(box)
 
     def batch_fn(Xs: np.ndarray) -> np.ndarray:
         x = torch.from_numpy(np.ascontiguousarray(Xs)).to(dtype)
