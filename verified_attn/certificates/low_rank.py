@@ -459,9 +459,11 @@ def _verify_skeleton(data: dict[str, Any], head: Header) -> list[str]:
     extra = set(q["by_phase"]) - {*phases, "verify"}
     if extra:
         raise CertificateError(f"queries.by_phase has unknown phases {sorted(extra)}")
+    rescales = learning - d - sum(1 for p in cross.probes if p.phase not in verification)
     lines = [
-        f"queries: {q['learning']} learning (bound {bound} = {formula}); "
-        f"{q['verification']} verification",
+        f"queries: {q['learning']} learning (bound {bound} = {formula}"
+        + (f", + {rescales} re-asked probes" if rescales else "")
+        + f"); {q['verification']} verification",
         f"cross: re-solved {2 * d * r} unknowns of Z = U^T W B and R = U_S^T W from "
         f"{cross.n_probe_equations} probes and {r * r} pivot constraints; "
         "W = U^-T Z Z_S^-1 R",
@@ -721,9 +723,11 @@ def _verify_nuclear(data: dict[str, Any], head: Header) -> list[str]:
             f"result.residual is {reported:.6e}, the stored answers and the claimed W give "
             f"{again:.6e}"
         )
+    rescales = learning - d - m
     lines = [
-        f"queries: {q['learning']} learning (bound d + m = {d + m}); "
-        f"{q['verification']} verification",
+        f"queries: {q['learning']} learning (bound d + m = {d + m}"
+        + (f", + {rescales} re-asked probes" if rescales else "")
+        + f"); {q['verification']} verification",
         f"measurements: {m} rank-one probes re-decoded; the claimed W fits them with "
         f"relative residual {again:.3e} (reported {reported:.3e})",
         check_verification(data, head, _predictor(head, claimed, False)),
