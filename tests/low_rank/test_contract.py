@@ -353,6 +353,8 @@ HOSTILE = [
     ("nuclear", "arithmetic", "exact"),
     ("nuclear", "result.residual", {"float": "nan"}),
     ("nuclear", "result.residual", {"float": "0x1p-1"}),
+    ("nuclear", "result.verification_error", {"float": "0x1p-1"}),
+    ("nuclear", "result.verification_error", "big"),
     ("nuclear", "result.parameters.v.0", {"float": "0x1.8p+0"}),
     ("nuclear", "answers.probes.0.phase", "C"),
     ("nuclear", "answers.probes", []),
@@ -382,4 +384,33 @@ def test_truncated_and_nested_files(certs, tmp_path: Path) -> None:
         bad = copy.deepcopy(certs["skeleton"])
         del bad[missing]
         with pytest.raises(CertificateError, match=missing):
+            va.verify_certificate(bad)
+
+
+@pytest.mark.parametrize(("arith", "precision"), [("certified", 64), ("certified", 256), ("float", None)])
+def test_saturating_probes_are_re_asked_and_counted(arith: str, precision: int | None) -> None:
+    # Scores up to ~60: many probes saturate and are re-asked at t / 16; the rank test's
+    # re-asks belong to its own (verification) phase "rank-rescale" when the rank is given.
+    rng = np.random.default_rng(1)
+    K, Q = rng.integers(-3, 4, (2, 6)), rng.integers(-3, 4, (2, 6))
+    model = va.SingleHeadAttention(20 * K.T @ Q, rng.integers(1, 4, 6))
+    oracle = va.Oracle(model, arith, precision=precision)
+    rec = learn_low_rank(oracle, rank=2)
+    assert oracle.queries == rec.queries + rec.verification_queries
+    assert rec.queries == 6 + 2 * 6 * 2 - 4 + rec.queries_by_phase["rescale"]
+    assert rec.verification_queries == 8 + 1 + rec.queries_by_phase.get("rank-rescale", 0)
+    if "rank-rescale" in rec.queries_by_phase:
+        assert "rank-rescale" in rec.verification_phases
+    if rec.exact:
+        assert rec.W == model.W
+    else:
+        W = model.float_parameters()["W"]
+        assert np.abs(rec.model.float_parameters()["W"] - W).max() <= 1e-6 * np.abs(W).max()
+    data = json.loads(json.dumps(rec.certificate()))
+    assert va.verify_certificate(data).ok
+    (i, probe) = next((k, p) for k, p in enumerate(data["answers"]["probes"]) if p["scale"] != "1/1")
+    for scale in ("1/1", "1/" + str(16 * Fraction(probe["scale"]).denominator)):
+        bad = copy.deepcopy(data)
+        bad["answers"]["probes"][i]["scale"] = scale
+        with pytest.raises(CertificateError):
             va.verify_certificate(bad)

@@ -43,7 +43,8 @@ substitution and solve differ from the learner's column-by-column cross in round
 **nuclear** (``method: "nuclear"``, float only): the rank-one measurements t_k are
 re-decoded from the answers; the claimed v must equal the length-1 answers, and the
 reported relative residual ``||A(W) - t|| / ||t||`` of the claimed W must be the one
-recomputed here (to :data:`RESIDUAL_RTOL` relative, or :data:`RESIDUAL_ATOL`).
+recomputed here (to :data:`RESIDUAL_RTOL` relative, or :data:`RESIDUAL_ATOL`), and so
+must the reported verification error (the largest relative gap on the fresh sequences).
 
 Both: the counts add up (learning = d + the learning probes + their re-asks, the bound is
 the method's formula), and the verification answers agree with the claimed model under the
@@ -716,20 +717,51 @@ def _verify_nuclear(data: dict[str, Any], head: Header) -> list[str]:
     gap = float(np.linalg.norm(fit - t))
     again = gap / scale if scale else gap
     reported = float(number(get(data, "result.residual"), "result.residual", arith))
-    if not math.isfinite(again) or abs(reported - again) > RESIDUAL_RTOL * max(
-        reported, again
-    ) + RESIDUAL_ATOL:
+    if not _close(reported, again):
         raise CertificateError(
             f"result.residual is {reported:.6e}, the stored answers and the claimed W give "
             f"{again:.6e}"
         )
     rescales = learning - d - m
-    lines = [
+    predict = _predictor(head, claimed, False)
+    verified = check_verification(data, head, predict)  # parses the section first
+    return [
         f"queries: {q['learning']} learning (bound d + m = {d + m}"
         + (f", + {rescales} re-asked probes" if rescales else "")
         + f"); {q['verification']} verification",
         f"measurements: {m} rank-one probes re-decoded; the claimed W fits them with "
         f"relative residual {again:.3e} (reported {reported:.3e})",
-        check_verification(data, head, _predictor(head, claimed, False)),
+        verified,
+        _verification_error(data, head, predict),
     ]
-    return lines
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isfinite(b) and abs(a - b) <= RESIDUAL_RTOL * max(abs(a), abs(b)) + RESIDUAL_ATOL
+
+
+def _verification_error(data: dict[str, Any], head: Header, predict: Any) -> str:
+    """The reported largest relative gap on the fresh sequences, recomputed here."""
+    from verified_attn.verification import agree, float_floor, fresh_sequences
+
+    ver = get(data, "verification")
+    count, seed = ver["count"], ver["seed"]  # validated by check_verification
+    raw = get(data, "result.verification_error")
+    if count == 0:
+        if raw is not None:
+            raise CertificateError("result.verification_error must be null when not verified")
+        return "verification error: none (not verified)"
+    reported = float(number(raw, "result.verification_error", head.arith))
+    answers = [float(a) for a in numbers(ver["answers"], "verification.answers", head.arith)]
+    sequences = fresh_sequences(head.d, count, seed, tuple(ver["lengths"]))
+    floor = float_floor(answers, 0.0)
+    worst = max(
+        agree(head.arith, a, predict(X), floor=floor)[1]
+        for X, a in zip(sequences, answers, strict=True)
+    )
+    if not _close(reported, worst):
+        raise CertificateError(
+            f"result.verification_error is {reported:.6e}, the stored verification answers "
+            f"give {worst:.6e}"
+        )
+    return f"verification error: the largest relative gap {worst:.3e} is the reported one"
