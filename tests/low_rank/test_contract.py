@@ -221,6 +221,26 @@ def test_rank_check_tampering_is_caught() -> None:
             verify_low_rank(data)
 
 
+def test_certificate_without_rank_evidence_rejected() -> None:
+    # Dropping the rank test (and its count) leaves no evidence that rank W <= r.
+    for kind in ("found", "given"):
+        _, _, rec = _run(kind, "exact", 5, 2)
+        data = rec.certificate()
+        probes = data["answers"]["probes"]
+        (i,) = [k for k, p in enumerate(probes) if p["b"] == data["design"]["next_b"]]
+        del probes[i]
+        q = data["queries"]
+        q["by_phase"]["rank"] -= 1
+        if kind == "given":
+            del q["by_phase"]["rank"]
+            q["verification_phases"].remove("rank")
+            q["verification"] -= 1
+        else:
+            q["learning"] -= 1
+        with pytest.raises(CertificateError, match="next_b"):
+            verify_low_rank(data)
+
+
 @pytest.mark.parametrize(("kind", "arith"), LEARNERS, ids=[f"{k}-{a}" for k, a in LEARNERS])
 def test_verify_zero_is_not_verified(kind: str, arith: str) -> None:
     _, oracle, rec = _run(kind, arith, 4, 1, verify=0)

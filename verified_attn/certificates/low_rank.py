@@ -531,6 +531,11 @@ def _rank_checks(
                 "the rank exceeds the claim"
             )
     if not cross.checks:
+        if cross.rank < d:
+            raise CertificateError(
+                f"no stored probe on design.next_b: nothing shows that rank W is not above "
+                f"{cross.rank}"
+            )
         return "rank: full rank, nothing to check"
     return (
         f"rank: {len(cross.checks)} probes on the next column agree with the claimed W "
