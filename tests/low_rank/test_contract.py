@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import verified_attn as va
 from verified_attn.certificates.low_rank import verify as verify_low_rank
@@ -434,3 +436,28 @@ def test_saturating_probes_are_re_asked_and_counted(arith: str, precision: int |
         bad["answers"]["probes"][i]["scale"] = scale
         with pytest.raises(CertificateError):
             va.verify_certificate(bad)
+
+
+@given(
+    d=st.integers(2, 7),
+    data=st.data(),
+    seed=st.integers(0, 10**6),
+    arith=st.sampled_from(["certified", "float"]),
+    given_rank=st.booleans(),
+)
+def test_random_certificates_check_and_one_answer_changed_fails(
+    d: int, data: st.DataObject, seed: int, arith: str, given_rank: bool
+) -> None:
+    r = data.draw(st.integers(1, d))
+    model = random_low_rank_head(d, r, seed, den=int(seed % 5) + 1)
+    true_rank = int(np.linalg.matrix_rank(model.float_parameters()["W"]))
+    if given_rank and true_rank == 0:
+        given_rank = False
+    rec = learn_low_rank(va.Oracle(model, arith), rank=true_rank if given_rank else None, seed=seed)
+    cert = json.loads(json.dumps(rec.certificate()))
+    assert va.verify_certificate(cert).ok
+    probes = cert["answers"]["probes"]
+    k = data.draw(st.integers(0, len(probes) - 1))
+    probes[k]["answer"] = _bump(probes[k]["answer"])
+    with pytest.raises(CertificateError):
+        va.verify_certificate(cert)
