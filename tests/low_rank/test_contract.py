@@ -346,6 +346,8 @@ HOSTILE = [
     ("skeleton", "rank", "two"),
     ("skeleton", "rank_given", -1),
     ("skeleton", "method", "svd"),
+    ("skeleton", "method", {"x": 1}),
+    ("skeleton", "theorem", "thm-4.1"),
     ("skeleton", "precision", 10**12),
     ("skeleton", "design.U", [[]]),
     ("skeleton", "design.U.0", ["1/1"] * 4),  # a truncated row

@@ -5,7 +5,7 @@
 >>> W = [[2, 4, 0], [1, 2, 0], [-1, -2, 0]]                      # rank 1
 >>> data = va.learn_low_rank(va.Oracle(va.SingleHeadAttention(W, [1, 0, 1]), "exact")).certificate()
 >>> print(verify(data).summary[2])
-cross: re-solved 6 unknowns of Z = U^T W B and R = U_S^T W from 5 probes and 1 pivot constraints; W = U^-T Z Z_S^-1 R
+cross: re-solved 6 unknowns of Z = U^T W B and R = U_S^T W from 5 probes and 1 pivot constraints (exact inverse of the 2 coupled unknowns); W = U^-T Z Z_S^-1 R
 >>> data["result"]["parameters"]["W"][0][0] = {"rational": "3/1"}
 >>> verify(data)
 Traceback (most recent call last):
@@ -95,6 +95,7 @@ RESIDUAL_ATOL = 1e-12
 MAX_REDUCED = 1200
 _EPS = float(np.finfo(np.float64).eps)
 METHODS = ("skeleton", "nuclear")
+THEOREM = "thm-5.1"
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,8 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     method = get(data, "method")
     if method not in METHODS:
         raise CertificateError(f"method must be 'skeleton' or 'nuclear', got {method!r:.80}")
+    if head.theorem != THEOREM:
+        raise CertificateError(f"theorem is {head.theorem!r}, a low-rank certificate is {THEOREM!r}")
     lines = [f"{head.describe()}, method {method}"]
     if method == "skeleton":
         lines.extend(_verify_skeleton(data, head))
@@ -305,6 +308,11 @@ class _Cross:
     def _solve(self) -> None:
         d, r, arith = self.d, self.rank, self.arith
         n = 2 * d * r
+        if len(self.probes) + r * r < n:  # before any work of size n
+            raise CertificateError(
+                f"{len(self.probes)} stored probes cannot determine the 2dr = {n} unknowns "
+                f"of a rank-{r} cross"
+            )
         eqs: list[tuple[dict[int, Fraction], Any]] = []
         self.checks: list[int] = []
         basis = {_key(b): j for j, b in enumerate(self.B)}
@@ -466,8 +474,8 @@ def _verify_skeleton(data: dict[str, Any], head: Header) -> list[str]:
         + (f", + {rescales} re-asked probes" if rescales else "")
         + f"); {q['verification']} verification",
         f"cross: re-solved {2 * d * r} unknowns of Z = U^T W B and R = U_S^T W from "
-        f"{cross.n_probe_equations} probes and {r * r} pivot constraints; "
-        "W = U^-T Z Z_S^-1 R",
+        f"{cross.n_probe_equations} probes and {r * r} pivot constraints (exact inverse of "
+        f"the {cross.coupled} coupled unknowns); W = U^-T Z Z_S^-1 R",
     ]
     exact = as_bool(get(data, "result.exact"), "result.exact")
     if arith.name == "exact" and not exact:
