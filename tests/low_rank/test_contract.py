@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import verified_attn as va
 from verified_attn.certificates.low_rank import verify as verify_low_rank
@@ -221,6 +223,26 @@ def test_rank_check_tampering_is_caught() -> None:
             verify_low_rank(data)
 
 
+def test_certificate_without_rank_evidence_rejected() -> None:
+    # Dropping the rank test (and its count) leaves no evidence that rank W <= r.
+    for kind in ("found", "given"):
+        _, _, rec = _run(kind, "exact", 5, 2)
+        data = rec.certificate()
+        probes = data["answers"]["probes"]
+        (i,) = [k for k, p in enumerate(probes) if p["b"] == data["design"]["next_b"]]
+        del probes[i]
+        q = data["queries"]
+        q["by_phase"]["rank"] -= 1
+        if kind == "given":
+            del q["by_phase"]["rank"]
+            q["verification_phases"].remove("rank")
+            q["verification"] -= 1
+        else:
+            q["learning"] -= 1
+        with pytest.raises(CertificateError, match="next_b"):
+            verify_low_rank(data)
+
+
 @pytest.mark.parametrize(("kind", "arith"), LEARNERS, ids=[f"{k}-{a}" for k, a in LEARNERS])
 def test_verify_zero_is_not_verified(kind: str, arith: str) -> None:
     _, oracle, rec = _run(kind, arith, 4, 1, verify=0)
@@ -324,6 +346,8 @@ HOSTILE = [
     ("skeleton", "rank", "two"),
     ("skeleton", "rank_given", -1),
     ("skeleton", "method", "svd"),
+    ("skeleton", "method", {"x": 1}),
+    ("skeleton", "theorem", "thm-4.1"),
     ("skeleton", "precision", 10**12),
     ("skeleton", "design.U", [[]]),
     ("skeleton", "design.U.0", ["1/1"] * 4),  # a truncated row
@@ -353,6 +377,8 @@ HOSTILE = [
     ("nuclear", "arithmetic", "exact"),
     ("nuclear", "result.residual", {"float": "nan"}),
     ("nuclear", "result.residual", {"float": "0x1p-1"}),
+    ("nuclear", "result.verification_error", {"float": "0x1p-1"}),
+    ("nuclear", "result.verification_error", "big"),
     ("nuclear", "result.parameters.v.0", {"float": "0x1.8p+0"}),
     ("nuclear", "answers.probes.0.phase", "C"),
     ("nuclear", "answers.probes", []),
@@ -383,3 +409,57 @@ def test_truncated_and_nested_files(certs, tmp_path: Path) -> None:
         del bad[missing]
         with pytest.raises(CertificateError, match=missing):
             va.verify_certificate(bad)
+
+
+@pytest.mark.parametrize(("arith", "precision"), [("certified", 64), ("certified", 256), ("float", None)])
+def test_saturating_probes_are_re_asked_and_counted(arith: str, precision: int | None) -> None:
+    # Scores up to ~60: many probes saturate and are re-asked at t / 16; the rank test's
+    # re-asks belong to its own (verification) phase "rank-rescale" when the rank is given.
+    rng = np.random.default_rng(1)
+    K, Q = rng.integers(-3, 4, (2, 6)), rng.integers(-3, 4, (2, 6))
+    model = va.SingleHeadAttention(20 * K.T @ Q, rng.integers(1, 4, 6))
+    oracle = va.Oracle(model, arith, precision=precision)
+    rec = learn_low_rank(oracle, rank=2)
+    assert oracle.queries == rec.queries + rec.verification_queries
+    assert rec.queries == 6 + 2 * 6 * 2 - 4 + rec.queries_by_phase["rescale"]
+    assert rec.verification_queries == 8 + 1 + rec.queries_by_phase.get("rank-rescale", 0)
+    if "rank-rescale" in rec.queries_by_phase:
+        assert "rank-rescale" in rec.verification_phases
+    if rec.exact:
+        assert rec.W == model.W
+    else:
+        W = model.float_parameters()["W"]
+        assert np.abs(rec.model.float_parameters()["W"] - W).max() <= 1e-6 * np.abs(W).max()
+    data = json.loads(json.dumps(rec.certificate()))
+    assert va.verify_certificate(data).ok
+    (i, probe) = next((k, p) for k, p in enumerate(data["answers"]["probes"]) if p["scale"] != "1/1")
+    for scale in ("1/1", "1/" + str(16 * Fraction(probe["scale"]).denominator)):
+        bad = copy.deepcopy(data)
+        bad["answers"]["probes"][i]["scale"] = scale
+        with pytest.raises(CertificateError):
+            va.verify_certificate(bad)
+
+
+@given(
+    d=st.integers(2, 7),
+    data=st.data(),
+    seed=st.integers(0, 10**6),
+    arith=st.sampled_from(["certified", "float"]),
+    given_rank=st.booleans(),
+)
+def test_random_certificates_check_and_one_answer_changed_fails(
+    d: int, data: st.DataObject, seed: int, arith: str, given_rank: bool
+) -> None:
+    r = data.draw(st.integers(1, d))
+    model = random_low_rank_head(d, r, seed, den=int(seed % 5) + 1)
+    true_rank = int(np.linalg.matrix_rank(model.float_parameters()["W"]))
+    if given_rank and true_rank == 0:
+        given_rank = False
+    rec = learn_low_rank(va.Oracle(model, arith), rank=true_rank if given_rank else None, seed=seed)
+    cert = json.loads(json.dumps(rec.certificate()))
+    assert va.verify_certificate(cert).ok
+    probes = cert["answers"]["probes"]
+    k = data.draw(st.integers(0, len(probes) - 1))
+    probes[k]["answer"] = _bump(probes[k]["answer"])
+    with pytest.raises(CertificateError):
+        va.verify_certificate(cert)

@@ -5,7 +5,7 @@
 >>> W = [[2, 4, 0], [1, 2, 0], [-1, -2, 0]]                      # rank 1
 >>> data = va.learn_low_rank(va.Oracle(va.SingleHeadAttention(W, [1, 0, 1]), "exact")).certificate()
 >>> print(verify(data).summary[2])
-cross: re-solved 6 unknowns of Z = U^T W B and R = U_S^T W from 5 probes and 1 pivot constraints; W = U^-T Z Z_S^-1 R
+cross: re-solved 6 unknowns of Z = U^T W B and R = U_S^T W from 5 probes and 1 pivot constraints (exact inverse of the 2 coupled unknowns); W = U^-T Z Z_S^-1 R
 >>> data["result"]["parameters"]["W"][0][0] = {"rational": "3/1"}
 >>> verify(data)
 Traceback (most recent call last):
@@ -43,7 +43,8 @@ substitution and solve differ from the learner's column-by-column cross in round
 **nuclear** (``method: "nuclear"``, float only): the rank-one measurements t_k are
 re-decoded from the answers; the claimed v must equal the length-1 answers, and the
 reported relative residual ``||A(W) - t|| / ||t||`` of the claimed W must be the one
-recomputed here (to :data:`RESIDUAL_RTOL` relative, or :data:`RESIDUAL_ATOL`).
+recomputed here (to :data:`RESIDUAL_RTOL` relative, or :data:`RESIDUAL_ATOL`), and so
+must the reported verification error (the largest relative gap on the fresh sequences).
 
 Both: the counts add up (learning = d + the learning probes + their re-asks, the bound is
 the method's formula), and the verification answers agree with the claimed model under the
@@ -94,6 +95,7 @@ RESIDUAL_ATOL = 1e-12
 MAX_REDUCED = 1200
 _EPS = float(np.finfo(np.float64).eps)
 METHODS = ("skeleton", "nuclear")
+THEOREM = "thm-5.1"
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,8 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     method = get(data, "method")
     if method not in METHODS:
         raise CertificateError(f"method must be 'skeleton' or 'nuclear', got {method!r:.80}")
+    if head.theorem != THEOREM:
+        raise CertificateError(f"theorem is {head.theorem!r}, a low-rank certificate is {THEOREM!r}")
     lines = [f"{head.describe()}, method {method}"]
     if method == "skeleton":
         lines.extend(_verify_skeleton(data, head))
@@ -304,6 +308,11 @@ class _Cross:
     def _solve(self) -> None:
         d, r, arith = self.d, self.rank, self.arith
         n = 2 * d * r
+        if len(self.probes) + r * r < n:  # before any work of size n
+            raise CertificateError(
+                f"{len(self.probes)} stored probes cannot determine the 2dr = {n} unknowns "
+                f"of a rank-{r} cross"
+            )
         eqs: list[tuple[dict[int, Fraction], Any]] = []
         self.checks: list[int] = []
         basis = {_key(b): j for j, b in enumerate(self.B)}
@@ -459,12 +468,14 @@ def _verify_skeleton(data: dict[str, Any], head: Header) -> list[str]:
     extra = set(q["by_phase"]) - {*phases, "verify"}
     if extra:
         raise CertificateError(f"queries.by_phase has unknown phases {sorted(extra)}")
+    rescales = learning - d - sum(1 for p in cross.probes if p.phase not in verification)
     lines = [
-        f"queries: {q['learning']} learning (bound {bound} = {formula}); "
-        f"{q['verification']} verification",
+        f"queries: {q['learning']} learning (bound {bound} = {formula}"
+        + (f", + {rescales} re-asked probes" if rescales else "")
+        + f"); {q['verification']} verification",
         f"cross: re-solved {2 * d * r} unknowns of Z = U^T W B and R = U_S^T W from "
-        f"{cross.n_probe_equations} probes and {r * r} pivot constraints; "
-        "W = U^-T Z Z_S^-1 R",
+        f"{cross.n_probe_equations} probes and {r * r} pivot constraints (exact inverse of "
+        f"the {cross.coupled} coupled unknowns); W = U^-T Z Z_S^-1 R",
     ]
     exact = as_bool(get(data, "result.exact"), "result.exact")
     if arith.name == "exact" and not exact:
@@ -528,6 +539,11 @@ def _rank_checks(
                 "the rank exceeds the claim"
             )
     if not cross.checks:
+        if cross.rank < d:
+            raise CertificateError(
+                f"no stored probe on design.next_b: nothing shows that rank W is not above "
+                f"{cross.rank}"
+            )
         return "rank: full rank, nothing to check"
     return (
         f"rank: {len(cross.checks)} probes on the next column agree with the claimed W "
@@ -714,18 +730,51 @@ def _verify_nuclear(data: dict[str, Any], head: Header) -> list[str]:
     gap = float(np.linalg.norm(fit - t))
     again = gap / scale if scale else gap
     reported = float(number(get(data, "result.residual"), "result.residual", arith))
-    if not math.isfinite(again) or abs(reported - again) > RESIDUAL_RTOL * max(
-        reported, again
-    ) + RESIDUAL_ATOL:
+    if not _close(reported, again):
         raise CertificateError(
             f"result.residual is {reported:.6e}, the stored answers and the claimed W give "
             f"{again:.6e}"
         )
-    lines = [
-        f"queries: {q['learning']} learning (bound d + m = {d + m}); "
-        f"{q['verification']} verification",
+    rescales = learning - d - m
+    predict = _predictor(head, claimed, False)
+    verified = check_verification(data, head, predict)  # parses the section first
+    return [
+        f"queries: {q['learning']} learning (bound d + m = {d + m}"
+        + (f", + {rescales} re-asked probes" if rescales else "")
+        + f"); {q['verification']} verification",
         f"measurements: {m} rank-one probes re-decoded; the claimed W fits them with "
         f"relative residual {again:.3e} (reported {reported:.3e})",
-        check_verification(data, head, _predictor(head, claimed, False)),
+        verified,
+        _verification_error(data, head, predict),
     ]
-    return lines
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isfinite(b) and abs(a - b) <= RESIDUAL_RTOL * max(abs(a), abs(b)) + RESIDUAL_ATOL
+
+
+def _verification_error(data: dict[str, Any], head: Header, predict: Any) -> str:
+    """The reported largest relative gap on the fresh sequences, recomputed here."""
+    from verified_attn.verification import agree, float_floor, fresh_sequences
+
+    ver = get(data, "verification")
+    count, seed = ver["count"], ver["seed"]  # validated by check_verification
+    raw = get(data, "result.verification_error")
+    if count == 0:
+        if raw is not None:
+            raise CertificateError("result.verification_error must be null when not verified")
+        return "verification error: none (not verified)"
+    reported = float(number(raw, "result.verification_error", head.arith))
+    answers = [float(a) for a in numbers(ver["answers"], "verification.answers", head.arith)]
+    sequences = fresh_sequences(head.d, count, seed, tuple(ver["lengths"]))
+    floor = float_floor(answers, 0.0)
+    worst = max(
+        agree(head.arith, a, predict(X), floor=floor)[1]
+        for X, a in zip(sequences, answers, strict=True)
+    )
+    if not _close(reported, worst):
+        raise CertificateError(
+            f"result.verification_error is {reported:.6e}, the stored verification answers "
+            f"give {worst:.6e}"
+        )
+    return f"verification error: the largest relative gap {worst:.3e} is the reported one"

@@ -110,7 +110,8 @@ def learn_low_rank(
     (:func:`~verified_attn.low_rank.nuclear.nuclear_norm_admm`).
 
     ``verify`` fresh sequences of the given ``lengths`` (in turn) are checked against the
-    result (0: not verified, and the result says so). Every argument is checked before any
+    result (0: not verified, and the result says so; with the rank given, the one rank
+    test still guards the class and is counted as verification). Every argument is checked before any
     query: a bad one raises :class:`~verified_attn.errors.InvalidArgument`.
     """
     check_oracle(oracle)

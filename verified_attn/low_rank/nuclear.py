@@ -279,7 +279,8 @@ def _certificate(
     """The nuclear method's certificate: every probe and answer, the claimed W and residual.
 
     The checker re-decodes the measurements t_k from the answers and recomputes the
-    residual of the claimed W (float), and re-checks the verification answers.
+    residual of the claimed W (float), re-checks the verification answers and recomputes
+    their largest relative gap (the reported verification error).
     """
     d = prober.oracle.d
     data = certificate_base(
@@ -308,6 +309,9 @@ def _certificate(
                     "v": [dump_number(float(x)) for x in params["v"]],
                 },
                 "residual": dump_number(float(residual)),
+                "verification_error": None
+                if checked is None or checked.max_gap is None
+                else dump_number(float(checked.max_gap)),
                 "admm": {
                     "iterations": int(info["iterations"]),
                     "converged": bool(info["converged"]),
