@@ -404,10 +404,17 @@ class FloatArithmetic(Arithmetic):
 
     name = "float"
 
-    def __init__(self, rtol: float = 1e-6) -> None:
+    def __init__(self, rtol: float = 1e-6, unit_roundoff: float = 2.0**-53) -> None:
         if not (isinstance(rtol, float | int) and 0 < rtol < 1):
             raise InvalidArgument(f"rtol must be a number in (0, 1), got {rtol!r}")
+        if not (isinstance(unit_roundoff, float | int) and 0 < unit_roundoff <= rtol):
+            raise InvalidArgument(
+                f"unit_roundoff must be a number in (0, rtol], got {unit_roundoff!r}"
+            )
         self.rtol = float(rtol)
+        #: The unit roundoff of the box's own arithmetic (2^-53 float64, 2^-24 float32):
+        #: the rounding its answers carry on a large output bias is measured in it.
+        self.unit_roundoff = float(unit_roundoff)
 
     def rational(self, q: Fraction) -> float:
         return float(q)

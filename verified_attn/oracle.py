@@ -175,6 +175,7 @@ class Oracle:
         record: bool | None = None,
         model_class: str | None = None,
         rtol: float = 1e-6,
+        unit_roundoff: float = 2.0**-53,
     ) -> Oracle:
         """Wrap ``fn(X: ndarray (N, d)) -> float`` as a float-mode oracle.
 
@@ -182,7 +183,9 @@ class Oracle:
         equal-length queries at once. ``model_class`` ("single-head" or
         "single-head-affine") tells learners which hypothesis class the box is in.
         ``rtol`` is the relative agreement learners' verification asks of its answers (raise
-        it for a box that computes in lower precision, e.g. float32).
+        it for a box that computes in lower precision, e.g. float32); ``unit_roundoff`` is
+        that arithmetic's unit roundoff (2^-24 for float32), which bounds the rounding on
+        a large output bias.
 
         >>> oracle = Oracle.from_callable(lambda X: float(X.sum()), d=2)
         >>> oracle.query([[1, 2]]), oracle.queries
@@ -194,7 +197,7 @@ class Oracle:
             raise InvalidArgument(f"batch_fn must be callable, got {type(batch_fn).__name__}")
         self = cls.__new__(cls)
         self.model = None
-        self.arithmetic = FloatArithmetic(rtol)
+        self.arithmetic = FloatArithmetic(rtol, unit_roundoff)
         self.d = _positive_int(d, "d")
         self._fn = fn
         self._batch_fn = batch_fn

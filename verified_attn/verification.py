@@ -25,13 +25,16 @@ The rule, per arithmetic (:func:`agree`):
   result's output bias (0 if none; it is common to both sides and would otherwise swallow
   the head's part of the answer) and ``floor = FLOOR * median |answer - beta|`` over the
   verification set (so answers near 0 are compared at the scale of the others); the last
-  term is the rounding a float64 answer carries on a large bias. ``rtol`` is the oracle's
-  declared answer precision (``Oracle.from_callable(..., rtol=)``, 1e-6 by default).
+  term is the rounding a float answer carries on a large bias, in ulps of the box's own
+  arithmetic. ``rtol`` is the oracle's declared answer precision and ``unit_roundoff``
+  its arithmetic's (``Oracle.from_callable(..., rtol=, unit_roundoff=)``; 1e-6 and
+  2^-53 by default; the PyTorch and HuggingFace adapters declare 1e-4 and 2^-24 for
+  float32 modules).
 
 Fresh sequences have the lengths :data:`DEFAULT_LENGTHS` in turn (configurable; every
-learner records which it used) and entries in {+-1/2, +-1}; the first entry of the last
-token is +-1/2, so none equals a learning query of the probe designs (whose last token is
-0 or a basis vector).
+learner records which it used) and entries k/8 with 1 <= |k| <= 16; the first entry of the
+last token is neither 0 nor 1, so none equals a learning query of the probe designs (whose
+last token is 0 or a basis vector).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ __all__ = [
     "check_record",
     "float_floor",
     "fresh_sequences",
+    "tolerance",
     "verify_model",
 ]
 
@@ -70,8 +74,12 @@ FLOOR = 1e-3
 #: Rounding allowed on the bias part of a float64 answer, in ulps of |beta|.
 BIAS_ULPS = 1024
 
-_ENTRIES = np.array([-1.0, -0.5, 0.5, 1.0])
-_LAST = np.array([-0.5, 0.5])
+# Entries k/8, 1 <= |k| <= 16: exact dyadic floats with enough distinct values that long
+# sequences in small d see new inputs (four values made d = 1 checks nearly blind).
+_ENTRIES = np.array([k / 8 for k in range(-16, 17) if k != 0])
+# The last token's first entry is never 0 or 1, so no fresh sequence is a probe ([b + t u; b]
+# ends in 0 or a basis vector).
+_LAST = np.array([k / 8 for k in range(-16, 17) if k not in (0, 8)])
 
 Predictor = Callable[[np.ndarray], Any]
 
@@ -123,12 +131,27 @@ def agree(
     """
     if arith.name != "float":
         return bool(arith.agree(observed, expected)), 0.0
-    a, b, beta = float(observed), float(expected), float(bias)
-    rtol = float(getattr(arith, "rtol", 1e-6))
-    size = max(abs(a - beta), floor, 1e-300)
-    rounding = BIAS_ULPS * float(np.finfo(np.float64).eps) * abs(beta)
+    a, b = float(observed), float(expected)
+    size = max(abs(a - float(bias)), floor, 1e-300)
     gap = abs(a - b)
-    return gap <= rtol * size + rounding, gap / size
+    return gap <= tolerance(arith, a, bias=bias, floor=floor), gap / size
+
+
+def tolerance(
+    arith: Arithmetic, observed: float, *, bias: float = 0.0, floor: float = 0.0
+) -> float:
+    """The float rule's allowed |answer - prediction| for one answer (see the module doc).
+
+    >>> from verified_attn.arithmetic import FloatArithmetic
+    >>> tolerance(FloatArithmetic(1e-6), 2.0)
+    2e-06
+    """
+    beta = float(bias)
+    rtol = float(getattr(arith, "rtol", 1e-6))
+    size = max(abs(float(observed) - beta), floor, 1e-300)
+    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
+    rounding = BIAS_ULPS * 2 * unit * abs(beta)  # BIAS_ULPS ulps (an ulp is 2 unit roundoffs)
+    return rtol * size + rounding
 
 
 @dataclass
@@ -148,6 +171,9 @@ class Verification:
     max_gap: float | None
     sequences: list[np.ndarray] = field(default_factory=list, repr=False)
     answers: list[Any] = field(default_factory=list, repr=False)
+    #: Float mode: the largest |answer - prediction| as a fraction of what the rule allows
+    #: (<= 1 for a verified result; the bias rounding term can let max_gap exceed rtol).
+    max_ratio: float | None = None
     #: The arithmetic the answers were given in (the oracle's, or at the raised precision).
     working: Arithmetic | None = field(default=None, repr=False, compare=False)
 
@@ -186,6 +212,7 @@ class Verification:
             "arithmetic": self.arithmetic,
             "rtol": self.rtol,
             "max_gap": self.max_gap,
+            "max_ratio": self.max_ratio,
         }
 
 
@@ -269,7 +296,7 @@ def check_record(
     predict = _predictor(model, arith)
     beta = float(bias) if arith.name == "float" else 0.0
     floor = float_floor(record.answers, beta) if arith.name == "float" else 0.0
-    worst = 0.0
+    worst = ratio = 0.0
     with arith.context():
         for X, observed in zip(record.sequences, record.answers, strict=True):
             expected = predict(X)
@@ -284,8 +311,12 @@ def check_record(
                     expected=expected,
                 )
             worst = max(worst, gap)
+            if arith.name == "float":
+                allowed = tolerance(arith, observed, bias=beta, floor=floor)
+                ratio = max(ratio, abs(float(observed) - float(expected)) / allowed)
     if arith.name == "float" and record.sequences:
         record.max_gap = worst
+        record.max_ratio = ratio
     return record
 
 

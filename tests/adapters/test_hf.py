@@ -347,7 +347,8 @@ def test_float32_recovery_verifies_at_its_declared_precision(kind: str, E: int) 
     oracle = attention_oracle(module, r, dtype="float32")
     assert oracle.arithmetic.rtol == 1e-4
     rec = va.learn_single_head(oracle)
-    assert rec.verification_error is not None and rec.verification_error <= 1e-4
+    # the rule's allowance (rtol of the head's part + bias rounding in float32 ulps)
+    assert rec.verified and rec.verification.max_ratio <= 1
     errors = _errors(rec, attention_parameters(module, r))
     assert max(errors.values()) <= 1e-3, errors  # regression guard on the measured ~1e-5
     assert errors["W"] > 1e-9  # really float32, not float64

@@ -144,7 +144,8 @@ def test_float32_module_is_refused_or_within_its_tolerance() -> None:
         rec = learn_multi_head(oracle, heads=2, seed=1)
     except (ModelClassMismatch, NotIdentifiable, PrecisionExhausted):
         return
-    assert rec.verification_error is not None and rec.verification_error <= 1e-4
+    # the rule's allowance (rtol of the head's part + bias rounding in float32 ulps)
+    assert rec.verified and rec.verification.max_ratio <= 1
 
 
 def test_docs_multi_head_section_runs() -> None:

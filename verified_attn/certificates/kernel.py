@@ -18,7 +18,7 @@ The common sections of every certificate (written by
 :mod:`verified_attn.certificates.writer`):
 
 - header: ``format``, ``kind``, ``theorem``, ``d``, ``arithmetic``, ``precision``,
-  ``rtol`` (float mode), ``seed``, ``assumptions``;
+  ``rtol`` and ``unit_roundoff`` (float mode), ``seed``, ``assumptions``;
 - ``queries``: ``learning``, ``verification``, ``by_phase``, ``verification_phases``,
   ``bound``;
 - ``verification``: ``count``, ``seed``, ``lengths``, ``bias`` and the ``answers`` to the
@@ -209,10 +209,18 @@ def parse_header(data: Any, kind: str, *, max_d: int = MAX_D) -> Header:
             raise CertificateError(f"rtol must be a number in (0, 1) in float mode, got {rtol!r}")
     elif rtol is not None:
         raise CertificateError(f"rtol must be null in {name} arithmetic, got {rtol!r}")
+    unit = data.get("unit_roundoff")
+    if name == "float":
+        if isinstance(unit, bool) or not isinstance(unit, int | float) or not 0 < unit <= rtol:
+            raise CertificateError(
+                f"unit_roundoff must be a number in (0, rtol] in float mode, got {unit!r}"
+            )
+    elif unit is not None:
+        raise CertificateError(f"unit_roundoff must be null in {name} arithmetic, got {unit!r}")
     try:
         arith = get_arithmetic(name, precision)
         if name == "float":
-            arith = type(arith)(float(rtol))
+            arith = type(arith)(float(rtol), float(unit))
     except VerifiedAttnError as exc:
         raise CertificateError(f"arithmetic: {exc}") from exc
     seed = as_int(get(data, "seed"), "seed", low=0)

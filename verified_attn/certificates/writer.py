@@ -67,6 +67,7 @@ def certificate_base(
         "arithmetic": arith.name,
         "precision": arith.precision,
         "rtol": float(arith.rtol) if arith.name == "float" else None,
+        "unit_roundoff": float(arith.unit_roundoff) if arith.name == "float" else None,
         "seed": seed,
         "assumptions": list(assumptions or []),
         "verified": verification is not None and verification.count > 0,

@@ -239,6 +239,8 @@ def learn_single_head(
                 answers["c"] = oracle.query_many([the_design.c_query(k) for k in range(d)])
         if arith.name != "exact":
             _rescale_saturated(oracle, arith, the_design, answers)
+        if arith.name == "float" and (arith.rtol or 0.0) >= LOW_PRECISION_RTOL:
+            _refine_low_precision(oracle, arith, the_design, answers)
         params = decode_single_head(arith, the_design, answers)
         exact, enclosures, params = finalize(arith, params, denominator_bound)
         checked, exact, params, refuted = verify_reconstruction(
@@ -289,6 +291,50 @@ def learn_single_head(
         notes=notes,
         certificate_data=certificate,
     )
+
+
+#: A float box that declares this relative precision or worse (e.g. float32 modules) gets a
+#: second round of W probes at better-conditioned scales.
+LOW_PRECISION_RTOL = 1e-5
+#: The score t * u_k^T (W e_j + c) a refined probe aims at: it maximises s^2 sigmoid'(s),
+#: so an answer's error moves the decoded entry least (the error scales as
+#: 1 / (t^2 sigmoid'(t m)) for the entry m).
+REFINE_TARGET = 2.4
+#: Refined scales are powers of two up to this (probes stay exact dyadic rationals).
+REFINE_MAX_SCALE = 2**10
+
+
+def _refine_low_precision(
+    oracle: Oracle, arith: Arithmetic, design: SingleHeadDesign, answers: dict[str, Any]
+) -> None:
+    """Re-ask each W probe at t = 2^n with |t m| near :data:`REFINE_TARGET`, where that is
+    at least 4x larger than its first scale (phase "refine", counted in ``queries``).
+
+    A float32 box answers to ~1e-7; the logit amplifies that by 1 / (t^2 sigmoid'(t m)),
+    which for a small entry m at t = 1 is ~4 / t^2 m^2 times worse than at the target.
+    """
+    _, Y, _ = _probe_ratios(arith, design, answers)
+    L, bad = logits(arith, Y)
+    if bad:
+        return  # decoding will name the bad probe
+    todo = []
+    for k in range(design.d):
+        for j in range(design.d):
+            t = design.scales[k][j]
+            m = abs(float(L[k, j]) / float(t))
+            want = REFINE_MAX_SCALE if m == 0 else REFINE_TARGET / m
+            n = int(np.floor(np.log2(min(want, REFINE_MAX_SCALE))))
+            if n >= 2 and Fraction(2) ** n >= 4 * t:
+                todo.append((k, j, Fraction(2) ** n))
+    if not todo:
+        return
+    for k, j, t_new in todo:
+        design.scales[k][j] = t_new
+    with oracle.phase("refine"):
+        new = oracle.query_many([design.w_query(j, k) for k, j, _ in todo])
+    for (k, j, _), a in zip(todo, new, strict=True):
+        answers["W"][k][j] = a
+    _rescale_saturated(oracle, arith, design, answers)
 
 
 def _rescale_saturated(
