@@ -51,7 +51,6 @@ from verified_attn.certificates.kernel import (
     get,
     numbers,
     parse_header,
-    rational,
 )
 from verified_attn.certificates.noisy import (
     bounded_rational,
@@ -164,7 +163,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     section = get(data, "labels")
     wbar = bounded_rational(get(section, "w_bound"), "labels.w_bound")
     bits = as_int(get(section, "bits"), "labels.bits", low=1, high=MAX_BITS)
-    if rational(get(section, "threshold"), "labels.threshold") != 0:
+    if bounded_rational(get(section, "threshold"), "labels.threshold", positive=False) != 0:
         raise CertificateError("labels.threshold must be 0 (labels are sign(f))")
     max_den = get(section, "max_denominator")
     if max_den is not None:
@@ -276,7 +275,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         stored = as_list(claimed_exact, "result.v_exact", d)
         for i, ((lo, hi), x) in enumerate(zip(ratios, stored, strict=True)):
             want = reconstruct_rational(lo, hi, max_den)
-            got = None if x is None else rational(x, f"result.v_exact[{i}]")
+            got = None if x is None else bounded_rational(x, f"result.v_exact[{i}]", positive=False)
             if got != want:
                 raise CertificateError(
                     f"result.v_exact[{i}]: reported {got}, the unique "

@@ -95,7 +95,13 @@ _HALF = Fraction(1, 2)
 
 
 def bounded_rational(obj: Any, path: str, *, positive: bool = True) -> Fraction:
-    """A stored rational with bounded numerator and denominator (and > 0 if asked)."""
+    """A stored rational with bounded numerator and denominator (and > 0 if asked).
+
+    The text's length is bounded first: Python refuses to parse integers of more than
+    4300 digits with a ValueError, which must never escape a checker.
+    """
+    if isinstance(obj, str) and len(obj) > 2 * (MAX_RATIONAL_BITS // 3 + 2) + 2:
+        raise CertificateError(f"{path} has more than {MAX_RATIONAL_BITS} bits")
     q = rational(obj, path)
     if max(abs(q.numerator).bit_length(), q.denominator.bit_length()) > MAX_RATIONAL_BITS:
         raise CertificateError(f"{path} has more than {MAX_RATIONAL_BITS} bits")
@@ -333,7 +339,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     name = get(design, "name")
     if name not in ("paper", "norm"):
         raise CertificateError(f"design.name must be 'paper' or 'norm', got {name!r:.40}")
-    if rational(get(design, "a"), "design.a") != _HALF:
+    if bounded_rational(get(design, "a"), "design.a") != _HALF:
         raise CertificateError("design.a must be 1/2")
     precision = as_int(
         get(design, "interval_precision"), "design.interval_precision", low=32, high=4096
@@ -371,7 +377,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
 
     U = _design_rule(v_hat, name)
     stored_U = [
-        [rational(x, f"design.U[{i}][{k}]") for k, x in enumerate(row)]
+        [bounded_rational(x, f"design.U[{i}][{k}]", positive=False) for k, x in enumerate(row)]
         for i, row in enumerate(as_matrix(get(design, "U"), "design.U", d, d))
     ]
     for i in range(d):
@@ -383,7 +389,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
                 )
     norm_sq = max(sum((U[i][k] ** 2 for i in range(d)), Fraction(0)) for k in range(d))
     b = _largest_scale(wbar, norm_sq)
-    if rational(get(design, "b"), "design.b") != b:
+    if bounded_rational(get(design, "b"), "design.b") != b:
         raise CertificateError(
             f"design.b is not {b}, the largest power of two with b ||u_k||_2 w_bound <= 1"
         )
