@@ -40,7 +40,6 @@ import numpy as np
 
 from verified_attn.arithmetic import arb_bounds, to_fraction
 from verified_attn.errors import ModelClassMismatch, OracleError
-from verified_attn.models import attention_output
 from verified_attn.validation import check_int, check_lengths, check_seed, check_verify
 from verified_attn.verification import DEFAULT_LENGTHS, Verification, fresh_sequences
 
@@ -77,13 +76,45 @@ def box_prediction(
     ...                         (np.array([1.0]), np.array([2.0])))
     >>> lo <= 1 and 2 <= hi and hi - lo < 1 + 1e-7      # the ball is rounded outward
     True
+
+    Written to keep ball arithmetic's dependency blow-up small on wide boxes: with
+    q = W x_N, alpha_t = 1 / sum_u exp((x_u - x_t)^T q) (the u = t term exactly 1, the
+    differences exact), and f = sum_t alpha_t x_t^T v is intersected with the hull of the
+    x_t^T v (f is their convex combination whatever W is), which is also the answer when
+    the sum's ball is not finite.
     """
     d = len(v_box[0])
+    rows = [[Fraction(float(x)) for x in row] for row in np.asarray(X)]
     with flint.ctx.workprec(_PREC):
         W = [[_ball(W_box[0][i, j], W_box[1][i, j]) for j in range(d)] for i in range(d)]
         v = [_ball(v_box[0][i], v_box[1][i]) for i in range(d)]
-        rows = [[flint.arb(float(x)) for x in row] for row in np.asarray(X)]
-        return arb_bounds(attention_output(rows, W, v, exp=lambda s: s.exp()))
+        return _softmax_enclosure(rows, W, v)
+
+
+def _softmax_enclosure(
+    rows: list[list[Fraction]], W: list[list[flint.arb]], v: list[flint.arb]
+) -> tuple[Fraction, Fraction]:
+    d, last = len(v), rows[-1]
+    q = [sum((W[i][k] * _q(last[k]) for k in range(d) if last[k]), flint.arb(0)) for i in range(d)]
+    values = [sum((_q(x[i]) * v[i] for i in range(d) if x[i]), flint.arb(0)) for x in rows]
+    hull_lo = min(arb_bounds(y)[0] for y in values)
+    hull_hi = max(arb_bounds(y)[1] for y in values)
+    total = flint.arb(0)
+    for t, x_t in enumerate(rows):
+        denom = flint.arb(1)
+        for u, x_u in enumerate(rows):
+            if u != t:
+                gap = [x_u[i] - x_t[i] for i in range(d)]
+                denom += sum((_q(g) * q[i] for i, g in enumerate(gap) if g), flint.arb(0)).exp()
+        total += values[t] / denom
+    if not total.is_finite():
+        return hull_lo, hull_hi
+    lo, hi = arb_bounds(total)
+    return max(lo, hull_lo), min(hi, hull_hi)
+
+
+def _q(x: Fraction) -> flint.arb:
+    return flint.arb(flint.fmpq(x.numerator, x.denominator))
 
 
 @dataclass
