@@ -50,6 +50,7 @@ def test_enclosures_contain_the_normalised_truth(seed: int, d: int) -> None:
     assert ((Wi["lower"] <= W) & (W <= Wi["upper"])).all()
     assert ((vi["lower"] <= vt) & (vt <= vi["upper"])).all()
     assert (Wi["upper"] - Wi["lower"]).max() < 1e-3
+    assert va.verify_certificate(rec.certificate()).ok
 
 
 def test_precision_grows_with_bits_and_ratios_reconstruct_exactly() -> None:

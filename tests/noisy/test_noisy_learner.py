@@ -65,6 +65,8 @@ def test_actual_error_never_exceeds_the_bound(
     vi = rec.enclosures["v"]
     assert ((vi["lower"] <= truth["v"]) & (truth["v"] <= vi["upper"])).all()
     assert rec.enclosures["W_error"].max() <= rec.enclosures["W_a_priori"]
+    # The checker re-derives exactly these intervals with its own code, on every example.
+    assert va.verify_certificate(rec.certificate()).ok
 
 
 def test_bound_is_sharp_and_a_smaller_one_fails() -> None:

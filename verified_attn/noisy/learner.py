@@ -557,7 +557,7 @@ def learn_stochastic(
     verify = check_verify(verify)
     d = oracle.d
     tau = tolerance_for_error(eps, float(w_bound), float(margin), d, design=design)
-    n = repeats_for(sigma, tau, query_bound(d) + max(verify, 1), delta)
+    n = repeats_for(sigma, tau, query_bound(d) + verify, delta)
     rec = learn_noisy(
         oracle,
         tolerance=tau,
