@@ -155,7 +155,14 @@ def _check_floats(path: str, claimed: list[Any], again: list[Any]) -> None:
 
 
 def verify(data: dict[str, Any]) -> CertificateCheck:
-    """Re-check a ``labels`` certificate dict; CertificateError naming what fails."""
+    """Re-check a ``labels`` certificate dict; CertificateError naming what fails.
+
+    >>> verify({"format": "verified-attn-certificate/2", "kind": "labels", "theorem": "app-b",
+    ...         "d": 10**6})
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.CertificateError: d must be an int in 1..128, got 1000000
+    """
     head = parse_header(data, "labels", max_d=MAX_D)
     d, arith = head.d, head.arith
     if arith.name != "float":

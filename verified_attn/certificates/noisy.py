@@ -96,6 +96,13 @@ _HALF = Fraction(1, 2)
 def bounded_rational(obj: Any, path: str, *, positive: bool = True) -> Fraction:
     """A stored rational with bounded numerator and denominator (and > 0 if asked).
 
+    >>> bounded_rational("1/1000", "noise.tolerance")
+    Fraction(1, 1000)
+    >>> bounded_rational("1/" + "9" * 5000, "noise.tolerance")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.CertificateError: noise.tolerance has more than 256 bits
+
     The text's length is bounded first: Python refuses to parse integers of more than
     4300 digits with a ValueError, which must never escape a checker.
     """
@@ -110,13 +117,21 @@ def bounded_rational(obj: Any, path: str, *, positive: bool = True) -> Fraction:
 
 
 def round_down(q: Fraction) -> float:
-    """The largest float64 <= q."""
+    """The largest float64 <= q.
+
+    >>> Fraction(round_down(Fraction(1, 3))) < Fraction(1, 3) < Fraction(round_up(Fraction(1, 3)))
+    True
+    """
     f = float(q)
     return f if Fraction(f) <= q else math.nextafter(f, -math.inf)
 
 
 def round_up(q: Fraction) -> float:
-    """The smallest float64 >= q."""
+    """The smallest float64 >= q.
+
+    >>> round_up(Fraction(1, 2))
+    0.5
+    """
     f = float(q)
     return f if Fraction(f) >= q else math.nextafter(f, math.inf)
 
@@ -135,6 +150,10 @@ def box_enclosure(
     v_hi: list[float],
 ) -> tuple[Fraction, Fraction]:
     """Exact [lo, hi] containing f(X) for every head with entries in the intervals.
+
+    >>> lo, hi = box_enclosure(np.array([[1.0], [-1.0]]), [[0.0]], [[0.0]], [2.0], [2.0])
+    >>> lo <= 0 <= hi and hi - lo < 1e-6     # W = 0: equal weights, f = (2 - 2) / 2
+    True
 
     The softmax is evaluated as alpha_t = 1 / sum_u exp((x_u - x_t)^T W x_N) (exact
     differences, so wide boxes do not blow up), and f is also kept within the hull of the
@@ -180,7 +199,11 @@ def _exact(x: Fraction) -> flint.arb:
 def check_fresh(
     ver: dict[str, Any], d: int, *, per_answer: int, stated: int
 ) -> tuple[int, int, tuple[int, ...]]:
-    """count, seed, lengths of a verification section, with the work they imply bounded."""
+    """count, seed, lengths of a verification section, with the work they imply bounded.
+
+    >>> check_fresh({"count": 2, "seed": 0, "lengths": [1, 2]}, 3, per_answer=1, stated=2)
+    (2, 0, (1, 2))
+    """
     count = as_int(get(ver, "count"), "verification.count", high=MAX_ANSWERS)
     seed = as_int(get(ver, "seed"), "verification.seed")
     lengths = tuple(
@@ -213,6 +236,11 @@ def intervals(
     precision: int,
 ) -> dict[str, Any]:
     """Estimates, intervals and error bounds from exact averaged answers (see step 4).
+
+    >>> out = intervals([Fraction(1)], [[Fraction(1)]], [[Fraction(1)]], Fraction(1),
+    ...                 Fraction(1, 1000), 128)
+    >>> out["W"], out["v"], out["v_error"]
+    ([[0.0]], [1.0], [0.001])
 
     ``F[k][j]`` answers [b u_k + a e_j; a e_j], a = 1/2. Raises CertificateError where
     the answers contradict ||W||_F <= w_bound (a probe's ratio out of range).
@@ -352,7 +380,13 @@ def _same(path: str, claimed: Any, again: Any) -> None:
 
 
 def verify(data: dict[str, Any]) -> CertificateCheck:
-    """Re-check a ``noisy`` certificate dict; CertificateError naming what fails."""
+    """Re-check a ``noisy`` certificate dict; CertificateError naming what fails.
+
+    >>> verify({"format": "verified-attn-certificate/2", "kind": "labels"})
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.CertificateError: kind is 'labels', this checker reads 'noisy'
+    """
     head = parse_header(data, "noisy", max_d=MAX_D)
     d, arith = head.d, head.arith
     if arith.name != "float":

@@ -164,6 +164,13 @@ def verify_within_tolerance(
 ) -> ToleranceVerification:
     """Ask ``count`` fresh sequences (``repeats`` times each) in a verification phase.
 
+    >>> import verified_attn as va
+    >>> o = va.Oracle(va.SingleHeadAttention([[0]], [1]), "float")
+    >>> box = (np.zeros((1, 1)),) * 2, (np.array([0.999]), np.array([1.001]))
+    >>> rec = verify_within_tolerance(o, *box, tolerance=1e-6, count=4, seed=0)
+    >>> rec.count, rec.lengths_used, rec.max_gap < 1e-12
+    (4, (1, 2, 3, 4), True)
+
     Raises :class:`~verified_attn.errors.ModelClassMismatch` naming the first sequence
     whose (averaged) answer is farther than ``tolerance`` from every value the box gives.
     """
@@ -247,6 +254,14 @@ def verify_labels(
     what: str = "the recovered single head",
 ) -> LabelVerification:
     """Fresh sequences whose predicted sign is certain must get that label (+1: f >= 0).
+
+    >>> import verified_attn as va
+    >>> from verified_attn.oracle_wrappers import LabelOracle
+    >>> o = LabelOracle(va.Oracle(va.SingleHeadAttention([[0]], [1]), "exact"))
+    >>> box = (np.zeros((1, 1)),) * 2, (np.array([0.5]), np.array([2.0]))
+    >>> rec = verify_labels(o, *box, count=4, seed=0)
+    >>> rec.count, rec.decided     # one sequence's f straddles 0 over the box: not decided
+    (4, 3)
 
     Raises :class:`~verified_attn.errors.ModelClassMismatch` at the first that does not,
     :class:`~verified_attn.errors.OracleError` if an answer is not +1.0 or -1.0.
