@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from verified_attn.certificate import CertificateCheck, load_certificate, verify_certificate
-from verified_attn.exact_recovery.certificate import FLOAT_RTOL, _largest_unique_denominator
 
 from verified_attn import Oracle, SingleHeadAttention, learn_single_head
+from verified_attn.certificate import CertificateCheck, load_certificate, verify_certificate
 from verified_attn.errors import CertificateError, InvalidArgument
+from verified_attn.exact_recovery.certificate import FLOAT_RTOL, _largest_unique_denominator
 from verified_attn.serialize import dump_number, load_number
 
 # v_0 = 0: the default design must mix coordinates for the certificate to pass its design check.
