@@ -387,6 +387,7 @@ HOSTILE_NOISY = [
     ("result.enclosures.W.lower", [[]], "result.enclosures.W.lower"),
     ("verification.count", 10**12, "verification.count"),
     ("verification.lengths", [10**9], "verification.lengths"),
+    ("verification.lengths", [4096], "verification"),
     ("verification.answers", [], "verification.answers"),
     ("queries.by_phase", [], "queries.by_phase"),
 ]

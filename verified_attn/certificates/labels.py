@@ -54,6 +54,7 @@ from verified_attn.certificates.kernel import (
 )
 from verified_attn.certificates.noisy import (
     bounded_rational,
+    box_balls,
     box_enclosure,
     check_fresh,
     round_down,
@@ -303,10 +304,11 @@ def _verification(data: dict[str, Any], d: int, arith: Any, box: tuple[Any, ...]
     )
     labels = _labels(get(ver, "answers"), "verification.answers", arith, count)
     decided = 0
+    balls = box_balls(*box) if count else None
     for i, (X, label) in enumerate(
         zip(fresh_sequences(d, count, seed, lengths), labels, strict=True)
     ):
-        lo, hi = box_enclosure(X, *box)
+        lo, hi = box_enclosure(X, *box, balls=balls)
         if lo > 0 or hi < 0:
             decided += 1
             if (lo > 0) != (label > 0):

@@ -69,6 +69,7 @@ __all__ = [
     "MAX_D",
     "MAX_RATIONAL_BITS",
     "bounded_rational",
+    "box_balls",
     "box_enclosure",
     "check_fresh",
     "intervals",
@@ -83,8 +84,9 @@ MAX_D = 256
 MAX_ANSWERS = 1 << 22
 #: Largest bit length of a stored tolerance, bound or margin (numerator and denominator).
 MAX_RATIONAL_BITS = 256
-#: Largest ball work of re-evaluating the verification: count * (d^2 + length^2 * d).
-MAX_BOX_WORK = 1 << 23
+#: Largest ball work of re-evaluating the verification: the sum over the fresh sequences
+#: of d^2 + 2 length d ball operations (a few microseconds each: 2^20 is seconds at most).
+MAX_BOX_WORK = 1 << 20
 _HALF = Fraction(1, 2)
 
 
@@ -142,28 +144,47 @@ def _ball(lo: float, hi: float) -> flint.arb:
     return flint.arb(flint.fmpq(mid.numerator, mid.denominator)) + flint.arb(0, round_up(rad))
 
 
+def box_balls(
+    W_lo: list[list[float]], W_hi: list[list[float]], v_lo: list[float], v_hi: list[float]
+) -> tuple[list[list[flint.arb]], list[flint.arb]]:
+    """Balls (128 bits) containing the intervals of W and v.
+
+    >>> W, v = box_balls([[0.0]], [[1.0]], [2.0], [2.0])
+    >>> W[0][0].contains(0) and W[0][0].contains(1) and v[0].contains(2)
+    True
+    """
+    d = len(v_lo)
+    with flint.ctx.workprec(128):
+        W = [[_ball(W_lo[i][j], W_hi[i][j]) for j in range(d)] for i in range(d)]
+        v = [_ball(v_lo[i], v_hi[i]) for i in range(d)]
+    return W, v
+
+
 def box_enclosure(
     X: np.ndarray,
     W_lo: list[list[float]],
     W_hi: list[list[float]],
     v_lo: list[float],
     v_hi: list[float],
+    *,
+    balls: tuple[Any, Any] | None = None,
 ) -> tuple[Fraction, Fraction]:
     """Exact [lo, hi] containing f(X) for every head with entries in the intervals.
+
+    ``balls``: :func:`box_balls` of the same intervals, built once for many sequences.
 
     >>> lo, hi = box_enclosure(np.array([[1.0], [-1.0]]), [[0.0]], [[0.0]], [2.0], [2.0])
     >>> lo <= 0 <= hi and hi - lo < 1e-6     # W = 0: equal weights, f = (2 - 2) / 2
     True
 
-    The softmax is evaluated as alpha_t = 1 / sum_u exp((x_u - x_t)^T W x_N) (exact
-    differences, so wide boxes do not blow up), and f is also kept within the hull of the
-    x_t^T v, since it is their convex combination for every W.
+    The weights are e_t = exp((x_t - x_N)^T W x_N) (exact token differences, so a box's
+    common part cancels), f = sum_t e_t x_t^T v / sum_t e_t, and f is also kept within
+    the hull of the x_t^T v, since it is their convex combination for every W.
     """
     d = len(v_lo)
     rows = [[Fraction(float(x)) for x in row] for row in X]
+    W, v = box_balls(W_lo, W_hi, v_lo, v_hi) if balls is None else balls
     with flint.ctx.workprec(128):
-        W = [[_ball(W_lo[i][j], W_hi[i][j]) for j in range(d)] for i in range(d)]
-        v = [_ball(v_lo[i], v_hi[i]) for i in range(d)]
         last = rows[-1]
         q = [
             sum((W[i][k] * _exact(last[k]) for k in range(d) if last[k]), flint.arb(0))
@@ -174,18 +195,15 @@ def box_enclosure(
             min(arb_bounds(y)[0] for y in values),
             max(arb_bounds(y)[1] for y in values),
         )
-        total = flint.arb(0)
-        for t, x_t in enumerate(rows):
-            denom = flint.arb(1)
-            for u, x_u in enumerate(rows):
-                if u == t:
-                    continue
-                s = sum(
-                    (_exact(x_u[i] - x_t[i]) * q[i] for i in range(d) if x_u[i] != x_t[i]),
-                    flint.arb(0),
-                )
-                denom += s.exp()
-            total += values[t] / denom
+        num, den = flint.arb(0), flint.arb(0)
+        for x, value in zip(rows, values, strict=True):
+            s = sum(
+                (_exact(x[i] - last[i]) * q[i] for i in range(d) if x[i] != last[i]),
+                flint.arb(0),
+            )
+            num += s.exp() * value
+            den += s.exp()
+        total = num / den
         if not total.is_finite():
             return hull
         lo, hi = arb_bounds(total)
@@ -212,7 +230,10 @@ def check_fresh(
     )
     if not lengths:
         raise CertificateError("verification.lengths must not be empty")
-    if count * (d * d + max(lengths) ** 2 * d) > MAX_BOX_WORK:
+    # Sequence i has length n = lengths[i % len(lengths)]: its box costs ~ d^2 + 2 n d balls.
+    full, rest = divmod(count, len(lengths))
+    tokens = full * sum(lengths) + sum(lengths[:rest])
+    if count * d * d + 2 * tokens * d > MAX_BOX_WORK:
         raise CertificateError("verification asks for more work than a checker does")
     if count * per_answer != stated:
         raise CertificateError(
@@ -536,11 +557,11 @@ def _verification(
         for i, a in enumerate(as_list(get(ver, "answers"), "verification.answers", count))
     ]
     sequences = fresh_sequences(d, count, seed, lengths)
+    box = (claimed["W_lower"], claimed["W_upper"], claimed["v_lower"], claimed["v_upper"])
+    balls = box_balls(*box) if count else None
     for i, (X, answers) in enumerate(zip(sequences, raw, strict=True)):
         observed = _mean(answers)
-        lo, hi = box_enclosure(
-            X, claimed["W_lower"], claimed["W_upper"], claimed["v_lower"], claimed["v_upper"]
-        )
+        lo, hi = box_enclosure(X, *box, balls=balls)
         if not lo - tau <= observed <= hi + tau:
             raise CertificateError(
                 f"verification.answers[{i}]: the answer {float(observed)} to the fresh sequence "

@@ -68,7 +68,11 @@ def _ball(lo: float, hi: float) -> flint.arb:
 
 
 def box_prediction(
-    X: np.ndarray, W_box: tuple[np.ndarray, np.ndarray], v_box: tuple[np.ndarray, np.ndarray]
+    X: np.ndarray,
+    W_box: tuple[np.ndarray, np.ndarray],
+    v_box: tuple[np.ndarray, np.ndarray],
+    *,
+    balls: tuple[Any, Any] | None = None,
 ) -> tuple[Fraction, Fraction]:
     """Exact [lo, hi] containing f(X) for every head with W, v in the boxes.
 
@@ -78,17 +82,25 @@ def box_prediction(
     True
 
     Written to keep ball arithmetic's dependency blow-up small on wide boxes: with
-    q = W x_N, alpha_t = 1 / sum_u exp((x_u - x_t)^T q) (the u = t term exactly 1, the
-    differences exact), and f = sum_t alpha_t x_t^T v is intersected with the hull of the
-    x_t^T v (f is their convex combination whatever W is), which is also the answer when
-    the sum's ball is not finite.
+    q = W x_N, the weights e_t = exp((x_t - x_N)^T q) (exact token differences; e_N = 1),
+    f = sum_t e_t x_t^T v / sum_t e_t is intersected with the hull of the x_t^T v (f is
+    their convex combination whatever W is), which is also the answer when the ratio's
+    ball is not finite.
     """
-    d = len(v_box[0])
     rows = [[Fraction(float(x)) for x in row] for row in np.asarray(X)]
+    W, v = _balls(W_box, v_box) if balls is None else balls
+    with flint.ctx.workprec(_PREC):
+        return _softmax_enclosure(rows, W, v)
+
+
+def _balls(
+    W_box: tuple[np.ndarray, np.ndarray], v_box: tuple[np.ndarray, np.ndarray]
+) -> tuple[list[list[flint.arb]], list[flint.arb]]:
+    d = len(v_box[0])
     with flint.ctx.workprec(_PREC):
         W = [[_ball(W_box[0][i, j], W_box[1][i, j]) for j in range(d)] for i in range(d)]
         v = [_ball(v_box[0][i], v_box[1][i]) for i in range(d)]
-        return _softmax_enclosure(rows, W, v)
+    return W, v
 
 
 def _softmax_enclosure(
@@ -99,14 +111,13 @@ def _softmax_enclosure(
     values = [sum((_q(x[i]) * v[i] for i in range(d) if x[i]), flint.arb(0)) for x in rows]
     hull_lo = min(arb_bounds(y)[0] for y in values)
     hull_hi = max(arb_bounds(y)[1] for y in values)
-    total = flint.arb(0)
-    for t, x_t in enumerate(rows):
-        denom = flint.arb(1)
-        for u, x_u in enumerate(rows):
-            if u != t:
-                gap = [x_u[i] - x_t[i] for i in range(d)]
-                denom += sum((_q(g) * q[i] for i, g in enumerate(gap) if g), flint.arb(0)).exp()
-        total += values[t] / denom
+    num, den = flint.arb(0), flint.arb(0)
+    for x, value in zip(rows, values, strict=True):
+        gap = [x[i] - last[i] for i in range(d)]
+        weight = sum((_q(g) * q[i] for i, g in enumerate(gap) if g), flint.arb(0)).exp()
+        num += weight * value
+        den += weight
+    total = num / den
     if not total.is_finite():
         return hull_lo, hull_hi
     lo, hi = arb_bounds(total)
@@ -186,10 +197,11 @@ def verify_within_tolerance(
             raw.append(list(oracle.query_many([X] * repeats)))
     worst = 0.0
     averages = []
+    balls = _balls(W_box, v_box) if count else None
     for X, answers in zip(sequences, raw, strict=True):
         observed = sum((Fraction(a) for a in answers), Fraction(0)) / repeats
         averages.append(float(observed))
-        lo, hi = box_prediction(X, W_box, v_box)
+        lo, hi = box_prediction(X, W_box, v_box, balls=balls)
         if not lo - tau <= observed <= hi + tau:
             raise ModelClassMismatch(
                 f"the oracle is not {what} within the tolerance: on the fresh sequence of "
@@ -273,10 +285,11 @@ def verify_labels(
     with oracle.phase("verify", verification=True):
         labels = [oracle.query(X) for X in sequences]
     decided = 0
+    balls = _balls(W_box, v_box) if count else None
     for X, label in zip(sequences, labels, strict=True):
         if label not in (1.0, -1.0):
             raise OracleError(f"a label oracle must answer +1.0 or -1.0; it answered {label!r}")
-        lo, hi = box_prediction(X, W_box, v_box)
+        lo, hi = box_prediction(X, W_box, v_box, balls=balls)
         if lo > 0 or hi < 0:
             decided += 1
             if (lo > 0) != (label > 0):
