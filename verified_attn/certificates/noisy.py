@@ -210,6 +210,14 @@ def box_enclosure(
         return max(lo, hull[0]), min(hi, hull[1])
 
 
+def _fmpq(q: Fraction) -> flint.fmpq:
+    return flint.fmpq(q.numerator, q.denominator)
+
+
+def _fraction(q: flint.fmpq) -> Fraction:
+    return Fraction(int(q.p), int(q.q))
+
+
 def _exact(x: Fraction) -> flint.arb:
     return flint.arb(flint.fmpq(x.numerator, x.denominator))
 
@@ -266,52 +274,59 @@ def intervals(
     ``F[k][j]`` answers [b u_k + a e_j; a e_j], a = 1/2. Raises CertificateError where
     the answers contradict ||W||_F <= w_bound (a probe's ratio out of range).
     """
+    # Exact rational arithmetic in flint's fmpq (the same rationals as Fraction, faster);
+    # back to Fraction only to round to floats.
     d = len(v_hat)
-    a = _HALF
+    vq = [_fmpq(q) for q in v_hat]
+    Uq = [[_fmpq(q) for q in row] for row in U]
+    bq, tq, a = _fmpq(b), _fmpq(tau), flint.fmpq(1, 2)
+    half = flint.fmpq(1, 2)
     with flint.ctx.workprec(precision):
-        s_hi = arb_bounds(1 / (1 + flint.arb(-0.5).exp()))[1]  # >= sigmoid(1/2)
+        s_hi = _fmpq(arb_bounds(1 / (1 + flint.arb(-0.5).exp()))[1])  # >= sigmoid(1/2)
         s_lo = 1 - s_hi  # <= sigmoid(-1/2)
-        L_hi = arb_bounds(flint.arb(0.5).exp() + flint.arb(-0.5).exp() + 2)[1]
-        lo_M = [[Fraction(0)] * d for _ in range(d)]
-        hi_M = [[Fraction(0)] * d for _ in range(d)]
-        err_M = [[Fraction(0)] * d for _ in range(d)]
+        L_hi = _fmpq(arb_bounds(flint.arb(0.5).exp() + flint.arb(-0.5).exp() + 2)[1])
+        lo_M = [[flint.fmpq(0)] * d for _ in range(d)]
+        hi_M = [[flint.fmpq(0)] * d for _ in range(d)]
+        err_M = [[flint.fmpq(0)] * d for _ in range(d)]
         for k in range(d):
-            uv = sum((U[i][k] * v_hat[i] for i in range(d)), Fraction(0))
+            uv = sum((Uq[i][k] * vq[i] for i in range(d)), flint.fmpq(0))
             if uv == 0:
                 raise CertificateError(f"design column {k}: u_{k}^T v_hat = 0")
-            l1 = sum((abs(U[i][k]) for i in range(d)), Fraction(0))
-            e_k = tau * (1 + a + s_hi * b * l1) / (b * abs(uv))
+            l1 = sum((abs(Uq[i][k]) for i in range(d)), flint.fmpq(0))
+            e_k = tq * (1 + a + s_hi * bq * l1) / (bq * abs(uv))
+            cap = min(L_hi * e_k, flint.fmpq(1)) / (a * bq)
             for j in range(d):
-                y = (F[k][j] - a * v_hat[j]) / (b * uv)
+                y = (_fmpq(F[k][j]) - a * vq[j]) / (bq * uv)
                 if y < s_lo - e_k or y > s_hi + e_k:
                     raise CertificateError(
-                        f"answers.W[{k}][{j}]: alpha_hat = {float(y)} is outside "
+                        f"answers.W[{k}][{j}]: alpha_hat = {float(_fraction(y))} is outside "
                         "[sigmoid(-1/2), sigmoid(1/2)] by more than its error bound: the "
                         "answers contradict ||W||_F <= w_bound"
                     )
                 if y <= s_lo:
-                    lo = hi = -_HALF
+                    lo = hi = -half
                 elif y >= s_hi:
-                    lo = hi = _HALF
+                    lo = hi = half
                 else:
-                    ball = flint.arb(flint.fmpq(y.numerator, y.denominator))
-                    lo, hi = arb_bounds((ball / (1 - ball)).log())
-                    lo, hi = min(max(lo, -_HALF), _HALF), min(max(hi, -_HALF), _HALF)
-                lo_M[k][j], hi_M[k][j] = lo / (a * b), hi / (a * b)
-                err_M[k][j] = min(L_hi * e_k, Fraction(1)) / (a * b)
+                    ball = flint.arb(y)
+                    lo, hi = (_fmpq(x) for x in arb_bounds((ball / (1 - ball)).log()))
+                    lo, hi = min(max(lo, -half), half), min(max(hi, -half), half)
+                lo_M[k][j], hi_M[k][j] = lo / (a * bq), hi / (a * bq)
+                err_M[k][j] = cap
     inv = fmpq_matrix(U).transpose().inv()
     out: dict[str, Any] = {
         name: [[0.0] * d for _ in range(d)] for name in ("W", "W_lower", "W_upper", "W_error")
     }
+    zero = flint.fmpq(0)
     for r in range(d):
-        coef = [(k, Fraction(int(inv[r, k].p), int(inv[r, k].q))) for k in range(d)]
-        coef = [(k, c) for k, c in coef if c]
+        coef = [(k, inv[r, k]) for k in range(d) if inv[r, k] != 0]
         for j in range(d):
-            lo = sum((c * (lo_M[k][j] if c > 0 else hi_M[k][j]) for k, c in coef), Fraction(0))
-            hi = sum((c * (hi_M[k][j] if c > 0 else lo_M[k][j]) for k, c in coef), Fraction(0))
-            err = sum((abs(c) * err_M[k][j] for k, c in coef), Fraction(0))
-            mid = float((lo + hi) / 2)
-            total = max(Fraction(mid) - lo, hi - Fraction(mid)) + err
+            lo = sum((c * (lo_M[k][j] if c > 0 else hi_M[k][j]) for k, c in coef), zero)
+            hi = sum((c * (hi_M[k][j] if c > 0 else lo_M[k][j]) for k, c in coef), zero)
+            err = sum((abs(c) * err_M[k][j] for k, c in coef), zero)
+            lo_f, hi_f, err_f = _fraction(lo), _fraction(hi), _fraction(err)
+            mid = float((lo_f + hi_f) / 2)
+            total = max(Fraction(mid) - lo_f, hi_f - Fraction(mid)) + err_f
             out["W"][r][j] = mid
             out["W_error"][r][j] = round_up(total)
             out["W_lower"][r][j] = round_down(Fraction(mid) - total)
