@@ -282,12 +282,16 @@ def test_comparison_with_the_truth_can_say_no() -> None:
         assert _compare_with_truth(rec, other.parameters())[0] is False
 
 
-@pytest.mark.parametrize("adversary", ["worst-case", "labels"])
-def test_learn_noisy_reports_the_truth_within_the_bound(capsys, adversary) -> None:
-    assert main(["learn", "noisy", "--d", "2", "--adversary", adversary, "--seed", "1"]) == 0
+@pytest.mark.parametrize(("adversary", "kind"), [("worst-case", "noisy"), ("labels", "labels")])
+def test_learn_noisy_reports_the_truth_within_the_bound(capsys, tmp_path, adversary, kind) -> None:
+    cert = tmp_path / "noisy.json"
+    argv = ["learn", "noisy", "--d", "2", "--adversary", adversary, "--seed", "1"]
+    assert main([*argv, "--certificate", str(cert)]) == 0
     out = capsys.readouterr().out
     assert "truth within the guarantee: yes" in out
-    assert "certificate written to" in out
+    assert f"certificate written to {cert}" in out
+    code, out, _ = run(capsys, "verify-certificate", str(cert))
+    assert code == 0 and f"({kind}," in out
 
 
 def test_learn_noisy_offers_no_arithmetic(capsys) -> None:

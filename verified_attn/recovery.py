@@ -276,16 +276,38 @@ class LowRankRecovery(SingleHeadRecovery):
 @dataclass
 class NoisyRecovery(SingleHeadRecovery):
     """Theorem 6.1: a head learned from answers within a tolerance; ``enclosures`` hold the
-    certified per-entry intervals of W and v (extras documented by the learner)."""
+    per-entry intervals ``"W"``, ``"v"`` that contain the truth under the assumptions, and
+    the extras ``"W_error"``, ``"v_error"``, ``"W_a_priori"``, ``"probe_scale"``,
+    ``"design"`` (see :func:`verified_attn.noisy.learn_noisy`). ``model`` is the float
+    head of the estimates (the intervals' midpoints). ``tolerance`` is tau (exact) and
+    ``repeats`` how often each query was asked (the answers averaged)."""
 
     kind: ClassVar[str] = "noisy"
+    tolerance: Any = None
+    repeats: int = 1
+
+    @property
+    def W_error(self) -> Any:
+        return None if self.enclosures is None else self.enclosures.get("W_error")
+
+    @property
+    def v_error(self) -> Any:
+        return None if self.enclosures is None else self.enclosures.get("v_error")
 
 
 @dataclass
 class LabelRecovery(SingleHeadRecovery):
-    """Appendix B: a head learned from labels sign(f); v only up to a positive scale."""
+    """Appendix B: a head learned from labels sign(f); v only up to a positive scale.
+
+    ``v`` is normalised so that |v_p| = 1 (``p``: the first coordinate with v_p != 0) and
+    ``model`` is the float head with that normalised v; ``enclosures`` hold ``"W"``, ``"v"``
+    (certified intervals, of the normalised v) and the extras ``"v_exact"``, ``"p"`` (see
+    :func:`verified_attn.noisy.labels.learn_from_labels`). ``bits``: halvings per unknown.
+    """
 
     kind: ClassVar[str] = "labels"
+    p: int = 0
+    bits: int = 0
 
 
 @dataclass
