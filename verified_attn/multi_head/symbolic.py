@@ -44,7 +44,6 @@ from verified_attn.models import MultiHeadAttention, as_rational_sequence, atten
 __all__ = [
     "EquivalenceProof",
     "exact_same_value",
-    "fresh_sequences",
     "head_key",
     "linearity_in_v",
     "opaque_form",
@@ -261,6 +260,8 @@ class EquivalenceProof:
     linearity: SymbolicCheck
     concrete: list[tuple[int, bool]] = field(default_factory=list)
     symbols: dict[str, list[list[str]]] = field(default_factory=dict)
+    #: The random rational sequences of the exact checks, in order (for certificates).
+    sequences: list[list[list[Fraction]]] = field(default_factory=list, repr=False)
 
     def __bool__(self) -> bool:
         return self.holds
@@ -310,9 +311,8 @@ def prove_same_map(
     diff = sympy.expand(e1 - e2)
     lin = linearity_in_v(min(m1.d, 2), 2)
     rng = np.random.default_rng(seed)
-    concrete = [
-        (n, exact_same_value(m1, m2, random_rational_sequence(m1.d, n, rng))) for n in lengths
-    ]
+    sequences = [random_rational_sequence(m1.d, n, rng) for n in lengths]
+    concrete = [(len(X), exact_same_value(m1, m2, X)) for X in sequences]
     d = m1.d
     names = {
         str(sym): [[str(key[i * d + j]) for j in range(d)] for i in range(d)]
@@ -327,18 +327,5 @@ def prove_same_map(
         linearity=lin,
         concrete=concrete,
         symbols=names,
+        sequences=sequences,
     )
-
-
-def fresh_sequences(d: int, count: int, seed: int) -> list[np.ndarray]:
-    """Verification queries: lengths 1..4, dyadic entries in {+-1/2, +-1} (exact floats).
-
-    >>> [X.shape for X in fresh_sequences(2, 3, 0)]
-    [(1, 2), (2, 2), (3, 2)]
-    """
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(count):
-        X = rng.choice(np.array([-1.0, -0.5, 0.5, 1.0]), size=(1 + i % 4, d))
-        out.append(X)
-    return out
