@@ -416,3 +416,23 @@ def test_golden_counts_written_out() -> None:
     assert canonical_query_bound(2, 2) == 22 and canonical_query_limit(2, 2) == 24
     assert canonical_query_bound(2, 2, affine=True) == 31
     assert orthogonal_query_bound([2, 1]) == 8
+
+
+@pytest.mark.parametrize("arith", ["exact", "certified"])
+def test_max_heads_certificate_refinds_the_degree(arith: str) -> None:
+    # Only an upper bound: the checker re-finds the degree (2 canonical heads of 3 given)
+    # the way the learner did, and the merged canonical heads.
+    pair = counterexample("multi-head", d=2, heads=3, kind="shared-score-split", seed=2)
+    rec = learn_multi_head(va.Oracle(pair.first, arith), max_heads=3)
+    assert rec.heads == canonical_form(pair.second).heads and len(rec.heads) == 2
+    data = rec.certificate()
+    assert data["heads_given"] is False and data["H0"] == 3
+    assert va.verify_certificate(data).ok
+    forged = copy.deepcopy(data)
+    forged["heads_given"] = True  # then the degree is H0 = 3 and the system is singular
+    with pytest.raises(CertificateError):
+        va.verify_certificate(forged)
+    fewer = copy.deepcopy(data)
+    fewer["result"]["heads"].pop()
+    with pytest.raises(CertificateError, match="claims 1 heads"):
+        va.verify_certificate(fewer)
