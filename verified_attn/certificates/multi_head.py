@@ -332,9 +332,11 @@ def _redecode(
             F0, F = _samples(data, arith, ncols, npairs, H0)
             f0 = [to_arb(a) for a in F0]
             pairs = _pairs(U, ncols)
-            samples = [[f0[j], *(to_arb(a) for a in row)] for (_, j), row in zip(pairs, F, strict=True)]
+            samples = [
+                [f0[j], *(to_arb(a) for a in row)] for (_, j), row in zip(pairs, F, strict=True)
+            ]
             m = H0 if heads_given else _degree(samples, H0)
-            decoded = [_rationals(poles(s, m), D, f"pair {p}") for p, s in enumerate(samples)]
+            decoded = [_pair_poles(s, m, D, p) for p, s in enumerate(samples)]
             labelled = _label(decoded, U, B, f0, ties, arith, m)
             heads = _solve(labelled, U, B, affine, m)
             beta = None
@@ -345,6 +347,15 @@ def _redecode(
     finally:
         flint.ctx.prec = old
     return _canonicalise(heads), beta
+
+
+def _pair_poles(samples: list[flint.arb], m: int, D: int, p: int) -> Decoded:
+    """Pair p's (score, residue) rationals; a failure names the stored answers."""
+    try:
+        found = poles(samples, m)
+    except VerifiedAttnError as exc:
+        raise CertificateError(f"answers.F[{p}] (with its F(0)): {exc}") from exc
+    return _rationals(found, D, f"answers.F[{p}]")
 
 
 def _probe_matrix(B: list[list[Fraction]], affine: bool) -> flint.fmpq_mat:
