@@ -151,6 +151,9 @@ def test_summary_and_to_dict(name: str, arith: str) -> None:
     data = json.loads(json.dumps(rec.to_dict()))
     assert data["queries"]["learning"] == rec.queries
     assert data["kind"] == "multi-head"
+    floats = rec.to_numpy()["heads"]
+    assert len(floats) == len(rec.heads)
+    assert all(np.asarray(W).shape == (rec.model.d, rec.model.d) for W, *_ in floats)
 
 
 def _number(kind: str, value: Fraction) -> dict[str, Any]:
