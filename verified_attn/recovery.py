@@ -315,10 +315,14 @@ class MultiHeadRecovery(Recovery):
     """Proposition 7.1 and its follow-up: the canonical form of a multi-head model.
 
     Parameters ``heads`` (a list of (W_h, v_h) or (W_h, v_h, c_h) in canonical order) and,
-    affine, ``beta``. ``model`` is a :class:`~verified_attn.models.MultiHeadAttention`.
+    affine, ``beta``: exact SymPy matrices when :attr:`exact`, float64 arrays otherwise.
+    ``model`` is a :class:`~verified_attn.models.MultiHeadAttention` (there is no ``W``: it
+    is not one head). ``method`` says which learner: "canonical" or "orthogonal".
     """
 
     kind: ClassVar[str] = "multi-head"
+    #: "canonical" (learn_multi_head) or "orthogonal" (learn_orthogonal_heads).
+    method: str = ""
 
     @property
     def heads(self) -> Any:

@@ -50,9 +50,11 @@ def test_golden_counts_and_exact_canonical_heads(arith: str, d: int, H: int, gol
     assert rec.parameters["heads"] == canonical_form(model).heads
     assert rec.queries == golden == canonical_query_bound(d, H)
     assert rec.queries <= follow_up_query_bound(d, H)
-    assert rec.max_length <= 2 * H + 1
+    # max_length is the call's: the learning queries' 2H + 1, or a fresh sequence's 16.
+    assert rec.max_length == max(2 * H + 1, 16)
     assert oracle.queries == rec.queries + rec.verification_queries
-    assert rec.theorem == "follow-up/canonical" and rec.verified and rec.exact
+    assert rec.theorem == "prop-7.1" and rec.method == "canonical"
+    assert rec.verified and rec.exact
 
 
 @settings(max_examples=10)
@@ -267,7 +269,7 @@ def test_a_tie_is_decided_by_one_value_and_a_wrong_value_matches_no_order() -> N
     import flint
 
     from verified_attn.errors import NotIdentifiable
-    from verified_attn.multi_head.canonical_learner import _resolve_tie
+    from verified_attn.multi_head.canonical_certified import resolve_tie as _resolve_tie
 
     r = Fraction(2)
     base = [(Fraction(1, 3), r), (Fraction(-1, 2), r)]

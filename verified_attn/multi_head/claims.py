@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from verified_attn.certificates import verify_certificate
 from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult
 from verified_attn.errors import ModelClassMismatch, QueryBudgetExceeded
 from verified_attn.models import MultiHeadAttention, SingleHeadAttention
@@ -172,12 +173,14 @@ def _canonical_recovery(seed: int) -> ClaimResult:
     cases = (("certified", 3, 2), ("certified", 2, 3), ("exact", 2, 2), ("certified", 4, 2))
     for arith, d, H in cases:
         model = random_multi_head(d, H, seed + 7 * d + H)
-        rec = learn_multi_head(Oracle(model, arith), heads=H, seed=seed)
+        oracle = Oracle(model, arith, record=True)
+        rec = learn_multi_head(oracle, heads=H, seed=seed)
         used, bound = rec.queries, canonical_query_bound(d, H)
         good = (
-            rec.parameters["heads"] == canonical_form(model).heads
+            rec.heads == canonical_form(model).heads
             and used == bound <= follow_up_query_bound(d, H)
-            and rec.max_length == 2 * H + 1
+            and _longest_learning_query(oracle) == 2 * H + 1
+            and verify_certificate(rec.certificate()).ok
         )
         ok &= good
         rows.append(
@@ -215,6 +218,15 @@ def _canonical_recovery(seed: int) -> ClaimResult:
     rows.append(f"budget bound - 1 refused: {refused}")
     return _result(
         "prop-7.1/canonical-recovery", RECOVERY, ok, "; ".join(rows), queries=used, bound=bound
+    )
+
+
+def _longest_learning_query(oracle: Oracle) -> int:
+    """The longest query outside the verification phase (from the oracle's transcript)."""
+    return max(
+        e.sequence.nrows() if hasattr(e.sequence, "nrows") else len(e.sequence)
+        for e in oracle.transcript
+        if e.phase != "verify"
     )
 
 
