@@ -143,6 +143,15 @@ class _Network:
         return ReluFFN(self.A, self.w)
 
 
+def _size(x: Any, path: str, *, low: int, high: int | None = None, bits: int = 64) -> int:
+    """An int in [low, high] of at most ``bits`` bits, refused without printing a huge one."""
+    if isinstance(x, int) and not isinstance(x, bool) and x.bit_length() > bits:
+        raise CertificateError(
+            f"{path} must be an int of at most {bits} bits, got {x.bit_length()}"
+        )
+    return as_int(x, path, low=low, high=high)
+
+
 def _dot(a: Vec, b: Vec) -> Fraction:
     return sum((x * y for x, y in zip(a, b, strict=True)), Fraction(0))
 
@@ -225,8 +234,8 @@ def _ffn_answers(data: dict[str, Any], head: Header, net: _Network, D: int) -> i
 
 
 def _ffn_counts(data: dict[str, Any], d: int, net: _Network, answers: int) -> tuple[str, int]:
-    grid = as_int(get(data, "grid"), "grid", low=1, high=MAX_GRID)
-    attempts = as_int(get(data, "attempts"), "attempts", low=1, high=MAX_ATTEMPTS)
+    grid = _size(get(data, "grid"), "grid", low=1, high=MAX_GRID)
+    attempts = _size(get(data, "attempts"), "attempts", low=1, high=MAX_ATTEMPTS)
     bound = ffn_bound(d, net.width, grid, attempts)
     count = as_int(get(data, "verification.count"), "verification.count")
     q = check_counts(
@@ -272,7 +281,7 @@ def _relu_ffn(data: Any, kind: str = "relu-ffn") -> tuple[Header, _Network, list
     if get(data, "result.exact") is not True:
         raise CertificateError("result.exact must be true (the FFN learner is exact)")
     d = head.d
-    D = as_int(get(data, "denominator_bound"), "denominator_bound", low=1, high=1 << (1 << 16))
+    D = _size(get(data, "denominator_bound"), "denominator_bound", low=1, bits=1 << 16)
     net = _network(data, d)
     lines = [head.describe()]
     answers = _ffn_answers(data, head, net, D)
