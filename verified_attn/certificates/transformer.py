@@ -333,7 +333,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         _, net, ffn_lines = _relu_ffn(ffn)
     except CertificateError as exc:
         raise CertificateError(f"ffn: {exc}") from exc
-    lines.extend(f"ffn {line}" for line in ffn_lines[1:])
+    lines.extend(f"ffn {line}" for line in ffn_lines[1:] if not line.startswith("assumption"))
 
     params = get(data, "result.parameters")
     W = _matrix(get(params, "W"), "result.parameters.W", d, d)
@@ -490,7 +490,9 @@ def _paper(
             f"attention.head.queries.by_phase has unknown phases {sorted(extra)}"
         )
     learning = phases["attention-v"] + phases["attention-W"] + phases["attention-rescale"]
-    summary = "; ".join(check.summary[1:])
+    summary = "; ".join(
+        line for line in check.summary if line.startswith(("decoding", "verification"))
+    )
     line = (
         "attention (paper): T(X) - T(-X) recomputed from every stored pair; the head's "
         f"certificate re-checked ({summary}); W and v_eff are the head's"

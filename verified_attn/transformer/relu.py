@@ -112,8 +112,10 @@ __all__ = [
 THEOREM = "ffn/relu"
 #: Bisections allowed per kink (and per segment end) before a plane is given up.
 MAX_DEPTH = 60
-#: Most attempts (random planes) a call may ask for: each doubles the grid.
-MAX_ATTEMPTS = 16
+#: Most attempts (random planes) a call may ask for (each doubles the grid), and the largest
+#: initial grid: they size the bound, and a certificate checker reads no larger ones.
+MAX_ATTEMPTS = 8
+MAX_GRID = 1 << 10
 Vec = tuple[Fraction, ...]
 
 
@@ -529,7 +531,7 @@ def learn_relu_ffn(
     verify = check_verify(verify)
     seed = check_seed(seed)
     lengths = check_lengths(lengths)
-    grid = check_int(grid, "grid", low=1, high=1 << 16)
+    grid = check_int(grid, "grid", low=1, high=MAX_GRID)
     attempts = check_int(attempts, "attempts", low=1, high=MAX_ATTEMPTS)
     denominator_bound = check_denominator_bound(denominator_bound)
     arith = oracle.arithmetic
