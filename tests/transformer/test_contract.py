@@ -223,6 +223,9 @@ TAMPERS: dict[str, Callable[[Case, dict[str, Any]], None]] = {
     "count": _tamper_count,
     "ffn-answer": _tamper_ffn_answer,
     "verification-answer": _tamper_verification,
+    "seed": lambda case, data: data.update(seed=data["seed"] + 1),
+    # Dropping what a certified result rests on claims too much (exact results rest on none).
+    "assumptions": lambda case, data: data.update(assumptions=[]),
 }
 
 
@@ -231,6 +234,8 @@ def test_a_tampered_certificate_is_rejected(run: tuple[Case, va.Oracle, Any], wh
     case, _, rec = run
     data = copy.deepcopy(rec.certificate())
     assert va.verify_certificate(copy.deepcopy(data)).ok  # the untouched copy passes
+    if what == "assumptions" and not data["assumptions"]:
+        pytest.skip("an exact result rests on no assumption")
     TAMPERS[what](case, data)
     with pytest.raises(CertificateError):
         va.verify_certificate(data)
@@ -294,6 +299,10 @@ def test_out_of_class_boxes() -> None:
     for method in ("paper", "direct"):
         with pytest.raises(ModelClassMismatch):
             learn_transformer(va.Oracle(affine, "exact"), method=method)
+    ffn = ReluFFN([[1, -1], [2, 1]], [3, -1])  # reads only the last token: no attention
+    for method in ("paper", "direct"):
+        with pytest.raises(ModelClassMismatch):
+            learn_transformer(va.Oracle(ffn, "exact"), method=method)
     flat = OneLayerTransformer([[1, 2], [0, 1]], [[1, 0], [0, 1]], [[1, -1], [0, 0]], [1, 1])
     with pytest.raises(NotIdentifiable):  # v_eff = 0: the truth, not a mismatch
         learn_transformer(va.Oracle(flat, "exact"), method="paper")

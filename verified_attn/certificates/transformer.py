@@ -280,12 +280,27 @@ def _relu_ffn(data: Any, kind: str = "relu-ffn") -> tuple[Header, _Network, list
         raise CertificateError("arithmetic must be exact or certified for a relu-ffn certificate")
     if get(data, "result.exact") is not True:
         raise CertificateError("result.exact must be true (the FFN learner is exact)")
+    if head.theorem != "ffn/relu":
+        raise CertificateError(f"theorem is {head.theorem!r}, expected 'ffn/relu'")
     d = head.d
     D = _size(get(data, "denominator_bound"), "denominator_bound", low=1, bits=1 << 16)
+    if head.arith.name == "certified" and not any(
+        f"denominator <= {D} " in a for a in head.assumptions
+    ):
+        # The exact result rests on it: a certificate that drops it claims too much.
+        raise CertificateError(
+            f"assumptions must state the denominator bound {D} the answers were decoded with"
+        )
     net = _network(data, d)
     lines = [head.describe()]
     answers = _ffn_answers(data, head, net, D)
     line, count = _ffn_counts(data, d, net, answers)
+    attempts = get(data, "attempts")
+    if count and get(data, "verification.seed") != head.seed + attempts - 1:
+        # The learner verifies attempt i with seed + i: the last one is the result's.
+        raise CertificateError(
+            f"verification.seed must be seed + attempts - 1 = {head.seed + attempts - 1}"
+        )
     lines.append(line)
     lines.append(
         f"result: canonical width {net.width}; every recorded answer reproduced "
@@ -334,6 +349,11 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     except CertificateError as exc:
         raise CertificateError(f"ffn: {exc}") from exc
     lines.extend(f"ffn {line}" for line in ffn_lines[1:] if not line.startswith("assumption"))
+    _assumptions_carried(ffn, head, "ffn")
+    if get(ffn, "seed") != head.seed:
+        raise CertificateError(f"ffn.seed must be the certificate's seed {head.seed}")
+    if get(data, "verification.count") and get(data, "verification.seed") != head.seed:
+        raise CertificateError(f"verification.seed must be the certificate's seed {head.seed}")
 
     params = get(data, "result.parameters")
     W = _matrix(get(params, "W"), "result.parameters.W", d, d)
@@ -408,6 +428,17 @@ def _same_setting(sub: Any, head: Header, path: str) -> None:
             )
 
 
+def _assumptions_carried(sub: dict[str, Any], head: Header, path: str) -> None:
+    """What a stage's result rests on is stated for the whole result too."""
+    missing = [
+        a
+        for a in as_list(get(sub, "assumptions"), f"{path}.assumptions")
+        if a not in head.assumptions
+    ]
+    if missing:
+        raise CertificateError(f"assumptions omit {path}'s assumption {_short(missing[0])}")
+
+
 def _matrix(raw: Any, path: str, rows: int, cols: int) -> list[list[Fraction]]:
     return [
         [rational(q, f"{path}[{i}][{j}]") for j, q in enumerate(row)]
@@ -454,6 +485,9 @@ def _paper(
     filled = dict(sub)
     filled["answers"] = {"beta": None, "v": v, "W": Wa, "c": None}
     filled["verification"] = dict(get(sub, "verification"), answers=ver)
+    _assumptions_carried(sub, head, "attention.head")
+    if get(sub, "seed") != head.seed:
+        raise CertificateError(f"attention.head.seed must be the certificate's seed {head.seed}")
     try:
         check = verify_single_head(filled)
     except CertificateError as exc:
