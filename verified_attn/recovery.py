@@ -327,6 +327,16 @@ class TransformerRecovery(Recovery):
     def A(self) -> Any:
         return self.parameters["A"]
 
+    def summary(self) -> str:
+        """The common summary, with the attention / FFN split of the learning count."""
+        width = self.network.width if self.network is not None else 0
+        formula = "2(d^2 + d)" if self.method == "paper" else "d^2"
+        return (
+            super().summary()
+            + f"\n  split: {self.attention_queries} attention ({formula} = "
+            f"{self.attention_bound}) + {self.ffn_queries} FFN (canonical width {width})"
+        )
+
     @property
     def w_o(self) -> Any:
         return self.parameters["w_o"]
@@ -358,6 +368,13 @@ class ReluFFNRecovery(Recovery):
     @property
     def width(self) -> int:
         return int(self.network.width) if self.network is not None else 0
+
+    def summary(self) -> str:
+        """The common summary, with the canonical width and the planes used."""
+        return (
+            super().summary()
+            + f"\n  canonical width {self.width}, {self.attempts} random plane(s)"
+        )
 
 
 def enclosures_from_balls(balls: dict[str, Any]) -> dict[str, Any]:

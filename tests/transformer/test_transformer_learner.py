@@ -41,6 +41,7 @@ def test_exact_recovery(d: int, m: int, seed: int, arith: str, method: str) -> N
     assert rec.exact and rec.verified
     expected = paper_attention_count(d) if method == "paper" else d * d
     assert rec.attention_queries == expected == rec.attention_bound
+    assert va.verify_certificate(rec.certificate()).ok  # re-checked without the oracle
 
 
 def test_learned_transformer_equals_the_truth_as_a_function() -> None:

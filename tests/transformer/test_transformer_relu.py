@@ -54,6 +54,7 @@ def test_learned_network_is_the_canonical_form(g: ReluFFN, arith: str, seed: int
     assert rec.network == canonical_network(g)
     assert rec.exact and rec.verified
     # As a function: the returned ReluFFN agrees exactly on fresh rational points.
+    assert va.verify_certificate(rec.certificate()).ok  # re-checked without the oracle
     model = rec.model
     assert isinstance(model, ReluFFN)
     for x in fresh_points(g.d, 5, seed + 99):
