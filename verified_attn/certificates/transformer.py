@@ -124,13 +124,28 @@ class _Network:
     def width(self) -> int:
         return len(self.neurons)
 
-    def value(self, x: Vec) -> Fraction:
-        out = _dot(self.linear, x)
-        for n, gamma in self.neurons:
-            z = _dot(n, x)
-            if z > 0:
-                out += gamma * z
-        return out
+    def values(self, points: list[Vec]) -> list[Fraction]:
+        """g at each point, exactly (one exact matrix product: flint, not Python loops)."""
+        if not points:
+            return []
+        out = list((_row(self.linear) * _columns(points)).entries())
+        Z = self.pre_activations(points)
+        for j, (_, gamma) in enumerate(self.neurons):
+            g = _fq(gamma)
+            for p in range(len(points)):
+                if Z[j, p] > 0:
+                    out[p] += g * Z[j, p]
+        return [Fraction(int(q.p), int(q.q)) for q in out]
+
+    def pre_activations(self, points: list[Vec]) -> flint.fmpq_mat:
+        """Z[j, p] = n_j^T x_p."""
+        d = len(self.linear)
+        N = flint.fmpq_mat(
+            max(len(self.neurons), 1),
+            d,
+            [_fq(q) for n, _ in self.neurons for q in n] or [flint.fmpq(0)] * d,
+        )
+        return N * _columns(points)
 
     def v_eff(self) -> list[Fraction]:
         """g(x) - g(-x) = (2 l + sum_j gamma_j n_j)^T x."""
@@ -150,6 +165,15 @@ def _size(x: Any, path: str, *, low: int, high: int | None = None, bits: int = 6
             f"{path} must be an int of at most {bits} bits, got {x.bit_length()}"
         )
     return as_int(x, path, low=low, high=high)
+
+
+def _row(v: Vec) -> flint.fmpq_mat:
+    return flint.fmpq_mat(1, len(v), [_fq(q) for q in v])
+
+
+def _columns(points: list[Vec]) -> flint.fmpq_mat:
+    d, n = len(points[0]), len(points)
+    return flint.fmpq_mat(d, n, [_fq(points[p][i]) for i in range(d) for p in range(n)])
 
 
 def _dot(a: Vec, b: Vec) -> Fraction:
@@ -209,17 +233,21 @@ def _ffn_answers(data: dict[str, Any], head: Header, net: _Network, D: int) -> i
     if len(raw) * (net.width + 1) * d > MAX_WORK:
         raise CertificateError("answers: more answers x neurons than a checker evaluates")
     seen: set[Vec] = set()
+    points: list[Vec] = []
+    for i, item in enumerate(raw):
+        path = f"answers[{i}]"
+        if not isinstance(item, dict):
+            raise CertificateError(f"{path} must be a JSON object")
+        x = _vector(get(item, "x"), f"{path}.x", d)
+        if x in seen:
+            raise CertificateError(f"{path}.x repeats an earlier point")
+        seen.add(x)
+        points.append(x)
+    wants = net.values(points)
     with arith.context():
-        for i, item in enumerate(raw):
+        for i, (item, x, want) in enumerate(zip(raw, points, wants, strict=True)):
             path = f"answers[{i}]"
-            if not isinstance(item, dict):
-                raise CertificateError(f"{path} must be a JSON object")
-            x = _vector(get(item, "x"), f"{path}.x", d)
-            if x in seen:
-                raise CertificateError(f"{path}.x repeats an earlier point")
-            seen.add(x)
             y = number(get(item, "y"), f"{path}.y", arith)
-            want = net.value(x)
             if arith.name == "exact":
                 ok = y == sympy.Rational(want.numerator, want.denominator)
             else:
@@ -567,11 +595,12 @@ def _direct(
         raise CertificateError("attention: the directions u_k and base tokens b_j must be bases")
     probes = [tuple(b[i] + t * u[i] for i in range(d)) for u in U for b in base]
     ref = base[0]
-    for n, _ in net.neurons:
-        side = _dot(n, ref) > 0
-        for x in base + probes:
-            z = _dot(n, x)
-            if z == 0 or (z > 0) != side:
+    points = base + probes
+    Z = net.pre_activations(points)
+    for j, (n, _) in enumerate(net.neurons):
+        side = Z[j, 0] > 0
+        for p in range(len(points)):
+            if Z[j, p] == 0 or (Z[j, p] > 0) != side:
                 raise CertificateError(
                     "attention: the design is not inside one open cell of g (a base token or "
                     f"probe is on the other side of, or on, the hyperplane n = {[str(q) for q in n]})"

@@ -485,12 +485,21 @@ def _gradient_at(net: ReluNetwork, y: Vec) -> Vec | None:
 
 
 def _same_cell(net: ReluNetwork, y: Vec, points: list[Vec]) -> bool:
-    """Every point strictly on the same side of every hyperplane as y (one open cell)."""
-    for n, _ in net.neurons:
-        side = sum((a * b for a, b in zip(n, y, strict=True)), Fraction(0)) > 0
-        for x in points:
-            z = sum((a * b for a, b in zip(n, x, strict=True)), Fraction(0))
-            if z == 0 or (z > 0) != side:
+    """Every point strictly on the same side of every hyperplane as y (one open cell).
+
+    Decided exactly with one rational matrix product (Z[j, p] = n_j^T x_p).
+    """
+    if not net.neurons:
+        return True
+    d = len(y)
+    cols = [y, *points]
+    N = flint.fmpq_mat(net.width, d, [_fq(q) for n, _ in net.neurons for q in n])
+    P = flint.fmpq_mat(d, len(cols), [_fq(cols[p][i]) for i in range(d) for p in range(len(cols))])
+    Z = N * P
+    for j in range(net.width):
+        side = Z[j, 0] > 0
+        for p in range(1, len(cols)):
+            if Z[j, p] == 0 or (Z[j, p] > 0) != side:
                 return False
     return True
 
