@@ -400,7 +400,7 @@ def _certificate_data(
         assert head is not None
         sub = dict(head.certificate())
         sub.pop("versions", None)
-        U = [[Fraction(q) for q in row] for row in _rationals(sub["design"]["U"])]
+        U = _rationals(sub["design"]["U"])
         scales = _rationals(sub["design"]["scales"])
 
         def pair(rows: list[list[Fraction]]) -> list[Any]:
