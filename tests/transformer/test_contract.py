@@ -422,3 +422,27 @@ def test_truncated_file_and_dropped_answers(
     ffn["answers"].pop()  # one recorded answer fewer than the learning count
     with pytest.raises(CertificateError):
         va.verify_certificate(data)
+
+
+def test_the_checker_imports_no_learner() -> None:
+    """The checker is the trusted core: it may use core modules, never the room's learners."""
+    import ast
+
+    import verified_attn.certificates.transformer as checker
+
+    tree = ast.parse(Path(checker.__file__).read_text())
+    imported = {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    } | {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import)
+        for alias in node.names
+    }
+    learners = (
+        "verified_attn.transformer",
+        "verified_attn.exact_recovery",
+        "verified_attn.probing",
+    )
+    assert not [m for m in imported if m.startswith(learners)], imported
+    assert "verified_attn.certificates.single_head" in imported  # the core head checker
