@@ -203,10 +203,10 @@ def _run_transformer(args: argparse.Namespace) -> LearnOutcome:
 
     T = random_transformer(args.d, args.width, np.random.default_rng(args.seed))
     oracle = Oracle(T, args.arithmetic, precision=args.precision)
-    rec = learn_transformer(oracle, args.method, seed=args.seed)
+    rec = learn_transformer(oracle, method=args.method, seed=args.seed)
     same = rec.W == T.W and rec.network == canonical_network(T)
     line = f"W and the canonical FFN g equal the truth exactly (==): {'yes' if same else 'NO'}"
-    return LearnOutcome(rec.to_recovery(), same, [line])
+    return LearnOutcome(rec, same, [line])
 
 
 def _noisy_arguments(p: argparse.ArgumentParser) -> None:

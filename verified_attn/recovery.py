@@ -339,13 +339,23 @@ class MultiHeadRecovery(Recovery):
 
 @dataclass
 class TransformerRecovery(Recovery):
-    """A one-layer Transformer: parameters ``W``, ``v_eff`` (= V A w_o), ``A``, ``w_o`` (the
-    canonical FFN). ``model`` is a :class:`~verified_attn.models.OneLayerTransformer`."""
+    """A one-layer Transformer: parameters ``W`` (d x d), ``v_eff`` (= V A w_o, d x 1), and
+    the canonical FFN ``A`` (d x m), ``w_o`` (m x 1), exact SymPy matrices. ``model`` is a
+    :class:`~verified_attn.models.OneLayerTransformer` ``(W, V = I, A, w_o)``.
+
+    ``method`` is "paper" or "direct"; ``attention_queries`` and ``ffn_queries`` split the
+    learning count; ``network`` is the canonical length-1 function g
+    (:class:`~verified_attn.transformer.relu.ReluNetwork`); ``bound`` is the attention
+    formula (2(d^2 + d) paper, d^2 direct) plus the FFN learner's worst case at the learned
+    width (:func:`~verified_attn.transformer.relu.ffn_query_bound`).
+    """
 
     kind: ClassVar[str] = "transformer"
     method: str = ""
     attention_queries: int = 0
     ffn_queries: int = 0
+    attention_bound: int = 0
+    network: Any = None
 
     @property
     def W(self) -> Any:
@@ -355,13 +365,39 @@ class TransformerRecovery(Recovery):
     def v_eff(self) -> Any:
         return self.parameters["v_eff"]
 
+    @property
+    def A(self) -> Any:
+        return self.parameters["A"]
+
+    def summary(self) -> str:
+        """The common summary, with the attention / FFN split of the learning count."""
+        width = self.network.width if self.network is not None else 0
+        formula = "2(d^2 + d)" if self.method == "paper" else "d^2"
+        return (
+            super().summary()
+            + f"\n  split: {self.attention_queries} attention ({formula} = "
+            f"{self.attention_bound}) + {self.ffn_queries} FFN (canonical width {width})"
+        )
+
+    @property
+    def w_o(self) -> Any:
+        return self.parameters["w_o"]
+
 
 @dataclass
 class ReluFFNRecovery(Recovery):
-    """A bias-free ReLU FFN in canonical form: parameters ``A`` (m x d) and ``w_o`` (m).
-    ``model`` is a :class:`~verified_attn.models.ReluFFN`."""
+    """A bias-free ReLU FFN in canonical form: parameters ``A`` (d x m) and ``w_o`` (m x 1),
+    exact SymPy matrices. ``model`` is a :class:`~verified_attn.models.ReluFFN`.
+
+    ``network`` is the canonical form (:class:`~verified_attn.transformer.relu.ReluNetwork`)
+    with ``width`` distinct hyperplanes; ``attempts`` the random planes used; ``bound`` the
+    learner's worst case at the learned width
+    (:func:`~verified_attn.transformer.relu.ffn_query_bound`).
+    """
 
     kind: ClassVar[str] = "relu-ffn"
+    network: Any = None
+    attempts: int = 1
 
     @property
     def A(self) -> Any:
@@ -370,6 +406,17 @@ class ReluFFNRecovery(Recovery):
     @property
     def w_o(self) -> Any:
         return self.parameters["w_o"]
+
+    @property
+    def width(self) -> int:
+        return int(self.network.width) if self.network is not None else 0
+
+    def summary(self) -> str:
+        """The common summary, with the canonical width and the planes used."""
+        return (
+            super().summary()
+            + f"\n  canonical width {self.width}, {self.attempts} random plane(s)"
+        )
 
 
 def enclosures_from_balls(balls: dict[str, Any]) -> dict[str, Any]:

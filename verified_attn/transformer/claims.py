@@ -1,4 +1,5 @@
-"""Claims of THEORY §6 (one-layer Transformer via an exact ReLU FFN learner).
+"""Claims of §6 of the documentation's theory page, docs/theory.md (one-layer Transformer via
+an exact ReLU FFN learner).
 
 >>> from verified_attn.transformer.claims import CLAIMS
 >>> [c.id for c in CLAIMS][:2]
@@ -28,7 +29,7 @@ from verified_attn.transformer.relu import canonical_network, learn_relu_ffn
 
 __all__ = ["CLAIMS", "random_ffn", "random_transformer"]
 
-REF = "THEORY §6"
+REF = "theory §6"
 
 
 def _result(
@@ -117,7 +118,7 @@ def _relu_exact(seed: int) -> ClaimResult:
         passed &= ok
         rows.append(
             f"d={d} m={m} {arith}: width {rec.network.width}, {rec.queries} queries "
-            f"(m(d+1) = {rec.reference_count}), equal: {rec.network == truth}"
+            f"(m'(d+1) = {rec.parameter_count}, bound {rec.bound}), equal: {rec.network == truth}"
         )
     return _result(cid, statement, passed, "; ".join(rows))
 
@@ -132,7 +133,7 @@ def _paper_count(seed: int) -> ClaimResult:
     rows, passed, total, bound = [], True, 0, 0
     for d in (1, 2, 3, 4):
         T = random_transformer(d, 2 * d, rng)
-        rec = learn_transformer(Oracle(T, "certified"), "paper", seed=seed)
+        rec = learn_transformer(Oracle(T, "certified"), method="paper", seed=seed)
         ok = (
             rec.attention_queries == paper_attention_count(d)
             and rec.W == T.W
@@ -145,7 +146,7 @@ def _paper_count(seed: int) -> ClaimResult:
     # Degenerate case: v_eff = 0 must be reported, not guessed.
     flat = OneLayerTransformer([[1, 2], [0, 1]], [[1, 0], [0, 1]], [[1, -1], [0, 0]], [1, 1])
     try:
-        learn_transformer(Oracle(flat, "certified"), "paper")
+        learn_transformer(Oracle(flat, "certified"), method="paper")
         passed = False
         rows.append("v_eff = 0: NOT reported")
     except NotIdentifiable:
@@ -163,14 +164,14 @@ def _direct_count(seed: int) -> ClaimResult:
     rows, passed, total, bound = [], True, 0, 0
     for d in (1, 2, 3, 4):
         T = random_transformer(d, 2 * d, rng)
-        rec = learn_transformer(Oracle(T, "certified"), "direct", seed=seed)
+        rec = learn_transformer(Oracle(T, "certified"), method="direct", seed=seed)
         ok = rec.attention_queries == d * d and rec.W == T.W
         passed &= ok
         total += rec.attention_queries
         bound += d * d
         rows.append(f"d={d}: {rec.attention_queries} (d^2 = {d * d})")
     flat = OneLayerTransformer([[1, 2], [0, 1]], [[1, 0], [0, 1]], [[1, -1], [0, 0]], [1, 1])
-    rec = learn_transformer(Oracle(flat, "certified"), "direct")
+    rec = learn_transformer(Oracle(flat, "certified"), method="direct")
     passed &= rec.W == flat.W
     rows.append(f"v_eff = 0 learned by direct: {rec.W == flat.W}")
     return _result(cid, statement, passed, "; ".join(rows), queries=total, bound=bound)

@@ -1,4 +1,5 @@
-"""THEORY §6 derived in SymPy from the model definition: antisymmetry and composition.
+"""§6 of the theory page (docs/theory.md) derived in SymPy from the model definition:
+antisymmetry and composition.
 
 >>> from verified_attn.transformer.symbolic import antisymmetry, composition
 >>> [c.holds for c in antisymmetry()], [c.holds for c in composition()]
