@@ -38,8 +38,18 @@ from verified_attn.multi_head import canonical_form, counterexample, equivalent,
 from verified_attn.noisy import learn_noisy
 from verified_attn.oracle import Oracle
 from verified_attn.oracle_wrappers import LabelOracle, NoisyOracle, StochasticOracle
-from verified_attn.recovery import Recovery
+from verified_attn.recovery import (
+    LabelRecovery,
+    LowRankRecovery,
+    MultiHeadRecovery,
+    NoisyRecovery,
+    Recovery,
+    ReluFFNRecovery,
+    SingleHeadRecovery,
+    TransformerRecovery,
+)
 from verified_attn.transformer import learn_relu_ffn, learn_transformer
+from verified_attn.verification import Verification
 
 __all__ = [
     "ARITHMETICS",
@@ -47,9 +57,13 @@ __all__ = [
     "CertificateError",
     "InvalidArgument",
     "LabelOracle",
+    "LabelRecovery",
+    "LowRankRecovery",
     "ModelClassMismatch",
     "MultiHeadAttention",
+    "MultiHeadRecovery",
     "NoisyOracle",
+    "NoisyRecovery",
     "NotIdentifiable",
     "OneLayerTransformer",
     "Oracle",
@@ -58,8 +72,12 @@ __all__ = [
     "QueryBudgetExceeded",
     "Recovery",
     "ReluFFN",
+    "ReluFFNRecovery",
     "SingleHeadAttention",
+    "SingleHeadRecovery",
     "StochasticOracle",
+    "TransformerRecovery",
+    "Verification",
     "VerifiedAttnError",
     "__version__",
     "attention_output",
