@@ -89,11 +89,11 @@ except ImportError as _exc:  # the optional extra is not installed
 
 from verified_attn.adapters.torch import (
     HeadParameters,
-    _dtype,
-    _head_parameters,
-    _numpy,
-    _oracle,
-    _readout,
+    head_parameters,
+    module_oracle,
+    readout_vector,
+    tensor_array,
+    torch_dtype,
 )
 from verified_attn.errors import InvalidArgument, ModelClassMismatch
 from verified_attn.oracle import Oracle
@@ -230,21 +230,21 @@ def attention_parameters(
             "attention_parameters(..., ignore_rotary=True) maps the weights as if every "
             "rotation were the identity"
         )
-    r, b = _readout(readout, E)
+    r, b = readout_vector(readout, E)
     if isinstance(module, GPT2Attention):
         H = int(module.num_heads)
         hd = int(module.head_dim)
         # Conv1D stores (in, out) and computes x @ weight + bias: transpose to y = W x + b.
-        Wc = _numpy(module.c_attn.weight, (E, 3 * E)).T
-        bc = _numpy(module.c_attn.bias, (3 * E,))
-        return _head_parameters(
+        Wc = tensor_array(module.c_attn.weight, (E, 3 * E)).T
+        bc = tensor_array(module.c_attn.bias, (3 * E,))
+        return head_parameters(
             Wq=Wc[:E],
             bq=bc[:E],
             Wk=Wc[E : 2 * E],
             Wv=Wc[2 * E :],
             bv=bc[2 * E :],
-            Wo=_numpy(module.c_proj.weight, (E, E)).T,
-            bo=_numpy(module.c_proj.bias, (E,)),
+            Wo=tensor_array(module.c_proj.weight, (E, E)).T,
+            bo=tensor_array(module.c_proj.bias, (E,)),
             heads=H,
             kv_heads=H,
             head_dim=hd,
@@ -254,12 +254,12 @@ def attention_parameters(
         )
     if isinstance(module, BertSelfAttention):
         H = int(module.num_attention_heads)
-        return _head_parameters(
-            Wq=_numpy(module.query.weight, (E, E)),
-            bq=_numpy(module.query.bias, (E,)),
-            Wk=_numpy(module.key.weight, (E, E)),
-            Wv=_numpy(module.value.weight, (E, E)),
-            bv=_numpy(module.value.bias, (E,)),
+        return head_parameters(
+            Wq=tensor_array(module.query.weight, (E, E)),
+            bq=tensor_array(module.query.bias, (E,)),
+            Wk=tensor_array(module.key.weight, (E, E)),
+            Wv=tensor_array(module.value.weight, (E, E)),
+            bv=tensor_array(module.value.bias, (E,)),
             Wo=np.eye(E),  # the context is the output: no projection in this module
             bo=np.zeros(E),
             heads=H,
@@ -275,14 +275,14 @@ def attention_parameters(
         int(config.num_key_value_heads),
         int(module.head_dim),
     )
-    return _head_parameters(
-        Wq=_numpy(module.q_proj.weight, (H * hd, E)),
-        bq=_numpy(module.q_proj.bias, (H * hd,)),
-        Wk=_numpy(module.k_proj.weight, (Hkv * hd, E)),
-        Wv=_numpy(module.v_proj.weight, (Hkv * hd, E)),
-        bv=_numpy(module.v_proj.bias, (Hkv * hd,)),
-        Wo=_numpy(module.o_proj.weight, (E, H * hd)),
-        bo=_numpy(module.o_proj.bias, (E,)),
+    return head_parameters(
+        Wq=tensor_array(module.q_proj.weight, (H * hd, E)),
+        bq=tensor_array(module.q_proj.bias, (H * hd,)),
+        Wk=tensor_array(module.k_proj.weight, (Hkv * hd, E)),
+        Wv=tensor_array(module.v_proj.weight, (Hkv * hd, E)),
+        bv=tensor_array(module.v_proj.bias, (Hkv * hd,)),
+        Wo=tensor_array(module.o_proj.weight, (E, H * hd)),
+        bo=tensor_array(module.o_proj.bias, (E,)),
         heads=H,
         kv_heads=Hkv,
         head_dim=hd,
@@ -332,7 +332,7 @@ def attention_oracle(
     (True, 'single-head-affine')
     """
     E = _check_module(module)
-    dt = _dtype(dtype)
+    dt = torch_dtype(dtype)
     if rtol is None:
         rtol = 1e-4 if dt == torch.float32 or _float32_softmax(module) else 1e-6
     rotary = (
@@ -350,7 +350,7 @@ def attention_oracle(
         # Attention modules return (output, weights); blocks return the output.
         return out[0] if isinstance(out, tuple) else out
 
-    return _oracle(
+    return module_oracle(
         module,
         forward,
         E,

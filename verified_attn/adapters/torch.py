@@ -55,7 +55,17 @@ from verified_attn.errors import InvalidArgument
 from verified_attn.models import SingleHeadAttention
 from verified_attn.oracle import Oracle
 
-__all__ = ["HeadParameters", "attention_oracle", "attention_parameters", "sequence_oracle"]
+__all__ = [
+    "HeadParameters",
+    "attention_oracle",
+    "attention_parameters",
+    "head_parameters",
+    "module_oracle",
+    "readout_vector",
+    "sequence_oracle",
+    "tensor_array",
+    "torch_dtype",
+]
 
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
@@ -132,7 +142,8 @@ def _check_mha(module: Any) -> int:
     return E
 
 
-def _dtype(dtype: Any) -> torch.dtype:
+def torch_dtype(dtype: Any) -> torch.dtype:
+    """``torch.float64`` or ``torch.float32`` from a name or a dtype (InvalidArgument else)."""
     if isinstance(dtype, torch.dtype) and dtype in _DTYPES.values():
         return dtype
     if isinstance(dtype, str) and dtype in _DTYPES:
@@ -140,7 +151,7 @@ def _dtype(dtype: Any) -> torch.dtype:
     raise InvalidArgument(f"dtype must be 'float64' or 'float32', got {dtype!r}")
 
 
-def _readout(readout: Any, E: int) -> tuple[np.ndarray, float]:
+def readout_vector(readout: Any, E: int) -> tuple[np.ndarray, float]:
     """(r, b) in float64 from a vector of length E or an ``nn.Linear(E, 1)``."""
     if isinstance(readout, torch.nn.Linear):
         if readout.in_features != E or readout.out_features != 1:
@@ -172,7 +183,8 @@ def _readout(readout: Any, E: int) -> tuple[np.ndarray, float]:
     return r, b
 
 
-def _numpy(t: torch.Tensor | None, shape: tuple[int, ...]) -> np.ndarray:
+def tensor_array(t: torch.Tensor | None, shape: tuple[int, ...]) -> np.ndarray:
+    """A weight as a float64 array of ``shape`` (zeros for an absent bias)."""
     if t is None:  # bias=False: the bias is zero
         return np.zeros(shape)
     return t.detach().to("cpu", torch.float64).numpy().reshape(shape).copy()
@@ -204,14 +216,14 @@ def attention_parameters(module: Any, readout: Any) -> HeadParameters:
             "module has add_bias_kv or add_zero_attn: it attends to an extra learned or zero "
             "token as well, which is outside the single-head model class (THEORY §2)"
         )
-    r, b = _readout(readout, E)
+    r, b = readout_vector(readout, E)
     H = int(module.num_heads)
     hd = E // H
-    Win = _numpy(module.in_proj_weight, (3 * E, E))
-    bin_ = _numpy(module.in_proj_bias, (3 * E,))
-    Wo = _numpy(module.out_proj.weight, (E, E))
-    bo = _numpy(module.out_proj.bias, (E,))
-    return _head_parameters(
+    Win = tensor_array(module.in_proj_weight, (3 * E, E))
+    bin_ = tensor_array(module.in_proj_bias, (3 * E,))
+    Wo = tensor_array(module.out_proj.weight, (E, E))
+    bo = tensor_array(module.out_proj.bias, (E,))
+    return head_parameters(
         Wq=Win[:E],
         bq=bin_[:E],
         Wk=Win[E : 2 * E],
@@ -228,7 +240,7 @@ def attention_parameters(module: Any, readout: Any) -> HeadParameters:
     )
 
 
-def _head_parameters(
+def head_parameters(
     *,
     Wq: np.ndarray,
     bq: np.ndarray,
@@ -305,17 +317,17 @@ def attention_oracle(
     def forward(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
         return m(x, x, x, need_weights=False)[0]
 
-    return _oracle(
+    return module_oracle(
         module,
         forward,
         E,
         bool(module.batch_first),
         readout,
-        _dtype(dtype),
+        torch_dtype(dtype),
         budget=budget,
         record=record,
         model_class="single-head-affine",
-        rtol=rtol if rtol is not None else (1e-4 if _dtype(dtype) == torch.float32 else 1e-6),
+        rtol=rtol if rtol is not None else (1e-4 if torch_dtype(dtype) == torch.float32 else 1e-6),
     )
 
 
@@ -363,20 +375,20 @@ def sequence_oracle(
     def forward(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
         return m(x)
 
-    return _oracle(
+    return module_oracle(
         module,
         forward,
         d,
         batch_first,
         readout,
-        _dtype(dtype),
+        torch_dtype(dtype),
         budget=budget,
         record=record,
         model_class=model_class,
     )
 
 
-def _oracle(
+def module_oracle(
     module: torch.nn.Module,
     forward: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor],
     E: int,
@@ -390,7 +402,9 @@ def _oracle(
     rtol: float = 1e-6,
     prepare: Callable[[torch.nn.Module], None] | None = None,
 ) -> Oracle:
-    r, b = _readout(readout, E)
+    """A float oracle over a private eval-mode copy of ``module`` read out at the last
+    position (shared by the PyTorch and HuggingFace adapters)."""
+    r, b = readout_vector(readout, E)
     # A private copy in eval mode: dropout off, the caller's module (and its dtype) untouched,
     # and later edits to it do not change the oracle's answers mid-run.
     box = copy.deepcopy(module).to(device="cpu", dtype=dtype).eval()
