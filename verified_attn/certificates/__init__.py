@@ -129,6 +129,9 @@ def verify_certificate(path_or_dict: str | Path | Mapping[str, Any]) -> Certific
         raise CertificateError(f"{kind} certificate: {exc}") from exc
 
 
-def _verifier(theorem: str) -> Callable[[dict[str, Any]], CertificateCheck]:
-    module, _, name = VERIFIERS[theorem].partition(":")
-    return getattr(importlib.import_module(module), name)
+def _verifier(kind: str) -> Callable[[dict[str, Any]], CertificateCheck]:
+    module, _, name = VERIFIERS[kind].partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:  # a registered checker not installed
+        raise CertificateError(f"no checker for kind {kind!r} in this installation") from exc

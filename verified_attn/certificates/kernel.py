@@ -235,16 +235,21 @@ def check_counts(
     ``learning``/``bound``: the exact learning count and bound the stored design implies;
     ``phases``: exact per-phase counts implied. Returns the parsed section.
     """
-    q = get(data, "queries")
-    got_learning = as_int(get(q, "learning"), "queries.learning")
-    got_verification = as_int(get(q, "verification"), "queries.verification")
-    got_bound = as_int(get(q, "bound"), "queries.bound")
-    by_phase = get(q, "by_phase")
+    # Full paths from the root, so that a missing or malformed field is named in full.
+    got_learning = as_int(get(data, "queries.learning"), "queries.learning")
+    got_verification = as_int(get(data, "queries.verification"), "queries.verification")
+    got_bound = as_int(get(data, "queries.bound"), "queries.bound")
+    by_phase = get(data, "queries.by_phase")
     if not isinstance(by_phase, dict):
         raise CertificateError("queries.by_phase must be a JSON object")
     for phase, n in by_phase.items():
         as_int(n, f"queries.by_phase.{phase}", low=1)
-    declared = as_list(get(q, "verification_phases"), "queries.verification_phases")
+    declared = as_list(get(data, "queries.verification_phases"), "queries.verification_phases")
+    if not all(isinstance(p, str) and p in by_phase for p in declared):
+        raise CertificateError(
+            "queries.verification_phases must name phases of queries.by_phase, got "
+            f"{_short(declared)}"
+        )
     if sorted(declared) != sorted(p for p in verification_phases if p in by_phase):
         raise CertificateError(
             f"queries.verification_phases is {declared}, expected the phases "
@@ -300,12 +305,14 @@ def check_verification(
     from verified_attn.validation import MAX_LENGTH
     from verified_attn.verification import agree, float_floor, fresh_sequences
 
-    ver = get(data, "verification")
-    count = as_int(get(ver, "count"), "verification.count", high=MAX_ENTRIES)
-    seed = as_int(get(ver, "seed"), "verification.seed")
+    count = as_int(get(data, "verification.count"), "verification.count", high=MAX_ENTRIES)
+    seed = as_int(get(data, "verification.seed"), "verification.seed")
+    raw_lengths = as_list(get(data, "verification.lengths"), "verification.lengths")
+    if len(raw_lengths) > MAX_LENGTH:
+        raise CertificateError(f"verification.lengths has more than {MAX_LENGTH} entries")
     lengths = tuple(
         as_int(n, f"verification.lengths[{i}]", low=1, high=MAX_LENGTH)
-        for i, n in enumerate(as_list(get(ver, "lengths"), "verification.lengths"))
+        for i, n in enumerate(raw_lengths)
     )
     if not lengths:
         raise CertificateError("verification.lengths must not be empty")
@@ -318,8 +325,8 @@ def check_verification(
             f"verification.count is {count}, but queries.verification is {stated}"
         )
     with arith.context():
-        answers = numbers(get(ver, "answers"), "verification.answers", arith, count)
-        bias_raw = get(ver, "bias")
+        answers = numbers(get(data, "verification.answers"), "verification.answers", arith, count)
+        bias_raw = get(data, "verification.bias")
         bias = 0.0 if bias_raw is None else float(number(bias_raw, "verification.bias", arith))
         sequences = fresh_sequences(header.d, count, seed, lengths)
         floor = float_floor(answers, bias) if arith.name == "float" else 0.0

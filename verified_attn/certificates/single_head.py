@@ -69,11 +69,17 @@ __all__ = ["FLOAT_RTOL", "verify"]
 #: Relative agreement required between claimed and re-decoded float parameters.
 FLOAT_RTOL = 1e-12
 _RESCALE = Fraction(1, 16)
+#: The theorem a single-head certificate claims (the learner's id).
+THEOREM = "thm-4.1"
 
 
 def verify(data: dict[str, Any]) -> CertificateCheck:
     """Re-check a ``single-head`` certificate dict; CertificateError naming what fails."""
     head = parse_header(data, "single-head")
+    if head.theorem != THEOREM:
+        raise CertificateError(
+            f"theorem is {head.theorem!r:.80}, a single-head certificate is {THEOREM!r}"
+        )
     affine = as_bool(get(data, "affine"), "affine")
     U, scales, c_scales = _design(data, head.d, affine)
     lines = [head.describe() + (" (affine)" if affine else "")]
@@ -98,16 +104,16 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
 def _design(
     data: dict[str, Any], d: int, affine: bool
 ) -> tuple[list[list[Fraction]], list[list[Fraction]], list[Fraction] | None]:
-    raw = get(data, "design")
+    # Full paths from the root: a missing or malformed field is named in full.
     U = [
         [rational(q, f"design.U[{i}][{k}]") for k, q in enumerate(row)]
-        for i, row in enumerate(as_matrix(get(raw, "U"), "design.U", d, d))
+        for i, row in enumerate(as_matrix(get(data, "design.U"), "design.U", d, d))
     ]
     scales = [
         [rational(q, f"design.scales[{k}][{j}]") for j, q in enumerate(row)]
-        for k, row in enumerate(as_matrix(get(raw, "scales"), "design.scales", d, d))
+        for k, row in enumerate(as_matrix(get(data, "design.scales"), "design.scales", d, d))
     ]
-    c_raw = get(raw, "c_scales")
+    c_raw = get(data, "design.c_scales")
     c_scales = None
     if affine:
         c_scales = [
@@ -157,15 +163,15 @@ def _answers(data: dict[str, Any], head: Header, affine: bool) -> dict[str, Any]
     d, arith = head.d, head.arith
     raw = get(data, "answers")
     out: dict[str, Any] = {
-        "v": numbers(get(raw, "v"), "answers.v", arith, d),
+        "v": numbers(get(data, "answers.v"), "answers.v", arith, d),
         "W": [
             numbers(row, f"answers.W[{k}]", arith, d)
-            for k, row in enumerate(as_list(get(raw, "W"), "answers.W", d))
+            for k, row in enumerate(as_list(get(data, "answers.W"), "answers.W", d))
         ],
     }
     if affine:
-        out["beta"] = number(get(raw, "beta"), "answers.beta", arith)
-        out["c"] = numbers(get(raw, "c"), "answers.c", arith, d)
+        out["beta"] = number(get(data, "answers.beta"), "answers.beta", arith)
+        out["c"] = numbers(get(data, "answers.c"), "answers.c", arith, d)
     else:
         for key in ("beta", "c"):
             if raw.get(key) is not None:
@@ -283,8 +289,8 @@ def _claimed(
     want = "rational" if exact and arith.name != "float" else None
     out: dict[str, list[tuple[str, Any]]] = {}
     for name in _names(affine):
-        raw = get(params, name)
         path = f"result.parameters.{name}"
+        raw = get(data, path)
         if name == "W":
             labels = [
                 (f"W[{i}][{j}]", x)
