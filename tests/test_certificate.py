@@ -242,7 +242,10 @@ def test_changed_verification_query_fails(certs, arithmetic, edit) -> None:
     # sequences than the ones asked makes the stored answers disagree with the model.
     data = copy.deepcopy(certs[arithmetic])
     edit(data["verification"])
-    with pytest.raises(CertificateError, match=r"verification.answers\[\d\]: the stored answer"):
+    # (Exact answers to longer sequences than the stated lengths are also too large.)
+    with pytest.raises(
+        CertificateError, match=r"verification.answers\[\d\]: (the stored answer|an expression)"
+    ):
         verify_certificate(data)
 
 

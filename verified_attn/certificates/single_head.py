@@ -48,6 +48,7 @@ import sympy
 from verified_attn.arithmetic import Arithmetic, OutsideUnitInterval, arb_bounds, fmpq_matrix
 from verified_attn.certificates import CertificateCheck
 from verified_attn.certificates.kernel import (
+    PROBE_CALLS,
     Header,
     as_bool,
     as_list,
@@ -63,6 +64,7 @@ from verified_attn.certificates.kernel import (
 from verified_attn.errors import CertificateError, VerifiedAttnError
 from verified_attn.models import SingleHeadAttention, as_rational_sequence, attention_output
 from verified_attn.probing import apply_exact, measured_array
+from verified_attn.serialize import short_repr
 
 __all__ = ["FLOAT_RTOL", "verify"]
 
@@ -96,6 +98,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
             raise CertificateError("result.exact is true in float arithmetic")
         claimed = _claimed(data, head, affine, exact)
         lines.append(_compare(arith, exact, claimed, decoded))
+        _check_bias(data, head, claimed, affine)
         lines.append(check_verification(data, head, _predictor(head, claimed, exact, affine)))
     lines.extend(f"assumption: {a}" for a in head.assumptions)
     return CertificateCheck(ok=True, kind="single-head", theorem=head.theorem, summary=lines)
@@ -163,15 +166,17 @@ def _answers(data: dict[str, Any], head: Header, affine: bool) -> dict[str, Any]
     d, arith = head.d, head.arith
     raw = get(data, "answers")
     out: dict[str, Any] = {
-        "v": numbers(get(data, "answers.v"), "answers.v", arith, d),
+        "v": numbers(get(data, "answers.v"), "answers.v", arith, d, max_calls=PROBE_CALLS),
         "W": [
-            numbers(row, f"answers.W[{k}]", arith, d)
+            numbers(row, f"answers.W[{k}]", arith, d, max_calls=PROBE_CALLS)
             for k, row in enumerate(as_list(get(data, "answers.W"), "answers.W", d))
         ],
     }
     if affine:
-        out["beta"] = number(get(data, "answers.beta"), "answers.beta", arith)
-        out["c"] = numbers(get(data, "answers.c"), "answers.c", arith, d)
+        out["beta"] = number(
+            get(data, "answers.beta"), "answers.beta", arith, max_calls=PROBE_CALLS
+        )
+        out["c"] = numbers(get(data, "answers.c"), "answers.c", arith, d, max_calls=PROBE_CALLS)
     else:
         for key in ("beta", "c"):
             if raw.get(key) is not None:
@@ -412,6 +417,30 @@ def _compare_float(
         f"decoding: the claimed parameters agree with the re-decoded ones to {worst:.2e} "
         f"relative (allowed {FLOAT_RTOL:g})"
     )
+
+
+def _check_bias(
+    data: dict[str, Any], head: Header, claimed: dict[str, list[tuple[str, Any]]], affine: bool
+) -> None:
+    """The float rule's bias is the claimed beta (affine float), else absent.
+
+    The rule measures a gap relative to |answer - bias|: any other bias would change what
+    the verification answers were held to, so it is not the file's to choose.
+    """
+    raw = get(data, "verification.bias")
+    if head.arith.name == "float" and affine:
+        beta = float(claimed["beta"][0][1])
+        bias = number(raw, "verification.bias", head.arith) if raw is not None else None
+        if bias is None or float(bias) != beta:
+            raise CertificateError(
+                f"verification.bias is {short_repr(raw)}, but the float rule's bias is the "
+                f"claimed beta {beta!r}"
+            )
+    elif raw is not None:
+        raise CertificateError(
+            f"verification.bias must be null here (only affine float results have one), got "
+            f"{short_repr(raw)}"
+        )
 
 
 def _predictor(
