@@ -139,7 +139,7 @@ def test_learn_single_head_writes_a_certificate_that_verifies(
     cert = tmp_path / "certificate-single-head-d3.json"
     assert f"certificate written to {cert.name}" in out
     code, out, _ = run(capsys, "verify-certificate", str(cert))
-    assert code == 0 and "certificate OK (thm-4.1)" in out
+    assert code == 0 and "certificate OK (single-head, thm-4.1)" in out
 
 
 def test_learn_affine_with_paths(capsys, tmp_path) -> None:
