@@ -384,7 +384,7 @@ def test_missing_keys(certs, path, message) -> None:
     ("edit", "message"),
     [
         (lambda c: c.update(d="2"), "d must be an int, got str '2'"),
-        (lambda c: c.update(d=0), "d must be an int in 1..4096, got 0"),
+        (lambda c: c.update(d=0), "d must be an int in 1..1024, got 0"),
         (lambda c: c.update(answers=5), "answers must be a JSON object"),
         (lambda c: c["answers"].update(v=None), "answers.v must be a list"),
         (lambda c: c.update(precision=8), "precision must be an int in 32..65536, got 8"),

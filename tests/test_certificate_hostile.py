@@ -277,9 +277,10 @@ def test_wrong_types_at_every_level(certs, arithmetic: str) -> None:
 @pytest.mark.parametrize(
     ("edit", "match"),
     [
-        (lambda c: c.update(d=10**9), "d must be an int in 1..4096"),
-        (lambda c: c.update(d=10**400), "d must be an int in 1..4096"),
-        (lambda c: c.update(d=-2), "d must be an int in 1..4096"),
+        (lambda c: c.update(d=10**9), "d must be an int in 1..1024"),
+        (lambda c: c.update(d=10**400), "d must be an int in 1..1024"),
+        (lambda c: c.update(d=-2), "d must be an int in 1..1024"),
+        (lambda c: c.update(d=1025), "d must be an int in 1..1024"),
         (lambda c: c.update(d=3), r"design.U has 2 entries, expected 3"),
         (lambda c: c.update(precision=10**9), "precision must be an int in 32..65536"),
         (lambda c: c.update(precision=2**16 + 1), "precision must be an int in 32..65536"),
@@ -436,3 +437,20 @@ def test_the_float_rule_bias_is_not_the_files_to_choose(certs, arithmetic: str) 
     data = copy.deepcopy(certs[arithmetic])
     data["verification"]["bias"] = data["answers"]["v"][1]
     refused(lambda: verify_certificate(data), "verification.bias must be null")
+
+
+def test_a_dense_heavy_design_is_refused_before_inverting_it(certs) -> None:
+    # A dense 200 x 200 rational U would take the exact inverse ~10 s (d^3 growth): the
+    # checker refuses it by its work budget, before any linear algebra.
+    d = 200
+    data = copy.deepcopy(certs["exact"])
+    data["d"] = d
+    data["design"]["U"] = [[f"{(i * 7 + j * 3) % 19 - 9}/{1 + (i + j) % 7}" for j in range(d)]
+                           for i in range(d)]
+    data["design"]["scales"] = [["1/1"] * d for _ in range(d)]
+    data["answers"]["v"] = [{"rational": "1/1"}] * d
+    data["answers"]["W"] = [[{"rational": "1/2"}] * d for _ in range(d)]
+    n = d * d + d
+    data["queries"].update(learning=n, bound=n)
+    data["queries"]["by_phase"].update(v=d, W=d * d)
+    refused(lambda: verify_certificate(data), "design.U .* heavier than this checker inverts")

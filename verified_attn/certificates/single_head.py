@@ -73,11 +73,18 @@ FLOAT_RTOL = 1e-12
 _RESCALE = Fraction(1, 16)
 #: The theorem a single-head certificate claims (the learner's id).
 THEOREM = "thm-4.1"
+#: Largest d read: decoding is a d x d exact inverse and a d^3 product (twice the
+#: largest d the benchmarks run; a d = 512 certificate checks in about a minute).
+MAX_D = 1024
+#: Work budget of the exact inverse of U: d * (nonzeros of U) * (largest entry's bits).
+#: The default design (identity plus a row of ones) at d = 1024 costs ~4e6; a dense
+#: rational design costs ~7e6 at d = 100 (0.6 s), and its inverse grows like d^3.
+DESIGN_WORK = 10_000_000
 
 
 def verify(data: dict[str, Any]) -> CertificateCheck:
     """Re-check a ``single-head`` certificate dict; CertificateError naming what fails."""
-    head = parse_header(data, "single-head")
+    head = parse_header(data, "single-head", max_d=MAX_D)
     if head.theorem != THEOREM:
         raise CertificateError(
             f"theorem is {head.theorem!r:.80}, a single-head certificate is {THEOREM!r}"
@@ -112,6 +119,14 @@ def _design(
         [rational(q, f"design.U[{i}][{k}]") for k, q in enumerate(row)]
         for i, row in enumerate(as_matrix(get(data, "design.U"), "design.U", d, d))
     ]
+    nonzero = [q for row in U for q in row if q]
+    bits = max((q.numerator.bit_length() + q.denominator.bit_length() for q in nonzero), default=1)
+    if d * len(nonzero) * bits > DESIGN_WORK:  # before any other parsing or linear algebra
+        raise CertificateError(
+            f"design.U ({len(nonzero)} nonzero entries of up to {bits} bits at d = {d}) is "
+            f"heavier than this checker inverts (work {d * len(nonzero) * bits:.2e} > "
+            f"{DESIGN_WORK:.0e})"
+        )
     scales = [
         [rational(q, f"design.scales[{k}][{j}]") for j, q in enumerate(row)]
         for k, row in enumerate(as_matrix(get(data, "design.scales"), "design.scales", d, d))
