@@ -246,7 +246,7 @@ def _wrong_types(value: Any) -> list[Any]:
     return [c for c in candidates if type(c) is not type(value)]
 
 
-@pytest.mark.parametrize("arithmetic", ["exact", "certified", "float", "affine-float"])
+@pytest.mark.parametrize("arithmetic", [*ARITHMETICS, *(f"affine-{a}" for a in ARITHMETICS)])
 def test_wrong_types_at_every_level(certs, arithmetic: str) -> None:
     base = certs[arithmetic]
     tried = 0
@@ -454,3 +454,19 @@ def test_a_dense_heavy_design_is_refused_before_inverting_it(certs) -> None:
     data["queries"].update(learning=n, bound=n)
     data["queries"]["by_phase"].update(v=d, W=d * d)
     refused(lambda: verify_certificate(data), "design.U .* heavier than this checker inverts")
+
+
+def test_wrong_types_in_an_unverified_certificate() -> None:
+    # verify=0: the verification section is empty and the bias null; still fully typed.
+    rec = learn_single_head(Oracle(AFFINE, "float"), verify=0)
+    base = json.loads(json.dumps(rec.certificate()))
+    assert verify_certificate(base).ok
+    for path, value in list(_walk(base)):
+        for wrong in _wrong_types(value):
+            data = copy.deepcopy(base)
+            target = data
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = wrong
+            with pytest.raises(CertificateError):
+                verify_certificate(data)
