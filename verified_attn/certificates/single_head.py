@@ -105,6 +105,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
             raise CertificateError("result.exact is true in float arithmetic")
         claimed = _claimed(data, head, affine, exact)
         lines.append(_compare(arith, exact, claimed, decoded))
+        lines.append(_describe_result(head, claimed, exact, affine))
         _check_bias(data, head, claimed, affine)
         lines.append(check_verification(data, head, _predictor(head, claimed, exact, affine)))
     lines.extend(f"assumption: {a}" for a in head.assumptions)
@@ -432,6 +433,25 @@ def _compare_float(
         f"decoding: the claimed parameters agree with the re-decoded ones to {worst:.2e} "
         f"relative (allowed {FLOAT_RTOL:g})"
     )
+
+
+def _describe_result(
+    head: Header, claimed: dict[str, list[tuple[str, Any]]], exact: bool, affine: bool
+) -> str:
+    """One line: what the result is (small heads in full, larger ones by shape)."""
+    d = head.d
+    what = (
+        "exact rationals" if exact else "balls" if head.arith.name == "certified" else "floats"
+    )
+    shapes = f"W ({d} x {d}), v ({d})" + (f", c ({d}), beta" if affine else "")
+    text = f"result: {shapes}, {what}"
+    if d <= 2 and exact and all(len(_show(q)) <= 24 for e in claimed.values() for _, q in e):
+        W = [[_show(q) for _, q in claimed["W"][i * d : (i + 1) * d]] for i in range(d)]
+        text += f"; W = {W}, v = {[_show(q) for _, q in claimed['v']]}"
+        if affine:
+            c = [_show(q) for _, q in claimed["c"]]
+            text += f", c = {c}, beta = {_show(claimed['beta'][0][1])}"
+    return text.replace("'", "")
 
 
 def _check_bias(
