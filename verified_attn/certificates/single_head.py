@@ -96,17 +96,19 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     arith = head.arith
     with arith.context():
         answers = _answers(data, head, affine)
-        lines.append(_check_design(arith, U, answers, affine))
-        decoded = _decode(arith, U, scales, c_scales, answers, affine)
+        # Everything that is only parsed comes before the decoding (the costly part), so a
+        # malformed file is refused without it.
         exact = as_bool(get(data, "result.exact"), "result.exact")
         if arith.name == "exact" and not exact:
             raise CertificateError("result.exact is false in exact arithmetic")
         if arith.name == "float" and exact:
             raise CertificateError("result.exact is true in float arithmetic")
         claimed = _claimed(data, head, affine, exact)
+        _check_bias(data, head, claimed, affine)
+        lines.append(_check_design(arith, U, answers, affine))
+        decoded = _decode(arith, U, scales, c_scales, answers, affine)
         lines.append(_compare(arith, exact, claimed, decoded))
         lines.append(_describe_result(head, claimed, exact, affine))
-        _check_bias(data, head, claimed, affine)
         lines.append(check_verification(data, head, _predictor(head, claimed, exact, affine)))
     lines.extend(f"assumption: {a}" for a in head.assumptions)
     return CertificateCheck(ok=True, kind="single-head", theorem=head.theorem, summary=lines)
