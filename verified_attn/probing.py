@@ -4,7 +4,8 @@ reconstruction, and the learned head as a model.
 >>> import numpy as np
 >>> from verified_attn.arithmetic import get_arithmetic
 >>> from verified_attn.probing import logits
->>> logits(get_arithmetic("float"), np.array([0.5, 1.5]))[1]
+>>> L, bad = logits(get_arithmetic("float"), np.array([0.5, 1.5]))
+>>> [tuple(int(i) for i in ix) for ix in bad]      # 1.5 is outside (0, 1)
 [(1,)]
 
 A two-token probe [b + t u; b] measures t u^T (W b + c) through a logit; these helpers turn

@@ -221,11 +221,13 @@ def test_golden_counts_d5(arithmetic: str) -> None:
     assert rec.verification is not None and rec.verification.lengths_used == (
         1, 2, 3, 4, 6, 8, 12, 16
     )
-    assert rec.max_length == 4
+    # max_length is this call's longest sequence, verification included: the last fresh
+    # sequence has length 16 (it was 4 with the old verification lengths 1..4).
+    assert rec.max_length == 16
     assert rec.rounds == 2
     assert oracle.queries == 38
     assert oracle.queries_by_phase == {"v": 5, "W": 25, "verify": 8}
-    assert oracle.tokens_sent == 75 and oracle.max_length == 4
+    assert oracle.tokens_sent == 107 and oracle.max_length == 16
     assert len(oracle.transcript) == 38
 
 
@@ -237,7 +239,9 @@ def test_golden_counts_affine_d5(arithmetic: str) -> None:
     assert rec.bound == 36 and rec.parameter_count == 36
     assert rec.queries_by_phase == {"beta": 1, "v": 5, "W": 30, "verify": 8}
     # [0] and the 5 [e_i] have length 1; 25 W probes and 5 c probes have length 2.
-    assert rec.tokens_sent == 1 + 5 + 30 * 2 + 20 == 86
+    # Verification: one fresh sequence of each length 1, 2, 3, 4, 6, 8, 12, 16 (52 tokens;
+    # 20 with the old lengths 1..4, when this was 86).
+    assert rec.tokens_sent == 1 + 5 + 30 * 2 + 52 == 118
     assert oracle.queries == 44
     if arithmetic != "float":
         _assert_exact(rec, D5_AFFINE)
@@ -258,7 +262,8 @@ def test_counts_on_a_reused_oracle_are_per_call() -> None:
     va.learn_single_head(oracle)
     rec = va.learn_single_head(oracle, seed=1)
     assert rec.queries == 30 and rec.verification_queries == 8
-    assert rec.tokens_sent == 75
+    # This call's tokens only: 55 learning + 52 verification (75 with the old lengths 1..4).
+    assert rec.tokens_sent == 107
     assert oracle.queries == 76
 
 
@@ -488,11 +493,11 @@ def test_verification_sees_a_difference_only_fresh_queries_reveal(
     overlap at 256 bits, float mode to its relative tolerance 1e-6.
     """
     oracle = va.Oracle(_FreshQueriesOff(H1, eps), arithmetic)
-    with pytest.raises(ModelClassMismatch, match="fresh query") as info:
+    with pytest.raises(ModelClassMismatch, match="fresh sequence") as info:
         va.learn_single_head(oracle)
     assert abs(np.asarray(info.value.query)[-1, 0]) == 0.5
     # The single length-1 verification query alone (a rational answer) must catch it too.
-    with pytest.raises(ModelClassMismatch, match="fresh query"):
+    with pytest.raises(ModelClassMismatch, match="fresh sequence"):
         va.learn_single_head(va.Oracle(_FreshQueriesOff(H1, eps), arithmetic), verify=1)
     # Control: the unperturbed box passes.
     va.learn_single_head(va.Oracle(_FreshQueriesOff(H1, Fraction(0)), arithmetic))
@@ -617,10 +622,14 @@ def test_denominator_bound_too_small_returns_balls_containing_the_truth() -> Non
 def test_enclosures_contain_the_truth_when_reconstructed() -> None:
     rec = va.learn_single_head(va.Oracle(D5, "certified"))
     assert rec.exact and rec.enclosures is not None
-    W = np.asarray(rec.enclosures["W"], dtype=object)
+    # One schema for every learner: {name: {"lower": array, "upper": array}}, exact bounds.
+    lower = np.asarray(rec.enclosures["W"]["lower"], dtype=object)
+    upper = np.asarray(rec.enclosures["W"]["upper"], dtype=object)
+    assert lower.shape == upper.shape == (5, 5)
     for i in range(5):
         for j in range(5):
-            lo, hi = arb_bounds(W[i, j])
+            lo, hi = lower[i, j], upper[i, j]
+            assert isinstance(lo, Fraction) and isinstance(hi, Fraction)
             q = D5.W[i, j]
             assert lo <= Fraction(int(q.p), int(q.q)) <= hi
             assert hi - lo < Fraction(1, 2**100)

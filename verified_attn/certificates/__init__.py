@@ -30,6 +30,7 @@ from typing import Any
 
 from verified_attn.certificates.kernel import FORMAT
 from verified_attn.errors import CertificateError, InvalidArgument, VerifiedAttnError
+from verified_attn.serialize import short_repr
 
 __all__ = ["FORMAT", "VERIFIERS", "CertificateCheck", "load_certificate", "verify_certificate"]
 
@@ -81,7 +82,7 @@ def load_certificate(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
         return dict(source)
     if not isinstance(source, str | Path):
         raise InvalidArgument(
-            f"path_or_dict must be a path or a dict, got {type(source).__name__} {source!r}"
+            f"path_or_dict must be a path or a dict, got {type(source).__name__} {short_repr(source)}"
         )
     try:
         path = Path(source)
@@ -95,8 +96,8 @@ def load_certificate(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
         raise CertificateError(f"cannot read certificate {str(source)!r}: {reason}") from exc
     try:
         data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+    except (ValueError, RecursionError) as exc:  # ValueError: also ints past 4300 digits
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
         raise CertificateError(f"certificate {str(source)!r} is not valid JSON: {reason}") from exc
     if not isinstance(data, dict):
         raise CertificateError(
@@ -114,11 +115,15 @@ def verify_certificate(path_or_dict: str | Path | Mapping[str, Any]) -> Certific
     data = load_certificate(path_or_dict)
     fmt = data.get("format")
     if fmt != FORMAT:
-        raise CertificateError(f"unknown certificate format {fmt!r:.80}; expected {FORMAT!r}")
+        raise CertificateError(
+            f"unknown certificate format {short_repr(fmt)[:80]}; expected {FORMAT!r}"
+        )
     kind = data.get("kind")
     if not isinstance(kind, str) or kind not in VERIFIERS:
         known = ", ".join(sorted(VERIFIERS))
-        raise CertificateError(f"unknown kind {kind!r:.80}; this version can check: {known}")
+        raise CertificateError(
+            f"unknown kind {short_repr(kind)[:80]}; this version can check: {known}"
+        )
     try:
         return _verifier(kind)(data)
     except CertificateError:
@@ -129,6 +134,9 @@ def verify_certificate(path_or_dict: str | Path | Mapping[str, Any]) -> Certific
         raise CertificateError(f"{kind} certificate: {exc}") from exc
 
 
-def _verifier(theorem: str) -> Callable[[dict[str, Any]], CertificateCheck]:
-    module, _, name = VERIFIERS[theorem].partition(":")
-    return getattr(importlib.import_module(module), name)
+def _verifier(kind: str) -> Callable[[dict[str, Any]], CertificateCheck]:
+    module, _, name = VERIFIERS[kind].partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:  # a registered checker not installed
+        raise CertificateError(f"no checker for kind {kind!r} in this installation") from exc

@@ -29,6 +29,7 @@ The common sections of every certificate (written by
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,19 +42,21 @@ import sympy
 
 from verified_attn.arithmetic import Arithmetic, get_arithmetic
 from verified_attn.errors import CertificateError, VerifiedAttnError
-from verified_attn.serialize import load_number, load_rational
+from verified_attn.serialize import load_number, load_rational, short_repr
 
 __all__ = [
     "FORMAT",
     "MAX_D",
     "MAX_PRECISION",
     "Header",
+    "answer_calls",
     "as_bool",
     "as_int",
     "as_list",
     "as_matrix",
     "check_counts",
     "check_verification",
+    "exact_ball",
     "get",
     "number",
     "numbers",
@@ -126,16 +129,41 @@ def rational(s: Any, path: str) -> Fraction:
         raise CertificateError(f"{path}: {exc}") from exc
 
 
-def number(obj: Any, path: str, arith: Arithmetic) -> Any:
+#: Largest expression (counted in calls, ``Add(...)``, ``exp(...)``, ...) an exact answer
+#: to one probe (a sequence of length 1 or 2) may be: the learner's have about 15.
+PROBE_CALLS = 64
+
+
+def answer_calls(length: int) -> int:
+    """Largest expression an exact answer to a sequence of ``length`` tokens may be.
+
+    >>> answer_calls(16)
+    192
+
+    The answer is a softmax average: about 4.5 calls per token (measured: 281 at length
+    64); twice that plus a margin, so the checker's symbolic work stays bounded.
+    """
+    return 8 * length + PROBE_CALLS
+
+
+def number(obj: Any, path: str, arith: Arithmetic, *, max_calls: int | None = None) -> Any:
     """One stored answer or parameter, of a kind ``arith`` produces, as its number.
 
     Exact rationals come back as SymPy Rationals in exact mode; balls must be finite with a
     non-negative radius; floats finite. Call inside ``arith.context()`` for balls.
+    ``max_calls`` bounds the size of an exact closed-form answer (see :func:`answer_calls`).
     """
     kinds = NUMBER_KINDS[arith.name]
     if not isinstance(obj, dict) or len(obj) != 1:
         raise CertificateError(f"{path}: malformed number {_short(obj)}")
     (kind,) = obj
+    text = obj[kind]
+    if kind == "sympy" and max_calls is not None and isinstance(text, str):
+        if text.count("(") > max_calls:
+            raise CertificateError(
+                f"{path}: an expression of {text.count('(')} calls, larger than any answer "
+                f"to this query (at most {max_calls})"
+            )
     if kind not in kinds:
         raise CertificateError(
             f"{path}: a {kind!r} number in a {arith.name} certificate (expected "
@@ -150,6 +178,13 @@ def number(obj: Any, path: str, arith: Arithmetic) -> Any:
         raise CertificateError(f"{path}: malformed number: {exc}") from exc
     if isinstance(x, Fraction) and arith.name == "exact":
         return sympy.Rational(x.numerator, x.denominator)
+    if isinstance(x, sympy.Basic) and (
+        not isinstance(x, sympy.Expr)
+        or x.free_symbols
+        or x.has(sympy.Float, sympy.zoo, sympy.nan, sympy.oo, -sympy.oo)
+    ):
+        # An exact answer is a closed-form real number: no unknowns, no rounded floats.
+        raise CertificateError(f"{path}: {_short(x)} is not an exact closed-form number")
     if isinstance(x, flint.arb) and not x.is_finite():
         raise CertificateError(f"{path}: ball {x} is not finite")
     if isinstance(x, float) and not math.isfinite(x):
@@ -157,9 +192,74 @@ def number(obj: Any, path: str, arith: Arithmetic) -> Any:
     return x
 
 
-def numbers(obj: Any, path: str, arith: Arithmetic, length: int | None = None) -> list[Any]:
+def numbers(
+    obj: Any,
+    path: str,
+    arith: Arithmetic,
+    length: int | None = None,
+    *,
+    max_calls: int | None = None,
+) -> list[Any]:
     """A stored list of numbers."""
-    return [number(a, f"{path}[{i}]", arith) for i, a in enumerate(as_list(obj, path, length))]
+    return [
+        number(a, f"{path}[{i}]", arith, max_calls=max_calls)
+        for i, a in enumerate(as_list(obj, path, length))
+    ]
+
+
+def exact_ball(x: Any, precision: int = 128) -> flint.arb:
+    """A ball containing the closed-form number ``x`` (as :func:`number` admits them).
+
+    Rigorous and fast whatever the expression's shape, where SymPy's symbolic equality can
+    take seconds: checkers use it to refuse a wrong exact answer before any simplification.
+
+    >>> import sympy
+    >>> ball = exact_ball(sympy.exp(sympy.Rational(1, 2)) + 1)
+    >>> ball.contains(flint.arb("2.6487212707 +/- 1e-10")), ball.rad() < 1e-37
+    (False, True)
+    >>> ball.overlaps(flint.arb("2.6487212707 +/- 1e-10"))
+    True
+    """
+    with _workprec(precision):
+        return +_ball(sympy.sympify(x))
+
+
+def _ball(x: Any) -> flint.arb:
+    if x.is_Rational:
+        return flint.arb(flint.fmpq(int(x.p), int(x.q)))
+    if x is sympy.E:
+        return flint.arb(1).exp()
+    args = [_ball(a) for a in x.args]
+    if x.is_Add:
+        out = flint.arb(0)
+        for a in args:
+            out += a
+        return out
+    if x.is_Mul:
+        out = flint.arb(1)
+        for a in args:
+            out *= a
+        return out
+    if isinstance(x, sympy.exp):
+        return args[0].exp()
+    if isinstance(x, sympy.log):
+        return args[0].log()
+    if x.is_Pow:
+        base, exponent = args
+        if x.exp.is_Integer:
+            return base ** int(x.exp)
+        return (exponent * base.log()).exp()
+    raise CertificateError(f"cannot evaluate {_short(x)}")
+
+
+@contextlib.contextmanager
+def _workprec(precision: int) -> Any:
+    old = flint.ctx.prec
+    flint.ctx.prec = precision
+    try:
+        yield
+    finally:
+        flint.ctx.prec = old
 
 
 @dataclass
@@ -196,27 +296,31 @@ def parse_header(data: Any, kind: str, *, max_d: int = MAX_D) -> Header:
         raise CertificateError(f"theorem must be a short string, got {_short(theorem)}")
     d = as_int(get(data, "d"), "d", low=1, high=max_d)
     name = get(data, "arithmetic")
-    if name not in NUMBER_KINDS:
+    if not isinstance(name, str) or name not in NUMBER_KINDS:
         raise CertificateError(f"arithmetic must be exact, certified or float, got {_short(name)}")
     precision = get(data, "precision")
     rtol = data.get("rtol")
     if name == "certified":
         precision = as_int(precision, "precision", low=32, high=MAX_PRECISION)
     elif precision is not None:
-        raise CertificateError(f"precision must be null in {name} arithmetic, got {precision!r}")
+        raise CertificateError(
+            f"precision must be null in {name} arithmetic, got {_short(precision)}"
+        )
     if name == "float":
         if isinstance(rtol, bool) or not isinstance(rtol, int | float) or not 0 < rtol < 1:
-            raise CertificateError(f"rtol must be a number in (0, 1) in float mode, got {rtol!r}")
+            raise CertificateError(
+                f"rtol must be a number in (0, 1) in float mode, got {_short(rtol)}"
+            )
     elif rtol is not None:
-        raise CertificateError(f"rtol must be null in {name} arithmetic, got {rtol!r}")
+        raise CertificateError(f"rtol must be null in {name} arithmetic, got {_short(rtol)}")
     unit = data.get("unit_roundoff")
     if name == "float":
         if isinstance(unit, bool) or not isinstance(unit, int | float) or not 0 < unit <= rtol:
             raise CertificateError(
-                f"unit_roundoff must be a number in (0, rtol] in float mode, got {unit!r}"
+                f"unit_roundoff must be a number in (0, rtol] in float mode, got {_short(unit)}"
             )
     elif unit is not None:
-        raise CertificateError(f"unit_roundoff must be null in {name} arithmetic, got {unit!r}")
+        raise CertificateError(f"unit_roundoff must be null in {name} arithmetic, got {_short(unit)}")
     try:
         arith = get_arithmetic(name, precision)
         if name == "float":
@@ -227,6 +331,12 @@ def parse_header(data: Any, kind: str, *, max_d: int = MAX_D) -> Header:
     assumptions = as_list(get(data, "assumptions"), "assumptions")
     if not all(isinstance(a, str) and len(a) < 4096 for a in assumptions):
         raise CertificateError("assumptions must be a list of strings")
+    # Informational, but typed: a file whose every field is checked has no hiding place.
+    versions = data.get("versions", {})
+    if not isinstance(versions, dict) or not all(
+        isinstance(v, str) and len(v) < 256 for v in versions.values()
+    ):
+        raise CertificateError(f"versions must map names to version strings, got {_short(versions)}")
     return Header(kind, theorem, d, arith, seed, list(assumptions))
 
 
@@ -243,16 +353,21 @@ def check_counts(
     ``learning``/``bound``: the exact learning count and bound the stored design implies;
     ``phases``: exact per-phase counts implied. Returns the parsed section.
     """
-    q = get(data, "queries")
-    got_learning = as_int(get(q, "learning"), "queries.learning")
-    got_verification = as_int(get(q, "verification"), "queries.verification")
-    got_bound = as_int(get(q, "bound"), "queries.bound")
-    by_phase = get(q, "by_phase")
+    # Full paths from the root, so that a missing or malformed field is named in full.
+    got_learning = as_int(get(data, "queries.learning"), "queries.learning")
+    got_verification = as_int(get(data, "queries.verification"), "queries.verification")
+    got_bound = as_int(get(data, "queries.bound"), "queries.bound")
+    by_phase = get(data, "queries.by_phase")
     if not isinstance(by_phase, dict):
         raise CertificateError("queries.by_phase must be a JSON object")
     for phase, n in by_phase.items():
         as_int(n, f"queries.by_phase.{phase}", low=1)
-    declared = as_list(get(q, "verification_phases"), "queries.verification_phases")
+    declared = as_list(get(data, "queries.verification_phases"), "queries.verification_phases")
+    if not all(isinstance(p, str) and p in by_phase for p in declared):
+        raise CertificateError(
+            "queries.verification_phases must name phases of queries.by_phase, got "
+            f"{_short(declared)}"
+        )
     if sorted(declared) != sorted(p for p in verification_phases if p in by_phase):
         raise CertificateError(
             f"queries.verification_phases is {declared}, expected the phases "
@@ -308,12 +423,14 @@ def check_verification(
     from verified_attn.validation import MAX_LENGTH
     from verified_attn.verification import agree, float_floor, fresh_sequences
 
-    ver = get(data, "verification")
-    count = as_int(get(ver, "count"), "verification.count", high=MAX_ENTRIES)
-    seed = as_int(get(ver, "seed"), "verification.seed")
+    count = as_int(get(data, "verification.count"), "verification.count", high=MAX_ENTRIES)
+    seed = as_int(get(data, "verification.seed"), "verification.seed")
+    raw_lengths = as_list(get(data, "verification.lengths"), "verification.lengths")
+    if len(raw_lengths) > MAX_LENGTH:
+        raise CertificateError(f"verification.lengths has more than {MAX_LENGTH} entries")
     lengths = tuple(
         as_int(n, f"verification.lengths[{i}]", low=1, high=MAX_LENGTH)
-        for i, n in enumerate(as_list(get(ver, "lengths"), "verification.lengths"))
+        for i, n in enumerate(raw_lengths)
     )
     if not lengths:
         raise CertificateError("verification.lengths must not be empty")
@@ -332,8 +449,14 @@ def check_verification(
             f"verification.count is {count}, but queries.verification is {stated}"
         )
     with arith.context():
-        answers = numbers(get(ver, "answers"), "verification.answers", arith, count)
-        bias_raw = get(ver, "bias")
+        answers = numbers(
+            get(data, "verification.answers"),
+            "verification.answers",
+            arith,
+            count,
+            max_calls=answer_calls(max(lengths)),
+        )
+        bias_raw = get(data, "verification.bias")
         bias = 0.0 if bias_raw is None else float(number(bias_raw, "verification.bias", arith))
         sequences = fresh_sequences(header.d, count, seed, lengths)
         floor = float_floor(answers, bias) if arith.name == "float" else 0.0
@@ -343,7 +466,10 @@ def check_verification(
                 expected = predict(X)
             except VerifiedAttnError as exc:
                 raise CertificateError(f"evaluating the claimed model failed: {exc}") from exc
-            ok, gap = agree(arith, observed, expected, bias=bias, floor=floor)
+            if arith.name == "exact" and not exact_ball(observed).overlaps(exact_ball(expected)):
+                ok, gap = False, 0.0  # certainly different: no symbolic work needed
+            else:
+                ok, gap = agree(arith, observed, expected, bias=bias, floor=floor)
             if not ok:
                 raise CertificateError(
                     f"verification.answers[{i}]: the stored answer {observed} to the fresh "
@@ -370,5 +496,6 @@ def check_verification(
 
 
 def _short(x: Any) -> str:
-    text = repr(x)
+    """A bounded repr (a hostile value may be a huge or deeply nested list)."""
+    text = short_repr(x)
     return text if len(text) <= 80 else text[:77] + "..."

@@ -48,6 +48,7 @@ import sympy
 from verified_attn.arithmetic import Arithmetic, OutsideUnitInterval, arb_bounds, fmpq_matrix
 from verified_attn.certificates import CertificateCheck
 from verified_attn.certificates.kernel import (
+    PROBE_CALLS,
     Header,
     as_bool,
     as_list,
@@ -63,17 +64,31 @@ from verified_attn.certificates.kernel import (
 from verified_attn.errors import CertificateError, VerifiedAttnError
 from verified_attn.models import SingleHeadAttention, as_rational_sequence, attention_output
 from verified_attn.probing import apply_exact, measured_array
+from verified_attn.serialize import short_repr
 
 __all__ = ["FLOAT_RTOL", "verify"]
 
 #: Relative agreement required between claimed and re-decoded float parameters.
 FLOAT_RTOL = 1e-12
 _RESCALE = Fraction(1, 16)
+#: The theorem a single-head certificate claims (the learner's id).
+THEOREM = "thm-4.1"
+#: Largest d read: decoding is a d x d exact inverse and a d^3 product (twice the
+#: largest d the benchmarks run; a d = 512 certificate checks in about a minute).
+MAX_D = 1024
+#: Work budget of the exact inverse of U: d * (nonzeros of U) * (largest entry's bits).
+#: The default design (identity plus a row of ones) at d = 1024 costs ~4e6; a dense
+#: rational design costs ~7e6 at d = 100 (0.6 s), and its inverse grows like d^3.
+DESIGN_WORK = 10_000_000
 
 
 def verify(data: dict[str, Any]) -> CertificateCheck:
     """Re-check a ``single-head`` certificate dict; CertificateError naming what fails."""
-    head = parse_header(data, "single-head")
+    head = parse_header(data, "single-head", max_d=MAX_D)
+    if head.theorem != THEOREM:
+        raise CertificateError(
+            f"theorem is {head.theorem!r:.80}, a single-head certificate is {THEOREM!r}"
+        )
     affine = as_bool(get(data, "affine"), "affine")
     U, scales, c_scales = _design(data, head.d, affine)
     lines = [head.describe() + (" (affine)" if affine else "")]
@@ -81,15 +96,19 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     arith = head.arith
     with arith.context():
         answers = _answers(data, head, affine)
-        lines.append(_check_design(arith, U, answers, affine))
-        decoded = _decode(arith, U, scales, c_scales, answers, affine)
+        # Everything that is only parsed comes before the decoding (the costly part), so a
+        # malformed file is refused without it.
         exact = as_bool(get(data, "result.exact"), "result.exact")
         if arith.name == "exact" and not exact:
             raise CertificateError("result.exact is false in exact arithmetic")
         if arith.name == "float" and exact:
             raise CertificateError("result.exact is true in float arithmetic")
         claimed = _claimed(data, head, affine, exact)
+        _check_bias(data, head, claimed, affine)
+        lines.append(_check_design(arith, U, answers, affine))
+        decoded = _decode(arith, U, scales, c_scales, answers, affine)
         lines.append(_compare(arith, exact, claimed, decoded))
+        lines.append(_describe_result(head, claimed, exact, affine))
         lines.append(check_verification(data, head, _predictor(head, claimed, exact, affine)))
     lines.extend(f"assumption: {a}" for a in head.assumptions)
     return CertificateCheck(ok=True, kind="single-head", theorem=head.theorem, summary=lines)
@@ -98,16 +117,24 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
 def _design(
     data: dict[str, Any], d: int, affine: bool
 ) -> tuple[list[list[Fraction]], list[list[Fraction]], list[Fraction] | None]:
-    raw = get(data, "design")
+    # Full paths from the root: a missing or malformed field is named in full.
     U = [
         [rational(q, f"design.U[{i}][{k}]") for k, q in enumerate(row)]
-        for i, row in enumerate(as_matrix(get(raw, "U"), "design.U", d, d))
+        for i, row in enumerate(as_matrix(get(data, "design.U"), "design.U", d, d))
     ]
+    nonzero = [q for row in U for q in row if q]
+    bits = max((q.numerator.bit_length() + q.denominator.bit_length() for q in nonzero), default=1)
+    if d * len(nonzero) * bits > DESIGN_WORK:  # before any other parsing or linear algebra
+        raise CertificateError(
+            f"design.U ({len(nonzero)} nonzero entries of up to {bits} bits at d = {d}) is "
+            f"heavier than this checker inverts (work {d * len(nonzero) * bits:.2e} > "
+            f"{DESIGN_WORK:.0e})"
+        )
     scales = [
         [rational(q, f"design.scales[{k}][{j}]") for j, q in enumerate(row)]
-        for k, row in enumerate(as_matrix(get(raw, "scales"), "design.scales", d, d))
+        for k, row in enumerate(as_matrix(get(data, "design.scales"), "design.scales", d, d))
     ]
-    c_raw = get(raw, "c_scales")
+    c_raw = get(data, "design.c_scales")
     c_scales = None
     if affine:
         c_scales = [
@@ -157,15 +184,17 @@ def _answers(data: dict[str, Any], head: Header, affine: bool) -> dict[str, Any]
     d, arith = head.d, head.arith
     raw = get(data, "answers")
     out: dict[str, Any] = {
-        "v": numbers(get(raw, "v"), "answers.v", arith, d),
+        "v": numbers(get(data, "answers.v"), "answers.v", arith, d, max_calls=PROBE_CALLS),
         "W": [
-            numbers(row, f"answers.W[{k}]", arith, d)
-            for k, row in enumerate(as_list(get(raw, "W"), "answers.W", d))
+            numbers(row, f"answers.W[{k}]", arith, d, max_calls=PROBE_CALLS)
+            for k, row in enumerate(as_list(get(data, "answers.W"), "answers.W", d))
         ],
     }
     if affine:
-        out["beta"] = number(get(raw, "beta"), "answers.beta", arith)
-        out["c"] = numbers(get(raw, "c"), "answers.c", arith, d)
+        out["beta"] = number(
+            get(data, "answers.beta"), "answers.beta", arith, max_calls=PROBE_CALLS
+        )
+        out["c"] = numbers(get(data, "answers.c"), "answers.c", arith, d, max_calls=PROBE_CALLS)
     else:
         for key in ("beta", "c"):
             if raw.get(key) is not None:
@@ -283,8 +312,8 @@ def _claimed(
     want = "rational" if exact and arith.name != "float" else None
     out: dict[str, list[tuple[str, Any]]] = {}
     for name in _names(affine):
-        raw = get(params, name)
         path = f"result.parameters.{name}"
+        raw = get(data, path)
         if name == "W":
             labels = [
                 (f"W[{i}][{j}]", x)
@@ -406,6 +435,51 @@ def _compare_float(
         f"decoding: the claimed parameters agree with the re-decoded ones to {worst:.2e} "
         f"relative (allowed {FLOAT_RTOL:g})"
     )
+
+
+def _describe_result(
+    head: Header, claimed: dict[str, list[tuple[str, Any]]], exact: bool, affine: bool
+) -> str:
+    """One line: what the result is (small heads in full, larger ones by shape)."""
+    d = head.d
+    what = (
+        "exact rationals" if exact else "balls" if head.arith.name == "certified" else "floats"
+    )
+    shapes = f"W ({d} x {d}), v ({d})" + (f", c ({d}), beta" if affine else "")
+    text = f"result: {shapes}, {what}"
+    if d <= 2 and exact and all(len(_show(q)) <= 24 for e in claimed.values() for _, q in e):
+        W = [[_show(q) for _, q in claimed["W"][i * d : (i + 1) * d]] for i in range(d)]
+        text += f"; W = {W}, v = {[_show(q) for _, q in claimed['v']]}"
+        if affine:
+            c = [_show(q) for _, q in claimed["c"]]
+            text += f", c = {c}, beta = {_show(claimed['beta'][0][1])}"
+    return text.replace("'", "")
+
+
+def _check_bias(
+    data: dict[str, Any], head: Header, claimed: dict[str, list[tuple[str, Any]]], affine: bool
+) -> None:
+    """The float rule's bias is the claimed beta (affine float), else absent.
+
+    The rule measures a gap relative to |answer - bias|: any other bias would change what
+    the verification answers were held to, so it is not the file's to choose.
+    """
+    raw = get(data, "verification.bias")
+    if raw is None and get(data, "verification.count") == 0:
+        return  # nothing was verified, so no rule was applied (verify=0)
+    if head.arith.name == "float" and affine:
+        beta = float(claimed["beta"][0][1])
+        bias = number(raw, "verification.bias", head.arith) if raw is not None else None
+        if bias is None or float(bias) != beta:
+            raise CertificateError(
+                f"verification.bias is {short_repr(raw)}, but the float rule's bias is the "
+                f"claimed beta {beta!r}"
+            )
+    elif raw is not None:
+        raise CertificateError(
+            f"verification.bias must be null here (only affine float results have one), got "
+            f"{short_repr(raw)}"
+        )
 
 
 def _predictor(
