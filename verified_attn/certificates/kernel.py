@@ -320,7 +320,9 @@ def parse_header(data: Any, kind: str, *, max_d: int = MAX_D) -> Header:
                 f"unit_roundoff must be a number in (0, rtol] in float mode, got {_short(unit)}"
             )
     elif unit is not None:
-        raise CertificateError(f"unit_roundoff must be null in {name} arithmetic, got {_short(unit)}")
+        raise CertificateError(
+            f"unit_roundoff must be null in {name} arithmetic, got {_short(unit)}"
+        )
     try:
         arith = get_arithmetic(name, precision)
         if name == "float":
@@ -336,7 +338,9 @@ def parse_header(data: Any, kind: str, *, max_d: int = MAX_D) -> Header:
     if not isinstance(versions, dict) or not all(
         isinstance(v, str) and len(v) < 256 for v in versions.values()
     ):
-        raise CertificateError(f"versions must map names to version strings, got {_short(versions)}")
+        raise CertificateError(
+            f"versions must map names to version strings, got {_short(versions)}"
+        )
     return Header(kind, theorem, d, arith, seed, list(assumptions))
 
 
@@ -437,7 +441,7 @@ def check_verification(
     if count * max(lengths) * header.d > MAX_ENTRIES:
         raise CertificateError("verification asks for more sequence entries than a checker reads")
     arith = header.arith
-    precision = get(ver, "precision")
+    precision = get(data, "verification.precision")
     if precision is not None:
         if arith.name != "certified":
             raise CertificateError("verification.precision is set outside certified arithmetic")
