@@ -174,7 +174,12 @@ def _finite(number: dict[str, Any]) -> Any:
 
 def test_nan_and_infinity_json_literals(tmp_path: Path, certs) -> None:
     # Python's json reads NaN / Infinity literals as floats: each must still be refused.
-    for field, value in (("rtol", "NaN"), ("rtol", "Infinity"), ("d", "NaN"), ("seed", "-Infinity")):
+    for field, value in (
+        ("rtol", "NaN"),
+        ("rtol", "Infinity"),
+        ("d", "NaN"),
+        ("seed", "-Infinity"),
+    ):
         data = copy.deepcopy(certs["float"])
         data[field] = "@@"
         path = tmp_path / "cert.json"
@@ -451,8 +456,9 @@ def test_a_dense_heavy_design_is_refused_before_inverting_it(certs) -> None:
     d = 200
     data = copy.deepcopy(certs["exact"])
     data["d"] = d
-    data["design"]["U"] = [[f"{(i * 7 + j * 3) % 19 - 9}/{1 + (i + j) % 7}" for j in range(d)]
-                           for i in range(d)]
+    data["design"]["U"] = [
+        [f"{(i * 7 + j * 3) % 19 - 9}/{1 + (i + j) % 7}" for j in range(d)] for i in range(d)
+    ]
     data["design"]["scales"] = [["1/1"] * d for _ in range(d)]
     data["answers"]["v"] = [{"rational": "1/1"}] * d
     data["answers"]["W"] = [[{"rational": "1/2"}] * d for _ in range(d)]

@@ -219,7 +219,14 @@ def test_golden_counts_d5(arithmetic: str) -> None:
     # lengths 1, 2, 3, 4, 6, 8, 12, 16 (verification.DEFAULT_LENGTHS).
     assert rec.tokens_sent == 5 * 1 + 25 * 2 + (1 + 2 + 3 + 4 + 6 + 8 + 12 + 16) == 107
     assert rec.verification is not None and rec.verification.lengths_used == (
-        1, 2, 3, 4, 6, 8, 12, 16
+        1,
+        2,
+        3,
+        4,
+        6,
+        8,
+        12,
+        16,
     )
     # max_length is this call's longest sequence, verification included: the last fresh
     # sequence has length 16 (it was 4 with the old verification lengths 1..4).

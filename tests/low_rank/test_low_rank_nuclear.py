@@ -82,6 +82,4 @@ def test_bad_arguments(kwargs: dict, needle: str) -> None:
 
 def test_needs_float_oracle() -> None:
     with pytest.raises(InvalidArgument, match="float"):
-        learn_low_rank(
-            Oracle(random_low_rank_head(4, 1, 0), "certified"), rank=1, method="nuclear"
-        )
+        learn_low_rank(Oracle(random_low_rank_head(4, 1, 0), "certified"), rank=1, method="nuclear")

@@ -160,7 +160,10 @@ def test_exact_oracles_and_non_oracles_are_refused() -> None:
         learn_noisy(random_instance(2, 0), tolerance=1e-3, w_bound=1, margin=1)  # type: ignore
     with pytest.raises(InvalidArgument, match="tolerance"):  # norm design: tau < mu/sqrt(d)
         learn_noisy(
-            va.Oracle(random_instance(4, 0), "float"), tolerance=0.6, w_bound=1, margin=1,
+            va.Oracle(random_instance(4, 0), "float"),
+            tolerance=0.6,
+            w_bound=1,
+            margin=1,
             design="norm",
         )
 
