@@ -110,7 +110,7 @@ def _ours(d: int, seed: int, xs: list[np.ndarray], ys: list[np.ndarray]) -> dict
     oracle = attention_oracle(mha, readout, dtype="float64", record=False)
     rec = va.learn_single_head(oracle, seed=seed)
     wall = time.perf_counter() - t0
-    model = rec.model()
+    model = rec.model
     out: dict[str, Any] = {
         "queries": rec.queries,
         "oracle_queries_total": oracle.queries,
@@ -150,7 +150,7 @@ def _ours_float32(
     res["unverified_queries"] = rec.queries
     res["unverified_queries_by_phase"] = rec.queries_by_phase
     res["unverified_param_errors"] = _param_errors(rec, truth)
-    res["unverified_function_error"] = _function_error(rec.model().evaluate_batch, ys, xs)
+    res["unverified_function_error"] = _function_error(rec.model.evaluate_batch, ys, xs)
     return res
 
 
