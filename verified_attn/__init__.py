@@ -39,6 +39,7 @@ from verified_attn.noisy import learn_noisy
 from verified_attn.oracle import Oracle
 from verified_attn.oracle_wrappers import LabelOracle, NoisyOracle, StochasticOracle
 from verified_attn.recovery import Recovery
+from verified_attn.sweep import sweep
 from verified_attn.transformer import learn_relu_ffn, learn_transformer
 
 __all__ = [
@@ -75,5 +76,6 @@ __all__ = [
     "learn_relu_ffn",
     "learn_single_head",
     "learn_transformer",
+    "sweep",
     "verify_certificate",
 ]
