@@ -448,3 +448,26 @@ def test_cli_check_size_and_d(capsys: pytest.CaptureFixture[str], tmp_path: Path
 def test_claim_result_run_at_default_matches_check() -> None:
     claim = get_claim("thm-4.1/query-count")
     assert isinstance(claim.run(0), ClaimResult) and claim.run(0).detail == claim.check(0).detail
+
+
+@pytest.mark.slow
+def test_benchmark_quick_run(tmp_path: Path, worktree_on_path: dict[str, str]) -> None:
+    """benchmarks/sweep.py --quick: both worker counts ran, their cells agree, c = 3 holds."""
+    script = ROOT / "benchmarks" / "sweep.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--quick", "--out", str(tmp_path), "--no-plots"],
+        env=worktree_on_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((tmp_path / "sweep_quick.json").read_text())
+    assert [r["workers"] for r in data["runs"]] == data["run_order"] == [1, 2, 2, 1]
+    assert [r["distinct_pids"] for r in data["runs"]] == [1, 2, 2, 1] and data["cells_agree"]
+    one, two = (sum(r["seconds"] for r in data["runs"] if r["workers"] == n) for n in (1, 2))
+    assert data["speedup_2_over_1"] == one / two
+    at_claim = [r for r in data["phase_transition"] if r["c"] == 3.0]
+    below = [r for r in data["phase_transition"] if r["c"] == 1.0]
+    assert at_claim and all(r["success_rate"] == 1.0 for r in at_claim)
+    assert below and all(r["success_rate"] < 1.0 for r in below)
