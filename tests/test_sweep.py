@@ -103,7 +103,7 @@ def test_unsized_claims_say_they_ran_at_their_default() -> None:
 def test_multi_parameter_sizes_follow_their_types() -> None:
     claim = get_claim(NUCLEAR)
     assert claim.size_params() == {"d": 16, "r": 1, "c": 3.0}
-    assert claim.size_params("medium", d=40) == {"d": 40, "r": 2, "c": 3.0}
+    assert claim.size_params("large", d=40, r=2) == {"d": 40, "r": 2, "c": 3.0}
     assert claim.size_params(c=1.5) == {"d": 16, "r": 1, "c": 1.5}
     with pytest.raises(InvalidArgument, match="r must be an int"):
         claim.size_params(r=1.5)
