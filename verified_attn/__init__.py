@@ -48,6 +48,7 @@ from verified_attn.recovery import (
     SingleHeadRecovery,
     TransformerRecovery,
 )
+from verified_attn.sweep import sweep
 from verified_attn.transformer import learn_relu_ffn, learn_transformer
 from verified_attn.verification import Verification
 
@@ -93,5 +94,6 @@ __all__ = [
     "learn_relu_ffn",
     "learn_single_head",
     "learn_transformer",
+    "sweep",
     "verify_certificate",
 ]

@@ -375,6 +375,8 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--markdown", metavar="F", type=Path, help="also write them as Markdown")
     check.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default 0)")
+    check.add_argument("--size", choices=("small", "medium", "large"), help="sized claims' preset")
+    check.add_argument("--d", type=_int_at_least(1), help="run sized claims at this d")
 
     claims = sub.add_parser("claims", help="list the registered claims")
     claims.add_argument("--markdown", action="store_true", help="print the CLAIMS.md table")
@@ -424,6 +426,17 @@ def _build_parser() -> argparse.ArgumentParser:
 
     ver = sub.add_parser("verify-certificate", help="re-check a certificate without the oracle")
     ver.add_argument("path", metavar="F", type=Path, help="certificate JSON file")
+
+    swp = sub.add_parser("sweep", help="check one claim over a grid of sizes and seeds")
+    swp.add_argument("claim", metavar="CLAIM", help="a claim id with size support")
+    swp.add_argument("--sizes", type=_int_list, required=True, help="sizes d, e.g. 8,16,32")
+    swp.add_argument("--seeds", type=_int_list, default=[0], help="seeds, e.g. 0,1,2 (default 0)")
+    where = swp.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=_int_at_least(1), help="a local pool of N processes")
+    where.add_argument(
+        "--scheduler", metavar="ADDRESS", help="a Dask distributed scheduler, e.g. tcp://host:8786"
+    )
+    swp.add_argument("--json", metavar="F", type=Path, help="write the sweep as JSON")
     return parser
 
 
@@ -445,12 +458,26 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     try:
-        results = check_claims(args.ids or None, seed=args.seed, progress=sys.stderr.isatty())
+        results = check_claims(
+            args.ids or None,
+            seed=args.seed,
+            size=args.size,
+            d=args.d,
+            progress=sys.stderr.isatty(),
+        )
     except InvalidArgument as exc:
         raise _UsageError(str(exc)) from exc
     to_stdout = args.json == "-"
     out = sys.stderr if to_stdout else sys.stdout  # keep stdout pure JSON
     print(claims_verbose(results) if args.verbose else claims_table(results), file=out)
+    if args.size is not None or args.d is not None:
+        sized = [r for r in results if r.data.get("size")]
+        at = " ".join(f"--{k} {v}" for k, v in (("size", args.size), ("d", args.d)) if v)
+        print(
+            f"{len(sized)} of {len(results)} claims ran at {at}; the other "
+            f"{len(results) - len(sized)} have no size support and ran at their default size",
+            file=out,
+        )
     print(f"total {time.perf_counter() - start:.1f} s", file=out)
     if args.json is not None:
         data = json.dumps(claims_json(results, seed=args.seed), indent=1) + "\n"
@@ -480,8 +507,10 @@ def _cmd_learn(args: argparse.Namespace) -> int:
     if args.kind is None:
         raise _UsageError("learn needs a model kind: " + ", ".join(LEARN_KINDS))
     kind = LEARN_KINDS[args.kind]
-    if kind.arithmetics and args.arithmetic is None and not (
-        args.kind == "low-rank" and args.method == "nuclear"
+    if (
+        kind.arithmetics
+        and args.arithmetic is None
+        and not (args.kind == "low-rank" and args.method == "nuclear")
     ):
         args.arithmetic = kind.arithmetics[0]
     if args.precision is not None and args.arithmetic not in (None, "certified"):
@@ -537,11 +566,70 @@ def _cmd_counterexample(args: argparse.Namespace) -> int:
     return EXIT_OK if pair.proof.holds else EXIT_FAIL
 
 
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected integers separated by commas, got {text!r}"
+        ) from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected at least one integer, got {text!r}")
+    return values
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from concurrent.futures import ProcessPoolExecutor
+
+    from verified_attn.sweep import sweep
+
+    def run(executor: Any) -> dict[str, Any]:
+        try:
+            return sweep(args.claim, sizes=args.sizes, seeds=args.seeds, executor=executor)
+        except InvalidArgument as exc:
+            raise _UsageError(str(exc)) from exc
+
+    if args.scheduler is not None:
+        try:
+            import distributed
+        except ImportError:
+            raise _UsageError(
+                "--scheduler needs Dask distributed: pip install 'verified-attn[dask]'"
+            ) from None
+        try:
+            client = distributed.Client(args.scheduler, timeout=30)
+        except (OSError, TimeoutError) as exc:
+            raise _UsageError(f"cannot reach the Dask scheduler {args.scheduler}: {exc}") from exc
+        with client:
+            out = run(client.get_executor())
+            out["executor"] = f"dask scheduler {args.scheduler}"
+            out["dask_workers"] = len(client.scheduler_info().get("workers", {}))
+    elif args.workers is not None:
+        with ProcessPoolExecutor(args.workers) as pool:
+            out = run(pool)
+    else:
+        out = run(None)
+    for c in out["cells"]:
+        size = ", ".join(f"{k} = {v}" for k, v in c["size"].items())
+        verdict = "PASS" if c["passed"] else "FAIL"
+        print(f"{verdict}  {size}, seed {c['seed']}  ({c['seconds']:.2f} s)  {c['detail'][:100]}")
+    print(
+        f"{out['claim']}: {out['passed']} passed, {out['failed']} failed; "
+        f"{out['executor']}, {out['seconds']:.2f} s"
+    )
+    if not out["versions_agree"]:
+        print(f"warning: workers ran other versions: {out['worker_versions']}", file=sys.stderr)
+    if args.json is not None:
+        _write(args.json, json.dumps(out, indent=1) + "\n")
+    return EXIT_OK if out["all_passed"] else EXIT_FAIL
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "counterexample": _cmd_counterexample,
     "check": _cmd_check,
     "claims": _cmd_claims,
     "learn": _cmd_learn,
+    "sweep": _cmd_sweep,
     "verify-certificate": _cmd_verify_certificate,
 }
 

@@ -16,12 +16,13 @@ stated error bound (float).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult, SymbolicCheck
+from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult, SizeParams, SymbolicCheck
 from verified_attn.errors import ModelClassMismatch, NotIdentifiable
 from verified_attn.exact_recovery import symbolic
 from verified_attn.exact_recovery.learner import learn_single_head, query_bound
@@ -104,10 +105,10 @@ def _symbolic_claim(
 STATEMENT = "A single head is recovered exactly from d^2 + d queries of length <= 2."
 
 
-def _check_query_count(seed: int) -> ClaimResult:
+def _check_query_count(seed: int, ds: tuple[int, ...] = (1, 2, 5, 8)) -> ClaimResult:
     ok = True
     used = bound = 0
-    for d in (1, 2, 5, 8):
+    for d in ds:
         model = _random_head(d, seed + d)
         oracle = Oracle(model, "certified")
         rec = learn_single_head(oracle, seed=seed)
@@ -120,7 +121,7 @@ def _check_query_count(seed: int) -> ClaimResult:
         "thm-4.1/query-count",
         STATEMENT,
         ok,
-        detail=f"d = 8: {used} queries, bound d^2 + d = {bound}",
+        detail=f"d = {d}: {used} queries, bound d^2 + d = {bound}",
         queries=used,
         bound=bound,
     )
@@ -256,12 +257,12 @@ def _check_exact(seed: int) -> ClaimResult:
     )
 
 
-def _check_certified(seed: int) -> ClaimResult:
+def _check_certified(seed: int, ds: tuple[int, ...] = (2, 8, 16)) -> ClaimResult:
     rng = np.random.default_rng(seed)
     ok = True
     rows = []
     used = bound = 0
-    cases = [(d, _rational_head(d, rng, large=False)) for d in (2, 8, 16)]
+    cases = [(d, _rational_head(d, rng, large=False)) for d in ds]
     # One head whose scores saturate a 256-bit softmax (e^-400): the learner must re-ask
     # those probes at 1/16 scale (phase 'rescale') and still return the exact truth.
     hot = _rational_head(4, rng, large=False)
@@ -273,7 +274,7 @@ def _check_certified(seed: int) -> ClaimResult:
         same = rec.exact and rec.W == model.W and rec.v == model.v
         rescale = rec.queries_by_phase.get("rescale", 0)
         ok &= same and rec.queries == query_bound(d) + rescale
-        if d == 16:
+        if d == max(ds):
             used, bound = rec.queries, query_bound(d)
         rows.append(f"d = {d}: {rec.queries} queries ({rescale} rescaled), == truth {same}")
     return _result(
@@ -370,8 +371,34 @@ def _check_not_a_head(seed: int) -> ClaimResult:
     return _result("thm-4.1/not-a-head", _NOT_A_HEAD, ok, "; ".join(rows))
 
 
+def _query_count_at(seed: int, size: SizeParams) -> ClaimResult:
+    """The count at one d: certified (exact ==) as in the claim, and float (d^2 + d too)."""
+    d = int(size["d"])
+    res = _check_query_count(seed, ds=(d,))
+    rng = np.random.default_rng([seed, d])  # well-conditioned: no saturated probe
+    model = SingleHeadAttention(rng.standard_normal((d, d)) / np.sqrt(d), rng.standard_normal(d))
+    rec = learn_single_head(Oracle(model, "float"), seed=seed)
+    ok = rec.queries == query_bound(d) == d * d + d
+    return replace(res, passed=res.passed and ok, detail=f"{res.detail}; float: {rec.queries}")
+
+
+def _certified_at(seed: int, size: SizeParams) -> ClaimResult:
+    return _check_certified(seed, ds=(int(size["d"]),))
+
+
+_COUNT_SIZES: dict[str, Any] = {
+    "sizes": {"d": 8},
+    "presets": {"small": {"d": 8}, "medium": {"d": 32}, "large": {"d": 128}},
+    "check_at": _query_count_at,
+}
+_CERTIFIED_SIZES: dict[str, Any] = {
+    "sizes": {"d": 16},
+    "presets": {"small": {"d": 16}, "medium": {"d": 32}, "large": {"d": 64}},
+    "check_at": _certified_at,
+}
+
 CLAIMS = [
-    Claim("thm-4.1/query-count", REF, STATEMENT, _check_query_count),
+    Claim("thm-4.1/query-count", REF, STATEMENT, _check_query_count, **_COUNT_SIZES),
     _symbolic_claim(
         "thm-4.1/length-one",
         _LENGTH_ONE,
@@ -391,7 +418,7 @@ CLAIMS = [
     Claim("thm-4.1/affine", REF, _AFFINE, _check_affine, level=LEVEL_SYMBOLIC),
     Claim("thm-4.1/information-limit", REF, _INFO, _check_information_limit, level=LEVEL_SYMBOLIC),
     Claim("thm-4.1/exact-recovery", REF, _EXACT, _check_exact),
-    Claim("thm-4.1/certified-recovery", REF, _CERTIFIED, _check_certified),
+    Claim("thm-4.1/certified-recovery", REF, _CERTIFIED, _check_certified, **_CERTIFIED_SIZES),
     Claim("thm-4.1/float-recovery", REF, _FLOAT, _check_float),
     Claim("thm-4.1/v-zero", REF, _V_ZERO, _check_v_zero),
     Claim("thm-4.1/not-a-head", REF, _NOT_A_HEAD, _check_not_a_head),

@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
-from verified_attn.checks import Claim, ClaimResult
+from verified_attn.checks import Claim, ClaimResult, SizeParams
 from verified_attn.errors import NotIdentifiable
 from verified_attn.models import SingleHeadAttention
 from verified_attn.noisy import symbolic
@@ -108,10 +109,12 @@ ERR = (
 )
 
 
-def _check_error_bound(seed: int) -> ClaimResult:
+def _check_error_bound(
+    seed: int, cases: tuple[tuple[int, float], ...] = ((2, 1e-2), (3, 1e-3), (5, 1e-4))
+) -> ClaimResult:
     sym = symbolic.error_propagation().holds and symbolic.probe_identity().holds
     worst, ok = 0.0, sym
-    for d, tau in ((2, 1e-2), (3, 1e-3), (5, 1e-4)):
+    for d, tau in cases:
         model = random_instance(d, seed + d)
         for make in adversarial_oracles(model, tau, seed).values():
             rec = learn_noisy(make(), tolerance=tau, w_bound=1, margin=1, seed=seed)
@@ -315,9 +318,24 @@ def _check_identifiability(seed: int) -> ClaimResult:
     )
 
 
+def _error_bound_at(seed: int, size: SizeParams) -> ClaimResult:
+    """Every adversary at the given d and tolerance tau."""
+    return _check_error_bound(seed, ((int(size["d"]), float(size["tau"])),))
+
+
+_ERROR_BOUND_SIZES: dict[str, Any] = {
+    "sizes": {"d": 5, "tau": 1e-4},
+    "presets": {
+        "small": {"d": 5, "tau": 1e-4},
+        "medium": {"d": 16, "tau": 1e-4},
+        "large": {"d": 64, "tau": 1e-5},
+    },
+    "check_at": _error_bound_at,
+}
+
 CLAIMS = [
     Claim("lemma-a.1/lipschitz", "Lemma A.1", LIP, _check_lipschitz),
-    Claim("thm-6.1/error-bound", "Thm 6.1, App. A", ERR, _check_error_bound),
+    Claim("thm-6.1/error-bound", "Thm 6.1, App. A", ERR, _check_error_bound, **_ERROR_BOUND_SIZES),
     Claim("thm-6.1/query-count", "Thm 6.1", QC, _check_query_count),
     Claim("thm-6.1/adversarial", "Thm 6.1", ADV, _check_adversarial),
     Claim("thm-6.1/tolerance", "Thm 6.1", TOL, _check_tolerance),
