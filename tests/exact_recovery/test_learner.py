@@ -423,7 +423,8 @@ class _PlusQuadratic(_Sum):
 
 
 class _FreshQueriesOff(_Sum):
-    """A head plus eps where |x_N[0]| = 1/2: only the verification queries have that.
+    """A head plus eps where x_N[0] is neither 0 nor 1: only the verification queries have
+    that (every probe's last token is 0 or a basis vector).
 
     The first verification query has length 1, so its answer is rational: this also checks
     that exact mode compares rationals exactly (not as 15-digit SymPy Floats).
@@ -434,12 +435,13 @@ class _FreshQueriesOff(_Sum):
         self.eps = eps
 
     def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
-        hit = np.abs(np.asarray(Xs, dtype=np.float64)[:, -1, 0]) == 0.5
+        first = np.asarray(Xs, dtype=np.float64)[:, -1, 0]
+        hit = (first != 0) & (first != 1)
         return super().evaluate_batch(Xs) + np.where(hit, float(self.eps), 0.0)
 
     def _evaluate_rational(self, X: flint.fmpq_mat, arith: Any) -> Any:
         out = super()._evaluate_rational(X, arith)
-        if abs(X[X.nrows() - 1, 0]) != flint.fmpq(1, 2):
+        if X[X.nrows() - 1, 0] in (flint.fmpq(0), flint.fmpq(1)):
             return out
         eps = self.eps
         if arith.name == "exact":
@@ -502,7 +504,7 @@ def test_verification_sees_a_difference_only_fresh_queries_reveal(
     oracle = va.Oracle(_FreshQueriesOff(H1, eps), arithmetic)
     with pytest.raises(ModelClassMismatch, match="fresh sequence") as info:
         va.learn_single_head(oracle)
-    assert abs(np.asarray(info.value.query)[-1, 0]) == 0.5
+    assert np.asarray(info.value.query)[-1, 0] not in (0.0, 1.0)
     # The single length-1 verification query alone (a rational answer) must catch it too.
     with pytest.raises(ModelClassMismatch, match="fresh sequence"):
         va.learn_single_head(va.Oracle(_FreshQueriesOff(H1, eps), arithmetic), verify=1)

@@ -272,9 +272,9 @@ def verify_labels(
     >>> from verified_attn.oracle_wrappers import LabelOracle
     >>> o = LabelOracle(va.Oracle(va.SingleHeadAttention([[0]], [1]), "exact"))
     >>> box = (np.zeros((1, 1)),) * 2, (np.array([0.5]), np.array([2.0]))
-    >>> rec = verify_labels(o, *box, count=4, seed=0)
-    >>> rec.count, rec.decided     # one sequence's f straddles 0 over the box: not decided
-    (4, 3)
+    >>> rec = verify_labels(o, *box, count=8, seed=0)
+    >>> rec.count, rec.decided     # three sequences' f straddle 0 over the box: not decided
+    (8, 5)
 
     Raises :class:`~verified_attn.errors.ModelClassMismatch` at the first that does not,
     :class:`~verified_attn.errors.OracleError` if an answer is not +1.0 or -1.0.
