@@ -73,7 +73,7 @@ CERTIFIED_SWEEP_MAX = 32  # the sweep also counts in certified mode up to this d
 def rational_instance(d: int, seed: int) -> tuple[list[list[Fraction]], list[Fraction]]:
     """Random rational (W, v): entries p/q with q in 1..16, |W_ij| <= 1, 0 < |v_i| <= 2.
 
-    v has no zero entry, so the instance is identifiable (v = 0 is not, THEORY §3).
+    v has no zero entry, so the instance is identifiable (v = 0 is not, docs/theory.md, Theorem 4.1).
 
     >>> W, v = rational_instance(2, 0)
     >>> len(W), len(v), all(abs(x) <= 1 for row in W for x in row)

@@ -342,6 +342,6 @@ CLAIMS = [
         "prop-7.1/canonical-recovery", "follow-up (arXiv 2608.03294)", RECOVERY, _canonical_recovery
     ),
     Claim(
-        "prop-7.1/affine-canonical-recovery", "ours (THEORY §2)", AFFINE_RECOVERY, _affine_recovery
+        "prop-7.1/affine-canonical-recovery", "ours (docs/theory.md, The models)", AFFINE_RECOVERY, _affine_recovery
     ),
 ]

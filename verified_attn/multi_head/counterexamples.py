@@ -5,7 +5,7 @@
 >>> first.heads != second.heads, proof.holds
 (True, True)
 
-Four kinds (THEORY §7): ``permutation`` (reorder the heads), ``shared-score-split`` (two
+Four kinds (docs/theory.md, Proposition 7.1): ``permutation`` (reorder the heads), ``shared-score-split`` (two
 heads with one W split their summed v differently), ``dead-head`` (a head with v = 0 has
 an arbitrary W), ``cancelling-values`` (two equal-W heads with v and -v vanish, whatever W
 is). Every pair comes with an :class:`~verified_attn.multi_head.symbolic.EquivalenceProof`.
