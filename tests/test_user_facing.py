@@ -59,3 +59,58 @@ def test_no_claim_names_the_internal_notes() -> None:
         if _INTERNAL_NOTES.search(c.paper_ref) or _INTERNAL_NOTES.search(c.statement)
     ]
     assert not bad, f"claims whose reference or statement names the internal notes: {bad}"
+
+
+# ---------------------------------------------------------------------------------------
+# Typing: py.typed ships, mypy runs in CI
+# ---------------------------------------------------------------------------------------
+
+
+def test_package_is_marked_typed_and_ships_the_marker() -> None:
+    import subprocess
+    import tomllib
+
+    marker = ROOT / "verified_attn" / "py.typed"
+    assert marker.is_file(), "verified_attn/py.typed (PEP 561) is missing"
+    tracked = subprocess.run(
+        ["git", "ls-files", "--error-unmatch", str(marker)], cwd=ROOT, capture_output=True
+    )
+    assert tracked.returncode == 0, "verified_attn/py.typed is not tracked by git"
+    ignored = subprocess.run(["git", "check-ignore", "-q", str(marker)], cwd=ROOT)
+    assert ignored.returncode != 0, "py.typed is gitignored, so hatch would leave it out"
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    # hatch's wheel takes every non-ignored file of the listed package directories.
+    assert config["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["verified_attn"]
+
+
+def test_ci_runs_mypy_over_the_package() -> None:
+    import tomllib
+
+    ci = (ROOT / ".ci" / "run").read_text()
+    commands = [line.strip() for line in ci.splitlines() if not line.lstrip().startswith("#")]
+    assert "python -m mypy verified_attn" in commands, ".ci/run lost its mypy step"
+    # After the test command (ruff first), as its own step.
+    assert commands.index("python -m mypy verified_attn") > commands.index(
+        'bash -euo pipefail -c "$TEST_COMMAND"'
+    )
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert config["tool"]["mypy"]["files"] == ["verified_attn"]
+    extras = config["project"]["optional-dependencies"]["test"]
+    assert any(dep.startswith("mypy") for dep in extras), "CI installs .[test]: add mypy"
+
+
+def test_public_signatures_name_their_types() -> None:
+    import inspect
+
+    import verified_attn as va
+    from verified_attn import types
+
+    # The oracle's and the models' entry points take named types, not a bare Any.
+    for fn, arg in [
+        (va.Oracle.query, "X"),
+        (va.Oracle.query_many, "Xs"),
+        (va.SingleHeadAttention.evaluate, "X"),
+    ]:
+        annotation = inspect.signature(fn).parameters[arg].annotation
+        assert annotation in {"SequenceLike", "Queries"}, (fn.__qualname__, annotation)
+        assert hasattr(types, annotation)
