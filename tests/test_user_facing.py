@@ -114,3 +114,140 @@ def test_public_signatures_name_their_types() -> None:
         annotation = inspect.signature(fn).parameters[arg].annotation
         assert annotation in {"SequenceLike", "Queries"}, (fn.__qualname__, annotation)
         assert hasattr(types, annotation)
+
+
+# ---------------------------------------------------------------------------------------
+# The site: maths rendered by a bundled KaTeX, benchmark figures on each theorem page
+# ---------------------------------------------------------------------------------------
+
+DOCS = ROOT / "docs"
+KATEX = DOCS / "assets" / "katex"
+# Pages whose key formulas are written as $...$ / $$...$$.
+MATH_PAGES = ["theory.md", "theorem-4-1.md", "low_rank.md", "noisy.md", "transformer.md",
+              "multi_head.md"]
+# Each theorem page and the benchmark figures it shows (copies of benchmarks/results/).
+THEOREM_FIGURES = {
+    "theorem-4-1.md": ["exact_recovery_queries.png", "exact_recovery_times.png"],
+    "low_rank.md": ["low_rank_phase.png", "low_rank_queries.png"],
+    "noisy.md": ["noisy_error_vs_tau.png", "noisy_designs.png", "noisy_stochastic.png",
+                 "noisy_labels.png"],
+    "transformer.md": ["transformer.png"],
+    "multi_head.md": ["multi_head_queries.png"],
+}
+_IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _mkdocs_config() -> dict:
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    # mkdocs.yml may use !!python/name tags (none today); keep them as plain strings.
+    _Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda *_: None)
+    return yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=_Loader)
+
+
+def test_maths_is_rendered_by_the_bundled_katex() -> None:
+    config = _mkdocs_config()
+    extensions = {}
+    for item in config["markdown_extensions"]:
+        extensions.update(item if isinstance(item, dict) else {item: None})
+    assert extensions.get("pymdownx.arithmatex") == {"generic": True}
+    assets = [*config["extra_javascript"], *config["extra_css"]]
+    remote = [a for a in assets if "//" in str(a)]
+    assert not remote, f"assets fetched at view time: {remote}"
+    for asset in assets:
+        assert (DOCS / asset).is_file(), f"mkdocs.yml names a missing asset docs/{asset}"
+    assert {"assets/katex/katex.min.js", "assets/katex/auto-render.min.js",
+            "assets/katex/katex.min.css"} <= set(assets)
+    # Every font the stylesheet asks for first (woff2) is bundled.
+    css = (KATEX / "katex.min.css").read_text()
+    fonts = sorted(set(re.findall(r"url\((fonts/[^)]+\.woff2)\)", css)))
+    assert fonts, "katex.min.css names no woff2 fonts"
+    missing = [f for f in fonts if not (KATEX / f).is_file()]
+    assert not missing, f"fonts missing from docs/assets/katex: {missing}"
+
+
+def _formulas(page_text: str) -> list[tuple[str, bool]]:
+    """(TeX, display) for every formula arithmatex finds in a page, as the site sees it."""
+    import html
+
+    import markdown
+
+    out = markdown.markdown(
+        page_text,
+        extensions=["pymdownx.arithmatex", "pymdownx.superfences", "tables"],
+        extension_configs={"pymdownx.arithmatex": {"generic": True}},
+    )
+    found = []
+    for _, body in re.findall(r'<(span|div) class="arithmatex">(.*?)</\1>', out, re.S):
+        tex = html.unescape(body).strip()
+        found.append((tex[2:-2], tex.startswith("\\[")))
+    return found
+
+
+_KATEX_CHECK = """
+const katex = require(process.argv[1]);
+const items = JSON.parse(require("fs").readFileSync(0, "utf8"));
+const bad = [];
+for (const [tex, display] of items) {
+  try { katex.renderToString(tex, {displayMode: display, throwOnError: true}); }
+  catch (e) { bad.push(tex + ": " + e.message); }
+}
+process.stdout.write(JSON.stringify(bad));
+"""
+
+
+def _katex_errors(items: list[tuple[str, bool]]) -> list[str]:
+    import json
+    import shutil
+    import subprocess
+
+    import pytest
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node not installed: the formulas are not parsed with KaTeX here")
+    proc = subprocess.run(
+        [node, "-e", _KATEX_CHECK, str(KATEX / "katex.min.js")],
+        input=json.dumps(items), capture_output=True, text=True, timeout=120, check=True,
+    )
+    return json.loads(proc.stdout)
+
+
+def test_every_formula_on_the_maths_pages_parses_in_katex() -> None:
+    items = []
+    for page in MATH_PAGES:
+        found = _formulas((DOCS / page).read_text())
+        assert len(found) >= 2, f"docs/{page} has no $...$ formulas"
+        items += found
+    errors = _katex_errors(items)
+    assert not errors, "\n".join(errors)
+
+
+def test_the_katex_check_rejects_a_broken_formula() -> None:
+    items = _formulas("Fine $x^2$ and broken $\\frac{1}{$ here.\n\n$$\n\\sum_i \\alpha_i\n$$\n")
+    assert [display for _, display in items] == [False, False, True]
+    assert len(_katex_errors(items)) == 1
+
+
+def test_every_theorem_page_shows_its_benchmark_figures() -> None:
+    results = ROOT / "benchmarks" / "results"
+    for page, figures in THEOREM_FIGURES.items():
+        shown = _IMAGE.findall((DOCS / page).read_text())
+        for figure in figures:
+            assert figure in shown, f"docs/{page} does not show {figure}"
+            copy, source = DOCS / figure, results / figure
+            assert source.is_file(), f"benchmarks/results/{figure} is gone"
+            assert copy.read_bytes() == source.read_bytes(), (
+                f"docs/{figure} differs from benchmarks/results/{figure}: copy it again"
+            )
+
+
+def test_every_image_a_page_shows_exists() -> None:
+    for page in sorted(DOCS.rglob("*.md")):
+        for target in _IMAGE.findall(page.read_text()):
+            if "//" in target:
+                raise AssertionError(f"{page.name} shows a remote image {target}")
+            assert (page.parent / target).is_file(), f"{page.name} shows missing {target}"
