@@ -251,3 +251,38 @@ def test_every_image_a_page_shows_exists() -> None:
             if "//" in target:
                 raise AssertionError(f"{page.name} shows a remote image {target}")
             assert (page.parent / target).is_file(), f"{page.name} shows missing {target}"
+
+
+# ---------------------------------------------------------------------------------------
+# Jupyter reprs
+# ---------------------------------------------------------------------------------------
+
+
+def test_claim_result_markdown_says_the_verdict_and_escapes_the_statement() -> None:
+    from verified_attn.checks import ClaimResult
+
+    ok = ClaimResult("a/b", "Thm 4.1", "W_h and v_h for *all* X", True, "fine", 30, 30, 1.25)
+    failed = ClaimResult("a/b", "Thm 4.1", "s", False, "count 31 != 30", 31, 30)
+    skipped = ClaimResult("a/c", "Coq", "s", False, "needs Coq", skipped=True)
+    md = ok._repr_markdown_()
+    assert md.startswith("**PASS** `a/b` (Thm 4.1), 1.25 s")
+    assert "> W\\_h and v\\_h for \\*all\\* X" in md  # no stray italics in Jupyter
+    assert "queries 30 (bound 30)" in md and "```\nfine\n```" in md
+    assert failed._repr_markdown_().startswith("**FAIL**")
+    assert "count 31 != 30" in failed._repr_markdown_()
+    assert skipped._repr_markdown_().startswith("**SKIP**")
+    assert "queries" not in skipped._repr_markdown_()
+
+
+def test_counterexample_markdown_shows_both_models_and_the_verdict() -> None:
+    import dataclasses
+
+    import verified_attn as va
+
+    pair = va.counterexample(d=2, heads=2, kind="shared-score-split", seed=1)
+    md = pair._repr_markdown_()
+    assert md.startswith("**Prop 7.1 counterexample (shared-score-split)**")
+    assert "the same map (proved)" in md and md.endswith("holds: True\n```")
+    assert "first model:" in md and "second model:" in md
+    broken = dataclasses.replace(pair, proof=dataclasses.replace(pair.proof, holds=False))
+    assert "does **not** hold" in broken._repr_markdown_()
