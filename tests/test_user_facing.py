@@ -286,3 +286,82 @@ def test_counterexample_markdown_shows_both_models_and_the_verdict() -> None:
     assert "first model:" in md and "second model:" in md
     broken = dataclasses.replace(pair, proof=dataclasses.replace(pair.proof, holds=False))
     assert "does **not** hold" in broken._repr_markdown_()
+
+
+# ---------------------------------------------------------------------------------------
+# benchmarks/: every script listed; --quick runs leave the checkout as it was
+# ---------------------------------------------------------------------------------------
+
+BENCHMARKS = ROOT / "benchmarks"
+
+
+def _scripts() -> list[str]:
+    return sorted(p.name for p in BENCHMARKS.glob("*.py") if not p.name.startswith("_"))
+
+
+def test_benchmarks_readme_lists_every_script() -> None:
+    readme = (BENCHMARKS / "README.md").read_text()
+    table = re.findall(r"^\| `([\w.]+\.py)` \|", readme, re.M)
+    assert _scripts(), "no benchmark scripts found"
+    assert sorted(table) == _scripts(), (
+        f"benchmarks/README.md's table lists {sorted(table)}, the folder has {_scripts()}"
+    )
+
+
+def _load_common():
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("bench_common", BENCHMARKS / "_common.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_quick_runs_write_outside_the_checkout(tmp_path: Path) -> None:
+    common = _load_common()
+    quick = common.output_dir(None, True, "demo")
+    assert quick.is_dir() and ROOT not in quick.resolve().parents
+    quick.rmdir()
+    assert common.output_dir(None, False, "demo") == common.RESULTS
+    assert common.output_dir(tmp_path, True, "demo") == tmp_path
+    # Every script routes its output through output_dir and defaults --out to it.
+    for name in _scripts():
+        source = (BENCHMARKS / name).read_text()
+        assert "output_dir(" in source, f"benchmarks/{name} does not use _common.output_dir"
+        assert '"--out", type=Path, default=RESULTS' not in source, name
+
+
+def _git_state() -> str:
+    import subprocess
+
+    return subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout
+
+
+def test_a_quick_run_leaves_the_checkout_as_it_was() -> None:
+    import os
+    import subprocess
+    import sys
+
+    import pytest
+
+    pytest.importorskip("matplotlib")  # the plots are files too: make sure they are written
+    before = _git_state()
+    env = {**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "exact_recovery.py"), "--quick"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "writing to" in proc.stderr
+    out = Path(proc.stderr.split("writing to", 1)[1].split()[0])
+    assert (out / "exact_recovery.json").is_file()  # it did write, elsewhere
+    import shutil
+
+    shutil.rmtree(out)
+    assert _git_state() == before, "a --quick run changed or added files in the checkout"
