@@ -39,6 +39,7 @@ DOC_PAGES_WITH_CODE = [
     "theorem-4-1.md",
     "certificates.md",
     "errors.md",
+    "claims.md",
 ]
 
 _FENCE = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```", re.S | re.M)

@@ -365,3 +365,53 @@ def test_a_quick_run_leaves_the_checkout_as_it_was() -> None:
 
     shutil.rmtree(out)
     assert _git_state() == before, "a --quick run changed or added files in the checkout"
+
+
+# ---------------------------------------------------------------------------------------
+# Errors that point the right way
+# ---------------------------------------------------------------------------------------
+
+_THREE_HEADS = [
+    ([[1, 0], [0, -1]], [1, 2]),
+    ([[0, 1], [1, 0]], [-1, 1]),
+    ([[2, 0], [1, 1]], [1, -1]),
+]
+
+
+def test_too_small_a_head_count_is_named_with_its_residual() -> None:
+    import pytest
+
+    import verified_attn as va
+    from verified_attn.models import MultiHeadAttention
+    from verified_attn.multi_head import learn_multi_head
+
+    box = MultiHeadAttention(_THREE_HEADS)
+    for arith in ["exact", "certified", "float"]:
+        oracle = va.Oracle(box, arith)
+        with pytest.raises(va.ModelClassMismatch, match=r"more than 2 heads") as info:
+            learn_multi_head(oracle, heads=2)
+        message = str(info.value)
+        assert "residual" in message and "try heads=3" in message, message
+        assert "another seed" not in message
+        # The extra sample that shows it is asked on the oracle and counted, by phase.
+        assert oracle.queries_by_phase.get("diagnosis", 0) >= 1, (arith, oracle.queries_by_phase)
+
+
+def test_the_right_head_count_asks_no_diagnosis() -> None:
+    import verified_attn as va
+    from verified_attn.models import MultiHeadAttention
+    from verified_attn.multi_head import learn_multi_head
+
+    oracle = va.Oracle(MultiHeadAttention(_THREE_HEADS[:2]), "certified")
+    rec = learn_multi_head(oracle, heads=2)
+    assert "diagnosis" not in rec.queries_by_phase
+    assert len(rec.parameters["heads"]) == 2
+
+
+def test_a_float32_box_is_not_called_float64() -> None:
+    from verified_attn.arithmetic import FloatArithmetic
+    from verified_attn.multi_head.canonical_float import box_precision
+
+    assert box_precision(FloatArithmetic(1e-3, 2.0**-24)) == "float32"
+    assert box_precision(FloatArithmetic()) == "float64"
+    assert box_precision(FloatArithmetic(1e-2, 2.0**-20)).startswith("float (unit roundoff")
