@@ -138,7 +138,9 @@ _IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
 
 
 def _mkdocs_config() -> dict:
-    import yaml
+    import pytest
+
+    yaml = pytest.importorskip("yaml")  # the docs extra (mkdocs) brings it
 
     class _Loader(yaml.SafeLoader):
         pass
@@ -173,7 +175,9 @@ def _formulas(page_text: str) -> list[tuple[str, bool]]:
     """(TeX, display) for every formula arithmatex finds in a page, as the site sees it."""
     import html
 
-    import markdown
+    import pytest
+
+    markdown = pytest.importorskip("markdown")  # the docs extra (mkdocs) brings it
 
     out = markdown.markdown(
         page_text,
