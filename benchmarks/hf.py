@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
 import torch
 import transformers
-from _common import RESULTS, metadata
+from _common import metadata, output_dir
 from transformers import BertConfig, GPT2Config, LlamaConfig
 from transformers.models.bert.modeling_bert import BertLayer, BertSelfAttention
 from transformers.models.gpt2.modeling_gpt2 import GPT2Attention, GPT2Block
@@ -264,9 +264,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke sizes (a few seconds)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--no-plots", action="store_true", help="accepted; this script has none")
     args = parser.parse_args(argv)
+    args.out = output_dir(args.out, args.quick, "hf")
     torch.set_num_threads(1)
     sizes = [4] if args.quick else [4, 8, 16]
     seeds = 2 if args.quick else 10

@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import metadata, plot_path, timed, write_json
+from _common import metadata, output_dir, plot_path, timed, write_json
 
 from verified_attn import verify_certificate
 from verified_attn.low_rank import learn_low_rank, skeleton_query_bound
@@ -238,13 +238,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    out = output_dir(args.out, args.quick, "low_rank")
     data: dict[str, Any] = {"meta": metadata(args.seed, quick=args.quick)}
     data["skeleton_timings"] = skeleton_timings(args.seed, args.quick)
     data["phase_transition"] = phase_transition(args.seed, args.quick)
     data["queries_vs_d"] = queries_vs_d(args.seed, args.quick, data["phase_transition"]["m_at_95"])
-    name = "low_rank_quick" if args.quick else "low_rank"
-    print(write_json(name, data))
+    print(write_json("low_rank", data, out))
     if not args.quick:
         plots(data)
     return data

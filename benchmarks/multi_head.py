@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import metadata, plot_path, write_json
+from _common import metadata, output_dir, plot_path, write_json
 
 from verified_attn.certificates import verify_certificate
 from verified_attn.errors import PrecisionExhausted
@@ -209,6 +209,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.quick:  # never over the recorded results, never untracked files in the checkout
+        args.out = output_dir(args.out, True, "multi_head")
     if args.quick:
         sizes = [(1, 1), (2, 2), (3, 2)]
         ortho = [(3, [1, 2])]

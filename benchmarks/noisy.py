@@ -44,7 +44,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, metadata, timed
+from _common import metadata, output_dir, timed
 
 import verified_attn as va
 from verified_attn.errors import NotIdentifiable
@@ -350,10 +350,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run, write ``<out>/noisy.json`` (+ PNGs) and return the data."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--out", type=Path, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-plots", action="store_true")
     args = p.parse_args(argv)
+    args.out = output_dir(args.out, args.quick, NAME)
     cfg = QUICK if args.quick else FULL
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, metadata, plot_path, timed, write_json
+from _common import RESULTS, metadata, output_dir, plot_path, timed, write_json
 
 import verified_attn as va
 from verified_attn.transformer import learn_transformer
@@ -94,9 +94,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--no-plots", action="store_true")
     args = parser.parse_args(argv)
+    args.out = output_dir(args.out, args.quick, NAME)
     sizes = QUICK if args.quick else FULL
     rows = [
         run_one(d, m, method, args.seed, 1 if args.quick else 3)

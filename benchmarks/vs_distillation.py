@@ -48,7 +48,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, metadata, plot_path
+from _common import RESULTS, metadata, output_dir, plot_path
 
 import verified_attn as va
 
@@ -323,13 +323,14 @@ def _plots(rows: list[dict[str, Any]], steps: int, out: Path) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument(
         "--replot", action="store_true", help="redraw the PNGs from <out>/vs_distillation.json"
     )
     args = parser.parse_args(argv)
+    args.out = output_dir(args.out, args.quick and not args.replot, NAME)
     if args.replot:
         data = json.loads((args.out / f"{NAME}.json").read_text())
         steps = int(data["metadata"]["settings"]["student"]["step_cap"])

@@ -40,6 +40,7 @@ DOC_PAGES_WITH_CODE = [
     "certificates.md",
     "errors.md",
     "sweeps.md",
+    "claims.md",
 ]
 
 _FENCE = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```", re.S | re.M)

@@ -160,8 +160,8 @@ def fraction_from_arb(x: flint.arf | flint.arb) -> Fraction:
     """The exact dyadic value of an ``arf`` (or of an ``arb``'s midpoint)."""
     if isinstance(x, flint.arb):
         x = x.mid()
-    m, e = x.man_exp()
-    m, e = int(m), int(e)
+    man, exp = x.man_exp()
+    m, e = int(man), int(exp)
     return Fraction(m * 2**e) if e >= 0 else Fraction(m, 2**-e)
 
 
@@ -343,6 +343,7 @@ class CertifiedArithmetic(Arithmetic):
     """
 
     name = "certified"
+    precision: int  # always set (bits), unlike the base class's optional one
 
     def __init__(self, precision: int = DEFAULT_PRECISION) -> None:
         if isinstance(precision, bool) or not isinstance(precision, Integral):
@@ -403,6 +404,7 @@ class FloatArithmetic(Arithmetic):
     """
 
     name = "float"
+    rtol: float  # always set, unlike the base class's optional one
 
     def __init__(self, rtol: float = 1e-6, unit_roundoff: float = 2.0**-53) -> None:
         if not (isinstance(rtol, float | int) and 0 < rtol < 1):

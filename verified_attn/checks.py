@@ -46,6 +46,7 @@ __all__ = [
     "ClaimResult",
     "SizeParams",
     "SymbolicCheck",
+    "md_escape",
 ]
 
 LEVEL_INSTANCES = "checked on instances"
@@ -56,6 +57,17 @@ SIZE_PRESETS = ("small", "medium", "large")
 
 #: One size of a claim: parameter name -> value (``{"d": 8}``, ``{"d": 16, "r": 1, "c": 3.0}``).
 SizeParams = dict[str, int | float]
+
+_MD_SPECIAL = set("\\`*_[]<>|#")
+
+
+def md_escape(text: str) -> str:
+    r"""Plain text made safe for a Markdown paragraph (``W_h`` stays ``W_h``, not italics).
+
+    >>> print(md_escape("W_h * v_h"))
+    W\_h \* v\_h
+    """
+    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in " ".join(text.split()))
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,38 @@ class ClaimResult:
     seconds: float = 0.0
     data: dict[str, Any] = field(default_factory=dict, compare=False)
     skipped: bool = False  # could not run here (a formal claim without Coq): not a failure
+
+    @property
+    def status(self) -> str:
+        """``PASS``, ``FAIL`` or ``SKIP`` (as ``verified-attn check`` prints it)."""
+        return "SKIP" if self.skipped else ("PASS" if self.passed else "FAIL")
+
+    def _repr_markdown_(self) -> str:
+        r"""Jupyter shows the verdict, the statement, the count against its bound, the detail.
+
+        >>> r = ClaimResult("x/y", "Thm 1", "f_1 = f_2 for *every* X", True, "ok", 6, 6, 0.5)
+        >>> print(r._repr_markdown_())
+        **PASS** `x/y` (Thm 1), 0.50 s
+        <BLANKLINE>
+        > f\_1 = f\_2 for \*every\* X
+        <BLANKLINE>
+        queries 6 (bound 6)
+        <BLANKLINE>
+        ```
+        ok
+        ```
+        """
+        lines = [
+            f"**{self.status}** `{self.id}` ({md_escape(self.paper_ref)}), {self.seconds:.2f} s",
+            "",
+            f"> {md_escape(self.statement)}",
+        ]
+        if self.queries is not None:
+            bound = f" (bound {self.bound})" if self.bound is not None else ""
+            lines += ["", f"queries {self.queries}{bound}"]
+        if self.detail:
+            lines += ["", "```", self.detail.replace("```", "'''"), "```"]
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True)

@@ -145,7 +145,7 @@ def check_claims(
         bad = [i for i in ids if not isinstance(i, str)]
         if bad:
             raise InvalidArgument(f"ids must be claim ids (strings), got {bad[0]!r}")
-        chosen = []
+        chosen: list[Claim] = []
         for want in ids:
             match = [c for c in claims if c.id == want or c.id.startswith(want.rstrip("/") + "/")]
             if not match:

@@ -325,7 +325,7 @@ LEARN_KINDS: dict[str, LearnKind] = {
 
 class _Parser(argparse.ArgumentParser):
     # Raise instead of exiting, so main() returns a status and tests see no SystemExit.
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> Any:
         raise _UsageError(f"{message}\n{self.format_usage().rstrip()}")
 
 

@@ -26,6 +26,7 @@ import sympy
 
 from verified_attn.arithmetic import Arithmetic, get_arithmetic, to_fraction
 from verified_attn.errors import InvalidArgument
+from verified_attn.types import Answer, SequenceLike
 
 __all__ = [
     "MultiHeadAttention",
@@ -159,7 +160,7 @@ def _check_shape(shape: tuple[int, int], d: int | None, name: str) -> None:
         raise InvalidArgument(f"{name} must have d = {d} columns; got shape {shape}")
 
 
-def as_rational_sequence(X: Any, d: int | None = None, *, name: str = "X") -> flint.fmpq_mat:
+def as_rational_sequence(X: SequenceLike, d: int | None = None, *, name: str = "X") -> flint.fmpq_mat:
     """``X`` as an exact (N, d) flint matrix, after checking shape and entries.
 
     >>> as_rational_sequence([[0.5, 1]]).entries()
@@ -195,7 +196,7 @@ def _fmpq_of_float(x: float) -> flint.fmpq:
     return flint.fmpq(num, den)
 
 
-def as_float_sequence(X: Any, d: int | None = None, *, name: str = "X") -> np.ndarray:
+def as_float_sequence(X: SequenceLike, d: int | None = None, *, name: str = "X") -> np.ndarray:
     """``X`` as a float64 (N, d) array, after checking shape and entries.
 
     >>> as_float_sequence([[1, 2]]).dtype
@@ -327,7 +328,7 @@ class SequenceModel:
         """f(X) in float64."""
         return float(self.evaluate_batch(as_float_sequence(X, self.d)[None, :, :])[0])
 
-    def evaluate(self, X: Any, arithmetic: str | Arithmetic = "float") -> Any:
+    def evaluate(self, X: SequenceLike, arithmetic: str | Arithmetic = "float") -> Answer:
         """f(X) in the given arithmetic ("exact", "certified" or "float")."""
         arith = get_arithmetic(arithmetic)
         if arith.name == "float":
@@ -448,7 +449,7 @@ class SingleHeadAttention(SequenceModel):
         return out
 
     # -- evaluation (f(X) and evaluate() come from SequenceModel) ----------------------
-    def symbolic(self, X: Any) -> sympy.Expr:
+    def symbolic(self, X: SequenceLike) -> sympy.Expr:
         """f(X) straight from :func:`attention_output` (slow; the reference)."""
         rows = [
             [_to_sympy(Fraction(int(q.p), int(q.q))) for q in r]
@@ -607,7 +608,7 @@ class MultiHeadAttention(SequenceModel):
             out["beta"] = self.beta
         return out
 
-    def symbolic(self, X: Any) -> sympy.Expr:
+    def symbolic(self, X: SequenceLike) -> sympy.Expr:
         """f(X) as the sum of :func:`attention_output` over the heads (the reference)."""
         total = sum((m.symbolic(X) for m in self.head_models), sympy.Integer(0))
         return total + _to_sympy(self._own_beta)

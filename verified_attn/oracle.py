@@ -41,6 +41,7 @@ from verified_attn.errors import (
 )
 from verified_attn.models import as_float_sequence, as_rational_sequence
 from verified_attn.serialize import dump_number, dump_rational, load_number, load_rational
+from verified_attn.types import Answer, Queries, SequenceLike
 
 __all__ = ["Oracle", "QueryCounts", "Run", "TranscriptEntry"]
 
@@ -356,7 +357,7 @@ class Oracle:
                 run.max_length = max(run.max_length, longest)
 
     # -- queries ---------------------------------------------------------------------
-    def query(self, X: Any) -> Any:
+    def query(self, X: SequenceLike) -> Answer:
         """f(X) in this oracle's arithmetic; X is an (N, d) array of rationals."""
         return self.query_many([X])[0]
 
@@ -370,7 +371,7 @@ class Oracle:
             and not isinstance(self.model, _Replay)
         )
 
-    def query_many(self, Xs: Sequence[Any], *, precision: int | None = None) -> list[Any]:
+    def query_many(self, Xs: Queries, *, precision: int | None = None) -> list[Answer]:
         """Answers to several non-adaptive queries (one round; vectorised in float mode).
 
         ``precision`` (certified arithmetic, where :attr:`can_raise_precision`): answer

@@ -168,7 +168,7 @@ class _Wrapper(Oracle):
         self.model_class = model_class if model_class is not None else inner.model_class
         self._init_counts(budget, record)
 
-    def _answer(self, converted: list[Any]) -> list[Any]:
+    def _answer(self, converted: list[Any], precision: int | None = None) -> list[Any]:
         return [self._answer_one(np.asarray(X, dtype=np.float64)) for X in converted]
 
     def _answer_one(self, X: np.ndarray) -> float:
@@ -298,7 +298,7 @@ class StochasticOracle(_Wrapper):
         self.seed = _seed(seed)
         self._rng = np.random.default_rng(self.seed)
 
-    def _answer(self, converted: list[Any]) -> list[Any]:
+    def _answer(self, converted: list[Any], precision: int | None = None) -> list[Any]:
         truths = self.inner.query_many([np.asarray(X, dtype=np.float64) for X in converted])
         mids = [float((lo + hi) / 2) for lo, hi in map(_interval_of, truths)]
         noise = self._rng.normal(0.0, self.noise_scale, size=len(mids))

@@ -42,6 +42,7 @@ import sympy
 
 from verified_attn.errors import CertificateError, InvalidArgument
 from verified_attn.oracle import QueryCounts
+from verified_attn.types import Answer, Vector
 from verified_attn.verification import Verification
 
 __all__ = [
@@ -237,15 +238,15 @@ class SingleHeadRecovery(Recovery):
         return self.parameters["W"]
 
     @property
-    def v(self) -> Any:
+    def v(self) -> Vector:
         return self.parameters["v"]
 
     @property
-    def c(self) -> Any:
+    def c(self) -> Vector:
         return self.parameters.get("c")
 
     @property
-    def beta(self) -> Any:
+    def beta(self) -> Answer:
         return self.parameters.get("beta")
 
 
@@ -329,7 +330,7 @@ class MultiHeadRecovery(Recovery):
         return self.parameters["heads"]
 
     @property
-    def beta(self) -> Any:
+    def beta(self) -> Answer:
         return self.parameters.get("beta")
 
     @property
@@ -362,7 +363,7 @@ class TransformerRecovery(Recovery):
         return self.parameters["W"]
 
     @property
-    def v_eff(self) -> Any:
+    def v_eff(self) -> Vector:
         return self.parameters["v_eff"]
 
     @property
@@ -380,7 +381,7 @@ class TransformerRecovery(Recovery):
         )
 
     @property
-    def w_o(self) -> Any:
+    def w_o(self) -> Vector:
         return self.parameters["w_o"]
 
 
@@ -404,7 +405,7 @@ class ReluFFNRecovery(Recovery):
         return self.parameters["A"]
 
     @property
-    def w_o(self) -> Any:
+    def w_o(self) -> Vector:
         return self.parameters["w_o"]
 
     @property

@@ -21,7 +21,7 @@ verified_attn.errors.InvalidArgument: module must be a torch.nn.MultiheadAttenti
 A ``torch.nn.MultiheadAttention`` with ``H`` heads, used as self-attention
 (query = key = value = X) and read out at the last position by a vector ``r`` (and a bias
 ``b``, if the readout is an ``nn.Linear(E, 1)``), computes ``y(X) = r^T out_N + b``. Each
-head is one affine single head of THEORY §2; :func:`attention_parameters` gives the
+head is one affine single head (docs/theory.md, The models); :func:`attention_parameters` gives the
 per-head ``(W, c, v)`` and the shared ``beta`` from the module's weights, for checking.
 
 Arithmetic: ``dtype="float64"`` evaluates a float64 copy of the module (the weights are
@@ -72,7 +72,7 @@ _DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 @dataclass(frozen=True)
 class HeadParameters:
-    """The per-head parameters of an attention module read out by ``r`` (THEORY §2).
+    """The per-head parameters of an attention module read out by ``r`` (docs/theory.md, The models).
 
     ``W`` has shape (H, E, E), ``c`` and ``v`` (H, E); ``beta`` is the one output bias of
     the whole module (only the sum over heads is identifiable, so it is not split).
@@ -214,7 +214,7 @@ def attention_parameters(module: Any, readout: Any) -> HeadParameters:
     if module.bias_k is not None or module.bias_v is not None or module.add_zero_attn:
         raise InvalidArgument(
             "module has add_bias_kv or add_zero_attn: it attends to an extra learned or zero "
-            "token as well, which is outside the single-head model class (THEORY §2)"
+            "token as well, which is outside the single-head model class (docs/theory.md, The models)"
         )
     r, b = readout_vector(readout, E)
     H = int(module.num_heads)

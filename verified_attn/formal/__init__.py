@@ -142,6 +142,8 @@ def run_coq(source: str, directory: Path, *, name: str = "Query.v") -> subproces
 @functools.cache
 def _build_once(source: str) -> BuildResult:
     coqc = coqc_path()
+    if coqc is None:  # build() checked; coqc may have left the PATH since
+        raise FormalError(f"coqc not found; install Coq ({COQ_INSTALL_HINT})")
     src = Path(source)
     out = Path(tempfile.mkdtemp(prefix="verified-attn-formal-"))
     files = source_files(src)

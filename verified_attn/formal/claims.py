@@ -136,7 +136,7 @@ THEOREMS: list[FormalTheorem] = [
     ),
     FormalTheorem(
         "formal/transformer-antisymmetry",
-        "THEORY §6",
+        "docs/theory.md, The one-layer Transformer",
         "Transformer",
         ("transformer_antisymmetry", "transformer_antisymmetry_head"),
         "For every d, e, m, N: T(X) - T(-X) = alpha(X)^T X V A w_o for the one-layer "
@@ -145,7 +145,7 @@ THEOREMS: list[FormalTheorem] = [
     ),
     FormalTheorem(
         "formal/transformer-ffn-reduction",
-        "THEORY §6",
+        "docs/theory.md, The one-layer Transformer",
         "Transformer",
         ("transformer_ffn_reduction", "transformer_length1"),
         "For every d, e, m, N: T(X) = g(X^T alpha(X)) with g(x) = w_o^T ReLU(A^T V^T x), "

@@ -11,7 +11,7 @@
 (True, True)
 
 Measurements: the query [a_k + b_k; b_k] gives ``t_k = logit((f - b_k^T v)/(a_k^T v))
-= a_k^T W b_k = <a_k b_k^T, W>`` (THEORY §4). Recovery: ``min ||X||_* s.t.
+= a_k^T W b_k = <a_k b_k^T, W>`` (docs/theory.md, Theorem 5.1). Recovery: ``min ||X||_* s.t.
 <a_k b_k^T, X> = t_k`` (Cai & Zhang 2015: m >= C r (2d) suffices w.h.p.; the benchmark
 measures C).
 

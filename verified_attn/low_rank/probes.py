@@ -8,7 +8,7 @@
 2
 
 The query [b + t u; b] has score difference s_1 - s_2 = t u^T W b, so
-``alpha_1 = sigmoid(t u^T W b)`` and ``f = b^T v + alpha_1 t u^T v`` (THEORY §3, step 2,
+``alpha_1 = sigmoid(t u^T W b)`` and ``f = b^T v + alpha_1 t u^T v`` (docs/theory.md, Theorem 4.1, step 2,
 with e_j replaced by any b). Hence ``u^T W b = logit((f - b^T v) / (t u^T v)) / t``.
 Probe vectors are dyadic rationals held in float64 arrays (every entry exactly a float), so
 the float query *is* the exact rational query; t starts at 1 and is divided by 16 where the

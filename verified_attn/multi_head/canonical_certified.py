@@ -98,7 +98,13 @@ def learn_certified(
                 for (_, j), row in zip(pairs, answers["F"], strict=True)
             ]
             H = H0 if degree_known else _degree(samples, H0)
-            decoded = [_decode(F, H, D) for F in samples]
+            try:
+                decoded = [_decode(F, H, D) for F in samples]
+            except (PrecisionExhausted, NotIdentifiable) as exc:
+                diagnosis = too_few_heads(oracle, samples, pairs, B, H, degree_known)
+                if diagnosis is not None:
+                    raise diagnosis from exc
+                raise
 
             def tie_links(needed: list[tuple[int, int]]) -> list[tuple[flint.arb, flint.arb]]:
                 """F(1) at (u_k, (b_1 + b_j)/2) for each tie, in one round; with its F(0) =
@@ -116,7 +122,13 @@ def learn_certified(
                     ((f0[0] + f0[j]) / 2, to_arb(a)) for (_, j), a in zip(needed, ans, strict=True)
                 ]
 
-            canon = assemble(decoded, U, B, d, H, tie_links, affine)
+            try:
+                canon = assemble(decoded, U, B, d, H, tie_links, affine)
+            except (PrecisionExhausted, NotIdentifiable) as exc:
+                diagnosis = too_few_heads(oracle, samples, pairs, B, H, degree_known)
+                if diagnosis is not None:
+                    raise diagnosis from exc
+                raise
             beta = None
             if affine:
                 # F(0) at b_1 is b_1^T sum_h v_h + beta, and sum_h v_h is now known exactly.
@@ -191,6 +203,46 @@ def learn_certified(
         assumptions=assumptions,
         notes=notes,
         certificate_data=certificate,
+    )
+
+
+def too_few_heads(
+    oracle: Oracle,
+    samples: list[list[flint.arb]],
+    pairs: Sequence[tuple[list[Fraction], int]],
+    B: Sequence[list[Fraction]],
+    H: int,
+    degree_known: bool,
+) -> ModelClassMismatch | None:
+    """After a decoding failure: does the box have more than ``H`` heads?
+
+    The ``2H + 1`` samples of a pair always fit a degree-``H`` rational function, so they
+    cannot show it; one more sample, ``F(2H + 1)`` of the first pair (asked in the phase
+    ``"diagnosis"``, counted), can: with at most ``H`` heads it equals the fit's value
+    there. A residual ball that excludes 0 proves more poles than ``H``; the error says
+    so. None when the residual does not exclude 0 (the failure had another cause).
+    """
+    fit = interpolate(samples[0], H)
+    if fit is None:
+        return None
+    P, Q = fit
+    k = 2 * H + 1
+    u, j = pairs[0]
+    with oracle.phase("diagnosis"):
+        [answer] = oracle.query_many([probe_sequence(u, B[j], k)])
+    kk = flint.arb(k)
+    predicted = sum((c * kk**i for i, c in enumerate(P)), flint.arb(0)) / sum(
+        (c * kk**i for i, c in enumerate(Q)), flint.arb(0)
+    )
+    residual = to_arb(answer) - predicted
+    if residual.contains(0):
+        return None
+    hint = f"heads={H + 1} or max_heads= a larger bound" if degree_known else (
+        f"max_heads={H + 1} or more"
+    )
+    return ModelClassMismatch(
+        f"the box has more than {H} heads (the fit with {H} heads leaves residual "
+        f"{float(residual.mid()):.3g} at k = {k}, a ball excluding 0; try {hint})"
     )
 
 

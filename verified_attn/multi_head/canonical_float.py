@@ -69,6 +69,20 @@ def float_design(
     return Uf, Bf, pairs
 
 
+def box_precision(arith: Any) -> str:
+    """What the box computes in, from its unit roundoff: "float64", "float32" or the figure.
+
+    >>> from verified_attn.arithmetic import FloatArithmetic
+    >>> box_precision(FloatArithmetic()), box_precision(FloatArithmetic(1e-3, 2.0**-24))
+    ('float64', 'float32')
+    """
+    unit = getattr(arith, "unit_roundoff", None)
+    names = {2.0**-53: "float64", 2.0**-24: "float32", 2.0**-11: "float16"}
+    if unit is None:
+        return "float"
+    return names.get(float(unit), f"float (unit roundoff {float(unit):.3g})")
+
+
 def float_sequence(u: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
     return np.vstack([np.tile(b + u, (k, 1)), b[None, :]])
 
@@ -370,8 +384,9 @@ def learn_float(
     notes = [
         f"canonical method: {counts.learning} learning queries ({ties} tie links), <= {bound} "
         f"(ours without ties {canonical_query_bound(oracle.d, H, affine=affine)}); float64 "
-        f"decoding, every learning answer reproduced at rtol {rtol:g}",
-        f"{H} canonical heads (float64; not exact)",
+        f"decoding of a {box_precision(oracle.arithmetic)} box, every learning answer "
+        f"reproduced at rtol {rtol:g}",
+        f"{H} canonical heads ({box_precision(oracle.arithmetic)} answers; not exact)",
     ]
     certificate = functools.partial(
         _certificate_data,
@@ -407,6 +422,48 @@ def learn_float(
     )
 
 
+def too_few_heads_float(oracle: Oracle, H: int, seed: int, affine: bool) -> ModelClassMismatch | None:
+    """After a float decoding failure: does the box have more than ``H`` heads?
+
+    Asks the first pair's ``F(0..2H + 1)`` again plus one sample (phase ``"diagnosis"``,
+    counted) and fits a degree-``H`` rational function to ``F(0..2H)``: with at most ``H``
+    heads its value at ``k = 2H + 1`` misses the answer by a few units of the box's
+    roundoff; a miss over 2^20 of them says the box has more heads (a float test: the
+    residual is reported, not certified).
+    None otherwise (the failure had another cause).
+    """
+    _, B, pairs = float_design(oracle.d, seed, affine)
+    u, j = pairs[0]
+    k = np.arange(2 * H + 2, dtype=np.float64)
+    with oracle.phase("diagnosis"):
+        F = np.array(
+            oracle.query_many([B[j][None, :]] + [float_sequence(u, B[j], int(i)) for i in k[1:]]),
+            dtype=np.float64,
+        )
+    m = H
+    A = np.hstack([k[: 2 * m + 1, None] ** np.arange(m + 1),
+                   -F[: 2 * m + 1, None] * k[: 2 * m + 1, None] ** np.arange(1, m + 1)])
+    try:
+        sol = np.linalg.solve(A, F[: 2 * m + 1])
+    except np.linalg.LinAlgError:
+        return None
+    P = np.polynomial.Polynomial(sol[: m + 1])
+    Q = np.polynomial.Polynomial(np.concatenate([[1.0], sol[m + 1 :]]))
+    predicted = float(P(k[-1]) / Q(k[-1]))
+    residual = float(F[-1]) - predicted
+    scale = float(np.max(np.abs(F))) or 1.0
+    unit = getattr(oracle.arithmetic, "unit_roundoff", None) or 2.0**-53
+    threshold = 2**20 * unit * scale  # a correct fit misses by a few ulps, not a million
+    if not abs(residual) > threshold:
+        return None
+    return ModelClassMismatch(
+        f"the box has more than {H} heads (the fit with {H} heads leaves residual "
+        f"{residual:.3g} at k = {2 * H + 1}, over 2^20 units of the box's roundoff "
+        f"({threshold:.2g}); try heads={H + 1}, or max_heads= an upper bound in exact or "
+        "certified mode)"
+    )
+
+
 def _check_learning_fit(
     arith: Arithmetic,
     candidate: MultiHeadAttention,
@@ -436,7 +493,8 @@ def _check_learning_fit(
             raise ModelClassMismatch(
                 f"the fitted canonical heads miss the learning answer {y} on the query of "
                 f"length {X.shape[0]} (they give {expected}, relative gap {gap:.3e} > rtol "
-                f"{arith.rtol:g}): not {H} softmax heads, or too ill-conditioned in float64",
+                f"{arith.rtol:g}): not {H} softmax heads, or too ill-conditioned for a "
+                f"{box_precision(arith)} box",
                 query=X,
                 observed=y,
                 expected=expected,

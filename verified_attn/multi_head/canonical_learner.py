@@ -65,7 +65,7 @@ import flint
 import numpy as np
 
 from verified_attn.arithmetic import fmpq_matrix
-from verified_attn.errors import InvalidArgument
+from verified_attn.errors import InvalidArgument, NotIdentifiable, PrecisionExhausted
 from verified_attn.oracle import Oracle
 from verified_attn.recovery import MultiHeadRecovery
 from verified_attn.validation import (
@@ -273,9 +273,17 @@ def learn_multi_head(
     bound = canonical_query_limit(oracle.d, H0, affine=affine)
     oracle.require_remaining(bound, verify, "learn_multi_head")
     if arith.name == "float":
-        from verified_attn.multi_head.canonical_float import learn_float
+        from verified_attn.multi_head.canonical_float import learn_float, too_few_heads_float
 
-        return learn_float(oracle, H0, verify=verify, seed=seed, lengths=lengths, affine=affine)
+        try:
+            return learn_float(
+                oracle, H0, verify=verify, seed=seed, lengths=lengths, affine=affine
+            )
+        except (PrecisionExhausted, NotIdentifiable) as exc:
+            diagnosis = too_few_heads_float(oracle, H0, seed, affine)
+            if diagnosis is not None:
+                raise diagnosis from exc
+            raise
     from verified_attn.multi_head.canonical_certified import learn_certified
 
     return learn_certified(

@@ -365,6 +365,6 @@ CLAIMS = [
         **_RECOVERY_SIZES,
     ),
     Claim(
-        "prop-7.1/affine-canonical-recovery", "ours (THEORY §2)", AFFINE_RECOVERY, _affine_recovery
+        "prop-7.1/affine-canonical-recovery", "ours (docs/theory.md, The models)", AFFINE_RECOVERY, _affine_recovery
     ),
 ]

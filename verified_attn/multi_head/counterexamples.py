@@ -5,7 +5,7 @@
 >>> first.heads != second.heads, proof.holds
 (True, True)
 
-Four kinds (THEORY §7): ``permutation`` (reorder the heads), ``shared-score-split`` (two
+Four kinds (docs/theory.md, Proposition 7.1): ``permutation`` (reorder the heads), ``shared-score-split`` (two
 heads with one W split their summed v differently), ``dead-head`` (a head with v = 0 has
 an arbitrary W), ``cancelling-values`` (two equal-W heads with v and -v vanish, whatever W
 is). Every pair comes with an :class:`~verified_attn.multi_head.symbolic.EquivalenceProof`.
@@ -59,6 +59,27 @@ class CounterexamplePair:
 
     def __iter__(self) -> Any:
         return iter((self.first, self.second, self.proof))
+
+    def _repr_markdown_(self) -> str:
+        """Jupyter shows the verdict, then :func:`counterexample_report` (both models
+        exactly, and the proof).
+
+        >>> pair = counterexample(d=1, heads=2, kind="permutation", seed=0)
+        >>> print(pair._repr_markdown_())  # doctest: +ELLIPSIS
+        **Prop 7.1 counterexample (permutation)**: two 2-head models on d = 1 with distinct parameters, the same map (proved).
+        <BLANKLINE>
+        ```
+        Prop 7.1 counterexample (permutation), d = 1, H = 2, seed 0
+        ...
+        holds: True
+        ```
+        """
+        verdict = "the same map (proved)" if self.proof.holds else "the proof does **not** hold"
+        head = (
+            f"**Prop 7.1 counterexample ({self.kind})**: two {self.heads}-head models on "
+            f"d = {self.d} with distinct parameters, {verdict}."
+        )
+        return f"{head}\n\n```\n{counterexample_report(self)}\n```"
 
     def certificate(self, path: str | Path | None = None) -> dict[str, Any]:
         """A ``counterexample`` certificate (a dict; also written as JSON to ``path``).

@@ -288,11 +288,11 @@ def local_dimension(
         rng = np.random.default_rng(seed)
         z0 = Fraction(int(rng.integers(2, 6)), 1) + Fraction(1, int(rng.integers(2, 5)))
         J = jacobian(model, seqs, z0=z0)
-        lower = J.rank()
+        lower = J.rank()  # type: ignore[union-attr]  # with z0, jacobian returns an fmpq_mat
         method = f"exact rank at z0 = {z0} (lower bound), symmetry null vectors (upper bound)"
     else:
         J = jacobian(model, seqs, precision=precision)
-        lower = _certified_rank_lower(J, upper, precision)
+        lower = _certified_rank_lower(J, upper, precision)  # type: ignore[arg-type]  # no z0: arb_mat
         method = f"certified nonzero minor in arb at {precision} bits; symmetry null vectors"
     return LocalDimension(params, lower, upper, fibre_dim, sequences, method, families)
 

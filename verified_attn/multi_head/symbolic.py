@@ -69,7 +69,7 @@ def head_key(W: sympy.Matrix) -> tuple[Fraction, ...]:
 
 
 def opaque_form(
-    model: MultiHeadAttention, symbols: dict[tuple[Fraction, ...], sympy.Symbol] | None = None
+    model: MultiHeadAttention, symbols: dict[tuple[object, ...], sympy.Symbol] | None = None
 ) -> sympy.Expr:
     """``sum_h g(X, W_h)^T v_h`` with ``g_j`` opaque SymPy functions of (X, key of W_h).
 
@@ -328,7 +328,7 @@ def prove_same_map(
             raise InvalidArgument(f"{name} must be a MultiHeadAttention, got {type(m).__name__}")
     if m1.d != m2.d:
         raise InvalidArgument(f"the models have different d: m1.d = {m1.d}, m2.d = {m2.d}")
-    symbols: dict[tuple[Fraction, ...], sympy.Symbol] = {}
+    symbols: dict[tuple[object, ...], sympy.Symbol] = {}
     e1 = opaque_form(m1, symbols)
     e2 = opaque_form(m2, symbols)
     diff = sympy.expand(e1 - e2)
