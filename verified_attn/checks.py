@@ -221,4 +221,7 @@ class Claim:
         """``check_at(seed, params)`` (the defaults filled in), or ``check(seed)`` if None."""
         if params is None:
             return self.check(seed)
-        return self.check_at(seed, self.size_params(**params))  # type: ignore[misc]
+        assert self.check_at is not None, f"claim {self.id!r} has no size support"
+        rest = dict(params)
+        d = rest.pop("d", None)
+        return self.check_at(seed, self.size_params(None, d=None if d is None else int(d), **rest))

@@ -160,7 +160,8 @@ def sweep(
                 outcomes.append(exc)
     seconds = time.perf_counter() - t0
     here = versions()
-    cells, seen = [], []
+    cells: list[dict[str, Any]] = []
+    seen: list[Any] = []
     for (p, s), out in zip(grid, outcomes, strict=True):
         if isinstance(out, BaseException):
             cell = {
@@ -179,7 +180,7 @@ def sweep(
             if worker not in seen:
                 seen.append(worker)
         cells.append(cell)
-    passed = sum(c["passed"] for c in cells)
+    passed = sum(bool(c["passed"]) for c in cells)
     return {
         "tool": "verified-attn sweep",
         "claim": claim.id,
