@@ -58,6 +58,10 @@ Heads = list[tuple[list[list[Fraction]], list[Fraction]]]
 
 def verify(data: dict[str, Any]) -> CertificateCheck:
     """Re-check a ``counterexample`` certificate dict; CertificateError naming what fails."""
+    if isinstance(data, dict) and data.get("model_class") != "multi-head":
+        from verified_attn.certificates.pairs import verify_pair
+
+        return verify_pair(data)
     if not isinstance(data, dict):
         raise CertificateError(f"a certificate is a JSON object, got {type(data).__name__}")
     if get(data, "format") != FORMAT:
