@@ -28,7 +28,17 @@ from verified_attn.counterexample import Counterexample
 from verified_attn.errors import InvalidArgument
 from verified_attn.validation import check_int, check_seed
 
-__all__ = ["ALIASES", "HYPOTHESES", "THEOREMS", "Hypothesis", "counterexample", "hypotheses"]
+__all__ = [
+    "ALIASES",
+    "HYPOTHESES",
+    "THEOREMS",
+    "Hypothesis",
+    "counterexample",
+    "get_hypothesis",
+    "hypotheses",
+    "hypotheses_markdown",
+    "hypotheses_text",
+]
 
 
 @dataclass(frozen=True)
@@ -76,7 +86,7 @@ HYPOTHESES: tuple[Hypothesis, ...] = (
         "one-query-short",
         "all d^2 + d queries of the design are asked",
         "with any one length-2 probe left out, two heads with different exact rational W "
-        "agree exactly on the remaining d^2 + d - 1 queries (option left_out='v' leaves out "
+        "agree exactly on the remaining d^2 + d - 1 queries (left_out='v', CLI --left-out v, leaves out "
         "a length-1 query instead: the pair is then certified, not exact)",
         f"{_EX}:one_query_short",
     ),
@@ -232,3 +242,42 @@ def counterexample(
     if d < hyp.min_d:
         raise InvalidArgument(f"d must be >= {hyp.min_d} for {hyp.theorem} {kind!r}, got {d}")
     return hyp.build(d, check_seed(seed), **options)
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def hypotheses_markdown(found: list[Hypothesis] | None = None) -> str:
+    """The docs table: theorem | hypothesis | what fails without it | command | claim id.
+
+    >>> print(hypotheses_markdown(hypotheses("app-b")).splitlines()[2])  # doctest: +ELLIPSIS
+    | app-b | labels sign(f) only identify v up to a positive scale | v and c v ...
+    """
+    rows = [
+        "| theorem | hypothesis | what fails without it | command | claim id |",
+        "|---|---|---|---|---|",
+    ]
+    for h in HYPOTHESES if found is None else found:
+        rows.append(
+            f"| {h.theorem} | {_cell(h.statement)} | {_cell(h.fails)} | `{h.command}` | "
+            f"`{h.claim_id}` |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def hypotheses_text(found: list[Hypothesis] | None = None) -> str:
+    """The table as plain text (what ``verified-attn hypotheses`` prints)."""
+    import textwrap
+
+    lines = []
+    theorem = None
+    for h in HYPOTHESES if found is None else found:
+        if h.theorem != theorem:
+            theorem = h.theorem
+            lines.append(f"{theorem}")
+        lines.append(f"  {h.kind:<24} {h.statement}")
+        for part in textwrap.wrap(f"without it: {h.fails}", 72):
+            lines.append(f"  {'':<24} {part}")
+        lines.append(f"  {'':<24} $ {h.command}   (claim {h.claim_id})")
+    return "\n".join(lines) + "\n"

@@ -40,8 +40,7 @@ What is re-checked, with the core models (:mod:`verified_attn.models`), the core
      differ in some entry by more than twice the derived bound (recomputed in balls): an
      oracle answering the first head's values is valid for both, so every estimator from
      these probes errs by more than the bound on one of them;
-   - ``adversary`` (the ``within`` relation is then between ``first`` and the recorded
-     answers, not between the pair): the stored answers are within tau of ``first`` at every sequence, and
+   - ``adversary``: the stored answers are within tau of ``first`` at every sequence, and
      ``second`` (the estimate the learner made from them) errs at the stated entry by at
      least the stated fraction of the derived bound (recomputed in balls), and at most it;
    - ``nuclear-gap``: first's W has rank 1 (so ||W||_* = ||W||_F); the stored rational
@@ -216,9 +215,7 @@ def verify_pair(data: dict[str, Any]) -> CertificateCheck:
     if checker is None:
         raise CertificateError(f"proof.rule {rule!r:.40} is not a rule this checker re-runs")
     lines.append(checker(proof, d, p1, p2, m1, m2, seqs, tol))
-    if rule == "adversary":
-        pass  # the relation is between first and the recorded answers: checked by the rule
-    elif seqs is not None and m2 is not None:
+    if seqs is not None and m2 is not None:
         lines.append(_relation(relation, tol, m1, m2, seqs))
     elif seqs is None and m2 is None:
         raise CertificateError("a failure must record its witness sequences")

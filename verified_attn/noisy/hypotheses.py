@@ -18,7 +18,9 @@ per-coordinate margin; our norm design needs only ||v||_2 >= mu (claim
 ``tolerance``: against the worst-case tau-adversary the learner's W error reaches
 >= 99 % of the derived bound (the answers are recorded; the checker re-checks them within
 tau of the truth and the error against the bound recomputed in balls), so the bound cannot
-be lowered by 1 %. Float answers, certified checks: this one is not an exact pair.
+be lowered by 1 %. The learner's estimate (``second``) reproduces the adversary's
+answers, so the pair is within tau on the learner's queries too. Float answers and a
+float estimate, checked in balls: this one is certified, not an exact pair.
 
 ``positive_scale`` (App. B): labels sign(f) cannot tell v from c v, c > 0.
 """

@@ -90,8 +90,9 @@ def v_eff_zero(*, d: int = 3, seed: int = 0) -> Counterexample:
 class BiasedTransformer(SequenceModel):
     """``T(X) = w_o^T ReLU(A^T V^T X^T softmax(X W x_N) + c)``: an FFN with a bias c.
 
-    Outside the reduction's model class (it is here to show why); certified arithmetic
-    only (each ReLU is decided on a ball; PrecisionExhausted if one straddles 0).
+    Outside the reduction's model class (it is here to show why). Length-1 sequences are
+    exact in every arithmetic (g is rational there); longer ones in float or certified
+    arithmetic (each ReLU decided on a ball; PrecisionExhausted if one straddles 0).
     """
 
     model_class = "biased-transformer"
@@ -173,7 +174,19 @@ class BiasedTransformer(SequenceModel):
         return out
 
     def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
-        raise InvalidArgument("BiasedTransformer has no float evaluation; use certified")
+        """T on a float64 batch (B, N, d) -> (B,)."""
+        Xs = np.asarray(Xs, dtype=np.float64)
+        if Xs.ndim != 3 or Xs.shape[2] != self.d or Xs.shape[1] < 1:
+            raise InvalidArgument(f"Xs must have shape (B, N>=1, d={self.d}); got {Xs.shape}")
+        W = np.array([[float(x) for x in row] for row in self._Wm])
+        VA = np.array([[float(Fraction(int(x.p), int(x.q))) for x in row] for row in self._VA])
+        c = np.array([float(x) for x in self._c])
+        w = np.array([float(x) for x in self._w])
+        scores = np.einsum("bnd,bd->bn", Xs, Xs[:, -1, :] @ W.T)
+        alpha = np.exp(scores - scores.max(axis=1, keepdims=True))
+        alpha /= alpha.sum(axis=1, keepdims=True)
+        pooled = np.einsum("bn,bnd->bd", alpha, Xs)
+        return np.maximum(pooled @ VA + c, 0.0) @ w
 
 
 def _arb(q: Fraction) -> flint.arb:
