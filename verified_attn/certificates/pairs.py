@@ -145,6 +145,13 @@ def _ball(model: Any, X: list[list[Fraction]]) -> flint.arb:
         return model.evaluate_rational(as_rational_sequence(X, model.d), arith)
 
 
+def _differ(m1: Any, m2: Any, X: list[list[Fraction]]) -> bool:
+    """f1(X) != f2(X), decided rigorously: disjoint balls first, else exactly."""
+    if _with_prec(lambda: bool(abs(_ball(m1, X) - _ball(m2, X)) > 0)):
+        return True
+    return not get_arithmetic("exact").agree(_exact(m1, X), _exact(m2, X))
+
+
 def _arb(q: Fraction) -> flint.arb:
     return flint.arb(flint.fmpq(q.numerator, q.denominator))
 
@@ -226,6 +233,8 @@ def _relation(relation: str, tol: Fraction | None, m1: Any, m2: Any, seqs: list[
     lengths = sorted({len(X) for X in seqs})
     for i, X in enumerate(seqs):
         if relation == "equal":
+            if _with_prec(lambda X=X: bool(abs(_ball(m1, X) - _ball(m2, X)) > 0)):
+                raise CertificateError(f"sequences[{i}]: the pair differs there (disjoint balls)")
             a, b = _exact(m1, X), _exact(m2, X)
             if not get_arithmetic("exact").agree(a, b):
                 raise CertificateError(f"sequences[{i}]: the pair differs there ({a} vs {b})")
@@ -364,8 +373,7 @@ def _rule_design(
     parts = [f"design: the {len(seqs)} sequences are U's design queries"]
     if left is not None:
         X_left = dict(design)[left]
-        a, b = _exact(m1, X_left), _exact(m2, X_left)
-        if get_arithmetic("exact").agree(a, b):
+        if not _differ(m1, m2, X_left):
             raise CertificateError("the pair agrees at the left-out query too")
         parts.append(
             f"without {left[0]} query {list(left[1:])}, at which the pair differs (exactly)"
@@ -410,8 +418,7 @@ def _rule_recorded(
     differ = proof.get("differ")
     if differ is not None:
         X = _sequence(differ, "proof.differ", d)
-        a, b = _exact(m1, X), _exact(m2, X)
-        if get_arithmetic("exact").agree(a, b):
+        if not _differ(m1, m2, X):
             raise CertificateError("the pair agrees at proof.differ: it should tell them apart")
         parts.append("they differ (exactly) at the stated test query")
     return "; ".join(parts)
