@@ -23,6 +23,10 @@ What is re-checked, with the core models and exact arithmetic only:
 3. the pair evaluated exactly (:class:`~verified_attn.arithmetic.ExactArithmetic`, SymPy
    closed forms, equality decided by ``==``) at every recorded rational sequence: equal.
 
+Certificates of the other theorems' hypotheses (``model_class`` absent: single heads,
+Transformers, a learner's failure) are checked by
+:func:`verified_attn.certificates.pairs.verify_pair`, which re-runs their structural rules.
+
 Sizes are bounded before any work (:data:`MAX_D`, :data:`MAX_HEADS`, :data:`MAX_SEQUENCES`,
 :data:`MAX_LENGTH`): exact evaluation grows with them.
 """
