@@ -15,6 +15,7 @@ from verified_attn import claims
 from verified_attn.arithmetic import ARITHMETICS, get_arithmetic
 from verified_attn.certificates import CertificateCheck, verify_certificate
 from verified_attn.claims import check_claims
+from verified_attn.counterexample import Counterexample
 from verified_attn.errors import (
     CertificateError,
     InvalidArgument,
@@ -26,6 +27,7 @@ from verified_attn.errors import (
     VerifiedAttnError,
 )
 from verified_attn.exact_recovery import learn_single_head
+from verified_attn.hypotheses import counterexample, hypotheses
 from verified_attn.low_rank import learn_low_rank
 from verified_attn.models import (
     MultiHeadAttention,
@@ -34,7 +36,7 @@ from verified_attn.models import (
     SingleHeadAttention,
     attention_output,
 )
-from verified_attn.multi_head import canonical_form, counterexample, equivalent, learn_multi_head
+from verified_attn.multi_head import canonical_form, equivalent, learn_multi_head
 from verified_attn.noisy import learn_noisy
 from verified_attn.oracle import Oracle
 from verified_attn.oracle_wrappers import LabelOracle, NoisyOracle, StochasticOracle
@@ -56,6 +58,7 @@ __all__ = [
     "ARITHMETICS",
     "CertificateCheck",
     "CertificateError",
+    "Counterexample",
     "InvalidArgument",
     "LabelOracle",
     "LabelRecovery",
@@ -88,6 +91,7 @@ __all__ = [
     "counterexample",
     "equivalent",
     "get_arithmetic",
+    "hypotheses",
     "learn_low_rank",
     "learn_multi_head",
     "learn_noisy",

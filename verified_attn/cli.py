@@ -411,18 +411,39 @@ def _build_parser() -> argparse.ArgumentParser:
         p.set_defaults(arithmetic=None, precision=None)
         kind.add_arguments(p)
 
-    cex = sub.add_parser(
-        "counterexample", help="Prop 7.1: two distinct models with the same input-output map"
-    )
-    cex_kinds = cex.add_subparsers(dest="model_class", metavar="CLASS")
-    mh = cex_kinds.add_parser("multi-head", help="multi-head attention (Prop 7.1)")
-    from verified_attn.multi_head.counterexamples import KINDS
+    from verified_attn.hypotheses import ALIASES, HYPOTHESES, THEOREMS
 
-    mh.add_argument("--d", type=_int_at_least(1), required=True, help="token dimension d >= 1")
-    mh.add_argument("--heads", type=_int_at_least(1), required=True, help="number of heads H")
-    mh.add_argument("--kind", choices=KINDS, default="shared-score-split")
-    mh.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default 0)")
-    mh.add_argument("--json", metavar="F", type=Path, help="also write the pair and proof")
+    cex = sub.add_parser(
+        "counterexample",
+        help="a counterexample showing a theorem's hypothesis is needed (see `hypotheses`)",
+    )
+    cex.add_argument(
+        "theorem", metavar="THEOREM", choices=(*THEOREMS, *ALIASES), help=", ".join(THEOREMS)
+    )
+    cex.add_argument(
+        "--kind",
+        choices=sorted({h.kind for h in HYPOTHESES}),
+        default=None,
+        metavar="KIND",
+        help="the hypothesis (`verified-attn hypotheses` lists them; multi-head default "
+        "shared-score-split)",
+    )
+    cex.add_argument("--d", type=_int_at_least(1), default=3, help="token dimension (default 3)")
+    cex.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default 0)")
+    cex.add_argument("--heads", type=_int_at_least(1), help="number of heads (prop-7.1 only)")
+    cex.add_argument(
+        "--left-out",
+        choices=("W", "v"),
+        help="one-query-short: a length-2 (W) or length-1 (v) query",
+    )
+    cex.add_argument("--rank", type=_int_at_least(1), help="rank-exceeds: the rank r (default 1)")
+    cex.add_argument(
+        "--json", metavar="F", type=Path, help="also write the certificate (JSON) to F"
+    )
+
+    hyp = sub.add_parser("hypotheses", help="every theorem's hypotheses and their counterexamples")
+    hyp.add_argument("theorem", nargs="?", metavar="THEOREM", help="only this theorem's")
+    hyp.add_argument("--markdown", action="store_true", help="print the docs table (Markdown)")
 
     ver = sub.add_parser("verify-certificate", help="re-check a certificate without the oracle")
     ver.add_argument("path", metavar="F", type=Path, help="certificate JSON file")
@@ -549,21 +570,56 @@ def _cmd_verify_certificate(args: argparse.Namespace) -> int:
 
 
 def _cmd_counterexample(args: argparse.Namespace) -> int:
-    from verified_attn.multi_head.counterexamples import (
-        counterexample,
-        counterexample_report,
-        dumps,
-    )
+    from verified_attn.errors import CertificateError
+    from verified_attn.hypotheses import ALIASES, counterexample
 
-    if args.model_class is None:
-        raise _UsageError("counterexample needs a model class: multi-head")
-    pair = counterexample(
-        args.model_class, d=args.d, heads=args.heads, kind=args.kind, seed=args.seed
-    )
-    print(counterexample_report(pair))
+    theorem = ALIASES.get(args.theorem, args.theorem)
+    kind = args.kind
+    if kind is None:
+        if theorem != "prop-7.1":
+            raise _UsageError(
+                f"counterexample {args.theorem} needs --kind (see `{PROG} hypotheses`)"
+            )
+        kind = "shared-score-split"
+    options: dict[str, Any] = {}
+    for name, applies in (
+        ("heads", theorem == "prop-7.1"),
+        ("left_out", kind == "one-query-short"),
+        ("rank", kind == "rank-exceeds"),
+    ):
+        value = getattr(args, name)
+        if value is not None:
+            if not applies:
+                raise _UsageError(f"--{name.replace('_', '-')} does not apply to {theorem} {kind}")
+            options[name] = value
+    cx = counterexample(theorem, kind=kind, d=args.d, seed=args.seed, **options)
+    pair = cx.payload.get("pair")
+    if pair is not None:  # Prop 7.1: the room's report (both models, then the proof)
+        from verified_attn.multi_head.counterexamples import counterexample_report
+
+        print(counterexample_report(pair))
+    else:
+        print(cx.text())
+    try:
+        lines = cx.explain()
+    except CertificateError as exc:
+        print(f"check FAILED: {exc}")
+        return EXIT_FAIL
+    print("check (the counterexample checker, exact where the relation is 'equal'):")
+    for line in lines:
+        print(f"  {line}")
     if args.json is not None:
-        _write(args.json, dumps(pair))
-    return EXIT_OK if pair.proof.holds else EXIT_FAIL
+        _write(args.json, json.dumps(cx.certificate(), indent=1) + "\n")
+        print(f"check it: {PROG} verify-certificate {args.json}")
+    return EXIT_OK
+
+
+def _cmd_hypotheses(args: argparse.Namespace) -> int:
+    from verified_attn.hypotheses import hypotheses, hypotheses_markdown, hypotheses_text
+
+    found = hypotheses(args.theorem)
+    print(hypotheses_markdown(found) if args.markdown else hypotheses_text(found), end="")
+    return EXIT_OK
 
 
 def _int_list(text: str) -> list[int]:
@@ -626,6 +682,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "counterexample": _cmd_counterexample,
+    "hypotheses": _cmd_hypotheses,
     "check": _cmd_check,
     "claims": _cmd_claims,
     "learn": _cmd_learn,

@@ -23,6 +23,10 @@ What is re-checked, with the core models and exact arithmetic only:
 3. the pair evaluated exactly (:class:`~verified_attn.arithmetic.ExactArithmetic`, SymPy
    closed forms, equality decided by ``==``) at every recorded rational sequence: equal.
 
+Certificates of the other theorems' hypotheses (``model_class`` absent: single heads,
+Transformers, a learner's failure) are checked by
+:func:`verified_attn.certificates.pairs.verify_pair`, which re-runs their structural rules.
+
 Sizes are bounded before any work (:data:`MAX_D`, :data:`MAX_HEADS`, :data:`MAX_SEQUENCES`,
 :data:`MAX_LENGTH`): exact evaluation grows with them.
 """
@@ -58,6 +62,10 @@ Heads = list[tuple[list[list[Fraction]], list[Fraction]]]
 
 def verify(data: dict[str, Any]) -> CertificateCheck:
     """Re-check a ``counterexample`` certificate dict; CertificateError naming what fails."""
+    if isinstance(data, dict) and data.get("model_class") != "multi-head":
+        from verified_attn.certificates.pairs import verify_pair
+
+        return verify_pair(data)
     if not isinstance(data, dict):
         raise CertificateError(f"a certificate is a JSON object, got {type(data).__name__}")
     if get(data, "format") != FORMAT:
