@@ -269,13 +269,14 @@ def learn_multi_head(
             f"affine=False, but the oracle declares model class {oracle.model_class!r} "
             "(score or output biases): pass affine=True or leave it None"
         )
-    # The worst case, ties included: never exceeded, so a budget is checked against it.
-    bound = canonical_query_limit(oracle.d, H0, affine=affine)
-    oracle.require_remaining(bound, verify, "learn_multi_head")
     if arith.name == "float":
+        # Its own design and count (a ratio grid with redundancy), budget-checked there.
         from verified_attn.multi_head.canonical_float import learn_float
 
         return learn_float(oracle, H0, verify=verify, seed=seed, lengths=lengths, affine=affine)
+    # The worst case, ties included: never exceeded, so a budget is checked against it.
+    bound = canonical_query_limit(oracle.d, H0, affine=affine)
+    oracle.require_remaining(bound, verify, "learn_multi_head")
     from verified_attn.multi_head.canonical_certified import learn_certified
 
     return learn_certified(
