@@ -181,8 +181,11 @@ def _float_poles(t: np.ndarray, F: np.ndarray, m: int) -> list[tuple[float, floa
         lt = np.log(t)
 
     def linear(sv: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        sig = np.where(np.isfinite(lt)[:, None], _sigmoid(sv[None, :] + np.where(
-            np.isfinite(lt), lt, 0.0)[:, None]), 0.0)
+        sig = np.where(
+            np.isfinite(lt)[:, None],
+            _sigmoid(sv[None, :] + np.where(np.isfinite(lt), lt, 0.0)[:, None]),
+            0.0,
+        )
         Bm = np.hstack([sig, np.ones((len(t), 1))])
         lin = np.linalg.lstsq(Bm, F, rcond=None)[0]
         return sig, lin, Bm @ lin - F
@@ -195,9 +198,7 @@ def _float_poles(t: np.ndarray, F: np.ndarray, m: int) -> list[tuple[float, floa
     for attempt in range(_RESTARTS):
         if best[0] <= _PAIR_FIT * scale:
             break
-        start = (
-            np.linspace(-3.0, 3.0, m) if attempt == 0 else rng.uniform(-4.0, 4.0, m)
-        )
+        start = np.linspace(-3.0, 3.0, m) if attempt == 0 else rng.uniform(-4.0, 4.0, m)
         trial = _varpro(linear, start, m)
         if trial[0] < best[0]:
             best = trial
@@ -205,9 +206,7 @@ def _float_poles(t: np.ndarray, F: np.ndarray, m: int) -> list[tuple[float, floa
     return [(float(s_arr[h]), float(lin[h])) for h in range(m)]
 
 
-def _varpro(
-    linear: Any, s_arr: np.ndarray, m: int
-) -> tuple[float, np.ndarray, np.ndarray]:
+def _varpro(linear: Any, s_arr: np.ndarray, m: int) -> tuple[float, np.ndarray, np.ndarray]:
     """Variable projection Gauss-Newton on the scores (the residues and c linear)."""
     sig, lin, res = linear(s_arr)
     best = (float(np.linalg.norm(res)), s_arr, lin)
@@ -266,37 +265,36 @@ def _float_match(
     other: list[tuple[float, float]],
     link: list[tuple[float, float]],
     what: str,
+    ambiguous: list[str],
 ) -> tuple[int, ...]:
     """The order p with ``{(base[h] + other[p[h]]) / 2}`` nearest to ``link`` (the float
     links are halved, ``((u_1 + u_k) / 2, b_1)``, so that their scores stay in the ratio
-    grid's window: scores and residues average along them), if it is clearly nearer than
-    every other order."""
+    grid's window: scores and residues average along them).
+
+    If another order is within _MATCH_MARGIN of the best one, the best is still taken
+    (the joint fit, its conditioning check and the fresh queries decide) and the step is
+    recorded in ``ambiguous``: a refusal then names it (NotIdentifiable).
+    """
     H = len(base)
     s_scale = max(1.0, *(abs(x[0]) for x in link))
     r_scale = max(abs(x[1]) for x in link) or 1.0  # all residues 0: absolute
-    errors = {}
-    for perm in itertools.permutations(range(H)):
-        got = [
-            ((base[h][0] + other[perm[h]][0]) / 2, (base[h][1] + other[perm[h]][1]) / 2)
-            for h in range(H)
-        ]
-        errors[perm] = min(
-            max(
-                max(
-                    abs(got[h][0] - link[o[h]][0]) / s_scale,
-                    abs(got[h][1] - link[o[h]][1]) / r_scale,
-                )
-                for h in range(H)
-            )
-            for o in itertools.permutations(range(H))
+    perms = np.array(list(itertools.permutations(range(H))))
+    bs, os_, ls = np.array(base), np.array(other), np.array(link)
+    got = (bs[None, :, :] + os_[perms]) / 2  # (P, H, 2)
+    dist = np.maximum(
+        np.abs(got[:, :, None, 0] - ls[None, None, :, 0]) / s_scale,
+        np.abs(got[:, :, None, 1] - ls[None, None, :, 1]) / r_scale,
+    )  # (P, H, H): head h of order p against link head o
+    errors = dist.min(axis=2).max(axis=1)
+    order = np.argsort(errors, kind="stable")
+    best = float(errors[order[0]])
+    close = [int(i) for i in order[1:3] if errors[i] <= _MATCH_MARGIN * best]
+    if close:
+        ambiguous.append(
+            f"the link {what} matches {1 + len(close)}+ head orders within "
+            f"{_MATCH_MARGIN:g}x (best mismatch {best:.1e}, next {float(errors[close[0]]):.1e})"
         )
-    found = _ranked(errors)
-    if len(found) != 1:
-        raise NotIdentifiable(
-            f"the link {what} is consistent with {len(found)} head orders in float64, not "
-            "exactly one; rerun with another seed"
-        )
-    return found[0]
+    return tuple(int(x) for x in perms[order[0]])
 
 
 def _refine(
@@ -426,16 +424,12 @@ def learn_float(
         with oracle.phase("F(0)"):
             f0 = np.array(oracle.query_many(B[:, None, :]), dtype=np.float64)
         with oracle.phase("F(t)"):
-            seqs = [
-                float_sequence(u, B[j], k, m) for u, j in pairs for k, m in ratios[:n_grid]
-            ]
+            seqs = [float_sequence(u, B[j], k, m) for u, j in pairs for k, m in ratios[:n_grid]]
             grid_ans = np.array(oracle.query_many(seqs), dtype=np.float64)
         extra_ans = np.zeros(0)
         if n_extra:
             with oracle.phase("redundancy"):
-                seqs = [
-                    float_sequence(u, B[j], k, m) for u, j in pairs for k, m in ratios[n_grid:]
-                ]
+                seqs = [float_sequence(u, B[j], k, m) for u, j in pairs for k, m in ratios[n_grid:]]
                 extra_ans = np.array(oracle.query_many(seqs), dtype=np.float64)
         ans = np.hstack(
             [grid_ans.reshape(len(pairs), n_grid), extra_ans.reshape(len(pairs), n_extra)]
@@ -448,9 +442,14 @@ def learn_float(
         ncols = len(B)
         grid = {(k, j): decoded[k * ncols + j] for k in range(d) for j in range(ncols)}
         labelled = {(0, 0): grid[(0, 0)]}
+        ambiguous: list[str] = []
         for k in range(1, d):
             perm = _float_match(
-                grid[(0, 0)], grid[(k, 0)], decoded[d * ncols + k - 1], f"((u_1 + u_{k + 1})/2, b_1)"
+                grid[(0, 0)],
+                grid[(k, 0)],
+                decoded[d * ncols + k - 1],
+                f"((u_1 + u_{k + 1})/2, b_1)",
+                ambiguous,
             )
             labelled[(k, 0)] = [grid[(k, 0)][perm[h]] for h in range(H)]
         ties: list[tuple[int, int, list[tuple[int, ...]]]] = []
@@ -510,9 +509,9 @@ def learn_float(
                 }
                 ok = _ranked(misses)
                 if len(ok) != 1:
-                    raise NotIdentifiable(
-                        f"the tie link (u_{k + 1}, (b_1 + b_{j + 1})/2) is consistent with {len(ok)} "
-                        "head orders in float64, not exactly one; rerun with another seed"
+                    ambiguous.append(
+                        f"the tie link (u_{k + 1}, (b_1 + b_{j + 1})/2) is consistent with "
+                        f"{len(ok)} head orders in float64"
                     )
                 labelled[(k, j)] = [here[ok[0][h]] for h in range(H)]
         # S_h = U [W_h | c_h] M with M the probes (lifted to [b; 1] if affine).
@@ -533,29 +532,46 @@ def learn_float(
         bs = [*B] + [B[j] for _, j in pairs for _ in ratios]
         logk = [-np.inf] * ncols + [math.log(k / m) for _ in pairs for k, m in ratios]
         ys = np.concatenate([f0, ans.ravel()])
-        heads, beta_fit, residuals, sigma_min = _refine(
-            heads, beta0, (np.array(us), np.array(bs), np.array(logk), ys), affine
-        )
-        estimate = _parameter_error_estimate(
-            oracle.arithmetic, heads, beta_fit, residuals, ys, sigma_min, H
-        )
-        heads.sort(key=lambda hd: tuple(hd[0].ravel()))  # the canonical order, by W row-major
-        beta = beta_fit if affine else None
-        candidate = MultiHeadAttention([tuple(x.tolist() for x in hd) for hd in heads], beta=beta)
-        _check_learning_fit(oracle.arithmetic, candidate, f0, ans, tie_answers, U, B, H, affine)
-        checked = (
-            verify_model(
-                oracle,
-                candidate,
-                count=verify,
-                seed=seed,
-                lengths=lengths,
-                bias=beta if affine else 0.0,
-                what="the recovered canonical heads",
+        try:
+            heads, beta_fit, residuals, sigma_min = _refine(
+                heads, beta0, (np.array(us), np.array(bs), np.array(logk), ys), affine
             )
-            if verify
-            else None
-        )
+            estimate = _parameter_error_estimate(
+                oracle.arithmetic, heads, beta_fit, residuals, ys, sigma_min, H
+            )
+            heads.sort(key=lambda hd: tuple(hd[0].ravel()))  # the canonical order, by W row-major
+            beta = beta_fit if affine else None
+            candidate = MultiHeadAttention(
+                [tuple(x.tolist() for x in hd) for hd in heads], beta=beta
+            )
+            _check_learning_fit(oracle.arithmetic, candidate, f0, ans, tie_answers, U, B, H, affine)
+            checked = (
+                verify_model(
+                    oracle,
+                    candidate,
+                    count=verify,
+                    seed=seed,
+                    lengths=lengths,
+                    bias=beta if affine else 0.0,
+                    what="the recovered canonical heads",
+                )
+                if verify
+                else None
+            )
+        except (ModelClassMismatch, PrecisionExhausted) as exc:
+            if not ambiguous:
+                raise
+            # The fit failed after a matching step that was not clear-cut: that step is
+            # the likelier reason, and the refusal names it.
+            raise NotIdentifiable(
+                f"{ambiguous[0]}"
+                + (
+                    f" (and {len(ambiguous) - 1} more ambiguous steps)"
+                    if len(ambiguous) > 1
+                    else ""
+                )
+                + f"; the fit from the best order then failed: {exc}; rerun with another seed"
+            ) from exc
     counts = run.counts
     params: dict[str, Any] = {"heads": heads}
     if affine:
@@ -626,9 +642,7 @@ def _parameter_error_estimate(
     near-interpolating fit (about as many answers as parameters) that reproduces every
     answer yet sits far from the heads: its sigma_min is tiny.
     """
-    noise = float(
-        np.sqrt(np.sum(residuals**2) + np.sum((arith.unit_roundoff * np.abs(ys)) ** 2))
-    )
+    noise = float(np.sqrt(np.sum(residuals**2) + np.sum((arith.unit_roundoff * np.abs(ys)) ** 2)))
     size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
     estimate = math.inf if sigma_min <= 0 else noise / sigma_min / size
     if not estimate <= _PARAMETER_SAFETY * arith.rtol:
