@@ -56,7 +56,7 @@ _FLOAT_SCALE = 2.1
 # poles -1/lam_h; the Moebius variable w = (t - 1)/(t + 1) maps the samples to [-1, 1]
 # and the poles outside it, where a Chebyshev basis is well conditioned.
 _LOG2_WINDOW = 4.0
-_MAX_DENOMINATOR = 16
+_MAX_LENGTH = 24  # k + m: the longest per-pair query
 # Matching in float: the order with the smallest mismatch wins only if every other order
 # misses by _MATCH_MARGIN times more (noise vs a real gap between heads); otherwise the
 # step is ambiguous (a tie link decides, or NotIdentifiable). Soundness comes from the
@@ -87,19 +87,19 @@ def float_ratios(H: int) -> list[tuple[int, int]]:
 
     >>> float_ratios(1)
     [(1, 16), (16, 1)]
+    >>> max(k + m for k, m in float_ratios(8)) <= 24
+    True
     >>> float_ratios(2)[-1]
     (1, 1)
     """
-    from fractions import Fraction
-
     n = 2 * H
-    out = []
+    candidates = [(k, m) for k in range(1, _MAX_LENGTH) for m in range(1, _MAX_LENGTH - k + 1)]
+    out: list[tuple[int, int]] = []
     for i in range(n):
-        e = -_LOG2_WINDOW + 2 * _LOG2_WINDOW * i / (n - 1)
-        q = Fraction(2.0**e).limit_denominator(_MAX_DENOMINATOR)
-        if q > _MAX_DENOMINATOR:
-            q = Fraction(_MAX_DENOMINATOR)
-        out.append((q.numerator, q.denominator))
+        e = (-_LOG2_WINDOW + 2 * _LOG2_WINDOW * i / (n - 1)) * math.log(2.0)
+        free = [c for c in candidates if all(c[0] * o[1] != c[1] * o[0] for o in out)]
+        # the nearest ratio in log t, then the shortest query
+        out.append(min(free, key=lambda c: (round(abs(math.log(c[0] / c[1]) - e), 9), sum(c))))
     out += [(1, 1)] * redundancy(H)
     if len({k / m for k, m in out}) != len(out):  # pragma: no cover - a design invariant
         raise AssertionError(f"the ratio grid for H = {H} repeats a ratio: {out}")
