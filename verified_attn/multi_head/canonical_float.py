@@ -111,7 +111,7 @@ def float_query_bound(d: int, H: int, *, affine: bool = False) -> int:
     and ``redundancy(H)`` redundant samples.
 
     >>> float_query_bound(8, 6), float_query_bound(3, 2, affine=True)
-    (1073, 101)
+    (931, 74)
     """
     ncols = d + (1 if affine else 0)
     npairs = d * ncols + d - 1
