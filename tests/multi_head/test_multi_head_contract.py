@@ -32,6 +32,7 @@ from verified_attn.errors import (
 from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head import counterexample
 from verified_attn.multi_head.canonical import canonical_form
+from verified_attn.multi_head.canonical_float import float_query_limit
 from verified_attn.multi_head.canonical_learner import (
     canonical_query_bound,
     canonical_query_limit,
@@ -55,23 +56,29 @@ EQUAL_V = MultiHeadAttention([([[1, 0], [0, 2]], [1, -1]), ([[0, 1], [-1, 0]], [
 ORTHO_MODEL, ORTHO_BASES = orthogonal_heads_model(4, [2, 1], 0)
 
 
-def _canonical(model: MultiHeadAttention, H: int, golden: int) -> dict[str, Any]:
+def _canonical(
+    model: MultiHeadAttention, H: int, golden: int, float_golden: int
+) -> dict[str, Any]:
     return {
         "model": model,
         "run": lambda oracle, **kw: learn_multi_head(oracle, heads=H, **kw),
         "golden": golden,
         "bound": canonical_query_limit(model.d, H, affine=model.affine),
+        # The float path's own design (a ratio grid, one redundant sample per pair).
+        "float_golden": float_golden,
+        "float_bound": float_query_limit(model.d, H, affine=model.affine),
         "method": "canonical",
     }
 
 
 INSTANCES: dict[str, dict[str, Any]] = {
     # d + 2H (d^2 + d - 1) = 2 + 4 * 5
-    "canonical-plain": _canonical(random_multi_head(2, 2, 22), 2, 22),
-    # d + 1 + 2H (d^2 + 2d - 1) = 3 + 4 * 7
-    "canonical-affine": _canonical(AFFINE, 2, 31),
-    # equal v: 22 + d (d - 1) tie links, the worst case
-    "canonical-ties": _canonical(EQUAL_V, 2, 24),
+    # float: d + (2H + 1)(d^2 + d - 1) = 2 + 5 * 5
+    "canonical-plain": _canonical(random_multi_head(2, 2, 22), 2, 22, 27),
+    # d + 1 + 2H (d^2 + 2d - 1) = 3 + 4 * 7; float 3 + 5 * 7
+    "canonical-affine": _canonical(AFFINE, 2, 31, 38),
+    # equal v: 22 + d (d - 1) tie links, the worst case; float 27 + 2
+    "canonical-ties": _canonical(EQUAL_V, 2, 24, 29),
     "orthogonal": {
         "model": ORTHO_MODEL,
         "run": lambda oracle, **kw: learn_orthogonal_heads(oracle, ORTHO_BASES, **kw),
@@ -135,8 +142,9 @@ def test_exact_model_is_equal_with_double_equals() -> None:
 def test_counts_add_up_on_the_oracle(name: str, arith: str) -> None:
     rec, oracle = _learn(name, arith)
     assert oracle.queries == rec.queries + rec.verification_queries
-    assert rec.queries == INSTANCES[name]["golden"]
-    assert rec.bound == INSTANCES[name]["bound"]
+    key = "float_" if arith == "float" and "float_golden" in INSTANCES[name] else ""
+    assert rec.queries == INSTANCES[name][key + "golden"]
+    assert rec.bound == INSTANCES[name][key + "bound"]
     assert sum(rec.queries_by_phase.values()) == oracle.queries
     assert rec.verified and rec.verification is not None
     assert rec.queries_by_phase["verify"] == 8
@@ -222,7 +230,8 @@ def test_verify_zero_is_not_verified_and_still_certifies(method: str, arith: str
     oracle = va.Oracle(INSTANCES[name]["model"], arith)
     rec = INSTANCES[name]["run"](oracle, verify=0)
     assert not rec.verified and rec.verification_queries == 0
-    assert oracle.queries == rec.queries == INSTANCES[name]["golden"]
+    key = "float_" if arith == "float" and "float_golden" in INSTANCES[name] else ""
+    assert oracle.queries == rec.queries == INSTANCES[name][key + "golden"]
     assert "NOT verified" in rec.summary()
     check = va.verify_certificate(rec.certificate())
     assert check.ok

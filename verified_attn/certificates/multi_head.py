@@ -140,11 +140,20 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
     ncols = d + (1 if affine else 0)
     npairs = d * ncols + d - 1
     ties = _ties(data, d, ncols)
-    phases = {"F(0)": ncols, "F(k)": npairs * 2 * H0}
+    if arith.name == "float":
+        # The float path's own design: per pair 2 H0 grid ratios plus the redundant ones.
+        extra = _float_redundancy(H0)
+        phases = {"F(0)": ncols, "F(t)": npairs * 2 * H0}
+        if extra:
+            phases["redundancy"] = npairs * extra
+    else:
+        phases = {"F(0)": ncols, "F(k)": npairs * 2 * H0}
     if ties:
         phases["tie links"] = len(ties)
     learning = sum(phases.values())
-    bound = _limit(d, H0, affine)
+    bound = _limit(d, H0, affine) + (
+        (npairs * _float_redundancy(H0)) if arith.name == "float" else 0
+    )
     q = check_counts(data, learning=learning, bound=bound, phases=phases)
     extra = set(q["by_phase"]) - {*phases, "verify"}
     if extra:
@@ -281,18 +290,23 @@ def _rows(data: dict[str, Any], name: str, n: int) -> list[Any]:
     return as_list(get(data, f"design.{name}"), f"design.{name}", n)
 
 
-def _pairs(U: list[list[Any]], ncols: int) -> list[tuple[list[Any], int]]:
-    """(u, index of b): the grid (u_k, b_j), then the links (u_1 + u_k, b_1)."""
+def _pairs(U: list[list[Any]], ncols: int, half: bool = False) -> list[tuple[list[Any], int]]:
+    """(u, index of b): the grid (u_k, b_j), then the links (u_1 + u_k, b_1), halved
+    ``((u_1 + u_k) / 2, b_1)`` in the float design."""
     d = len(U)
     pairs = [(U[k], j) for k in range(d) for j in range(ncols)]
-    pairs += [([a + b for a, b in zip(U[0], U[k], strict=True)], 0) for k in range(1, d)]
+    pairs += [
+        ([(a + b) / 2 if half else a + b for a, b in zip(U[0], U[k], strict=True)], 0)
+        for k in range(1, d)
+    ]
     return pairs
 
 
-def _samples(data: dict[str, Any], arith: Arithmetic, ncols: int, npairs: int, H0: int) -> Any:
+def _samples(data: dict[str, Any], arith: Arithmetic, ncols: int, npairs: int, n: int) -> Any:
+    """F(0) per probe and n samples per pair (2 H0 in exact/certified mode)."""
     F0 = numbers(get(data, "answers.F0"), "answers.F0", arith, ncols)
     F = [
-        numbers(row, f"answers.F[{p}]", arith, 2 * H0)
+        numbers(row, f"answers.F[{p}]", arith, n)
         for p, row in enumerate(as_list(get(data, "answers.F"), "answers.F", npairs))
     ]
     return F0, F
@@ -329,7 +343,7 @@ def _redecode(
     flint.ctx.prec = prec
     try:
         with arith.context():
-            F0, F = _samples(data, arith, ncols, npairs, H0)
+            F0, F = _samples(data, arith, ncols, npairs, 2 * H0)
             f0 = [to_arb(a) for a in F0]
             pairs = _pairs(U, ncols)
             samples = [
@@ -562,10 +576,11 @@ def _float_fit(
     arith = head.arith
     U, B = _design(data, head, ncols)
     Ua, Ba = np.array(U, dtype=np.float64), np.array(B, dtype=np.float64)
-    F0, F = _samples(data, arith, ncols, npairs, H0)
-    pairs = _pairs(list(Ua), ncols)
+    ratios = _float_ratios(data, H0)
+    F0, F = _samples(data, arith, ncols, npairs, len(ratios))
+    pairs = _pairs(list(Ua), ncols, half=True)
     seqs = [Ba[j][None, :] for j in range(ncols)]
-    seqs += [_float_sequence(u, Ba[j], k) for u, j in pairs for k in range(1, 2 * H0 + 1)]
+    seqs += [_float_sequence(u, Ba[j], k, m) for u, j in pairs for k, m in ratios]
     seqs += [_float_sequence(Ua[t["k"]], (Ba[0] + Ba[t["j"]]) / 2, 1) for t in ties]
     observed = [*F0, *(a for row in F for a in row)]
     observed += [number(t["answer"], t["path"], arith) for t in ties]
@@ -589,8 +604,28 @@ def _float_fit(
     )
 
 
-def _float_sequence(u: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
-    return np.vstack([np.tile(b + u, (k, 1)), b[None, :]])
+def _float_sequence(u: np.ndarray, b: np.ndarray, k: int, m: int = 1) -> np.ndarray:
+    return np.vstack([np.tile(b + u, (k, 1)), np.tile(b, (m, 1))])
+
+
+def _float_redundancy(H0: int) -> int:
+    """Redundant samples per pair of the float design beyond 2 H0 (1 if H0 >= 2)."""
+    return 1 if H0 >= 2 else 0
+
+
+def _float_ratios(data: dict[str, Any], H0: int) -> list[tuple[int, int]]:
+    """design.ratios: 2 H0 + redundancy distinct ratios k/m of positive integers <= 64."""
+    n = 2 * H0 + _float_redundancy(H0)
+    rows = as_list(get(data, "design.ratios"), "design.ratios", n)
+    out = []
+    for i, row in enumerate(rows):
+        pair = as_list(row, f"design.ratios[{i}]", 2)
+        k = as_int(pair[0], f"design.ratios[{i}][0]", low=1, high=64)
+        m = as_int(pair[1], f"design.ratios[{i}][1]", low=1, high=64)
+        out.append((k, m))
+    if len({Fraction(k, m) for k, m in out}) != n:
+        raise CertificateError(f"design.ratios repeats a ratio: {out}")
+    return out
 
 
 # ---------------------------------------------------------------------------------------

@@ -269,21 +269,20 @@ def learn_multi_head(
             f"affine=False, but the oracle declares model class {oracle.model_class!r} "
             "(score or output biases): pass affine=True or leave it None"
         )
-    # The worst case, ties included: never exceeded, so a budget is checked against it.
-    bound = canonical_query_limit(oracle.d, H0, affine=affine)
-    oracle.require_remaining(bound, verify, "learn_multi_head")
     if arith.name == "float":
+        # Its own design and count (a ratio grid with redundancy), budget-checked there.
         from verified_attn.multi_head.canonical_float import learn_float, too_few_heads_float
 
         try:
-            return learn_float(
-                oracle, H0, verify=verify, seed=seed, lengths=lengths, affine=affine
-            )
+            return learn_float(oracle, H0, verify=verify, seed=seed, lengths=lengths, affine=affine)
         except (PrecisionExhausted, NotIdentifiable) as exc:
             diagnosis = too_few_heads_float(oracle, H0, seed, affine)
             if diagnosis is not None:
                 raise diagnosis from exc
             raise
+    # The worst case, ties included: never exceeded, so a budget is checked against it.
+    bound = canonical_query_limit(oracle.d, H0, affine=affine)
+    oracle.require_remaining(bound, verify, "learn_multi_head")
     from verified_attn.multi_head.canonical_certified import learn_certified
 
     return learn_certified(
