@@ -59,6 +59,7 @@ __all__ = [
     "DEFAULT_LENGTHS",
     "DEFAULT_VERIFY",
     "FLOOR",
+    "HIGH_PRECISION_FACTOR",
     "Verification",
     "agree",
     "ask_fresh",
@@ -69,6 +70,7 @@ __all__ = [
     "permute_context",
     "permuted_pairs",
     "tolerance",
+    "verify_candidate",
     "verify_model",
 ]
 
@@ -365,6 +367,71 @@ def check_record(
         record.max_gap = worst
         record.max_ratio = ratio
     return record
+
+
+#: Certified verification of a reconstructed (rational) result asks and predicts at this
+#: multiple of the learning precision, where the oracle allows it.
+HIGH_PRECISION_FACTOR = 4
+
+
+def verify_candidate(
+    oracle: Any,
+    model: Any,
+    *,
+    count: int,
+    seed: int,
+    lengths: Sequence[int],
+    phase: str = "verify",
+    what: str = "the recovered model",
+) -> tuple[Verification | None, str | None]:
+    """Verify a candidate whose exactness rests on reconstruction from balls.
+
+    Returns ``(record, refutation)``. In certified mode, where the oracle
+    :attr:`~verified_attn.oracle.Oracle.can_raise_precision`, the fresh sequences are asked
+    and predicted at :data:`HIGH_PRECISION_FACTOR` times the oracle's precision: only a
+    truth within about 2^-(k p) of the candidate can then still agree. If the candidate
+    disagrees there but agrees at the learning precision, ``refutation`` is a sentence
+    naming the sequence (the candidate is close to the truth but not equal to it: the
+    caller falls back to balls or refuses); if it disagrees even at the learning precision,
+    :class:`~verified_attn.errors.ModelClassMismatch` propagates. Elsewhere this is
+    :func:`verify_model` and ``refutation`` is None. ``count=0``: ``(None, None)``.
+    """
+    if not count:
+        return None, None
+    arith = oracle.arithmetic
+    if arith.name != "certified" or not oracle.can_raise_precision:
+        return (
+            verify_model(
+                oracle, model, count=count, seed=seed, lengths=lengths, phase=phase, what=what
+            ),
+            None,
+        )
+    high = int(arith.precision) * HIGH_PRECISION_FACTOR
+    record = ask_fresh(
+        oracle, count=count, seed=seed, lengths=lengths, precision=high, phase=phase
+    )
+    try:
+        return check_record(record, model, what=what), None
+    except ModelClassMismatch as exc:
+        low = Verification(
+            count=record.count,
+            seed=record.seed,
+            lengths=record.lengths,
+            precision=None,
+            arithmetic=record.arithmetic,
+            rtol=None,
+            max_gap=None,
+            sequences=record.sequences,
+            answers=record.answers,
+            working=arith,
+        )
+        check_record(low, model, what=what)  # visible at the learning precision: not the class
+        length = np.shape(exc.query)[0] if exc.query is not None else "?"
+        return record, (
+            f"{what} was refuted on a fresh sequence of length {length} asked at {high} bits "
+            f"({HIGH_PRECISION_FACTOR} x the learning precision {arith.precision}), though it "
+            "agrees at the learning precision: the truth is near it but not equal to it"
+        )
 
 
 def check_positions(

@@ -1,0 +1,49 @@
+"""Certified results are exact only with their assumptions, and never near a rational."""
+
+from __future__ import annotations
+
+import pytest
+import sympy
+
+import verified_attn as va
+from verified_attn.errors import PrecisionExhausted
+
+RANK1 = [[2, 4, 0], [1, 2, 0], [-1, -2, 0]]
+
+
+def _perturbed(eps: sympy.Rational) -> sympy.Matrix:
+    W = sympy.Matrix(RANK1)
+    W[0, 2] += eps
+    return W
+
+
+@pytest.mark.parametrize(("precision", "exponent"), [(64, 20), (256, 80)])
+def test_low_rank_plus_a_tiny_entry_is_not_rank_one_exactly(precision, exponent) -> None:
+    model = va.SingleHeadAttention(_perturbed(sympy.Rational(1, 10**exponent)), [1, 0, 1])
+    oracle = va.Oracle(model, "certified", precision=precision)
+    with pytest.raises(PrecisionExhausted, match="ball containing 0"):
+        va.learn_low_rank(oracle)  # the rank to find: refused, not "rank 1, exact"
+    # With rank 1 given (the user's class), the result is the balls, not exact, and the
+    # class check that could not see the tiny entry is stated.
+    rec = va.learn_low_rank(va.Oracle(model, "certified", precision=precision), rank=1)
+    assert not rec.exact and rec.enclosures is not None
+    assert any(a.startswith("rank W <= 1") for a in rec.assumptions)
+    assert any("refuted" in n for n in rec.notes)
+    assert va.verify_certificate(rec.certificate()).ok
+
+
+@pytest.mark.parametrize("precision", [64, 256])
+def test_low_rank_exact_result_states_the_rank_and_denominator_assumptions(precision) -> None:
+    rec = va.learn_low_rank(
+        va.Oracle(va.SingleHeadAttention(RANK1, [1, 0, 1]), "certified", precision=precision)
+    )
+    assert rec.exact and rec.rank == 1 and rec.W == sympy.Matrix(RANK1)
+    assert any("denominator" in a for a in rec.assumptions)
+    assert any(a.startswith("rank W = 1") for a in rec.assumptions)
+    assert rec.verification is not None and rec.verification.precision == 4 * precision
+    assert va.verify_certificate(rec.certificate()).ok
+
+
+def test_exact_mode_low_rank_assumes_nothing() -> None:
+    rec = va.learn_low_rank(va.Oracle(va.SingleHeadAttention(RANK1, [1, 0, 1]), "exact"))
+    assert rec.exact and rec.assumptions == []
