@@ -6,7 +6,7 @@ import pytest
 import sympy
 
 import verified_attn as va
-from verified_attn.errors import PrecisionExhausted
+from verified_attn.errors import ModelClassMismatch, PrecisionExhausted
 
 RANK1 = [[2, 4, 0], [1, 2, 0], [-1, -2, 0]]
 
@@ -28,7 +28,7 @@ def test_low_rank_plus_a_tiny_entry_is_not_rank_one_exactly(precision, exponent)
     rec = va.learn_low_rank(va.Oracle(model, "certified", precision=precision), rank=1)
     assert not rec.exact and rec.enclosures is not None
     assert any(a.startswith("rank W <= 1") for a in rec.assumptions)
-    assert any("refuted" in n for n in rec.notes)
+    assert any("refutes" in n for n in rec.notes)
     assert va.verify_certificate(rec.certificate()).ok
 
 
@@ -47,3 +47,32 @@ def test_low_rank_exact_result_states_the_rank_and_denominator_assumptions(preci
 def test_exact_mode_low_rank_assumes_nothing() -> None:
     rec = va.learn_low_rank(va.Oracle(va.SingleHeadAttention(RANK1, [1, 0, 1]), "exact"))
     assert rec.exact and rec.assumptions == []
+
+
+THIRD = sympy.Rational(1, 3)
+
+
+@pytest.mark.parametrize("heads", [2, None])
+def test_multi_head_a_ball_just_off_a_simple_rational_is_not_exact(heads) -> None:
+    h1 = va.SingleHeadAttention([[1, THIRD + sympy.Rational(1, 10**80)], [0, 2]], [1, -1])
+    h2 = va.SingleHeadAttention([[2, 0], [1, 1]], [0, 1])
+    oracle = va.Oracle(va.MultiHeadAttention([h1, h2]), "certified", precision=256)
+    kw = {"heads": 2} if heads else {"max_heads": 3}
+    with pytest.raises(PrecisionExhausted, match="refutes the recovered canonical heads"):
+        va.learn_multi_head(oracle, **kw)
+
+
+def test_multi_head_degree_test_does_not_drop_a_tiny_head_silently() -> None:
+    h1 = va.SingleHeadAttention([[1, THIRD], [0, 2]], [1, -1])
+    h2 = va.SingleHeadAttention([[2, 0], [1, 1]], [0, sympy.Rational(1, 10**80)])
+    oracle = va.Oracle(va.MultiHeadAttention([h1, h2]), "certified", precision=256)
+    with pytest.raises((PrecisionExhausted, ModelClassMismatch), match="more than 1 heads"):
+        va.learn_multi_head(oracle, max_heads=2)
+    # The true single head: the degree decision is stated as an assumption.
+    rec = va.learn_multi_head(
+        va.Oracle(va.MultiHeadAttention([h1]), "certified", precision=256), max_heads=2
+    )
+    assert rec.exact and len(rec.heads) == 1
+    assert any(a.startswith("1 heads: the interpolation systems") for a in rec.assumptions)
+    assert rec.verification is not None and rec.verification.precision == 1024
+    assert va.verify_certificate(rec.certificate()).ok

@@ -428,9 +428,10 @@ def verify_candidate(
         check_record(low, model, what=what)  # visible at the learning precision: not the class
         length = np.shape(exc.query)[0] if exc.query is not None else "?"
         return record, (
-            f"{what} was refuted on a fresh sequence of length {length} asked at {high} bits "
-            f"({HIGH_PRECISION_FACTOR} x the learning precision {arith.precision}), though it "
-            "agrees at the learning precision: the truth is near it but not equal to it"
+            f"a fresh sequence of length {length} asked at {high} bits "
+            f"({HIGH_PRECISION_FACTOR} x the learning precision {arith.precision}) refutes "
+            f"{what}, which agrees at the learning precision: the truth is near it but not "
+            "equal to it"
         )
 
 
