@@ -76,3 +76,15 @@ def test_multi_head_degree_test_does_not_drop_a_tiny_head_silently() -> None:
     assert any(a.startswith("1 heads: the interpolation systems") for a in rec.assumptions)
     assert rec.verification is not None and rec.verification.precision == 1024
     assert va.verify_certificate(rec.certificate()).ok
+
+
+@pytest.mark.parametrize("where", ["W", "A"])
+def test_transformer_just_off_a_simple_rational_is_refused_not_exact(where) -> None:
+    from verified_attn.models import OneLayerTransformer
+
+    off = THIRD + sympy.Rational(1, 10**95)
+    W = [[1, off], [0, 1]] if where == "W" else [[1, 2], [0, 1]]
+    A = [[1, -1], [off, 1]] if where == "A" else [[1, -1], [0, 1]]
+    T = OneLayerTransformer(W, [[1, 0], [0, 1]], A, [1, 2])
+    with pytest.raises(PrecisionExhausted, match="refutes the learned"):
+        va.learn_transformer(va.Oracle(T, "certified", precision=256))
