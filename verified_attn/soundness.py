@@ -86,11 +86,15 @@ def refuses(
     return False, f"returned a result (exact={getattr(rec, 'exact', None)}) instead of refusing"
 
 
-def position_check(learn: Callable[[Oracle], Any]) -> tuple[bool, str]:
-    """``learn`` refuses the window and the rotary box naming the position dependence."""
+def position_check(
+    learn: Callable[[Oracle], Any], texts: dict[str, str] | None = None
+) -> tuple[bool, str]:
+    """``learn`` refuses the window and the rotary box (ModelClassMismatch) with the text
+    ``texts[name]`` in the message (default: naming the position dependence)."""
     ok, parts = True, []
     for name, oracle in position_boxes().items():
-        good, detail = refuses(lambda o=oracle: learn(o), ModelClassMismatch, "token positions")
+        text = (texts or {}).get(name, "token positions")
+        good, detail = refuses(lambda o=oracle: learn(o), ModelClassMismatch, text)
         ok &= good
         parts.append(f"{name}: {detail}")
     return ok, "; ".join(parts)
@@ -102,19 +106,28 @@ def near_rational(eps_exponent: int = 80) -> sympy.Rational:
 
 
 def tamper(data: dict[str, Any]) -> dict[str, Any] | None:
-    """A copy of a certificate with the first rational of its ``result`` changed by 1."""
+    """A copy of a certificate with the first rational ("p/q") of its ``result`` plus 1."""
     out = copy.deepcopy(data)
 
+    def bump(val: Any) -> str | None:
+        if isinstance(val, str) and "/" in val:
+            try:
+                return str(Fraction(val) + 1)
+            except ValueError:
+                return None
+        return None
+
     def walk(node: Any) -> bool:
-        if isinstance(node, dict):
-            for key, val in node.items():
-                if key == "rational" and isinstance(val, str):
-                    node[key] = str(Fraction(val) + 1)
-                    return True
-                if walk(val):
-                    return True
-        elif isinstance(node, list):
-            return any(walk(x) for x in node)
+        items = list(node.items()) if isinstance(node, dict) else (
+            list(enumerate(node)) if isinstance(node, list) else []
+        )
+        for key, val in items:
+            new = bump(val)
+            if new is not None:
+                node[key] = new
+                return True
+            if walk(val):
+                return True
         return False
 
     return out if walk(out.get("result")) else None

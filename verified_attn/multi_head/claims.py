@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from verified_attn import soundness
 from verified_attn.certificates import verify_certificate
 from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult
 from verified_attn.errors import ModelClassMismatch, QueryBudgetExceeded
@@ -321,6 +322,59 @@ ORTHOGONAL = (
 )
 SINGLE = "A single head is its own canonical form (no ambiguity at H = 1 with v != 0)."
 
+
+def _mh_positions(seed: int) -> ClaimResult:
+    # The rotary box is already inconsistent with the learning answers (refused there).
+    ok, detail = soundness.position_check(
+        lambda o: learn_multi_head(o, heads=1, seed=seed), {"rotary": "learning answer"}
+    )
+    return ClaimResult("prop-7.1/position-dependent", REF, MH_POSITIONS, ok, detail)
+
+
+def _mh_near_rational(seed: int) -> ClaimResult:
+    """A score just off 1/3, and a second head below the balls' radius, at 256 bits."""
+    import sympy
+
+    from verified_attn.recovery import MultiHeadRecovery
+
+    h1 = SingleHeadAttention([[1, soundness.near_rational()], [0, 2]], [1, -1])
+    h2 = SingleHeadAttention([[2, 0], [1, 1]], [0, 1])
+    tiny = SingleHeadAttention([[2, 0], [1, 1]], [0, sympy.Rational(1, 10**80)])
+    clean = SingleHeadAttention([[1, sympy.Rational(1, 3)], [0, 2]], [1, -1])
+
+    def learn(parts: list[SingleHeadAttention], **kw: int) -> MultiHeadRecovery:
+        oracle = Oracle(MultiHeadAttention(parts), "certified", precision=256)
+        return learn_multi_head(oracle, seed=seed, **kw)
+
+    ok1, d1 = soundness.refuses(lambda: learn([h1, h2], heads=2), soundness.REFUSED, "refutes")
+    ok2, d2 = soundness.refuses(lambda: learn([clean, tiny], max_heads=2), soundness.REFUSED, "")
+    rec = learn([clean, h2], heads=2)
+    cert_ok, cert = soundness.tamper_check(rec.certificate())
+    ok3 = rec.exact and bool(rec.assumptions) and cert_ok
+    return ClaimResult(
+        "prop-7.1/near-rational",
+        REF,
+        MH_NEAR,
+        ok1 and ok2 and ok3,
+        f"1/3 + 1e-80: {d1}; a head of size 1e-80 with max_heads=2: {d2}; clean: exact with "
+        f"{len(rec.assumptions)} assumption(s); certificate: {cert}",
+    )
+
+
+MH_POSITIONS = (
+    "The canonical multi-head learner refuses a box whose answers depend on token positions "
+    "(a window of 4 tokens, a rotary-like head) with ModelClassMismatch: the window box, "
+    "a head on short sequences, by the permuted fresh sequences (naming the position "
+    "dependence), the rotary one already by its learning answers."
+)
+MH_NEAR = (
+    "In certified mode (256 bits) a score 1/3 + 1e-80 is not returned as 1/3 exactly, a "
+    "second head of size 1e-80 is not dropped silently by the degree test, and a clean "
+    "result is exact with its assumption recorded; its certificate verifies and a tampered "
+    "copy is rejected."
+)
+
+
 CLAIMS = [
     _kind_check("permutation", "Permuting the heads leaves f unchanged for every sequence length."),
     _kind_check(
@@ -344,4 +398,6 @@ CLAIMS = [
     Claim(
         "prop-7.1/affine-canonical-recovery", "ours (THEORY §2)", AFFINE_RECOVERY, _affine_recovery
     ),
+    Claim("prop-7.1/position-dependent", REF, MH_POSITIONS, _mh_positions),
+    Claim("prop-7.1/near-rational", REF, MH_NEAR, _mh_near_rational),
 ]
