@@ -76,3 +76,11 @@ def test_a_permutation_invariant_head_passes_and_its_certificate_checks() -> Non
     rec = va.learn_single_head(va.Oracle(HEAD, "exact"))
     assert rec.verified and rec.exact
     assert verify_certificate(rec.certificate()).ok
+
+
+def test_transformer_derivation_is_anchored_to_the_model(monkeypatch) -> None:
+    from verified_attn.transformer import symbolic
+
+    assert symbolic.matches_model().holds
+    monkeypatch.setattr(symbolic, "_max0", lambda z: z)  # a wrong ReLU in the formula
+    assert not symbolic.matches_model().holds

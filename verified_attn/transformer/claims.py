@@ -76,7 +76,8 @@ def random_transformer(d: int, m: int, rng: np.random.Generator) -> OneLayerTran
 def _antisymmetry(seed: int) -> ClaimResult:
     cid = "transformer/antisymmetry"
     statement = "T(X) - T(-X) = alpha(X)^T X v_eff with v_eff = V A w_o (a single head)"
-    checks = symbolic.antisymmetry()
+    # The derivation's formula is anchored to OneLayerTransformer's own evaluation.
+    checks = [*symbolic.antisymmetry(), symbolic.matches_model()]
     wrong = [
         symbolic.wrong_antisymmetry_sum(),
         symbolic.wrong_v_eff_transposed(),
@@ -90,7 +91,7 @@ def _antisymmetry(seed: int) -> ClaimResult:
 def _composition(seed: int) -> ClaimResult:
     cid = "transformer/composition"
     statement = "T(X) = g(X^T alpha(X)) with g(x) = T([x]) = w_o^T ReLU(A^T V^T x)"
-    checks = symbolic.composition()
+    checks = [*symbolic.composition(), symbolic.matches_model(d=1, n=2, m=3)]
     wrong = symbolic.wrong_composition_last_token()
     passed = all(c.holds for c in checks) and not wrong.holds
     detail = "; ".join(f"{c.name}: {c.holds}" for c in [*checks, wrong])
