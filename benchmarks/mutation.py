@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
+from itertools import zip_longest
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -195,8 +196,10 @@ def run(budget: float, sample: int, seed: int, timeout: float, modules: list[str
         totals[module] = n
         candidates += [Mutant(module, i, 0, "") for i in range(n)]
     chosen = rng.sample(candidates, min(sample, len(candidates)))
-    # Module by module (one scratch file rewritten per mutant), in a seeded order.
-    chosen.sort(key=lambda m: (modules.index(m.module), m.index))
+    # Round robin over the modules (seeded order within each), so that a budget cut
+    # leaves every module sampled.
+    by_module = [[m for m in chosen if m.module == mod] for mod in modules]
+    chosen = [m for group in zip_longest(*by_module) for m in group if m is not None]
     tmp = _scratch()
     start = time.monotonic()
     done: list[Mutant] = []
