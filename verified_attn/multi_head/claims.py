@@ -71,11 +71,33 @@ def _linearity(seed: int) -> ClaimResult:
     )
 
 
+
+def _is_canonical_of(heads: list[tuple[object, object]], model: MultiHeadAttention, seed: int) -> bool:
+    """Checked without canonical_form: the heads compute the model's function (== at seeded
+    rational sequences of lengths 1..5), their W are pairwise distinct, every v is nonzero."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed + 12345)
+    form = MultiHeadAttention(list(heads))
+    for n in range(1, 6):
+        X = (rng.integers(-6, 7, (n, model.d)) / 4).tolist()
+        if form.evaluate(X, "exact") != model.evaluate(X, "exact"):
+            from verified_attn.arithmetic import exact_equal
+
+            if not exact_equal(form.evaluate(X, "exact"), model.evaluate(X, "exact")):
+                return False
+    Ws = [h[0] for h in heads]
+    distinct = all(Ws[i] != Ws[j] for i in range(len(Ws)) for j in range(i))
+    return distinct and all(any(x != 0 for x in h[1]) for h in heads)
+
+
 def _canonical(seed: int) -> ClaimResult:
     ok, rows = True, []
     for kind in ("permutation", "shared-score-split", "dead-head", "cancelling-values"):
         pair = counterexample("multi-head", d=2, heads=3, kind=kind, seed=seed)
         same = canonical_form(pair.first) == canonical_form(pair.second)
+        # Not canonical_form against itself only: the form computes the model's function.
+        same &= _is_canonical_of(canonical_form(pair.first).heads, pair.first, seed)
         yes = equivalent(pair.first, pair.second, seed=seed)
         no = equivalent(pair.first, perturb(pair.first), seed=seed)
         witness_ok = (
@@ -179,6 +201,7 @@ def _canonical_recovery(seed: int) -> ClaimResult:
         used, bound = rec.queries, canonical_query_bound(d, H)
         good = (
             rec.heads == canonical_form(model).heads
+            and _is_canonical_of(rec.heads, model, seed)
             and used == bound <= follow_up_query_bound(d, H)
             and _longest_learning_query(oracle) == 2 * H + 1
             and verify_certificate(rec.certificate()).ok
