@@ -38,8 +38,14 @@ RESULTS = ROOT / "benchmarks" / "results" / "mutation.json"
 
 #: Each core module and the fast tests (and claim ids) run against its mutants.
 TARGETS: dict[str, dict[str, list[str]]] = {
-    "verified_attn/arithmetic.py": {"tests": ["tests/test_arithmetic.py"], "claims": []},
-    "verified_attn/oracle.py": {"tests": ["tests/test_oracle.py"], "claims": []},
+    "verified_attn/arithmetic.py": {
+        "tests": ["tests/test_arithmetic.py", "tests/test_mutation_kills.py"],
+        "claims": [],
+    },
+    "verified_attn/oracle.py": {
+        "tests": ["tests/test_oracle.py", "tests/test_mutation_kills.py"],
+        "claims": [],
+    },
     "verified_attn/verification.py": {
         "tests": ["tests/test_core_contract.py", "tests/test_soundness_positions.py"],
         "claims": ["thm-4.1/position-dependent"],
