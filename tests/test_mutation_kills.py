@@ -20,3 +20,18 @@ def test_oracle_model_class_of_plain_and_affine_heads() -> None:
     affine = va.Oracle(va.SingleHeadAttention([[1]], [2], c=[1], beta=3), "exact")
     assert plain.model_class == "single-head"
     assert affine.model_class == "single-head-affine"
+
+
+def test_a_float_batch_goes_to_the_right_evaluator() -> None:
+    import numpy as np
+
+    head = va.SingleHeadAttention([[1, -1], [2, 0]], [1, 3])
+    Xs = np.random.default_rng(0).integers(-3, 4, (5, 3, 2)) / 2
+    want = [head(X) for X in Xs]
+    model_oracle = va.Oracle(head, "float")
+    batch_oracle = va.Oracle.from_callable(head, d=2, batch_fn=head.evaluate_batch)
+    plain_oracle = va.Oracle.from_callable(head, d=2)
+    for oracle in (model_oracle, batch_oracle, plain_oracle):
+        got = oracle.query_many(Xs)
+        assert len(got) == 5 and np.allclose(got, want, rtol=1e-12, atol=0)
+        assert oracle.queries == 5
