@@ -47,7 +47,10 @@ TARGETS: dict[str, dict[str, list[str]]] = {
         "claims": [],
     },
     "verified_attn/verification.py": {
-        "tests": ["tests/test_core_contract.py", "tests/test_soundness_positions.py"],
+        "tests": ["tests/test_core_contract.py",
+            "tests/test_soundness_positions.py",
+            "tests/test_mutation_kills.py",
+        ],
         "claims": ["thm-4.1/position-dependent"],
     },
     "verified_attn/probing.py": {

@@ -35,3 +35,14 @@ def test_a_float_batch_goes_to_the_right_evaluator() -> None:
         got = oracle.query_many(Xs)
         assert len(got) == 5 and np.allclose(got, want, rtol=1e-12, atol=0)
         assert oracle.queries == 5
+
+
+def test_a_raised_precision_is_dropped_for_an_oracle_that_cannot_raise_it() -> None:
+    from verified_attn.verification import ask_fresh
+
+    head = va.SingleHeadAttention([[1, -1], [2, 0]], [1, 3])
+    for oracle in (va.Oracle(head, "float"), va.Oracle.from_callable(head, d=2)):
+        record = ask_fresh(oracle, count=3, seed=0, precision=1024)
+        assert record.precision is None and len(record.answers) == 3
+    record = ask_fresh(va.Oracle(head, "certified"), count=2, seed=0, precision=1024)
+    assert record.precision == 1024
