@@ -47,7 +47,8 @@ TARGETS: dict[str, dict[str, list[str]]] = {
         "claims": [],
     },
     "verified_attn/verification.py": {
-        "tests": ["tests/test_core_contract.py",
+        "tests": [
+            "tests/test_core_contract.py",
             "tests/test_soundness_positions.py",
             "tests/test_mutation_kills.py",
         ],
