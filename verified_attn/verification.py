@@ -2,8 +2,8 @@
 
 >>> import verified_attn as va
 >>> from verified_attn.verification import fresh_sequences, verify_model
->>> [X.shape[0] for X in fresh_sequences(3, 8, seed=0)]
-[1, 2, 3, 4, 6, 8, 12, 16]
+>>> [X.shape[0] for X in fresh_sequences(3, 8, seed=0)]  # the 7th: the 8th, permuted
+[1, 2, 3, 4, 6, 8, 16, 16]
 >>> model = va.SingleHeadAttention([[1, 0], [0, 2]], [1, -1])
 >>> oracle = va.Oracle(model, "exact")
 >>> with oracle.run() as run:
@@ -34,7 +34,12 @@ The rule, per arithmetic (:func:`agree`):
 Fresh sequences have the lengths :data:`DEFAULT_LENGTHS` in turn (configurable; every
 learner records which it used) and entries k/8 with 1 <= |k| <= 16; the first entry of the
 last token is neither 0 nor 1, so none equals a learning query of the probe designs (whose
-last token is 0 or a basis vector).
+last token is 0 or a basis vector). Some are permuted copies of others
+(:func:`permuted_pairs`: by default the 7th is the 8th, length 16, with its context tokens
+reversed): every model class here is invariant under permuting the context tokens, so a
+box whose answers depend on token positions (a sliding window, positional encodings) is
+refused with :class:`~verified_attn.errors.ModelClassMismatch` naming both sequences
+(:func:`check_positions`), at no extra query.
 """
 
 from __future__ import annotations
@@ -54,13 +59,18 @@ __all__ = [
     "DEFAULT_LENGTHS",
     "DEFAULT_VERIFY",
     "FLOOR",
+    "HIGH_PRECISION_FACTOR",
     "Verification",
     "agree",
     "ask_fresh",
+    "check_positions",
     "check_record",
     "float_floor",
     "fresh_sequences",
+    "permute_context",
+    "permuted_pairs",
     "tolerance",
+    "verify_candidate",
     "verify_model",
 ]
 
@@ -100,6 +110,44 @@ def fresh_sequences(
         X = rng.choice(_ENTRIES, size=(n, d))
         X[-1, 0] = rng.choice(_LAST)
         out.append(X)
+    for copy, source in permuted_pairs(count, lengths):
+        out[copy] = permute_context(out[source])
+    return out
+
+
+def permuted_pairs(count: int, lengths: Sequence[int]) -> list[tuple[int, int]]:
+    """Which fresh sequences are permuted copies of which: ``(copy, source)`` index pairs.
+
+    In every full run of ``len(lengths) >= 2`` sequences, the one in the second-to-last
+    slot is replaced by the one in the last slot (the longest, by default) with its context
+    tokens (all but the last) reversed; with a single length, every odd-indexed sequence is
+    the previous one so permuted. Only sources of length >= 3 are used (a shorter context
+    has no nontrivial permutation). A softmax head is invariant under such a permutation,
+    so a pair whose answers disagree proves the answers depend on token positions (a
+    sliding window, positional encodings), whatever the learned model. The count is
+    unchanged: the copy takes the place of a fresh sequence.
+
+    >>> permuted_pairs(8, DEFAULT_LENGTHS), permuted_pairs(4, (5,))
+    ([(6, 7)], [(1, 0), (3, 2)])
+    """
+    L = len(lengths)
+    pairs = []
+    if L == 1:
+        if lengths[0] >= 3:
+            pairs = [(i, i - 1) for i in range(1, count, 2)]
+        return pairs
+    for start in range(0, count - L + 1, L):
+        if lengths[L - 1] >= 3:
+            pairs.append((start + L - 2, start + L - 1))
+    return pairs
+
+
+def permute_context(X: np.ndarray) -> np.ndarray:
+    """X with its context tokens (all rows but the last) reversed (rotated if that is X)."""
+    out = X.copy()
+    out[:-1] = X[:-1][::-1]
+    if np.array_equal(out, X):
+        out[:-1] = np.roll(X[:-1], 1, axis=0)
     return out
 
 
@@ -298,6 +346,7 @@ def check_record(
     floor = float_floor(record.answers, beta) if arith.name == "float" else 0.0
     worst = ratio = 0.0
     with arith.context():
+        check_positions(record, arith, bias=beta, floor=floor)
         for X, observed in zip(record.sequences, record.answers, strict=True):
             expected = predict(X)
             ok, gap = agree(arith, observed, expected, bias=beta, floor=floor)
@@ -318,6 +367,100 @@ def check_record(
         record.max_gap = worst
         record.max_ratio = ratio
     return record
+
+
+#: Certified verification of a reconstructed (rational) result asks and predicts at this
+#: multiple of the learning precision, where the oracle allows it.
+HIGH_PRECISION_FACTOR = 4
+
+
+def verify_candidate(
+    oracle: Any,
+    model: Any,
+    *,
+    count: int,
+    seed: int,
+    lengths: Sequence[int],
+    phase: str = "verify",
+    what: str = "the recovered model",
+) -> tuple[Verification | None, str | None]:
+    """Verify a candidate whose exactness rests on reconstruction from balls.
+
+    Returns ``(record, refutation)``. In certified mode, where the oracle
+    :attr:`~verified_attn.oracle.Oracle.can_raise_precision`, the fresh sequences are asked
+    and predicted at :data:`HIGH_PRECISION_FACTOR` times the oracle's precision: only a
+    truth within about 2^-(k p) of the candidate can then still agree. If the candidate
+    disagrees there but agrees at the learning precision, ``refutation`` is a sentence
+    naming the sequence (the candidate is close to the truth but not equal to it: the
+    caller falls back to balls or refuses); if it disagrees even at the learning precision,
+    :class:`~verified_attn.errors.ModelClassMismatch` propagates. Elsewhere this is
+    :func:`verify_model` and ``refutation`` is None. ``count=0``: ``(None, None)``.
+    """
+    if not count:
+        return None, None
+    arith = oracle.arithmetic
+    if arith.name != "certified" or not oracle.can_raise_precision:
+        return (
+            verify_model(
+                oracle, model, count=count, seed=seed, lengths=lengths, phase=phase, what=what
+            ),
+            None,
+        )
+    high = int(arith.precision) * HIGH_PRECISION_FACTOR
+    record = ask_fresh(
+        oracle, count=count, seed=seed, lengths=lengths, precision=high, phase=phase
+    )
+    try:
+        return check_record(record, model, what=what), None
+    except ModelClassMismatch as exc:
+        low = Verification(
+            count=record.count,
+            seed=record.seed,
+            lengths=record.lengths,
+            precision=None,
+            arithmetic=record.arithmetic,
+            rtol=None,
+            max_gap=None,
+            sequences=record.sequences,
+            answers=record.answers,
+            working=arith,
+        )
+        check_record(low, model, what=what)  # visible at the learning precision: not the class
+        length = np.shape(exc.query)[0] if exc.query is not None else "?"
+        return record, (
+            f"a fresh sequence of length {length} asked at {high} bits "
+            f"({HIGH_PRECISION_FACTOR} x the learning precision {arith.precision}) refutes "
+            f"{what}, which agrees at the learning precision: the truth is near it but not "
+            "equal to it"
+        )
+
+
+def check_positions(
+    record: Verification, arith: Arithmetic, *, bias: float = 0.0, floor: float = 0.0
+) -> None:
+    """Refuse a record whose permuted pairs (:func:`permuted_pairs`) got different answers.
+
+    The same tokens at other positions must give the same answer (under the one rule,
+    one answer of the pair standing for the other's prediction); otherwise
+    :class:`~verified_attn.errors.ModelClassMismatch` names both sequences.
+    """
+    if len(record.sequences) != record.count:
+        return
+    for copy, source in permuted_pairs(record.count, record.lengths):
+        X, Y = record.sequences[source], record.sequences[copy]
+        a, b = record.answers[source], record.answers[copy]
+        ok, gap = agree(arith, b, a, bias=bias, floor=floor)
+        if not ok:
+            raise ModelClassMismatch(
+                "not a softmax attention model: the answers depend on token positions; the "
+                f"same tokens at other positions give different answers: the fresh sequence "
+                f"{X.tolist()} (length {X.shape[0]}) gives {a}, the same tokens with the "
+                f"context reversed {Y.tolist()} give {b}"
+                + (f" (relative gap {gap:.3e})" if gap else ""),
+                query=Y,
+                observed=b,
+                expected=a,
+            )
 
 
 def _predictor(model: Any, arith: Arithmetic) -> Predictor:

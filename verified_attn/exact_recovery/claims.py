@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from verified_attn import soundness
 from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult, SizeParams, SymbolicCheck
 from verified_attn.errors import ModelClassMismatch, NotIdentifiable
 from verified_attn.exact_recovery import symbolic
@@ -397,6 +398,37 @@ _CERTIFIED_SIZES: dict[str, Any] = {
     "check_at": _certified_at,
 }
 
+
+def _positions(seed: int) -> ClaimResult:
+    from verified_attn.exact_recovery.learner import learn_single_head as learn
+
+    ok, detail = soundness.position_check(lambda o: learn(o, seed=seed))
+    return ClaimResult("thm-4.1/position-dependent", REF, POSITIONS, ok, detail)
+
+
+def _certificate_tamper(seed: int) -> ClaimResult:
+    from verified_attn.exact_recovery.learner import learn_single_head as learn
+
+    ok, parts = True, []
+    for arith in ("exact", "certified"):
+        model = SingleHeadAttention([[1, Fraction(-1, 3)], [2, 0]], [1, 3])
+        good, detail = soundness.tamper_check(learn(Oracle(model, arith), seed=seed).certificate())
+        ok &= good
+        parts.append(f"{arith}: {detail}")
+    return ClaimResult("thm-4.1/certificate-tamper", REF, TAMPER, ok, "; ".join(parts))
+
+
+POSITIONS = (
+    "A box whose answers depend on token positions (a sliding window of 4 tokens, a "
+    "rotary-like head) is refused with ModelClassMismatch naming the position dependence, "
+    "though on short sequences the window box is a head."
+)
+TAMPER = (
+    "A single-head certificate (exact and certified) verifies without the oracle, and a copy "
+    "with one entry of its result changed is rejected."
+)
+
+
 CLAIMS = [
     Claim("thm-4.1/query-count", REF, STATEMENT, _check_query_count, **_COUNT_SIZES),
     _symbolic_claim(
@@ -422,4 +454,6 @@ CLAIMS = [
     Claim("thm-4.1/float-recovery", REF, _FLOAT, _check_float),
     Claim("thm-4.1/v-zero", REF, _V_ZERO, _check_v_zero),
     Claim("thm-4.1/not-a-head", REF, _NOT_A_HEAD, _check_not_a_head),
+    Claim("thm-4.1/position-dependent", REF, POSITIONS, _positions),
+    Claim("thm-4.1/certificate-tamper", REF, TAMPER, _certificate_tamper),
 ]

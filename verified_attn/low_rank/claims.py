@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from verified_attn import soundness
 from verified_attn.checks import Claim, ClaimResult, SizeParams
 from verified_attn.errors import InvalidArgument, ModelClassMismatch
 from verified_attn.low_rank.learner import learn_low_rank
@@ -193,6 +194,50 @@ _NUCLEAR_SIZES: dict[str, Any] = {
     "check_at": _nuclear_at,
 }
 
+
+def _positions(seed: int) -> ClaimResult:
+    ok, detail = soundness.position_check(lambda o: learn_low_rank(o, seed=seed))
+    return _result("thm-5.1/position-dependent", POSITIONS, ok, detail)
+
+
+def _near_rank(seed: int) -> ClaimResult:
+    """rank-1 W plus 10^-80 in one entry (256 bits): refused, never "rank 1, exact"."""
+    import sympy
+
+    W = sympy.Matrix([[2, 4, 0], [1, 2, 0], [-1, -2, 0]])
+    base = SingleHeadAttention(W, [1, 0, 1])
+    W[0, 2] += sympy.Rational(1, 10**80)
+    near = SingleHeadAttention(W, [1, 0, 1])
+    ok, detail = soundness.refuses(
+        lambda: learn_low_rank(Oracle(near, "certified", precision=256), seed=seed),
+        soundness.REFUSED,
+        "ball containing 0",
+    )
+    rec = learn_low_rank(Oracle(base, "certified", precision=256), seed=seed)
+    stated = any(a.startswith("rank W = 1") for a in rec.assumptions)
+    ok &= rec.exact and rec.rank == 1 and stated
+    cert_ok, cert = soundness.tamper_check(rec.certificate())
+    return _result(
+        "thm-5.1/near-rank",
+        NEAR_RANK,
+        ok and cert_ok,
+        f"rank 1 + 1e-80: {detail}; true rank 1: exact={rec.exact}, rank assumption "
+        f"stated={stated}; certificate: {cert}",
+    )
+
+
+POSITIONS = (
+    "A box whose answers depend on token positions (a sliding window of 4 tokens, a "
+    "rotary-like head) is refused with ModelClassMismatch naming the position dependence."
+)
+NEAR_RANK = (
+    "Certified mode never returns a rank decided on a ball containing 0 as exact without "
+    "stating it: a rank-1 W plus 1e-80 in one entry is refused at 256 bits, a true rank-1 W "
+    "is exact with the rank assumption recorded; its certificate verifies and a tampered "
+    "copy is rejected."
+)
+
+
 CLAIMS = [
     Claim("thm-5.1/rop-identity", REF, ROP, _rop),
     Claim("thm-5.1/skeleton-identity", REF, SKELETON_IDENTITY, _skeleton_identity),
@@ -201,4 +246,6 @@ CLAIMS = [
     Claim("thm-5.1/skeleton-exact", REF, EXACT, _skeleton_exact),
     Claim("thm-5.1/over-rank", REF, OVER, _over_rank),
     Claim("thm-5.1/nuclear-recovery", REF, NUCLEAR, _nuclear, **_NUCLEAR_SIZES),
+    Claim("thm-5.1/position-dependent", REF, POSITIONS, _positions),
+    Claim("thm-5.1/near-rank", REF, NEAR_RANK, _near_rank),
 ]

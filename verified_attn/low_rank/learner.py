@@ -37,7 +37,7 @@ import numpy as np
 
 from verified_attn.arithmetic import Arithmetic
 from verified_attn.certificates.writer import certificate_base
-from verified_attn.errors import InvalidArgument
+from verified_attn.errors import InvalidArgument, PrecisionExhausted
 from verified_attn.low_rank.probes import Prober, dump_probes, exact_floats
 from verified_attn.low_rank.skeleton import SkeletonResult, skeleton_query_bound, skeleton_recover
 from verified_attn.oracle import Oracle, QueryCounts
@@ -65,6 +65,8 @@ from verified_attn.verification import (
     DEFAULT_LENGTHS,
     DEFAULT_VERIFY,
     Verification,
+    check_record,
+    verify_candidate,
     verify_model,
 )
 
@@ -158,21 +160,45 @@ def learn_low_rank(
         params = {"W": result.W, "v": result.v}
         exact, enclosures, params = finalize(arith, params, denominator_bound)
         candidate = candidate_model(params, exact, False)
-        checked = (
-            verify_model(
-                oracle,
-                candidate if candidate is not None else ball_predictor(params),
-                count=verify,
-                seed=seed,
-                lengths=lengths,
-                what="the recovered low-rank head",
+        what = "the recovered low-rank head"
+        refuted = None
+        if exact and arith.name == "certified":
+            # Rationals reconstructed from balls: verified at a raised precision.
+            checked, refuted = verify_candidate(
+                oracle, candidate, count=verify, seed=seed, lengths=lengths, what=what
             )
-            if verify
-            else None
-        )
+            # With the rank given, its one test checks the user's class (rank <= r); the
+            # balls are certified under that hypothesis. Any other zero taken is ours.
+            own = [a for a in result.assumed_zero if rank is None or f"rank-{rank} " not in a]
+            if refuted is not None:
+                if own:
+                    raise PrecisionExhausted(
+                        f"the rank {result.rank} was decided on a ball containing 0 "
+                        f"({own[0]}) at {arith.precision} bits, and {refuted}"
+                        ": W has a larger rank or entries not rationals with small "
+                        "denominators; raise the oracle's precision"
+                    )
+                assert enclosures is not None and checked is not None
+                exact, params = False, enclosures
+                checked = check_record(checked, ball_predictor(params), what=what)
+        else:
+            checked = (
+                verify_model(
+                    oracle,
+                    candidate if candidate is not None else ball_predictor(params),
+                    count=verify,
+                    seed=seed,
+                    lengths=lengths,
+                    what=what,
+                )
+                if verify
+                else None
+            )
     counts = run.counts
     r = result.rank
     notes = list(result.notes)
+    if refuted is not None:
+        notes.append(refuted + "; the result is the certified balls, not exact")
     notes.append(
         f"rank {r} ({'found and certified' if rank is None else f'given {rank}'}); "
         f"pivots {result.pivots}"
@@ -190,6 +216,16 @@ def learn_low_rank(
         skeleton_query_bound(d, r) if rank is None else skeleton_query_bound(d, rank, rank_given=True)
     )
     assumptions = reconstruction_assumptions(arith, exact, denominator_bound)
+    if result.assumed_zero:
+        assumptions.append(
+            f"rank W {'=' if rank is None else '<='} {r}: "
+            + ("decided" if rank is None else "checked")
+            + f" on {len(result.assumed_zero)} ball(s) at {arith.precision} bits taken as 0, "
+            "which contain 0 but do not prove it ("
+            + "; ".join(result.assumed_zero)
+            + "); a W whose extra rank shows only below the balls' radius would be missed "
+            "(the verification at a raised precision narrows this)"
+        )
     out_params = public_params(params, exact, arith, False)
     certificate = functools.partial(
         _skeleton_certificate,

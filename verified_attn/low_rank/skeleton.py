@@ -85,6 +85,9 @@ class SkeletonResult:
     next_b: list[float] | None = None  # b_{k+1}: the column that showed rank W = k
     tests: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Certified mode: the zero decisions taken on balls that contain 0 without being 0
+    #: (what the rank rests on; empty when every decision was a proof).
+    assumed_zero: list[str] = field(default_factory=list)
 
 
 def _draw_generic(rng: np.random.Generator, d: int) -> np.ndarray:
@@ -144,18 +147,22 @@ class _Decider:
     """Zero / nonzero decisions for measured numbers, per arithmetic.
 
     exact: decided exactly. certified: nonzero only if the ball excludes 0 (a proof);
-    a ball containing 0 counts as zero (consistent with 0; the fresh-query verification
-    then checks the result). float: |x| <= rank_tol * scale counts as zero.
+    a ball containing 0 counts as zero only as an assumption, recorded in ``assumed``
+    (the learner states it and verifies at a raised precision). float:
+    |x| <= rank_tol * scale counts as zero.
     """
 
     def __init__(self, arith: Arithmetic, rank_tol: float) -> None:
         self.arith = arith
         self.rank_tol = rank_tol
+        self.assumed: list[str] = []
 
-    def nonzero(self, x: Any, scale: float) -> bool:
+    def nonzero(self, x: Any, scale: float, what: str = "a residual") -> bool:
         if self.arith.name == "float":
             return abs(float(x)) > self.rank_tol * scale
         s = self.arith.sign(x)
+        if s is None:
+            self.assumed.append(f"{what} {x} (a ball containing 0) is 0")
         return s not in (0, None)
 
 
@@ -220,7 +227,7 @@ def skeleton_recover(
                 "residual": rho,
             }
             tests.append(test)
-            if not decide.nonzero(rho, scale):
+            if not decide.nonzero(rho, scale, f"the rank-{k} test's residual"):
                 test["passed"] = True
                 break
             test["passed"] = False
@@ -244,7 +251,7 @@ def skeleton_recover(
             max(arith.magnitude(x) for x in z),
             1e4 * _EPS * v_mag * (1 + d),
         )
-        if not decide.nonzero(e[s], col_scale):
+        if not decide.nonzero(e[s], col_scale, f"the largest residual of column b_{k + 1}"):
             if reuse is not None:
                 raise PrecisionExhausted(
                     "the rank test's residual is certainly nonzero but no entry of the new "
@@ -274,6 +281,7 @@ def skeleton_recover(
         None if b is None else b.tolist(),
         tests,
         notes,
+        decide.assumed,
     )
 
 

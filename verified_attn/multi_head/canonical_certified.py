@@ -45,7 +45,7 @@ from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.rational_interpolation import interpolate, poles, to_arb
 from verified_attn.recovery import MultiHeadRecovery
 from verified_attn.serialize import dump_number, dump_rational
-from verified_attn.verification import Verification, verify_model
+from verified_attn.verification import Verification, verify_candidate
 
 __all__ = ["decoding_assumption", "learn_certified"]
 
@@ -138,8 +138,9 @@ def learn_certified(
         finally:
             flint.ctx.prec = old_prec
         candidate = MultiHeadAttention(canon, beta=beta)
-        checked = (
-            verify_model(
+        # Rationals reconstructed from balls: verified at a raised precision (certified).
+        try:
+            checked, refuted = verify_candidate(
                 oracle,
                 candidate,
                 count=verify,
@@ -147,9 +148,25 @@ def learn_certified(
                 lengths=lengths,
                 what="the recovered canonical heads",
             )
-            if verify
-            else None
-        )
+        except ModelClassMismatch as exc:
+            if H == H0 or "token positions" in str(exc):
+                raise
+            raise ModelClassMismatch(
+                f"{exc}; {H} heads were found because the systems of degree {H + 1}..{H0} "
+                f"could not be shown nonsingular at {prec} bits: either the oracle is not "
+                f"a sum of at most {H0} heads, or it has more than {H} heads, one below "
+                "the balls' radius (raise the oracle's precision)",
+                query=exc.query,
+                observed=exc.observed,
+                expected=exc.expected,
+            ) from exc
+        if refuted is not None:
+            raise PrecisionExhausted(
+                f"{refuted}: the scores and residues are not rationals with denominator <= "
+                f"{D}" + ("" if degree_known else f" or there are more than {H} heads")
+                + "; raise the oracle's precision or give a denominator_bound (an enclosure "
+                "of canonical heads is not available)"
+            )
     counts = run.counts
     form = canonical_form(candidate)
     model = MultiHeadAttention(form.heads, beta=candidate.beta if affine else None)
@@ -167,6 +184,13 @@ def learn_certified(
         f"{H} canonical heads found" + ("" if degree_known else f" (upper bound {H0})"),
     ]
     assumptions = [decoding_assumption(prec, D)]
+    if H < H0:
+        assumptions.append(
+            f"{H} heads: the interpolation systems of degree {H + 1}..{H0} could not be "
+            f"shown nonsingular at {prec} bits (a ball containing 0 is taken as a singular "
+            "system); a head whose contribution shows only below the balls' radius would "
+            "be missed (the verification at a raised precision narrows this)"
+        )
     certificate = functools.partial(
         _certificate_data,
         arith,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+from verified_attn import soundness
 from verified_attn.certificates import verify_certificate
 from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult, SizeParams
 from verified_attn.errors import ModelClassMismatch, QueryBudgetExceeded
@@ -71,11 +72,34 @@ def _linearity(seed: int) -> ClaimResult:
     )
 
 
+def _is_canonical_of(
+    heads: list[tuple[object, object]], model: MultiHeadAttention, seed: int
+) -> bool:
+    """Checked without canonical_form: the heads compute the model's function (== at seeded
+    rational sequences of lengths 1..5), their W are pairwise distinct, every v is nonzero."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed + 12345)
+    form = MultiHeadAttention(list(heads))
+    for n in range(1, 6):
+        X = (rng.integers(-6, 7, (n, model.d)) / 4).tolist()
+        if form.evaluate(X, "exact") != model.evaluate(X, "exact"):
+            from verified_attn.arithmetic import exact_equal
+
+            if not exact_equal(form.evaluate(X, "exact"), model.evaluate(X, "exact")):
+                return False
+    Ws = [h[0] for h in heads]
+    distinct = all(Ws[i] != Ws[j] for i in range(len(Ws)) for j in range(i))
+    return distinct and all(any(x != 0 for x in h[1]) for h in heads)
+
+
 def _canonical(seed: int) -> ClaimResult:
     ok, rows = True, []
     for kind in ("permutation", "shared-score-split", "dead-head", "cancelling-values"):
         pair = counterexample("multi-head", d=2, heads=3, kind=kind, seed=seed)
         same = canonical_form(pair.first) == canonical_form(pair.second)
+        # Not canonical_form against itself only: the form computes the model's function.
+        same &= _is_canonical_of(canonical_form(pair.first).heads, pair.first, seed)
         yes = equivalent(pair.first, pair.second, seed=seed)
         no = equivalent(pair.first, perturb(pair.first), seed=seed)
         witness_ok = (
@@ -181,6 +205,7 @@ def _canonical_recovery(seed: int, cases: tuple[tuple[str, int, int], ...] = _CA
         used, bound = rec.queries, canonical_query_bound(d, H)
         good = (
             rec.heads == canonical_form(model).heads
+            and _is_canonical_of(rec.heads, model, seed)
             and used == bound <= follow_up_query_bound(d, H)
             and _longest_learning_query(oracle) == 2 * H + 1
             and verify_certificate(rec.certificate()).ok
@@ -340,6 +365,59 @@ _RECOVERY_SIZES: dict[str, Any] = {
     "check_at": _canonical_recovery_at,
 }
 
+
+def _mh_positions(seed: int) -> ClaimResult:
+    # The rotary box is already inconsistent with the learning answers (refused there).
+    ok, detail = soundness.position_check(
+        lambda o: learn_multi_head(o, heads=1, seed=seed), {"rotary": "learning answer"}
+    )
+    return ClaimResult("prop-7.1/position-dependent", REF, MH_POSITIONS, ok, detail)
+
+
+def _mh_near_rational(seed: int) -> ClaimResult:
+    """A score just off 1/3, and a second head below the balls' radius, at 256 bits."""
+    import sympy
+
+    from verified_attn.recovery import MultiHeadRecovery
+
+    h1 = SingleHeadAttention([[1, soundness.near_rational()], [0, 2]], [1, -1])
+    h2 = SingleHeadAttention([[2, 0], [1, 1]], [0, 1])
+    tiny = SingleHeadAttention([[2, 0], [1, 1]], [0, sympy.Rational(1, 10**80)])
+    clean = SingleHeadAttention([[1, sympy.Rational(1, 3)], [0, 2]], [1, -1])
+
+    def learn(parts: list[SingleHeadAttention], **kw: int) -> MultiHeadRecovery:
+        oracle = Oracle(MultiHeadAttention(parts), "certified", precision=256)
+        return learn_multi_head(oracle, seed=seed, **kw)
+
+    ok1, d1 = soundness.refuses(lambda: learn([h1, h2], heads=2), soundness.REFUSED, "refutes")
+    ok2, d2 = soundness.refuses(lambda: learn([clean, tiny], max_heads=2), soundness.REFUSED, "")
+    rec = learn([clean, h2], heads=2)
+    cert_ok, cert = soundness.tamper_check(rec.certificate())
+    ok3 = rec.exact and bool(rec.assumptions) and cert_ok
+    return ClaimResult(
+        "prop-7.1/near-rational",
+        REF,
+        MH_NEAR,
+        ok1 and ok2 and ok3,
+        f"1/3 + 1e-80: {d1}; a head of size 1e-80 with max_heads=2: {d2}; clean: exact with "
+        f"{len(rec.assumptions)} assumption(s); certificate: {cert}",
+    )
+
+
+MH_POSITIONS = (
+    "The canonical multi-head learner refuses a box whose answers depend on token positions "
+    "(a window of 4 tokens, a rotary-like head) with ModelClassMismatch: the window box, "
+    "a head on short sequences, by the permuted fresh sequences (naming the position "
+    "dependence), the rotary one already by its learning answers."
+)
+MH_NEAR = (
+    "In certified mode (256 bits) a score 1/3 + 1e-80 is not returned as 1/3 exactly, a "
+    "second head of size 1e-80 is not dropped silently by the degree test, and a clean "
+    "result is exact with its assumption recorded; its certificate verifies and a tampered "
+    "copy is rejected."
+)
+
+
 CLAIMS = [
     _kind_check("permutation", "Permuting the heads leaves f unchanged for every sequence length."),
     _kind_check(
@@ -365,6 +443,11 @@ CLAIMS = [
         **_RECOVERY_SIZES,
     ),
     Claim(
-        "prop-7.1/affine-canonical-recovery", "ours (docs/theory.md, The models)", AFFINE_RECOVERY, _affine_recovery
+        "prop-7.1/affine-canonical-recovery",
+        "ours (docs/theory.md, The models)",
+        AFFINE_RECOVERY,
+        _affine_recovery,
     ),
+    Claim("prop-7.1/position-dependent", REF, MH_POSITIONS, _mh_positions),
+    Claim("prop-7.1/near-rational", REF, MH_NEAR, _mh_near_rational),
 ]

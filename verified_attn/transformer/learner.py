@@ -82,7 +82,7 @@ from verified_attn.verification import (
     DEFAULT_LENGTHS,
     DEFAULT_VERIFY,
     Verification,
-    verify_model,
+    verify_candidate,
 )
 
 __all__ = [
@@ -228,18 +228,20 @@ def learn_transformer(
             _check_v_eff(net, v_eff)
         g = net.model()
         model = OneLayerTransformer(W, sympy.eye(d), g.A, g.w_o)
-        checked = (
-            verify_model(
-                oracle,
-                model,
-                count=verify,
-                seed=seed,
-                lengths=lengths,
-                what="the learned Transformer",
-            )
-            if verify
-            else None
+        # Rationals reconstructed from balls: verified at a raised precision (certified).
+        checked, refuted = verify_candidate(
+            oracle,
+            model,
+            count=verify,
+            seed=seed,
+            lengths=lengths,
+            what="the learned Transformer",
         )
+        if refuted is not None:
+            raise PrecisionExhausted(
+                f"{refuted}: its parameters are not rationals within the denominator bound; "
+                "raise the oracle's precision or give a denominator_bound"
+            )
     counts = run.counts
     attention = sum(
         n

@@ -97,7 +97,7 @@ from verified_attn.verification import (
     DEFAULT_LENGTHS,
     DEFAULT_VERIFY,
     Verification,
-    verify_model,
+    verify_candidate,
 )
 
 __all__ = [
@@ -559,7 +559,8 @@ def learn_relu_ffn(
                     )
                 if verify:
                     try:
-                        checked = verify_model(
+                        # Rationals reconstructed from balls: at a raised precision.
+                        checked, refuted = verify_candidate(
                             oracle,
                             net.model(),
                             count=verify,
@@ -570,6 +571,12 @@ def learn_relu_ffn(
                         )
                     except ModelClassMismatch as exc:
                         raise _Retry(str(exc)) from exc
+                    if refuted is not None:
+                        raise PrecisionExhausted(
+                            f"{refuted}: the network's answers are not rationals with "
+                            f"denominator <= {D}; raise the oracle's precision or give a "
+                            "denominator_bound"
+                        )
             except _Retry as exc:
                 reasons.append(str(exc))
                 continue
