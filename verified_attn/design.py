@@ -65,6 +65,9 @@ class SingleHeadDesign:
         self._t: np.ndarray | None = None
         self._t_pow2: np.ndarray | None = None
         self._u_int: np.ndarray | None = None
+        # The default design's structure U = I + e_p s^T (s_p = 0), if it is one: then
+        # U^{-T} M = M - s (e_p^T M) exactly, with no d x d rational inverse.
+        self._mix: tuple[int, np.ndarray] | None = None
 
     @functools.cached_property
     def U_float(self) -> np.ndarray:
@@ -77,6 +80,19 @@ class SingleHeadDesign:
         return flint.fmpq_mat(
             d, d, [flint.fmpq(q.numerator, q.denominator) for row in self.U for q in row]
         )
+
+    def solve_float(self, M: np.ndarray) -> np.ndarray | None:
+        """U^{-T} M in float64 for the default design's structure (None for other designs).
+
+        With U = I + e_p s^T and s_p = 0, U^{-T} = I - s e_p^T, so each entry is one
+        float subtraction ``M[k] - s_k M[p]`` (s_k in {0, 1}): the rounding of the dense
+        product with the exact inverse, at O(d^2) cost instead of a d x d rational matrix.
+        """
+        if self._mix is None:
+            return None
+        p, s = self._mix
+        M = np.asarray(M, dtype=np.float64)
+        return M - s[:, None] * M[p][None, :]
 
     def column(self, k: int) -> list[Fraction]:
         return [self.U[i][k] for i in range(self.d)]
@@ -222,12 +238,16 @@ def default_design(arith: Arithmetic, v: Any, d: int, affine: bool) -> SingleHea
     # U[i][k] (shared, immutable Fraction objects: d^2 references, not d^2 Fractions).
     U = [[_ZERO] * d for _ in range(d)]
     U_float = np.eye(d)
+    mix = np.zeros(d)
     for k in range(d):
         U[k][k] = _ONE
         if k != p and 4 * mags[k] < mags[p]:
             U[p][k] = _ONE
             U_float[p, k] = 1.0
-    return _unit_scale_design(d, affine, U, U_float, np.ones(d, dtype=bool))
+            mix[k] = 1.0
+    design = _unit_scale_design(d, affine, U, U_float, np.ones(d, dtype=bool))
+    design._mix = (p, mix)
+    return design
 
 
 def user_design(design: Any, d: int, affine: bool) -> SingleHeadDesign:

@@ -144,6 +144,12 @@ def decode_single_head(
         m0 = L0 / t0
         M = M - m0[:, None]
         params["beta"] = base["beta"]
+    fast = design.solve_float(M) if arith.name == "float" else None
+    if fast is not None:  # the default design's U^{-T}, applied structurally
+        params["W"] = fast
+        if design.affine:
+            params["c"] = design.solve_float(m0.reshape(d, 1))[:, 0]  # type: ignore[index]
+        return params
     inv_t = design.U_flint.transpose().inv()
     params["W"] = apply_exact(arith, inv_t, M)
     if design.affine:
