@@ -77,9 +77,21 @@ class SingleHeadDesign:
     @property
     def U_flint(self) -> flint.fmpq_mat:
         d = self.d
+        if self._mix is not None:  # the default design: 0/1 integers, built in one pass
+            ints = self.U_float.astype(np.int64).ravel().tolist()
+            return flint.fmpq_mat(flint.fmpz_mat(d, d, ints))
         return flint.fmpq_mat(
             d, d, [flint.fmpq(q.numerator, q.denominator) for row in self.U for q in row]
         )
+
+    def U_inverse_flint(self) -> flint.fmpq_mat:
+        """U^{-1}, exact: I - e_p s^T for the default design (no elimination), else inv()."""
+        if self._mix is None:
+            return self.U_flint.inv()
+        p, s = self._mix
+        inv = np.eye(self.d, dtype=np.int64)
+        inv[p, :] -= s.astype(np.int64)
+        return flint.fmpq_mat(flint.fmpz_mat(self.d, self.d, inv.ravel().tolist()))
 
     def solve_float(self, M: np.ndarray) -> np.ndarray | None:
         """U^{-T} M in float64 for the default design's structure (None for other designs).

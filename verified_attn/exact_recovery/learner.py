@@ -150,7 +150,7 @@ def decode_single_head(
         if design.affine:
             params["c"] = design.solve_float(m0.reshape(d, 1))[:, 0]  # type: ignore[index]
         return params
-    inv_t = design.U_flint.transpose().inv()
+    inv_t = design.U_inverse_flint().transpose()
     params["W"] = apply_exact(arith, inv_t, M)
     if design.affine:
         params["c"] = apply_exact(arith, inv_t, m0.reshape(d, 1))[:, 0]
