@@ -209,11 +209,15 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
             rec.certificate(path)
             t2 = time.perf_counter()
             row["certificate_bytes"] = path.stat().st_size
-            check = va.verify_certificate(path)
+            try:
+                ok = bool(va.verify_certificate(path).ok)
+            except va.CertificateError as exc:  # recorded (e.g. a checker's size bound)
+                ok = False
+                row["certificate_error"] = str(exc)
             t3 = time.perf_counter()
         row["certificate_seconds"] = t2 - t1
         row["certificate_check_seconds"] = t3 - t2
-        row["certificate_ok"] = bool(check.ok)
+        row["certificate_ok"] = ok
     if profiler is not None:
         row["profile_top"] = _top_costs(profiler)
     row["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -257,7 +261,16 @@ def run_child(spec: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------
 
 
-def run_benchmark(sizes: dict[str, Any], seed: int, profile: bool) -> dict[str, Any]:
+def run_benchmark(
+    sizes: dict[str, Any],
+    seed: int,
+    profile: bool,
+    out: Path | None = None,
+    previous: dict[str, Any] | None = None,
+    profile_max_d: int = 1 << 30,
+) -> dict[str, Any]:
+    """Run every size; with ``out``, rewrite the JSON after each row (long runs keep what
+    they measured); rows of ``previous`` for other sizes are kept (``--append``)."""
     data: dict[str, Any] = {
         "benchmark": NAME,
         **metadata(seed, precision=PRECISION, blas_threads=1, verify=8),
@@ -265,6 +278,9 @@ def run_benchmark(sizes: dict[str, Any], seed: int, profile: bool) -> dict[str, 
         "single_head": [],
         "skeleton": [],
     }
+    if previous:
+        for key in ("single_head", "skeleton"):
+            data[key] = list(previous.get(key, []))
     specs: list[tuple[str, dict[str, Any]]] = []
     for d in sizes["float"]:
         specs.append(("single_head", {"kind": "single_head", "arithmetic": "float", "d": d,
@@ -281,13 +297,19 @@ def run_benchmark(sizes: dict[str, Any], seed: int, profile: bool) -> dict[str, 
     for group, spec in specs:
         spec["seed"] = seed
         row = run_child(spec)
-        if profile:
+        if profile and spec["d"] <= profile_max_d:
             prof = run_child({**spec, "profile": True, "certificate": False})
             row["profile_top"] = prof["profile_top"]
             row["profiled_seconds"] = prof["seconds"]
         goal = FLOAT_GOAL if spec["arithmetic"] == "float" else CERTIFIED_GOAL
         row["goal_met"] = row["overhead_ratio"] <= goal
+        same = ("kind", "arithmetic", "d")
+        data[group] = [r for r in data[group] if any(r.get(k) != row[k] for k in same)]
         data[group].append(row)
+        data[group].sort(key=lambda r: (r["arithmetic"], r["d"]))
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"{NAME}.json").write_text(json.dumps(data, indent=1, default=str))
         _log(
             f"{group} {spec['arithmetic']} d={spec['d']}: {row['seconds']:.2f} s, box "
             f"{row['box_seconds']:.2f} s, overhead {row['overhead_ratio']:.2f}, "
@@ -344,6 +366,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--only", choices=["float", "certified", "skeleton", "skeleton_certified"],
                    action="append", help="run only these groups")
+    p.add_argument("--float", type=int, nargs="*", help="float single-head sizes d")
+    p.add_argument("--certified", type=int, nargs="*", help="certified single-head sizes d")
+    p.add_argument("--skeleton", nargs="*", help="float skeleton sizes as D:R")
+    p.add_argument("--skeleton-certified", nargs="*", help="certified skeleton sizes as D:R")
+    p.add_argument("--profile-max-d", type=int, default=1 << 30,
+                   help="profile only sizes up to this d")
+    p.add_argument("--append", action="store_true",
+                   help="keep the rows of an existing results JSON for other sizes")
     p.add_argument("--child", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -357,12 +387,31 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     sizes = dict(QUICK if args.quick else FULL)
     if args.only:
         sizes = {k: (v if k in args.only else []) for k, v in sizes.items()}
-    data = run_benchmark(sizes, args.seed, args.profile)
+    given = {
+        "float": args.float,
+        "certified": args.certified,
+        "skeleton": None if args.skeleton is None else [_pair(x) for x in args.skeleton],
+        "skeleton_certified": None
+        if args.skeleton_certified is None
+        else [_pair(x) for x in args.skeleton_certified],
+    }
+    if any(v is not None for v in given.values()):
+        sizes = {k: (v or []) for k, v in given.items()}
+    path = args.out / f"{NAME}.json"
+    previous = json.loads(path.read_text()) if args.append and path.exists() else None
+    data = run_benchmark(
+        sizes, args.seed, args.profile, args.out, previous, args.profile_max_d
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.no_plots:
         data["plots"] = plot(data, args.out)
     (args.out / f"{NAME}.json").write_text(json.dumps(data, indent=1, default=str))
     return data
+
+
+def _pair(text: str) -> tuple[int, int]:
+    d, r = text.split(":")
+    return int(d), int(r)
 
 
 def _log(msg: str) -> None:
