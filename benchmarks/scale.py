@@ -51,6 +51,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# This checkout's package (not whichever one is installed), here and in the children.
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
 from _common import RESULTS, metadata
 
@@ -268,6 +270,7 @@ def run_benchmark(
     out: Path | None = None,
     previous: dict[str, Any] | None = None,
     profile_max_d: int = 1 << 30,
+    certificates: bool = True,
 ) -> dict[str, Any]:
     """Run every size; with ``out``, rewrite the JSON after each row (long runs keep what
     they measured); rows of ``previous`` for other sizes are kept (``--append``)."""
@@ -290,7 +293,7 @@ def run_benchmark(
                                       "certificate": d in (128, 8)}))
     for d, r in sizes["skeleton"]:
         specs.append(("skeleton", {"kind": "skeleton", "arithmetic": "float", "d": d, "r": r,
-                                   "certificate": True}))
+                                   "certificate": certificates}))
     for d, r in sizes["skeleton_certified"]:
         specs.append(("skeleton", {"kind": "skeleton", "arithmetic": "certified", "d": d,
                                    "r": r}))
@@ -301,6 +304,7 @@ def run_benchmark(
             prof = run_child({**spec, "profile": True, "certificate": False})
             row["profile_top"] = prof["profile_top"]
             row["profiled_seconds"] = prof["seconds"]
+            row["profiled_peak_rss_mib"] = prof["peak_rss_mib"]  # no certificate built
         goal = FLOAT_GOAL if spec["arithmetic"] == "float" else CERTIFIED_GOAL
         row["goal_met"] = row["overhead_ratio"] <= goal
         same = ("kind", "arithmetic", "d")
@@ -372,6 +376,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--skeleton-certified", nargs="*", help="certified skeleton sizes as D:R")
     p.add_argument("--profile-max-d", type=int, default=1 << 30,
                    help="profile only sizes up to this d")
+    p.add_argument("--no-skeleton-certificate", action="store_true",
+                   help="do not build the skeleton's certificate (GiBs at d = 768)")
     p.add_argument("--append", action="store_true",
                    help="keep the rows of an existing results JSON for other sizes")
     p.add_argument("--child", help=argparse.SUPPRESS)
@@ -400,7 +406,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     path = args.out / f"{NAME}.json"
     previous = json.loads(path.read_text()) if args.append and path.exists() else None
     data = run_benchmark(
-        sizes, args.seed, args.profile, args.out, previous, args.profile_max_d
+        sizes, args.seed, args.profile, args.out, previous, args.profile_max_d,
+        not args.no_skeleton_certificate,
     )
     args.out.mkdir(parents=True, exist_ok=True)
     if not args.no_plots:
