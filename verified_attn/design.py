@@ -48,7 +48,8 @@ class SingleHeadDesign:
     """The exact rational design: columns ``U[:, k] = u_k`` and probe scales.
 
     ``scales[k][j]`` is the t of the query [e_j + t u_k; e_j]; ``c_scales[k]`` that of
-    [t u_k; 0] (affine only). All are exact rationals.
+    [t u_k; 0] (affine only). All are exact rationals. Change a scale only through
+    :meth:`set_scale` / :meth:`set_c_scale`: the design caches float views of them.
     """
 
     d: int
@@ -56,6 +57,17 @@ class SingleHeadDesign:
     U: list[list[Fraction]]  # U[i][k]: row i, column k
     scales: list[list[Fraction]]
     c_scales: list[Fraction] | None = None
+
+    def __post_init__(self) -> None:
+        # Float views, built lazily (or given by the constructors below, which know them):
+        # _t[k, j] = float(scales[k][j]) and whether it is a power of two; _u_int[k]: column
+        # k has small-integer entries (so the probes are exact float64 arrays).
+        self._t: np.ndarray | None = None
+        self._t_pow2: np.ndarray | None = None
+        self._u_int: np.ndarray | None = None
+        # The default design's structure U = I + e_p s^T (s_p = 0), if it is one: then
+        # U^{-T} M = M - s (e_p^T M) exactly, with no d x d rational inverse.
+        self._mix: tuple[int, np.ndarray] | None = None
 
     @functools.cached_property
     def U_float(self) -> np.ndarray:
@@ -65,12 +77,63 @@ class SingleHeadDesign:
     @property
     def U_flint(self) -> flint.fmpq_mat:
         d = self.d
+        if self._mix is not None:  # the default design: 0/1 integers, built in one pass
+            ints = self.U_float.astype(np.int64).ravel().tolist()
+            return flint.fmpq_mat(flint.fmpz_mat(d, d, ints))
         return flint.fmpq_mat(
             d, d, [flint.fmpq(q.numerator, q.denominator) for row in self.U for q in row]
         )
 
+    def U_inverse_flint(self) -> flint.fmpq_mat:
+        """U^{-1}, exact: I - e_p s^T for the default design (no elimination), else inv()."""
+        if self._mix is None:
+            return self.U_flint.inv()
+        p, s = self._mix
+        inv = np.eye(self.d, dtype=np.int64)
+        inv[p, :] -= s.astype(np.int64)
+        return flint.fmpq_mat(flint.fmpz_mat(self.d, self.d, inv.ravel().tolist()))
+
+    def solve_float(self, M: np.ndarray) -> np.ndarray | None:
+        """U^{-T} M in float64 for the default design's structure (None for other designs).
+
+        With U = I + e_p s^T and s_p = 0, U^{-T} = I - s e_p^T, so each entry is one
+        float subtraction ``M[k] - s_k M[p]`` (s_k in {0, 1}): the rounding of the dense
+        product with the exact inverse, at O(d^2) cost instead of a d x d rational matrix.
+        """
+        if self._mix is None:
+            return None
+        p, s = self._mix
+        M = np.asarray(M, dtype=np.float64)
+        return M - s[:, None] * M[p][None, :]
+
     def column(self, k: int) -> list[Fraction]:
         return [self.U[i][k] for i in range(self.d)]
+
+    def set_scale(self, k: int, j: int, t: Fraction) -> None:
+        """Set the t of the probe [e_j + t u_k; e_j] (keeps the float views in step)."""
+        self.scales[k][j] = t
+        if self._t is not None and self._t_pow2 is not None:
+            self._t[k, j] = float(t)
+            self._t_pow2[k, j] = is_power_of_two(t)
+
+    def set_c_scale(self, k: int, t: Fraction) -> None:
+        assert self.c_scales is not None
+        self.c_scales[k] = t
+
+    def scales_float(self) -> np.ndarray:
+        """The W probe scales as a (d, d) float64 array (read-only view; k, j indexed)."""
+        self._scale_views()
+        assert self._t is not None
+        view = self._t.view()
+        view.flags.writeable = False
+        return view
+
+    def _scale_views(self) -> None:
+        if self._t is None or self._t_pow2 is None:
+            self._t = np.array([[float(t) for t in row] for row in self.scales], dtype=np.float64)
+            self._t_pow2 = np.array(
+                [[is_power_of_two(t) for t in row] for row in self.scales], dtype=bool
+            )
 
     def w_query(self, j: int, k: int) -> np.ndarray:
         """[e_j + t u_k; e_j] as an exact (dyadic) float array, or an object array."""
@@ -80,10 +143,14 @@ class SingleHeadDesign:
         """All d probes for design column k, j = 0..d-1 (one (d, 2, d) array if dyadic)."""
         if not self._dyadic(k):
             return [self.w_query(j, k) for j in range(self.d)]
-        u = np.array([float(q) for q in self.column(k)])
-        t = np.array([float(q) for q in self.scales[k]])
-        eye = np.eye(self.d)
-        return np.stack([t[:, None] * u[None, :] + eye, eye], axis=1)
+        assert self._t is not None
+        u = self.U_float[:, k]
+        out = np.zeros((self.d, 2, self.d))
+        np.multiply(self._t[k][:, None], u[None, :], out=out[:, 0, :])
+        idx = np.arange(self.d)
+        out[idx, 0, idx] += 1.0
+        out[idx, 1, idx] = 1.0
+        return out
 
     def c_query(self, k: int) -> np.ndarray:
         assert self.c_scales is not None
@@ -92,9 +159,17 @@ class SingleHeadDesign:
     def _dyadic(self, k: int) -> bool:
         # Small-integer u_k and power-of-two scales: every probe entry is an exact float64,
         # so float arrays carry the exact rational queries (checked, not assumed).
-        return all(q.denominator == 1 and -(2**20) < q < 2**20 for q in self.column(k)) and all(
-            is_power_of_two(t) for t in self.scales[k]
-        )
+        if self._u_int is None:
+            self._u_int = np.array(
+                [
+                    all(q.denominator == 1 and -(2**20) < q < 2**20 for q in self.column(c))
+                    for c in range(self.d)
+                ],
+                dtype=bool,
+            )
+        self._scale_views()
+        assert self._t_pow2 is not None
+        return bool(self._u_int[k]) and bool(self._t_pow2[k].all())
 
     def _pair(self, k: int, t: Fraction, j: int | None) -> np.ndarray:
         top = [t * u for u in self.column(k)]
@@ -103,6 +178,26 @@ class SingleHeadDesign:
             top[j] += 1
             bottom[j] = Fraction(1)
         return exact_array([top, bottom])
+
+
+_ZERO = Fraction(0)
+_ONE = Fraction(1)
+
+
+def _unit_scale_design(
+    d: int, affine: bool, U: list[list[Fraction]], U_float: np.ndarray | None, u_int: Any
+) -> SingleHeadDesign:
+    """A design with every probe scale 1, its float views given (no d^2 Fraction work)."""
+    design = SingleHeadDesign(
+        d, affine, U, [[_ONE] * d for _ in range(d)], [_ONE] * d if affine else None
+    )
+    design._t = np.ones((d, d))
+    design._t_pow2 = np.ones((d, d), dtype=bool)
+    if u_int is not None:
+        design._u_int = np.asarray(u_int, dtype=bool)
+    if U_float is not None:
+        design.__dict__["U_float"] = U_float  # the cached_property's slot
+    return design
 
 
 def is_power_of_two(t: Fraction) -> bool:
@@ -152,12 +247,19 @@ def default_design(arith: Arithmetic, v: Any, d: int, affine: bool) -> SingleHea
     """
     mags = [arith.magnitude(x) for x in v]
     p = int(np.argmax(mags))
-    U = [[Fraction(int(i == k)) for k in range(d)] for i in range(d)]
+    # U[i][k] (shared, immutable Fraction objects: d^2 references, not d^2 Fractions).
+    U = [[_ZERO] * d for _ in range(d)]
+    U_float = np.eye(d)
+    mix = np.zeros(d)
     for k in range(d):
+        U[k][k] = _ONE
         if k != p and 4 * mags[k] < mags[p]:
-            U[p][k] = Fraction(1)
-    ones = [[Fraction(1)] * d for _ in range(d)]
-    return SingleHeadDesign(d, affine, U, ones, [Fraction(1)] * d if affine else None)
+            U[p][k] = _ONE
+            U_float[p, k] = 1.0
+            mix[k] = 1.0
+    design = _unit_scale_design(d, affine, U, U_float, np.ones(d, dtype=bool))
+    design._mix = (p, mix)
+    return design
 
 
 def user_design(design: Any, d: int, affine: bool) -> SingleHeadDesign:
@@ -172,8 +274,7 @@ def user_design(design: Any, d: int, affine: bool) -> SingleHeadDesign:
     flat = flint.fmpq_mat(d, d, [flint.fmpq(q.numerator, q.denominator) for r in U for q in r])
     if flat.rank() < d:
         raise InvalidArgument(f"design must be invertible; it has rank {flat.rank()} < d = {d}")
-    ones = [[Fraction(1)] * d for _ in range(d)]
-    return SingleHeadDesign(d, affine, U, ones, [Fraction(1)] * d if affine else None)
+    return _unit_scale_design(d, affine, U, None, None)
 
 
 def check_design(arith: Arithmetic, design: SingleHeadDesign, v: np.ndarray) -> None:

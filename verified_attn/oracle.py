@@ -223,7 +223,9 @@ class Oracle:
         self._runs: list[Run] = []
         self.tokens_sent = 0
         self.max_length = 0
-        self._transcript: list[TranscriptEntry] = []
+        # Recorded batches (phase, queries, answers), expanded into entries on request: a
+        # TranscriptEntry per query costs more than a fast box's answer at large d.
+        self._batches: list[tuple[str, Sequence[Any], list[Any]]] = []
 
     # -- bookkeeping -----------------------------------------------------------------
     @property
@@ -257,7 +259,12 @@ class Oracle:
     @property
     def transcript(self) -> list[TranscriptEntry]:
         """Every recorded query and answer, in order (empty if ``record=False``)."""
-        return list(self._transcript)
+        return list(self._entries())
+
+    def _entries(self) -> Iterator[TranscriptEntry]:
+        for phase, queries, answers in self._batches:
+            for X, a in zip(queries, answers, strict=True):
+                yield TranscriptEntry(phase, X, a)
 
     @contextlib.contextmanager
     def phase(self, name: str, *, verification: bool = False) -> Iterator[None]:
@@ -371,11 +378,17 @@ class Oracle:
             and not isinstance(self.model, _Replay)
         )
 
-    def query_many(self, Xs: Queries, *, precision: int | None = None) -> list[Answer]:
+    def query_many(
+        self, Xs: Queries, *, precision: int | None = None, owned: bool = False
+    ) -> list[Answer]:
         """Answers to several non-adaptive queries (one round; vectorised in float mode).
 
         ``precision`` (certified arithmetic, where :attr:`can_raise_precision`): answer
         these queries with balls computed at that many bits instead of the oracle's own.
+        ``owned=True`` (a (B, N, d) float64 array in float mode): the caller hands the array
+        over and will not read it again, so a black box's ``batch_fn`` is given it without
+        the defensive copy, unless the transcript keeps it (then the box gets a copy, as
+        always, so a box that writes into its input cannot alter the record).
         """
         if (
             isinstance(Xs, np.ndarray)
@@ -383,7 +396,7 @@ class Oracle:
             and Xs.dtype.kind in "fiu"
             and self.arithmetic.name == "float"
         ):
-            return self._query_array(Xs)
+            return self._query_array(Xs, owned=owned)
         if isinstance(Xs, np.ndarray) and Xs.ndim != 3 and Xs.dtype != object:
             # A single (N, d) query passed here would otherwise be read as N queries.
             raise InvalidArgument(
@@ -417,20 +430,21 @@ class Oracle:
         self._record(converted, answers, lengths)
         return answers
 
-    def _record(self, converted: list[Any], answers: list[Any], lengths: list[int]) -> None:
+    def _will_record(self, size: int) -> bool:
+        """Whether a batch of ``size`` numbers would be kept in the transcript."""
         if self.record is False:
-            self.transcript_complete = False
-            return
+            return False
+        return not (self.record is None and self._recorded_numbers + size > _AUTO_RECORD_NUMBERS)
+
+    def _record(self, converted: Sequence[Any], answers: list[Any], lengths: list[int]) -> None:
         size = sum(lengths) * self.d
-        if self.record is None and self._recorded_numbers + size > _AUTO_RECORD_NUMBERS:
+        if not self._will_record(size):
             self.transcript_complete = False
             return
         self._recorded_numbers += size
-        self._transcript.extend(
-            TranscriptEntry(self._phase, X, a) for X, a in zip(converted, answers, strict=True)
-        )
+        self._batches.append((self._phase, converted, answers))
 
-    def _query_array(self, Xs: np.ndarray) -> list[Any]:
+    def _query_array(self, Xs: np.ndarray, *, owned: bool = False) -> list[Any]:
         """Fast path: a (B, N, d) float array of queries, validated as a whole."""
         if Xs.shape[0] == 0:
             return []
@@ -445,29 +459,42 @@ class Oracle:
         self._reserve(Xs.shape[0])
         lengths = [Xs.shape[1]] * Xs.shape[0]
         self._account(Xs.shape[0], lengths)
-        answers = self._answer_array(Xs)
-        self._record(list(Xs), answers, lengths)
+        # The box may be handed the caller's array itself only if nobody reads it again.
+        copy = not owned or self._will_record(Xs.size)
+        answers = self._answer_array(Xs, copy=copy)
+        self._record(Xs, answers, lengths)  # an (B, N, d) array: B queries, kept as views
         return answers
 
-    def _answer_array(self, Xs: np.ndarray) -> list[Any]:
+    def _answer_array(self, Xs: np.ndarray, *, copy: bool = True) -> list[Any]:
         """Answers to a (B, N, d) float batch, evaluated in slices (no re-stacking)."""
         if self.model is not None:
             fn = self.model.evaluate_batch
         elif self._batch_fn is not None:
-            fn = self._guarded_batch
+            return self._answer_batch_fn(Xs, copy)
         else:
             return self._answer(list(Xs))
         out: list[Any] = []
         for start in range(0, Xs.shape[0], _FLOAT_CHUNK):
             out.extend(fn(Xs[start : start + _FLOAT_CHUNK]))
-        if self.model is None:
-            out = [_check_answer(r, X) for r, X in zip(out, Xs, strict=True)]
+        return out
+
+    def _answer_batch_fn(self, Xs: np.ndarray, copy: bool) -> list[float]:
+        """A black box's batch answers, checked as arrays (one pass), else one by one."""
+        out: list[float] = []
+        for start in range(0, Xs.shape[0], _FLOAT_CHUNK):
+            chunk = Xs[start : start + _FLOAT_CHUNK]
+            raw = self._guarded_batch(chunk, copy=copy)
+            if raw.dtype.kind in "fiu" and bool(np.isfinite(raw).all()):
+                out.extend(raw.astype(np.float64).tolist())
+            else:  # the per-answer check says what came back instead of a finite number
+                out.extend(_check_answer(r, X) for r, X in zip(raw, chunk, strict=True))
         return out
 
     def _convert(self, X: Any) -> Any:
         if self.arithmetic.name == "float":
             return as_float_sequence(X, self.d)
-        return as_rational_sequence(X, self.d)
+        fast = _dyadic_matrix(X, self.d)
+        return fast if fast is not None else as_rational_sequence(X, self.d)
 
     def _answer(self, converted: list[Any], precision: int | None = None) -> list[Any]:
         if self.model is not None:
@@ -494,10 +521,10 @@ class Oracle:
                 f"{X.shape[0]})"
             ) from exc
 
-    def _guarded_batch(self, Xs: np.ndarray) -> np.ndarray:
+    def _guarded_batch(self, Xs: np.ndarray, *, copy: bool = True) -> np.ndarray:
         assert self._batch_fn is not None
         try:
-            out = np.asarray(self._batch_fn(Xs.copy()))
+            out = np.asarray(self._batch_fn(Xs.copy() if copy else Xs))
         except Exception as exc:
             raise OracleError(
                 f"the black box's batch_fn raised {type(exc).__name__}: {exc}"
@@ -529,7 +556,7 @@ class Oracle:
                     "sequence": [[dump_rational(q) for q in row] for row in e.sequence],
                     "answer": dump_number(e.answer),
                 }
-                for e in self._transcript
+                for e in self._entries()
             ],
         }
         Path(path).write_text(json.dumps(data))
@@ -601,6 +628,32 @@ class _Replay:
 
     def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
         return np.array([self._lookup(X) for X in Xs], dtype=np.float64)
+
+
+#: Power-of-two denominators tried by :func:`_dyadic_matrix` (probe scales are 16^-n).
+_DYADIC_SHIFTS = (0, 4, 8, 16, 24, 32, 48)
+
+
+def _dyadic_matrix(X: Any, d: int) -> flint.fmpq_mat | None:
+    """A valid float64 (N, d) query as an exact flint matrix in one pass, or None.
+
+    Exact: if ``X * 2^k`` is an integer array below 2^53 for one of a few k, the matrix is
+    those integers over 2^k. Anything else (other shapes, non-finite entries, other
+    denominators) returns None and goes through the general, entry-by-entry conversion,
+    which also raises the errors.
+    """
+    if not (isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2):
+        return None
+    if X.shape[0] < 1 or X.shape[1] != d or not np.all(np.isfinite(X)):
+        return None
+    for k in _DYADIC_SHIFTS:
+        with np.errstate(over="ignore"):
+            Y = np.ldexp(X, k)  # exact (or inf, refused next): a power-of-two scaling
+        if np.all(np.abs(Y) < 2.0**53) and np.all(Y == np.floor(Y)):
+            ints = flint.fmpz_mat(X.shape[0], X.shape[1], Y.astype(np.int64).ravel().tolist())
+            out = flint.fmpq_mat(ints)
+            return out if k == 0 else out * flint.fmpq(1, 2**k)
+    return None
 
 
 def _model_class_of(model: Any) -> str | None:

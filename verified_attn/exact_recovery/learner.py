@@ -103,7 +103,7 @@ def _probe_ratios(
     v = measured_array(arith, [answers["v"][i] - beta for i in range(d)])
     products = uv(arith, design, v)
     F = measured_array(arith, answers["W"])  # F[k][j]
-    t = measured_array(arith, [[arith.rational(s) for s in row] for row in design.scales])
+    t = _scale_array(arith, design)
     Y = (F - v[None, :] - beta) / (t * products[:, None])
     Y0 = None
     if design.affine:
@@ -129,7 +129,7 @@ def decode_single_head(
         raise_bad_probe(arith, Y[k, j], design.w_query(j, k), answers["W"][k][j])
     for k, j in _irrational(arith, L):
         _raise_irrational_logit(L[k, j], design.w_query(j, k), answers["W"][k][j])
-    t = measured_array(arith, [[arith.rational(s) for s in row] for row in design.scales])
+    t = _scale_array(arith, design)
     M = L / t  # M[k, j] = u_k^T (W e_j + c)
     params: dict[str, Any] = {"v": base["v"]}
     if design.affine:
@@ -144,11 +144,24 @@ def decode_single_head(
         m0 = L0 / t0
         M = M - m0[:, None]
         params["beta"] = base["beta"]
-    inv_t = design.U_flint.transpose().inv()
+    fast = design.solve_float(M) if arith.name == "float" else None
+    if fast is not None:  # the default design's U^{-T}, applied structurally
+        params["W"] = fast
+        if design.affine:
+            params["c"] = design.solve_float(m0.reshape(d, 1))[:, 0]  # type: ignore[index]
+        return params
+    inv_t = design.U_inverse_flint().transpose()
     params["W"] = apply_exact(arith, inv_t, M)
     if design.affine:
         params["c"] = apply_exact(arith, inv_t, m0.reshape(d, 1))[:, 0]
     return params
+
+
+def _scale_array(arith: Arithmetic, design: SingleHeadDesign) -> np.ndarray:
+    """The W probe scales t[k, j] as numbers of ``arith`` (float: the design's float view)."""
+    if arith.name == "float":
+        return design.scales_float()
+    return measured_array(arith, [[arith.rational(s) for s in row] for row in design.scales])
 
 
 def _irrational(arith: Arithmetic, L: np.ndarray) -> list[tuple[int, ...]]:
@@ -234,7 +247,9 @@ def learn_single_head(
         check_design(arith, the_design, v)
 
         with oracle.phase("W"):
-            answers["W"] = [oracle.query_many(the_design.w_queries(k)) for k in range(d)]
+            answers["W"] = [
+                oracle.query_many(the_design.w_queries(k), owned=True) for k in range(d)
+            ]
             if affine:
                 answers["c"] = oracle.query_many([the_design.c_query(k) for k in range(d)])
         if arith.name != "exact":
@@ -329,7 +344,7 @@ def _refine_low_precision(
     if not todo:
         return
     for k, j, t_new in todo:
-        design.scales[k][j] = t_new
+        design.set_scale(k, j, t_new)
     with oracle.phase("refine"):
         new = oracle.query_many([design.w_query(j, k) for k, j, _ in todo])
     for (k, j, _), a in zip(todo, new, strict=True):
@@ -348,17 +363,22 @@ def _rescale_saturated(
     """
     for _ in range(MAX_RESCALES):
         _, Y, Y0 = _probe_ratios(arith, design, answers)
-        todo = saturated(arith, Y, np.array(design.scales, dtype=object))
-        todo0 = (
-            saturated(arith, Y0, np.array(design.c_scales, dtype=object)) if Y0 is not None else []
+        # Float saturation reads y alone; certified mode also needs each probe's scale.
+        scales = None if arith.name == "float" else np.array(design.scales, dtype=object)
+        c_scales = (
+            None
+            if arith.name == "float" or design.c_scales is None
+            else np.array(design.c_scales, dtype=object)
         )
+        todo = saturated(arith, Y, scales)
+        todo0 = saturated(arith, Y0, c_scales) if Y0 is not None else []
         if not todo and not todo0:
             return
         for k, j in todo:
-            design.scales[k][j] *= RESCALE_FACTOR
+            design.set_scale(k, j, design.scales[k][j] * RESCALE_FACTOR)
         for (k,) in todo0:
             assert design.c_scales is not None
-            design.c_scales[k] *= RESCALE_FACTOR
+            design.set_c_scale(k, design.c_scales[k] * RESCALE_FACTOR)
         with oracle.phase("rescale"):
             new = oracle.query_many(
                 [design.w_query(j, k) for k, j in todo] + [design.c_query(k) for (k,) in todo0]

@@ -89,6 +89,16 @@ class Prober:
     v: np.ndarray
     v_answers: list[Any] = field(default_factory=list)
     log: list[Measurement] = field(default_factory=list)
+    # Probe vectors repeat (design columns, basis vectors, unit vectors): the log keeps one
+    # tuple per distinct vector, so it costs O(distinct * d), not O(probes * d).
+    _vectors: dict[bytes, tuple[float, ...]] = field(default_factory=dict, repr=False)
+
+    def _interned(self, x: np.ndarray) -> tuple[float, ...]:
+        key = np.ascontiguousarray(x, dtype=np.float64).tobytes()
+        out = self._vectors.get(key)
+        if out is None:
+            out = self._vectors[key] = tuple(x.tolist())
+        return out
 
     @classmethod
     def start(cls, oracle: Oracle) -> Prober:
@@ -114,15 +124,20 @@ class Prober:
         n = us.shape[0]
         if n == 0:
             return measured_array(arith, [])
-        uv = [dot(arith, us[k], self.v) for k in range(n)]
-        bv = [dot(arith, bs[k], self.v) for k in range(n)]
+        uv = self._dots(us)
+        bv = self._dots(bs)
         scales = [Fraction(1)] * n
         with self.oracle.phase(phase, verification=verification):
-            answers = self.oracle.query_many(np.stack([bs + us, bs], axis=1))
+            answers = self.oracle.query_many(np.stack([bs + us, bs], axis=1), owned=True)
         rescale = f"{phase}-rescale" if verification else "rescale"
         for _ in range(MAX_RESCALES if arith.name != "exact" else 0):
             Y = self._ratios(answers, uv, bv, scales)
-            todo = [ix[0] for ix in saturated(arith, Y, np.array(scales, dtype=object))]
+            todo = [
+                ix[0]
+                for ix in saturated(
+                    arith, Y, None if arith.name == "float" else np.array(scales, dtype=object)
+                )
+            ]
             if not todo:
                 break
             for k in todo:
@@ -136,8 +151,8 @@ class Prober:
             self.log.append(
                 Measurement(
                     phase,
-                    tuple(us[k].tolist()),
-                    tuple(bs[k].tolist()),
+                    self._interned(us[k]),
+                    self._interned(bs[k]),
                     scales[k],
                     answers[k],
                     verification,
@@ -150,6 +165,18 @@ class Prober:
             raise_bad_probe(arith, Y[k], self._query(us[k], bs[k], scales[k]), answers[k])
         t = measured_array(arith, [arith.rational(s) for s in scales])
         return L / t
+
+    def _dots(self, xs: np.ndarray) -> list[Any]:
+        """x_k^T v for every row, computed once per distinct row (rows repeat)."""
+        memo: dict[bytes, Any] = {}
+        out = []
+        for x in xs:
+            key = np.ascontiguousarray(x, dtype=np.float64).tobytes()
+            val = memo.get(key)
+            if val is None:
+                val = memo[key] = dot(self.arith, x, self.v)
+            out.append(val)
+        return out
 
     def _ratios(self, answers: list[Any], uv: list[Any], bv: list[Any], scales: list[Fraction]):
         arith = self.arith

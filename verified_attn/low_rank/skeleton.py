@@ -184,10 +184,9 @@ def skeleton_recover(
 
     design = default_design(arith, v, d, False)
     check_design(arith, design, v)
-    U = np.array([[float(q) for q in row] for row in design.U])  # columns u_i (0/1 entries)
-    U_flint = design.U_flint
-    inv_t = U_flint.transpose().inv()  # U^{-T}, exact
-    u_inv = U_flint.inv()  # U^{-1}: g = U^{-1} u expresses u^T W b in the z coordinates
+    U = design.U_float  # columns u_i (0/1 entries, exact)
+    u_inv = design.U_inverse_flint()  # U^{-1}: g = U^{-1} u expresses u^T W b in z coordinates
+    inv_t = u_inv.transpose()  # U^{-T}, exact
     v_mag = max(arith.magnitude(x) for x in v)
 
     basis: list[np.ndarray] = []  # generic columns b_1..b_k
@@ -270,7 +269,7 @@ def skeleton_recover(
         R = _append_row(prober, arith, U, basis, Zc, R, s, d)
         k += 1
         b = None
-    W = _assemble(arith, inv_t, Zc, S, R, d)
+    W = _assemble(arith, inv_t, Zc, S, R, d, design)
     return SkeletonResult(
         W,
         v,
@@ -419,6 +418,7 @@ def _assemble(
     S: list[int],
     R: np.ndarray,
     d: int,
+    design: Any = None,
 ) -> np.ndarray:
     """W = C (U_S^T C)^{-1} (U_S^T W) with C = U^{-T} Z_C (and W = 0 at rank 0)."""
     if not Zc:
@@ -428,6 +428,7 @@ def _assemble(
             else np.zeros((d, d))
         )
     Zmat = np.array([[z[i] for z in Zc] for i in range(d)], dtype=Zc[0].dtype)
-    C = apply_exact(arith, inv_t, Zmat)
+    fast = design.solve_float(Zmat) if design is not None and arith.name == "float" else None
+    C = fast if fast is not None else apply_exact(arith, inv_t, Zmat)
     X = _solve(arith, Zmat[S, :], R)
     return _matmul(arith, C, X)
