@@ -462,7 +462,7 @@ class Oracle:
         # The box may be handed the caller's array itself only if nobody reads it again.
         copy = not owned or self._will_record(Xs.size)
         answers = self._answer_array(Xs, copy=copy)
-        self._record(Xs, answers, lengths)  # an (B, N, d) array: B queries, kept as views
+        self._record(Xs, answers, lengths)  # type: ignore[arg-type]  # (B, N, d): B views
         return answers
 
     def _answer_array(self, Xs: np.ndarray, *, copy: bool = True) -> list[Any]:

@@ -704,7 +704,8 @@ def _parameter_error_estimate(
     near-interpolating fit (about as many answers as parameters) that reproduces every
     answer yet sits far from the heads: its sigma_min is tiny.
     """
-    noise = float(np.sqrt(np.sum(residuals**2) + np.sum((arith.unit_roundoff * np.abs(ys)) ** 2)))
+    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
+    noise = float(np.sqrt(np.sum(residuals**2) + np.sum((unit * np.abs(ys)) ** 2)))
     size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
     estimate = math.inf if sigma_min <= 0 else noise / sigma_min / size
     if not estimate <= _PARAMETER_SAFETY * arith.rtol:
