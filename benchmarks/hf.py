@@ -44,6 +44,7 @@ from transformers.models.llama.modeling_llama import LlamaAttention, LlamaDecode
 
 import verified_attn as va
 from verified_attn.adapters.hf import HeadParameters, attention_oracle, attention_parameters
+from verified_attn.multi_head.canonical_float import float_query_bound
 
 REFUSALS = (va.NotIdentifiable, va.PrecisionExhausted, va.ModelClassMismatch)
 
@@ -145,7 +146,7 @@ def learned_rows(sizes: Sequence[int], seeds: int, seed: int) -> list[dict[str, 
     ):
         if H == 2 and dtype == "float32":
             continue  # two float32 heads are mostly refused (docs/pytorch.md); not measured here
-        bound = E * E + 2 * E + 1 if H == 1 else E + 1 + 2 * H * (E * E + 2 * E - 1)
+        bound = E * E + 2 * E + 1 if H == 1 else float_query_bound(E, H, affine=True)
         outcomes: dict[str, int] = {}
         queries, extra, param_errs, pred_errs, times = set(), set(), [], [], []
         for s in range(seed, seed + seeds):

@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import metadata, plot_path, write_json
+from _common import metadata, output_dir, write_json
 
 import verified_attn as va
 from verified_attn.errors import VerifiedAttnError
@@ -158,7 +158,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def plot(summary: list[dict[str, Any]]) -> None:
+def plot(summary: list[dict[str, Any]], out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -176,14 +176,17 @@ def plot(summary: list[dict[str, Any]]) -> None:
     ax.legend(fontsize=7)
     ax.set_title("float multi-head: success rate (returned results all within rtol)")
     fig.tight_layout()
-    fig.savefig(plot_path("multi_head_float_success"), dpi=120)
+    out.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out / "multi_head_float_success.png", dpi=120)
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--out", type=Path, default=None, help="output folder")
     p.add_argument("--seeds", type=int, default=10, help="seeds 0..n-1 per size")
     args = p.parse_args()
+    out = output_dir(args.out, args.quick, "multi_head_float")
     seeds = range(3) if args.quick else range(args.seeds)
     rows = []
     random_sizes = [(4, H) for H in (1, 2, 3, 4)] + [(8, H) for H in (2, 3, 4, 6)]
@@ -206,8 +209,9 @@ def main() -> None:
             "summary": summary,
             "runs": rows,
         },
+        out,
     )
-    plot(summary)
+    plot(summary, out)
 
 
 if __name__ == "__main__":

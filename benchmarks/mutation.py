@@ -34,7 +34,8 @@ from itertools import zip_longest
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "mutation.json"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import output_dir  # noqa: E402  (the benchmarks' shared helpers, by path)
 
 #: Each core module and the fast tests (and claim ids) run against its mutants.
 TARGETS: dict[str, dict[str, list[str]]] = {
@@ -280,16 +281,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=300, help="seconds per mutant run")
     parser.add_argument("--module", action="append", choices=sorted(TARGETS), default=None)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=None, help="output folder")
+    parser.add_argument("--quick", action="store_true", help="two mutants, a short budget")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.sample, args.budget = 2, min(args.budget, 300)
     modules = args.module or list(TARGETS)
     result = run(args.budget, args.sample, args.seed, args.timeout, modules)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    folder = output_dir(args.out, args.quick, "mutation")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "mutation.json"
+    path.write_text(json.dumps(result, indent=2) + "\n")
     rate = result["survival_rate"]
     print(
         f"{result['mutants_run']} mutants run, {result['survived']} survived "
-        f"({'n/a' if rate is None else f'{100 * rate:.1f} %'}); wrote {args.out}"
+        f"({'n/a' if rate is None else f'{100 * rate:.1f} %'}); wrote {path}"
     )
     return 0
 

@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # This checkout's package (not whichever one is installed), here and in the children.
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
-from _common import RESULTS, metadata
+from _common import metadata, output_dir
 
 NAME = "scale"
 ROOT = Path(__file__).resolve().parent.parent
@@ -366,7 +366,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--profile", action="store_true")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--out", type=Path, default=None, help="output folder")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--only", choices=["float", "certified", "skeleton", "skeleton_certified"],
                    action="append", help="run only these groups")
@@ -386,6 +386,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    args.out = output_dir(args.out, args.quick, "scale")
     if args.child:
         row = measure(json.loads(args.child))
         print(json.dumps(row))

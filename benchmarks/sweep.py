@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, metadata
+from _common import metadata, output_dir
 
 import verified_attn as va
 
@@ -155,10 +155,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seed", type=int, default=0, help="offset added to the trial seeds")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=None, help="output folder")
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--scheduler", metavar="ADDRESS", help="also run on this Dask cluster")
     args = parser.parse_args(argv)
+    args.out = output_dir(args.out, args.quick, "sweep")
     sizes, seeds = grid(args.quick)
     seeds = [args.seed + s for s in seeds]
     load_start = os.getloadavg()

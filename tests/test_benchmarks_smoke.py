@@ -79,7 +79,8 @@ def test_queries_equal_d2_plus_d_exactly(quick_run: tuple[Path, Any]) -> None:
         # result contract's verification lengths).
         assert r["max_length"] == 16
         # d length-1 queries + d^2 length-2 queries + the verification tokens.
-        assert r["tokens_sent"] == r["d"] + 2 * r["d"] ** 2 + (1 + 2 + 3 + 4 + 6 + 8 + 12 + 16)
+        # (the seventh is the eighth, length 16, with its context reversed)
+        assert r["tokens_sent"] == r["d"] + 2 * r["d"] ** 2 + (1 + 2 + 3 + 4 + 6 + 8 + 16 + 16)
 
 
 def test_timings_recorded_without_targets_in_quick_mode(quick_run: tuple[Path, Any]) -> None:

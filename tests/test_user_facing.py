@@ -281,9 +281,9 @@ def test_claim_result_markdown_says_the_verdict_and_escapes_the_statement() -> N
 def test_counterexample_markdown_shows_both_models_and_the_verdict() -> None:
     import dataclasses
 
-    import verified_attn as va
+    from verified_attn.multi_head.counterexamples import counterexample
 
-    pair = va.counterexample(d=2, heads=2, kind="shared-score-split", seed=1)
+    pair = counterexample(d=2, heads=2, kind="shared-score-split", seed=1)  # the Prop 7.1 pair
     md = pair._repr_markdown_()
     assert md.startswith("**Prop 7.1 counterexample (shared-score-split)**")
     assert "the same map (proved)" in md and md.endswith("holds: True\n```")

