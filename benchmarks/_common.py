@@ -10,6 +10,8 @@ import json
 import os
 import platform
 import statistics
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,9 +48,22 @@ def timed(fn: Callable[[], Any], repeats: int = 3) -> tuple[Any, float, list[flo
     return out, statistics.median(times), times
 
 
-def write_json(name: str, data: dict[str, Any]) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
+def output_dir(out: Path | None, quick: bool, name: str) -> Path:
+    """Where a run writes: ``--out`` if given, else ``results/`` for a full run and a fresh
+    temporary directory for a ``--quick`` one (printed on stderr), so that smoke runs
+    neither overwrite the recorded results nor leave untracked files in the checkout."""
+    if out is not None:
+        return out
+    if not quick:
+        return RESULTS
+    tmp = Path(tempfile.mkdtemp(prefix=f"verified-attn-{name}-quick-"))
+    print(f"--quick without --out: writing to {tmp}", file=sys.stderr)
+    return tmp
+
+
+def write_json(name: str, data: dict[str, Any], out: Path = RESULTS) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.json"
     path.write_text(json.dumps(data, indent=1, default=str))
     return path
 

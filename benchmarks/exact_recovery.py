@@ -45,7 +45,7 @@ import numpy as np
 # or loaded from a path (as the smoke test does).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, metadata, timed
+from _common import RESULTS, metadata, output_dir, timed
 
 import verified_attn as va
 
@@ -73,7 +73,7 @@ CERTIFIED_SWEEP_MAX = 32  # the sweep also counts in certified mode up to this d
 def rational_instance(d: int, seed: int) -> tuple[list[list[Fraction]], list[Fraction]]:
     """Random rational (W, v): entries p/q with q in 1..16, |W_ij| <= 1, 0 < |v_i| <= 2.
 
-    v has no zero entry, so the instance is identifiable (v = 0 is not, THEORY §3).
+    v has no zero entry, so the instance is identifiable (v = 0 is not, docs/theory.md, Theorem 4.1).
 
     >>> W, v = rational_instance(2, 0)
     >>> len(W), len(v), all(abs(x) <= 1 for row in W for x in row)
@@ -479,7 +479,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--quick", action="store_true", help="tiny sizes (seconds; for smoke tests)")
     p.add_argument(
-        "--out", type=Path, default=RESULTS, help=f"output directory (default {RESULTS})"
+        "--out",
+        type=Path,
+        default=None,
+        help=f"output directory (default {RESULTS}; with --quick a temporary directory)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of every random instance")
     p.add_argument("--no-plots", action="store_true", help="write the JSON only")
@@ -490,7 +493,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run, write ``<out>/exact_recovery.json`` (+ PNGs) and return the data."""
     args = parse_args(argv)
-    out: Path = args.out
+    out: Path = output_dir(args.out, args.quick, NAME)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     load_start = _load_average()

@@ -44,15 +44,19 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, metadata, timed
+from _common import metadata, output_dir, timed
 
 import verified_attn as va
 from verified_attn.errors import NotIdentifiable
 from verified_attn.noisy import learn_noisy, query_bound, repeats_for, tolerance_for_error
 from verified_attn.noisy.claims import adversarial_oracles, random_instance, worst_ratio
 from verified_attn.noisy.labels import label_query_bound, learn_from_labels
-from verified_attn.noisy.learner import worst_case_oracle
-from verified_attn.oracle_wrappers import LabelOracle, NoisyOracle, StochasticOracle
+from verified_attn.oracle_wrappers import (
+    LabelOracle,
+    NoisyOracle,
+    StochasticOracle,
+    worst_case_oracle,
+)
 
 NAME = "noisy"
 
@@ -85,7 +89,7 @@ def error_vs_tau(cfg: dict[str, Any], seed: int) -> tuple[list[dict[str, Any]], 
     model = random_instance(cfg["d"], seed)
     for tau in cfg["taus"]:
         for kind, make in adversarial_oracles(model, tau, seed).items():
-            rec = learn_noisy(make(), tau, 1, 1, seed=seed)
+            rec = learn_noisy(make(), tolerance=tau, w_bound=1, margin=1, seed=seed)
             err = float(np.abs(rec.W - model.float_parameters()["W"]).max())
             ratio = worst_ratio(rec, model, "W")
             ok &= bool(ratio <= 1 and worst_ratio(rec, model, "v") <= 1)
@@ -105,7 +109,8 @@ def error_vs_tau(cfg: dict[str, Any], seed: int) -> tuple[list[dict[str, Any]], 
     W[0, 1] = 1.0
     sharp = va.SingleHeadAttention(W, [1, 1])
     for tau in cfg["taus"]:
-        rec = learn_noisy(worst_case_oracle(sharp, tau, v_push="grow"), tau, 1, 1)
+        oracle = worst_case_oracle(sharp, tau, v_push="grow")
+        rec = learn_noisy(oracle, tolerance=tau, w_bound=1, margin=1)
         err = abs(rec.W[0, 1] - 1.0)
         bound = float(rec.enclosures["W_error"][0, 1])
         ok &= bool(err <= bound)
@@ -133,9 +138,9 @@ def _survives(
         try:
             rec = learn_noisy(
                 worst_case_oracle(model, tau, v_push=v_push),
-                tau,
-                1,
-                margin,
+                tolerance=tau,
+                w_bound=1,
+                margin=margin,
                 design=design,
                 verify=2,
             )
@@ -200,7 +205,7 @@ def stochastic(cfg: dict[str, Any], seed: int) -> tuple[list[dict[str, Any]], bo
         if n * (query_bound(d) + 4) <= cfg["sto_run_max"]:
             # A float-mode inner oracle: the truth is the model's float64 value (fast).
             oracle = StochasticOracle(va.Oracle(model, "float"), sigma, seed=seed)
-            rec = learn_noisy(oracle, tau, 1, 1, repeats=n, verify=4)
+            rec = learn_noisy(oracle, tolerance=tau, w_bound=1, margin=1, repeats=n, verify=4)
             err = float(np.abs(rec.W - model.float_parameters()["W"]).max())
             row["actual_max_W_error"] = err
             ok &= rec.queries == n * query_bound(d) and err <= eps
@@ -216,15 +221,15 @@ def labels(cfg: dict[str, Any], seed: int) -> tuple[list[dict[str, Any]], bool]:
     for bits in cfg["bits"]:
         oracle = LabelOracle(va.Oracle(model, "certified"))
         rec, t, _ = timed(lambda o=oracle, b=bits: learn_from_labels(o, w_bound=1, bits=b), 1)
-        Wi = rec.enclosures["W_interval"]
-        inside = bool(((Wi[..., 0] <= W) & (W <= Wi[..., 1])).all())
+        lo, hi = rec.enclosures["W"]["lower"], rec.enclosures["W"]["upper"]
+        inside = bool(((lo <= W) & (W <= hi)).all())
         ok &= inside and rec.queries == label_query_bound(3, bits)
         rows.append(
             {
                 "bits": bits,
                 "queries": rec.queries,
                 "bound": label_query_bound(3, bits),
-                "max_W_width": float((Wi[..., 1] - Wi[..., 0]).max()),
+                "max_W_width": float((hi - lo).max()),
                 "max_W_error": float(np.abs(rec.W - W).max()),
                 "truth_inside": inside,
                 "seconds": t,
@@ -240,7 +245,7 @@ def times(cfg: dict[str, Any], seed: int) -> list[dict[str, Any]]:
 
         def run(model: va.SingleHeadAttention = model) -> Any:
             oracle = NoisyOracle(va.Oracle(model, "float"), 1e-4, seed=seed)
-            return learn_noisy(oracle, 1e-4, 1, 1)
+            return learn_noisy(oracle, tolerance=1e-4, w_bound=1, margin=1)
 
         rec, med, all_t = timed(run, 3)
         rows.append({"d": d, "queries": rec.queries, "median_s": med, "all_s": all_t})
@@ -345,10 +350,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Run, write ``<out>/noisy.json`` (+ PNGs) and return the data."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--out", type=Path, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-plots", action="store_true")
     args = p.parse_args(argv)
+    args.out = output_dir(args.out, args.quick, NAME)
     cfg = QUICK if args.quick else FULL
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

@@ -48,7 +48,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, metadata, plot_path
+from _common import RESULTS, metadata, output_dir, plot_path
 
 import verified_attn as va
 
@@ -110,7 +110,7 @@ def _ours(d: int, seed: int, xs: list[np.ndarray], ys: list[np.ndarray]) -> dict
     oracle = attention_oracle(mha, readout, dtype="float64", record=False)
     rec = va.learn_single_head(oracle, seed=seed)
     wall = time.perf_counter() - t0
-    model = rec.model()
+    model = rec.model
     out: dict[str, Any] = {
         "queries": rec.queries,
         "oracle_queries_total": oracle.queries,
@@ -150,7 +150,7 @@ def _ours_float32(
     res["unverified_queries"] = rec.queries
     res["unverified_queries_by_phase"] = rec.queries_by_phase
     res["unverified_param_errors"] = _param_errors(rec, truth)
-    res["unverified_function_error"] = _function_error(rec.model().evaluate_batch, ys, xs)
+    res["unverified_function_error"] = _function_error(rec.model.evaluate_batch, ys, xs)
     return res
 
 
@@ -323,13 +323,14 @@ def _plots(rows: list[dict[str, Any]], steps: int, out: Path) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument(
         "--replot", action="store_true", help="redraw the PNGs from <out>/vs_distillation.json"
     )
     args = parser.parse_args(argv)
+    args.out = output_dir(args.out, args.quick and not args.replot, NAME)
     if args.replot:
         data = json.loads((args.out / f"{NAME}.json").read_text())
         steps = int(data["metadata"]["settings"]["student"]["step_cap"])

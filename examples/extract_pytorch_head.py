@@ -6,7 +6,7 @@ Run from the repository root (needs the extra: ``pip install 'verified-attn[torc
 
 It builds a one-head ``torch.nn.MultiheadAttention`` with biases, reads it out at the last
 position with an ``nn.Linear(d, 1)``, learns the affine single head (W, c, v, beta) with
-exactly d^2 + 2d + 1 queries, compares it with the weight mapping of THEORY §2, and shows
+exactly d^2 + 2d + 1 queries, compares it with the weight mapping of docs/theory.md (The models), and shows
 what happens with a float32 box and with modules that are not a single head.
 """
 
@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(rec.summary())
     print(f"oracle counted {oracle.queries} queries: {oracle.queries_by_phase}")
 
-    # 2. Compare with the weights, mapped by THEORY §2.
+    # 2. Compare with the weights, mapped as in docs/theory.md (The models).
     truth = attention_parameters(mha, readout)
     print("relative error against the weight mapping (float64 box):")
     for name, want in (("W", truth.W[0]), ("c", truth.c[0]), ("v", truth.v[0])):

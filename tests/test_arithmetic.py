@@ -17,7 +17,7 @@ from verified_attn.arithmetic import (
     CertifiedArithmetic,
     ExactArithmetic,
     FloatArithmetic,
-    _OutsideUnitInterval,
+    OutsideUnitInterval,
     arb_bounds,
     fraction_from_arb,
     get_arithmetic,
@@ -228,7 +228,7 @@ def test_exact_logit_of_a_non_sigmoid_is_irrational_and_fast() -> None:
 
 @pytest.mark.parametrize("y", [0, 1, -1, 2, sympy.Rational(3, 2)])
 def test_exact_logit_outside_the_unit_interval(y: object) -> None:
-    with pytest.raises(_OutsideUnitInterval) as info:
+    with pytest.raises(OutsideUnitInterval) as info:
         ExactArithmetic().logit(sympy.sympify(y))
     assert info.value.undecided is False
 
@@ -247,10 +247,10 @@ def test_certified_logit_contains_the_truth(s: Fraction, prec: int) -> None:
 def test_certified_logit_undecided_and_outside() -> None:
     a = CertifiedArithmetic(64)
     with a.context():
-        with pytest.raises(_OutsideUnitInterval) as info:
+        with pytest.raises(OutsideUnitInterval) as info:
             a.logit(flint.arb(1, 0.5))  # [0.5, 1.5]: straddles 1
         assert info.value.undecided is True
-        with pytest.raises(_OutsideUnitInterval) as info:
+        with pytest.raises(OutsideUnitInterval) as info:
             a.logit(flint.arb(2))
         assert info.value.undecided is False
         assert a.sign(flint.arb(0, 1)) is None
@@ -262,7 +262,7 @@ def test_float_logit_and_agree() -> None:
     a = FloatArithmetic()
     assert a.logit(0.5) == 0.0
     assert abs(a.logit(1 / (1 + math.exp(-3))) - 3) < 1e-14
-    with pytest.raises(_OutsideUnitInterval):
+    with pytest.raises(OutsideUnitInterval):
         a.logit(1.0)
     assert a.agree(1.0, 1.0 + 1e-9)
     assert not a.agree(1.0, 1.0 + 1e-5)

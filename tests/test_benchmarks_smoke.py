@@ -74,9 +74,13 @@ def test_queries_equal_d2_plus_d_exactly(quick_run: tuple[Path, Any]) -> None:
         assert r["parameter_count"] == GOLDEN[r["d"]]
         assert r["queries_by_phase"] == {"v": r["d"], "W": r["d"] ** 2, "verify": 8}
         assert r["verification_queries"] == 8
-        assert r["max_length"] == 4  # verification queries have lengths 1..4
-        # d length-1 queries + d^2 length-2 queries + verification lengths 1, 2, 3, 4, ...
-        assert r["tokens_sent"] == r["d"] + 2 * r["d"] ** 2 + 2 * (1 + 2 + 3 + 4)
+        # Verification sequences have the lengths 1, 2, 3, 4, 6, 8, 12, 16 (one each): the
+        # longest is 16 and they send 52 tokens (4 and 2 * (1 + 2 + 3 + 4) = 20 before the
+        # result contract's verification lengths).
+        assert r["max_length"] == 16
+        # d length-1 queries + d^2 length-2 queries + the verification tokens.
+        # (the seventh is the eighth, length 16, with its context reversed)
+        assert r["tokens_sent"] == r["d"] + 2 * r["d"] ** 2 + (1 + 2 + 3 + 4 + 6 + 8 + 16 + 16)
 
 
 def test_timings_recorded_without_targets_in_quick_mode(quick_run: tuple[Path, Any]) -> None:

@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from verified_attn import Oracle, SingleHeadAttention, learn_single_head
-from verified_attn.certificate import CertificateCheck, load_certificate, verify_certificate
+from verified_attn.certificates import CertificateCheck, load_certificate, verify_certificate
+from verified_attn.certificates.single_head import FLOAT_RTOL, _largest_unique_denominator
 from verified_attn.errors import CertificateError, InvalidArgument
-from verified_attn.exact_recovery.certificate import FLOAT_RTOL, _largest_unique_denominator
 from verified_attn.serialize import dump_number, load_number
 
 # v_0 = 0: the default design must mix coordinates for the certificate to pass its design check.
@@ -54,13 +54,17 @@ def test_round_trip_through_a_file(tmp_path, model, arithmetic) -> None:
     assert check.ok and check.theorem == "thm-4.1"
     want = 9 if model.affine else 6  # d^2 + 2d + 1 and d^2 + d at d = 2: golden counts
     assert f"queries: {want} learning = bound {want}" in check.summary[1]
-    assert check.summary[-1].startswith("verification: 8 fresh queries")
-    assert str(check).startswith("certificate OK (thm-4.1)")
+    # The verification line is the last before the assumptions (certified mode has one).
+    ver = [line for line in check.summary if line.startswith("verification:")]
+    assert ver == [check.summary[-1 - len(rec.assumptions)]]
+    assert ver[0].startswith("verification: 8 fresh sequences (seed 3, lengths 1, 2, 3, 4, 6")
+    assert str(check).startswith("certificate OK (single-head, thm-4.1)")
 
 
 def test_certificate_records_design_answers_and_counts(certs) -> None:
     data = certs["exact"]
-    assert data["format"] == "verified-attn-certificate/1"
+    assert data["format"] == "verified-attn-certificate/2"
+    assert data["kind"] == "single-head" and data["theorem"] == "thm-4.1"
     assert data["d"] == 2 and data["seed"] == 3 and data["arithmetic"] == "exact"
     # v_0 = 0 forces the mixed column u_0 = e_0 + e_1.
     assert data["design"]["U"] == [["1/1", "0/1"], ["1/1", "1/1"]]
@@ -68,8 +72,13 @@ def test_certificate_records_design_answers_and_counts(certs) -> None:
         "learning": 6,
         "verification": 8,
         "by_phase": {"v": 2, "W": 4, "verify": 8},
+        "verification_phases": ["verify"],
         "bound": 6,
     }
+    # The fresh sequences are not stored: count, seed and lengths determine them.
+    ver = data["verification"]
+    assert (ver["count"], ver["seed"], ver["lengths"]) == (8, 3, [1, 2, 3, 4, 6, 8, 12, 16])
+    assert len(ver["answers"]) == 8 and set(ver["answers"][0]) == {"rational"}
     params = data["result"]["parameters"]
     assert [load_number(x) for x in params["v"]] == [0, 5]  # flat, not a d x 1 column
     assert load_number(params["W"][1][1]) == Fraction(-1, 3)
@@ -82,9 +91,17 @@ def test_float_rescales_are_counted_and_checked() -> None:
     check = verify_certificate(data)
     assert "7 learning = bound 6 (d^2 + d) + 1 re-asked probes" in check.summary[1]
     bad = copy.deepcopy(data)
-    bad["queries"]["by_phase"]["rescale"] = 0
+    del bad["queries"]["by_phase"]["rescale"]
     bad["queries"]["learning"] = 6
-    with pytest.raises(CertificateError, match="rescale is 0, but the probe scales imply 1"):
+    with pytest.raises(CertificateError, match="learning is 6, but the stored design and answers"):
+        verify_certificate(bad)
+    # The total made right by moving the re-ask into W: the per-phase count is wrong.
+    bad["queries"]["learning"] = 7
+    bad["queries"]["by_phase"]["W"] += 1
+    with pytest.raises(CertificateError, match=r"by_phase.(W is 5|rescale is 0), the stored des"):
+        verify_certificate(bad)
+    bad["queries"]["by_phase"]["rescale"] = 0  # a phase that asked nothing is not a phase
+    with pytest.raises(CertificateError, match=r"by_phase.rescale must be an int >= 1, got 0"):
         verify_certificate(bad)
 
 
@@ -204,16 +221,31 @@ def test_non_power_of_sixteen_scale_fails(certs) -> None:
 def test_changed_verification_answer_fails(certs, arithmetic) -> None:
     data = copy.deepcopy(certs[arithmetic])
     # Float verification allows 1e-6 relative, as the learner does: move it by 1e-4.
-    answer = data["verification"][2]["answer"]
-    data["verification"][2]["answer"] = _shift(answer, arithmetic, rel=1e-4)
-    with pytest.raises(CertificateError, match=r"verification\[2\]: the stored answer"):
+    answer = data["verification"]["answers"][2]
+    data["verification"]["answers"][2] = _shift(answer, arithmetic, rel=1e-4)
+    with pytest.raises(CertificateError, match=r"verification.answers\[2\]: the stored answer"):
         verify_certificate(data)
 
 
-def test_changed_verification_query_fails(certs) -> None:
-    data = copy.deepcopy(certs["certified"])
-    data["verification"][0]["sequence"][0][0] = "7/1"
-    with pytest.raises(CertificateError, match=r"verification\[0\].sequence is not the fresh"):
+@pytest.mark.parametrize("arithmetic", ARITHMETICS)
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda v: v.update(seed=v["seed"] + 1),
+        lambda v: v.update(lengths=[2, 1, 3, 4, 6, 8, 12, 16]),
+        lambda v: v.update(lengths=[1]),
+    ],
+    ids=["seed", "lengths-order", "lengths"],
+)
+def test_changed_verification_query_fails(certs, arithmetic, edit) -> None:
+    # The sequences are those the stored seed and lengths determine: claiming other
+    # sequences than the ones asked makes the stored answers disagree with the model.
+    data = copy.deepcopy(certs[arithmetic])
+    edit(data["verification"])
+    # (Exact answers to longer sequences than the stated lengths are also too large.)
+    with pytest.raises(
+        CertificateError, match=r"verification.answers\[\d\]: (the stored answer|an expression)"
+    ):
         verify_certificate(data)
 
 
@@ -227,8 +259,18 @@ def test_dropped_answer_fails(certs, arithmetic) -> None:
 
 def test_dropped_verification_fails(certs) -> None:
     data = copy.deepcopy(certs["exact"])
-    del data["verification"][-1]
-    with pytest.raises(CertificateError, match="but 7 verification answers are stored"):
+    del data["verification"]["answers"][-1]
+    with pytest.raises(CertificateError, match=r"verification.answers has 7 entries, expected 8"):
+        verify_certificate(data)
+    data["verification"]["count"] = 7
+    with pytest.raises(CertificateError, match=r"verification.count is 7, but queries.verif"):
+        verify_certificate(data)
+    # Claiming verified with no answer at all is refused too.
+    data["verification"].update(count=0, answers=[])
+    data["queries"]["verification"] = 0
+    data["queries"]["by_phase"].pop("verify")
+    data["queries"]["verification_phases"] = []
+    with pytest.raises(CertificateError, match="verified is True, but 0 verification answers"):
         verify_certificate(data)
 
 
@@ -236,7 +278,7 @@ def test_dropped_verification_fails(certs) -> None:
     ("field", "value", "message"),
     [
         ("learning", 7, "queries.learning is 7"),
-        ("bound", 5, "queries.bound is 5, but Thm 4.1 at d = 2 needs exactly 6"),
+        ("bound", 5, "queries.bound is 5, the theorem's bound is 6"),
         ("verification", 9, "queries.verification is 9"),
     ],
 )
@@ -250,14 +292,22 @@ def test_wrong_counts_fail(certs, field, value, message) -> None:
 def test_wrong_phase_count_fails(certs) -> None:
     data = copy.deepcopy(certs["certified"])
     data["queries"]["by_phase"]["v"] = 1
-    with pytest.raises(CertificateError, match=r"by_phase.v is 1, expected 2"):
+    with pytest.raises(CertificateError, match=r"learning phases add up to 5"):
+        verify_certificate(data)
+    # Made consistent with the total, the phases still disagree with the stored answers.
+    data["queries"]["by_phase"]["W"] = 5
+    with pytest.raises(CertificateError, match=r"by_phase.v is 1, the stored design implies 2"):
         verify_certificate(data)
 
 
 def test_theorem_name_changed_fails(certs) -> None:
     data = copy.deepcopy(certs["exact"])
     data["theorem"] = "thm-5.1"
-    with pytest.raises(CertificateError, match=r"unknown theorem 'thm-5.1'"):
+    with pytest.raises(CertificateError, match=r"theorem is 'thm-5.1', a single-head cert"):
+        verify_certificate(data)
+    data["theorem"] = "thm-4.1"
+    data["kind"] = "low-rank"  # another kind's checker refuses it (or is not there yet)
+    with pytest.raises(CertificateError):
         verify_certificate(data)
 
 
@@ -278,10 +328,10 @@ def test_number_of_the_wrong_kind_fails(certs) -> None:
 def test_untrusted_expression_is_refused(certs) -> None:
     data = copy.deepcopy(certs["exact"])
     data["answers"]["W"][0][0] = {"sympy": "__import__('os').getcwd()"}
-    with pytest.raises(CertificateError, match=r"answers.W\[0\]\[0\]: refusing"):
+    with pytest.raises(CertificateError, match=r"answers.W\[0\]\[0\]: expression .* does not read"):
         verify_certificate(data)
     data["answers"]["W"][0][0] = {"sympy": "open('x')"}
-    with pytest.raises(CertificateError, match=r"answers.W\[0\]\[0\]: malformed number"):
+    with pytest.raises(CertificateError, match=r"answers.W\[0\]\[0\]: expression .* does not read"):
         verify_certificate(data)
 
 
@@ -333,15 +383,20 @@ def test_missing_keys(certs, path, message) -> None:
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda c: c.update(d="2"), "d must be an int >= 1"),
+        (lambda c: c.update(d="2"), "d must be an int, got str '2'"),
+        (lambda c: c.update(d=0), "d must be an int in 1..1024, got 0"),
         (lambda c: c.update(answers=5), "answers must be a JSON object"),
         (lambda c: c["answers"].update(v=None), "answers.v must be a list"),
-        (lambda c: c.update(precision=8), "precision must be an int >= 32"),
+        (lambda c: c.update(precision=8), "precision must be an int in 32..65536, got 8"),
         (lambda c: c.update(arithmetic="fuzzy"), "arithmetic must be exact, certified or float"),
         (lambda c: c["design"]["U"][0].__setitem__(0, "x/y"), r"design.U\[0\]\[0\]"),
         (lambda c: c["answers"]["v"].__setitem__(0, {"arb": ["1/2"]}), r"answers.v\[0\]"),
         (lambda c: c["result"].update(exact="yes"), "result.exact must be true or false"),
-        (lambda c: c["verification"].__setitem__(0, []), r"verification\[0\] must be a JSON"),
+        (
+            lambda c: c["verification"]["answers"].__setitem__(0, []),
+            r"verification.answers\[0\]: malformed number",
+        ),
+        (lambda c: c.update(verification=[]), "verification must be a JSON object, got list"),
     ],
 )
 def test_malformed_fields(certs, edit, message) -> None:
@@ -404,7 +459,7 @@ def test_large_beta_does_not_hide_a_wrong_verification_answer() -> None:
     cert = certificate(model, "float")
     verify_certificate(cert)  # the genuine one checks
     bad = copy.deepcopy(cert)
-    entry = bad["verification"][0]
-    entry["answer"] = dump_number(load_number(entry["answer"]) + 4e-3)
-    with pytest.raises(CertificateError, match=r"verification\[0\]"):
+    answers = bad["verification"]["answers"]
+    answers[0] = dump_number(load_number(answers[0]) + 4e-3)
+    with pytest.raises(CertificateError, match=r"verification.answers\[0\]"):
         verify_certificate(bad)

@@ -139,7 +139,7 @@ def test_learn_single_head_writes_a_certificate_that_verifies(
     cert = tmp_path / "certificate-single-head-d3.json"
     assert f"certificate written to {cert.name}" in out
     code, out, _ = run(capsys, "verify-certificate", str(cert))
-    assert code == 0 and "certificate OK (thm-4.1)" in out
+    assert code == 0 and "certificate OK (single-head, thm-4.1)" in out
 
 
 def test_learn_affine_with_paths(capsys, tmp_path) -> None:
@@ -180,7 +180,13 @@ def test_learn_instance_has_a_zero_in_v_and_is_seeded() -> None:
 
 
 def test_learn_kinds_table() -> None:
-    assert list(LEARN_KINDS)[:4] == ["single-head", "low-rank", "transformer", "noisy"]
+    assert list(LEARN_KINDS)[:5] == [
+        "single-head",
+        "low-rank",
+        "multi-head",
+        "transformer",
+        "noisy",
+    ]
     assert LEARN_KINDS["single-head"].help.startswith("Thm 4.1")
 
 
@@ -210,14 +216,17 @@ def test_verify_certificate_not_json(capsys, tmp_path) -> None:
         (["learn", "single-head", "--d", "two"], "expected an integer, got 'two'"),
         (["learn", "single-head"], "the following arguments are required: --d"),
         (["learn", "single-head", "--d", "2", "--arithmetic", "fuzzy"], "invalid choice"),
-        (["learn", "single-head", "--d", "2", "--precision", "8"], "precision must be between"),
+        (["learn", "single-head", "--d", "2", "--precision", "8"], "expected an integer >= 32"),
         (
             ["learn", "single-head", "--d", "2", "--arithmetic", "float", "--precision", "64"],
             "--precision applies to --arithmetic certified only",
         ),
         (["learn", "single-head", "--d", "2", "--seed", "-1"], "expected an integer >= 0"),
         (["learn"], "learn needs a model kind: single-head"),
-        (["learn", "multi-head", "--d", "2"], "invalid choice"),
+        (["learn", "multi-head", "--d", "2"], "the following arguments are required: --heads"),
+        (["learn", "frobnicate", "--d", "2"], "invalid choice"),
+        (["learn", "noisy", "--d", "2", "--tolerance", "-1e-3"], "argument --tolerance"),
+        (["learn", "low-rank", "--d", "4"], "needs --rank R (or --find-rank"),
         (["check", "--seed", "x"], "expected an integer"),
         (["frobnicate"], "invalid choice"),
     ],
@@ -247,7 +256,9 @@ def test_learner_refusal_exits_1(capsys, tmp_path, monkeypatch) -> None:
 
     kind = LEARN_KINDS["single-head"]
     monkeypatch.setitem(
-        LEARN_KINDS, "single-head", type(kind)(kind.name, kind.help, kind.add_arguments, refuse)
+        LEARN_KINDS,
+        "single-head",
+        type(kind)(kind.name, kind.help, kind.add_arguments, refuse, kind.arithmetics),
     )
     code, _, err = run(capsys, "learn", "single-head", "--d", "2")
     assert code == 1 and "NotIdentifiable: v = 0" in err
@@ -256,7 +267,7 @@ def test_learner_refusal_exits_1(capsys, tmp_path, monkeypatch) -> None:
 def test_unwritable_output_is_an_error_not_a_traceback(capsys, tmp_path) -> None:
     target = tmp_path / "missing-dir" / "c.json"
     code, _, err = run(capsys, "learn", "single-head", "--d", "1", "--certificate", str(target))
-    assert code == 1 and "No such file or directory" in err
+    assert code == 2 and "cannot write the certificate" in err and "No such file" in err
 
 
 def test_comparison_with_the_truth_can_say_no() -> None:
@@ -271,17 +282,24 @@ def test_comparison_with_the_truth_can_say_no() -> None:
         assert _compare_with_truth(rec, other.parameters())[0] is False
 
 
-@pytest.mark.parametrize("adversary", ["worst-case", "labels"])
-def test_learn_noisy_reports_the_truth_within_the_bound(capsys, adversary) -> None:
-    assert main(["learn", "noisy", "--d", "2", "--adversary", adversary, "--seed", "1"]) == 0
+@pytest.mark.parametrize(("adversary", "kind"), [("worst-case", "noisy"), ("labels", "labels")])
+def test_learn_noisy_reports_the_truth_within_the_bound(capsys, tmp_path, adversary, kind) -> None:
+    cert = tmp_path / "noisy.json"
+    argv = ["learn", "noisy", "--d", "2", "--adversary", adversary, "--seed", "1"]
+    assert main([*argv, "--certificate", str(cert)]) == 0
     out = capsys.readouterr().out
     assert "truth within the guarantee: yes" in out
-    assert "writes no certificate" in out
+    assert f"certificate written to {cert}" in out
+    code, out, _ = run(capsys, "verify-certificate", str(cert))
+    assert code == 0 and f"({kind}," in out
 
 
-def test_learn_noisy_rejects_arithmetic(capsys) -> None:
+def test_learn_noisy_offers_no_arithmetic(capsys) -> None:
+    # Its answers are floats: --arithmetic is neither listed in --help nor accepted.
     assert main(["learn", "noisy", "--d", "2", "--arithmetic", "exact"]) == 2
-    assert "answers are floats" in capsys.readouterr().err
+    assert "unrecognized arguments: --arithmetic" in capsys.readouterr().err
+    assert main(["learn", "noisy", "--help"]) == 0
+    assert "--arithmetic" not in capsys.readouterr().out
 
 
 def test_learn_low_rank_exact_in_certified_mode(capsys) -> None:
@@ -305,6 +323,44 @@ def test_learn_transformer_exact(capsys, method) -> None:
 
 def test_learn_transformer_rejects_float(capsys) -> None:
     assert main(["learn", "transformer", "--d", "3", "--width", "4", "--arithmetic", "float"]) == 2
+    assert "invalid choice: 'float'" in capsys.readouterr().err
+
+
+def test_learn_prints_a_summary_and_parameters_on_request(capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "learn", "single-head", "--d", "3")
+    assert code == 0 and "parameters:" not in out and "verification:" in out
+    code, out, _ = run(capsys, "learn", "single-head", "--d", "3", "--show-parameters")
+    assert code == 0 and "parameters:" in out and "  W =" in out
+
+
+def test_learn_json_to_stdout_is_pure_json(capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, "learn", "single-head", "--d", "2", "--json", "-")
+    assert code == 0 and json.loads(out)["queries"]["learning"] == 6
+    assert "queries: 6 learning" in err
+    assert not (tmp_path / "-").exists()
+
+
+def test_learn_multi_head_exact(capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run(capsys, "learn", "multi-head", "--d", "2", "--heads", "2")
+    assert code == 0 and "equals the canonical form exactly (==): yes" in out
+    code, out, _ = run(capsys, "verify-certificate", "certificate-multi-head-d2.json")
+    assert code == 0 and "certificate OK (multi-head" in out
+
+
+def test_version(capsys) -> None:
+    from verified_attn import __version__
+
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and out.strip() == f"verified-attn {__version__}"
+
+
+def test_check_verbose_and_total_time(capsys, fake_claims) -> None:
+    _, out, _ = run(capsys, "check", "--verbose")
+    assert "total " in out.splitlines()[-1]
+    assert "detail:" in out
 
 
 @pytest.mark.parametrize(

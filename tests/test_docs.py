@@ -39,6 +39,8 @@ DOC_PAGES_WITH_CODE = [
     "theorem-4-1.md",
     "certificates.md",
     "errors.md",
+    "sweeps.md",
+    "claims.md",
 ]
 
 _FENCE = re.compile(r"^```(\w+)[^\n]*\n(.*?)^```", re.S | re.M)

@@ -295,7 +295,19 @@ def test_replay_rejects_a_malformed_transcript(tmp_path: Path) -> None:
     data = json.loads(path.read_text())
     data["entries"][0]["answer"] = {"rational": "1/0"}
     path.write_text(json.dumps(data))
-    with pytest.raises(va.CertificateError):
+    with pytest.raises(va.InvalidArgument, match=r"malformed.*1/0"):
+        va.Oracle.replay(path)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [None, "", '{"entries": [', '{"format": "other"}', '{"format": "verified-attn-transcript/1"}'],
+)
+def test_replay_of_a_missing_or_truncated_file_names_it(tmp_path: Path, text: str | None) -> None:
+    path = tmp_path / "t.json"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(va.InvalidArgument, match=r"t\.json"):
         va.Oracle.replay(path)
 
 

@@ -48,7 +48,9 @@ LATER = {
     "learn_multi_head": "verified_attn.multi_head",
     "canonical_form": "verified_attn.multi_head",
     "equivalent": "verified_attn.multi_head",
-    "counterexample": "verified_attn.multi_head",
+    "counterexample": "verified_attn.hypotheses",
+    "hypotheses": "verified_attn.hypotheses",
+    "Counterexample": "verified_attn.counterexample",
 }
 
 

@@ -14,7 +14,8 @@ PROOFS = Path(__file__).resolve().parent.parent / "proofs"
 # A claim id in backticks: kind-number/slug, e.g. `thm-4.1/logit-identity`, `prop-7.1/...`;
 # appendix numbers may be letters (`app-b/...`, `lemma-a.1/...`).
 CLAIM_ID = re.compile(
-    r"`((?:[a-z]+-(?:[0-9][0-9.]*|[a-z](?:\.[0-9]+)*)|transformer|follow-up)/[a-z0-9-]+)`"
+    r"`((?:[a-z]+-(?:[0-9][0-9.]*|[a-z](?:\.[0-9]+)*)|transformer|follow-up)"
+    r"/[a-z0-9-]+(?:/[a-z0-9-]+)*)`"
 )
 
 

@@ -13,6 +13,7 @@ import sympy
 
 from verified_attn import Oracle, SingleHeadAttention, learn_single_head
 from verified_attn.checks import Claim, ClaimResult
+from verified_attn.recovery_report import recovery_json, recovery_text
 from verified_attn.report import (
     claim_list_markdown,
     claim_list_text,
@@ -21,8 +22,6 @@ from verified_attn.report import (
     claims_table,
     format_number,
     jsonable,
-    recovery_json,
-    recovery_text,
 )
 from verified_attn.serialize import load_number
 
@@ -79,6 +78,7 @@ def test_json_header_and_every_field() -> None:
     assert datetime.datetime.fromisoformat(data["date"]).tzinfo is not None
     assert set(data["claims"][0]) == {
         "id", "paper_ref", "statement", "passed", "detail", "queries", "bound", "seconds", "data",
+        "skipped",
     }  # fmt: skip
     assert data["claims"][1]["statement"] == LONG
     assert load_number(data["claims"][2]["data"]["q"]) == Fraction(2, 3)
@@ -87,7 +87,10 @@ def test_json_header_and_every_field() -> None:
 def test_claim_lists() -> None:
     claims = [Claim("x/y", "Thm 1", LONG, lambda seed: RESULTS[0])]
     text = claim_list_text(claims)
-    assert text.splitlines()[2].startswith("x/y  Thm 1") and text.endswith("...")
+    assert text.splitlines()[2].startswith("x/y  Thm 1") and text.endswith(
+        "...  checked on instances"
+    )
+    assert text.splitlines()[0].split() == ["id", "paper", "ref", "statement", "level"]
     assert claim_list_markdown(claims).splitlines()[2] == f"| `x/y` | Thm 1 | {LONG} |"
 
 
@@ -126,7 +129,8 @@ def test_recovery_text_exact() -> None:
     assert "queries: 6 learning (bound 6; = the bound), 8 verification" in text
     assert "by phase: v 2, W 4, verify 8" in text
     assert "parameters are exact rationals, equal (==) to the truth" in text
-    assert "verification on 8 fresh queries: PASSED" in text
+    assert "verification: 8 fresh sequences (seed 0, lengths 1, 2, 3, 4, 6, 8, 16)" in text
+    assert "==: PASSED" in text
     assert "  v = [0, 5]" in text
     assert "    [ 1/2  -2 ]" in text and "    [   3   0 ]" in text
 
@@ -139,7 +143,7 @@ def test_recovery_text_balls_and_floats() -> None:
     rec = learn_single_head(Oracle(MODEL, "float"))
     text = recovery_text(rec)
     assert "parameters are float64 approximations" in text
-    assert "max relative discrepancy" in text
+    assert "relative gap <= rtol 1e-06; max relative gap" in text
     assert repr(float(rec.W[0, 0])) in text  # floats printed in full
 
 
@@ -153,7 +157,8 @@ def test_recovery_text_counts_rescales() -> None:
 def test_recovery_json_is_lossless() -> None:
     rec = learn_single_head(Oracle(MODEL, "certified"))
     data = json.loads(json.dumps(recovery_json(rec)))
-    assert data["queries"] == 6 and data["bound"] == 6 and data["exact"] is True
+    assert data["queries"]["learning"] == 6 and data["queries"]["bound"] == 6
+    assert data["exact"] is True and data["assumptions"]  # reconstructed: D is assumed
     W = [[load_number(x) for x in row] for row in data["parameters"]["W"]]
     assert W == [[Fraction(1, 2), -2], [3, 0]]
     assert "numpy" in data["versions"]

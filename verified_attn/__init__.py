@@ -13,8 +13,9 @@ __version__ = "0.1.0"
 
 from verified_attn import claims
 from verified_attn.arithmetic import ARITHMETICS, get_arithmetic
-from verified_attn.certificate import CertificateCheck, verify_certificate
+from verified_attn.certificates import CertificateCheck, verify_certificate
 from verified_attn.claims import check_claims
+from verified_attn.counterexample import Counterexample
 from verified_attn.errors import (
     CertificateError,
     InvalidArgument,
@@ -26,6 +27,7 @@ from verified_attn.errors import (
     VerifiedAttnError,
 )
 from verified_attn.exact_recovery import learn_single_head
+from verified_attn.hypotheses import counterexample, hypotheses
 from verified_attn.low_rank import learn_low_rank
 from verified_attn.models import (
     MultiHeadAttention,
@@ -34,22 +36,38 @@ from verified_attn.models import (
     SingleHeadAttention,
     attention_output,
 )
-from verified_attn.multi_head import canonical_form, counterexample, equivalent, learn_multi_head
+from verified_attn.multi_head import canonical_form, equivalent, learn_multi_head
 from verified_attn.noisy import learn_noisy
 from verified_attn.oracle import Oracle
 from verified_attn.oracle_wrappers import LabelOracle, NoisyOracle, StochasticOracle
-from verified_attn.recovery import Recovery
+from verified_attn.recovery import (
+    LabelRecovery,
+    LowRankRecovery,
+    MultiHeadRecovery,
+    NoisyRecovery,
+    Recovery,
+    ReluFFNRecovery,
+    SingleHeadRecovery,
+    TransformerRecovery,
+)
+from verified_attn.sweep import sweep
 from verified_attn.transformer import learn_relu_ffn, learn_transformer
+from verified_attn.verification import Verification
 
 __all__ = [
     "ARITHMETICS",
     "CertificateCheck",
     "CertificateError",
+    "Counterexample",
     "InvalidArgument",
     "LabelOracle",
+    "LabelRecovery",
+    "LowRankRecovery",
     "ModelClassMismatch",
     "MultiHeadAttention",
+    "MultiHeadRecovery",
     "NoisyOracle",
+    "NoisyRecovery",
     "NotIdentifiable",
     "OneLayerTransformer",
     "Oracle",
@@ -58,8 +76,12 @@ __all__ = [
     "QueryBudgetExceeded",
     "Recovery",
     "ReluFFN",
+    "ReluFFNRecovery",
     "SingleHeadAttention",
+    "SingleHeadRecovery",
     "StochasticOracle",
+    "TransformerRecovery",
+    "Verification",
     "VerifiedAttnError",
     "__version__",
     "attention_output",
@@ -69,11 +91,13 @@ __all__ = [
     "counterexample",
     "equivalent",
     "get_arithmetic",
+    "hypotheses",
     "learn_low_rank",
     "learn_multi_head",
     "learn_noisy",
     "learn_relu_ffn",
     "learn_single_head",
     "learn_transformer",
+    "sweep",
     "verify_certificate",
 ]

@@ -160,8 +160,8 @@ def fraction_from_arb(x: flint.arf | flint.arb) -> Fraction:
     """The exact dyadic value of an ``arf`` (or of an ``arb``'s midpoint)."""
     if isinstance(x, flint.arb):
         x = x.mid()
-    m, e = x.man_exp()
-    m, e = int(m), int(e)
+    man, exp = x.man_exp()
+    m, e = int(man), int(exp)
     return Fraction(m * 2**e) if e >= 0 else Fraction(m, 2**-e)
 
 
@@ -188,6 +188,8 @@ class Arithmetic:
 
     name: str = ""
     precision: int | None = None
+    #: Float mode: the relative agreement answers are held to (None in the other modes).
+    rtol: float | None = None
 
     def context(self) -> contextlib.AbstractContextManager[None]:
         """Context inside which this arithmetic's numbers are combined."""
@@ -197,7 +199,7 @@ class Arithmetic:
         raise NotImplementedError
 
     def logit(self, y: Any) -> Any:
-        """log(y / (1 - y)); raises :class:`_OutsideUnitInterval` unless 0 < y < 1."""
+        """log(y / (1 - y)); raises :class:`OutsideUnitInterval` unless 0 < y < 1."""
         raise NotImplementedError
 
     def sign(self, x: Any) -> int | None:
@@ -224,7 +226,7 @@ class Arithmetic:
         return f"{type(self).__name__}({self.name!r}{prec})"
 
 
-class _OutsideUnitInterval(Exception):
+class OutsideUnitInterval(Exception):
     """Internal: a logit was asked of a number not certainly in (0, 1).
 
     ``undecided`` is True when certified arithmetic could not decide (needs precision),
@@ -266,7 +268,7 @@ class ExactArithmetic(Arithmetic):
         except TypeError:  # SymPy cannot decide: then y is no sigmoid of a rational either
             inside = True
         if not inside:
-            raise _OutsideUnitInterval(undecided=False)
+            raise OutsideUnitInterval(undecided=False)
         # Not e^(rational): y is not the sigmoid of a rational. Return the logit unsimplified
         # (callers test is_Rational); sympy.simplify here can run for minutes on the
         # answers of a model that is not a single head.
@@ -341,6 +343,7 @@ class CertifiedArithmetic(Arithmetic):
     """
 
     name = "certified"
+    precision: int  # always set (bits), unlike the base class's optional one
 
     def __init__(self, precision: int = DEFAULT_PRECISION) -> None:
         if isinstance(precision, bool) or not isinstance(precision, Integral):
@@ -359,7 +362,7 @@ class CertifiedArithmetic(Arithmetic):
         if (y > 0) and (y < 1):
             return (y / (1 - y)).log()
         certainly_out = (y <= 0) or (y >= 1)
-        raise _OutsideUnitInterval(undecided=not certainly_out)
+        raise OutsideUnitInterval(undecided=not certainly_out)
 
     def sign(self, x: flint.arb) -> int | None:
         if x > 0:
@@ -401,11 +404,19 @@ class FloatArithmetic(Arithmetic):
     """
 
     name = "float"
+    rtol: float  # always set, unlike the base class's optional one
 
-    def __init__(self, rtol: float = 1e-6) -> None:
+    def __init__(self, rtol: float = 1e-6, unit_roundoff: float = 2.0**-53) -> None:
         if not (isinstance(rtol, float | int) and 0 < rtol < 1):
             raise InvalidArgument(f"rtol must be a number in (0, 1), got {rtol!r}")
+        if not (isinstance(unit_roundoff, float | int) and 0 < unit_roundoff <= rtol):
+            raise InvalidArgument(
+                f"unit_roundoff must be a number in (0, rtol], got {unit_roundoff!r}"
+            )
         self.rtol = float(rtol)
+        #: The unit roundoff of the box's own arithmetic (2^-53 float64, 2^-24 float32):
+        #: the rounding its answers carry on a large output bias is measured in it.
+        self.unit_roundoff = float(unit_roundoff)
 
     def rational(self, q: Fraction) -> float:
         return float(q)
@@ -413,7 +424,7 @@ class FloatArithmetic(Arithmetic):
     def logit(self, y: float) -> float:
         y = float(y)
         if not 0.0 < y < 1.0:
-            raise _OutsideUnitInterval(undecided=False)
+            raise OutsideUnitInterval(undecided=False)
         return math.log(y) - math.log1p(-y)
 
     def sign(self, x: float) -> int | None:

@@ -1,7 +1,7 @@
 """The ``verified-attn`` command (also ``python -m verified_attn``).
 
 >>> main(["claims"])  # doctest: +ELLIPSIS
-id                   paper ref  statement
+id                   paper ref  statement...level
 ...
 0
 >>> main(["check", "no-such-claim"])  # the message goes to stderr
@@ -57,15 +57,19 @@ class LearnOutcome:
 class LearnKind:
     """One model kind of ``verified-attn learn``.
 
-    ``add_arguments`` adds the kind's own options (the common ones --d, --arithmetic,
-    --precision, --seed, --certificate, --json are added for every kind); ``run`` builds
-    the seeded instance, learns it and compares with the truth.
+    ``add_arguments`` adds the kind's own options (the common ones --d, --seed,
+    --certificate, --json, --show-parameters for every kind, --arithmetic and --precision
+    where the kind has a choice); ``run`` builds the seeded instance, learns it and compares
+    with the truth.
     """
 
     name: str
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], LearnOutcome]
+    #: The arithmetics the kind accepts (the first is the default); () for a kind whose
+    #: oracle fixes it (noisy answers are floats): then --arithmetic is not offered.
+    arithmetics: tuple[str, ...] = ("certified", "exact", "float")
 
 
 def random_single_head(d: int, *, seed: int, affine: bool = False) -> Any:
@@ -76,7 +80,9 @@ def random_single_head(d: int, *, seed: int, affine: bool = False) -> Any:
     (3, True, True)
     """
     from verified_attn.models import SingleHeadAttention
+    from verified_attn.validation import number_bytes, require_memory
 
+    require_memory(2 * d * d * number_bytes("exact"), f"a random head at d = {d}")
     rng = np.random.default_rng(seed)
     W = [
         [Fraction(int(rng.integers(-9, 10)), int(rng.integers(1, 9))) for _ in range(d)]
@@ -142,7 +148,11 @@ def _run_single_head(args: argparse.Namespace) -> LearnOutcome:
 
 
 def _low_rank_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--rank", type=_int_at_least(1), required=True, help="the true rank r")
+    p.add_argument(
+        "--rank",
+        type=_int_at_least(1),
+        help="the true rank r (required unless --find-rank; then default max(1, d // 4))",
+    )
     p.add_argument(
         "--find-rank", action="store_true", help="do not tell the learner r: it finds it"
     )
@@ -156,10 +166,17 @@ def _run_low_rank(args: argparse.Namespace) -> LearnOutcome:
     from verified_attn.low_rank.claims import random_low_rank_head
     from verified_attn.oracle import Oracle
 
+    if args.rank is None:
+        if not args.find_rank:
+            raise _UsageError("learn low-rank needs --rank R (or --find-rank to let it find r)")
+        args.rank = max(1, args.d // 4)
     if args.rank > args.d:
         raise _UsageError(f"--rank must be <= --d; got rank {args.rank} > d {args.d}")
-    if args.method == "nuclear" and args.arithmetic != "float":
-        raise _UsageError("--method nuclear needs --arithmetic float (a convex solver in floats)")
+    if args.method == "nuclear":
+        if args.arithmetic is None:
+            args.arithmetic = "float"  # a convex solver in floats
+        elif args.arithmetic != "float":
+            raise _UsageError("--method nuclear needs --arithmetic float (a convex solver)")
     model = random_low_rank_head(args.d, args.rank, args.seed)
     oracle = Oracle(model, args.arithmetic, precision=args.precision)
     rec = learn_low_rank(
@@ -184,34 +201,35 @@ def _run_transformer(args: argparse.Namespace) -> LearnOutcome:
     from verified_attn.transformer import canonical_network, learn_transformer
     from verified_attn.transformer.claims import random_transformer
 
-    if args.arithmetic == "float":
-        raise _UsageError("learn transformer needs --arithmetic exact or certified")
     T = random_transformer(args.d, args.width, np.random.default_rng(args.seed))
     oracle = Oracle(T, args.arithmetic, precision=args.precision)
-    rec = learn_transformer(oracle, args.method, seed=args.seed)
+    rec = learn_transformer(oracle, method=args.method, seed=args.seed)
     same = rec.W == T.W and rec.network == canonical_network(T)
     line = f"W and the canonical FFN g equal the truth exactly (==): {'yes' if same else 'NO'}"
-    return LearnOutcome(rec.to_recovery(), same, [line])
+    return LearnOutcome(rec, same, [line])
 
 
 def _noisy_arguments(p: argparse.ArgumentParser) -> None:
     from verified_attn.noisy.demo import ADVERSARY_CHOICES
 
-    p.add_argument("--tolerance", type=float, default=1e-3, help="tau (sigma for gaussian)")
+    p.add_argument(
+        "--tolerance", type=_positive_float, default=1e-3, help="tau (sigma for gaussian)"
+    )
     p.add_argument("--adversary", choices=ADVERSARY_CHOICES, default="uniform")
     p.add_argument("--design", choices=("paper", "norm"), default="paper")
-    p.add_argument("--w-bound", type=float, default=1.0, help="Wbar: ||W||_F <= Wbar")
-    p.add_argument("--margin", type=float, default=1.0, help="mu: |v_i| >= mu (norm: ||v||)")
-    p.add_argument("--target-error", type=float, default=0.05, help="gaussian: target eps")
-    p.add_argument("--bits", type=int, default=30, help="labels: bits per unknown")
+    p.add_argument("--w-bound", type=_positive_float, default=1.0, help="Wbar: ||W||_F <= Wbar")
+    p.add_argument(
+        "--margin", type=_positive_float, default=1.0, help="mu: |v_i| >= mu (norm: ||v||)"
+    )
+    p.add_argument(
+        "--target-error", type=_positive_float, default=0.05, help="gaussian: target eps"
+    )
+    p.add_argument("--bits", type=_int_at_least(1), default=30, help="labels: bits per unknown")
 
 
 def _run_noisy(args: argparse.Namespace) -> LearnOutcome:
     from verified_attn.noisy.demo import run
 
-    if args.arithmetic != "certified" or args.precision is not None:
-        # The answers of a noisy oracle are floats; the bound is computed in balls.
-        raise _UsageError("learn noisy takes no --arithmetic/--precision: answers are floats")
     out = run(
         args.d,
         tolerance=args.tolerance,
@@ -224,6 +242,44 @@ def _run_noisy(args: argparse.Namespace) -> LearnOutcome:
         seed=args.seed,
     )
     return LearnOutcome(out["recovery"], out["within_bound"], out["lines"])
+
+
+def _multi_head_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--heads", type=_int_at_least(1), required=True, help="number of heads H")
+    p.add_argument(
+        "--find-heads",
+        action="store_true",
+        help="tell the learner only an upper bound H (max_heads=H): it finds the number",
+    )
+    p.add_argument("--verify", type=_nonneg_int, default=8, help="fresh verification queries")
+
+
+def _run_multi_head(args: argparse.Namespace) -> LearnOutcome:
+    from verified_attn.multi_head import canonical_form, learn_multi_head
+    from verified_attn.multi_head.counterexamples import random_multi_head
+    from verified_attn.oracle import Oracle
+
+    if args.find_heads and args.arithmetic == "float":
+        raise _UsageError("--find-heads needs --arithmetic exact or certified")
+    model = random_multi_head(args.d, args.heads, args.seed)
+    oracle = Oracle(model, args.arithmetic, precision=args.precision)
+    count = {"max_heads": args.heads} if args.find_heads else {"heads": args.heads}
+    rec = learn_multi_head(oracle, seed=args.seed, verify=args.verify, **count)
+    truth = canonical_form(model).heads
+    if rec.exact:
+        same = rec.parameters["heads"] == truth
+        return LearnOutcome(
+            rec, same, [f"equals the canonical form exactly (==): {'yes' if same else 'NO'}"]
+        )
+    got = rec.to_numpy()["heads"]
+    worst = max(
+        float(np.max(np.abs(np.ravel(g) - np.array(w.tolist(), dtype=np.float64).ravel())))
+        for gh, wh in zip(got, truth, strict=True)
+        for g, w in zip(gh, wh, strict=True)
+    )
+    return LearnOutcome(
+        rec, None, [f"float64, not exact: max |recovered - canonical truth| = {worst:.3e}"]
+    )
 
 
 LEARN_KINDS: dict[str, LearnKind] = {
@@ -239,17 +295,25 @@ LEARN_KINDS: dict[str, LearnKind] = {
         _low_rank_arguments,
         _run_low_rank,
     ),
+    "multi-head": LearnKind(
+        "multi-head",
+        "Prop 7.1 follow-up: the canonical form of H heads, d + 2H(d^2 + d - 1) queries",
+        _multi_head_arguments,
+        _run_multi_head,
+    ),
     "transformer": LearnKind(
         "transformer",
-        "THEORY §6: one-layer Transformer (2(d^2 + d) or d^2 attention queries + exact FFN)",
+        "one-layer Transformer: 2(d^2 + d) or d^2 attention queries + the exact FFN learner",
         _transformer_arguments,
         _run_transformer,
+        ("certified", "exact"),
     ),
     "noisy": LearnKind(
         "noisy",
         "Thm 6.1 / App. B: a head behind a tolerance-tau, gaussian or label-only oracle",
         _noisy_arguments,
         _run_noisy,
+        (),  # the answers of a noisy oracle are floats; the bound is computed in balls
     ),
 }
 
@@ -261,7 +325,7 @@ LEARN_KINDS: dict[str, LearnKind] = {
 
 class _Parser(argparse.ArgumentParser):
     # Raise instead of exiting, so main() returns a status and tests see no SystemExit.
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> Any:
         raise _UsageError(f"{message}\n{self.format_usage().rstrip()}")
 
 
@@ -281,18 +345,38 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
 _nonneg_int = _int_at_least(0)
 
 
+def _positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (x > 0 and x < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
+    return x
+
+
 def _build_parser() -> argparse.ArgumentParser:
+    from verified_attn import __version__
+
     parser = _Parser(
         prog=PROG,
         description="Learn softmax attention from black-box queries, exactly and checkably.",
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     check = sub.add_parser("check", help="check the theory's claims (exit 1 if any fails)")
     check.add_argument("ids", nargs="*", metavar="ID", help="claim ids or prefixes (default all)")
-    check.add_argument("--json", metavar="F", type=Path, help="also write the results as JSON")
+    check.add_argument(
+        "--json", metavar="F", help="also write the results as JSON to F ('-': standard output)"
+    )
+    check.add_argument(
+        "--verbose", "-v", action="store_true", help="full statements and every claim's detail"
+    )
     check.add_argument("--markdown", metavar="F", type=Path, help="also write them as Markdown")
     check.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default 0)")
+    check.add_argument("--size", choices=("small", "medium", "large"), help="sized claims' preset")
+    check.add_argument("--d", type=_int_at_least(1), help="run sized claims at this d")
 
     claims = sub.add_parser("claims", help="list the registered claims")
     claims.add_argument("--markdown", action="store_true", help="print the CLAIMS.md table")
@@ -302,8 +386,15 @@ def _build_parser() -> argparse.ArgumentParser:
     for kind in LEARN_KINDS.values():
         p = kinds.add_parser(kind.name, help=kind.help)
         p.add_argument("--d", type=_int_at_least(1), required=True, help="token dimension d >= 1")
-        p.add_argument("--arithmetic", choices=("exact", "certified", "float"), default="certified")
-        p.add_argument("--precision", type=_nonneg_int, help="bits, certified arithmetic only")
+        if kind.arithmetics:
+            p.add_argument(
+                "--arithmetic",
+                choices=kind.arithmetics,
+                default=None,
+                help=f"default {kind.arithmetics[0]}",
+            )
+        if "certified" in kind.arithmetics:
+            p.add_argument("--precision", type=_int_at_least(32), help="bits (certified only)")
         p.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default 0)")
         p.add_argument(
             "--certificate",
@@ -311,24 +402,62 @@ def _build_parser() -> argparse.ArgumentParser:
             type=Path,
             help=f"certificate path (default certificate-{kind.name}-d<N>.json here)",
         )
-        p.add_argument("--json", metavar="F", type=Path, help="also write the recovery as JSON")
+        p.add_argument(
+            "--json", metavar="F", help="write the result as JSON to F ('-': standard output)"
+        )
+        p.add_argument(
+            "--show-parameters", action="store_true", help="print the learned parameters too"
+        )
+        p.set_defaults(arithmetic=None, precision=None)
         kind.add_arguments(p)
 
-    cex = sub.add_parser(
-        "counterexample", help="Prop 7.1: two distinct models with the same input-output map"
-    )
-    cex_kinds = cex.add_subparsers(dest="model_class", metavar="CLASS")
-    mh = cex_kinds.add_parser("multi-head", help="multi-head attention (Prop 7.1)")
-    from verified_attn.multi_head.counterexamples import KINDS
+    from verified_attn.hypotheses import ALIASES, HYPOTHESES, THEOREMS
 
-    mh.add_argument("--d", type=_int_at_least(1), required=True, help="token dimension d >= 1")
-    mh.add_argument("--heads", type=_int_at_least(1), required=True, help="number of heads H")
-    mh.add_argument("--kind", choices=KINDS, default="shared-score-split")
-    mh.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default 0)")
-    mh.add_argument("--json", metavar="F", type=Path, help="also write the pair and proof")
+    cex = sub.add_parser(
+        "counterexample",
+        help="a counterexample showing a theorem's hypothesis is needed (see `hypotheses`)",
+    )
+    cex.add_argument(
+        "theorem", metavar="THEOREM", choices=(*THEOREMS, *ALIASES), help=", ".join(THEOREMS)
+    )
+    cex.add_argument(
+        "--kind",
+        choices=sorted({h.kind for h in HYPOTHESES}),
+        default=None,
+        metavar="KIND",
+        help="the hypothesis (`verified-attn hypotheses` lists them; multi-head default "
+        "shared-score-split)",
+    )
+    cex.add_argument("--d", type=_int_at_least(1), default=3, help="token dimension (default 3)")
+    cex.add_argument("--seed", type=_nonneg_int, default=0, help="random seed (default 0)")
+    cex.add_argument("--heads", type=_int_at_least(1), help="number of heads (prop-7.1 only)")
+    cex.add_argument(
+        "--left-out",
+        choices=("W", "v"),
+        help="one-query-short: a length-2 (W) or length-1 (v) query",
+    )
+    cex.add_argument("--rank", type=_int_at_least(1), help="rank-exceeds: the rank r (default 1)")
+    cex.add_argument(
+        "--json", metavar="F", type=Path, help="also write the certificate (JSON) to F"
+    )
+
+    hyp = sub.add_parser("hypotheses", help="every theorem's hypotheses and their counterexamples")
+    hyp.add_argument("theorem", nargs="?", metavar="THEOREM", help="only this theorem's")
+    hyp.add_argument("--markdown", action="store_true", help="print the docs table (Markdown)")
 
     ver = sub.add_parser("verify-certificate", help="re-check a certificate without the oracle")
     ver.add_argument("path", metavar="F", type=Path, help="certificate JSON file")
+
+    swp = sub.add_parser("sweep", help="check one claim over a grid of sizes and seeds")
+    swp.add_argument("claim", metavar="CLAIM", help="a claim id with size support")
+    swp.add_argument("--sizes", type=_int_list, required=True, help="sizes d, e.g. 8,16,32")
+    swp.add_argument("--seeds", type=_int_list, default=[0], help="seeds, e.g. 0,1,2 (default 0)")
+    where = swp.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=_int_at_least(1), help="a local pool of N processes")
+    where.add_argument(
+        "--scheduler", metavar="ADDRESS", help="a Dask distributed scheduler, e.g. tcp://host:8786"
+    )
+    swp.add_argument("--json", metavar="F", type=Path, help="write the sweep as JSON")
     return parser
 
 
@@ -337,25 +466,49 @@ def _build_parser() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------------------------------
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: Path, text: str, out: Any = None) -> None:
     path.write_text(text)
-    print(f"wrote {path}")
+    print(f"wrote {path}", file=out or sys.stdout)
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from verified_attn.claims import check_claims
-    from verified_attn.report import claims_json, claims_markdown, claims_table
+    import time
 
+    from verified_attn.claims import check_claims
+    from verified_attn.report import claims_json, claims_markdown, claims_table, claims_verbose
+
+    start = time.perf_counter()
     try:
-        results = check_claims(args.ids or None, seed=args.seed)
+        results = check_claims(
+            args.ids or None,
+            seed=args.seed,
+            size=args.size,
+            d=args.d,
+            progress=sys.stderr.isatty(),
+        )
     except InvalidArgument as exc:
         raise _UsageError(str(exc)) from exc
-    print(claims_table(results))
+    to_stdout = args.json == "-"
+    out = sys.stderr if to_stdout else sys.stdout  # keep stdout pure JSON
+    print(claims_verbose(results) if args.verbose else claims_table(results), file=out)
+    if args.size is not None or args.d is not None:
+        sized = [r for r in results if r.data.get("size")]
+        at = " ".join(f"--{k} {v}" for k, v in (("size", args.size), ("d", args.d)) if v)
+        print(
+            f"{len(sized)} of {len(results)} claims ran at {at}; the other "
+            f"{len(results) - len(sized)} have no size support and ran at their default size",
+            file=out,
+        )
+    print(f"total {time.perf_counter() - start:.1f} s", file=out)
     if args.json is not None:
-        _write(args.json, json.dumps(claims_json(results, seed=args.seed), indent=1) + "\n")
+        data = json.dumps(claims_json(results, seed=args.seed), indent=1) + "\n"
+        if to_stdout:
+            sys.stdout.write(data)
+        else:
+            _write(Path(args.json), data, out)
     if args.markdown is not None:
-        _write(args.markdown, claims_markdown(results))
-    return EXIT_OK if all(r.passed for r in results) else EXIT_FAIL
+        _write(args.markdown, claims_markdown(results), out)
+    return EXIT_OK if all(r.passed or r.skipped for r in results) else EXIT_FAIL
 
 
 def _cmd_claims(args: argparse.Namespace) -> int:
@@ -370,30 +523,41 @@ def _cmd_claims(args: argparse.Namespace) -> int:
 
 
 def _cmd_learn(args: argparse.Namespace) -> int:
-    from verified_attn.report import recovery_json, recovery_text
+    from verified_attn.recovery_report import recovery_json, recovery_text
 
     if args.kind is None:
         raise _UsageError("learn needs a model kind: " + ", ".join(LEARN_KINDS))
-    if args.precision is not None and args.arithmetic != "certified":
+    kind = LEARN_KINDS[args.kind]
+    if (
+        kind.arithmetics
+        and args.arithmetic is None
+        and not (args.kind == "low-rank" and args.method == "nuclear")
+    ):
+        args.arithmetic = kind.arithmetics[0]
+    if args.precision is not None and args.arithmetic not in (None, "certified"):
         raise _UsageError("--precision applies to --arithmetic certified only")
-    outcome = LEARN_KINDS[args.kind].run(args)
+    outcome = kind.run(args)
     rec = outcome.recovery
-    print(recovery_text(rec))
+    to_stdout = args.json == "-"
+    out = sys.stderr if to_stdout else sys.stdout  # keep stdout pure JSON
+    text = recovery_text(rec, parameters=args.show_parameters)
+    print(text, file=out)
     for line in outcome.comparison:
-        print(line)
+        print(line, file=out)
     if args.json is not None:
-        _write(args.json, json.dumps(recovery_json(rec), indent=1) + "\n")
-    if rec.certificate_data is not None:
-        path = args.certificate or Path(f"certificate-{args.kind}-d{args.d}.json")
-        rec.certificate(path)
-        print(f"certificate written to {path} (check it: {PROG} verify-certificate {path})")
-    else:
-        print("this learner writes no certificate")
+        data = json.dumps(recovery_json(rec), indent=1) + "\n"
+        if to_stdout:
+            sys.stdout.write(data)
+        else:
+            _write(Path(args.json), data, out)
+    path = args.certificate or Path(f"certificate-{args.kind}-d{args.d}.json")
+    rec.certificate(path)
+    print(f"certificate written to {path} (check it: {PROG} verify-certificate {path})", file=out)
     return EXIT_OK if outcome.equals_truth is not False else EXIT_FAIL
 
 
 def _cmd_verify_certificate(args: argparse.Namespace) -> int:
-    from verified_attn.certificate import verify_certificate
+    from verified_attn.certificates import verify_certificate
     from verified_attn.errors import CertificateError
 
     try:
@@ -406,35 +570,161 @@ def _cmd_verify_certificate(args: argparse.Namespace) -> int:
 
 
 def _cmd_counterexample(args: argparse.Namespace) -> int:
-    from verified_attn.multi_head.counterexamples import (
-        counterexample,
-        counterexample_report,
-        dumps,
-    )
+    from verified_attn.errors import CertificateError
+    from verified_attn.hypotheses import ALIASES, counterexample
 
-    if args.model_class is None:
-        raise _UsageError("counterexample needs a model class: multi-head")
-    pair = counterexample(
-        args.model_class, d=args.d, heads=args.heads, kind=args.kind, seed=args.seed
-    )
-    print(counterexample_report(pair))
+    theorem = ALIASES.get(args.theorem, args.theorem)
+    kind = args.kind
+    if kind is None:
+        if theorem != "prop-7.1":
+            raise _UsageError(
+                f"counterexample {args.theorem} needs --kind (see `{PROG} hypotheses`)"
+            )
+        kind = "shared-score-split"
+    options: dict[str, Any] = {}
+    for name, applies in (
+        ("heads", theorem == "prop-7.1"),
+        ("left_out", kind == "one-query-short"),
+        ("rank", kind == "rank-exceeds"),
+    ):
+        value = getattr(args, name)
+        if value is not None:
+            if not applies:
+                raise _UsageError(f"--{name.replace('_', '-')} does not apply to {theorem} {kind}")
+            options[name] = value
+    cx = counterexample(theorem, kind=kind, d=args.d, seed=args.seed, **options)
+    pair = cx.payload.get("pair")
+    if pair is not None:  # Prop 7.1: the room's report (both models, then the proof)
+        from verified_attn.multi_head.counterexamples import counterexample_report
+
+        print(counterexample_report(pair))
+    else:
+        print(cx.text())
+    try:
+        lines = cx.explain()
+    except CertificateError as exc:
+        print(f"check FAILED: {exc}")
+        return EXIT_FAIL
+    print("check (the counterexample checker, exact where the relation is 'equal'):")
+    for line in lines:
+        print(f"  {line}")
     if args.json is not None:
-        _write(args.json, dumps(pair))
-    return EXIT_OK if pair.proof.holds else EXIT_FAIL
+        _write(args.json, json.dumps(cx.certificate(), indent=1) + "\n")
+        print(f"check it: {PROG} verify-certificate {args.json}")
+    return EXIT_OK
+
+
+def _cmd_hypotheses(args: argparse.Namespace) -> int:
+    from verified_attn.hypotheses import hypotheses, hypotheses_markdown, hypotheses_text
+
+    found = hypotheses(args.theorem)
+    print(hypotheses_markdown(found) if args.markdown else hypotheses_text(found), end="")
+    return EXIT_OK
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected integers separated by commas, got {text!r}"
+        ) from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected at least one integer, got {text!r}")
+    return values
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from concurrent.futures import ProcessPoolExecutor
+
+    from verified_attn.sweep import sweep
+
+    def run(executor: Any) -> dict[str, Any]:
+        try:
+            return sweep(args.claim, sizes=args.sizes, seeds=args.seeds, executor=executor)
+        except InvalidArgument as exc:
+            raise _UsageError(str(exc)) from exc
+
+    if args.scheduler is not None:
+        try:
+            import distributed
+        except ImportError:
+            raise _UsageError(
+                "--scheduler needs Dask distributed: pip install 'verified-attn[dask]'"
+            ) from None
+        try:
+            client = distributed.Client(args.scheduler, timeout=30)
+        except (OSError, TimeoutError) as exc:
+            raise _UsageError(f"cannot reach the Dask scheduler {args.scheduler}: {exc}") from exc
+        with client:
+            out = run(client.get_executor())
+            out["executor"] = f"dask scheduler {args.scheduler}"
+            out["dask_workers"] = len(client.scheduler_info().get("workers", {}))
+    elif args.workers is not None:
+        with ProcessPoolExecutor(args.workers) as pool:
+            out = run(pool)
+    else:
+        out = run(None)
+    for c in out["cells"]:
+        size = ", ".join(f"{k} = {v}" for k, v in c["size"].items())
+        verdict = "PASS" if c["passed"] else "FAIL"
+        print(f"{verdict}  {size}, seed {c['seed']}  ({c['seconds']:.2f} s)  {c['detail'][:100]}")
+    print(
+        f"{out['claim']}: {out['passed']} passed, {out['failed']} failed; "
+        f"{out['executor']}, {out['seconds']:.2f} s"
+    )
+    if not out["versions_agree"]:
+        print(f"warning: workers ran other versions: {out['worker_versions']}", file=sys.stderr)
+    if args.json is not None:
+        _write(args.json, json.dumps(out, indent=1) + "\n")
+    return EXIT_OK if out["all_passed"] else EXIT_FAIL
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "counterexample": _cmd_counterexample,
+    "hypotheses": _cmd_hypotheses,
     "check": _cmd_check,
     "claims": _cmd_claims,
     "learn": _cmd_learn,
+    "sweep": _cmd_sweep,
     "verify-certificate": _cmd_verify_certificate,
 }
+
+
+def _attach_negative_numbers(argv: list[str]) -> list[str]:
+    """``--opt -1e-3`` becomes ``--opt=-1e-3``: argparse would read ``-1e-3`` as an option.
+
+    >>> _attach_negative_numbers(["learn", "noisy", "--tolerance", "-1e-3", "--d", "2"])
+    ['learn', 'noisy', '--tolerance=-1e-3', '--d', '2']
+    """
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        if token.startswith("--") and "=" not in token and nxt is not None and _is_negative(nxt):
+            out.append(f"{token}={nxt}")
+            i += 2
+            continue
+        out.append(token)
+        i += 1
+    return out
+
+
+def _is_negative(text: str) -> bool:
+    if not text.startswith("-"):
+        return False
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 failed, 2 bad usage)."""
     parser = _build_parser()
+    argv = _attach_negative_numbers(list(sys.argv[1:] if argv is None else argv))
     try:
         try:
             args = parser.parse_args(argv)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import flint
 import numpy as np
@@ -26,6 +26,7 @@ import sympy
 
 from verified_attn.arithmetic import Arithmetic, get_arithmetic, to_fraction
 from verified_attn.errors import InvalidArgument
+from verified_attn.types import Answer, SequenceLike
 
 __all__ = [
     "MultiHeadAttention",
@@ -48,7 +49,7 @@ def attention_output(
     *,
     exp: Callable[[Any], Any] = sympy.exp,
 ) -> Any:
-    """The single-head attention regressor, THEORY §2, as one formula.
+    """The single-head attention regressor (the documentation's theory page), as one formula.
 
     ``s_i = x_i^T (W x_N + c)``, ``alpha = softmax(s)``, ``f = sum_i alpha_i x_i^T v + beta``.
     Works over any number system: pass SymPy symbols to derive identities.
@@ -60,6 +61,17 @@ def attention_output(
     """
     d = len(v)
     n = len(rows)
+    if n == 0:
+        raise InvalidArgument("attention_output needs at least one token (rows is empty)")
+    if any(len(row) != d for row in rows):
+        widths = sorted({len(row) for row in rows})
+        raise InvalidArgument(
+            f"every token must have d = len(v) = {d} entries; got widths {widths}"
+        )
+    if len(W) != d or any(len(row) != d for row in W):
+        raise InvalidArgument(f"W must be d x d with d = len(v) = {d}")
+    if c is not None and len(c) != d:
+        raise InvalidArgument(f"c must have d = len(v) = {d} entries, got {len(c)}")
     query = rows[-1]
     shift = [sum(W[i][k] * query[k] for k in range(d)) for i in range(d)]
     if c is not None:
@@ -69,6 +81,42 @@ def attention_output(
     weights = [exp(s) for s in scores]
     total = sum(weights)
     return sum(weights[t] * values[t] for t in range(n)) / total + beta
+
+
+def _softmax_weights(Xs: np.ndarray, W: np.ndarray, c: np.ndarray | None) -> np.ndarray:
+    """Unnormalised softmax weights exp(s_i - max s) of s_i = x_i^T (W x_N + c), (B, N).
+
+    The scores are quadratic in the entries and overflow float64 at entries near 1e154
+    although the weights are fine: then they are recomputed in extended precision
+    (``np.longdouble``, range 1e4932 on x86-64), so large inputs give finite answers.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        shift = Xs[:, -1, :] @ W.T + (0.0 if c is None else c)  # (B, d): W x_N + c
+        scores = np.einsum("bnd,bd->bn", Xs, shift)
+        if not np.all(np.isfinite(scores)):
+            X_long = Xs.astype(np.longdouble)
+            shift_long = X_long[:, -1, :] @ W.T.astype(np.longdouble)
+            if c is not None:
+                shift_long = shift_long + c.astype(np.longdouble)
+            scores = np.einsum("bnd,bd->bn", X_long, shift_long)
+        scores = scores - scores.max(axis=1, keepdims=True)
+        return np.exp(scores).astype(np.float64)
+
+
+def _finite(out: np.ndarray) -> np.ndarray:
+    """Float answers, or PrecisionExhausted where float64 overflowed (never NaN or inf).
+
+    The scores x_i^T W x_N are quadratic in the entries: at entries near 1e160 they exceed
+    float64's range although f itself is finite; exact or certified arithmetic computes it.
+    """
+    if not np.all(np.isfinite(out)):
+        from verified_attn.errors import PrecisionExhausted
+
+        raise PrecisionExhausted(
+            "float64 evaluation overflowed on this input (scores or values beyond 1e308); "
+            "evaluate it in exact or certified arithmetic instead"
+        )
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -112,7 +160,7 @@ def _check_shape(shape: tuple[int, int], d: int | None, name: str) -> None:
         raise InvalidArgument(f"{name} must have d = {d} columns; got shape {shape}")
 
 
-def as_rational_sequence(X: Any, d: int | None = None, *, name: str = "X") -> flint.fmpq_mat:
+def as_rational_sequence(X: SequenceLike, d: int | None = None, *, name: str = "X") -> flint.fmpq_mat:
     """``X`` as an exact (N, d) flint matrix, after checking shape and entries.
 
     >>> as_rational_sequence([[0.5, 1]]).entries()
@@ -148,7 +196,7 @@ def _fmpq_of_float(x: float) -> flint.fmpq:
     return flint.fmpq(num, den)
 
 
-def as_float_sequence(X: Any, d: int | None = None, *, name: str = "X") -> np.ndarray:
+def as_float_sequence(X: SequenceLike, d: int | None = None, *, name: str = "X") -> np.ndarray:
     """``X`` as a float64 (N, d) array, after checking shape and entries.
 
     >>> as_float_sequence([[1, 2]]).dtype
@@ -233,6 +281,39 @@ def _fmpq(q: Fraction) -> flint.fmpq:
 # ---------------------------------------------------------------------------------------
 
 
+@runtime_checkable
+class BlackBoxModel(Protocol):
+    """What :class:`~verified_attn.oracle.Oracle` calls on a model: a public protocol.
+
+    A class of your own with these three members can be wrapped as ``Oracle(model, ...)``
+    in every arithmetic (subclassing :class:`SequenceModel` provides ``evaluate`` too):
+
+    >>> import numpy as np, verified_attn as va
+    >>> class Mean:
+    ...     d = 2
+    ...     def evaluate_batch(self, Xs):                  # float64 (B, N, d) -> (B,)
+    ...         return np.asarray(Xs).mean(axis=1).sum(axis=1)
+    ...     def evaluate_rational(self, Xq, arith):        # exact flint (N, d) matrix
+    ...         n = Xq.nrows()
+    ...         total = sum((Xq[i, j] for i in range(n) for j in range(2)), 0) / n
+    ...         return arith.rational(va.arithmetic.to_fraction(total))
+    >>> isinstance(Mean(), va.models.BlackBoxModel)
+    True
+    >>> va.Oracle(Mean(), "exact").query([[1, 2], [3, 4]])
+    5
+    """
+
+    d: int
+
+    def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
+        """f on a float64 (B, N, d) batch, as a (B,) float64 array."""
+        ...
+
+    def evaluate_rational(self, Xq: flint.fmpq_mat, arith: Arithmetic) -> Any:
+        """f on one exact (N, d) sequence, as a number of ``arith``."""
+        ...
+
+
 class SequenceModel:
     """What every model here shares: f on one sequence, in float64 or any arithmetic.
 
@@ -247,7 +328,7 @@ class SequenceModel:
         """f(X) in float64."""
         return float(self.evaluate_batch(as_float_sequence(X, self.d)[None, :, :])[0])
 
-    def evaluate(self, X: Any, arithmetic: str | Arithmetic = "float") -> Any:
+    def evaluate(self, X: SequenceLike, arithmetic: str | Arithmetic = "float") -> Answer:
         """f(X) in the given arithmetic ("exact", "certified" or "float")."""
         arith = get_arithmetic(arithmetic)
         if arith.name == "float":
@@ -259,12 +340,19 @@ class SequenceModel:
     def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def evaluate_rational(self, Xq: flint.fmpq_mat, arith: Arithmetic) -> Any:
+        """f(Xq) for an exact (N, d) flint matrix, in exact or certified arithmetic.
+
+        Part of the :class:`BlackBoxModel` protocol; call inside ``arith.context()``.
+        """
+        return self._evaluate_rational(Xq, arith)
+
     def _evaluate_rational(self, Xq: flint.fmpq_mat, arith: Arithmetic) -> Any:
         raise NotImplementedError
 
 
 class SingleHeadAttention(SequenceModel):
-    """Single-head softmax attention read out at the last token (THEORY §2).
+    """Single-head softmax attention read out at the last token (see the theory page, docs/theory.md).
 
     ``f(X) = sum_i softmax(s)_i x_i^T v + beta`` with ``s_i = x_i^T (W x_N + c)``. Without
     ``c`` and ``beta`` this is the paper's model (d^2 + d parameters); with either it is the
@@ -361,7 +449,7 @@ class SingleHeadAttention(SequenceModel):
         return out
 
     # -- evaluation (f(X) and evaluate() come from SequenceModel) ----------------------
-    def symbolic(self, X: Any) -> sympy.Expr:
+    def symbolic(self, X: SequenceLike) -> sympy.Expr:
         """f(X) straight from :func:`attention_output` (slow; the reference)."""
         rows = [
             [_to_sympy(Fraction(int(q.p), int(q.q))) for q in r]
@@ -407,12 +495,9 @@ class SingleHeadAttention(SequenceModel):
             raise InvalidArgument(f"Xs must have shape (B, N>=1, d={self.d}); got {Xs.shape}")
         if not np.all(np.isfinite(Xs)):
             raise InvalidArgument("Xs has a non-finite entry (NaN or inf)")
-        shift = Xs[:, -1, :] @ self._W_float.T + self._c_float  # (B, d): W x_N + c
-        scores = np.einsum("bnd,bd->bn", Xs, shift)
-        scores -= scores.max(axis=1, keepdims=True)
-        weights = np.exp(scores)
+        weights = _softmax_weights(Xs, self._W_float, self._c_float)
         values = Xs @ self._v_float
-        return (weights * values).sum(axis=1) / weights.sum(axis=1) + self._beta_float
+        return _finite((weights * values).sum(axis=1) / weights.sum(axis=1) + self._beta_float)
 
     def __repr__(self) -> str:
         kind = "affine, " if self.affine else ""
@@ -428,7 +513,7 @@ def _sympy_q(q: flint.fmpq) -> sympy.Rational:
 
 
 # ---------------------------------------------------------------------------------------
-# Multi-head (THEORY §2, Prop 7.1): a sum of single heads.
+# Multi-head (Prop 7.1; docs/theory.md): a sum of single heads.
 # ---------------------------------------------------------------------------------------
 
 
@@ -436,7 +521,7 @@ class MultiHeadAttention(SequenceModel):
     """H softmax heads read out at the last token: ``f(X) = sum_h softmax(X W_h x_N)^T X v_h``.
 
     ``heads`` is a non-empty list of pairs ``(W_h, v_h)``, or triples ``(W_h, v_h, c_h)``
-    for the affine variant (THEORY §2) with per-head score bias ``c_h``:
+    for the affine variant (docs/theory.md) with per-head score bias ``c_h``:
     ``f(X) = sum_h softmax(X (W_h x_N + c_h))^T X v_h + beta``, ``beta`` one output bias.
     That is what PyTorch ``nn.MultiheadAttention`` with biases computes, head by head. Each
     head is a :class:`SingleHeadAttention` (exact parameters) and f is the sum of their
@@ -523,7 +608,7 @@ class MultiHeadAttention(SequenceModel):
             out["beta"] = self.beta
         return out
 
-    def symbolic(self, X: Any) -> sympy.Expr:
+    def symbolic(self, X: SequenceLike) -> sympy.Expr:
         """f(X) as the sum of :func:`attention_output` over the heads (the reference)."""
         total = sum((m.symbolic(X) for m in self.head_models), sympy.Integer(0))
         return total + _to_sympy(self._own_beta)
@@ -544,7 +629,7 @@ class MultiHeadAttention(SequenceModel):
         out = self.head_models[0].evaluate_batch(Xs)
         for m in self.head_models[1:]:
             out = out + m.evaluate_batch(Xs)
-        return out + float(self._own_beta)
+        return _finite(out + float(self._own_beta))
 
     def __repr__(self) -> str:
         kind = "affine, " if self.affine else ""
@@ -552,7 +637,7 @@ class MultiHeadAttention(SequenceModel):
 
 
 # ---------------------------------------------------------------------------------------
-# The bias-free ReLU FFN and the one-layer Transformer (THEORY §2, §6).
+# The bias-free ReLU FFN and the one-layer Transformer (docs/theory.md).
 # ---------------------------------------------------------------------------------------
 
 
@@ -670,7 +755,7 @@ class ReluFFN(SequenceModel):
         """g(x_N) for a batch (B, N, d) -> (B,), float64."""
         Xs = _float_batch(Xs, self.d)
         z = Xs[:, -1, :] @ self._A_float
-        return np.maximum(z, 0.0) @ self._w_float
+        return _finite(np.maximum(z, 0.0) @ self._w_float)
 
     def __repr__(self) -> str:
         return f"ReluFFN(d={self.d}, m={self.m})"
@@ -689,7 +774,7 @@ def _float_batch(Xs: Any, d: int) -> np.ndarray:
 
 
 class OneLayerTransformer(SequenceModel):
-    """``T(X) = w_o^T ReLU(A^T V^T X^T softmax(X W x_N))`` (THEORY §2, §6).
+    """``T(X) = w_o^T ReLU(A^T V^T X^T softmax(X W x_N))`` (docs/theory.md).
 
     W is d x d, V is d x e, A is e x m, w_o has length m. ``v_eff = V A w_o`` is the value
     vector of the antisymmetrised model T(X) - T(-X).
@@ -790,13 +875,10 @@ class OneLayerTransformer(SequenceModel):
     def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
         """T on a batch (B, N, d) -> (B,), float64."""
         Xs = _float_batch(Xs, self.d)
-        shift = Xs[:, -1, :] @ self._W_float.T
-        scores = np.einsum("bnd,bd->bn", Xs, shift)
-        scores -= scores.max(axis=1, keepdims=True)
-        alpha = np.exp(scores)
+        alpha = _softmax_weights(Xs, self._W_float, None)
         alpha /= alpha.sum(axis=1, keepdims=True)
         pooled = np.einsum("bn,bnd->bd", alpha, Xs)  # X^T alpha
-        return np.maximum(pooled @ self._VA_float, 0.0) @ self._w_float
+        return _finite(np.maximum(pooled @ self._VA_float, 0.0) @ self._w_float)
 
     def __repr__(self) -> str:
         return f"OneLayerTransformer(d={self.d}, e={self.e}, m={self.m})"

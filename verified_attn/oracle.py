@@ -33,11 +33,17 @@ import flint
 import numpy as np
 
 from verified_attn.arithmetic import Arithmetic, FloatArithmetic, get_arithmetic
-from verified_attn.errors import InvalidArgument, OracleError, QueryBudgetExceeded
+from verified_attn.errors import (
+    CertificateError,
+    InvalidArgument,
+    OracleError,
+    QueryBudgetExceeded,
+)
 from verified_attn.models import as_float_sequence, as_rational_sequence
 from verified_attn.serialize import dump_number, dump_rational, load_number, load_rational
+from verified_attn.types import Answer, Queries, SequenceLike
 
-__all__ = ["Oracle", "TranscriptEntry"]
+__all__ = ["Oracle", "QueryCounts", "Run", "TranscriptEntry"]
 
 _FLOAT_CHUNK = 1 << 14  # sequences per vectorised batch: bounds memory at large d
 
@@ -60,6 +66,48 @@ class TranscriptEntry:
     @property
     def sequence(self) -> tuple[tuple[Fraction, ...], ...]:
         return _key(self.raw)
+
+
+@dataclass(frozen=True)
+class QueryCounts:
+    """What one learner call asked of an oracle, split by what each phase was declared.
+
+    ``learning + verification`` is every query made during the run; a phase counts as
+    verification because it was opened with ``oracle.phase(name, verification=True)``.
+    ``tokens_sent`` and ``max_length`` are those of this run only.
+    """
+
+    learning: int
+    verification: int
+    by_phase: dict[str, int]
+    verification_phases: tuple[str, ...]
+    tokens_sent: int
+    max_length: int
+
+
+class Run:
+    """The bookkeeping of one learner call on an oracle (see :meth:`Oracle.run`)."""
+
+    def __init__(self, oracle: Oracle) -> None:
+        self.oracle = oracle
+        self._before = oracle.queries_by_phase
+        self._tokens_before = oracle.tokens_sent
+        self._verification: set[str] = set()
+        self.max_length = 0
+
+    @property
+    def counts(self) -> QueryCounts:
+        """The counts so far (final once the ``with`` block has ended)."""
+        by_phase = self.oracle.queries_since(self._before)
+        verification = sum(n for k, n in by_phase.items() if k in self._verification)
+        return QueryCounts(
+            learning=sum(by_phase.values()) - verification,
+            verification=verification,
+            by_phase=by_phase,
+            verification_phases=tuple(k for k in by_phase if k in self._verification),
+            tokens_sent=self.oracle.tokens_sent - self._tokens_before,
+            max_length=self.max_length,
+        )
 
 
 def _key(X: Any) -> tuple[tuple[Fraction, ...], ...]:
@@ -91,9 +139,17 @@ class Oracle:
         model_class: str | None = None,
     ) -> None:
         if not hasattr(model, "evaluate_batch") or not hasattr(model, "d"):
+            hint = "wrap other black boxes with Oracle.from_callable"
+            if type(model).__module__.startswith(("torch", "transformers")):  # no torch import
+                hint = (
+                    "use verified_attn.adapters.torch.attention_oracle(module, readout) for "
+                    "nn.MultiheadAttention or verified_attn.adapters.hf.attention_oracle(module, "
+                    f"readout) for HuggingFace attention modules ({hint})"
+                )
             raise InvalidArgument(
-                f"model must be a verified_attn model (e.g. SingleHeadAttention), got "
-                f"{type(model).__name__}; wrap other black boxes with Oracle.from_callable"
+                f"model must be a verified_attn model (e.g. SingleHeadAttention) or follow "
+                f"the BlackBoxModel protocol (d, evaluate_batch, evaluate_rational), got "
+                f"{type(model).__name__}; {hint}"
             )
         if precision is not None and arithmetic != "certified":
             raise InvalidArgument(
@@ -120,6 +176,7 @@ class Oracle:
         record: bool | None = None,
         model_class: str | None = None,
         rtol: float = 1e-6,
+        unit_roundoff: float = 2.0**-53,
     ) -> Oracle:
         """Wrap ``fn(X: ndarray (N, d)) -> float`` as a float-mode oracle.
 
@@ -127,7 +184,9 @@ class Oracle:
         equal-length queries at once. ``model_class`` ("single-head" or
         "single-head-affine") tells learners which hypothesis class the box is in.
         ``rtol`` is the relative agreement learners' verification asks of its answers (raise
-        it for a box that computes in lower precision, e.g. float32).
+        it for a box that computes in lower precision, e.g. float32); ``unit_roundoff`` is
+        that arithmetic's unit roundoff (2^-24 for float32), which bounds the rounding on
+        a large output bias.
 
         >>> oracle = Oracle.from_callable(lambda X: float(X.sum()), d=2)
         >>> oracle.query([[1, 2]]), oracle.queries
@@ -139,7 +198,7 @@ class Oracle:
             raise InvalidArgument(f"batch_fn must be callable, got {type(batch_fn).__name__}")
         self = cls.__new__(cls)
         self.model = None
-        self.arithmetic = FloatArithmetic(rtol)
+        self.arithmetic = FloatArithmetic(rtol, unit_roundoff)
         self.d = _positive_int(d, "d")
         self._fn = fn
         self._batch_fn = batch_fn
@@ -160,9 +219,13 @@ class Oracle:
         self._recorded_numbers = 0
         self._counts: Counter[str] = Counter()
         self._phase = "other"
+        self._in_verification = False
+        self._runs: list[Run] = []
         self.tokens_sent = 0
         self.max_length = 0
-        self._transcript: list[TranscriptEntry] = []
+        # Recorded batches (phase, queries, answers), expanded into entries on request: a
+        # TranscriptEntry per query costs more than a fast box's answer at large d.
+        self._batches: list[tuple[str, Sequence[Any], list[Any]]] = []
 
     # -- bookkeeping -----------------------------------------------------------------
     @property
@@ -196,18 +259,68 @@ class Oracle:
     @property
     def transcript(self) -> list[TranscriptEntry]:
         """Every recorded query and answer, in order (empty if ``record=False``)."""
-        return list(self._transcript)
+        return list(self._entries())
+
+    def _entries(self) -> Iterator[TranscriptEntry]:
+        for phase, queries, answers in self._batches:
+            for X, a in zip(queries, answers, strict=True):
+                yield TranscriptEntry(phase, X, a)
 
     @contextlib.contextmanager
-    def phase(self, name: str) -> Iterator[None]:
-        """Attribute the queries made inside the block to phase ``name``."""
+    def phase(self, name: str, *, verification: bool = False) -> Iterator[None]:
+        """Attribute the queries made inside the block to phase ``name``.
+
+        ``verification=True`` declares the phase a verification phase for every open
+        :meth:`run`: its queries are then counted as verification, not learning.
+        """
         if not isinstance(name, str) or not name:
             raise InvalidArgument(f"phase name must be a non-empty string, got {name!r}")
-        old, self._phase = self._phase, name
+        if verification:
+            for run in self._runs:
+                run._verification.add(name)
+        old = self._phase, self._in_verification
+        self._phase, self._in_verification = name, verification
         try:
             yield
         finally:
-            self._phase = old
+            self._phase, self._in_verification = old
+
+    @property
+    def phase_name(self) -> str:
+        """The phase queries are attributed to now (wrappers that forward queries use it)."""
+        return self._phase
+
+    @property
+    def in_verification(self) -> bool:
+        """Whether the current phase was declared a verification phase.
+
+        An oracle that forwards its queries to another (a restricted or antisymmetrised
+        view) opens its forwarding phase with ``verification=outer.in_verification``, so
+        the real oracle's runs count them the same way.
+        """
+        return self._in_verification
+
+    @contextlib.contextmanager
+    def run(self) -> Iterator[Run]:
+        """One learner call's bookkeeping: its counts, split by declared phase kind.
+
+        >>> import verified_attn as va
+        >>> o = va.Oracle(va.SingleHeadAttention([[1]], [1]), "exact")
+        >>> with o.run() as run:
+        ...     with o.phase("v"):
+        ...         _ = o.query([[1]])
+        ...     with o.phase("check", verification=True):
+        ...         _ = o.query_many([[[1], [2]], [[1]]])
+        >>> c = run.counts
+        >>> c.learning, c.verification, c.by_phase, c.tokens_sent, c.max_length
+        (1, 2, {'v': 1, 'check': 2}, 4, 2)
+        """
+        run = Run(self)
+        self._runs.append(run)
+        try:
+            yield run
+        finally:
+            self._runs.remove(run)
 
     def require_remaining(self, learning: int, verification: int, purpose: str) -> None:
         """Raise QueryBudgetExceeded now, before any query, unless the budget covers a run.
@@ -245,22 +358,45 @@ class Oracle:
         self._counts[self._phase] += n_queries
         self.tokens_sent += int(sum(lengths))
         if lengths:
-            self.max_length = max(self.max_length, int(max(lengths)))
+            longest = int(max(lengths))
+            self.max_length = max(self.max_length, longest)
+            for run in self._runs:
+                run.max_length = max(run.max_length, longest)
 
     # -- queries ---------------------------------------------------------------------
-    def query(self, X: Any) -> Any:
+    def query(self, X: SequenceLike) -> Answer:
         """f(X) in this oracle's arithmetic; X is an (N, d) array of rationals."""
         return self.query_many([X])[0]
 
-    def query_many(self, Xs: Sequence[Any]) -> list[Any]:
-        """Answers to several non-adaptive queries (one round; vectorised in float mode)."""
+    @property
+    def can_raise_precision(self) -> bool:
+        """Whether :meth:`query_many` can answer at a higher precision than the oracle's
+        (certified arithmetic over one of our models; not a callable or a replay)."""
+        return (
+            self.arithmetic.name == "certified"
+            and self.model is not None
+            and not isinstance(self.model, _Replay)
+        )
+
+    def query_many(
+        self, Xs: Queries, *, precision: int | None = None, owned: bool = False
+    ) -> list[Answer]:
+        """Answers to several non-adaptive queries (one round; vectorised in float mode).
+
+        ``precision`` (certified arithmetic, where :attr:`can_raise_precision`): answer
+        these queries with balls computed at that many bits instead of the oracle's own.
+        ``owned=True`` (a (B, N, d) float64 array in float mode): the caller hands the array
+        over and will not read it again, so a black box's ``batch_fn`` is given it without
+        the defensive copy, unless the transcript keeps it (then the box gets a copy, as
+        always, so a box that writes into its input cannot alter the record).
+        """
         if (
             isinstance(Xs, np.ndarray)
             and Xs.ndim == 3
             and Xs.dtype.kind in "fiu"
             and self.arithmetic.name == "float"
         ):
-            return self._query_array(Xs)
+            return self._query_array(Xs, owned=owned)
         if isinstance(Xs, np.ndarray) and Xs.ndim != 3 and Xs.dtype != object:
             # A single (N, d) query passed here would otherwise be read as N queries.
             raise InvalidArgument(
@@ -275,28 +411,40 @@ class Oracle:
             )
         if not seqs:
             return []
+        if precision is not None:
+            precision = _positive_int(precision, "precision")
+            if not self.can_raise_precision:
+                raise InvalidArgument(
+                    "precision= needs a certified oracle over one of our models; this one "
+                    f"answers in {self.arithmetic.name} arithmetic from "
+                    + ("a black box" if self.model is None else type(self.model).__name__)
+                )
         converted = [self._convert(X) for X in seqs]  # validate all before spending budget
         self._reserve(len(converted))
         lengths = [_length(X) for X in converted]
         self._account(len(converted), lengths)
-        answers = self._answer(converted)
+        # Wrappers override _answer(converted) and never raise precision.
+        answers = (
+            self._answer(converted) if precision is None else self._answer(converted, precision)
+        )
         self._record(converted, answers, lengths)
         return answers
 
-    def _record(self, converted: list[Any], answers: list[Any], lengths: list[int]) -> None:
+    def _will_record(self, size: int) -> bool:
+        """Whether a batch of ``size`` numbers would be kept in the transcript."""
         if self.record is False:
-            self.transcript_complete = False
-            return
+            return False
+        return not (self.record is None and self._recorded_numbers + size > _AUTO_RECORD_NUMBERS)
+
+    def _record(self, converted: Sequence[Any], answers: list[Any], lengths: list[int]) -> None:
         size = sum(lengths) * self.d
-        if self.record is None and self._recorded_numbers + size > _AUTO_RECORD_NUMBERS:
+        if not self._will_record(size):
             self.transcript_complete = False
             return
         self._recorded_numbers += size
-        self._transcript.extend(
-            TranscriptEntry(self._phase, X, a) for X, a in zip(converted, answers, strict=True)
-        )
+        self._batches.append((self._phase, converted, answers))
 
-    def _query_array(self, Xs: np.ndarray) -> list[Any]:
+    def _query_array(self, Xs: np.ndarray, *, owned: bool = False) -> list[Any]:
         """Fast path: a (B, N, d) float array of queries, validated as a whole."""
         if Xs.shape[0] == 0:
             return []
@@ -311,36 +459,53 @@ class Oracle:
         self._reserve(Xs.shape[0])
         lengths = [Xs.shape[1]] * Xs.shape[0]
         self._account(Xs.shape[0], lengths)
-        answers = self._answer_array(Xs)
-        self._record(list(Xs), answers, lengths)
+        # The box may be handed the caller's array itself only if nobody reads it again.
+        copy = not owned or self._will_record(Xs.size)
+        answers = self._answer_array(Xs, copy=copy)
+        self._record(Xs, answers, lengths)  # type: ignore[arg-type]  # (B, N, d): B views
         return answers
 
-    def _answer_array(self, Xs: np.ndarray) -> list[Any]:
+    def _answer_array(self, Xs: np.ndarray, *, copy: bool = True) -> list[Any]:
         """Answers to a (B, N, d) float batch, evaluated in slices (no re-stacking)."""
         if self.model is not None:
             fn = self.model.evaluate_batch
         elif self._batch_fn is not None:
-            fn = self._guarded_batch
+            return self._answer_batch_fn(Xs, copy)
         else:
             return self._answer(list(Xs))
         out: list[Any] = []
         for start in range(0, Xs.shape[0], _FLOAT_CHUNK):
             out.extend(fn(Xs[start : start + _FLOAT_CHUNK]))
-        if self.model is None:
-            out = [_check_answer(r, X) for r, X in zip(out, Xs, strict=True)]
+        return out
+
+    def _answer_batch_fn(self, Xs: np.ndarray, copy: bool) -> list[float]:
+        """A black box's batch answers, checked as arrays (one pass), else one by one."""
+        out: list[float] = []
+        for start in range(0, Xs.shape[0], _FLOAT_CHUNK):
+            chunk = Xs[start : start + _FLOAT_CHUNK]
+            raw = self._guarded_batch(chunk, copy=copy)
+            if raw.dtype.kind in "fiu" and bool(np.isfinite(raw).all()):
+                out.extend(raw.astype(np.float64).tolist())
+            else:  # the per-answer check says what came back instead of a finite number
+                out.extend(_check_answer(r, X) for r, X in zip(raw, chunk, strict=True))
         return out
 
     def _convert(self, X: Any) -> Any:
         if self.arithmetic.name == "float":
             return as_float_sequence(X, self.d)
-        return as_rational_sequence(X, self.d)
+        fast = _dyadic_matrix(X, self.d)
+        return fast if fast is not None else as_rational_sequence(X, self.d)
 
-    def _answer(self, converted: list[Any]) -> list[Any]:
+    def _answer(self, converted: list[Any], precision: int | None = None) -> list[Any]:
         if self.model is not None:
             if self.arithmetic.name == "float":
                 return _batched(converted, self.model.evaluate_batch)
-            with self.arithmetic.context():
-                return [self.model._evaluate_rational(X, self.arithmetic) for X in converted]
+            evaluate = getattr(self.model, "evaluate_rational", None)
+            if evaluate is None:  # the package's internal views implement the private name
+                evaluate = self.model._evaluate_rational
+            arith = self.arithmetic if precision is None else get_arithmetic("certified", precision)
+            with arith.context():
+                return [evaluate(X, arith) for X in converted]
         if self._batch_fn is not None:
             raw = _batched(converted, self._guarded_batch)
             return [_check_answer(r, X) for r, X in zip(raw, converted, strict=True)]
@@ -356,10 +521,10 @@ class Oracle:
                 f"{X.shape[0]})"
             ) from exc
 
-    def _guarded_batch(self, Xs: np.ndarray) -> np.ndarray:
+    def _guarded_batch(self, Xs: np.ndarray, *, copy: bool = True) -> np.ndarray:
         assert self._batch_fn is not None
         try:
-            out = np.asarray(self._batch_fn(Xs.copy()))
+            out = np.asarray(self._batch_fn(Xs.copy() if copy else Xs))
         except Exception as exc:
             raise OracleError(
                 f"the black box's batch_fn raised {type(exc).__name__}: {exc}"
@@ -391,25 +556,46 @@ class Oracle:
                     "sequence": [[dump_rational(q) for q in row] for row in e.sequence],
                     "answer": dump_number(e.answer),
                 }
-                for e in self._transcript
+                for e in self._entries()
             ],
         }
         Path(path).write_text(json.dumps(data))
 
     @classmethod
     def replay(cls, path: str | Path, *, budget: int | None = None) -> Oracle:
-        """An oracle that answers from a saved transcript; unknown queries raise OracleError."""
-        data = json.loads(Path(path).read_text())
-        arith = get_arithmetic(data["arithmetic"], data.get("precision"))
-        table: dict[tuple[tuple[Fraction, ...], ...], Any] = {}
-        with arith.context():
-            for e in data["entries"]:
-                key = tuple(tuple(load_rational(q) for q in row) for row in e["sequence"])
-                table[key] = load_number(e["answer"])
+        """An oracle that answers from a saved transcript; unknown queries raise OracleError.
+
+        A missing, truncated or malformed file raises
+        :class:`~verified_attn.errors.InvalidArgument` naming the problem.
+        """
+        if not isinstance(path, str | Path):
+            raise InvalidArgument(f"path must be a str or Path, got {type(path).__name__}")
+        try:
+            data = json.loads(Path(path).read_text())
+        except OSError as exc:
+            raise InvalidArgument(f"cannot read transcript {str(path)!r}: {exc.strerror}") from exc
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            raise InvalidArgument(f"transcript {str(path)!r} is not valid JSON: {exc}") from exc
+        try:
+            if data.get("format") != "verified-attn-transcript/1":
+                raise InvalidArgument(f"{str(path)!r} is not a verified-attn transcript")
+            arith = get_arithmetic(data["arithmetic"], data.get("precision"))
+            d = _positive_int(data["d"], "d")
+            table: dict[tuple[tuple[Fraction, ...], ...], Any] = {}
+            with arith.context():
+                for e in data["entries"]:
+                    key = tuple(tuple(load_rational(q) for q in row) for row in e["sequence"])
+                    if any(len(row) != d for row in key) or not key:
+                        raise InvalidArgument(f"a transcript entry is not an (N, {d}) sequence")
+                    table[key] = load_number(e["answer"])
+        except (KeyError, TypeError, AttributeError, CertificateError) as exc:
+            raise InvalidArgument(
+                f"transcript {str(path)!r} is malformed: {type(exc).__name__} {exc}"
+            ) from exc
         self = cls.__new__(cls)
-        self.model = _Replay(table, int(data["d"]))
+        self.model = _Replay(table, d)
         self.arithmetic = arith
-        self.d = int(data["d"])
+        self.d = d
         self._fn = None
         self._batch_fn = None
         self.model_class = data.get("model_class")
@@ -442,6 +628,32 @@ class _Replay:
 
     def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
         return np.array([self._lookup(X) for X in Xs], dtype=np.float64)
+
+
+#: Power-of-two denominators tried by :func:`_dyadic_matrix` (probe scales are 16^-n).
+_DYADIC_SHIFTS = (0, 4, 8, 16, 24, 32, 48)
+
+
+def _dyadic_matrix(X: Any, d: int) -> flint.fmpq_mat | None:
+    """A valid float64 (N, d) query as an exact flint matrix in one pass, or None.
+
+    Exact: if ``X * 2^k`` is an integer array below 2^53 for one of a few k, the matrix is
+    those integers over 2^k. Anything else (other shapes, non-finite entries, other
+    denominators) returns None and goes through the general, entry-by-entry conversion,
+    which also raises the errors.
+    """
+    if not (isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2):
+        return None
+    if X.shape[0] < 1 or X.shape[1] != d or not np.all(np.isfinite(X)):
+        return None
+    for k in _DYADIC_SHIFTS:
+        with np.errstate(over="ignore"):
+            Y = np.ldexp(X, k)  # exact (or inf, refused next): a power-of-two scaling
+        if np.all(np.abs(Y) < 2.0**53) and np.all(Y == np.floor(Y)):
+            ints = flint.fmpz_mat(X.shape[0], X.shape[1], Y.astype(np.int64).ravel().tolist())
+            out = flint.fmpq_mat(ints)
+            return out if k == 0 else out * flint.fmpq(1, 2**k)
+    return None
 
 
 def _model_class_of(model: Any) -> str | None:

@@ -32,6 +32,7 @@ import sympy
 from verified_attn.arithmetic import arb_bounds, get_arithmetic, to_fraction
 from verified_attn.errors import InvalidArgument, PrecisionExhausted
 from verified_attn.oracle import Oracle
+from verified_attn.validation import check_choice, check_seed
 
 __all__ = [
     "ADVERSARIES",
@@ -40,6 +41,8 @@ __all__ = [
     "NoisyOracle",
     "StochasticOracle",
     "truth_interval",
+    "worst_case_direction",
+    "worst_case_oracle",
 ]
 
 #: An adversary maps (query X as a float array, truth midpoint, tolerance left, rng) to a
@@ -57,9 +60,7 @@ def _positive_fraction(x: Any, name: str) -> Fraction:
 
 
 def _seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
-        raise InvalidArgument(f"seed must be an int, got {seed!r}")
-    return int(seed)
+    return check_seed(seed)
 
 
 def truth_interval(inner: Oracle, X: np.ndarray) -> tuple[Fraction, Fraction]:
@@ -167,7 +168,7 @@ class _Wrapper(Oracle):
         self.model_class = model_class if model_class is not None else inner.model_class
         self._init_counts(budget, record)
 
-    def _answer(self, converted: list[Any]) -> list[Any]:
+    def _answer(self, converted: list[Any], precision: int | None = None) -> list[Any]:
         return [self._answer_one(np.asarray(X, dtype=np.float64)) for X in converted]
 
     def _answer_one(self, X: np.ndarray) -> float:
@@ -219,7 +220,7 @@ class NoisyOracle(_Wrapper):
             if direction is None or not callable(direction):
                 raise InvalidArgument(
                     "adversary='worst-case' needs direction=callable(X, lo, hi) -> +1 or -1 "
-                    "(see verified_attn.noisy.learner.worst_case_direction)"
+                    "(see verified_attn.oracle_wrappers.worst_case_direction)"
                 )
             self._adversary = _pushing(direction)
         elif callable(adversary) and not isinstance(adversary, str):
@@ -274,7 +275,7 @@ class StochasticOracle(_Wrapper):
     """Zero-mean Gaussian noise of standard deviation ``noise_scale`` on every answer.
 
     Unbounded, so no tolerance holds surely; averaging n answers gives a Gaussian of scale
-    sigma / sqrt(n) (see :func:`verified_attn.noisy.learner.repeats_for`).
+    sigma / sqrt(n) (see :func:`verified_attn.noisy.planning.repeats_for`).
 
     >>> import verified_attn as va
     >>> inner = va.Oracle(va.SingleHeadAttention([[0]], [1]), "certified")
@@ -297,7 +298,7 @@ class StochasticOracle(_Wrapper):
         self.seed = _seed(seed)
         self._rng = np.random.default_rng(self.seed)
 
-    def _answer(self, converted: list[Any]) -> list[Any]:
+    def _answer(self, converted: list[Any], precision: int | None = None) -> list[Any]:
         truths = self.inner.query_many([np.asarray(X, dtype=np.float64) for X in converted])
         mids = [float((lo + hi) / 2) for lo, hi in map(_interval_of, truths)]
         noise = self._rng.normal(0.0, self.noise_scale, size=len(mids))
@@ -345,3 +346,75 @@ class LabelOracle(_Wrapper):
 
     def __repr__(self) -> str:
         return f"LabelOracle(d={self.d}, threshold={self.threshold}, queries={self.queries})"
+
+
+# ---------------------------------------------------------------------------------------
+# The worst-case adversary against Theorem 6.1's learner (verified_attn.noisy.learner).
+# ---------------------------------------------------------------------------------------
+
+
+def worst_case_direction(model: Any, tolerance: Any, *, v_push: str = "shrink") -> Any:
+    """A rule that knows the truth and the learner and pushes each answer to hurt most.
+
+    Length-1 answers are pushed towards 0 (``v_push="shrink"``: |v_hat_i| smaller, which
+    the estimate divides by) or away from it (``"grow"``: then e_i, e_j align with e_f in
+    the numerator tau (1 + a + alpha b), which is what hurts most for scores near +1/2).
+    For a probe [b u + a e_j; a e_j] it evaluates the learner's estimate of u^T W e_j at
+    both ends of the allowed range (with the v_hat it forced) and picks the worse. Run both
+    settings to get the worst case of this family.
+
+    >>> import verified_attn as va
+    >>> rule = worst_case_direction(va.SingleHeadAttention([[0]], [2]), 0.1)
+    >>> rule(np.array([[1.0]]), Fraction(19, 10), Fraction(21, 10))
+    -1
+    """
+    if not hasattr(model, "float_parameters"):
+        raise InvalidArgument(
+            f"model must be a verified_attn.SingleHeadAttention, got {type(model).__name__}"
+        )
+    tau = float(_positive_fraction(tolerance, "tolerance"))
+    v_push = check_choice(v_push, "v_push", ("shrink", "grow"))
+    W = model.float_parameters()["W"]
+    v = model.float_parameters()["v"]
+    push = -1 if v_push == "shrink" else 1
+    v_hat = v + push * np.where(v >= 0, 1.0, -1.0) * tau
+
+    def rule(X: np.ndarray, lo: Fraction, hi: Fraction) -> int:
+        if X.shape[0] == 1:
+            return push * (1 if float(X[0] @ v) >= 0 else -1)
+        if X.shape[0] != 2:
+            return 1
+        j = int(np.argmax(np.abs(X[1])))
+        a = float(X[1, j])
+        u_b = X[0] - X[1]
+        target = float(u_b @ W @ X[1]) / a  # b u^T W e_j
+        best, pick = -1.0, 1
+        for s, y in ((-1, float(lo)), (1, float(hi))):
+            den = float(u_b @ v_hat)
+            alpha = (y - a * v_hat[j]) / den if den != 0 else 0.5
+            alpha = min(max(alpha, 1e-300), 1 - 1e-16)
+            est = min(max(math.log(alpha) - math.log1p(-alpha), -0.5), 0.5) / a
+            if abs(est - target) > best:
+                best, pick = abs(est - target), s
+        return pick
+
+    return rule
+
+
+def worst_case_oracle(
+    model: Any, tolerance: Any, *, v_push: str = "shrink", **kwargs: Any
+) -> NoisyOracle:
+    """A certified oracle for ``model`` behind the worst-case adversary.
+
+    >>> import verified_attn as va
+    >>> o = worst_case_oracle(va.SingleHeadAttention([[0]], [2]), 0.1)
+    >>> o.query([[1]])   # the float next to 1.9 that is within 0.1 of 2 (1.9 is not)
+    1.9000000000000001
+    """
+    return NoisyOracle(
+        Oracle(model, "certified"),
+        tolerance,
+        "worst-case",
+        direction=worst_case_direction(model, tolerance, v_push=v_push),
+        **kwargs,
+    )

@@ -1,9 +1,12 @@
 """Probe measurements shared by every learner: logits, saturation, rescaling, rational
-reconstruction, and verification of a recovered head on fresh queries.
+reconstruction, and the learned head as a model.
 
->>> from verified_attn.probing import verification_queries
->>> [X.shape for X in verification_queries(3, 4, seed=0)]
-[(1, 3), (2, 3), (3, 3), (4, 3)]
+>>> import numpy as np
+>>> from verified_attn.arithmetic import get_arithmetic
+>>> from verified_attn.probing import logits
+>>> L, bad = logits(get_arithmetic("float"), np.array([0.5, 1.5]))
+>>> [tuple(int(i) for i in ix) for ix in bad]      # 1.5 is outside (0, 1)
+[(1,)]
 
 A two-token probe [b + t u; b] measures t u^T (W b + c) through a logit; these helpers turn
 answers into such measurements in any arithmetic and back into a verified model. They know
@@ -21,7 +24,7 @@ import sympy
 
 from verified_attn.arithmetic import (
     Arithmetic,
-    _OutsideUnitInterval,
+    OutsideUnitInterval,
     arb_bounds,
     fraction_from_arb,
     reconstruct_rational,
@@ -37,7 +40,6 @@ from verified_attn.oracle import Oracle
 RESCALE_FACTOR = Fraction(1, 16)
 MAX_RESCALES = 12  # t down to 16^-12 = 2^-48: beyond that the probe is lost in rounding
 FLOAT_SATURATION = 1e-6  # min(y, 1 - y) below this: logit too ill-conditioned in float64
-BIAS_ULPS = 1024  # rounding allowed on the bias part of a float answer, in ulps of |beta|
 
 
 def measured_array(arith: Arithmetic, values: Any) -> np.ndarray:
@@ -56,13 +58,13 @@ def logits(arith: Arithmetic, y: np.ndarray) -> tuple[np.ndarray, list[tuple[int
         with np.errstate(divide="ignore", invalid="ignore"):
             out = np.log(y) - np.log1p(-y)
         bad = ~((y > 0) & (y < 1))
-        return out, [tuple(ix) for ix in np.argwhere(bad)]
+        return out, [tuple(int(i) for i in ix) for ix in np.argwhere(bad)]
     out = np.empty(y.shape, dtype=object)
     bad = []
     for ix in np.ndindex(y.shape):
         try:
             out[ix] = arith.logit(y[ix])
-        except _OutsideUnitInterval:
+        except OutsideUnitInterval:
             bad.append(ix)
             out[ix] = None
     return out, bad
@@ -107,7 +109,7 @@ def saturated(
         sat = np.minimum(y, 1 - y) < FLOAT_SATURATION
         # Far outside (0, 1) is not saturation but a wrong model class: leave it to decode.
         sat &= (y > -0.5) & (y < 1.5)
-        return [tuple(ix) for ix in np.argwhere(sat)]
+        return [tuple(int(i) for i in ix) for ix in np.argwhere(sat)]
     assert arith.precision is not None
     out = []
     for ix in np.ndindex(Y.shape):
@@ -206,105 +208,103 @@ def public_params(
     return out
 
 
-def verification_queries(d: int, count: int, seed: int) -> list[np.ndarray]:
-    """Fresh random queries of lengths 1..4 with entries in {+-1/2, +-1}.
+def ball_predictor(params: dict[str, Any]) -> Any:
+    """Predictions of a head whose parameters are certified balls, in ball arithmetic."""
 
-    The first entry of the last token is +-1/2, so none equals a learning query (whose
-    last token is 0 or some e_j).
-    """
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(count):
-        n = 1 + i % 4
-        X = rng.choice(np.array([-1.0, -0.5, 0.5, 1.0]), size=(n, d))
-        X[-1, 0] = rng.choice(np.array([-0.5, 0.5]))
-        out.append(X)
-    return out
+    def predict(X: Any) -> Any:
+        rows = [[flint.arb(float(x)) for x in row] for row in np.asarray(X, dtype=np.float64)]
+        W = np.asarray(params["W"], dtype=object).tolist()
+        v = flat(params["v"])
+        c = flat(params["c"]) if "c" in params else None
+        beta = scalar(params["beta"]) if "beta" in params else flint.arb(0)
+        return attention_output(rows, W, v, c, beta, exp=lambda s: s.exp())
+
+    return predict
 
 
-def verify_on_fresh_queries(
+#: Certified verification of a reconstructed rational result asks and predicts at this
+#: multiple of the learning precision, where the oracle allows it.
+VERIFY_PRECISION_FACTOR = 4
+
+
+def verify_reconstruction(
     oracle: Oracle,
-    arith: Arithmetic,
-    candidate: SingleHeadAttention | None,
     params: dict[str, Any],
+    balls: dict[str, Any] | None,
     exact: bool,
+    affine: bool,
+    *,
     count: int,
     seed: int,
-) -> tuple[list[tuple[np.ndarray, Any]], float | None]:
-    queries = verification_queries(oracle.d, count, seed)
-    answers = oracle.query_many(queries)
-    log = list(zip(queries, answers, strict=True))
-    worst = 0.0
-    for X, observed in log:
-        expected = predict(arith, candidate, params, X)
-        ok, gap = answers_agree(arith, params, X, observed, expected)
-        if not ok:
-            raise ModelClassMismatch(
-                f"the oracle is not the recovered single head: on the fresh query "
-                f"{X.tolist()} it answered {observed}, the recovered model gives {expected}",
-                query=X,
-                observed=observed,
-                expected=expected,
+    lengths: Any,
+    what: str = "the recovered single head",
+) -> tuple[Any, bool, dict[str, Any], str | None]:
+    """Verify a single-head result; a refuted rational reconstruction falls back to balls.
+
+    Returns ``(verification or None, exact, params, note)``. In certified mode an exact
+    (reconstructed) candidate is checked at :data:`VERIFY_PRECISION_FACTOR` times the
+    learning precision where the oracle allows it: a truth within 2^-(k p) of the candidate
+    is the only thing that can still slip through. If the candidate is refuted there, the
+    result is the certified balls (``exact=False``), checked against the same answers (no
+    further queries); ``note`` says so. If those disagree too, the oracle is not a single head and
+    :class:`~verified_attn.errors.ModelClassMismatch` propagates.
+    """
+    from verified_attn.verification import ask_fresh, check_record, verify_model
+
+    if not count:
+        return None, exact, params, None
+    arith = oracle.arithmetic
+    bias = params.get("beta", 0.0) if arith.name == "float" else 0.0
+    if arith.name == "certified" and exact and balls is not None:
+        assert arith.precision is not None
+        high = arith.precision * VERIFY_PRECISION_FACTOR
+        record = ask_fresh(oracle, count=count, seed=seed, lengths=lengths, precision=high)
+        try:
+            return (
+                check_record(record, candidate_model(params, True, affine), what=what),
+                True,
+                params,
+                None,
             )
-        worst = max(worst, gap)
-    return log, (worst if arith.name == "float" else None)
+        except ModelClassMismatch as exc:
+            length = np.shape(exc.query)[0] if exc.query is not None else "?"
+            note = (
+                "the rationals reconstructed from the balls were refuted on a fresh sequence "
+                f"of length {length} asked at {record.precision or arith.precision} bits; "
+                "the result is the certified balls, not exact"
+            )
+        # The same answers (balls that contain the truth) checked against the balls.
+        return check_record(record, ball_predictor(balls), what=what), False, balls, note
+    candidate = candidate_model(params, exact, affine)
+    model = candidate if candidate is not None else ball_predictor(params)
+    checked = verify_model(
+        oracle, model, count=count, seed=seed, lengths=lengths, bias=bias, what=what
+    )
+    return checked, exact, params, None
 
 
-def answers_agree(
-    arith: Arithmetic, params: dict[str, Any], X: Any, observed: Any, expected: Any
-) -> tuple[bool, float]:
-    """Whether an answer agrees with the recovered model's prediction, and the relative gap.
-
-    Exact: ==; certified: the balls overlap; float: relative to :func:`answer_scale`. The
-    learner's verification and the certificate checker both decide with this one function.
-    """
-    scale = answer_scale(arith, params, X)
-    a, b = observed, expected
-    if arith.name == "float" and "beta" in params:
-        # The output bias is common to both sides; comparing with it removed keeps a large
-        # beta from swallowing the head's part of the answer in the relative test.
-        # (Float mode only: subtracting a float from a SymPy number would make it a Float.)
-        bias = float(params["beta"])
-        a, b = observed - bias, expected - bias
-    ok = arith.agree(a, b, scale=scale)
-    gap = abs(a - b) / max(scale, abs(a), 1e-300) if arith.name == "float" else 0.0
-    return ok, gap
+def reconstruction_assumptions(
+    arith: Arithmetic, exact: bool, denominator_bound: int | None
+) -> list[str]:
+    """What an exact answer reconstructed from certified balls rests on (else nothing)."""
+    if arith.name != "certified" or not exact:
+        return []
+    assert arith.precision is not None
+    D = denominator_bound if denominator_bound is not None else 2 ** (arith.precision // 4)
+    return [
+        f"every parameter entry is a rational with denominator <= {D} (the denominator "
+        f"bound): each ball at {arith.precision} bits holds exactly one such rational, which "
+        "is returned; without this assumption the result is the balls (rec.enclosures)"
+    ]
 
 
-def predict(
-    arith: Arithmetic, candidate: SingleHeadAttention | None, params: dict[str, Any], X: Any
-) -> Any:
-    if candidate is not None:
-        if arith.name == "float":
-            return float(candidate.evaluate_batch(np.asarray(X, dtype=np.float64)[None])[0])
-        from verified_attn.models import as_rational_sequence
+def learned_single_head(params: dict[str, Any], exact: bool, affine: bool) -> Any:
+    """The learned head as a SingleHeadAttention: exact if exact, float midpoints else."""
+    from verified_attn.recovery import as_float
 
-        return candidate._evaluate_rational(as_rational_sequence(X, candidate.d), arith)
-    # Certified balls that did not reconstruct: evaluate the definition in ball arithmetic.
-
-    rows = [[flint.arb(float(x)) for x in row] for row in np.asarray(X, dtype=np.float64)]
-    W = np.asarray(params["W"], dtype=object).tolist()
-    v = flat(params["v"])
-    c = flat(params["c"]) if "c" in params else None
-    beta = scalar(params["beta"]) if "beta" in params else flint.arb(0)
-    return attention_output(rows, W, v, c, beta, exp=lambda s: s.exp())
-
-
-def answer_scale(arith: Arithmetic, params: dict[str, Any], X: Any) -> float:
-    """The float comparison scale: a bound on |f(X) - beta| plus room for beta's rounding.
-
-    ``sum |v_i| max |x|`` bounds the head's part of the answer. The bias enters only
-    through the rounding it causes (a few ulps of |beta| in a float64 answer): including
-    |beta| itself, as an earlier version did, let a two-head oracle with beta = 1e7 pass
-    verification at rtol 1e-6.
-    """
-    if arith.name != "float":
-        return 1.0
-    v = np.asarray(params["v"], dtype=np.float64)
-    beta = abs(float(params.get("beta", 0.0)))
-    rtol = getattr(arith, "rtol", 1e-6)
-    head = float(np.abs(v).sum() * np.abs(np.asarray(X, dtype=np.float64)).max())
-    return head + beta * BIAS_ULPS * np.finfo(np.float64).eps / rtol
+    p = params if exact else {k: as_float(v) for k, v in params.items()}
+    kwargs = {"c": p["c"], "beta": p["beta"]} if affine else {}
+    return SingleHeadAttention(p["W"], p["v"], **kwargs)
 
 
 def apply_exact(arith: Arithmetic, matrix: flint.fmpq_mat, M: np.ndarray) -> np.ndarray:

@@ -1,14 +1,31 @@
-"""What every learner returns: parameters, exact query counts, verification, certificate.
+"""What every learner returns: the learned model, exact counts, verification, certificate.
 
 >>> import verified_attn as va
 >>> rec = va.learn_single_head(va.Oracle(va.SingleHeadAttention([[2]], [3]), "exact"))
 >>> rec.W, rec.v.T, rec.exact, rec.verified
 (Matrix([[2]]), Matrix([[3]]), True, True)
->>> rec.queries, rec.bound, rec.queries_by_phase
-(2, 2, {'v': 1, 'W': 1, 'verify': 8})
+>>> rec.queries, rec.bound, rec.verification_queries, rec.queries_by_phase
+(2, 2, 8, {'v': 1, 'W': 1, 'verify': 8})
+>>> rec.model.evaluate([[1], [2]], "exact") == va.SingleHeadAttention([[2]], [3]).evaluate([[1], [2]], "exact")
+True
 
-A :class:`Recovery` is never returned unverified: learners check it on fresh queries first
-and raise :class:`~verified_attn.errors.ModelClassMismatch` on a mismatch.
+Every public learner returns a :class:`Recovery` (a subclass per kind adds named
+accessors). The contract, for every kind:
+
+- :attr:`Recovery.model` (a property) is the learned model as one of the package's model
+  objects, exact where the result is exact, float otherwise; ``rec.model.evaluate(X,
+  arithmetic)`` works for every kind;
+- :attr:`~Recovery.queries` counts learning queries, :attr:`~Recovery.verification_queries`
+  those of the phases the learner *declared* verification on the oracle; together they are
+  everything the call asked; ``tokens_sent`` and ``max_length`` are this call's;
+- :attr:`~Recovery.bound` is the formula the learner is held to (never the measured count);
+- :attr:`~Recovery.verified` is True only if fresh queries were asked and agreed
+  (``verify=0`` gives False, and the summary says so); :attr:`~Recovery.verification`
+  says on which sequences and under which rule;
+- :attr:`~Recovery.enclosures` has one schema: ``{name: {"lower": array, "upper":
+  array}}`` per parameter that has certified bounds (extras documented per kind);
+- :meth:`~Recovery.certificate` writes JSON that
+  :func:`verified_attn.verify_certificate` re-checks without any oracle.
 """
 
 from __future__ import annotations
@@ -18,12 +35,28 @@ import platform
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import sympy
 
-__all__ = ["Recovery", "split_counts", "versions"]
+from verified_attn.errors import CertificateError, InvalidArgument
+from verified_attn.oracle import QueryCounts
+from verified_attn.types import Answer, Vector
+from verified_attn.verification import Verification
+
+__all__ = [
+    "LabelRecovery",
+    "LowRankRecovery",
+    "MultiHeadRecovery",
+    "NoisyRecovery",
+    "Recovery",
+    "ReluFFNRecovery",
+    "SingleHeadRecovery",
+    "TransformerRecovery",
+    "enclosures_from_balls",
+    "versions",
+]
 
 
 def versions() -> dict[str, str]:
@@ -43,30 +76,22 @@ def versions() -> dict[str, str]:
     }
 
 
-def split_counts(by_phase: dict[str, int]) -> tuple[int, int]:
-    """(learning, verification) queries: verification phases are those ending in "verify".
-
-    >>> split_counts({"v": 3, "W": 9, "ffn-verify": 8, "verify": 8})
-    (12, 16)
-    """
-    verification = sum(n for k, n in by_phase.items() if k.endswith("verify"))
-    return sum(by_phase.values()) - verification, verification
-
-
 @dataclass
 class Recovery:
-    """A learned model with its provenance.
+    """A learned model with its provenance (see the module docstring for the contract).
 
-    ``parameters`` maps names ("W", "v", and for the affine model "c", "beta") to
-    - exact SymPy matrices when :attr:`exact` (exact mode, or certified mode whose balls
-      reconstructed to rationals), compared with ``==``;
-    - numpy object arrays of flint ``arb`` balls in certified mode otherwise (each ball
-      contains the truth);
-    - float64 numpy arrays in float mode.
+    ``parameters`` maps names to exact SymPy matrices when :attr:`exact` (compared with
+    ``==``), to numpy object arrays of flint ``arb`` balls in certified mode otherwise (each
+    ball contains the truth), and to float64 arrays in float mode; each kind documents its
+    keys. ``assumptions`` lists what the result's exactness or enclosures rest on beyond
+    the model class (e.g. a denominator bound); ``notes`` are remarks for people.
     """
+
+    kind: ClassVar[str] = "recovery"
 
     theorem: str
     parameters: dict[str, Any]
+    learned_model: Any
     arithmetic: str
     precision: int | None
     exact: bool
@@ -80,55 +105,99 @@ class Recovery:
     tokens_sent: int = 0
     max_length: int = 0
     rounds: int = 0
+    verification_phases: tuple[str, ...] = ()
+    verification: Verification | None = None
     enclosures: dict[str, Any] | None = None
-    verification_error: float | None = None
+    assumptions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     # A dict, or a zero-argument callable that builds it on first use (large runs).
     certificate_data: dict[str, Any] | Callable[[], dict[str, Any]] | None = field(
         default=None, repr=False
     )
 
-    @property
-    def W(self) -> Any:
-        return self.parameters["W"]
+    @classmethod
+    def from_run(cls, counts: QueryCounts, **fields: Any) -> Any:
+        """Build a result with its counts taken from the oracle run (the one bookkeeping).
+
+        ``fields`` are the other dataclass fields; ``verified`` defaults to whether a
+        verification with at least one sequence is given.
+        """
+        verification = fields.get("verification")
+        fields.setdefault("verified", verification is not None and verification.count > 0)
+        return cls(
+            queries=counts.learning,
+            verification_queries=counts.verification,
+            queries_by_phase=dict(counts.by_phase),
+            verification_phases=tuple(counts.verification_phases),
+            tokens_sent=counts.tokens_sent,
+            max_length=counts.max_length,
+            **fields,
+        )
 
     @property
-    def v(self) -> Any:
-        return self.parameters["v"]
+    def model(self) -> Any:
+        """The learned model as one of the package's model objects."""
+        return self.learned_model
 
     @property
-    def c(self) -> Any:
-        return self.parameters.get("c")
-
-    @property
-    def beta(self) -> Any:
-        return self.parameters.get("beta")
+    def verification_error(self) -> float | None:
+        """The largest relative gap on the fresh sequences (float mode), else None."""
+        return None if self.verification is None else self.verification.max_gap
 
     def to_numpy(self) -> dict[str, Any]:
-        """The parameters as float64 arrays (ball midpoints in certified mode)."""
-        return {k: _as_float(val) for k, val in self.parameters.items()}
-
-    def model(self) -> Any:
-        """The recovered model as a :class:`~verified_attn.models.SingleHeadAttention`."""
-        from verified_attn.models import SingleHeadAttention
-
-        p = self.parameters if self.exact else self.to_numpy()
-        return SingleHeadAttention(p["W"], p["v"], c=p.get("c"), beta=p.get("beta"))
+        """The parameters as float64 values (ball midpoints in certified mode)."""
+        return {k: as_float(val) for k, val in self.parameters.items()}
 
     def summary(self) -> str:
         """A few lines for people: counts against the bound, exactness, verification."""
         lines = [
-            f"{self.theorem}: {self.queries} learning queries (bound {self.bound}, "
-            f"parameters {self.parameter_count}), {self.verification_queries} verification",
+            f"{self.theorem} ({self.kind}): {self.queries} learning queries (bound "
+            f"{self.bound}, parameters {self.parameter_count}), "
+            f"{self.verification_queries} verification",
             f"  by phase: {self.queries_by_phase}",
             f"  arithmetic: {self.arithmetic}"
             + (f" at {self.precision} bits" if self.precision else "")
             + f"; exact: {self.exact}; verified: {self.verified}",
         ]
-        if self.verification_error is not None:
-            lines.append(f"  max relative verification discrepancy: {self.verification_error:.3e}")
+        if self.verification is not None:
+            lines.append(f"  verification: {self.verification.describe()}")
+        elif not self.verified:
+            lines.append("  verification: none (verify=0): the result is NOT verified")
+        lines.extend(f"  assumption: {a}" for a in self.assumptions)
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything as JSON-ready data (numbers in the lossless form of certificates)."""
+        from verified_attn.serialize import dump_value
+
+        return {
+            "kind": self.kind,
+            "theorem": self.theorem,
+            "arithmetic": self.arithmetic,
+            "precision": self.precision,
+            "exact": self.exact,
+            "verified": self.verified,
+            "parameters": {k: dump_value(v) for k, v in self.parameters.items()},
+            "queries": {
+                "learning": self.queries,
+                "verification": self.verification_queries,
+                "by_phase": dict(self.queries_by_phase),
+                "verification_phases": list(self.verification_phases),
+                "bound": self.bound,
+            },
+            "parameter_count": self.parameter_count,
+            "seed": self.seed,
+            "tokens_sent": self.tokens_sent,
+            "max_length": self.max_length,
+            "rounds": self.rounds,
+            "verification": None if self.verification is None else self.verification.to_dict(),
+            "enclosures": None
+            if self.enclosures is None
+            else {k: dump_value(v) for k, v in self.enclosures.items()},
+            "assumptions": list(self.assumptions),
+            "notes": list(self.notes),
+        }
 
     def certificate(self, path: str | Path | None = None) -> dict[str, Any]:
         """The certificate as a dict; also written as JSON to ``path`` if given.
@@ -137,17 +206,246 @@ class Recovery:
         ``verified-attn verify-certificate FILE``; it needs no oracle.
         """
         if self.certificate_data is None:
-            raise ValueError("this recovery carries no certificate data")
+            raise CertificateError(f"this {self.kind} result carries no certificate data")
         if callable(self.certificate_data):
             self.certificate_data = self.certificate_data()
         data = dict(self.certificate_data)
         data["versions"] = versions()
         if path is not None:
-            Path(path).write_text(json.dumps(data, indent=1))
+            if not isinstance(path, str | Path):
+                raise InvalidArgument(f"path must be a str or Path, got {type(path).__name__}")
+            try:
+                Path(path).write_text(json.dumps(data, indent=1))
+            except OSError as exc:
+                msg = f"cannot write the certificate to {str(path)!r}: {exc}"
+                raise InvalidArgument(msg) from exc
         return data
 
+    def _repr_markdown_(self) -> str:
+        """Jupyter shows the summary."""
+        return "```\n" + self.summary() + "\n```"
 
-def _as_float(val: Any) -> Any:
+
+@dataclass
+class SingleHeadRecovery(Recovery):
+    """Theorem 4.1: one head. Parameters ``W`` (d x d), ``v`` (d x 1); affine: ``c``
+    (d x 1) and ``beta``. ``model`` is a :class:`~verified_attn.models.SingleHeadAttention`."""
+
+    kind: ClassVar[str] = "single-head"
+
+    @property
+    def W(self) -> Any:
+        return self.parameters["W"]
+
+    @property
+    def v(self) -> Vector:
+        return self.parameters["v"]
+
+    @property
+    def c(self) -> Vector:
+        return self.parameters.get("c")
+
+    @property
+    def beta(self) -> Answer:
+        return self.parameters.get("beta")
+
+
+@dataclass
+class LowRankRecovery(SingleHeadRecovery):
+    """Theorem 5.1: a head with rank(W) <= r. Parameters ``W`` (d x d) and ``v`` (d x 1).
+
+    ``rank`` is the rank of the learned W (found, or at most the given rank; the nuclear
+    method reports the given rank, else its numerical rank), ``rank_given`` the rank the
+    caller gave (None: found), ``method`` "skeleton" or "nuclear", ``residual`` (nuclear
+    only) the relative residual ||A(W) - t|| / ||t|| of the rank-one measurements.
+    """
+
+    kind: ClassVar[str] = "low-rank"
+    rank: int = 0
+    rank_given: int | None = None
+    method: str = "skeleton"
+    residual: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out.update(
+            rank=self.rank, rank_given=self.rank_given, method=self.method, residual=self.residual
+        )
+        return out
+
+
+@dataclass
+class NoisyRecovery(SingleHeadRecovery):
+    """Theorem 6.1: a head learned from answers within a tolerance; ``enclosures`` hold the
+    per-entry intervals ``"W"``, ``"v"`` that contain the truth under the assumptions, and
+    the extras ``"W_error"``, ``"v_error"``, ``"W_a_priori"``, ``"probe_scale"``,
+    ``"design"`` (see :func:`verified_attn.noisy.learn_noisy`). ``model`` is the float
+    head of the estimates (the intervals' midpoints). ``tolerance`` is tau (exact) and
+    ``repeats`` how often each query was asked (the answers averaged)."""
+
+    kind: ClassVar[str] = "noisy"
+    tolerance: Any = None
+    repeats: int = 1
+
+    @property
+    def W_error(self) -> Any:
+        return None if self.enclosures is None else self.enclosures.get("W_error")
+
+    @property
+    def v_error(self) -> Any:
+        return None if self.enclosures is None else self.enclosures.get("v_error")
+
+
+@dataclass
+class LabelRecovery(SingleHeadRecovery):
+    """Appendix B: a head learned from labels sign(f); v only up to a positive scale.
+
+    ``v`` is normalised so that |v_p| = 1 (``p``: the first coordinate with v_p != 0) and
+    ``model`` is the float head with that normalised v; ``enclosures`` hold ``"W"``, ``"v"``
+    (certified intervals, of the normalised v) and the extras ``"v_exact"``, ``"p"`` (see
+    :func:`verified_attn.noisy.labels.learn_from_labels`). ``bits``: halvings per unknown.
+    """
+
+    kind: ClassVar[str] = "labels"
+    p: int = 0
+    bits: int = 0
+
+
+@dataclass
+class MultiHeadRecovery(Recovery):
+    """Proposition 7.1 and its follow-up: the canonical form of a multi-head model.
+
+    Parameters ``heads`` (a list of (W_h, v_h) or (W_h, v_h, c_h) in canonical order) and,
+    affine, ``beta``: exact SymPy matrices when :attr:`exact`, float64 arrays otherwise.
+    ``model`` is a :class:`~verified_attn.models.MultiHeadAttention` (there is no ``W``: it
+    is not one head). ``method`` says which learner: "canonical" or "orthogonal".
+    """
+
+    kind: ClassVar[str] = "multi-head"
+    #: "canonical" (learn_multi_head) or "orthogonal" (learn_orthogonal_heads).
+    method: str = ""
+
+    @property
+    def heads(self) -> Any:
+        return self.parameters["heads"]
+
+    @property
+    def beta(self) -> Answer:
+        return self.parameters.get("beta")
+
+    @property
+    def H(self) -> int:
+        return len(self.parameters["heads"])
+
+
+@dataclass
+class TransformerRecovery(Recovery):
+    """A one-layer Transformer: parameters ``W`` (d x d), ``v_eff`` (= V A w_o, d x 1), and
+    the canonical FFN ``A`` (d x m), ``w_o`` (m x 1), exact SymPy matrices. ``model`` is a
+    :class:`~verified_attn.models.OneLayerTransformer` ``(W, V = I, A, w_o)``.
+
+    ``method`` is "paper" or "direct"; ``attention_queries`` and ``ffn_queries`` split the
+    learning count; ``network`` is the canonical length-1 function g
+    (:class:`~verified_attn.transformer.relu.ReluNetwork`); ``bound`` is the attention
+    formula (2(d^2 + d) paper, d^2 direct) plus the FFN learner's worst case at the learned
+    width (:func:`~verified_attn.transformer.relu.ffn_query_bound`).
+    """
+
+    kind: ClassVar[str] = "transformer"
+    method: str = ""
+    attention_queries: int = 0
+    ffn_queries: int = 0
+    attention_bound: int = 0
+    network: Any = None
+
+    @property
+    def W(self) -> Any:
+        return self.parameters["W"]
+
+    @property
+    def v_eff(self) -> Vector:
+        return self.parameters["v_eff"]
+
+    @property
+    def A(self) -> Any:
+        return self.parameters["A"]
+
+    def summary(self) -> str:
+        """The common summary, with the attention / FFN split of the learning count."""
+        width = self.network.width if self.network is not None else 0
+        formula = "2(d^2 + d)" if self.method == "paper" else "d^2"
+        return (
+            super().summary()
+            + f"\n  split: {self.attention_queries} attention ({formula} = "
+            f"{self.attention_bound}) + {self.ffn_queries} FFN (canonical width {width})"
+        )
+
+    @property
+    def w_o(self) -> Vector:
+        return self.parameters["w_o"]
+
+
+@dataclass
+class ReluFFNRecovery(Recovery):
+    """A bias-free ReLU FFN in canonical form: parameters ``A`` (d x m) and ``w_o`` (m x 1),
+    exact SymPy matrices. ``model`` is a :class:`~verified_attn.models.ReluFFN`.
+
+    ``network`` is the canonical form (:class:`~verified_attn.transformer.relu.ReluNetwork`)
+    with ``width`` distinct hyperplanes; ``attempts`` the random planes used; ``bound`` the
+    learner's worst case at the learned width
+    (:func:`~verified_attn.transformer.relu.ffn_query_bound`).
+    """
+
+    kind: ClassVar[str] = "relu-ffn"
+    network: Any = None
+    attempts: int = 1
+
+    @property
+    def A(self) -> Any:
+        return self.parameters["A"]
+
+    @property
+    def w_o(self) -> Vector:
+        return self.parameters["w_o"]
+
+    @property
+    def width(self) -> int:
+        return int(self.network.width) if self.network is not None else 0
+
+    def summary(self) -> str:
+        """The common summary, with the canonical width and the planes used."""
+        return (
+            super().summary()
+            + f"\n  canonical width {self.width}, {self.attempts} random plane(s)"
+        )
+
+
+def enclosures_from_balls(balls: dict[str, Any]) -> dict[str, Any]:
+    """``{name: {"lower", "upper"}}`` (exact Fractions in object arrays) from arb balls.
+
+    >>> import flint, numpy as np
+    >>> e = enclosures_from_balls({"v": np.array([flint.arb(1, 0.5)], dtype=object)})
+    >>> lo, hi = e["v"]["lower"][0], e["v"]["upper"][0]
+    >>> lo <= 0.5 and 1.5 <= hi and hi - lo < 1 + 1e-8      # the radius is rounded up
+    True
+    """
+    from verified_attn.arithmetic import arb_bounds
+
+    out: dict[str, Any] = {}
+    for name, val in balls.items():
+        arr = np.asarray(val, dtype=object)
+        lo = np.empty(arr.shape, dtype=object)
+        hi = np.empty(arr.shape, dtype=object)
+        for ix in np.ndindex(arr.shape):
+            lo[ix], hi[ix] = arb_bounds(arr[ix])
+        out[name] = {"lower": lo, "upper": hi}
+    return out
+
+
+def as_float(val: Any) -> Any:
+    """A parameter value as float64 (ball midpoints; nested lists of heads kept nested)."""
+    if isinstance(val, list | tuple):
+        return [as_float(x) for x in val]
     if isinstance(val, sympy.MatrixBase):
         arr = np.array([[float(x) for x in row] for row in val.tolist()], dtype=np.float64)
         return arr[:, 0] if arr.shape[1] == 1 else arr

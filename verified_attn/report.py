@@ -1,4 +1,4 @@
-"""Text, JSON and Markdown renderings of claim results and recoveries.
+"""Text, JSON and Markdown renderings of claim results (recoveries: recovery_report.py).
 
 >>> from verified_attn.checks import ClaimResult
 >>> r = ClaimResult("thm-4.1/query-count", "Thm 4.1", "d^2 + d queries suffice.", True,
@@ -30,7 +30,8 @@ import numpy as np
 import sympy
 
 from verified_attn.checks import Claim, ClaimResult
-from verified_attn.recovery import Recovery, versions
+from verified_attn.errors import InvalidArgument
+from verified_attn.recovery import versions
 from verified_attn.serialize import dump_number
 
 __all__ = [
@@ -39,13 +40,36 @@ __all__ = [
     "claims_json",
     "claims_markdown",
     "claims_table",
+    "claims_verbose",
     "format_number",
     "jsonable",
-    "recovery_json",
-    "recovery_text",
 ]
 
 STATEMENT_WIDTH = 60
+
+
+def _verdict(r: ClaimResult) -> str:
+    return "SKIP" if r.skipped else "PASS" if r.passed else "FAIL"
+
+
+def _summary(results: Sequence[ClaimResult]) -> tuple[str, list[ClaimResult]]:
+    """ "n passed, m failed" (+ ", k skipped ..." when some could not run) and the failures.
+
+    >>> from verified_attn.checks import ClaimResult
+    >>> skip = ClaimResult("formal/x", "Thm", "s", False, "skipped: needs Coq", skipped=True)
+    >>> _summary([skip])[0]
+    '0 passed, 0 failed, 1 skipped (1 formal claim needs Coq: apt-get install coq ...)'
+    """
+    skipped = [r for r in results if r.skipped]
+    failed = [r for r in results if not r.passed and not r.skipped]
+    text = f"{len(results) - len(failed) - len(skipped)} passed, {len(failed)} failed"
+    if skipped:
+        formal = sum(r.id.startswith("formal/") for r in skipped)
+        text += f", {len(skipped)} skipped"
+        if formal:
+            noun = "claim needs" if formal == 1 else "claims need"
+            text += f" ({formal} formal {noun} Coq: apt-get install coq ...)"
+    return text, failed
 
 
 def _shorten(text: str, width: int = STATEMENT_WIDTH) -> str:
@@ -90,15 +114,39 @@ def claims_table(results: Sequence[ClaimResult]) -> str:
             r.paper_ref,
             _shorten(r.statement),
             _counts(r),
-            "PASS" if r.passed else "FAIL",
+            _verdict(r),
             f"{r.seconds:.2f}",
         ]
         for r in results
     ]
-    failed = [r for r in results if not r.passed]
-    lines = [_align(rows, right=[5]), f"{len(results) - len(failed)} passed, {len(failed)} failed"]
+    summary, failed = _summary(results)
+    lines = [_align(rows, right=[5]), summary]
     lines.extend(f"FAIL {r.id}: {r.detail}" for r in failed)
     return "\n".join(lines)
+
+
+def claims_verbose(results: Sequence[ClaimResult]) -> str:
+    """Every claim in full: id, reference, the whole statement, counts, result and detail.
+
+    >>> from verified_attn.checks import ClaimResult
+    >>> print(claims_verbose([ClaimResult("a/b", "Thm 1", "x " * 40, True, "ok")]))
+    PASS a/b (Thm 1), 0.00 s
+      x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x
+      detail: ok
+    """
+    import textwrap
+
+    blocks = []
+    for r in results:
+        head = f"{_verdict(r)} {r.id} ({r.paper_ref}), {r.seconds:.2f} s"
+        if r.queries is not None or r.bound is not None:
+            head += f", queries {_counts(r)}"
+        body = textwrap.wrap(" ".join(r.statement.split()), 88) or [""]
+        lines = [head, *(f"  {line}" for line in body)]
+        if r.detail:
+            lines.append(f"  detail: {' '.join(r.detail.split())}")
+        blocks.append("\n".join(lines))
+    return "\n".join(blocks)
 
 
 def _md_cell(text: str) -> str:
@@ -113,12 +161,12 @@ def claims_markdown(results: Sequence[ClaimResult]) -> str:
     ]
     lines += [
         f"| `{r.id}` | {_md_cell(r.paper_ref)} | {_md_cell(r.statement)} | {_counts(r)} | "
-        f"{'PASS' if r.passed else '**FAIL**'} | {r.seconds:.2f} |"
+        f"{'**FAIL**' if _verdict(r) == 'FAIL' else _verdict(r)} | {r.seconds:.2f} |"
         for r in results
     ]
-    failed = [r for r in results if not r.passed]
+    summary, failed = _summary(results)
     lines.append("")
-    lines.append(f"{len(results) - len(failed)} passed, {len(failed)} failed.")
+    lines.append(f"{summary}.")
     lines += [f"- **{r.id}** failed: {_md_cell(r.detail)}" for r in failed]
     return "\n".join(lines) + "\n"
 
@@ -131,15 +179,17 @@ def claims_json(results: Sequence[ClaimResult], *, seed: int) -> dict[str, Any]:
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "versions": versions(),
         "passed": sum(r.passed for r in results),
-        "failed": sum(not r.passed for r in results),
+        "failed": sum(not r.passed and not r.skipped for r in results),
+        "skipped": sum(r.skipped for r in results),
         "claims": [jsonable(asdict(r)) for r in results],
     }
 
 
 def claim_list_text(claims: Sequence[Claim]) -> str:
-    """The registered claims as a text table (id, paper ref, shortened statement)."""
-    rows = [["id", "paper ref", "statement"]]
-    rows += [[c.id, c.paper_ref, _shorten(c.statement)] for c in claims]
+    """The registered claims as a text table (id, paper ref, shortened statement, level:
+    proved for all d in Coq, symbolic at fixed d, or checked on instances)."""
+    rows = [["id", "paper ref", "statement", "level"]]
+    rows += [[c.id, c.paper_ref, _shorten(c.statement), c.level] for c in claims]
     return _align(rows)
 
 
@@ -189,7 +239,7 @@ def jsonable(x: Any) -> Any:
         return bool(x)
     try:
         return dump_number(x)
-    except TypeError:
+    except InvalidArgument:  # not a number of ours: its text
         return str(x)
 
 
@@ -208,113 +258,3 @@ def format_number(x: Any) -> str:
     if isinstance(x, float | np.floating):
         return repr(float(x))
     return str(x)
-
-
-def _entries(val: Any) -> tuple[list[list[str]], bool]:
-    """Parameter entries as rows of strings, and whether it is a vector/scalar (one row)."""
-    if isinstance(val, sympy.MatrixBase):
-        rows = val.tolist()
-        if val.shape[1] == 1:
-            return [[format_number(x) for x in val]], True
-        return [[format_number(x) for x in row] for row in rows], False
-    arr = np.asarray(val, dtype=object)
-    if arr.ndim == 0:
-        return [[format_number(arr.item())]], True
-    if arr.ndim == 1:
-        return [[format_number(x) for x in arr]], True
-    return [[format_number(x) for x in row] for row in arr.tolist()], False
-
-
-def _format_parameter(name: str, val: Any) -> list[str]:
-    rows, flat = _entries(val)
-    if name == "W" and flat:  # a 1 x 1 matrix is still a matrix
-        flat = False
-    if flat and len(rows[0]) == 1 and name == "beta":
-        return [f"  {name} = {rows[0][0]}"]
-    if flat:
-        return [f"  {name} = [" + ", ".join(rows[0]) + "]"]
-    widths = [max(len(row[j]) for row in rows) for j in range(len(rows[0]))]
-    out = [f"  {name} ="]
-    for row in rows:
-        out.append(
-            "    [ " + "  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) + " ]"
-        )
-    return out
-
-
-# ---------------------------------------------------------------------------------------
-# Recoveries.
-# ---------------------------------------------------------------------------------------
-
-_MEANING = {
-    "exact": "exact rationals, equal (==) to the truth",
-    "certified-exact": "exact rationals reconstructed from certified balls, then verified",
-    "certified": "certified balls, each containing the true value",
-    "float": "float64 approximations",
-}
-
-
-def recovery_text(rec: Recovery) -> str:
-    """A recovery for people: counts against the bound by phase, exactness, parameters,
-    verification outcome and notes."""
-    phases = ", ".join(f"{k} {n}" for k, n in rec.queries_by_phase.items())
-    arith = rec.arithmetic + (f" at {rec.precision} bits" if rec.precision else "")
-    if rec.arithmetic == "certified":
-        kind = "certified-exact" if rec.exact else "certified"
-    else:
-        kind = rec.arithmetic
-    verdict = "PASSED" if rec.verified else "NOT VERIFIED"
-    if rec.queries == rec.bound:
-        versus = "= the bound"
-    elif rec.queries < rec.bound:
-        versus = f"{rec.bound - rec.queries} below the bound"
-    else:
-        versus = f"the bound + {rec.queries - rec.bound} extra, see the phases"
-    lines = [
-        f"{rec.theorem}: recovered {', '.join(rec.parameters)} ({rec.parameter_count} numbers)",
-        f"queries: {rec.queries} learning (bound {rec.bound}; {versus}), "
-        f"{rec.verification_queries} verification",
-        f"  by phase: {phases}",
-        f"  tokens sent {rec.tokens_sent}, longest query {rec.max_length}, rounds {rec.rounds}",
-        f"arithmetic: {arith}; parameters are {_MEANING[kind]}",
-        f"verification on {rec.verification_queries} fresh queries: {verdict}"
-        + (
-            f" (max relative discrepancy {rec.verification_error:.3e})"
-            if rec.verification_error is not None
-            else ""
-        ),
-        "parameters:",
-    ]
-    for name, val in rec.parameters.items():
-        lines.extend(_format_parameter(name, val))
-    lines.extend(f"note: {n}" for n in rec.notes)
-    return "\n".join(lines)
-
-
-def recovery_json(rec: Recovery) -> dict[str, Any]:
-    """A JSON-ready dict of the recovery (parameters written losslessly) with versions."""
-    fields = {
-        k: getattr(rec, k)
-        for k in (
-            "theorem",
-            "arithmetic",
-            "precision",
-            "exact",
-            "verified",
-            "queries",
-            "verification_queries",
-            "queries_by_phase",
-            "bound",
-            "parameter_count",
-            "seed",
-            "tokens_sent",
-            "max_length",
-            "rounds",
-            "verification_error",
-            "notes",
-        )
-    }
-    fields["parameters"] = {k: jsonable(v) for k, v in rec.parameters.items()}
-    fields["versions"] = versions()
-    fields["date"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    return fields

@@ -305,8 +305,12 @@ def test_float32_recovery_verifies_at_its_declared_precision(E) -> None:
     oracle = attention_oracle(mha, r, dtype="float32")
     assert oracle.arithmetic.rtol == 1e-4
     rec = va.learn_single_head(oracle)
-    assert rec.queries == GOLDEN_LEARNING[E]
-    assert rec.verification_error is not None and rec.verification_error <= 1e-4
+    # Every W probe is re-asked once at a better-conditioned scale (phase "refine"): the
+    # entries of this seeded module are all small, so all E^2 probes gain from it.
+    assert rec.queries_by_phase["refine"] == E * E
+    assert rec.queries == GOLDEN_LEARNING[E] + E * E + rec.queries_by_phase.get("rescale", 0)
+    # the rule's allowance (rtol of the head's part + bias rounding in float32 ulps)
+    assert rec.verified and rec.verification.max_ratio <= 1
     errors = _errors(rec, truth)
     assert max(errors.values()) <= 1e-3, errors  # regression guard on the measured ~1e-5
     assert errors["W"] > 1e-9  # float32, not float64
@@ -330,7 +334,11 @@ def test_float32_at_float64_tolerance_is_rejected_not_mislearned() -> None:
     except va.ModelClassMismatch as exc:
         assert exc.query is not None and exc.observed != exc.expected
     else:
-        assert rec.verification_error is not None and rec.verification_error <= 1e-6
+        # Accepted only within the rule: rtol 1e-6 of the head's part plus the rounding a
+        # float32 answer carries on the output bias (in float32 ulps, as the box declares).
+        assert rec.verified and rec.verification.max_ratio <= 1
+        errors = _errors(rec, attention_parameters(mha, r))
+        assert max(errors.values()) <= 1e-3, errors
 
 
 def test_callers_module_is_left_unchanged() -> None:

@@ -28,6 +28,8 @@ IDS = [
     "thm-4.1/float-recovery",
     "thm-4.1/v-zero",
     "thm-4.1/not-a-head",
+    "thm-4.1/position-dependent",
+    "thm-4.1/certificate-tamper",
 ]
 
 

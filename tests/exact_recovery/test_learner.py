@@ -25,7 +25,7 @@ from verified_attn.errors import (
     QueryBudgetExceeded,
 )
 from verified_attn.exact_recovery import query_bound
-from verified_attn.probing import verification_queries
+from verified_attn.verification import fresh_sequences as verification_queries
 
 # ---------------------------------------------------------------------------------------
 # Instances.
@@ -215,13 +215,27 @@ def test_golden_counts_d5(arithmetic: str) -> None:
     assert rec.bound == 30 and rec.parameter_count == 30
     assert rec.verification_queries == 8
     assert rec.queries_by_phase == {"v": 5, "W": 25, "verify": 8}
-    # 5 length-1 + 25 length-2 learning tokens; verification lengths cycle 1, 2, 3, 4.
-    assert rec.tokens_sent == 5 * 1 + 25 * 2 + (1 + 2 + 3 + 4) * 2 == 75
-    assert rec.max_length == 4
+    # 5 length-1 + 25 length-2 learning tokens; the 8 verification sequences have the
+    # lengths 1, 2, 3, 4, 6, 8, 12, 16 (verification.DEFAULT_LENGTHS).
+    # The seventh sequence is the eighth (length 16) with its context reversed: a check for
+    # position dependence (verification.permuted_pairs), so lengths 12 is not sent.
+    assert rec.tokens_sent == 5 * 1 + 25 * 2 + (1 + 2 + 3 + 4 + 6 + 8 + 16 + 16) == 111
+    assert rec.verification is not None and rec.verification.lengths_used == (
+        1,
+        2,
+        3,
+        4,
+        6,
+        8,
+        16,
+    )
+    # max_length is this call's longest sequence, verification included: the last fresh
+    # sequence has length 16 (it was 4 with the old verification lengths 1..4).
+    assert rec.max_length == 16
     assert rec.rounds == 2
     assert oracle.queries == 38
     assert oracle.queries_by_phase == {"v": 5, "W": 25, "verify": 8}
-    assert oracle.tokens_sent == 75 and oracle.max_length == 4
+    assert oracle.tokens_sent == 111 and oracle.max_length == 16
     assert len(oracle.transcript) == 38
 
 
@@ -233,7 +247,9 @@ def test_golden_counts_affine_d5(arithmetic: str) -> None:
     assert rec.bound == 36 and rec.parameter_count == 36
     assert rec.queries_by_phase == {"beta": 1, "v": 5, "W": 30, "verify": 8}
     # [0] and the 5 [e_i] have length 1; 25 W probes and 5 c probes have length 2.
-    assert rec.tokens_sent == 1 + 5 + 30 * 2 + 20 == 86
+    # Verification: one fresh sequence of each length 1, 2, 3, 4, 6, 8, 12, 16 (52 tokens;
+    # 20 with the old lengths 1..4, when this was 86).
+    assert rec.tokens_sent == 1 + 5 + 30 * 2 + 56 == 122  # lengths 1..8, 16, 16: 56 tokens
     assert oracle.queries == 44
     if arithmetic != "float":
         _assert_exact(rec, D5_AFFINE)
@@ -254,7 +270,8 @@ def test_counts_on_a_reused_oracle_are_per_call() -> None:
     va.learn_single_head(oracle)
     rec = va.learn_single_head(oracle, seed=1)
     assert rec.queries == 30 and rec.verification_queries == 8
-    assert rec.tokens_sent == 75
+    # This call's tokens only: 55 learning + 56 verification (75 with the old lengths 1..4).
+    assert rec.tokens_sent == 111
     assert oracle.queries == 76
 
 
@@ -407,7 +424,8 @@ class _PlusQuadratic(_Sum):
 
 
 class _FreshQueriesOff(_Sum):
-    """A head plus eps where |x_N[0]| = 1/2: only the verification queries have that.
+    """A head plus eps where x_N[0] is neither 0 nor 1: only the verification queries have
+    that (every probe's last token is 0 or a basis vector).
 
     The first verification query has length 1, so its answer is rational: this also checks
     that exact mode compares rationals exactly (not as 15-digit SymPy Floats).
@@ -418,12 +436,13 @@ class _FreshQueriesOff(_Sum):
         self.eps = eps
 
     def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
-        hit = np.abs(np.asarray(Xs, dtype=np.float64)[:, -1, 0]) == 0.5
+        first = np.asarray(Xs, dtype=np.float64)[:, -1, 0]
+        hit = (first != 0) & (first != 1)
         return super().evaluate_batch(Xs) + np.where(hit, float(self.eps), 0.0)
 
     def _evaluate_rational(self, X: flint.fmpq_mat, arith: Any) -> Any:
         out = super()._evaluate_rational(X, arith)
-        if abs(X[X.nrows() - 1, 0]) != flint.fmpq(1, 2):
+        if X[X.nrows() - 1, 0] in (flint.fmpq(0), flint.fmpq(1)):
             return out
         eps = self.eps
         if arith.name == "exact":
@@ -484,11 +503,11 @@ def test_verification_sees_a_difference_only_fresh_queries_reveal(
     overlap at 256 bits, float mode to its relative tolerance 1e-6.
     """
     oracle = va.Oracle(_FreshQueriesOff(H1, eps), arithmetic)
-    with pytest.raises(ModelClassMismatch, match="fresh query") as info:
+    with pytest.raises(ModelClassMismatch, match="fresh sequence") as info:
         va.learn_single_head(oracle)
-    assert abs(np.asarray(info.value.query)[-1, 0]) == 0.5
+    assert np.asarray(info.value.query)[-1, 0] not in (0.0, 1.0)
     # The single length-1 verification query alone (a rational answer) must catch it too.
-    with pytest.raises(ModelClassMismatch, match="fresh query"):
+    with pytest.raises(ModelClassMismatch, match="fresh sequence"):
         va.learn_single_head(va.Oracle(_FreshQueriesOff(H1, eps), arithmetic), verify=1)
     # Control: the unperturbed box passes.
     va.learn_single_head(va.Oracle(_FreshQueriesOff(H1, Fraction(0)), arithmetic))
@@ -613,10 +632,14 @@ def test_denominator_bound_too_small_returns_balls_containing_the_truth() -> Non
 def test_enclosures_contain_the_truth_when_reconstructed() -> None:
     rec = va.learn_single_head(va.Oracle(D5, "certified"))
     assert rec.exact and rec.enclosures is not None
-    W = np.asarray(rec.enclosures["W"], dtype=object)
+    # One schema for every learner: {name: {"lower": array, "upper": array}}, exact bounds.
+    lower = np.asarray(rec.enclosures["W"]["lower"], dtype=object)
+    upper = np.asarray(rec.enclosures["W"]["upper"], dtype=object)
+    assert lower.shape == upper.shape == (5, 5)
     for i in range(5):
         for j in range(5):
-            lo, hi = arb_bounds(W[i, j])
+            lo, hi = lower[i, j], upper[i, j]
+            assert isinstance(lo, Fraction) and isinstance(hi, Fraction)
             q = D5.W[i, j]
             assert lo <= Fraction(int(q.p), int(q.q)) <= hi
             assert hi - lo < Fraction(1, 2**100)
@@ -652,5 +675,5 @@ def test_precision_restored_after_an_error_mid_run() -> None:
 
 def test_recovered_model_round_trip() -> None:
     rec = va.learn_single_head(va.Oracle(D5_AFFINE, "certified"))
-    again = rec.model()
+    again = rec.model
     assert again.W == D5_AFFINE.W and again.c == D5_AFFINE.c and again.beta == D5_AFFINE.beta

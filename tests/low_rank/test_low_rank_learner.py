@@ -15,13 +15,18 @@ from verified_attn.low_rank.claims import random_low_rank_head
 from verified_attn.models import SingleHeadAttention
 from verified_attn.oracle import Oracle
 
-# Golden learning-query counts d + 2dr - r^2 + [r < d], written out by hand.
+# Golden learning-query counts, written out by hand. Rank found: d + 2dr - r^2 + [r < d]
+# (the passing rank test decides the rank). Rank given: d + 2dr - r^2, the dimension of the
+# set (the rank test only checks the class and is a declared verification phase).
 GOLDEN = {(4, 1): 12, (5, 2): 22, (6, 3): 34, (5, 5): 30, (64, 4): 561, (256, 8): 4289}
+GOLDEN_GIVEN = {(4, 1): 11, (5, 2): 21, (6, 3): 33, (5, 5): 30, (64, 4): 560, (256, 8): 4288}
 
 
 @pytest.mark.parametrize(("d", "r"), sorted(GOLDEN))
 def test_count_formula_golden(d: int, r: int) -> None:
     assert skeleton_query_bound(d, r) == GOLDEN[(d, r)]
+    assert skeleton_query_bound(d, r, rank_given=True) == GOLDEN_GIVEN[(d, r)]
+    assert GOLDEN_GIVEN[(d, r)] == parameter_count(d, r)
 
 
 def test_count_formula_wrong_variant_fails() -> None:
@@ -43,13 +48,16 @@ def test_golden_counts_on_oracle(arith: str, d: int, r: int, given_rank: bool) -
     assert np.linalg.matrix_rank(model.float_parameters()["W"]) == r
     oracle = Oracle(model, arith)
     rec = learn_low_rank(oracle, rank=r if given_rank else None)
-    assert rec.queries == GOLDEN[(d, r)] == rec.bound
+    golden = GOLDEN_GIVEN if given_rank else GOLDEN
+    assert rec.queries == golden[(d, r)] == rec.bound
     assert oracle.queries == rec.queries + rec.verification_queries
+    test = 1 if r < d else 0
+    assert rec.verification_queries == 8 + (test if given_rank else 0)
+    assert rec.verification_phases == (("rank", "verify") if given_rank and test else ("verify",))
     assert "rescale" not in rec.queries_by_phase
     assert rec.queries_by_phase["v"] == d
-    assert rec.queries_by_phase.get("rank", 0) == (
-        (1 if r < d else 0) if given_rank else r + (1 if r < d else 0)
-    )
+    assert rec.queries_by_phase.get("rank", 0) == (test if given_rank else r + test)
+    assert rec.rank == r and rec.rank_given == (r if given_rank else None)
     if arith == "float":
         W = model.float_parameters()["W"]
         assert np.linalg.norm(rec.W - W) <= 1e-9 * np.linalg.norm(W)
@@ -71,6 +79,7 @@ def test_random_sizes_exact_and_counted(d: int, data: st.DataObject, seed: int, 
     rec = learn_low_rank(Oracle(model, arith), seed=seed)
     learning = rec.queries - rec.queries_by_phase.get("rescale", 0)
     assert learning == skeleton_query_bound(d, true_rank)
+    assert rec.rank == true_rank
     if arith == "certified":
         assert rec.exact and rec.W == model.W
     else:
@@ -111,7 +120,9 @@ def test_lower_true_rank_than_given() -> None:
     assert rec.W == model.W
     # rank 1 found: v, the rank-1 cross (d + d - 1), and the wasted column (d - 1).
     assert rec.queries == 6 + (6 + 5) + 5
-    assert rec.queries <= rec.bound == skeleton_query_bound(6, 3)
+    assert rec.queries <= rec.bound == skeleton_query_bound(6, 3, rank_given=True)
+    assert rec.rank == 1 and rec.rank_given == 3
+    assert "rank" not in rec.queries_by_phase  # the wasted column certified the rank
 
 
 def test_v_zero_not_identifiable() -> None:
@@ -130,7 +141,11 @@ def test_v_zero_not_identifiable() -> None:
         ({"rank": "2"}, "rank"),
         ({"method": "svd"}, "method"),
         ({"verify": -1}, "verify"),
+        ({"verify": True}, "verify"),
         ({"seed": 1.5}, "seed"),
+        ({"seed": -1}, "seed"),
+        ({"lengths": []}, "lengths"),
+        ({"denominator_bound": 0}, "denominator_bound"),
         ({"rank_tol": 0.0}, "rank_tol"),
         ({"measurements": 10}, "measurements"),
     ],
@@ -156,10 +171,13 @@ def test_affine_oracle_rejected() -> None:
 def test_budget_checked_up_front() -> None:
     from verified_attn.errors import QueryBudgetExceeded
 
-    oracle = Oracle(random_low_rank_head(5, 2, 0), "float", budget=22 + 7)
+    # rank given: 21 learning + 1 rank test + 8 verification = 30 > 29
+    oracle = Oracle(random_low_rank_head(5, 2, 0), "float", budget=21 + 1 + 7)
     with pytest.raises(QueryBudgetExceeded):
         learn_low_rank(oracle, rank=2)
     assert oracle.queries == 0
+    oracle = Oracle(random_low_rank_head(5, 2, 0), "float", budget=21 + 1 + 8)
+    assert learn_low_rank(oracle, rank=2).queries == 21
 
 
 def test_certified_rational_entries_with_large_denominators() -> None:

@@ -51,6 +51,10 @@ def test_learner_end_to_end() -> None:
     m = 4 * 2 * 1 * 16  # default m = ceil(4 * r * 2d) = 128 < d^2
     assert rec.queries_by_phase["rop"] == m and rec.queries_by_phase["v"] == 16
     assert rec.bound == 16 + m
+    assert rec.queries == 16 + m + rec.queries_by_phase.get("rescale", 0)
+    assert oracle.queries == rec.queries + rec.verification_queries
+    assert rec.method == "nuclear" and rec.rank == 1 and rec.residual is not None
+    assert rec.residual < 1e-9
 
 
 def test_learner_too_few_measurements_raises() -> None:
@@ -67,6 +71,7 @@ def test_learner_too_few_measurements_raises() -> None:
         ({"measurements": 1000}, "measurements"),
         ({"rank": 1, "tol": 2.0}, "tol"),
         ({"rank": 1, "max_iter": 0}, "max_iter"),
+        ({"rank": 1, "denominator_bound": 7}, "denominator_bound"),
     ],
 )
 def test_bad_arguments(kwargs: dict, needle: str) -> None:
@@ -77,4 +82,4 @@ def test_bad_arguments(kwargs: dict, needle: str) -> None:
 
 def test_needs_float_oracle() -> None:
     with pytest.raises(InvalidArgument, match="float"):
-        learn_low_rank(Oracle(random_low_rank_head(4, 1, 0), "certified"), 1, "nuclear")
+        learn_low_rank(Oracle(random_low_rank_head(4, 1, 0), "certified"), rank=1, method="nuclear")

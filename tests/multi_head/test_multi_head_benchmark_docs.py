@@ -39,6 +39,7 @@ def test_quick_benchmark_writes_golden_counts(tmp_path: Path) -> None:
     got = {(r["d"], r["H"]): r["queries"] for r in data["canonical"]}
     assert got == GOLDEN
     assert all(r["exact"] and r["queries"] <= r["follow_up"] for r in data["canonical"])
+    assert all(r["certificate_ok"] for r in data["canonical"] + data["orthogonal"])
     assert [r["queries"] for r in data["orthogonal"]] == [8]
     variants = {(r["d"], r["H"], r["equal_v"], r["affine"]): r for r in data["variants"]}
     assert {k: r["queries"] for k, r in variants.items()} == VARIANTS

@@ -20,6 +20,8 @@ EXPECTED = {
     "prop-7.1/single-head-canonical",
     "prop-7.1/canonical-recovery",
     "prop-7.1/affine-canonical-recovery",
+    "prop-7.1/position-dependent",
+    "prop-7.1/near-rational",
 }
 
 

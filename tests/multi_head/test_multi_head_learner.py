@@ -34,8 +34,10 @@ def test_golden_counts_and_exact_heads(arith: str, d: int, ranks: list, golden: 
     assert rec.exact and rec.verified and rec.parameters["heads"] == model.heads
     assert rec.verification_queries == 8 * (len(ranks) + 1)
     assert oracle.queries == rec.queries + rec.verification_queries
-    assert rec.theorem == "prop-7.1/orthogonal"
-    assert rec.max_length <= 4
+    assert rec.theorem == "prop-7.1" and rec.method == "orthogonal"
+    # The call's longest query: a fresh verification sequence (Thm 4.1 probes have length 2).
+    assert rec.max_length == 16
+    assert rec.queries_by_phase["verify"] == 8
 
 
 @given(seed=st.integers(0, 10**4), split=st.sampled_from([[1], [1, 1], [2, 1], [1, 1, 1]]))

@@ -44,11 +44,13 @@ def test_enclosures_contain_the_normalised_truth(seed: int, d: int) -> None:
     model = va.SingleHeadAttention(W, v)
     rec = learn_from_labels(_labels(model, "certified"), w_bound=1, bits=24)
     p = rec.enclosures["p"]
+    assert p == rec.p
     vt = v / abs(v[p])
-    Wi, vi = rec.enclosures["W_interval"], rec.enclosures["v_interval"]
-    assert ((Wi[..., 0] <= W) & (W <= Wi[..., 1])).all()
-    assert ((vi[:, 0] <= vt) & (vt <= vi[:, 1])).all()
-    assert (Wi[..., 1] - Wi[..., 0]).max() < 1e-3
+    Wi, vi = rec.enclosures["W"], rec.enclosures["v"]
+    assert ((Wi["lower"] <= W) & (W <= Wi["upper"])).all()
+    assert ((vi["lower"] <= vt) & (vt <= vi["upper"])).all()
+    assert (Wi["upper"] - Wi["lower"]).max() < 1e-3
+    assert va.verify_certificate(rec.certificate()).ok
 
 
 def test_precision_grows_with_bits_and_ratios_reconstruct_exactly() -> None:
@@ -56,8 +58,8 @@ def test_precision_grows_with_bits_and_ratios_reconstruct_exactly() -> None:
     widths = []
     for bits in (8, 16, 32):
         rec = learn_from_labels(_labels(model), w_bound=1, bits=bits, max_denominator=10)
-        Wi = rec.enclosures["W_interval"]
-        widths.append(float((Wi[..., 1] - Wi[..., 0]).max()))
+        Wi = rec.enclosures["W"]
+        widths.append(float((Wi["upper"] - Wi["lower"]).max()))
     assert widths[0] > 2**7 * widths[1] and widths[1] > 2**7 * widths[2]
     assert rec.enclosures["v_exact"] == [Fraction(1), Fraction(-2, 3)]
 

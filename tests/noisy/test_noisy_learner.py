@@ -29,10 +29,14 @@ from verified_attn.noisy.symbolic import LIPSCHITZ, a_priori_bounds
 from verified_attn.oracle_wrappers import NoisyOracle, StochasticOracle
 
 
+def oracle_of(model: va.SingleHeadAttention) -> NoisyOracle:
+    return NoisyOracle(va.Oracle(model, "certified"), 1e-3)
+
+
 @pytest.mark.parametrize(("d", "total"), [(1, 2), (2, 6), (5, 30)])
 def test_golden_query_counts(d: int, total: int) -> None:
     oracle = NoisyOracle(va.Oracle(random_instance(d, 0), "certified"), 1e-3)
-    rec = learn_noisy(oracle, 1e-3, 1, 1, verify=3)
+    rec = learn_noisy(oracle, tolerance=1e-3, w_bound=1, margin=1, verify=3)
     assert rec.queries == rec.bound == total
     assert rec.queries_by_phase == {"v": d, "W": d * d, "verify": 3}
     assert oracle.queries == total + 3 and rec.theorem == "thm-6.1"
@@ -52,21 +56,25 @@ def test_actual_error_never_exceeds_the_bound(
     d: int, seed: int, tau: float, kind: str, design: str
 ) -> None:
     model = random_instance(d, seed, tiny=design == "norm" and d > 1, w_bound=2)
-    rec = learn_noisy(adversarial_oracles(model, tau, seed)[kind](), tau, 2, 1, design=design)
+    oracle = adversarial_oracles(model, tau, seed)[kind]()
+    rec = learn_noisy(oracle, tolerance=tau, w_bound=2, margin=1, design=design)
     truth = model.float_parameters()
     assert worst_ratio(rec, model) <= 1
-    lo, hi = rec.enclosures["W_interval"][..., 0], rec.enclosures["W_interval"][..., 1]
+    lo, hi = rec.enclosures["W"]["lower"], rec.enclosures["W"]["upper"]
     assert ((lo <= truth["W"]) & (truth["W"] <= hi)).all()
-    vi = rec.enclosures["v_interval"]
-    assert ((vi[:, 0] <= truth["v"]) & (truth["v"] <= vi[:, 1])).all()
+    vi = rec.enclosures["v"]
+    assert ((vi["lower"] <= truth["v"]) & (truth["v"] <= vi["upper"])).all()
     assert rec.enclosures["W_error"].max() <= rec.enclosures["W_a_priori"]
+    # The checker re-derives exactly these intervals with its own code, on every example.
+    assert va.verify_certificate(rec.certificate()).ok
 
 
 def test_bound_is_sharp_and_a_smaller_one_fails() -> None:
     W = np.zeros((2, 2))
     W[0, 1] = 1.0
     model = va.SingleHeadAttention(W, [1, 1])
-    rec = learn_noisy(worst_case_oracle(model, 1e-4, v_push="grow"), 1e-4, 1, 1)
+    oracle = worst_case_oracle(model, 1e-4, v_push="grow")
+    rec = learn_noisy(oracle, tolerance=1e-4, w_bound=1, margin=1)
     err, bound = abs(rec.W[0, 1] - 1), rec.enclosures["W_error"][0, 1]
     assert 0.99 * bound < err <= bound
     assert err > bound * 4 / float(LIPSCHITZ)  # the centre-derivative variant is violated
@@ -77,7 +85,9 @@ def test_understating_the_tolerance_breaks_the_bound() -> None:
     W = np.zeros((2, 2))
     W[0, 1] = 1.0
     model = va.SingleHeadAttention(W, [1, 1])
-    rec = learn_noisy(worst_case_oracle(model, 1e-2, v_push="grow"), 1e-4, 1, 1, verify=0)
+    oracle = worst_case_oracle(model, 1e-2, v_push="grow")
+    rec = learn_noisy(oracle, tolerance=1e-4, w_bound=1, margin=1, verify=0)
+    assert not rec.verified
     assert abs(rec.W[0, 1] - 1) > rec.enclosures["W_error"][0, 1]
 
 
@@ -92,21 +102,21 @@ def test_probe_scale_is_the_largest_power_of_two() -> None:
 def test_paper_design_refuses_a_small_coordinate_naming_the_margin() -> None:
     model = va.SingleHeadAttention([[0.5, 0], [0, 0.25]], [2, 0.01])
     with pytest.raises(NotIdentifiable, match="margin"):
-        learn_noisy(NoisyOracle(va.Oracle(model, "certified"), 1e-3), 1e-3, 1, 1)
-    rec = learn_noisy(NoisyOracle(va.Oracle(model, "certified"), 1e-3), 1e-3, 1, 1, design="norm")
+        learn_noisy(oracle_of(model), tolerance=1e-3, w_bound=1, margin=1)
+    rec = learn_noisy(oracle_of(model), tolerance=1e-3, w_bound=1, margin=1, design="norm")
     assert worst_ratio(rec, model) <= 1
 
 
 def test_norm_design_refuses_small_v() -> None:
     model = va.SingleHeadAttention([[0.5, 0], [0, 0.25]], [0.1, 0.01])
     with pytest.raises(NotIdentifiable, match="margin"):
-        learn_noisy(va.Oracle(model, "float"), 1e-3, 1, 1, design="norm")
+        learn_noisy(va.Oracle(model, "float"), tolerance=1e-3, w_bound=1, margin=1, design="norm")
 
 
 def test_norm_bound_inconsistent_with_the_data() -> None:
     model = va.SingleHeadAttention([[4, 0], [0, 0]], [1, 1])
     with pytest.raises(NotIdentifiable, match="w_bound"):
-        learn_noisy(va.Oracle(model, "float"), 1e-3, 1, 1)
+        learn_noisy(va.Oracle(model, "float"), tolerance=1e-3, w_bound=1, margin=1)
 
 
 def test_not_a_single_head_is_a_mismatch() -> None:
@@ -114,7 +124,7 @@ def test_not_a_single_head_is_a_mismatch() -> None:
     # Agrees with the head on lengths 1 and 2 (all learning queries), not on length 3.
     fn = lambda X: model(X) + (0.5 if X.shape[0] == 3 else 0.0)  # noqa: E731
     with pytest.raises(ModelClassMismatch) as info:
-        learn_noisy(va.Oracle.from_callable(fn, d=2), 1e-3, 1, 1)
+        learn_noisy(va.Oracle.from_callable(fn, d=2), tolerance=1e-3, w_bound=1, margin=1)
     assert info.value.query is not None and info.value.query.shape[0] == 3
 
 
@@ -130,6 +140,9 @@ def test_not_a_single_head_is_a_mismatch() -> None:
         ({"repeats": 0}, "repeats"),
         ({"verify": -1}, "verify"),
         ({"seed": "0"}, "seed"),
+        ({"seed": -1}, "seed"),
+        ({"verify": True}, "verify"),
+        ({"lengths": [0]}, "lengths"),
     ],
 )
 def test_bad_arguments_name_themselves(kwargs: dict, name: str) -> None:
@@ -142,17 +155,23 @@ def test_bad_arguments_name_themselves(kwargs: dict, name: str) -> None:
 
 def test_exact_oracles_and_non_oracles_are_refused() -> None:
     with pytest.raises(InvalidArgument, match="float-mode"):
-        learn_noisy(va.Oracle(random_instance(2, 0), "exact"), 1e-3, 1, 1)
+        learn_noisy(va.Oracle(random_instance(2, 0), "exact"), tolerance=1e-3, w_bound=1, margin=1)
     with pytest.raises(InvalidArgument, match="oracle"):
-        learn_noisy(random_instance(2, 0), 1e-3, 1, 1)  # type: ignore[arg-type]
+        learn_noisy(random_instance(2, 0), tolerance=1e-3, w_bound=1, margin=1)  # type: ignore
     with pytest.raises(InvalidArgument, match="tolerance"):  # norm design: tau < mu/sqrt(d)
-        learn_noisy(va.Oracle(random_instance(4, 0), "float"), 0.6, 1, 1, design="norm")
+        learn_noisy(
+            va.Oracle(random_instance(4, 0), "float"),
+            tolerance=0.6,
+            w_bound=1,
+            margin=1,
+            design="norm",
+        )
 
 
 def test_budget_is_checked_before_any_query() -> None:
     oracle = NoisyOracle(va.Oracle(random_instance(2, 0), "certified"), 1e-3, budget=10)
     with pytest.raises(QueryBudgetExceeded):
-        learn_noisy(oracle, 1e-3, 1, 1)
+        learn_noisy(oracle, tolerance=1e-3, w_bound=1, margin=1)
     assert oracle.queries == 0
 
 
@@ -161,9 +180,13 @@ def test_repeats_formula_and_stochastic_learning() -> None:
     assert n == math.ceil(2 * 0.01 * math.log(2 * 30 / 1e-3) / 1e-4) == 2201
     model = random_instance(2, 3)
     oracle = StochasticOracle(va.Oracle(model, "certified"), 1e-3, seed=0)
-    rec = learn_stochastic(oracle, 1e-3, 0.02, 1, 1, verify=2)
+    rec = learn_stochastic(
+        oracle, noise_scale=1e-3, target_error=0.02, w_bound=1, margin=1, verify=2
+    )
     reps = rec.bound // 6
-    assert rec.queries == 6 * reps and oracle.queries == 8 * reps
+    assert rec.repeats == reps and rec.queries == 6 * reps and oracle.queries == 8 * reps
+    assert rec.queries + rec.verification_queries == oracle.queries
+    assert rec.assumptions[0].startswith("probabilistic, not certified")
     assert np.abs(rec.W - model.float_parameters()["W"]).max() <= 0.02
     with pytest.raises(InvalidArgument, match="failure_probability"):
         repeats_for(0.1, 0.01, 30, 1.5)

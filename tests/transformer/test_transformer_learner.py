@@ -34,22 +34,23 @@ from verified_attn.transformer.relu import canonical_network
 )
 def test_exact_recovery(d: int, m: int, seed: int, arith: str, method: str) -> None:
     T = random_transformer(d, m, np.random.default_rng(seed))
-    rec = learn_transformer(va.Oracle(T, arith), method, seed=seed % 7)
+    rec = learn_transformer(va.Oracle(T, arith), method=method, seed=seed % 7)
     assert rec.W == T.W
     assert rec.v_eff == T.v_eff
     assert rec.network == canonical_network(T)
     assert rec.exact and rec.verified
     expected = paper_attention_count(d) if method == "paper" else d * d
     assert rec.attention_queries == expected == rec.attention_bound
+    assert va.verify_certificate(rec.certificate()).ok  # re-checked without the oracle
 
 
 def test_learned_transformer_equals_the_truth_as_a_function() -> None:
     T = OneLayerTransformer(
         [[1, Fraction(-1, 2)], [2, 0]], [[1, 1], [0, 2]], [[1, -1, 2], [0, 1, -1]], [2, 1, -1]
     )
-    rec = learn_transformer(va.Oracle(T, "certified"), "paper")
+    rec = learn_transformer(va.Oracle(T, "certified"), method="paper")
     rng = np.random.default_rng(42)
-    for n in range(1, 9):  # fresh sequences of lengths 1..8, exact values compared with ==
+    for n in range(1, 9):  # sequences of lengths 1..8 the learner never saw, compared with ==
         X = rng.integers(-6, 7, (n, 2)) / 3
         assert exact_equal(rec.model.evaluate(X, "exact"), T.evaluate(X, "exact"))
 
@@ -57,14 +58,17 @@ def test_learned_transformer_equals_the_truth_as_a_function() -> None:
 def test_golden_counts_paper_and_direct() -> None:
     T = random_transformer(3, 4, np.random.default_rng(11))
     paper_oracle = va.Oracle(T, "certified")
-    paper = learn_transformer(paper_oracle, "paper")
+    paper = learn_transformer(paper_oracle, method="paper")
     assert paper.queries_by_phase["attention-v"] == 6  # 2 d
     assert paper.queries_by_phase["attention-W"] == 18  # 2 d^2
     assert paper.queries_by_phase["attention-verify"] == 16  # 2 x 8 fresh head checks
     assert paper.queries == paper.ffn_queries + 24
+    assert paper.queries_by_phase["ffn-verify"] == 8
+    assert paper.queries_by_phase["verify"] == 8
+    assert paper.verification_queries == 8 + 16 + 8  # FFN, head (antisymmetrised), whole T
     assert paper_oracle.queries == paper.queries + paper.verification_queries
     direct_oracle = va.Oracle(T, "certified")
-    direct = learn_transformer(direct_oracle, "direct")
+    direct = learn_transformer(direct_oracle, method="direct")
     assert direct.queries_by_phase["attention-direct"] == 9  # d^2
     assert direct.queries == direct.ffn_queries + 9
     assert direct_oracle.queries == direct.queries + direct.verification_queries
@@ -88,8 +92,8 @@ def test_v_eff_zero_is_not_identifiable_by_the_paper_but_direct_learns_it() -> N
     T = OneLayerTransformer([[1, 2], [0, 1]], [[1, 0], [0, 1]], [[1, -1], [0, 0]], [1, 1])
     assert not any(T.v_eff)
     with pytest.raises(NotIdentifiable, match="v_eff"):
-        learn_transformer(va.Oracle(T, "certified"), "paper")
-    rec = learn_transformer(va.Oracle(T, "certified"), "direct")
+        learn_transformer(va.Oracle(T, "certified"), method="paper")
+    rec = learn_transformer(va.Oracle(T, "certified"), method="direct")
     assert rec.W == T.W
 
 
@@ -97,13 +101,13 @@ def test_g_zero_is_not_identifiable() -> None:
     T = OneLayerTransformer([[1, 2], [0, 1]], [[1, 0], [0, 1]], [[1, -1], [0, 0]], [0, 0])
     for method in ("paper", "direct"):
         with pytest.raises(NotIdentifiable):
-            learn_transformer(va.Oracle(T, "exact"), method)
+            learn_transformer(va.Oracle(T, "exact"), method=method)
 
 
 def test_a_single_head_is_a_one_layer_transformer_with_linear_g() -> None:
     head = va.SingleHeadAttention([[1, -1], [2, 1]], [3, -2])
     for method in ("paper", "direct"):
-        rec = learn_transformer(va.Oracle(head, "certified"), method)
+        rec = learn_transformer(va.Oracle(head, "certified"), method=method)
         assert rec.W == head.W and rec.network.width == 0
         assert rec.v_eff == 2 * head.v  # f(X) - f(-X) = 2 f(X)
 
@@ -111,17 +115,17 @@ def test_a_single_head_is_a_one_layer_transformer_with_linear_g() -> None:
 def test_affine_head_is_a_mismatch() -> None:
     head = va.SingleHeadAttention([[1, -1], [2, 1]], [3, -2], beta=1)
     with pytest.raises(ModelClassMismatch):
-        learn_transformer(va.Oracle(head, "exact"), "paper")
+        learn_transformer(va.Oracle(head, "exact"), method="paper")
 
 
 def test_bad_arguments() -> None:
     T = random_transformer(2, 2, np.random.default_rng(0))
     with pytest.raises(InvalidArgument, match="method"):
-        learn_transformer(va.Oracle(T, "exact"), "fancy")
+        learn_transformer(va.Oracle(T, "exact"), method="fancy")
     with pytest.raises(InvalidArgument, match="arithmetic"):
         learn_transformer(va.Oracle(T, "float"))
     with pytest.raises(InvalidArgument, match="verify"):
-        learn_transformer(va.Oracle(T, "exact"), verify=0)
+        learn_transformer(va.Oracle(T, "exact"), verify=-1)
     with pytest.raises(InvalidArgument, match="oracle"):
         learn_transformer(T)  # type: ignore[arg-type]
 
@@ -136,5 +140,5 @@ def test_budget_is_respected() -> None:
 
 def test_exact_mode_values_are_sympy_rationals() -> None:
     T = random_transformer(2, 3, np.random.default_rng(8))
-    rec = learn_transformer(va.Oracle(T, "exact"), "direct")
+    rec = learn_transformer(va.Oracle(T, "exact"), method="direct")
     assert all(isinstance(x, sympy.Rational) for x in rec.W)

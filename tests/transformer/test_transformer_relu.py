@@ -19,9 +19,15 @@ from verified_attn.transformer.claims import random_ffn
 from verified_attn.transformer.relu import (
     ReluNetwork,
     canonical_network,
+    ffn_query_bound,
     learn_relu_ffn,
-    verification_points,
 )
+
+
+def fresh_points(d: int, count: int, seed: int) -> list[list[Fraction]]:
+    """Rational points with entries k/7: no learning query or verification sequence has them."""
+    rng = np.random.default_rng(seed)
+    return [[Fraction(int(x), 7) for x in rng.integers(-20, 21, d)] for _ in range(count)]
 
 
 def small_rationals() -> st.SearchStrategy[Fraction]:
@@ -48,9 +54,11 @@ def test_learned_network_is_the_canonical_form(g: ReluFFN, arith: str, seed: int
     assert rec.network == canonical_network(g)
     assert rec.exact and rec.verified
     # As a function: the returned ReluFFN agrees exactly on fresh rational points.
-    model = rec.model()
-    for x in verification_points(g.d, 5, seed + 99):
-        assert model.value(list(x)) == g.value(list(x))
+    assert va.verify_certificate(rec.certificate()).ok  # re-checked without the oracle
+    model = rec.model
+    assert isinstance(model, ReluFFN)
+    for x in fresh_points(g.d, 5, seed + 99):
+        assert model.value(x) == g.value(x)
 
 
 def test_golden_query_counts() -> None:
@@ -61,7 +69,9 @@ def test_golden_query_counts() -> None:
     assert (rec.queries, rec.verification_queries, rec.network.width) == (42, 8, 3)
     assert rec.queries_by_phase == {"ffn": 42, "ffn-verify": 8}
     assert oracle.queries == 50  # counted on the oracle object, nowhere else
-    assert rec.reference_count == 3 * (5 + 1)
+    assert rec.parameter_count == 3 * (5 + 1)
+    # The bound is the formula at the learned width, not the count: 4(4+1) + 6 + 243 * 5.
+    assert rec.bound == ffn_query_bound(5, 3) == 1241
 
 
 def test_counts_agree_between_exact_and_certified() -> None:
@@ -104,8 +114,11 @@ def test_degenerate_networks(g: ReluFFN) -> None:
 
 def test_transformer_length_one_function_is_learned() -> None:
     T = OneLayerTransformer([[1, 0], [0, 1]], [[1, 2], [0, 1]], [[1, -1], [1, 1]], [2, -1])
-    rec = learn_relu_ffn(va.Oracle(T, "certified"))
+    # Verified on length-1 sequences only: a Transformer reads more than the last token.
+    rec = learn_relu_ffn(va.Oracle(T, "certified"), lengths=(1,))
     assert rec.network == canonical_network(T) == canonical_network(T.ffn())
+    with pytest.raises(ModelClassMismatch):
+        learn_relu_ffn(va.Oracle(T, "certified"))  # default lengths 1..16: not a ReluFFN
 
 
 class _Quadratic:
@@ -145,7 +158,9 @@ def test_bad_arguments() -> None:
     with pytest.raises(InvalidArgument, match="oracle"):
         learn_relu_ffn(g)  # type: ignore[arg-type]
     for kwargs, name in (
-        ({"verify": 0}, "verify"),
+        ({"verify": -1}, "verify"),
+        ({"verify": True}, "verify"),
+        ({"seed": -1}, "seed"),
         ({"grid": 1.5}, "grid"),
         ({"seed": "1"}, "seed"),
     ):

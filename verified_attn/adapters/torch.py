@@ -21,7 +21,7 @@ verified_attn.errors.InvalidArgument: module must be a torch.nn.MultiheadAttenti
 A ``torch.nn.MultiheadAttention`` with ``H`` heads, used as self-attention
 (query = key = value = X) and read out at the last position by a vector ``r`` (and a bias
 ``b``, if the readout is an ``nn.Linear(E, 1)``), computes ``y(X) = r^T out_N + b``. Each
-head is one affine single head of THEORY §2; :func:`attention_parameters` gives the
+head is one affine single head (docs/theory.md, The models); :func:`attention_parameters` gives the
 per-head ``(W, c, v)`` and the shared ``beta`` from the module's weights, for checking.
 
 Arithmetic: ``dtype="float64"`` evaluates a float64 copy of the module (the weights are
@@ -55,14 +55,24 @@ from verified_attn.errors import InvalidArgument
 from verified_attn.models import SingleHeadAttention
 from verified_attn.oracle import Oracle
 
-__all__ = ["HeadParameters", "attention_oracle", "attention_parameters", "sequence_oracle"]
+__all__ = [
+    "HeadParameters",
+    "attention_oracle",
+    "attention_parameters",
+    "head_parameters",
+    "module_oracle",
+    "readout_vector",
+    "sequence_oracle",
+    "tensor_array",
+    "torch_dtype",
+]
 
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 
 @dataclass(frozen=True)
 class HeadParameters:
-    """The per-head parameters of an attention module read out by ``r`` (THEORY §2).
+    """The per-head parameters of an attention module read out by ``r`` (docs/theory.md, The models).
 
     ``W`` has shape (H, E, E), ``c`` and ``v`` (H, E); ``beta`` is the one output bias of
     the whole module (only the sum over heads is identifiable, so it is not split).
@@ -132,7 +142,8 @@ def _check_mha(module: Any) -> int:
     return E
 
 
-def _dtype(dtype: Any) -> torch.dtype:
+def torch_dtype(dtype: Any) -> torch.dtype:
+    """``torch.float64`` or ``torch.float32`` from a name or a dtype (InvalidArgument else)."""
     if isinstance(dtype, torch.dtype) and dtype in _DTYPES.values():
         return dtype
     if isinstance(dtype, str) and dtype in _DTYPES:
@@ -140,7 +151,7 @@ def _dtype(dtype: Any) -> torch.dtype:
     raise InvalidArgument(f"dtype must be 'float64' or 'float32', got {dtype!r}")
 
 
-def _readout(readout: Any, E: int) -> tuple[np.ndarray, float]:
+def readout_vector(readout: Any, E: int) -> tuple[np.ndarray, float]:
     """(r, b) in float64 from a vector of length E or an ``nn.Linear(E, 1)``."""
     if isinstance(readout, torch.nn.Linear):
         if readout.in_features != E or readout.out_features != 1:
@@ -172,7 +183,8 @@ def _readout(readout: Any, E: int) -> tuple[np.ndarray, float]:
     return r, b
 
 
-def _numpy(t: torch.Tensor | None, shape: tuple[int, ...]) -> np.ndarray:
+def tensor_array(t: torch.Tensor | None, shape: tuple[int, ...]) -> np.ndarray:
+    """A weight as a float64 array of ``shape`` (zeros for an absent bias)."""
     if t is None:  # bias=False: the bias is zero
         return np.zeros(shape)
     return t.detach().to("cpu", torch.float64).numpy().reshape(shape).copy()
@@ -202,25 +214,68 @@ def attention_parameters(module: Any, readout: Any) -> HeadParameters:
     if module.bias_k is not None or module.bias_v is not None or module.add_zero_attn:
         raise InvalidArgument(
             "module has add_bias_kv or add_zero_attn: it attends to an extra learned or zero "
-            "token as well, which is outside the single-head model class (THEORY §2)"
+            "token as well, which is outside the single-head model class (docs/theory.md, The models)"
         )
-    r, b = _readout(readout, E)
+    r, b = readout_vector(readout, E)
     H = int(module.num_heads)
     hd = E // H
-    Win = _numpy(module.in_proj_weight, (3 * E, E))
-    bin_ = _numpy(module.in_proj_bias, (3 * E,))
-    Wo = _numpy(module.out_proj.weight, (E, E))
-    bo = _numpy(module.out_proj.bias, (E,))
-    Wq, Wk, Wv = Win[:E], Win[E : 2 * E], Win[2 * E :]
-    bq, bv = bin_[:E], bin_[2 * E :]
-    scale = math.sqrt(hd)
-    Ws, cs, vs = [], [], []
-    for k in range(H):
-        rows = slice(k * hd, (k + 1) * hd)
-        Ws.append(Wk[rows].T @ Wq[rows] / scale)
-        cs.append(Wk[rows].T @ bq[rows] / scale)
-        vs.append(Wv[rows].T @ (Wo[:, rows].T @ r))
-    beta = float(r @ (Wo @ bv + bo) + b)
+    Win = tensor_array(module.in_proj_weight, (3 * E, E))
+    bin_ = tensor_array(module.in_proj_bias, (3 * E,))
+    Wo = tensor_array(module.out_proj.weight, (E, E))
+    bo = tensor_array(module.out_proj.bias, (E,))
+    return head_parameters(
+        Wq=Win[:E],
+        bq=bin_[:E],
+        Wk=Win[E : 2 * E],
+        Wv=Win[2 * E :],
+        bv=bin_[2 * E :],
+        Wo=Wo,
+        bo=bo,
+        heads=H,
+        kv_heads=H,
+        head_dim=hd,
+        scale=1.0 / math.sqrt(hd),
+        r=r,
+        b=b,
+    )
+
+
+def head_parameters(
+    *,
+    Wq: np.ndarray,
+    bq: np.ndarray,
+    Wk: np.ndarray,
+    Wv: np.ndarray,
+    bv: np.ndarray,
+    Wo: np.ndarray,
+    bo: np.ndarray,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    scale: float,
+    r: np.ndarray,
+    b: float,
+) -> HeadParameters:
+    """The mapping shared by every adapter, from weights in ``nn.Linear`` form (``y = W x + b``).
+
+    ``Wq`` has ``heads * head_dim`` rows, ``Wk`` and ``Wv`` ``kv_heads * head_dim``; query
+    head k reads key/value head ``k // (heads // kv_heads)`` (grouped-query attention, as
+    ``repeat_kv`` in transformers; ``kv_heads = heads`` is ordinary multi-head attention).
+    ``scale`` multiplies the scores (1/sqrt(head_dim) usually). ``Wo`` maps the concatenated
+    heads to the output; the key bias is not needed (it cancels in the softmax).
+    """
+    group = heads // kv_heads
+    Ws, cs, vs, bvs = [], [], [], []
+    for k in range(heads):
+        q_rows = slice(k * head_dim, (k + 1) * head_dim)
+        g = k // group
+        kv_rows = slice(g * head_dim, (g + 1) * head_dim)
+        Ws.append(scale * (Wk[kv_rows].T @ Wq[q_rows]))
+        cs.append(scale * (Wk[kv_rows].T @ bq[q_rows]))
+        vs.append(Wv[kv_rows].T @ (Wo[:, q_rows].T @ r))
+        bvs.append(bv[kv_rows])
+    # Softmax weights sum to 1, so each head passes its value bias through unchanged.
+    beta = float(r @ (Wo @ np.concatenate(bvs) + bo) + b)
     return HeadParameters(np.stack(Ws), np.stack(cs), np.stack(vs), beta)
 
 
@@ -262,17 +317,17 @@ def attention_oracle(
     def forward(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
         return m(x, x, x, need_weights=False)[0]
 
-    return _oracle(
+    return module_oracle(
         module,
         forward,
         E,
         bool(module.batch_first),
         readout,
-        _dtype(dtype),
+        torch_dtype(dtype),
         budget=budget,
         record=record,
         model_class="single-head-affine",
-        rtol=rtol if rtol is not None else (1e-4 if _dtype(dtype) == torch.float32 else 1e-6),
+        rtol=rtol if rtol is not None else (1e-4 if torch_dtype(dtype) == torch.float32 else 1e-6),
     )
 
 
@@ -320,20 +375,20 @@ def sequence_oracle(
     def forward(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
         return m(x)
 
-    return _oracle(
+    return module_oracle(
         module,
         forward,
         d,
         batch_first,
         readout,
-        _dtype(dtype),
+        torch_dtype(dtype),
         budget=budget,
         record=record,
         model_class=model_class,
     )
 
 
-def _oracle(
+def module_oracle(
     module: torch.nn.Module,
     forward: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor],
     E: int,
@@ -345,11 +400,16 @@ def _oracle(
     record: bool | None,
     model_class: str | None,
     rtol: float = 1e-6,
+    prepare: Callable[[torch.nn.Module], None] | None = None,
 ) -> Oracle:
-    r, b = _readout(readout, E)
+    """A float oracle over a private eval-mode copy of ``module`` read out at the last
+    position (shared by the PyTorch and HuggingFace adapters)."""
+    r, b = readout_vector(readout, E)
     # A private copy in eval mode: dropout off, the caller's module (and its dtype) untouched,
     # and later edits to it do not change the oracle's answers mid-run.
     box = copy.deepcopy(module).to(device="cpu", dtype=dtype).eval()
+    if prepare is not None:  # an adapter's settings on the private copy (never the caller's)
+        prepare(box)
 
     def batch_fn(Xs: np.ndarray) -> np.ndarray:
         x = torch.from_numpy(np.ascontiguousarray(Xs)).to(dtype)
@@ -375,4 +435,6 @@ def _oracle(
         record=record,
         model_class=model_class,
         rtol=rtol,
+        # The module's own arithmetic: its answers' rounding on a large bias is in its ulps.
+        unit_roundoff=min(rtol, float(torch.finfo(dtype).eps) / 2),
     )

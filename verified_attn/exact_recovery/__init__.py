@@ -8,10 +8,9 @@
 from __future__ import annotations
 
 from verified_attn.exact_recovery.learner import (
-    SingleHeadDesign,
     decode_single_head,
     learn_single_head,
     query_bound,
 )
 
-__all__ = ["SingleHeadDesign", "decode_single_head", "learn_single_head", "query_bound"]
+__all__ = ["decode_single_head", "learn_single_head", "query_bound"]

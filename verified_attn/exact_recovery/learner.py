@@ -8,7 +8,7 @@ True
 >>> rec.queries, rec.bound
 (6, 6)
 
-The algorithm (THEORY §3): length-1 queries [e_i] give v; then, for a rational invertible
+The algorithm (see the documentation's theory page): length-1 queries [e_i] give v; then, for a rational invertible
 design U = [u_1..u_d] with u_k^T v != 0, the length-2 query [e_j + t u_k; e_j] has
 ``alpha_1 = sigmoid(t u_k^T W e_j)`` and ``f = v_j + alpha_1 t u_k^T v``, so
 ``u_k^T W e_j = logit((f - v_j) / (t u_k^T v)) / t``. Stacking gives ``U^T W = M``.
@@ -22,7 +22,7 @@ certified and float arithmetic. The affine model adds the query [0] (beta) and d
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -30,34 +30,47 @@ import flint
 import numpy as np
 import sympy
 
-from verified_attn.arithmetic import (
-    Arithmetic,
-    to_fraction,
+from verified_attn.arithmetic import Arithmetic
+from verified_attn.certificates.writer import certificate_base
+from verified_attn.design import (
+    SingleHeadDesign,
+    check_design,
+    default_design,
+    unit_query,
+    user_design,
+    uv,
 )
-from verified_attn.errors import (
-    InvalidArgument,
-    ModelClassMismatch,
-    NotIdentifiable,
-    PrecisionExhausted,
-)
-from verified_attn.oracle import Oracle
+from verified_attn.errors import ModelClassMismatch
+from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.probing import (
     MAX_RESCALES,
     RESCALE_FACTOR,
     apply_exact,
-    candidate_model,
     finalize,
+    learned_single_head,
     logits,
     measured_array,
     public_params,
     raise_bad_probe,
+    reconstruction_assumptions,
     require_nonzero_v,
     saturated,
-    verify_on_fresh_queries,
+    verify_reconstruction,
 )
-from verified_attn.recovery import Recovery, split_counts
+from verified_attn.recovery import SingleHeadRecovery, enclosures_from_balls
+from verified_attn.validation import (
+    check_bool,
+    check_denominator_bound,
+    check_lengths,
+    check_oracle,
+    check_seed,
+    check_verify,
+    number_bytes,
+    require_memory,
+)
+from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY, Verification
 
-__all__ = ["SingleHeadDesign", "decode_single_head", "learn_single_head", "query_bound"]
+__all__ = ["decode_single_head", "learn_single_head", "query_bound"]
 
 THEOREM = "thm-4.1"
 
@@ -71,107 +84,9 @@ def query_bound(d: int, *, affine: bool = False) -> int:
     return d * d + (2 * d + 1 if affine else d)
 
 
-@dataclass
-class SingleHeadDesign:
-    """The exact rational design: columns ``U[:, k] = u_k`` and probe scales.
-
-    ``scales[k][j]`` is the t of the query [e_j + t u_k; e_j]; ``c_scales[k]`` that of
-    [t u_k; 0] (affine only). All are exact rationals.
-    """
-
-    d: int
-    affine: bool
-    U: list[list[Fraction]]  # U[i][k]: row i, column k
-    scales: list[list[Fraction]]
-    c_scales: list[Fraction] | None = None
-
-    @functools.cached_property
-    def U_float(self) -> np.ndarray:
-        """U in float64 (exact: the default design has entries 0 and 1)."""
-        return np.array([[float(q) for q in row] for row in self.U], dtype=np.float64)
-
-    @property
-    def U_flint(self) -> flint.fmpq_mat:
-        d = self.d
-        return flint.fmpq_mat(
-            d, d, [flint.fmpq(q.numerator, q.denominator) for row in self.U for q in row]
-        )
-
-    def column(self, k: int) -> list[Fraction]:
-        return [self.U[i][k] for i in range(self.d)]
-
-    def w_query(self, j: int, k: int) -> np.ndarray:
-        """[e_j + t u_k; e_j] as an exact (dyadic) float array, or an object array."""
-        return self._pair(k, self.scales[k][j], j)
-
-    def w_queries(self, k: int) -> np.ndarray | list[np.ndarray]:
-        """All d probes for design column k, j = 0..d-1 (one (d, 2, d) array if dyadic)."""
-        if not self._dyadic(k):
-            return [self.w_query(j, k) for j in range(self.d)]
-        u = np.array([float(q) for q in self.column(k)])
-        t = np.array([float(q) for q in self.scales[k]])
-        eye = np.eye(self.d)
-        return np.stack([t[:, None] * u[None, :] + eye, eye], axis=1)
-
-    def c_query(self, k: int) -> np.ndarray:
-        assert self.c_scales is not None
-        return self._pair(k, self.c_scales[k], None)
-
-    def _dyadic(self, k: int) -> bool:
-        # Small-integer u_k and power-of-two scales: every probe entry is an exact float64,
-        # so float arrays carry the exact rational queries (checked, not assumed).
-        return all(q.denominator == 1 and -(2**20) < q < 2**20 for q in self.column(k)) and all(
-            _is_power_of_two(t) for t in self.scales[k]
-        )
-
-    def _pair(self, k: int, t: Fraction, j: int | None) -> np.ndarray:
-        top = [t * u for u in self.column(k)]
-        bottom = [Fraction(0)] * self.d
-        if j is not None:
-            top[j] += 1
-            bottom[j] = Fraction(1)
-        return _exact_array([top, bottom])
-
-
-def _is_power_of_two(t: Fraction) -> bool:
-    n, m = t.numerator, t.denominator
-    return n > 0 and (n & (n - 1)) == 0 and (m & (m - 1)) == 0 and n < 2**20 and m < 2**900
-
-
-def _exact_array(rows: list[list[Fraction]]) -> np.ndarray:
-    """A float64 array when every entry is exactly a float (dyadic), else Fractions."""
-    flat = [q for row in rows for q in row]
-    if all(Fraction(float(q)) == q for q in flat):
-        return np.array([[float(q) for q in row] for row in rows], dtype=np.float64)
-    return np.array(rows, dtype=object)
-
-
-def _unit(d: int, i: int | None) -> np.ndarray:
-    x = np.zeros((1, d))
-    if i is not None:
-        x[0, i] = 1.0
-    return x
-
-
 # ---------------------------------------------------------------------------------------
 # Decoding: answers -> parameters. Pure; shared by the learner and certificate checks.
 # ---------------------------------------------------------------------------------------
-
-
-def _uv(arith: Arithmetic, design: SingleHeadDesign, v: np.ndarray) -> np.ndarray:
-    """u_k^T v for every k, from the exact U and the measured v."""
-    d = design.d
-    if arith.name == "float":
-        return design.U_float.T @ np.asarray(v, dtype=np.float64)
-    out = np.empty(d, dtype=object)
-    for k in range(d):
-        col = design.column(k)
-        acc: Any = arith.rational(Fraction(0))
-        for i in range(d):
-            if col[i]:
-                acc = acc + arith.rational(col[i]) * v[i]
-        out[k] = acc
-    return out
 
 
 def _probe_ratios(
@@ -186,16 +101,16 @@ def _probe_ratios(
     d = design.d
     beta = answers["beta"] if design.affine else arith.rational(Fraction(0))
     v = measured_array(arith, [answers["v"][i] - beta for i in range(d)])
-    uv = _uv(arith, design, v)
+    products = uv(arith, design, v)
     F = measured_array(arith, answers["W"])  # F[k][j]
-    t = measured_array(arith, [[arith.rational(s) for s in row] for row in design.scales])
-    Y = (F - v[None, :] - beta) / (t * uv[:, None])
+    t = _scale_array(arith, design)
+    Y = (F - v[None, :] - beta) / (t * products[:, None])
     Y0 = None
     if design.affine:
         assert design.c_scales is not None
         t0 = measured_array(arith, [arith.rational(s) for s in design.c_scales])
-        Y0 = (measured_array(arith, answers["c"]) - beta) / (t0 * uv)
-    return {"v": v, "beta": beta, "uv": uv}, Y, Y0
+        Y0 = (measured_array(arith, answers["c"]) - beta) / (t0 * products)
+    return {"v": v, "beta": beta, "uv": products}, Y, Y0
 
 
 def decode_single_head(
@@ -214,7 +129,7 @@ def decode_single_head(
         raise_bad_probe(arith, Y[k, j], design.w_query(j, k), answers["W"][k][j])
     for k, j in _irrational(arith, L):
         _raise_irrational_logit(L[k, j], design.w_query(j, k), answers["W"][k][j])
-    t = measured_array(arith, [[arith.rational(s) for s in row] for row in design.scales])
+    t = _scale_array(arith, design)
     M = L / t  # M[k, j] = u_k^T (W e_j + c)
     params: dict[str, Any] = {"v": base["v"]}
     if design.affine:
@@ -229,11 +144,24 @@ def decode_single_head(
         m0 = L0 / t0
         M = M - m0[:, None]
         params["beta"] = base["beta"]
-    inv_t = design.U_flint.transpose().inv()
+    fast = design.solve_float(M) if arith.name == "float" else None
+    if fast is not None:  # the default design's U^{-T}, applied structurally
+        params["W"] = fast
+        if design.affine:
+            params["c"] = design.solve_float(m0.reshape(d, 1))[:, 0]  # type: ignore[index]
+        return params
+    inv_t = design.U_inverse_flint().transpose()
     params["W"] = apply_exact(arith, inv_t, M)
     if design.affine:
         params["c"] = apply_exact(arith, inv_t, m0.reshape(d, 1))[:, 0]
     return params
+
+
+def _scale_array(arith: Arithmetic, design: SingleHeadDesign) -> np.ndarray:
+    """The W probe scales t[k, j] as numbers of ``arith`` (float: the design's float view)."""
+    if arith.name == "float":
+        return design.scales_float()
+    return measured_array(arith, [[arith.rational(s) for s in row] for row in design.scales])
 
 
 def _irrational(arith: Arithmetic, L: np.ndarray) -> list[tuple[int, ...]]:
@@ -256,58 +184,6 @@ def _raise_irrational_logit(logit: Any, query: Any, answer: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# The design: choose U so that every u_k^T v is far from zero.
-# ---------------------------------------------------------------------------------------
-
-
-def _default_design(arith: Arithmetic, v: np.ndarray, d: int, affine: bool) -> SingleHeadDesign:
-    """u_k = e_k where |v_k| >= |v_p| / 4, else e_k + e_p, with p = argmax |v_i|.
-
-    Then |u_k^T v| >= |v_p| * 3/4 or >= |v_p| / 4 for every k, and U = I + e_p s^T is
-    invertible with det 1. Zero coordinates of v are handled by the mixing.
-    """
-    mags = [arith.magnitude(x) for x in v]
-    p = int(np.argmax(mags))
-    U = [[Fraction(int(i == k)) for k in range(d)] for i in range(d)]
-    for k in range(d):
-        if k != p and 4 * mags[k] < mags[p]:
-            U[p][k] = Fraction(1)
-    ones = [[Fraction(1)] * d for _ in range(d)]
-    return SingleHeadDesign(d, affine, U, ones, [Fraction(1)] * d if affine else None)
-
-
-def _user_design(design: Any, d: int, affine: bool) -> SingleHeadDesign:
-    try:
-        arr = np.asarray(design, dtype=object)
-    except (ValueError, TypeError) as exc:
-        raise InvalidArgument(f"design must be a d x d rational matrix, got {design!r}") from exc
-    if arr.shape != (d, d):
-        raise InvalidArgument(f"design must have shape ({d}, {d}); got shape {arr.shape}")
-    U = [[to_fraction(x, name="entry of design") for x in row] for row in arr.tolist()]
-    flat = flint.fmpq_mat(d, d, [flint.fmpq(q.numerator, q.denominator) for r in U for q in r])
-    if flat.rank() < d:
-        raise InvalidArgument(f"design must be invertible; it has rank {flat.rank()} < d = {d}")
-    ones = [[Fraction(1)] * d for _ in range(d)]
-    return SingleHeadDesign(d, affine, U, ones, [Fraction(1)] * d if affine else None)
-
-
-def _check_design(arith: Arithmetic, design: SingleHeadDesign, v: np.ndarray) -> None:
-    uv = _uv(arith, design, v)
-    for k in range(design.d):
-        s = arith.sign(uv[k])
-        if s is None:
-            raise PrecisionExhausted(
-                f"cannot decide whether u_{k}^T v = {uv[k]} is zero at this precision"
-            )
-        if s == 0:
-            raise NotIdentifiable(
-                f"the design has u_{k}^T v = 0 (column {k}): the probe [b + u_{k}; b] then "
-                "returns b^T v whatever W is, so row k of U^T W is not identifiable from it; "
-                "choose a design with every u_k^T v != 0"
-            )
-
-
-# ---------------------------------------------------------------------------------------
 # The learner.
 # ---------------------------------------------------------------------------------------
 
@@ -317,88 +193,87 @@ def learn_single_head(
     *,
     affine: bool | None = None,
     design: Any = None,
-    verify: int = 8,
+    verify: int = DEFAULT_VERIFY,
     seed: int = 0,
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
     denominator_bound: int | None = None,
-) -> Recovery:
+) -> SingleHeadRecovery:
     """Recover (W, v) — and (c, beta) for the affine model — from black-box queries.
 
     ``affine``: None takes the class the oracle declares (``oracle.model_class``), else the
     paper's model. ``design``: an invertible rational d x d matrix U to use instead of the
-    default (each u_k^T v must be nonzero). ``verify``: fresh random queries the learner did
-    not use, checked against the recovered model (0 disables). ``denominator_bound``:
-    certified mode reconstructs each entry as the unique rational with denominator at most
-    this (default 2^(precision/4)) inside its ball, then verifies.
+    default (each u_k^T v must be nonzero). ``verify``: fresh random sequences the learner
+    did not use, of the given ``lengths`` in turn, checked against the recovered model
+    (0: not verified, and the result says so). ``denominator_bound``: certified mode
+    reconstructs each entry as the unique rational with denominator at most this (default
+    2^(precision/4)) inside its ball, then verifies; the result records that assumption.
 
     Raises :class:`NotIdentifiable` if v = 0, :class:`ModelClassMismatch` if the oracle is
     not a single head, :class:`QueryBudgetExceeded` (before any query) if the budget is too
     small, :class:`PrecisionExhausted` if certified arithmetic cannot decide a needed sign.
     """
-    if not isinstance(oracle, Oracle):
-        raise InvalidArgument(f"oracle must be a verified_attn.Oracle, got {type(oracle).__name__}")
+    check_oracle(oracle)
+    affine = check_bool(affine, "affine", allow_none=True)
     if affine is None:
         affine = oracle.model_class == "single-head-affine"
-    if not isinstance(affine, bool):
-        raise InvalidArgument(f"affine must be True, False or None, got {affine!r}")
-    if isinstance(verify, bool) or not isinstance(verify, int) or verify < 0:
-        raise InvalidArgument(f"verify must be an int >= 0, got {verify!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise InvalidArgument(f"seed must be an int, got {seed!r}")
+    verify = check_verify(verify)
+    seed = check_seed(seed)
+    lengths = check_lengths(lengths)
+    denominator_bound = check_denominator_bound(denominator_bound)
     arith = oracle.arithmetic
-    if denominator_bound is not None and (
-        isinstance(denominator_bound, bool)
-        or not isinstance(denominator_bound, int)
-        or denominator_bound < 1
-    ):
-        raise InvalidArgument(f"denominator_bound must be an int >= 1, got {denominator_bound!r}")
     d = oracle.d
     bound = query_bound(d, affine=affine)
+    # W, its answers and the logits: a few d x d arrays of the oracle's numbers.
+    require_memory(
+        4 * d * d * number_bytes(arith.name, arith.precision), f"learn_single_head at d = {d}"
+    )
     oracle.require_remaining(bound, verify, f"learn_single_head at d = {d}")
-    before = oracle.queries_by_phase
-    tokens_before = oracle.tokens_sent
 
-    with arith.context():
+    with oracle.run() as run, arith.context():
         answers: dict[str, Any] = {}
         if affine:
             with oracle.phase("beta"):
-                answers["beta"] = oracle.query(_unit(d, None))
+                answers["beta"] = oracle.query(unit_query(d, None))
         with oracle.phase("v"):
-            answers["v"] = oracle.query_many([_unit(d, i) for i in range(d)])
+            answers["v"] = oracle.query_many([unit_query(d, i) for i in range(d)])
         beta0 = answers["beta"] if affine else arith.rational(Fraction(0))
         v = measured_array(arith, [a - beta0 for a in answers["v"]])
         require_nonzero_v(arith, v)
         the_design = (
-            _default_design(arith, v, d, affine)
+            default_design(arith, v, d, affine)
             if design is None
-            else _user_design(design, d, affine)
+            else user_design(design, d, affine)
         )
-        _check_design(arith, the_design, v)
+        check_design(arith, the_design, v)
 
         with oracle.phase("W"):
-            answers["W"] = [oracle.query_many(the_design.w_queries(k)) for k in range(d)]
+            answers["W"] = [
+                oracle.query_many(the_design.w_queries(k), owned=True) for k in range(d)
+            ]
             if affine:
                 answers["c"] = oracle.query_many([the_design.c_query(k) for k in range(d)])
         if arith.name != "exact":
             _rescale_saturated(oracle, arith, the_design, answers)
+        if arith.name == "float" and (arith.rtol or 0.0) >= LOW_PRECISION_RTOL:
+            _refine_low_precision(oracle, arith, the_design, answers)
         params = decode_single_head(arith, the_design, answers)
         exact, enclosures, params = finalize(arith, params, denominator_bound)
-        candidate = candidate_model(params, exact, affine)
-        with oracle.phase("verify"):
-            ver_log, ver_err = verify_on_fresh_queries(
-                oracle, arith, candidate, params, exact, verify, seed
-            )
-
-    by_phase = oracle.queries_since(before)
-    learning, verification = split_counts(by_phase)
-    notes = []
-    if by_phase.get("rescale"):
-        notes.append(
-            f"{by_phase['rescale']} probes saturated the softmax and were re-asked at a smaller "
-            "scale; these extra queries are counted in 'queries'"
+        checked, exact, params, refuted = verify_reconstruction(
+            oracle, params, enclosures, exact, affine, count=verify, seed=seed, lengths=lengths
         )
+
+    counts = run.counts
+    notes = [refuted] if refuted else []
+    if counts.by_phase.get("rescale"):
+        notes.append(
+            f"{counts.by_phase['rescale']} probes saturated the softmax and were re-asked at a "
+            "smaller scale; these extra queries are counted in 'queries'"
+        )
+    assumptions = reconstruction_assumptions(arith, exact, denominator_bound)
     if arith.name == "certified" and not exact:
         notes.append("some entries did not reconstruct to a unique rational; W, v are balls")
     out_params = public_params(params, exact, arith, affine)
+    model = learned_single_head(out_params, exact, affine)
     # Built on request: serialising every answer costs seconds at d = 512.
     certificate = functools.partial(
         _certificate_data,
@@ -407,34 +282,74 @@ def learn_single_head(
         answers,
         out_params,
         exact,
-        ver_log,
+        checked,
         seed,
-        learning,
-        verification,
-        by_phase,
+        counts,
         bound,
+        assumptions,
     )
-    return Recovery(
+    return SingleHeadRecovery.from_run(
+        counts,
         theorem=THEOREM,
         parameters=out_params,
+        learned_model=model,
         arithmetic=arith.name,
         precision=arith.precision,
         exact=exact,
-        verified=True,
-        queries=learning,
-        verification_queries=verification,
-        queries_by_phase=by_phase,
         bound=bound,
         parameter_count=bound,
         seed=seed,
-        tokens_sent=oracle.tokens_sent - tokens_before,
-        max_length=oracle.max_length,
-        rounds=2 + (1 if by_phase.get("rescale") else 0),
-        enclosures=enclosures,
-        verification_error=ver_err,
+        rounds=2 + (1 if counts.by_phase.get("rescale") else 0),
+        verification=checked,
+        enclosures=None if enclosures is None else enclosures_from_balls(enclosures),
+        assumptions=assumptions,
         notes=notes,
         certificate_data=certificate,
     )
+
+
+#: A float box that declares this relative precision or worse (e.g. float32 modules) gets a
+#: second round of W probes at better-conditioned scales.
+LOW_PRECISION_RTOL = 1e-5
+#: The score t * u_k^T (W e_j + c) a refined probe aims at: it maximises s^2 sigmoid'(s),
+#: so an answer's error moves the decoded entry least (the error scales as
+#: 1 / (t^2 sigmoid'(t m)) for the entry m).
+REFINE_TARGET = 2.4
+#: Refined scales are powers of two up to this (probes stay exact dyadic rationals).
+REFINE_MAX_SCALE = 2**10
+
+
+def _refine_low_precision(
+    oracle: Oracle, arith: Arithmetic, design: SingleHeadDesign, answers: dict[str, Any]
+) -> None:
+    """Re-ask each W probe at t = 2^n with |t m| near :data:`REFINE_TARGET`, where that is
+    at least 4x larger than its first scale (phase "refine", counted in ``queries``).
+
+    A float32 box answers to ~1e-7; the logit amplifies that by 1 / (t^2 sigmoid'(t m)),
+    which for a small entry m at t = 1 is ~4 / t^2 m^2 times worse than at the target.
+    """
+    _, Y, _ = _probe_ratios(arith, design, answers)
+    L, bad = logits(arith, Y)
+    if bad:
+        return  # decoding will name the bad probe
+    todo = []
+    for k in range(design.d):
+        for j in range(design.d):
+            t = design.scales[k][j]
+            m = abs(float(L[k, j]) / float(t))
+            want = REFINE_MAX_SCALE if m == 0 else REFINE_TARGET / m
+            n = int(np.floor(np.log2(min(want, REFINE_MAX_SCALE))))
+            if n >= 2 and Fraction(2) ** n >= 4 * t:
+                todo.append((k, j, Fraction(2) ** n))
+    if not todo:
+        return
+    for k, j, t_new in todo:
+        design.set_scale(k, j, t_new)
+    with oracle.phase("refine"):
+        new = oracle.query_many([design.w_query(j, k) for k, j, _ in todo])
+    for (k, j, _), a in zip(todo, new, strict=True):
+        answers["W"][k][j] = a
+    _rescale_saturated(oracle, arith, design, answers)
 
 
 def _rescale_saturated(
@@ -448,17 +363,22 @@ def _rescale_saturated(
     """
     for _ in range(MAX_RESCALES):
         _, Y, Y0 = _probe_ratios(arith, design, answers)
-        todo = saturated(arith, Y, np.array(design.scales, dtype=object))
-        todo0 = (
-            saturated(arith, Y0, np.array(design.c_scales, dtype=object)) if Y0 is not None else []
+        # Float saturation reads y alone; certified mode also needs each probe's scale.
+        scales = None if arith.name == "float" else np.array(design.scales, dtype=object)
+        c_scales = (
+            None
+            if arith.name == "float" or design.c_scales is None
+            else np.array(design.c_scales, dtype=object)
         )
+        todo = saturated(arith, Y, scales)
+        todo0 = saturated(arith, Y0, c_scales) if Y0 is not None else []
         if not todo and not todo0:
             return
         for k, j in todo:
-            design.scales[k][j] *= RESCALE_FACTOR
+            design.set_scale(k, j, design.scales[k][j] * RESCALE_FACTOR)
         for (k,) in todo0:
             assert design.c_scales is not None
-            design.c_scales[k] *= RESCALE_FACTOR
+            design.set_c_scale(k, design.c_scales[k] * RESCALE_FACTOR)
         with oracle.phase("rescale"):
             new = oracle.query_many(
                 [design.w_query(j, k) for k, j in todo] + [design.c_query(k) for (k,) in todo0]
@@ -467,11 +387,6 @@ def _rescale_saturated(
             answers["W"][k][j] = a
         for (k,), a in zip(todo0, new[len(todo) :], strict=True):
             answers["c"][k] = a
-
-
-# ---------------------------------------------------------------------------------------
-# Verification on fresh queries.
-# ---------------------------------------------------------------------------------------
 
 
 # ---------------------------------------------------------------------------------------
@@ -485,21 +400,20 @@ def _certificate_data(
     answers: dict[str, Any],
     params: dict[str, Any],
     exact: bool,
-    ver_log: list[tuple[np.ndarray, Any]],
+    checked: Verification | None,
     seed: int,
-    learning: int,
-    verification: int,
-    by_phase: dict[str, int],
+    counts: QueryCounts,
     bound: int,
+    assumptions: list[str],
 ) -> dict[str, Any]:
     """Everything needed to re-check the recovery without the oracle, as exact JSON.
 
-    The design (U and every probe scale) is stored as exact rationals; every answer,
-    parameter and verification answer with :func:`verified_attn.serialize.dump_number`
-    (rationals "p/q", floats bit-exact hex, balls as exact dyadic midpoint and radius).
-    Shapes are normalised whatever the arithmetic: ``W`` is a d x d nested list, ``v`` and
-    ``c`` flat lists of length d, ``beta`` one number. The checker is
-    :mod:`verified_attn.exact_recovery.certificate`.
+    The design (U and every probe scale) is stored as exact rationals; every answer and
+    parameter with :func:`verified_attn.serialize.dump_number` (rationals "p/q", floats
+    bit-exact hex, balls as exact dyadic midpoint and radius). Shapes are normalised
+    whatever the arithmetic: ``W`` is a d x d nested list, ``v`` and ``c`` flat lists of
+    length d, ``beta`` one number. The checker is
+    :mod:`verified_attn.certificates.single_head`.
 
     Certified balls that did not reconstruct are stored widened just enough to contain the
     balls a checker re-decodes from the *stored* answers: flint rounds a reloaded radius up
@@ -544,42 +458,38 @@ def _certificate_data(
             return [[dump_number(x) for x in row] for row in arr.reshape(design.d, design.d)]
         return [dump_number(x) for x in arr.reshape(-1)]  # v, c: columns become flat lists
 
-    return {
-        "format": "verified-attn-certificate/1",
-        "theorem": THEOREM,
-        "d": design.d,
-        "affine": design.affine,
-        "arithmetic": arith.name,
-        "precision": arith.precision,
-        "seed": seed,
-        "design": {
-            "U": [[dump_rational(q) for q in row] for row in design.U],
-            "scales": [[dump_rational(q) for q in row] for row in design.scales],
-            "c_scales": None
-            if design.c_scales is None
-            else [dump_rational(q) for q in design.c_scales],
-        },
-        "answers": {
-            "beta": dump_number(answers["beta"]) if design.affine else None,
-            "v": [dump_number(a) for a in answers["v"]],
-            "W": [[dump_number(a) for a in row] for row in answers["W"]],
-            "c": [dump_number(a) for a in answers["c"]] if design.affine else None,
-        },
-        "result": {
-            "exact": exact,
-            "parameters": {k: dump_param(k, p) for k, p in params.items()},
-        },
-        "verification": [
-            {
-                "sequence": [[dump_rational(Fraction(float(x))) for x in row] for row in X],
-                "answer": dump_number(a),
-            }
-            for X, a in ver_log
-        ],
-        "queries": {
-            "learning": learning,
-            "verification": verification,
-            "by_phase": dict(by_phase),
-            "bound": bound,
-        },
-    }
+    data = certificate_base(
+        kind="single-head",
+        theorem=THEOREM,
+        d=design.d,
+        arith=arith,
+        seed=seed,
+        counts=counts,
+        bound=bound,
+        verification=checked,
+        assumptions=assumptions,
+        bias=float(params["beta"]) if design.affine and arith.name == "float" else None,
+    )
+    data.update(
+        {
+            "affine": design.affine,
+            "design": {
+                "U": [[dump_rational(q) for q in row] for row in design.U],
+                "scales": [[dump_rational(q) for q in row] for row in design.scales],
+                "c_scales": None
+                if design.c_scales is None
+                else [dump_rational(q) for q in design.c_scales],
+            },
+            "answers": {
+                "beta": dump_number(answers["beta"]) if design.affine else None,
+                "v": [dump_number(a) for a in answers["v"]],
+                "W": [[dump_number(a) for a in row] for row in answers["W"]],
+                "c": [dump_number(a) for a in answers["c"]] if design.affine else None,
+            },
+            "result": {
+                "exact": exact,
+                "parameters": {k: dump_param(k, p) for k, p in params.items()},
+            },
+        }
+    )
+    return data

@@ -1,33 +1,74 @@
 """Theorem 5.1: learn a low-rank head, by exact skeleton (ours) or nuclear norm (paper).
 
 >>> import sympy
->>> from verified_attn.low_rank import learn_low_rank
->>> from verified_attn import Oracle, SingleHeadAttention
+>>> import verified_attn as va
 >>> W = [[2, 4, 0], [1, 2, 0], [-1, -2, 0]]                # rank 1
->>> rec = learn_low_rank(Oracle(SingleHeadAttention(W, [1, 0, 1]), "exact"))
->>> rec.W == sympy.Matrix(W), rec.exact                    # rank found and certified
-(True, True)
->>> rec.queries, rec.bound, rec.queries_by_phase
-(9, 9, {'v': 3, 'rank': 2, 'C': 2, 'R': 2, 'verify': 8})
+>>> rec = va.learn_low_rank(va.Oracle(va.SingleHeadAttention(W, [1, 0, 1]), "exact"))
+>>> rec.W == sympy.Matrix(W), rec.exact, rec.rank, rec.verified  # rank found and certified
+(True, True, 1, True)
+>>> rec.queries, rec.bound, rec.verification_queries, rec.queries_by_phase
+(9, 9, 8, {'v': 3, 'rank': 2, 'C': 2, 'R': 2, 'verify': 8})
+>>> rec = va.learn_low_rank(va.Oracle(va.SingleHeadAttention(W, [1, 0, 1]), "exact"), rank=1)
+>>> rec.queries, rec.bound, rec.verification_queries, rec.verification_phases
+(8, 8, 9, ('rank', 'verify'))
+>>> va.verify_certificate(rec.certificate()).ok
+True
 
-``method="skeleton"``: exact recovery from ``d + 2dr - r^2 + [r < d]`` learning queries
-(:func:`~verified_attn.low_rank.skeleton.skeleton_query_bound`), rank given or found.
+``method="skeleton"``: exact recovery from exactly ``d + 2dr - r^2`` learning queries with
+the rank given (the rank test is then verification), ``d + 2dr - r^2 + [r < d]`` with the
+rank found (:func:`~verified_attn.low_rank.skeleton.skeleton_query_bound`).
 ``method="nuclear"``: the paper's rank-one projections + nuclear-norm minimisation
 (:mod:`verified_attn.low_rank.nuclear`); as exact as the convex solver, so float only.
+
+Both return a :class:`~verified_attn.recovery.LowRankRecovery`: parameters ``W`` (d x d)
+and ``v`` (d x 1), ``rank`` (the rank of the learned W), ``rank_given``, ``method``;
+``rec.model`` is a :class:`~verified_attn.models.SingleHeadAttention`; ``rec.certificate()``
+is checked by :mod:`verified_attn.certificates.low_rank`.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from typing import Any
 
+import flint
 import numpy as np
 
-from verified_attn.errors import InvalidArgument
-from verified_attn.low_rank.probes import Prober
-from verified_attn.low_rank.skeleton import skeleton_query_bound, skeleton_recover
-from verified_attn.oracle import Oracle
-from verified_attn.probing import candidate_model, finalize, public_params, verify_on_fresh_queries
-from verified_attn.recovery import Recovery, split_counts
+from verified_attn.arithmetic import Arithmetic
+from verified_attn.certificates.writer import certificate_base
+from verified_attn.errors import InvalidArgument, PrecisionExhausted
+from verified_attn.low_rank.probes import Prober, dump_probes, exact_floats
+from verified_attn.low_rank.skeleton import SkeletonResult, skeleton_query_bound, skeleton_recover
+from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.probing import (
+    ball_predictor,
+    candidate_model,
+    finalize,
+    learned_single_head,
+    public_params,
+    reconstruction_assumptions,
+)
+from verified_attn.recovery import LowRankRecovery, enclosures_from_balls
+from verified_attn.serialize import dump_number, dump_rational
+from verified_attn.validation import (
+    check_choice,
+    check_denominator_bound,
+    check_int,
+    check_lengths,
+    check_oracle,
+    check_real,
+    check_seed,
+    check_verify,
+)
+from verified_attn.verification import (
+    DEFAULT_LENGTHS,
+    DEFAULT_VERIFY,
+    Verification,
+    check_record,
+    verify_candidate,
+    verify_model,
+)
 
 __all__ = ["learn_low_rank", "parameter_count"]
 
@@ -44,130 +85,275 @@ def parameter_count(d: int, rank: int) -> int:
     return 2 * d * rank - rank * rank + d
 
 
-def _check_args(oracle: Any, rank: Any, method: Any, verify: Any, seed: Any) -> None:
-    if not isinstance(oracle, Oracle):
-        raise InvalidArgument(f"oracle must be a verified_attn.Oracle, got {type(oracle).__name__}")
-    if oracle.model_class == "single-head-affine":
-        raise InvalidArgument(
-            "oracle declares the affine model class; learn_low_rank handles the paper's "
-            "model (no c, beta) only"
-        )
-    if method not in METHODS:
-        raise InvalidArgument(f"method must be 'skeleton' or 'nuclear', got {method!r}")
-    if rank is not None:
-        if isinstance(rank, bool) or not isinstance(rank, int | np.integer):
-            raise InvalidArgument(
-                f"rank must be an int in 1..d = {oracle.d} or None, got {type(rank).__name__} "
-                f"{rank!r}"
-            )
-        if not 1 <= int(rank) <= oracle.d:
-            raise InvalidArgument(f"rank must be in 1..d = {oracle.d}, got {rank}")
-    if isinstance(verify, bool) or not isinstance(verify, int) or verify < 0:
-        raise InvalidArgument(f"verify must be an int >= 0, got {verify!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise InvalidArgument(f"seed must be an int, got {seed!r}")
-
-
 def learn_low_rank(
     oracle: Oracle,
+    *,
     rank: int | None = None,
     method: str = "skeleton",
-    *,
-    verify: int = 8,
+    verify: int = DEFAULT_VERIFY,
     seed: int = 0,
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
     denominator_bound: int | None = None,
     rank_tol: float = 1e-8,
     measurements: int | None = None,
     tol: float = 1e-9,
     max_iter: int = 5000,
-) -> Recovery:
+) -> LowRankRecovery:
     """Recover (W, v) of a head whose W has rank <= ``rank`` (found if None).
 
     Skeleton (default): exact in exact/certified mode (rational W, v come back ``==``);
     raises :class:`~verified_attn.errors.ModelClassMismatch` with the evidence if the
     oracle's W has rank above ``rank``. ``rank_tol`` is the float-mode zero threshold of
     the rank test (relative to the measurement scale). ``denominator_bound``: as in
-    :func:`~verified_attn.learn_single_head`.
+    :func:`~verified_attn.learn_single_head` (the result records the assumption).
 
     Nuclear: ``measurements`` (m) rank-one probes, default ``ceil(4 * r * 2d)`` capped at
     d^2; ``tol`` and ``max_iter`` are the ADMM stopping rule
     (:func:`~verified_attn.low_rank.nuclear.nuclear_norm_admm`).
+
+    ``verify`` fresh sequences of the given ``lengths`` (in turn) are checked against the
+    result (0: not verified, and the result says so; with the rank given, the one rank
+    test still guards the class and is counted as verification). Every argument is checked before any
+    query: a bad one raises :class:`~verified_attn.errors.InvalidArgument`.
     """
-    _check_args(oracle, rank, method, verify, seed)
-    rank = None if rank is None else int(rank)
+    check_oracle(oracle)
+    if oracle.model_class == "single-head-affine":
+        raise InvalidArgument(
+            "oracle declares the affine model class; learn_low_rank handles the paper's "
+            "model (no c, beta) only"
+        )
+    d = oracle.d
+    method = check_choice(method, "method", METHODS)
+    rank = check_int(rank, "rank", low=1, high=d, allow_none=True)
+    verify = check_verify(verify)
+    seed = check_seed(seed)
+    lengths = check_lengths(lengths)
     if method == "nuclear":
         from verified_attn.low_rank.nuclear import learn_nuclear
 
+        if denominator_bound is not None:
+            raise InvalidArgument("denominator_bound applies to method='skeleton' only")
         return learn_nuclear(
             oracle,
             rank,
-            measurements=measurements,
+            measurements=check_int(measurements, "measurements", low=1, allow_none=True),
             verify=verify,
             seed=seed,
-            tol=tol,
-            max_iter=max_iter,
+            lengths=lengths,
+            tol=check_real(tol, "tol", low=0, high=1, low_open=True, high_open=True),
+            max_iter=check_int(max_iter, "max_iter", low=1),
         )
     if measurements is not None:
         raise InvalidArgument("measurements applies to method='nuclear' only")
-    if not (isinstance(rank_tol, float) and 0 < rank_tol < 1):
-        raise InvalidArgument(f"rank_tol must be a float in (0, 1), got {rank_tol!r}")
-    if denominator_bound is not None and (
-        isinstance(denominator_bound, bool)
-        or not isinstance(denominator_bound, int)
-        or denominator_bound < 1
-    ):
-        raise InvalidArgument(f"denominator_bound must be an int >= 1, got {denominator_bound!r}")
-    d = oracle.d
+    rank_tol = float(check_real(rank_tol, "rank_tol", low=0, high=1, low_open=True, high_open=True))
+    denominator_bound = check_denominator_bound(denominator_bound)
     if rank is not None:
         oracle.require_remaining(
-            skeleton_query_bound(d, rank), verify, f"learn_low_rank (rank {rank})"
+            skeleton_query_bound(d, rank, rank_given=True),
+            verify + (1 if rank < d else 0),
+            f"learn_low_rank (rank {rank})",
         )
     arith = oracle.arithmetic
-    before = oracle.queries_by_phase
-    tokens_before = oracle.tokens_sent
-    prober = Prober.start(oracle)
-    with arith.context():
+    with oracle.run() as run, arith.context():
+        prober = Prober.start(oracle)
         result = skeleton_recover(prober, rank, seed=seed, rank_tol=rank_tol)
         params = {"W": result.W, "v": result.v}
         exact, enclosures, params = finalize(arith, params, denominator_bound)
         candidate = candidate_model(params, exact, False)
-        with oracle.phase("verify"):
-            _, ver_err = verify_on_fresh_queries(
-                oracle, arith, candidate, params, exact, verify, seed + 1
+        what = "the recovered low-rank head"
+        refuted = None
+        if exact and arith.name == "certified":
+            # Rationals reconstructed from balls: verified at a raised precision.
+            checked, refuted = verify_candidate(
+                oracle, candidate, count=verify, seed=seed, lengths=lengths, what=what
             )
-    by_phase = oracle.queries_since(before)
-    learning, verification = split_counts(by_phase)
-    notes = list(result.notes)
+            # With the rank given, its one test checks the user's class (rank <= r); the
+            # balls are certified under that hypothesis. Any other zero taken is ours.
+            own = [a for a in result.assumed_zero if rank is None or f"rank-{rank} " not in a]
+            if refuted is not None:
+                if own:
+                    raise PrecisionExhausted(
+                        f"the rank {result.rank} was decided on a ball containing 0 "
+                        f"({own[0]}) at {arith.precision} bits, and {refuted}"
+                        ": W has a larger rank or entries not rationals with small "
+                        "denominators; raise the oracle's precision"
+                    )
+                assert enclosures is not None and checked is not None
+                exact, params = False, enclosures
+                checked = check_record(checked, ball_predictor(params), what=what)
+        else:
+            checked = (
+                verify_model(
+                    oracle,
+                    candidate if candidate is not None else ball_predictor(params),
+                    count=verify,
+                    seed=seed,
+                    lengths=lengths,
+                    what=what,
+                )
+                if verify
+                else None
+            )
+    counts = run.counts
     r = result.rank
+    notes = list(result.notes)
+    if refuted is not None:
+        notes.append(refuted + "; the result is the certified balls, not exact")
     notes.append(
-        f"rank {r} ({'found and certified' if rank is None else 'given'}); pivots {result.pivots}"
+        f"rank {r} ({'found and certified' if rank is None else f'given {rank}'}); "
+        f"pivots {result.pivots}"
+        + ("; the rank test is a verification phase" if rank is not None and r < d else "")
     )
-    if by_phase.get("rescale"):
+    rescales = sum(n for k, n in counts.by_phase.items() if k.endswith("rescale"))
+    if rescales:
         notes.append(
-            f"{by_phase['rescale']} probes saturated the softmax and were re-asked at a smaller "
-            "scale; these extra queries are counted in 'queries'"
+            f"{rescales} probes saturated the softmax and were re-asked at a smaller scale "
+            "(phases 'rescale', 'rank-rescale'), counted with their phase's kind"
         )
-    bound = skeleton_query_bound(d, r if rank is None else rank)
-    return Recovery(
+    if arith.name == "certified" and not exact:
+        notes.append("some entries did not reconstruct to a unique rational; W, v are balls")
+    bound = (
+        skeleton_query_bound(d, r) if rank is None else skeleton_query_bound(d, rank, rank_given=True)
+    )
+    assumptions = reconstruction_assumptions(arith, exact, denominator_bound)
+    if result.assumed_zero:
+        assumptions.append(
+            f"rank W {'=' if rank is None else '<='} {r}: "
+            + ("decided" if rank is None else "checked")
+            + f" on {len(result.assumed_zero)} ball(s) at {arith.precision} bits taken as 0, "
+            "which contain 0 but do not prove it ("
+            + "; ".join(result.assumed_zero)
+            + "); a W whose extra rank shows only below the balls' radius would be missed "
+            "(the verification at a raised precision narrows this)"
+        )
+    out_params = public_params(params, exact, arith, False)
+    certificate = functools.partial(
+        _skeleton_certificate,
+        arith,
+        prober,
+        result,
+        out_params,
+        exact,
+        checked,
+        seed,
+        counts,
+        bound,
+        assumptions,
+        rank,
+        rank_tol,
+    )
+    return LowRankRecovery.from_run(
+        counts,
         theorem=THEOREM,
-        parameters=public_params(params, exact, arith, False),
+        parameters=out_params,
+        learned_model=learned_single_head(out_params, exact, False),
         arithmetic=arith.name,
         precision=arith.precision,
         exact=exact,
-        verified=True,
-        queries=learning,
-        verification_queries=verification,
-        queries_by_phase=by_phase,
         bound=bound,
         parameter_count=parameter_count(d, r),
         seed=seed,
-        tokens_sent=oracle.tokens_sent - tokens_before,
-        max_length=oracle.max_length,
         # v, each rank test, each column and row (and a wasted column); rescales excluded
         rounds=1 + len(result.tests) + 2 * r + (1 if result.notes else 0),
-        enclosures=enclosures,
-        verification_error=ver_err,
+        verification=checked,
+        enclosures=None if enclosures is None else enclosures_from_balls(enclosures),
+        assumptions=assumptions,
         notes=notes,
-        # No certificate yet: verify_certificate checks thm-4.1 runs only.
-        certificate_data=None,
+        certificate_data=certificate,
+        rank=r,
+        rank_given=rank,
+        method="skeleton",
     )
+
+
+# ---------------------------------------------------------------------------------------
+# Certificate data (checked by verified_attn.certificates.low_rank).
+# ---------------------------------------------------------------------------------------
+
+
+def _dump_params(params: dict[str, Any], d: int) -> dict[str, Any]:
+    out = {}
+    for name, val in params.items():
+        if hasattr(val, "tolist") and not isinstance(val, np.ndarray):
+            val = val.tolist()  # SymPy matrix
+        arr = np.asarray(val, dtype=object)
+        if name == "W":
+            out[name] = [[dump_number(x) for x in row] for row in arr.reshape(d, d)]
+        else:
+            out[name] = [dump_number(x) for x in arr.reshape(-1)]
+    return out
+
+
+def _skeleton_certificate(
+    arith: Arithmetic,
+    prober: Prober,
+    result: SkeletonResult,
+    params: dict[str, Any],
+    exact: bool,
+    checked: Verification | None,
+    seed: int,
+    counts: QueryCounts,
+    bound: int,
+    assumptions: list[str],
+    rank_given: int | None,
+    rank_tol: float,
+) -> dict[str, Any]:
+    """The skeleton's certificate: design, every probe and its answer, the result.
+
+    The checker re-solves the cross from the recorded probes with its own linear algebra.
+    Certified balls that did not reconstruct are stored as the union of the learner's
+    ball and the checker's re-solved one (both contain the truth), so that the checker can
+    demand containment exactly.
+    """
+    d = prober.oracle.d
+    data = certificate_base(
+        kind="low-rank",
+        theorem=THEOREM,
+        d=d,
+        arith=arith,
+        seed=seed,
+        counts=counts,
+        bound=bound,
+        verification=checked,
+        assumptions=assumptions,
+    )
+    data.update(
+        {
+            "method": "skeleton",
+            "rank": result.rank,
+            "rank_given": rank_given,
+            "rank_tol": rank_tol if arith.name == "float" else None,
+            "design": {
+                "U": [[dump_rational(q) for q in row] for row in result.U],
+                "basis": [exact_floats(b) for b in result.basis],
+                "pivots": list(result.pivots),
+                "next_b": None if result.next_b is None else exact_floats(result.next_b),
+            },
+            "answers": {
+                "v": [dump_number(a) for a in prober.v_answers],
+                "probes": dump_probes(prober.log),
+            },
+            "result": {"exact": exact, "parameters": _dump_params(params, d)},
+        }
+    )
+    if arith.name == "certified" and not exact:
+        from verified_attn.certificates.low_rank import redecode
+
+        with arith.context():
+            again = redecode(data)
+            widened = {
+                name: np.array(
+                    [
+                        flint.arb(x).union(y)
+                        for x, y in zip(
+                            np.asarray(params[name], dtype=object).reshape(-1),
+                            np.asarray(again[name], dtype=object).reshape(-1),
+                            strict=True,
+                        )
+                    ],
+                    dtype=object,
+                )
+                for name in ("W", "v")
+            }
+            data["result"]["parameters"] = _dump_params(widened, d)
+    return data

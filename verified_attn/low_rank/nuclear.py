@@ -11,7 +11,7 @@
 (True, True)
 
 Measurements: the query [a_k + b_k; b_k] gives ``t_k = logit((f - b_k^T v)/(a_k^T v))
-= a_k^T W b_k = <a_k b_k^T, W>`` (THEORY §4). Recovery: ``min ||X||_* s.t.
+= a_k^T W b_k = <a_k b_k^T, W>`` (docs/theory.md, Theorem 5.1). Recovery: ``min ||X||_* s.t.
 <a_k b_k^T, X> = t_k`` (Cai & Zhang 2015: m >= C r (2d) suffices w.h.p.; the benchmark
 measures C).
 
@@ -26,18 +26,29 @@ matrix is Z, which satisfies the measurements exactly up to rounding.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from verified_attn.certificates.writer import certificate_base
 from verified_attn.errors import InvalidArgument, ModelClassMismatch, NotIdentifiable
-from verified_attn.low_rank.probes import Prober
-from verified_attn.oracle import Oracle
-from verified_attn.probing import candidate_model, verify_on_fresh_queries
-from verified_attn.recovery import Recovery, split_counts
+from verified_attn.low_rank.probes import Prober, dump_probes
+from verified_attn.models import SingleHeadAttention
+from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.recovery import LowRankRecovery
+from verified_attn.serialize import dump_number
+from verified_attn.verification import Verification, verify_model
 
-__all__ = ["DEFAULT_OVERSAMPLING", "learn_nuclear", "nuclear_norm_admm", "rop_probes"]
+__all__ = [
+    "DEFAULT_OVERSAMPLING",
+    "learn_nuclear",
+    "measurement_residual",
+    "nuclear_norm_admm",
+    "rop_probes",
+]
 
 THEOREM = "thm-5.1"
 DEFAULT_OVERSAMPLING = 4.0  # m = ceil(C * r * 2d): the largest 95% point measured (d = 64, r = 1)
@@ -135,6 +146,20 @@ def _polish(a: np.ndarray, b: np.ndarray, t: np.ndarray, X: np.ndarray, r: int) 
     return L @ R.T
 
 
+def measurement_residual(a: np.ndarray, b: np.ndarray, t: np.ndarray, W: np.ndarray) -> float:
+    """||A(W) - t|| / ||t||: how well W fits the rank-one measurements (0 if t = 0 and W fits).
+
+    >>> a, b = rop_probes(3, 4, seed=0)
+    >>> W = np.eye(3)
+    >>> measurement_residual(a, b, np.einsum("ki,ij,kj->k", a, W, b), W)
+    0.0
+    """
+    fit = np.einsum("ki,ij,kj->k", a, W, b)
+    scale = float(np.linalg.norm(t))
+    gap = float(np.linalg.norm(fit - t))
+    return gap / scale if scale else gap
+
+
 def learn_nuclear(
     oracle: Oracle,
     rank: int | None,
@@ -142,10 +167,14 @@ def learn_nuclear(
     measurements: int | None,
     verify: int,
     seed: int,
+    lengths: Sequence[int],
     tol: float,
     max_iter: int,
-) -> Recovery:
-    """``learn_low_rank(..., method="nuclear")``: float oracles only (the solver is float)."""
+) -> LowRankRecovery:
+    """``learn_low_rank(..., method="nuclear")``: float oracles only (the solver is float).
+
+    Arguments arrive validated by :func:`~verified_attn.low_rank.learn_low_rank`.
+    """
     d = oracle.d
     if oracle.arithmetic.name != "float":
         raise InvalidArgument(
@@ -156,66 +185,138 @@ def learn_nuclear(
         if rank is None:
             raise InvalidArgument("method='nuclear' needs rank= or measurements=")
         measurements = min(d * d, math.ceil(DEFAULT_OVERSAMPLING * rank * 2 * d))
-    if isinstance(measurements, bool) or not isinstance(measurements, int):
-        raise InvalidArgument(f"measurements must be an int, got {measurements!r}")
-    if not 1 <= measurements <= d * d:
+    if measurements > d * d:
         raise InvalidArgument(f"measurements must be in 1..d^2 = {d * d}, got {measurements}")
-    if not (isinstance(tol, float) and 0 < tol < 1):
-        raise InvalidArgument(f"tol must be a float in (0, 1), got {tol!r}")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
-        raise InvalidArgument(f"max_iter must be an int >= 1, got {max_iter!r}")
-    before = oracle.queries_by_phase
-    tokens_before = oracle.tokens_sent
-    prober = Prober.start(oracle)
-    v = prober.v
-    a, b = rop_probes(d, measurements, seed=seed)
-    # The probe divides by a_k^T v: flip nothing, but redraw a_k (seeded) where it is tiny.
-    vnorm = float(np.linalg.norm(v))
-    rng = np.random.default_rng(seed + 7919)
-    for k in range(measurements):
-        while abs(a[k] @ v) < vnorm / 16:
-            a[k] = np.round(rng.standard_normal(d) / _GRID) * _GRID
-    t = np.asarray(prober.measure(a, b, "rop"), dtype=np.float64)
-    X, info = nuclear_norm_admm(a, b, t, tol=tol, max_iter=max_iter)
-    notes = [
-        f"ADMM: {info['iterations']} iterations, converged={info['converged']} (tol {tol})",
-    ]
-    if rank is not None and measurements >= 2 * d * rank:
-        X = _polish(a, b, t, X, rank)
-        notes.append(f"polished by alternating least squares at rank {rank}")
-    params = {"W": X, "v": np.asarray(v, dtype=np.float64)}
-    candidate = candidate_model(params, False, False)
-    try:
-        with oracle.phase("verify"):
-            _, ver_err = verify_on_fresh_queries(
-                oracle, oracle.arithmetic, candidate, params, False, verify, seed + 1
+    bound = d + measurements
+    oracle.require_remaining(bound, verify, f"learn_low_rank (nuclear, m = {measurements})")
+    with oracle.run() as run:
+        prober = Prober.start(oracle)
+        v = prober.v
+        a, b = rop_probes(d, measurements, seed=seed)
+        # The probe divides by a_k^T v: redraw a_k (seeded) where it is tiny.
+        vnorm = float(np.linalg.norm(v))
+        rng = np.random.default_rng(seed + 7919)
+        for k in range(measurements):
+            while abs(a[k] @ v) < vnorm / 16:
+                a[k] = np.round(rng.standard_normal(d) / _GRID) * _GRID
+        t = np.asarray(prober.measure(a, b, "rop"), dtype=np.float64)
+        X, info = nuclear_norm_admm(a, b, t, tol=tol, max_iter=max_iter)
+        notes = [
+            f"ADMM: {info['iterations']} iterations, converged={info['converged']} (tol {tol})",
+        ]
+        if rank is not None and measurements >= 2 * d * rank:
+            X = _polish(a, b, t, X, rank)
+            notes.append(f"polished by alternating least squares at rank {rank}")
+        params = {"W": X, "v": np.asarray(v, dtype=np.float64)}
+        model = SingleHeadAttention(params["W"], params["v"])
+        try:
+            checked = (
+                verify_model(
+                    oracle,
+                    model,
+                    count=verify,
+                    seed=seed,
+                    lengths=lengths,
+                    what="the nuclear-norm solution",
+                )
+                if verify
+                else None
             )
-    except ModelClassMismatch as exc:
-        raise NotIdentifiable(
-            f"nuclear-norm recovery from m = {measurements} rank-one measurements does not "
-            f"reproduce the oracle on fresh queries ({exc}); m is too small for this W, or "
-            "rank W is larger than assumed: increase measurements or use method='skeleton'"
-        ) from exc
-    by_phase = oracle.queries_since(before)
-    learning, verification = split_counts(by_phase)
+        except ModelClassMismatch as exc:
+            raise NotIdentifiable(
+                f"nuclear-norm recovery from m = {measurements} rank-one measurements does "
+                f"not reproduce the oracle on fresh queries ({exc}); m is too small for this "
+                "W, or rank W is larger than assumed: increase measurements or use "
+                "method='skeleton'"
+            ) from exc
+    counts = run.counts
+    residual = measurement_residual(a, b, t, X)
+    notes.append(f"relative measurement residual ||A(W) - t|| / ||t|| = {residual:.3e}")
+    if counts.by_phase.get("rescale"):
+        notes.append(
+            f"{counts.by_phase['rescale']} probes saturated the softmax and were re-asked at a "
+            "smaller scale; these extra queries are counted in 'queries'"
+        )
     r = rank if rank is not None else int(np.linalg.matrix_rank(X, tol=1e-6 * np.abs(X).max()))
-    return Recovery(
+    certificate = functools.partial(
+        _certificate, prober, params, checked, seed, counts, bound, rank, measurements,
+        residual, info,
+    )
+    return LowRankRecovery.from_run(
+        counts,
         theorem=THEOREM,
-        parameters={"W": X, "v": params["v"]},
+        parameters=params,
+        learned_model=model,
         arithmetic="float",
         precision=None,
         exact=False,
-        verified=True,
-        queries=learning,
-        verification_queries=verification,
-        queries_by_phase=by_phase,
-        bound=d + measurements,
+        bound=bound,
         parameter_count=2 * d * r - r * r + d,
         seed=seed,
-        tokens_sent=oracle.tokens_sent - tokens_before,
-        max_length=oracle.max_length,
-        rounds=2,
-        verification_error=ver_err,
+        rounds=2 + (1 if counts.by_phase.get("rescale") else 0),
+        verification=checked,
         notes=notes,
-        certificate_data=None,
+        certificate_data=certificate,
+        rank=r,
+        rank_given=rank,
+        method="nuclear",
+        residual=residual,
     )
+
+
+def _certificate(
+    prober: Prober,
+    params: dict[str, Any],
+    checked: Verification | None,
+    seed: int,
+    counts: QueryCounts,
+    bound: int,
+    rank: int | None,
+    measurements: int,
+    residual: float,
+    info: dict[str, Any],
+) -> dict[str, Any]:
+    """The nuclear method's certificate: every probe and answer, the claimed W and residual.
+
+    The checker re-decodes the measurements t_k from the answers and recomputes the
+    residual of the claimed W (float), re-checks the verification answers and recomputes
+    their largest relative gap (the reported verification error).
+    """
+    d = prober.oracle.d
+    data = certificate_base(
+        kind="low-rank",
+        theorem=THEOREM,
+        d=d,
+        arith=prober.arith,
+        seed=seed,
+        counts=counts,
+        bound=bound,
+        verification=checked,
+    )
+    data.update(
+        {
+            "method": "nuclear",
+            "rank_given": rank,
+            "measurements": measurements,
+            "answers": {
+                "v": [dump_number(x) for x in prober.v_answers],
+                "probes": dump_probes(prober.log),
+            },
+            "result": {
+                "exact": False,
+                "parameters": {
+                    "W": [[dump_number(float(x)) for x in row] for row in params["W"]],
+                    "v": [dump_number(float(x)) for x in params["v"]],
+                },
+                "residual": dump_number(float(residual)),
+                "verification_error": None
+                if checked is None or checked.max_gap is None
+                else dump_number(float(checked.max_gap)),
+                "admm": {
+                    "iterations": int(info["iterations"]),
+                    "converged": bool(info["converged"]),
+                },
+            },
+        }
+    )
+    return data

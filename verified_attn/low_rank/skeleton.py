@@ -7,10 +7,13 @@
 >>> W = [[K[0][i] * Q[0][j] for j in range(4)] for i in range(4)]
 >>> oracle = va.Oracle(va.SingleHeadAttention(W, [1, 2, 0, -1]), "certified")
 >>> rec = learn_low_rank(oracle, rank=1)
->>> rec.W == va.SingleHeadAttention(W, [1, 2, 0, -1]).W, rec.queries, skeleton_query_bound(4, 1)
-(True, 12, 12)
+>>> rec.W == va.SingleHeadAttention(W, [1, 2, 0, -1]).W, rec.queries, rec.verification_queries
+(True, 11, 9)
+>>> skeleton_query_bound(4, 1, rank_given=True), skeleton_query_bound(4, 1)
+(11, 12)
 
-The algorithm (THEORY §4, "beyond the paper") as a nested cross approximation:
+The algorithm (the documentation's theory page, docs/theory.md, section 4: "beyond the
+paper") as a nested cross approximation:
 
 * ``Z = U^T W B`` with U the invertible Thm 4.1 design (every u_i^T v != 0) and B a basis
   whose first columns b_1, b_2, ... are generic dyadic vectors; the rest are unit vectors.
@@ -25,8 +28,10 @@ The algorithm (THEORY §4, "beyond the paper") as a nested cross approximation:
   exactly) and nonzero with probability one otherwise. With ``rank=None`` each failing
   test is reused as one entry of the next column, so the rank costs exactly one extra query.
 
-Query count (learning, without rescales): ``d + 2dr - r^2 + [r < d]`` for rank r, whether
-r is given or found.
+Query count (learning, without rescales): with the rank given, exactly ``d + 2dr - r^2``,
+the dimension of the set (the one rank test only checks the class, so it is declared a
+verification phase on the oracle); with the rank found, ``d + 2dr - r^2 + [r < d]`` (the
+test that passes decides the rank, so it is learning).
 """
 
 from __future__ import annotations
@@ -40,8 +45,8 @@ import numpy as np
 import sympy
 
 from verified_attn.arithmetic import Arithmetic
+from verified_attn.design import check_design, default_design
 from verified_attn.errors import ModelClassMismatch, NotIdentifiable, PrecisionExhausted
-from verified_attn.exact_recovery.learner import _check_design, _default_design
 from verified_attn.low_rank.probes import Prober, dot, rational_vector
 from verified_attn.probing import apply_exact, measured_array
 
@@ -51,16 +56,20 @@ _GENERIC_BITS = 12  # generic probe entries are j / 2^12, |j| <= 2^12: dyadic, i
 _EPS = float(np.finfo(np.float64).eps)
 
 
-def skeleton_query_bound(d: int, rank: int) -> int:
-    """Learning queries of the skeleton for a d x d W of rank r: d + 2dr - r^2 + [r < d].
+def skeleton_query_bound(d: int, rank: int, *, rank_given: bool = False) -> int:
+    """Learning queries of the skeleton for a d x d W of rank r.
 
-    d for v, 2dr - r^2 for the cross (the dimension of the rank-r set), and one rank test
-    unless r = d (a full-rank W has nothing left to test).
+    d for v and 2dr - r^2 for the cross (the dimension of the rank-r set); with the rank
+    to find, one rank test more unless r = d (a full-rank W has nothing left to test).
+    With the rank given, that test is verification, not learning.
 
     >>> skeleton_query_bound(5, 2), skeleton_query_bound(64, 4), skeleton_query_bound(3, 3)
     (22, 561, 12)
+    >>> skeleton_query_bound(5, 2, rank_given=True), skeleton_query_bound(64, 4, rank_given=True)
+    (21, 560)
     """
-    return d + 2 * d * rank - rank * rank + (1 if rank < d else 0)
+    cross = d + 2 * d * rank - rank * rank
+    return cross if rank_given else cross + (1 if rank < d else 0)
 
 
 @dataclass
@@ -71,9 +80,14 @@ class SkeletonResult:
     v: np.ndarray
     rank: int
     pivots: list[int]
-    basis: list[list[float]]  # b_1..b_{k(+1)}: the generic columns used
+    basis: list[list[float]]  # b_1..b_k: the generic columns of the cross
+    U: list[list[Fraction]]  # the Thm 4.1 design whose columns u_i probe the rows
+    next_b: list[float] | None = None  # b_{k+1}: the column that showed rank W = k
     tests: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Certified mode: the zero decisions taken on balls that contain 0 without being 0
+    #: (what the rank rests on; empty when every decision was a proof).
+    assumed_zero: list[str] = field(default_factory=list)
 
 
 def _draw_generic(rng: np.random.Generator, d: int) -> np.ndarray:
@@ -133,18 +147,22 @@ class _Decider:
     """Zero / nonzero decisions for measured numbers, per arithmetic.
 
     exact: decided exactly. certified: nonzero only if the ball excludes 0 (a proof);
-    a ball containing 0 counts as zero (consistent with 0; the fresh-query verification
-    then checks the result). float: |x| <= rank_tol * scale counts as zero.
+    a ball containing 0 counts as zero only as an assumption, recorded in ``assumed``
+    (the learner states it and verifies at a raised precision). float:
+    |x| <= rank_tol * scale counts as zero.
     """
 
     def __init__(self, arith: Arithmetic, rank_tol: float) -> None:
         self.arith = arith
         self.rank_tol = rank_tol
+        self.assumed: list[str] = []
 
-    def nonzero(self, x: Any, scale: float) -> bool:
+    def nonzero(self, x: Any, scale: float, what: str = "a residual") -> bool:
         if self.arith.name == "float":
             return abs(float(x)) > self.rank_tol * scale
         s = self.arith.sign(x)
+        if s is None:
+            self.assumed.append(f"{what} {x} (a ball containing 0) is 0")
         return s not in (0, None)
 
 
@@ -164,12 +182,11 @@ def skeleton_recover(
     rng = np.random.default_rng(seed)
     decide = _Decider(arith, rank_tol)
 
-    design = _default_design(arith, v, d, False)
-    _check_design(arith, design, v)
-    U = np.array([[float(q) for q in row] for row in design.U])  # columns u_i (0/1 entries)
-    U_flint = design.U_flint
-    inv_t = U_flint.transpose().inv()  # U^{-T}, exact
-    u_inv = U_flint.inv()  # U^{-1}: g = U^{-1} u expresses u^T W b in the z coordinates
+    design = default_design(arith, v, d, False)
+    check_design(arith, design, v)
+    U = design.U_float  # columns u_i (0/1 entries, exact)
+    u_inv = design.U_inverse_flint()  # U^{-1}: g = U^{-1} u expresses u^T W b in z coordinates
+    inv_t = u_inv.transpose()  # U^{-T}, exact
     v_mag = max(arith.magnitude(x) for x in v)
 
     basis: list[np.ndarray] = []  # generic columns b_1..b_k
@@ -179,6 +196,7 @@ def skeleton_recover(
     tests: list[dict[str, Any]] = []
     notes: list[str] = []
     k = 0
+    b = None
     while k < d:
         b = _draw_basis_vector(rng, basis, d)
         b_ar = rational_vector(arith, b)
@@ -187,7 +205,9 @@ def skeleton_recover(
         reuse: tuple[Any, np.ndarray] | None = None
         if adaptive or k == rank:
             u = _draw_test_vector(rng, arith, v, v_mag, d)
-            t = prober.measure(u[None, :], b[None, :], "rank")[0]
+            # With the rank given, the test only checks the class (rank W <= r): it is
+            # verification. With the rank to find, its answer decides the rank: learning.
+            t = prober.measure(u[None, :], b[None, :], "rank", verification=not adaptive)[0]
             g = _exact_floats(u_inv * _fmpq_mat(u.reshape(d, 1)))
             pred = dot(arith, g, zhat)
             rho = t - pred
@@ -206,7 +226,7 @@ def skeleton_recover(
                 "residual": rho,
             }
             tests.append(test)
-            if not decide.nonzero(rho, scale):
+            if not decide.nonzero(rho, scale, f"the rank-{k} test's residual"):
                 test["passed"] = True
                 break
             test["passed"] = False
@@ -230,7 +250,7 @@ def skeleton_recover(
             max(arith.magnitude(x) for x in z),
             1e4 * _EPS * v_mag * (1 + d),
         )
-        if not decide.nonzero(e[s], col_scale):
+        if not decide.nonzero(e[s], col_scale, f"the largest residual of column b_{k + 1}"):
             if reuse is not None:
                 raise PrecisionExhausted(
                     "the rank test's residual is certainly nonzero but no entry of the new "
@@ -248,8 +268,20 @@ def skeleton_recover(
         Zc.append(z)
         R = _append_row(prober, arith, U, basis, Zc, R, s, d)
         k += 1
-    W = _assemble(arith, inv_t, Zc, S, R, d)
-    return SkeletonResult(W, v, k, S, [b.tolist() for b in basis], tests, notes)
+        b = None
+    W = _assemble(arith, inv_t, Zc, S, R, d, design)
+    return SkeletonResult(
+        W,
+        v,
+        k,
+        S,
+        [bj.tolist() for bj in basis],
+        [list(row) for row in design.U],
+        None if b is None else b.tolist(),
+        tests,
+        notes,
+        decide.assumed,
+    )
 
 
 def _exact_floats(m: flint.fmpq_mat) -> np.ndarray:
@@ -386,6 +418,7 @@ def _assemble(
     S: list[int],
     R: np.ndarray,
     d: int,
+    design: Any = None,
 ) -> np.ndarray:
     """W = C (U_S^T C)^{-1} (U_S^T W) with C = U^{-T} Z_C (and W = 0 at rank 0)."""
     if not Zc:
@@ -395,6 +428,7 @@ def _assemble(
             else np.zeros((d, d))
         )
     Zmat = np.array([[z[i] for z in Zc] for i in range(d)], dtype=Zc[0].dtype)
-    C = apply_exact(arith, inv_t, Zmat)
+    fast = design.solve_float(Zmat) if design is not None and arith.name == "float" else None
+    C = fast if fast is not None else apply_exact(arith, inv_t, Zmat)
     X = _solve(arith, Zmat[S, :], R)
     return _matmul(arith, C, X)

@@ -7,7 +7,12 @@ True
 Counterexamples with proofs (:mod:`.counterexamples`, :mod:`.symbolic`), canonical forms
 and an exact equivalence decision (:mod:`.canonical`), the Jacobian rank of the query map
 (:mod:`.identifiability`), and two learners: heads in known orthogonal subspaces
-(:mod:`.learner`) and canonical recovery without that assumption (:mod:`.canonical_learner`).
+(:mod:`.learner`) and canonical recovery without that assumption (:mod:`.canonical_learner`,
+which dispatches to :mod:`.canonical_certified` for exact/certified oracles and
+:mod:`.canonical_float` for float ones). Both return a
+:class:`~verified_attn.recovery.MultiHeadRecovery` whose ``certificate()`` is checked by
+:mod:`verified_attn.certificates.multi_head`; a :class:`CounterexamplePair`'s by
+:mod:`verified_attn.certificates.counterexample`.
 """
 
 from __future__ import annotations

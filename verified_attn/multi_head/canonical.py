@@ -9,7 +9,7 @@ Matrix([[4]])
 >>> bool(equivalent(m, MultiHeadAttention([([[2]], [4])])))
 True
 
-Canonical form (THEORY §7): merge heads with equal ``W_h`` (exactly equal), sum their
+Canonical form (docs/theory.md, Proposition 7.1): merge heads with equal ``W_h`` (exactly equal), sum their
 ``v_h``, drop heads whose summed v is 0, and order the heads by ``(W, v)`` read row-major
 as exact rationals. Affine heads (score bias ``c_h``) merge only when ``W_h`` and ``c_h``
 are both equal, and the output biases add up to one ``beta``. By Prop 7.1 equal canonical forms give equal maps (proved for the
@@ -46,7 +46,7 @@ Key = tuple[Fraction, ...]
 class CanonicalForm:
     """The canonical heads as exact keys ``(W row-major, v)``, sorted; compare with ``==``.
 
-    For an affine model (THEORY §2) ``biases`` holds each head's score bias ``c_h`` (in the
+    For an affine model (docs/theory.md, The models) ``biases`` holds each head's score bias ``c_h`` (in the
     order of ``keys``) and ``beta`` the total output bias; both are empty/zero otherwise,
     so an affine model with zero biases has the canonical form of the plain one.
     """

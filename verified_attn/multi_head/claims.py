@@ -8,9 +8,12 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
-from verified_attn.checks import Claim, ClaimResult
-from verified_attn.errors import ModelClassMismatch, QueryBudgetExceeded
+from verified_attn import soundness
+from verified_attn.certificates import verify_certificate
+from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult, SizeParams
+from verified_attn.errors import ModelClassMismatch, PrecisionExhausted, QueryBudgetExceeded
 from verified_attn.models import MultiHeadAttention, SingleHeadAttention
 from verified_attn.multi_head.canonical import canonical_form, equivalent
 from verified_attn.multi_head.canonical_learner import (
@@ -56,7 +59,7 @@ def _kind_check(kind: str, statement: str) -> Claim:
             )
         return _result(cid, statement, ok, "; ".join(rows))
 
-    return Claim(cid, REF, statement, check)
+    return Claim(cid, REF, statement, check, level=LEVEL_SYMBOLIC)
 
 
 def _linearity(seed: int) -> ClaimResult:
@@ -69,11 +72,34 @@ def _linearity(seed: int) -> ClaimResult:
     )
 
 
+def _is_canonical_of(
+    heads: list[tuple[object, object]], model: MultiHeadAttention, seed: int
+) -> bool:
+    """Checked without canonical_form: the heads compute the model's function (== at seeded
+    rational sequences of lengths 1..5), their W are pairwise distinct, every v is nonzero."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed + 12345)
+    form = MultiHeadAttention(list(heads))
+    for n in range(1, 6):
+        X = (rng.integers(-6, 7, (n, model.d)) / 4).tolist()
+        if form.evaluate(X, "exact") != model.evaluate(X, "exact"):
+            from verified_attn.arithmetic import exact_equal
+
+            if not exact_equal(form.evaluate(X, "exact"), model.evaluate(X, "exact")):
+                return False
+    Ws = [h[0] for h in heads]
+    distinct = all(Ws[i] != Ws[j] for i in range(len(Ws)) for j in range(i))
+    return distinct and all(any(x != 0 for x in h[1]) for h in heads)
+
+
 def _canonical(seed: int) -> ClaimResult:
     ok, rows = True, []
     for kind in ("permutation", "shared-score-split", "dead-head", "cancelling-values"):
         pair = counterexample("multi-head", d=2, heads=3, kind=kind, seed=seed)
         same = canonical_form(pair.first) == canonical_form(pair.second)
+        # Not canonical_form against itself only: the form computes the model's function.
+        same &= _is_canonical_of(canonical_form(pair.first).heads, pair.first, seed)
         yes = equivalent(pair.first, pair.second, seed=seed)
         no = equivalent(pair.first, perturb(pair.first), seed=seed)
         witness_ok = (
@@ -166,18 +192,23 @@ def _single_vs_multi(seed: int) -> ClaimResult:
     return _result("prop-7.1/single-head-canonical", SINGLE, ok, f"canonical heads: {c.H}")
 
 
-def _canonical_recovery(seed: int) -> ClaimResult:
+_CASES = (("certified", 3, 2), ("certified", 2, 3), ("exact", 2, 2), ("certified", 4, 2))
+
+
+def _canonical_recovery(seed: int, cases: tuple[tuple[str, int, int], ...] = _CASES) -> ClaimResult:
     ok, rows = True, []
     used = bound = 0
-    cases = (("certified", 3, 2), ("certified", 2, 3), ("exact", 2, 2), ("certified", 4, 2))
     for arith, d, H in cases:
         model = random_multi_head(d, H, seed + 7 * d + H)
-        rec = learn_multi_head(Oracle(model, arith), heads=H, seed=seed)
+        oracle = Oracle(model, arith, record=True)
+        rec = learn_multi_head(oracle, heads=H, seed=seed)
         used, bound = rec.queries, canonical_query_bound(d, H)
         good = (
-            rec.parameters["heads"] == canonical_form(model).heads
+            rec.heads == canonical_form(model).heads
+            and _is_canonical_of(rec.heads, model, seed)
             and used == bound <= follow_up_query_bound(d, H)
-            and rec.max_length == 2 * H + 1
+            and _longest_learning_query(oracle) == 2 * H + 1
+            and verify_certificate(rec.certificate()).ok
         )
         ok &= good
         rows.append(
@@ -215,6 +246,15 @@ def _canonical_recovery(seed: int) -> ClaimResult:
     rows.append(f"budget bound - 1 refused: {refused}")
     return _result(
         "prop-7.1/canonical-recovery", RECOVERY, ok, "; ".join(rows), queries=used, bound=bound
+    )
+
+
+def _longest_learning_query(oracle: Oracle) -> int:
+    """The longest query outside the verification phase (from the oracle's transcript)."""
+    return max(
+        e.sequence.nrows() if hasattr(e.sequence, "nrows") else len(e.sequence)
+        for e in oracle.transcript
+        if e.phase != "verify"
     )
 
 
@@ -309,6 +349,81 @@ ORTHOGONAL = (
 )
 SINGLE = "A single head is its own canonical form (no ambiguity at H = 1 with v != 0)."
 
+
+def _canonical_recovery_at(seed: int, size: SizeParams) -> ClaimResult:
+    """Certified at the given d and H (the tie, merge and budget cases stay as they are)."""
+    return _canonical_recovery(seed, (("certified", int(size["d"]), int(size["heads"])),))
+
+
+_RECOVERY_SIZES: dict[str, Any] = {
+    "sizes": {"d": 4, "heads": 2},
+    "presets": {
+        "small": {"d": 4, "heads": 2},
+        "medium": {"d": 8, "heads": 2},
+        "large": {"d": 16, "heads": 3},
+    },
+    "check_at": _canonical_recovery_at,
+}
+
+
+def _mh_positions(seed: int) -> ClaimResult:
+    # The rotary box is already inconsistent with the learning answers (refused there).
+    # The float ratio grid asks sequences up to 24 tokens: a window of 4 makes its
+    # answers inconsistent with any sum of heads, and the joint fit refuses first
+    # (PrecisionExhausted: no consistent heads); never a result.
+    ok, detail = soundness.position_check(
+        lambda o: learn_multi_head(o, heads=1, seed=seed),
+        {"rotary": "", "window-4": ""},
+        {"window-4": (ModelClassMismatch, PrecisionExhausted)},
+    )
+    return ClaimResult("prop-7.1/position-dependent", REF, MH_POSITIONS, ok, detail)
+
+
+def _mh_near_rational(seed: int) -> ClaimResult:
+    """A score just off 1/3, and a second head below the balls' radius, at 256 bits."""
+    import sympy
+
+    from verified_attn.recovery import MultiHeadRecovery
+
+    h1 = SingleHeadAttention([[1, soundness.near_rational()], [0, 2]], [1, -1])
+    h2 = SingleHeadAttention([[2, 0], [1, 1]], [0, 1])
+    tiny = SingleHeadAttention([[2, 0], [1, 1]], [0, sympy.Rational(1, 10**80)])
+    clean = SingleHeadAttention([[1, sympy.Rational(1, 3)], [0, 2]], [1, -1])
+
+    def learn(parts: list[SingleHeadAttention], **kw: int) -> MultiHeadRecovery:
+        oracle = Oracle(MultiHeadAttention(parts), "certified", precision=256)
+        return learn_multi_head(oracle, seed=seed, **kw)
+
+    ok1, d1 = soundness.refuses(lambda: learn([h1, h2], heads=2), soundness.REFUSED, "refutes")
+    ok2, d2 = soundness.refuses(lambda: learn([clean, tiny], max_heads=2), soundness.REFUSED, "")
+    rec = learn([clean, h2], heads=2)
+    cert_ok, cert = soundness.tamper_check(rec.certificate())
+    ok3 = rec.exact and bool(rec.assumptions) and cert_ok
+    return ClaimResult(
+        "prop-7.1/near-rational",
+        REF,
+        MH_NEAR,
+        ok1 and ok2 and ok3,
+        f"1/3 + 1e-80: {d1}; a head of size 1e-80 with max_heads=2: {d2}; clean: exact with "
+        f"{len(rec.assumptions)} assumption(s); certificate: {cert}",
+    )
+
+
+MH_POSITIONS = (
+    "The canonical multi-head learner (float) refuses a box whose answers depend on token "
+    "positions and never returns a result for it: a rotary-like head with "
+    "ModelClassMismatch (its learning answers fit no sum of heads), a window of 4 tokens (a head on short "
+    "sequences, inconsistent on the ratio grid's sequences of up to 24 tokens) with "
+    "ModelClassMismatch or PrecisionExhausted."
+)
+MH_NEAR = (
+    "In certified mode (256 bits) a score 1/3 + 1e-80 is not returned as 1/3 exactly, a "
+    "second head of size 1e-80 is not dropped silently by the degree test, and a clean "
+    "result is exact with its assumption recorded; its certificate verifies and a tampered "
+    "copy is rejected."
+)
+
+
 CLAIMS = [
     _kind_check("permutation", "Permuting the heads leaves f unchanged for every sequence length."),
     _kind_check(
@@ -327,9 +442,18 @@ CLAIMS = [
     Claim("prop-7.1/orthogonal-subspaces", "§7", ORTHOGONAL, _orthogonal),
     Claim("prop-7.1/single-head-canonical", REF, SINGLE, _single_vs_multi),
     Claim(
-        "prop-7.1/canonical-recovery", "follow-up (arXiv 2608.03294)", RECOVERY, _canonical_recovery
+        "prop-7.1/canonical-recovery",
+        "follow-up (arXiv 2608.03294)",
+        RECOVERY,
+        _canonical_recovery,
+        **_RECOVERY_SIZES,
     ),
     Claim(
-        "prop-7.1/affine-canonical-recovery", "ours (THEORY §2)", AFFINE_RECOVERY, _affine_recovery
+        "prop-7.1/affine-canonical-recovery",
+        "ours (docs/theory.md, The models)",
+        AFFINE_RECOVERY,
+        _affine_recovery,
     ),
+    Claim("prop-7.1/position-dependent", REF, MH_POSITIONS, _mh_positions),
+    Claim("prop-7.1/near-rational", REF, MH_NEAR, _mh_near_rational),
 ]

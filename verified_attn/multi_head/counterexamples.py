@@ -5,7 +5,7 @@
 >>> first.heads != second.heads, proof.holds
 (True, True)
 
-Four kinds (THEORY §7): ``permutation`` (reorder the heads), ``shared-score-split`` (two
+Four kinds (docs/theory.md, Proposition 7.1): ``permutation`` (reorder the heads), ``shared-score-split`` (two
 heads with one W split their summed v differently), ``dead-head`` (a head with v = 0 has
 an arbitrary W), ``cancelling-values`` (two equal-W heads with v and -v vanish, whatever W
 is). Every pair comes with an :class:`~verified_attn.multi_head.symbolic.EquivalenceProof`.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from verified_attn.errors import InvalidArgument
 from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head.symbolic import EquivalenceProof, prove_same_map
 from verified_attn.serialize import dump_rational
+from verified_attn.validation import check_int, check_seed
 
 __all__ = [
     "KINDS",
@@ -36,6 +38,7 @@ __all__ = [
     "to_json",
 ]
 
+THEOREM = "prop-7.1"
 KINDS = ("permutation", "shared-score-split", "dead-head", "cancelling-values")
 _MIN_HEADS = {"permutation": 2, "shared-score-split": 2, "dead-head": 1, "cancelling-values": 2}
 
@@ -57,13 +60,102 @@ class CounterexamplePair:
     def __iter__(self) -> Any:
         return iter((self.first, self.second, self.proof))
 
+    def _repr_markdown_(self) -> str:
+        """Jupyter shows the verdict, then :func:`counterexample_report` (both models
+        exactly, and the proof).
 
-def _int_arg(x: Any, name: str, low: int) -> int:
-    if isinstance(x, bool) or not isinstance(x, int | np.integer):
-        raise InvalidArgument(f"{name} must be an int, got {type(x).__name__} {x!r}")
-    if int(x) < low:
-        raise InvalidArgument(f"{name} must be >= {low}, got {x}")
-    return int(x)
+        >>> pair = counterexample(d=1, heads=2, kind="permutation", seed=0)
+        >>> print(pair._repr_markdown_())  # doctest: +ELLIPSIS
+        **Prop 7.1 counterexample (permutation)**: two 2-head models on d = 1 with distinct parameters, the same map (proved).
+        <BLANKLINE>
+        ```
+        Prop 7.1 counterexample (permutation), d = 1, H = 2, seed 0
+        ...
+        holds: True
+        ```
+        """
+        verdict = "the same map (proved)" if self.proof.holds else "the proof does **not** hold"
+        head = (
+            f"**Prop 7.1 counterexample ({self.kind})**: two {self.heads}-head models on "
+            f"d = {self.d} with distinct parameters, {verdict}."
+        )
+        return f"{head}\n\n```\n{counterexample_report(self)}\n```"
+
+    def certificate(self, path: str | Path | None = None) -> dict[str, Any]:
+        """A ``counterexample`` certificate (a dict; also written as JSON to ``path``).
+
+        It holds both models exactly, the structural proof's data (per distinct W, the
+        summed v of each model) and the rational sequences of the exact checks; check it
+        with :func:`verified_attn.verify_certificate`, which re-evaluates the pair exactly
+        at those sequences and re-runs the structural proof without this module.
+
+        >>> import verified_attn as va
+        >>> pair = counterexample(d=2, heads=2, kind="permutation")
+        >>> va.verify_certificate(pair.certificate()).ok
+        True
+        """
+        from verified_attn.certificates.kernel import FORMAT
+        from verified_attn.recovery import versions
+
+        groups = []
+        for W, first_v, second_v in _groups(self.first, self.second):
+            groups.append(
+                {
+                    "W": [[dump_rational(x) for x in row] for row in W],
+                    "first_v": [dump_rational(x) for x in first_v],
+                    "second_v": [dump_rational(x) for x in second_v],
+                }
+            )
+        data: dict[str, Any] = {
+            "format": FORMAT,
+            "kind": "counterexample",
+            "theorem": THEOREM,
+            "model_class": "multi-head",
+            "counterexample_kind": self.kind,
+            "d": self.d,
+            "heads": self.heads,
+            "seed": self.seed,
+            "first": [_head_dict(W, v) for W, v in self.first.heads],
+            "second": [_head_dict(W, v) for W, v in self.second.heads],
+            "proof": {
+                "statement": self.proof.statement,
+                "holds": self.proof.holds,
+                "rule": "f(X) = sum_h g(X, W_h)^T v_h with g(X, W) = X^T softmax(X W x_N): "
+                "models whose summed v agree for every distinct W are the same map",
+                "groups": groups,
+            },
+            "sequences": [
+                [[dump_rational(x) for x in row] for row in X] for X in self.proof.sequences
+            ],
+            "equal": [ok for _, ok in self.proof.concrete],
+            "versions": versions(),
+        }
+        if path is not None:
+            if not isinstance(path, str | Path):
+                raise InvalidArgument(f"path must be a str or Path, got {type(path).__name__}")
+            try:
+                Path(path).write_text(json.dumps(data, indent=1))
+            except OSError as exc:
+                raise InvalidArgument(f"cannot write the certificate to {str(path)!r}: {exc}") from exc
+        return data
+
+
+def _groups(
+    first: MultiHeadAttention, second: MultiHeadAttention
+) -> list[tuple[list[list[Fraction]], list[Fraction], list[Fraction]]]:
+    """Per distinct W (sorted), the summed v of each model: the structural proof's data."""
+    sums: dict[tuple[Fraction, ...], list[list[Fraction]]] = {}
+    d = first.d
+    for which, model in enumerate((first, second)):
+        for W, v in ((m.W, m.v) for m in model.head_models):
+            key = tuple(_fr(x) for x in W)
+            acc = sums.setdefault(key, [[Fraction(0)] * d, [Fraction(0)] * d])
+            for i, x in enumerate(v):
+                acc[which][i] += _fr(x)
+    return [
+        ([list(key[i * d : (i + 1) * d]) for i in range(d)], a, b)
+        for key, (a, b) in sorted(sums.items())
+    ]
 
 
 def _q(rng: np.random.Generator) -> Fraction:
@@ -148,12 +240,11 @@ def counterexample(
         )
     if kind not in KINDS:
         raise InvalidArgument(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
-    d = _int_arg(d, "d", 1)
-    H = _int_arg(heads, "heads", 1)
+    d = check_int(d, "d", low=1)
+    H = check_int(heads, "heads", low=1)
     if H < _MIN_HEADS[kind]:
         raise InvalidArgument(f"heads must be >= {_MIN_HEADS[kind]} for kind {kind!r}, got {H}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise InvalidArgument(f"seed must be an int, got {seed!r}")
+    seed = check_seed(seed)
     rng = np.random.default_rng(seed)
     first_heads, second_heads = _pair(kind, d, H, rng)
     first = MultiHeadAttention(first_heads)
@@ -272,6 +363,6 @@ def random_multi_head(d: int, heads: int, seed: int) -> MultiHeadAttention:
     >>> random_multi_head(2, 3, 0).H
     3
     """
-    d = _int_arg(d, "d", 1)
-    H = _int_arg(heads, "heads", 1)
-    return MultiHeadAttention(_distinct_heads(d, H, np.random.default_rng(seed)))
+    d = check_int(d, "d", low=1)
+    H = check_int(heads, "heads", low=1)
+    return MultiHeadAttention(_distinct_heads(d, H, np.random.default_rng(check_seed(seed))))

@@ -42,7 +42,7 @@ import numpy as np
 from verified_attn.arithmetic import DEFAULT_PRECISION
 from verified_attn.errors import InvalidArgument, PrecisionExhausted
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
-from verified_attn.multi_head.symbolic import head_key, random_rational_sequence
+from verified_attn.multi_head.symbolic import head_key, head_matrices, random_rational_sequence
 
 __all__ = [
     "LocalDimension",
@@ -116,8 +116,9 @@ def _rows(model: MultiHeadAttention, X: flint.fmpq_mat, weights_of: Any, zero: A
     last = flint.fmpq_mat(d, 1, [X[n - 1, k] for k in range(d)])
     row: list[Any] = []
     for m in model.head_models:
-        scores = X * (m._W_flint * last)
-        values = X * m._v_flint
+        W, v, _ = head_matrices(m)
+        scores = X * (W * last)
+        values = X * v
         alpha = weights_of([scores[i, 0] for i in range(n)])
         p = [values[i, 0] for i in range(n)]
         f_h = sum((a * pi for a, pi in zip(alpha, p, strict=True)), zero)
@@ -136,7 +137,7 @@ def _common_denominator(model: MultiHeadAttention, seqs: list[flint.fmpq_mat]) -
         n = X.nrows()
         last = flint.fmpq_mat(model.d, 1, [X[n - 1, k] for k in range(model.d)])
         for m in model.head_models:
-            s = X * (m._W_flint * last)
+            s = X * (head_matrices(m)[0] * last)
             for i in range(n):
                 L = math.lcm(L, int(s[i, 0].q))
     return L
@@ -287,11 +288,11 @@ def local_dimension(
         rng = np.random.default_rng(seed)
         z0 = Fraction(int(rng.integers(2, 6)), 1) + Fraction(1, int(rng.integers(2, 5)))
         J = jacobian(model, seqs, z0=z0)
-        lower = J.rank()
+        lower = J.rank()  # type: ignore[union-attr]  # with z0, jacobian returns an fmpq_mat
         method = f"exact rank at z0 = {z0} (lower bound), symmetry null vectors (upper bound)"
     else:
         J = jacobian(model, seqs, precision=precision)
-        lower = _certified_rank_lower(J, upper, precision)
+        lower = _certified_rank_lower(J, upper, precision)  # type: ignore[arg-type]  # no z0: arb_mat
         method = f"certified nonzero minor in arb at {precision} bits; symmetry null vectors"
     return LocalDimension(params, lower, upper, fibre_dim, sequences, method, families)
 

@@ -7,8 +7,8 @@
 >>> W2 = [[-2, 2, 0], [2, -2, 0], [0, 0, 0]]                      # = B2 [-2] B2^T
 >>> model = MultiHeadAttention([(W1, [3, 3, 0]), (W2, [1, -1, 0])])
 >>> rec = learn_orthogonal_heads(va.Oracle(model, "certified"), [B1, B2])
->>> rec.parameters["heads"] == model.heads, rec.queries, rec.bound
-(True, 4, 4)
+>>> rec.heads == model.heads, rec.queries, rec.bound, rec.method
+(True, 4, 4, 'orthogonal')
 
 Setting (paper v2 §7): head h lives in a subspace S_h with a known rational basis B_h
 (d x r_h), the subspaces pairwise orthogonal: ``W_h = P_h W_h P_h`` and ``v_h in S_h``
@@ -22,6 +22,8 @@ with ``G = B_g^T B_g``. In all ``sum_h (r_h^2 + r_h) <= H (d^2 + d)`` queries.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -30,6 +32,7 @@ import numpy as np
 import sympy
 
 from verified_attn.arithmetic import Arithmetic
+from verified_attn.certificates.writer import certificate_base
 from verified_attn.errors import (
     InvalidArgument,
     ModelClassMismatch,
@@ -38,13 +41,23 @@ from verified_attn.errors import (
 )
 from verified_attn.exact_recovery import learn_single_head
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
-from verified_attn.multi_head.symbolic import fresh_sequences
-from verified_attn.oracle import Oracle
-from verified_attn.recovery import Recovery, split_counts
+from verified_attn.multi_head.canonical_certified import dump_heads
+from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.recovery import MultiHeadRecovery, SingleHeadRecovery
+from verified_attn.serialize import dump_number, dump_rational
+from verified_attn.validation import (
+    check_denominator_bound,
+    check_lengths,
+    check_oracle,
+    check_seed,
+    check_verify,
+)
+from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY, Verification, verify_model
 
 __all__ = ["learn_orthogonal_heads", "orthogonal_heads_model", "orthogonal_query_bound"]
 
-THEOREM = "prop-7.1/orthogonal"
+THEOREM = "prop-7.1"
+METHOD = "orthogonal"
 
 
 def orthogonal_query_bound(ranks: list[int]) -> int:
@@ -59,7 +72,11 @@ def orthogonal_query_bound(ranks: list[int]) -> int:
 class _Restricted:
     """Head g seen through its subspace: Y (N x r) is sent as X = Y B^T to the outer oracle.
 
-    Queries are counted on the outer oracle, under ``head<g>/<inner phase>``.
+    A model for the inner oracle (the public model protocol: ``d``, ``evaluate_rational``,
+    ``evaluate_batch``). Queries are counted on the outer oracle under
+    ``head<g>/<inner phase>``, declared verification there exactly when the inner phase
+    is, so the outer run's learning and verification counts are the inner ones summed.
+    Every answer is kept in ``answers`` (inner phase, answer) for the certificate.
     """
 
     model_class = "single-head"
@@ -76,19 +93,29 @@ class _Restricted:
         self.d = B.ncols()
         self.label = label
         self.inner: Oracle | None = None
+        self.answers: list[tuple[str, Any]] = []
 
-    def _phase(self) -> str:
-        inner = "other" if self.inner is None else self.inner._phase
-        return f"{self.label}/{inner}"
+    def _forward(self) -> Any:
+        inner = "other" if self.inner is None else self.inner.phase_name
+        verification = self.inner is not None and self.inner.in_verification
+        return self.outer.phase(f"{self.label}/{inner}", verification=verification)
 
-    def _evaluate_rational(self, Yq: flint.fmpq_mat, arith: Arithmetic) -> Any:
-        with self.outer.phase(self._phase()):
-            return self.outer.query(Yq * self.B_T)
+    def _keep(self, answers: Sequence[Any]) -> None:
+        name = "other" if self.inner is None else self.inner.phase_name
+        self.answers.extend((name, a) for a in answers)
+
+    def evaluate_rational(self, Yq: flint.fmpq_mat, arith: Arithmetic) -> Any:
+        with self._forward():
+            answer = self.outer.query(Yq * self.B_T)
+        self._keep([answer])
+        return answer
 
     def evaluate_batch(self, Ys: np.ndarray) -> np.ndarray:
         Xs = np.asarray(Ys, dtype=np.float64) @ self.B_T_float
-        with self.outer.phase(self._phase()):
-            return np.asarray(self.outer.query_many(Xs), dtype=np.float64)
+        with self._forward():
+            out = np.asarray(self.outer.query_many(Xs), dtype=np.float64)
+        self._keep(out.tolist())
+        return out
 
 
 def _bases(bases: Any, d: int) -> list[flint.fmpq_mat]:
@@ -98,7 +125,10 @@ def _bases(bases: Any, d: int) -> list[flint.fmpq_mat]:
         )
     out = []
     for h, B in enumerate(bases):
-        arr = np.asarray(B, dtype=object)
+        try:
+            arr = np.asarray(B, dtype=object)
+        except ValueError as exc:  # ragged rows
+            raise InvalidArgument(f"bases[{h}] must be a d x r matrix: {exc}") from exc
         if arr.ndim != 2 or arr.shape[0] != d or arr.shape[1] < 1:
             raise InvalidArgument(
                 f"bases[{h}] must be a d x r matrix with d = {d}, r >= 1; got shape {arr.shape}"
@@ -130,16 +160,20 @@ def learn_orthogonal_heads(
     oracle: Oracle,
     bases: Any,
     *,
-    verify: int = 8,
+    verify: int = DEFAULT_VERIFY,
     seed: int = 0,
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
     denominator_bound: int | None = None,
-) -> Recovery:
+) -> MultiHeadRecovery:
     """Recover every head living in one of the known, pairwise orthogonal subspaces.
 
     ``bases[h]`` is a rational d x r_h basis of S_h. Heads whose restricted v is 0 are dead
     (they contribute nothing; their W is not identifiable) and are left out of the
     result, with a note. Exact and certified oracles give exact rational heads;
-    float oracles give float64 heads.
+    float oracles give float64 heads. ``verify`` fresh sequences check each restricted head
+    (inside Thm 4.1) and then the whole model (0: not verified, and the result says so).
+    Returns a :class:`~verified_attn.recovery.MultiHeadRecovery` (``method ==
+    "orthogonal"``) with ``model`` the learned :class:`~verified_attn.models.MultiHeadAttention`.
 
     >>> import verified_attn as va
     >>> learn_orthogonal_heads(va.Oracle(va.SingleHeadAttention([[1]], [1])), [[[1]], [[1]]])
@@ -147,8 +181,7 @@ def learn_orthogonal_heads(
     ...
     verified_attn.errors.InvalidArgument: bases[0] and bases[1] are not orthogonal (B_g^T B_h != 0)
     """
-    if not isinstance(oracle, Oracle):
-        raise InvalidArgument(f"oracle must be a verified_attn.Oracle, got {type(oracle).__name__}")
+    check_oracle(oracle)
     if oracle.model_class in ("multi-head-affine", "single-head-affine"):
         # Restricted to S_h, head h becomes an affine single head (c = B_h^T c_h) and beta
         # shows up in every restriction: the bias-free Thm 4.1 per head does not apply.
@@ -156,89 +189,115 @@ def learn_orthogonal_heads(
             f"oracle declares model class {oracle.model_class!r}: learn_orthogonal_heads "
             "covers bias-free heads; use learn_multi_head (it learns c_h and beta)"
         )
-    if isinstance(verify, bool) or not isinstance(verify, int) or verify < 0:
-        raise InvalidArgument(f"verify must be an int >= 0, got {verify!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise InvalidArgument(f"seed must be an int, got {seed!r}")
+    verify = check_verify(verify)
+    seed = check_seed(seed)
+    lengths = check_lengths(lengths)
+    denominator_bound = check_denominator_bound(denominator_bound)
     Bs = _bases(bases, oracle.d)
     ranks = [B.ncols() for B in Bs]
     bound = orthogonal_query_bound(ranks)
     oracle.require_remaining(bound, verify * (len(Bs) + 1), "learn_orthogonal_heads")
     arith = oracle.arithmetic
-    before = oracle.queries_by_phase
-    tokens_before = oracle.tokens_sent
     heads: list[tuple[Any, Any]] = []
     notes: list[str] = []
+    parts: list[dict[str, Any]] = []  # per subspace, for the certificate
     exact = arith.name != "float"
-    for h, B in enumerate(Bs):
-        adapter = _Restricted(oracle, B, f"head{h + 1}")
-        inner = Oracle(adapter, arith, model_class="single-head", record=False)
-        adapter.inner = inner
-        try:
-            rec = learn_single_head(
-                inner,
-                affine=False,
-                verify=verify,
-                seed=seed + h,
-                denominator_bound=denominator_bound,
+    with oracle.run() as run:
+        for h, B in enumerate(Bs):
+            adapter = _Restricted(oracle, B, f"head{h + 1}")
+            inner = Oracle(adapter, arith, model_class="single-head", record=False)
+            adapter.inner = inner
+            try:
+                rec = learn_single_head(
+                    inner,
+                    affine=False,
+                    verify=verify,
+                    seed=seed + h,
+                    lengths=lengths,
+                    denominator_bound=denominator_bound,
+                )
+            except NotIdentifiable:
+                notes.append(
+                    f"head {h + 1}: v = 0 in its subspace (a dead head); W_{h + 1} is free and "
+                    "left out"
+                )
+                parts.append({"dead": [a for _, a in adapter.answers]})
+                continue
+            except ModelClassMismatch as exc:
+                raise ModelClassMismatch(
+                    f"restricted to subspace {h + 1} the oracle is not one head: {exc}",
+                    query=exc.query,
+                    observed=exc.observed,
+                    expected=exc.expected,
+                ) from exc
+            if arith.name != "float" and not rec.exact:
+                raise PrecisionExhausted(
+                    f"head {h + 1}: the certified balls did not reconstruct to rationals; rerun "
+                    "at a higher precision or with a denominator_bound"
+                )
+            heads.append(_lift(B, rec, exact))
+            parts.append({"live": rec})
+        if not heads:
+            raise NotIdentifiable("every head is dead (v = 0 in its subspace): f is identically 0")
+        candidate = MultiHeadAttention(
+            [(np.asarray(W, dtype=object if exact else np.float64), v) for W, v in heads]
+        )
+        checked = (
+            verify_model(
+                oracle,
+                candidate,
+                count=verify,
+                seed=seed,
+                lengths=lengths,
+                what="the recovered heads",
             )
-        except NotIdentifiable:
-            notes.append(
-                f"head {h + 1}: v = 0 in its subspace (a dead head); W_{h + 1} is free and left out"
-            )
-            continue
-        except ModelClassMismatch as exc:
-            raise ModelClassMismatch(
-                f"restricted to subspace {h + 1} the oracle is not one head: {exc}",
-                query=exc.query,
-                observed=exc.observed,
-                expected=exc.expected,
-            ) from exc
-        if arith.name != "float" and not rec.exact:
-            raise PrecisionExhausted(
-                f"head {h + 1}: the certified balls did not reconstruct to rationals; rerun at a "
-                "higher precision or with a denominator_bound"
-            )
-        heads.append(_lift(B, rec, exact))
-    if not heads:
-        raise NotIdentifiable("every head is dead (v = 0 in its subspace): f is identically 0")
-    candidate = MultiHeadAttention(
-        [(np.asarray(W, dtype=object if exact else np.float64), v) for W, v in heads]
-    )
-    with oracle.phase("verify"):
-        err = _verify(oracle, candidate, verify, seed)
-    by_phase = oracle.queries_since(before)
-    learning, verification = split_counts(by_phase)
+            if verify
+            else None
+        )
+    counts = run.counts
     d = oracle.d
     notes.append(
-        f"{learning} learning queries against sum_h (r_h^2 + r_h) = {bound}; "
-        f"unrestricted H (d^2 + d) = {len(Bs) * (d * d + d)}"
+        f"orthogonal method: {counts.learning} learning queries against sum_h (r_h^2 + r_h) = "
+        f"{bound}; unrestricted H (d^2 + d) = {len(Bs) * (d * d + d)}"
     )
     params = {
         "heads": candidate.heads if exact else [(np.asarray(W), np.asarray(v)) for W, v in heads]
     }
-    return Recovery(
+    assumptions = sorted({a for part in parts if "live" in part for a in part["live"].assumptions})
+    certificate = functools.partial(
+        _certificate_data,
+        arith,
+        Bs,
+        parts,
+        params["heads"],
+        exact,
+        checked,
+        seed,
+        counts,
+        bound,
+        assumptions,
+    )
+    return MultiHeadRecovery.from_run(
+        counts,
         theorem=THEOREM,
+        method=METHOD,
         parameters=params,
+        learned_model=candidate,
         arithmetic=arith.name,
         precision=arith.precision,
         exact=exact,
-        verified=True,
-        queries=learning,
-        verification_queries=verification,
-        queries_by_phase=by_phase,
         bound=bound,
         parameter_count=bound,
         seed=seed,
-        tokens_sent=oracle.tokens_sent - tokens_before,
-        max_length=oracle.max_length,
         rounds=2,
-        verification_error=err,
+        verification=checked,
+        assumptions=assumptions,
         notes=notes,
+        certificate_data=certificate,
     )
 
 
-def _lift(B: flint.fmpq_mat, rec: Recovery, exact: bool) -> tuple[Any, Any]:
+def _lift(B: flint.fmpq_mat, rec: SingleHeadRecovery, exact: bool) -> tuple[Any, Any]:
     """(W, v) in Q^d from the restricted head: W = L W' L^T, v = L v', L = B (B^T B)^{-1}."""
     G_inv = (B.transpose() * B).inv()
     L = B * G_inv
@@ -250,32 +309,59 @@ def _lift(B: flint.fmpq_mat, rec: Recovery, exact: bool) -> tuple[Any, Any]:
     return Lf @ np.asarray(rec.W, dtype=np.float64) @ Lf.T, Lf @ np.asarray(rec.v, dtype=np.float64)
 
 
-def _verify(oracle: Oracle, candidate: MultiHeadAttention, count: int, seed: int) -> float | None:
-    """Fresh full-dimensional queries: the oracle must agree with the recovered heads."""
-    arith = oracle.arithmetic
-    queries = fresh_sequences(oracle.d, count, seed + 7919)
-    answers = oracle.query_many(queries)
-    worst = 0.0
-    v_norm = sum(float(np.abs(np.asarray(m._v_float)).sum()) for m in candidate.head_models)
-    for X, observed in zip(queries, answers, strict=True):
-        if arith.name == "float":
-            expected: Any = float(candidate.evaluate_batch(X[None])[0])
-            scale = v_norm * float(np.abs(X).max())
+def _certificate_data(
+    arith: Arithmetic,
+    Bs: list[flint.fmpq_mat],
+    parts: list[dict[str, Any]],
+    heads: list[tuple[Any, Any]],
+    exact: bool,
+    checked: Verification | None,
+    seed: int,
+    counts: QueryCounts,
+    bound: int,
+    assumptions: list[str],
+) -> dict[str, Any]:
+    """The orthogonal certificate: the bases, per subspace the restricted head's own
+    single-head certificate (or a dead head's answers), and the lifted heads.
+
+    Checked by :mod:`verified_attn.certificates.multi_head`, which re-checks each restricted
+    certificate with the single-head checker and lifts its claim itself.
+    """
+    d = Bs[0].nrows()
+    data = certificate_base(
+        kind="multi-head",
+        theorem=THEOREM,
+        d=d,
+        arith=arith,
+        seed=seed,
+        counts=counts,
+        bound=bound,
+        verification=checked,
+        assumptions=assumptions,
+    )
+    subspaces = []
+    for B, part in zip(Bs, parts, strict=True):
+        entry: dict[str, Any] = {
+            "basis": [[dump_rational(B[i, j]) for j in range(B.ncols())] for i in range(d)]
+        }
+        if "live" in part:
+            sub = dict(part["live"].certificate())
+            sub.pop("versions", None)
+            entry["certificate"] = sub
+            entry["dead_answers"] = None
         else:
-            with arith.context():
-                expected = candidate._evaluate_rational(as_rational_sequence(X, oracle.d), arith)
-            scale = 1.0
-        if not arith.agree(observed, expected, scale=scale):
-            raise ModelClassMismatch(
-                f"the oracle is not the recovered heads: on the fresh query {X.tolist()} it "
-                f"answered {observed}, the recovered model gives {expected}",
-                query=X,
-                observed=observed,
-                expected=expected,
-            )
-        if arith.name == "float":
-            worst = max(worst, abs(observed - expected) / max(scale, 1e-300))
-    return worst if arith.name == "float" else None
+            entry["certificate"] = None
+            entry["dead_answers"] = [dump_number(a) for a in part["dead"]]
+        subspaces.append(entry)
+    data.update(
+        {
+            "method": METHOD,
+            "affine": False,
+            "subspaces": subspaces,
+            "result": {"exact": exact, "heads": dump_heads(heads, d), "beta": None},
+        }
+    )
+    return data
 
 
 def orthogonal_heads_model(

@@ -27,6 +27,7 @@ Two ingredients, both derived rather than assumed:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,13 +40,18 @@ import sympy
 
 from verified_attn.checks import SymbolicCheck
 from verified_attn.errors import InvalidArgument
-from verified_attn.models import MultiHeadAttention, as_rational_sequence, attention_output
+from verified_attn.models import (
+    MultiHeadAttention,
+    SingleHeadAttention,
+    as_rational_sequence,
+    attention_output,
+)
 
 __all__ = [
     "EquivalenceProof",
     "exact_same_value",
-    "fresh_sequences",
     "head_key",
+    "head_matrices",
     "linearity_in_v",
     "opaque_form",
     "prove_same_map",
@@ -63,7 +69,7 @@ def head_key(W: sympy.Matrix) -> tuple[Fraction, ...]:
 
 
 def opaque_form(
-    model: MultiHeadAttention, symbols: dict[tuple[Fraction, ...], sympy.Symbol] | None = None
+    model: MultiHeadAttention, symbols: dict[tuple[object, ...], sympy.Symbol] | None = None
 ) -> sympy.Expr:
     """``sum_h g(X, W_h)^T v_h`` with ``g_j`` opaque SymPy functions of (X, key of W_h).
 
@@ -119,6 +125,21 @@ def linearity_in_v(d: int, n: int) -> SymbolicCheck:
     )
 
 
+@functools.lru_cache(maxsize=256)
+def head_matrices(m: SingleHeadAttention) -> tuple[flint.fmpq_mat, flint.fmpq_mat, flint.fmpq_mat]:
+    """A head's exact (W, v, c) as flint matrices, from its public SymPy parameters.
+
+    >>> W, v, c = head_matrices(SingleHeadAttention([[1, 2], [3, 4]], [1, -1]))
+    >>> W[1, 0], v[1, 0], c[0, 0]
+    (3, -1, 0)
+    """
+
+    def fmpq(M: sympy.Matrix) -> flint.fmpq_mat:
+        return flint.fmpq_mat(M.rows, M.cols, [flint.fmpq(int(x.p), int(x.q)) for x in M])
+
+    return fmpq(m.W), fmpq(m.v), fmpq(m.c)
+
+
 def _scores_and_values(
     model: MultiHeadAttention, Xq: flint.fmpq_mat
 ) -> list[tuple[list[flint.fmpq], list[flint.fmpq]]]:
@@ -126,8 +147,9 @@ def _scores_and_values(
     last = flint.fmpq_mat(model.d, 1, [Xq[n - 1, k] for k in range(model.d)])
     out = []
     for m in model.head_models:
-        scores = Xq * (m._W_flint * last + m._c_flint)
-        values = Xq * m._v_flint
+        W, v, c = head_matrices(m)
+        scores = Xq * (W * last + c)
+        values = Xq * v
         out.append(([scores[i, 0] for i in range(n)], [values[i, 0] for i in range(n)]))
     return out
 
@@ -261,6 +283,8 @@ class EquivalenceProof:
     linearity: SymbolicCheck
     concrete: list[tuple[int, bool]] = field(default_factory=list)
     symbols: dict[str, list[list[str]]] = field(default_factory=dict)
+    #: The random rational sequences of the exact checks, in order (for certificates).
+    sequences: list[list[list[Fraction]]] = field(default_factory=list, repr=False)
 
     def __bool__(self) -> bool:
         return self.holds
@@ -304,15 +328,14 @@ def prove_same_map(
             raise InvalidArgument(f"{name} must be a MultiHeadAttention, got {type(m).__name__}")
     if m1.d != m2.d:
         raise InvalidArgument(f"the models have different d: m1.d = {m1.d}, m2.d = {m2.d}")
-    symbols: dict[tuple[Fraction, ...], sympy.Symbol] = {}
+    symbols: dict[tuple[object, ...], sympy.Symbol] = {}
     e1 = opaque_form(m1, symbols)
     e2 = opaque_form(m2, symbols)
     diff = sympy.expand(e1 - e2)
     lin = linearity_in_v(min(m1.d, 2), 2)
     rng = np.random.default_rng(seed)
-    concrete = [
-        (n, exact_same_value(m1, m2, random_rational_sequence(m1.d, n, rng))) for n in lengths
-    ]
+    sequences = [random_rational_sequence(m1.d, n, rng) for n in lengths]
+    concrete = [(len(X), exact_same_value(m1, m2, X)) for X in sequences]
     d = m1.d
     names = {
         str(sym): [[str(key[i * d + j]) for j in range(d)] for i in range(d)]
@@ -327,18 +350,5 @@ def prove_same_map(
         linearity=lin,
         concrete=concrete,
         symbols=names,
+        sequences=sequences,
     )
-
-
-def fresh_sequences(d: int, count: int, seed: int) -> list[np.ndarray]:
-    """Verification queries: lengths 1..4, dyadic entries in {+-1/2, +-1} (exact floats).
-
-    >>> [X.shape for X in fresh_sequences(2, 3, 0)]
-    [(1, 2), (2, 2), (3, 2)]
-    """
-    rng = np.random.default_rng(seed)
-    out = []
-    for i in range(count):
-        X = rng.choice(np.array([-1.0, -0.5, 0.5, 1.0]), size=(1 + i % 4, d))
-        out.append(X)
-    return out

@@ -10,23 +10,25 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
-from verified_attn.checks import Claim, ClaimResult
+from verified_attn.checks import Claim, ClaimResult, SizeParams
 from verified_attn.errors import NotIdentifiable
 from verified_attn.models import SingleHeadAttention
 from verified_attn.noisy import symbolic
 from verified_attn.noisy.labels import label_query_bound, learn_from_labels
-from verified_attn.noisy.learner import (
-    learn_noisy,
-    learn_stochastic,
-    query_bound,
+from verified_attn.noisy.learner import learn_noisy, learn_stochastic
+from verified_attn.noisy.planning import query_bound
+from verified_attn.oracle import Oracle
+from verified_attn.oracle_wrappers import (
+    LabelOracle,
+    NoisyOracle,
+    StochasticOracle,
     worst_case_oracle,
 )
-from verified_attn.oracle import Oracle
-from verified_attn.oracle_wrappers import LabelOracle, NoisyOracle, StochasticOracle
-from verified_attn.recovery import Recovery
+from verified_attn.recovery import NoisyRecovery
 
 __all__ = ["CLAIMS", "adversarial_oracles", "random_instance", "worst_ratio"]
 
@@ -64,7 +66,7 @@ def adversarial_oracles(
     }
 
 
-def worst_ratio(rec: Recovery, model: SingleHeadAttention, part: str = "both") -> float:
+def worst_ratio(rec: NoisyRecovery, model: SingleHeadAttention, part: str = "both") -> float:
     """max over entries of actual error / guaranteed bound (``"W"``, ``"v"`` or both).
 
     At most 1 when the bounds are sound (the worst-case adversary makes the v ratio 1).
@@ -107,13 +109,15 @@ ERR = (
 )
 
 
-def _check_error_bound(seed: int) -> ClaimResult:
+def _check_error_bound(
+    seed: int, cases: tuple[tuple[int, float], ...] = ((2, 1e-2), (3, 1e-3), (5, 1e-4))
+) -> ClaimResult:
     sym = symbolic.error_propagation().holds and symbolic.probe_identity().holds
     worst, ok = 0.0, sym
-    for d, tau in ((2, 1e-2), (3, 1e-3), (5, 1e-4)):
+    for d, tau in cases:
         model = random_instance(d, seed + d)
         for make in adversarial_oracles(model, tau, seed).values():
-            rec = learn_noisy(make(), tau, 1, 1, seed=seed)
+            rec = learn_noisy(make(), tolerance=tau, w_bound=1, margin=1, seed=seed)
             worst = max(worst, worst_ratio(rec, model, "W"))
             ok &= worst_ratio(rec, model) <= 1
             ok &= rec.enclosures["W_error"].max() <= rec.enclosures["W_a_priori"]
@@ -133,7 +137,7 @@ def _check_query_count(seed: int) -> ClaimResult:
     ok = True
     for d in (1, 2, 5, 8):
         oracle = NoisyOracle(Oracle(random_instance(d, seed), "certified"), 1e-3, seed=seed)
-        rec = learn_noisy(oracle, 1e-3, 1, 1, verify=4)
+        rec = learn_noisy(oracle, tolerance=1e-3, w_bound=1, margin=1, verify=4)
         ok &= rec.queries == query_bound(d) == d * d + d and rec.queries_by_phase == {
             "v": d,
             "W": d * d,
@@ -162,7 +166,9 @@ def _check_adversarial(seed: int) -> ClaimResult:
     W[0, 1] = 1.0  # score gap exactly +1/2: the end of the Lipschitz region
     model = SingleHeadAttention(W, [1, 1])
     tau = 1e-4
-    rec = learn_noisy(worst_case_oracle(model, tau, v_push="grow"), tau, 1, 1)
+    rec = learn_noisy(
+        worst_case_oracle(model, tau, v_push="grow"), tolerance=tau, w_bound=1, margin=1
+    )
     err = abs(rec.W[0, 1] - 1.0)
     bound = rec.enclosures["W_error"][0, 1]
     L = float(symbolic.LIPSCHITZ)
@@ -199,10 +205,10 @@ def _check_norm_design(seed: int) -> ClaimResult:
         tau = 1e-4
         for make in adversarial_oracles(model, tau, seed).values():
             try:
-                learn_noisy(make(), tau, 1, 1)
+                learn_noisy(make(), tolerance=tau, w_bound=1, margin=1)
             except NotIdentifiable as exc:
                 refused += "margin" in str(exc)
-            rec = learn_noisy(make(), tau, 1, 1, design="norm")
+            rec = learn_noisy(make(), tolerance=tau, w_bound=1, margin=1, design="norm")
             worst = max(worst, worst_ratio(rec, model, "W"))
             ok &= worst_ratio(rec, model) <= 1
             ok &= rec.enclosures["W_error"].max() <= rec.enclosures["W_a_priori"]
@@ -226,7 +232,9 @@ def _check_stochastic(seed: int) -> ClaimResult:
     d, sigma, eps = 2, 1e-3, 0.05
     model = random_instance(d, seed)
     oracle = StochasticOracle(Oracle(model, "certified"), sigma, seed=seed)
-    rec = learn_stochastic(oracle, sigma, eps, 1, 1, verify=4)
+    rec = learn_stochastic(
+        oracle, noise_scale=sigma, target_error=eps, w_bound=1, margin=1, verify=4
+    )
     n = rec.bound // query_bound(d)
     err = float(np.abs(rec.W - model.float_parameters()["W"]).max())
     ok = rec.queries == n * query_bound(d) and err <= eps and worst_ratio(rec, model) <= 1
@@ -254,12 +262,12 @@ def _check_labels(seed: int) -> ClaimResult:
     for bits in (12, 24):
         oracle = LabelOracle(Oracle(model, "exact"))
         rec = learn_from_labels(oracle, w_bound=1, bits=bits, max_denominator=8)
-        Wi, vi = rec.enclosures["W_interval"], rec.enclosures["v_interval"]
+        Wi, vi = rec.enclosures["W"], rec.enclosures["v"]
         vt = np.array([1.0, -1.5])
-        ok &= bool(((Wi[..., 0] <= truth_W) & (truth_W <= Wi[..., 1])).all())
-        ok &= bool(((vi[:, 0] <= vt) & (vt <= vi[:, 1])).all())
+        ok &= bool(((Wi["lower"] <= truth_W) & (truth_W <= Wi["upper"])).all())
+        ok &= bool(((vi["lower"] <= vt) & (vt <= vi["upper"])).all())
         ok &= rec.queries == label_query_bound(2, bits) == oracle.queries - rec.verification_queries
-        widths.append(float((Wi[..., 1] - Wi[..., 0]).max()))
+        widths.append(float((Wi["upper"] - Wi["lower"]).max()))
     ok &= rec.enclosures["v_exact"] == [Fraction(1), Fraction(-3, 2)]
     ok &= widths[1] < widths[0] / 2**10  # 12 more bits: width / 2^12, up to constants
     return _result(
@@ -297,8 +305,8 @@ def _check_identifiability(seed: int) -> ClaimResult:
     # A different W is told apart: its truth lies outside the first model's enclosures.
     m3 = SingleHeadAttention([[Fraction(1, 4), Fraction(1, 4)], [Fraction(-1, 2), 0]], [1, -2])
     r3 = learn_from_labels(LabelOracle(Oracle(m3, "exact")), w_bound=1, bits=16)
-    Wi = r1.enclosures["W_interval"]
-    apart = not (Wi[0, 1, 0] <= r3.W[0, 1] <= Wi[0, 1, 1])
+    Wi = r1.enclosures["W"]
+    apart = not (Wi["lower"][0, 1] <= r3.W[0, 1] <= Wi["upper"][0, 1])
     ok = same and identical and apart
     return _result(
         "app-b/identifiability",
@@ -310,9 +318,24 @@ def _check_identifiability(seed: int) -> ClaimResult:
     )
 
 
+def _error_bound_at(seed: int, size: SizeParams) -> ClaimResult:
+    """Every adversary at the given d and tolerance tau."""
+    return _check_error_bound(seed, ((int(size["d"]), float(size["tau"])),))
+
+
+_ERROR_BOUND_SIZES: dict[str, Any] = {
+    "sizes": {"d": 5, "tau": 1e-4},
+    "presets": {
+        "small": {"d": 5, "tau": 1e-4},
+        "medium": {"d": 16, "tau": 1e-4},
+        "large": {"d": 64, "tau": 1e-5},
+    },
+    "check_at": _error_bound_at,
+}
+
 CLAIMS = [
     Claim("lemma-a.1/lipschitz", "Lemma A.1", LIP, _check_lipschitz),
-    Claim("thm-6.1/error-bound", "Thm 6.1, App. A", ERR, _check_error_bound),
+    Claim("thm-6.1/error-bound", "Thm 6.1, App. A", ERR, _check_error_bound, **_ERROR_BOUND_SIZES),
     Claim("thm-6.1/query-count", "Thm 6.1", QC, _check_query_count),
     Claim("thm-6.1/adversarial", "Thm 6.1", ADV, _check_adversarial),
     Claim("thm-6.1/tolerance", "Thm 6.1", TOL, _check_tolerance),

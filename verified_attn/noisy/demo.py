@@ -11,12 +11,17 @@ from typing import Any
 
 import numpy as np
 
-from verified_attn.errors import InvalidArgument
 from verified_attn.noisy.claims import random_instance
 from verified_attn.noisy.labels import learn_from_labels
-from verified_attn.noisy.learner import learn_noisy, learn_stochastic, worst_case_oracle
+from verified_attn.noisy.learner import learn_noisy, learn_stochastic
 from verified_attn.oracle import Oracle
-from verified_attn.oracle_wrappers import LabelOracle, NoisyOracle, StochasticOracle
+from verified_attn.oracle_wrappers import (
+    LabelOracle,
+    NoisyOracle,
+    StochasticOracle,
+    worst_case_oracle,
+)
+from verified_attn.validation import check_choice, check_int, check_seed
 
 __all__ = ["ADVERSARY_CHOICES", "run"]
 
@@ -43,10 +48,9 @@ def run(
     bound, max actual error, max guaranteed bound (for labels: the max enclosure width),
     whether the truth is within the guarantee, and ``lines`` for a report.
     """
-    if isinstance(d, bool) or not isinstance(d, int) or d < 1:
-        raise InvalidArgument(f"d must be an int >= 1, got {d!r}")
-    if adversary not in ADVERSARY_CHOICES:
-        raise InvalidArgument(f"adversary must be one of {ADVERSARY_CHOICES}, got {adversary!r}")
+    d = check_int(d, "d", low=1)
+    adversary = check_choice(adversary, "adversary", ADVERSARY_CHOICES)
+    seed = check_seed(seed)
     model = random_instance(
         d, seed, w_bound=float(w_bound), margin=float(margin), tiny=design == "norm" and d > 1
     )
@@ -55,9 +59,9 @@ def run(
         rec = learn_from_labels(
             LabelOracle(Oracle(model, "certified")), w_bound=w_bound, bits=bits, seed=seed
         )
-        Wi = rec.enclosures["W_interval"]
-        bound = float((Wi[..., 1] - Wi[..., 0]).max())
-        inside = bool(((Wi[..., 0] <= truth["W"]) & (truth["W"] <= Wi[..., 1])).all())
+        lo, hi = rec.enclosures["W"]["lower"], rec.enclosures["W"]["upper"]
+        bound = float((hi - lo).max())
+        inside = bool(((lo <= truth["W"]) & (truth["W"] <= hi)).all())
     else:
         if adversary == "worst-case":
             oracle: Oracle = worst_case_oracle(model, tolerance)
@@ -67,10 +71,23 @@ def run(
             oracle = NoisyOracle(Oracle(model, "certified"), tolerance, adversary, seed=seed)
         if adversary == "gaussian":
             rec = learn_stochastic(
-                oracle, tolerance, target_error, w_bound, margin, design=design, seed=seed
+                oracle,
+                noise_scale=tolerance,
+                target_error=target_error,
+                w_bound=w_bound,
+                margin=margin,
+                design=design,
+                seed=seed,
             )
         else:
-            rec = learn_noisy(oracle, tolerance, w_bound, margin, design=design, seed=seed)
+            rec = learn_noisy(
+                oracle,
+                tolerance=tolerance,
+                w_bound=w_bound,
+                margin=margin,
+                design=design,
+                seed=seed,
+            )
         bound = float(rec.enclosures["W_error"].max())
         inside = bool((np.abs(rec.W - truth["W"]) <= rec.enclosures["W_error"]).all())
     err = float(np.abs(rec.W - truth["W"]).max())

@@ -4,9 +4,11 @@
 >>> from verified_attn.oracle_wrappers import LabelOracle
 >>> model = va.SingleHeadAttention([[0.5, -0.25], [0, 0.5]], [2, -1])
 >>> rec = learn_from_labels(LabelOracle(va.Oracle(model, "exact")), w_bound=1, bits=20)
->>> rec.queries == label_query_bound(2, 20), rec.v.round(4)     # v up to scale: |v_0| = 1
+>>> rec.queries == rec.bound == label_query_bound(2, 20), rec.v.round(4)  # |v_0| = 1
 (True, array([ 1. , -0.5]))
->>> bool(abs(rec.W - model.float_parameters()["W"]).max() < 1e-3)
+>>> bool(abs(rec.W - model.float_parameters()["W"]).max() < 1e-3), rec.verified
+(True, True)
+>>> va.verify_certificate(rec.certificate()).ok
 True
 
 **The label.** ``label(X) = +1 if f(X) >= 0 else -1`` (:class:`~verified_attn.
@@ -26,6 +28,14 @@ b sigmoid(a b W_ij) is increasing (|a b W_ij| <= 1), so the sign flips once, at 
 W_ij = logit(-a v_j / (b* v_i)) / (a b*). |a| is a power of two small enough that the flip
 lies inside [0, B]. Every query is an exact dyadic rational.
 
+**The enclosures** follow from the bisection brackets alone, in exact rational interval
+arithmetic (one logit ball per end, flint ``arb`` at :data:`INTERVAL_PRECISION` bits):
+b* in [lo, hi], the ratios in theirs, alpha = -a r_j / (b* r_i) intersected with
+[1/4, 3/4] (which contains [sigmoid(-1), sigmoid(1)]), W_ij = logit(alpha) / (a b*)
+intersected with [-w_bound, w_bound]; then rounded outward to floats. The certificate
+stores every label; its checker (:mod:`verified_attn.certificates.labels`) replays the
+bisections and requires exactly these intervals.
+
 **Cost.** ``bits`` halvings per unknown: 2d + (d - 1 + d^2) * bits queries when every
 v_i != 0 (:func:`label_query_bound`), logarithmic in the precision. Needs every v_i != 0
 for W (each entry's probe divides by v_i) and ||W||_F <= w_bound.
@@ -33,7 +43,9 @@ for W (each entry's probe divides by v_i) and ||W||_F <= w_bound.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -41,20 +53,37 @@ import flint
 import numpy as np
 
 from verified_attn.arithmetic import arb_bounds, reconstruct_rational, to_fraction
+from verified_attn.certificates.writer import certificate_base
 from verified_attn.errors import (
     InvalidArgument,
     ModelClassMismatch,
     NotIdentifiable,
     PrecisionExhausted,
 )
-from verified_attn.models import attention_output
-from verified_attn.oracle import Oracle
-from verified_attn.recovery import Recovery, split_counts
+from verified_attn.models import SingleHeadAttention
+from verified_attn.noisy.verification import LabelVerification, verify_labels
+from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.recovery import LabelRecovery
+from verified_attn.serialize import dump_number, dump_rational
+from verified_attn.validation import (
+    check_int,
+    check_lengths,
+    check_oracle,
+    check_real,
+    check_seed,
+    check_verify,
+)
+from verified_attn.verification import DEFAULT_LENGTHS
 
-__all__ = ["label_query_bound", "learn_from_labels"]
+__all__ = ["INTERVAL_PRECISION", "MAX_BITS", "label_query_bound", "learn_from_labels"]
 
 THEOREM = "app-b"
-_PREC = 128
+#: Bits of the ball arithmetic for the logits.
+INTERVAL_PRECISION = 128
+#: Up to 48 halvings every probe is still an exact dyadic float64 (checked per probe).
+MAX_BITS = 48
+#: Fresh label queries by default: a label carries one bit, so more than for real answers.
+DEFAULT_LABEL_VERIFY = 16
 
 
 def label_query_bound(d: int, bits: int) -> int:
@@ -63,227 +92,115 @@ def label_query_bound(d: int, bits: int) -> int:
     >>> label_query_bound(3, 10)
     116
     """
+    d = check_int(d, "d", low=1)
+    bits = check_int(bits, "bits", low=1, high=MAX_BITS)
     return 2 * d + (d - 1 + d * d) * bits
 
 
-def _arb(q: Fraction) -> flint.arb:
-    return flint.arb(flint.fmpq(q.numerator, q.denominator))
-
-
-def _label(oracle: Oracle, X: np.ndarray) -> int:
+def _label(oracle: Oracle, X: np.ndarray) -> float:
     y = oracle.query(X)
     if y not in (1.0, -1.0):
         raise InvalidArgument(
             f"oracle must answer labels +1.0 / -1.0 (a LabelOracle); it answered {y!r}"
         )
-    return 1 if y > 0 else -1
+    return 1.0 if y > 0 else -1.0
 
 
 def _bisect(
-    oracle: Oracle, query: Any, lo: Fraction, hi: Fraction, bits: int, up: int
+    oracle: Oracle,
+    query: Callable[[Fraction], np.ndarray],
+    lo: Fraction,
+    hi: Fraction,
+    bits: int,
+    up: float,
+    transcript: list[float],
 ) -> tuple[Fraction, Fraction]:
     """Shrink [lo, hi] around the flip of ``label(query(t))`` ``bits`` times.
 
     ``up`` is the label at ``hi`` (+1 or -1); the flip point t* has label(t) == up iff
-    t >= t* (labels are +1 on f >= 0, so t* is in (lo, hi] or [lo, hi)).
+    t >= t* (labels are +1 on f >= 0, so t* is in (lo, hi] or [lo, hi)). Every label is
+    appended to ``transcript``.
     """
     for _ in range(bits):
         mid = (lo + hi) / 2
-        if _label(oracle, query(mid)) == up:
+        label = _label(oracle, query(mid))
+        transcript.append(label)
+        if label == up:
             hi = mid
         else:
             lo = mid
     return lo, hi
 
 
-def learn_from_labels(
-    oracle: Oracle,
-    *,
-    w_bound: Any,
-    bits: int = 30,
-    max_denominator: int | None = None,
-    verify: int = 16,
-    seed: int = 0,
-) -> Recovery:
-    """Recover v up to a positive scale and W from sign labels, ``bits`` bits each.
+# ---------------------------------------------------------------------------------------
+# Interval arithmetic on exact endpoints.
+# ---------------------------------------------------------------------------------------
 
-    Returns a :class:`~verified_attn.recovery.Recovery` (theorem ``"app-b"``) with float
-    W and normalised v (|v_p| = 1) and certified ``enclosures["W_interval"]``,
-    ``enclosures["v_interval"]`` (the truth, normalised, lies inside when the labels are
-    exact). ``max_denominator``: also reconstruct each v ratio as the unique rational with
-    that denominator bound in its interval (``enclosures["v_exact"]``, None where not unique).
+Interval = tuple[Fraction, Fraction]
 
-    Raises :class:`NotIdentifiable` if v = 0 (every label is +1) or, for W, if some v_i = 0.
+
+def _mul(x: Interval, y: Interval) -> Interval:
+    p = [x[0] * y[0], x[0] * y[1], x[1] * y[0], x[1] * y[1]]
+    return min(p), max(p)
+
+
+def _div(x: Interval, y: Interval) -> Interval | None:
+    """x / y, or None if y contains 0 (unbounded)."""
+    if y[0] <= 0 <= y[1]:
+        return None
+    return _mul(x, (1 / y[1], 1 / y[0]))
+
+
+def _ratio_interval(lo: Fraction, hi: Fraction, sign: int) -> Interval:
+    """v_i / |v_p| from lam* in (lo, hi]: |v_i| / |v_p| = (1 - lam*) / lam*, decreasing."""
+    r_lo, r_hi = (1 - hi) / hi, (1 - lo) / lo
+    return (r_lo, r_hi) if sign > 0 else (-r_hi, -r_lo)
+
+
+def _w_scales(ri: Interval, rj: Interval, wbar: Fraction) -> tuple[Fraction, Fraction]:
+    """The probe's token weight a and the bisection range [0, B] for W_ij.
+
+    |a| is a power of two with 8 a^2 w_bound |r_j| <= |r_i| so that B sigmoid(-1) |r_i| >
+    |a r_j| (the flip lies inside [0, B]); a's sign makes a r_j and r_i opposite; B is the
+    power of two with B |a| w_bound <= 1 < 2 B |a| w_bound.
     """
-    if not isinstance(oracle, Oracle):
-        raise InvalidArgument(f"oracle must be a verified_attn.Oracle, got {type(oracle).__name__}")
-    wbar = to_fraction(w_bound, name="w_bound")
-    if wbar <= 0:
-        raise InvalidArgument(f"w_bound must be > 0, got {w_bound!r}")
-    if isinstance(bits, bool) or not isinstance(bits, int) or not 1 <= bits <= 48:
-        # Up to 48 halvings every probe is still an exact dyadic float64 (checked).
-        raise InvalidArgument(f"bits must be an int in [1, 48], got {bits!r}")
-    if isinstance(verify, bool) or not isinstance(verify, int) or verify < 0:
-        raise InvalidArgument(f"verify must be an int >= 0, got {verify!r}")
-    d = oracle.d
-    before = oracle.queries_by_phase
-    tokens_before = oracle.tokens_sent
-    eye = np.eye(d)
-
-    with oracle.phase("signs"):
-        signs = []
-        for i in range(d):
-            plus, minus = _label(oracle, eye[i : i + 1]), _label(oracle, -eye[i : i + 1])
-            signs.append(0 if plus == minus == 1 else plus)
-            if plus == minus == -1:
-                raise ModelClassMismatch(
-                    f"f(e_{i}) < 0 and f(-e_{i}) < 0: impossible for a single head, where "
-                    "f([x]) = x^T v is odd in x",
-                    query=eye[i : i + 1],
-                )
-    if all(s == 0 for s in signs):
-        raise NotIdentifiable("v = 0: every label is +1 whatever W is; nothing is identifiable")
-    p = signs.index(next(s for s in signs if s != 0))
-    if any(s == 0 for s in signs):
-        raise NotIdentifiable(
-            f"v_{signs.index(0)} = 0 (labels of [e_i] and [-e_i] both +1): the W probes divide "
-            "by v_i, so this label learner needs every v_i != 0"
-        )
-
-    # v_i / |v_p| in [r_lo, r_hi], via lam* = |v_p| / (|v_i| + |v_p|).
-    ratios: list[tuple[Fraction, Fraction]] = []
-    with oracle.phase("v"):
-        for i in range(d):
-            if i == p:
-                ratios.append((Fraction(signs[p]), Fraction(signs[p])))
-                continue
-
-            def line(lam: Fraction, i: int = i) -> np.ndarray:
-                x = [[Fraction(0)] * d]
-                x[0][i] = signs[i] * lam
-                x[0][p] = -signs[p] * (1 - lam)
-                return _exact_floats(x)
-
-            lo, hi = _bisect(oracle, line, Fraction(0), Fraction(1), bits, up=1)
-            # |v_i|/|v_p| = (1 - lam*)/lam*, decreasing in lam*; lam* in (lo, hi].
-            r_hi = (1 - lo) / lo if lo > 0 else None
-            r_lo = (1 - hi) / hi
-            if r_hi is None:  # never left lo = 0: |v_i| / |v_p| > 2^bits - 1
-                raise NotIdentifiable(
-                    f"|v_{i}| / |v_{p}| exceeds 2^{bits} - 1: raise bits to bound it"
-                )
-            s = signs[i]
-            ratios.append((s * r_lo, s * r_hi) if s > 0 else (s * r_hi, s * r_lo))
-
-    entries = _learn_W(oracle, ratios, wbar, bits)
-    with flint.ctx.workprec(_PREC):
-        W_int = np.empty((d, d, 2))
-        for (i, j), ball in entries.items():
-            lo, hi = arb_bounds(ball)
-            W_int[i, j] = (_down(lo), _up(hi))
-        v_int = np.array([[_down(lo), _up(hi)] for lo, hi in ratios])
-        _verify_labels(oracle, W_int, v_int, verify, seed)
-
-    by_phase = oracle.queries_since(before)
-    learning, verification = split_counts(by_phase)
-    v_exact = None
-    if max_denominator is not None:
-        v_exact = [reconstruct_rational(lo, hi, max_denominator) for lo, hi in ratios]
-    return Recovery(
-        theorem=THEOREM,
-        parameters={"W": W_int.mean(axis=2), "v": v_int.mean(axis=1)},
-        arithmetic="float",
-        precision=None,
-        exact=False,
-        verified=True,
-        queries=learning,
-        verification_queries=verification,
-        queries_by_phase=by_phase,
-        bound=label_query_bound(d, bits),
-        parameter_count=d * d + d - 1,
-        seed=seed,
-        tokens_sent=oracle.tokens_sent - tokens_before,
-        max_length=oracle.max_length,
-        # The sign queries are one round; every bisection step depends on the last.
-        rounds=1 + (d - 1 + d * d) * bits,
-        enclosures={"W_interval": W_int, "v_interval": v_int, "v_exact": v_exact, "p": p},
-        notes=[
-            f"labels sign(f) identify v only up to a positive scale: v is normalised so that "
-            f"|v_{p}| = 1 (v_{p} is the first nonzero coordinate)",
-            f"{bits} bisection steps per unknown",
-        ],
-    )
+    ri_lo = min(abs(ri[0]), abs(ri[1]))
+    rj_hi = max(abs(rj[0]), abs(rj[1]))
+    a = Fraction(1)
+    while a * a * wbar * rj_hi * 8 > ri_lo:
+        a /= 2
+    if (ri[0] > 0) == (rj[0] > 0):
+        a = -a
+    B = Fraction(1)
+    while B * abs(a) * wbar > 1:
+        B /= 2
+    while 2 * B * abs(a) * wbar <= 1:
+        B *= 2
+    return a, B
 
 
-def _learn_W(
-    oracle: Oracle, ratios: list[tuple[Fraction, Fraction]], wbar: Fraction, bits: int
-) -> dict[tuple[int, int], flint.arb]:
-    d = len(ratios)
-    sig_m1 = 1 / (1 + math.e)  # sigmoid(-1) > 0.2689; we use 1/4 below it, safely
-    out = {}
-    with oracle.phase("W"), flint.ctx.workprec(_PREC):
-        for i in range(d):
-            ri_lo = min(abs(ratios[i][0]), abs(ratios[i][1]))
-            for j in range(d):
-                rj_hi = max(abs(ratios[j][0]), abs(ratios[j][1]))
-                # |a| a power of two with a^2 w_bound |r_j| <= sigmoid(-1) |r_i| / 2 (margin),
-                # so that B sigmoid(-1) |r_i| > |a r_j|: the flip lies inside [0, B].
-                a = Fraction(1)
-                while a * a * wbar * rj_hi * 8 > ri_lo:
-                    a /= 2
-                assert Fraction(1, 4) < sig_m1
-                sign_i = 1 if ratios[i][0] > 0 else -1
-                sign_j = 1 if ratios[j][0] > 0 else -1
-                a = -a if sign_i == sign_j else a
-                B = Fraction(1)
-                while B * abs(a) * wbar > 1:
-                    B /= 2
-                while 2 * B * abs(a) * wbar <= 1:
-                    B *= 2
-
-                def probe(t: Fraction, i: int = i, j: int = j, a: Fraction = a) -> np.ndarray:
-                    X = [[Fraction(0)] * d for _ in range(2)]
-                    X[0][i] += t
-                    X[0][j] += a
-                    X[1][j] = a
-                    return _exact_floats(X)
-
-                # g(b) = a v_j + sigmoid(a b W_ij) b v_i has the sign of v_i for b = B.
-                lo, hi = _bisect(oracle, probe, Fraction(0), B, bits, up=sign_i)
-                bstar = _arb((lo + hi) / 2) + flint.arb(0, float((hi - lo) / 2) * (1 + 1e-15))
-                rj = _hull(ratios[j])
-                ri = _hull(ratios[i])
-                alpha = -_arb(a) * rj / (bstar * ri)
-                if not (alpha > 0 and alpha < 1):
-                    alpha = _clip01(alpha)
-                w = (alpha / (1 - alpha)).log() / (_arb(a) * bstar)
-                # |W_ij| <= ||W||_F <= w_bound: intersect (few bits leave b* near 0).
-                lo_w, hi_w = arb_bounds(w) if w.is_finite() else (-wbar, wbar)
-                out[(i, j)] = _hull((max(lo_w, -wbar), min(hi_w, wbar)))
-    return out
+def _logit_interval(x: Interval) -> Interval:
+    """[lower(logit(x_lo)), upper(logit(x_hi))] for 0 < x_lo <= x_hi < 1 (increasing)."""
+    with flint.ctx.workprec(INTERVAL_PRECISION):
+        lo_ball = flint.arb(flint.fmpq(x[0].numerator, x[0].denominator))
+        hi_ball = flint.arb(flint.fmpq(x[1].numerator, x[1].denominator))
+        lo = arb_bounds((lo_ball / (1 - lo_ball)).log())[0]
+        hi = arb_bounds((hi_ball / (1 - hi_ball)).log())[1]
+    return lo, hi
 
 
-def _exact_floats(rows: list[list[Fraction]]) -> np.ndarray:
-    """The query as float64, refusing any entry that is not exactly a float."""
-    out = np.array([[float(q) for q in row] for row in rows])
-    if any(Fraction(float(q)) != q for row in rows for q in row):
-        raise PrecisionExhausted(
-            "a bisection probe is no longer an exact float64 dyadic; use fewer bits"
-        )
-    return out
-
-
-def _hull(iv: tuple[Fraction, Fraction]) -> flint.arb:
-    lo, hi = iv
-    return _arb((lo + hi) / 2) + flint.arb(0, float((hi - lo) / 2) * (1 + 1e-15))
-
-
-def _clip01(x: flint.arb) -> flint.arb:
-    """The part of a ball inside [1/4, 3/4] ⊃ [sigmoid(-1), sigmoid(1)], where alpha is."""
-    lo, hi = arb_bounds(x) if x.is_finite() else (Fraction(1, 4), Fraction(3, 4))
-    lo = max(lo, Fraction(1, 4))
-    hi = min(hi, Fraction(3, 4))
-    return _hull((lo, hi))
+def _w_interval(
+    ri: Interval, rj: Interval, a: Fraction, bstar: Interval, wbar: Fraction
+) -> Interval | None:
+    """Exact [lo, hi] containing W_ij, or None if the brackets contradict the model class."""
+    alpha = _div(_mul((-a, -a), rj), _mul(bstar, ri))
+    lo_a, hi_a = (Fraction(1, 4), Fraction(3, 4)) if alpha is None else alpha
+    lo_a, hi_a = max(lo_a, Fraction(1, 4)), min(hi_a, Fraction(3, 4))
+    if lo_a > hi_a:
+        return None
+    w = _div(_logit_interval((lo_a, hi_a)), _mul((a, a), bstar))
+    lo_w, hi_w = (-wbar, wbar) if w is None else (max(w[0], -wbar), min(w[1], wbar))
+    return None if lo_w > hi_w else (lo_w, hi_w)
 
 
 def _down(q: Fraction) -> float:
@@ -296,31 +213,334 @@ def _up(q: Fraction) -> float:
     return f if Fraction(f) >= q else math.nextafter(f, math.inf)
 
 
-def _verify_labels(
-    oracle: Oracle, W_int: np.ndarray, v_int: np.ndarray, count: int, seed: int
-) -> None:
-    """Fresh queries whose predicted sign is certain must get that label."""
-    if count == 0:
-        return
+def _exact_floats(rows: list[list[Fraction]]) -> np.ndarray:
+    """The query as float64, refusing any entry that is not exactly a float."""
+    out = np.array([[float(q) for q in row] for row in rows])
+    if any(Fraction(float(q)) != q for row in rows for q in row):
+        raise PrecisionExhausted(
+            "a bisection probe is no longer an exact float64 dyadic; use fewer bits"
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# The learner.
+# ---------------------------------------------------------------------------------------
+
+
+def learn_from_labels(
+    oracle: Oracle,
+    *,
+    w_bound: Any,
+    bits: int = 30,
+    max_denominator: int | None = None,
+    verify: int = DEFAULT_LABEL_VERIFY,
+    seed: int = 0,
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
+) -> LabelRecovery:
+    """Recover v up to a positive scale and W from sign labels, ``bits`` bits each.
+
+    >>> import verified_attn as va
+    >>> from verified_attn.oracle_wrappers import LabelOracle
+    >>> o = LabelOracle(va.Oracle(va.SingleHeadAttention([[0.5]], [3]), "exact"))
+    >>> rec = learn_from_labels(o, w_bound=1, bits=12, verify=0)
+    >>> rec.v, rec.queries, rec.verified           # v normalised: |v_p| = 1
+    (array([1.]), 14, False)
+
+    Returns a :class:`~verified_attn.recovery.LabelRecovery` (theorem ``"app-b"``):
+    ``parameters`` ``W`` (d x d, the intervals' midpoints) and ``v`` (d, normalised so that
+    |v_p| = 1, p the first coordinate with v_p != 0); ``model`` is the float
+    :class:`~verified_attn.models.SingleHeadAttention` with that *normalised* v (it has the
+    oracle's labels, not its values). ``enclosures``:
+
+    - ``"W"``, ``"v"``: ``{"lower": array, "upper": array}``, certified float intervals of
+      W and of the normalised v (they contain the truth when the labels are exact);
+    - ``"v_exact"``: with ``max_denominator``, each v ratio as the unique rational with
+      that denominator bound in its interval (None where not unique), else None;
+    - ``"p"``: the normalising coordinate.
+
+    ``verify``: fresh sequences (lengths 1 to 16 in turn) whose predicted sign is certain
+    must get that label; verified only if at least one was decided.
+
+    Raises :class:`NotIdentifiable` if v = 0 (every label is +1), if some v_i = 0 (the W
+    probes divide by v_i), or if a ratio is beyond 2^bits; :class:`ModelClassMismatch`
+    if the labels are impossible for a single head.
+    """
+    check_oracle(oracle)
+    wbar = to_fraction(check_real(w_bound, "w_bound", low=0, low_open=True), name="w_bound")
+    bits = check_int(bits, "bits", low=1, high=MAX_BITS)
+    max_denominator = check_int(max_denominator, "max_denominator", low=1, allow_none=True)
+    verify = check_verify(verify)
+    seed = check_seed(seed)
+    lengths = check_lengths(lengths)
     d = oracle.d
-    Wb = [
-        [_hull((Fraction(W_int[i, j, 0]), Fraction(W_int[i, j, 1]))) for j in range(d)]
-        for i in range(d)
-    ]
-    vb = [_hull((Fraction(lo), Fraction(hi))) for lo, hi in v_int]
-    rng = np.random.default_rng(seed)
-    with oracle.phase("verify"):
-        for k in range(count):
-            X = rng.choice(np.array([-0.5, -0.25, 0.25, 0.5]), size=(1 + k % 3, d))
-            pred = attention_output(
-                [[flint.arb(x) for x in row] for row in X], Wb, vb, exp=lambda s: s.exp()
+    bound = label_query_bound(d, bits)
+    oracle.require_remaining(bound, verify, f"learn_from_labels at d = {d}")
+    eye = np.eye(d)
+    transcript: dict[str, Any] = {"signs": [], "v": [], "W": []}
+
+    with oracle.run() as run:
+        with oracle.phase("signs"):
+            signs = []
+            for i in range(d):
+                plus, minus = _label(oracle, eye[i : i + 1]), _label(oracle, -eye[i : i + 1])
+                transcript["signs"].append([plus, minus])
+                signs.append(0 if plus == minus == 1 else int(plus))
+                if plus == minus == -1:
+                    raise ModelClassMismatch(
+                        f"f(e_{i}) < 0 and f(-e_{i}) < 0: impossible for a single head, where "
+                        "f([x]) = x^T v is odd in x",
+                        query=eye[i : i + 1],
+                    )
+        if all(s == 0 for s in signs):
+            raise NotIdentifiable("v = 0: every label is +1 whatever W is; nothing is identifiable")
+        p = next(i for i, s in enumerate(signs) if s != 0)
+        if any(s == 0 for s in signs):
+            raise NotIdentifiable(
+                f"v_{signs.index(0)} = 0 (labels of [e_i] and [-e_i] both +1): the W probes "
+                "divide by v_i, so this label learner needs every v_i != 0"
             )
-            label = _label(oracle, X)
-            if (pred > 0 and label < 0) or (pred < 0 and label > 0):
-                raise ModelClassMismatch(
-                    f"the label oracle is not the recovered single head: on the fresh query "
-                    f"{X.tolist()} it answered {label}, the recovered model gives f in {pred}",
-                    query=X,
-                    observed=label,
-                    expected=str(pred),
+        ratios = _learn_ratios(oracle, signs, p, bits, transcript["v"])
+        W_iv = _learn_W(oracle, ratios, wbar, bits, transcript["W"])
+        W_lo = np.array([[_down(W_iv[i][j][0]) for j in range(d)] for i in range(d)])
+        W_hi = np.array([[_up(W_iv[i][j][1]) for j in range(d)] for i in range(d)])
+        v_lo = np.array([_down(r[0]) for r in ratios])
+        v_hi = np.array([_up(r[1]) for r in ratios])
+        checked = (
+            verify_labels(
+                oracle, (W_lo, W_hi), (v_lo, v_hi), count=verify, seed=seed, lengths=lengths
+            )
+            if verify
+            else None
+        )
+    counts = run.counts
+
+    def mids(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        out = [
+            float((Fraction(a) + Fraction(b)) / 2)
+            for a, b in zip(lo.ravel(), hi.ravel(), strict=True)
+        ]
+        return np.array(out).reshape(lo.shape)
+
+    W, v = mids(W_lo, W_hi), mids(v_lo, v_hi)
+    v_exact = None
+    if max_denominator is not None:
+        v_exact = [reconstruct_rational(lo, hi, max_denominator) for lo, hi in ratios]
+    assumptions = [
+        "every label is sign(f(X)) exactly (+1 iff f(X) >= 0)",
+        f"||W||_F <= w_bound = {float(wbar)}",
+        "v is identified only up to a positive scale: the result is v / |v_p|",
+    ]
+    notes = [
+        f"labels sign(f) identify v only up to a positive scale: v is normalised so that "
+        f"|v_{p}| = 1 (v_{p} is the first nonzero coordinate)",
+        f"{bits} bisection steps per unknown",
+    ]
+    certificate = functools.partial(
+        _certificate_data,
+        d=d,
+        arith=oracle.arithmetic,
+        wbar=wbar,
+        bits=bits,
+        max_denominator=max_denominator,
+        transcript=transcript,
+        W=W,
+        v=v,
+        box=(W_lo, W_hi, v_lo, v_hi),
+        v_exact=v_exact,
+        p=p,
+        checked=checked,
+        seed=seed,
+        counts=counts,
+        bound=bound,
+        assumptions=assumptions,
+    )
+    return LabelRecovery.from_run(
+        counts,
+        theorem=THEOREM,
+        parameters={"W": W, "v": v},
+        learned_model=SingleHeadAttention(W, v),
+        arithmetic="float",
+        precision=None,
+        exact=False,
+        verified=checked is not None and checked.decided > 0,
+        bound=bound,
+        parameter_count=d * d + d - 1,
+        seed=seed,
+        # The sign queries are one round; every bisection step depends on the last.
+        rounds=1 + (d - 1 + d * d) * bits,
+        verification=checked,
+        enclosures={
+            "W": {"lower": W_lo, "upper": W_hi},
+            "v": {"lower": v_lo, "upper": v_hi},
+            "v_exact": v_exact,
+            "p": p,
+        },
+        assumptions=assumptions,
+        notes=notes,
+        certificate_data=certificate,
+        p=p,
+        bits=bits,
+    )
+
+
+def _learn_ratios(
+    oracle: Oracle, signs: list[int], p: int, bits: int, transcript: list[Any]
+) -> list[Interval]:
+    """v_i / |v_p| in [r_lo, r_hi], via lam* = |v_p| / (|v_i| + |v_p|)."""
+    d = len(signs)
+    ratios: list[Interval] = []
+    with oracle.phase("v"):
+        for i in range(d):
+            if i == p:
+                ratios.append((Fraction(signs[p]), Fraction(signs[p])))
+                transcript.append(None)
+                continue
+
+            def line(lam: Fraction, i: int = i) -> np.ndarray:
+                x = [[Fraction(0)] * d]
+                x[0][i] = signs[i] * lam
+                x[0][p] = -signs[p] * (1 - lam)
+                return _exact_floats(x)
+
+            labels: list[float] = []
+            transcript.append(labels)
+            lo, hi = _bisect(oracle, line, Fraction(0), Fraction(1), bits, 1.0, labels)
+            if lo == 0:  # never left lo = 0: |v_i| / |v_p| > 2^bits - 1
+                raise NotIdentifiable(
+                    f"|v_{i}| / |v_{p}| exceeds 2^{bits} - 1: raise bits to bound it"
                 )
+            if hi == 1:  # never left hi = 1: |v_i| / |v_p| < 1 / (2^bits - 1)
+                raise NotIdentifiable(
+                    f"|v_{i}| / |v_{p}| is below 1 / (2^{bits} - 1): raise bits to bound it "
+                    "away from 0 (the W probes divide by it)"
+                )
+            ratios.append(_ratio_interval(lo, hi, signs[i]))
+    return ratios
+
+
+def _learn_W(
+    oracle: Oracle,
+    ratios: list[Interval],
+    wbar: Fraction,
+    bits: int,
+    transcript: list[Any],
+) -> list[list[Interval]]:
+    d = len(ratios)
+    out: list[list[Interval]] = []
+    with oracle.phase("W"):
+        for i in range(d):
+            row: list[Interval] = []
+            rows_t: list[list[float]] = []
+            transcript.append(rows_t)
+            for j in range(d):
+                a, B = _w_scales(ratios[i], ratios[j], wbar)
+
+                def probe(t: Fraction, i: int = i, j: int = j, a: Fraction = a) -> np.ndarray:
+                    X = [[Fraction(0)] * d for _ in range(2)]
+                    X[0][i] += t
+                    X[0][j] += a
+                    X[1][j] = a
+                    return _exact_floats(X)
+
+                labels: list[float] = []
+                rows_t.append(labels)
+                # g(b) = a v_j + sigmoid(a b W_ij) b v_i has the sign of v_i for b = B.
+                up = 1.0 if ratios[i][0] > 0 else -1.0
+                bstar = _bisect(oracle, probe, Fraction(0), B, bits, up, labels)
+                iv = _w_interval(ratios[i], ratios[j], a, bstar, wbar)
+                if iv is None:
+                    raise NotIdentifiable(
+                        f"w_bound: the labels of the probes for W_{i}{j} are consistent with "
+                        f"no single head with ||W||_F <= w_bound = {float(wbar)}"
+                    )
+                row.append(iv)
+            out.append(row)
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Certificate data.
+# ---------------------------------------------------------------------------------------
+
+
+def _certificate_data(
+    *,
+    d: int,
+    arith: Any,
+    wbar: Fraction,
+    bits: int,
+    max_denominator: int | None,
+    transcript: dict[str, Any],
+    W: np.ndarray,
+    v: np.ndarray,
+    box: tuple[np.ndarray, ...],
+    v_exact: list[Fraction | None] | None,
+    p: int,
+    checked: LabelVerification | None,
+    seed: int,
+    counts: QueryCounts,
+    bound: int,
+    assumptions: list[str],
+) -> dict[str, Any]:
+    """Every label as the oracle gave it (the bisection transcripts), and the result.
+
+    ``answers.signs[i]`` = labels of [e_i], [-e_i]; ``answers.v[i]`` the ``bits`` labels of
+    the ratio bisection (null for i = p); ``answers.W[i][j]`` those of W_ij's. Checked by
+    :mod:`verified_attn.certificates.labels`.
+    """
+
+    def floats(arr: Any) -> Any:
+        return [floats(x) for x in arr] if np.ndim(arr) else dump_number(float(arr))
+
+    def labels(x: Any) -> Any:
+        if x is None:
+            return None
+        return [labels(y) for y in x] if isinstance(x, list) else dump_number(float(x))
+
+    data = certificate_base(
+        kind="labels",
+        theorem=THEOREM,
+        d=d,
+        arith=arith,
+        seed=seed,
+        counts=counts,
+        bound=bound,
+        verification=None,
+        assumptions=assumptions,
+    )
+    data["verified"] = checked is not None and checked.decided > 0
+    data["verification"] = {
+        "rule": "certain-signs",
+        "count": 0 if checked is None else checked.count,
+        "seed": seed if checked is None else checked.seed,
+        "lengths": [1] if checked is None else list(checked.lengths),
+        "answers": [] if checked is None else [dump_number(float(a)) for a in checked.answers],
+        "decided": 0 if checked is None else checked.decided,
+    }
+    W_lo, W_hi, v_lo, v_hi = box
+    data.update(
+        {
+            "labels": {
+                "w_bound": dump_rational(wbar),
+                "bits": bits,
+                "threshold": "0/1",
+                "max_denominator": max_denominator,
+                "interval_precision": INTERVAL_PRECISION,
+            },
+            "answers": {k: labels(x) for k, x in transcript.items()},
+            "result": {
+                "exact": False,
+                "p": p,
+                "parameters": {"W": floats(W), "v": floats(v)},
+                "enclosures": {
+                    "W": {"lower": floats(W_lo), "upper": floats(W_hi)},
+                    "v": {"lower": floats(v_lo), "upper": floats(v_hi)},
+                },
+                "v_exact": None
+                if v_exact is None
+                else [None if q is None else dump_rational(q) for q in v_exact],
+            },
+        }
+    )
+    return data

@@ -5,56 +5,96 @@
 >>> model = va.SingleHeadAttention([[0.25, -0.5], [0.5, 0]], [1, -2])
 >>> oracle = NoisyOracle(va.Oracle(model, "certified"), tolerance=1e-4, seed=0)
 >>> rec = learn_noisy(oracle, tolerance=1e-4, w_bound=1, margin=1)
->>> rec.queries, rec.bound, rec.queries_by_phase
-(6, 6, {'v': 2, 'W': 4, 'verify': 8})
+>>> rec.queries, rec.bound, rec.queries_by_phase, rec.verified
+(6, 6, {'v': 2, 'W': 4, 'verify': 8}, True)
 >>> err = abs(rec.W - model.float_parameters()["W"])
 >>> bool((err <= rec.enclosures["W_error"]).all()), float(rec.enclosures["W_error"].max()) < 0.01
 (True, True)
+>>> lo, hi = rec.enclosures["W"]["lower"], rec.enclosures["W"]["upper"]
+>>> bool(((lo <= model.float_parameters()["W"]) & (model.float_parameters()["W"] <= hi)).all())
+True
+>>> va.verify_certificate(rec.certificate()).ok
+True
 
-The algorithm (THEORY §5). Length-1 queries [e_i] give v_hat (error <= tau). For a design
-U = [u_1..u_d] (the paper's: U = I) and each (k, j) the length-2 query
-[b u_k + a e_j; a e_j] has score gap a b u_k^T W e_j in [-1/2, 1/2] and answer
-``f = a v_j + alpha b u_k^T v``; ``alpha_hat = (f_hat - a v_hat_j) / (b u_k^T v_hat)`` is
-clipped to [sigmoid(-1/2), sigmoid(1/2)] and inverted, and W = U^{-T} M.
+The algorithm (the documentation's theory page, docs/theory.md). Length-1 queries [e_i]
+give v_hat (error <= tau). For a design U = [u_1..u_d] (the paper's: U = I) and each
+(k, j) the length-2 query [b u_k + a e_j; a e_j] has score gap a b u_k^T W e_j in
+[-1/2, 1/2] and answer ``f = a v_j + alpha b u_k^T v``;
+``alpha_hat = (f_hat - a v_hat_j) / (b u_k^T v_hat)`` is clipped to
+[sigmoid(-1/2), sigmoid(1/2)] and inverted, and W = U^{-T} M.
 
-Probe scales: a = 1/2 and b the largest power of two with b ||u_k||_2 w_bound <= 1 (at
-most 1/w_bound, at least half of it), so every query is an exact dyadic float.
+Probe scales: a = 1/2 and b the largest power of two with b ||u_k||_2 w_bound <= 1
+(:func:`~verified_attn.noisy.planning.probe_scale`), so every query is an exact dyadic
+float.
 
-Error bounds (per entry, *a posteriori*, i.e. from the observed v_hat, and rigorous):
-``|alpha_hat - alpha| <= tau (1 + a + sigmoid(1/2) b ||u_k||_1) / (b |u_k^T v_hat|)``
-(:func:`~verified_attn.noisy.symbolic.error_propagation`), times the Lipschitz constant
-L = 2 + e^(1/2) + e^(-1/2) of logit (:func:`~verified_attn.noisy.symbolic.lipschitz_constant`)
-and 1/(a b); capped at 1/(a b) because both the clipped estimate and the truth lie in
-[-1/2, 1/2] / (a b). All of it is computed in ball arithmetic from the exact answers, and
-the float estimates' rounding is added, so the returned intervals contain the truth
-whenever every answer is within ``tolerance`` of f.
+**The enclosures** (per entry, *a posteriori*, i.e. from the observed answers, and
+rigorous), computed by :func:`noisy_intervals` in exact rational arithmetic except for
+one logit ball per probe (flint ``arb`` at :data:`INTERVAL_PRECISION` bits):
+
+- ``e_k = tau (1 + a + s+ b ||u_k||_1) / (b |u_k^T v_hat|)`` bounds ``|alpha_hat - alpha|``
+  (:func:`~verified_attn.noisy.symbolic.error_propagation`), with s+ an upper bound of
+  sigmoid(1/2);
+- the clipped estimate's logit lies in a ball [l, h] (clipped to [-1/2, 1/2]) and the
+  truth's within ``E = min(L+ e_k, 1)`` of it (L+ an upper bound of the Lipschitz constant
+  L = 2 + e^(1/2) + e^(-1/2) of :func:`~verified_attn.noisy.symbolic.lipschitz_constant`;
+  the cap 1 because both lie in [-1/2, 1/2]), so u_k^T W e_j is in
+  ``[(l - E), (h + E)] / (a b)``;
+- W = U^{-T} M with exact rational interval arithmetic; the float estimate is the midpoint
+  rounded to nearest, ``W_error`` the distance to the far end plus the error, rounded up,
+  and the interval ``W_hat -+ W_error`` rounded outward to floats.
+
+The truth lies in the intervals whenever every answer (every average, with repeats) is
+within ``tolerance`` of f(X), ||W||_F <= w_bound and the margin holds. The certificate
+checker :mod:`verified_attn.certificates.noisy` re-derives the intervals from the stored
+answers with its own code and requires the reported ones to be exactly those.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Sequence
 from fractions import Fraction
-from functools import cache
 from typing import Any
 
 import flint
 import numpy as np
 
-from verified_attn.arithmetic import arb_bounds, fraction_from_arb, to_fraction
-from verified_attn.errors import (
-    InvalidArgument,
-    ModelClassMismatch,
-    NotIdentifiable,
-)
-from verified_attn.models import SingleHeadAttention, attention_output
+from verified_attn.arithmetic import arb_bounds, to_fraction
+from verified_attn.certificates.writer import certificate_base
+from verified_attn.errors import InvalidArgument, NotIdentifiable
+from verified_attn.models import SingleHeadAttention
 from verified_attn.noisy import symbolic
-from verified_attn.oracle import Oracle
-from verified_attn.recovery import Recovery, split_counts
+from verified_attn.noisy.planning import (
+    DESIGNS,
+    A,
+    probe_scale,
+    query_bound,
+    repeats_for,
+    tolerance_for_error,
+)
+from verified_attn.noisy.verification import ToleranceVerification, verify_within_tolerance
+from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.oracle_wrappers import worst_case_direction, worst_case_oracle
+from verified_attn.recovery import NoisyRecovery
+from verified_attn.serialize import dump_number, dump_rational
+from verified_attn.validation import (
+    check_choice,
+    check_int,
+    check_lengths,
+    check_oracle,
+    check_real,
+    check_seed,
+    check_verify,
+)
+from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY
 
 __all__ = [
     "DESIGNS",
+    "INTERVAL_PRECISION",
     "learn_noisy",
     "learn_stochastic",
+    "noisy_intervals",
     "probe_scale",
     "query_bound",
     "repeats_for",
@@ -64,58 +104,8 @@ __all__ = [
 ]
 
 THEOREM = "thm-6.1"
-DESIGNS = ("paper", "norm")
-A = Fraction(1, 2)
-_PREC = 128  # bits for the ball arithmetic that turns exact answers into bounds
-
-
-def query_bound(d: int) -> int:
-    """d^2 + d learning queries (per repetition).
-
-    >>> query_bound(4)
-    20
-    """
-    return d * d + d
-
-
-def probe_scale(w_bound: Any, u_norm_sq: Any = 1) -> Fraction:
-    """The largest power of two b with b^2 ||u||_2^2 w_bound^2 <= 1 (exact).
-
-    >>> probe_scale(3), probe_scale(1), probe_scale(Fraction(1, 4)), probe_scale(1, 2)
-    (Fraction(1, 4), Fraction(1, 1), Fraction(4, 1), Fraction(1, 2))
-    """
-    w = to_fraction(w_bound, name="w_bound")
-    n = to_fraction(u_norm_sq, name="u_norm_sq")
-    b = Fraction(1)
-    while b * b * n * w * w > 1:
-        b /= 2
-    while 4 * b * b * n * w * w <= 1:
-        b *= 2
-    return b
-
-
-def _arb(q: Fraction) -> flint.arb:
-    return flint.arb(flint.fmpq(q.numerator, q.denominator))
-
-
-def _upper(x: flint.arb) -> float:
-    """A float >= every point of the ball."""
-    hi = arb_bounds(x)[1]
-    f = float(hi)
-    return f if Fraction(f) >= hi else math.nextafter(f, math.inf)
-
-
-def _lower(x: flint.arb) -> float:
-    lo = arb_bounds(x)[0]
-    f = float(lo)
-    return f if Fraction(f) <= lo else math.nextafter(f, -math.inf)
-
-
-def _positive(x: Any, name: str) -> Fraction:
-    q = to_fraction(x, name=name)
-    if q <= 0:
-        raise InvalidArgument(f"{name} must be > 0, got {x!r}")
-    return q
+#: Bits of the ball arithmetic for the logits and the constants L, sigmoid(1/2).
+INTERVAL_PRECISION = 128
 
 
 # ---------------------------------------------------------------------------------------
@@ -151,39 +141,187 @@ def _queries(U: list[list[Fraction]], b: Fraction) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------
+# Answers -> intervals (pure).
+# ---------------------------------------------------------------------------------------
+
+
+def _down(q: Fraction) -> float:
+    """The largest float <= q."""
+    f = float(q)
+    return f if Fraction(f) <= q else math.nextafter(f, -math.inf)
+
+
+def _up(q: Fraction) -> float:
+    """The smallest float >= q."""
+    f = float(q)
+    return f if Fraction(f) >= q else math.nextafter(f, math.inf)
+
+
+def _arb(q: Fraction) -> flint.arb:
+    return flint.arb(flint.fmpq(q.numerator, q.denominator))
+
+
+def noisy_intervals(
+    v_hat: list[Fraction],
+    F: list[Fraction],
+    U: list[list[Fraction]],
+    b: Fraction,
+    tau: Fraction,
+) -> dict[str, Any]:
+    """The estimates and their per-entry enclosures from exact (averaged) answers.
+
+    ``F[k * d + j]`` answers the probe [b u_k + a e_j; a e_j]. Returns float arrays ``W``,
+    ``W_lower``, ``W_upper``, ``W_error`` (d x d) and ``v``, ``v_lower``, ``v_upper``,
+    ``v_error`` (d), and the list ``bad`` of probes (k, j) whose alpha_hat lies certainly
+    outside [sigmoid(-1/2) - e_k, sigmoid(1/2) + e_k] (the data contradict the norm bound).
+
+    >>> from fractions import Fraction as Q
+    >>> out = noisy_intervals([Q(1)], [Q(1)], [[Q(1)]], Q(1), Q(1, 1000))
+    >>> float(out["W"][0, 0]), bool(out["W_lower"][0, 0] < 0 < out["W_upper"][0, 0]), out["bad"]
+    (0.0, True, [])
+    """
+    d = len(v_hat)
+    with flint.ctx.workprec(INTERVAL_PRECISION):
+        s_plus = 1 / (1 + flint.arb(-0.5).exp())
+        s_hi = arb_bounds(s_plus)[1]  # >= sigmoid(1/2)
+        s_lo = 1 - s_hi  # <= sigmoid(-1/2) = 1 - sigmoid(1/2)
+        L_hi = arb_bounds(flint.arb(0.5).exp() + flint.arb(-0.5).exp() + 2)[1]
+        ab = A * b
+        m_lo = [[Fraction(0)] * d for _ in range(d)]
+        m_hi = [[Fraction(0)] * d for _ in range(d)]
+        E = [[Fraction(0)] * d for _ in range(d)]
+        bad: list[tuple[int, int]] = []
+        for k in range(d):
+            col = [U[i][k] for i in range(d)]
+            uv = sum((c * q for c, q in zip(col, v_hat, strict=True)), Fraction(0))
+            l1 = sum((abs(c) for c in col), Fraction(0))
+            e_k = tau * (1 + A + s_hi * b * l1) / (b * abs(uv))
+            for j in range(d):
+                alpha_hat = (F[k * d + j] - A * v_hat[j]) / (b * uv)
+                if alpha_hat < s_lo - e_k or alpha_hat > s_hi + e_k:
+                    bad.append((k, j))
+                if alpha_hat <= s_lo:
+                    lo, hi = Fraction(-1, 2), Fraction(-1, 2)
+                elif alpha_hat >= s_hi:
+                    lo, hi = Fraction(1, 2), Fraction(1, 2)
+                else:  # s_lo < alpha_hat < s_hi, inside (0, 1): its logit, clipped
+                    lo, hi = arb_bounds((_arb(alpha_hat) / (1 - _arb(alpha_hat))).log())
+                    lo = min(max(lo, Fraction(-1, 2)), Fraction(1, 2))
+                    hi = min(max(hi, Fraction(-1, 2)), Fraction(1, 2))
+                m_lo[k][j], m_hi[k][j] = lo / ab, hi / ab
+                E[k][j] = min(L_hi * e_k, Fraction(1)) / ab
+    # W = U^{-T} M exactly: interval arithmetic on exact endpoints.
+    Ut = flint.fmpq_mat(
+        d,
+        d,
+        [flint.fmpq(U[i][k].numerator, U[i][k].denominator) for k in range(d) for i in range(d)],
+    )
+    inv = Ut.inv()
+    W = np.empty((d, d))
+    W_err = np.empty((d, d))
+    W_lo = np.empty((d, d))
+    W_hi = np.empty((d, d))
+    for r in range(d):
+        row = [
+            (k, Fraction(int(inv[r, k].p), int(inv[r, k].q))) for k in range(d) if inv[r, k] != 0
+        ]
+        for j in range(d):
+            lo = sum((c * (m_lo[k][j] if c > 0 else m_hi[k][j]) for k, c in row), Fraction(0))
+            hi = sum((c * (m_hi[k][j] if c > 0 else m_lo[k][j]) for k, c in row), Fraction(0))
+            err = sum((abs(c) * E[k][j] for k, c in row), Fraction(0))
+            mid = float((lo + hi) / 2)
+            total = max(Fraction(mid) - lo, hi - Fraction(mid)) + err
+            W[r, j] = mid
+            W_err[r, j] = _up(total)
+            W_lo[r, j] = _down(Fraction(mid) - total)
+            W_hi[r, j] = _up(Fraction(mid) + total)
+    v = np.array([float(q) for q in v_hat])
+    v_err = np.array([_up(abs(Fraction(float(q)) - q) + tau) for q in v_hat])
+    return {
+        "W": W,
+        "W_error": W_err,
+        "W_lower": W_lo,
+        "W_upper": W_hi,
+        "v": v,
+        "v_error": v_err,
+        "v_lower": np.array([_down(q - tau) for q in v_hat]),
+        "v_upper": np.array([_up(q + tau) for q in v_hat]),
+        "bad": bad,
+    }
+
+
+# ---------------------------------------------------------------------------------------
 # The learner.
 # ---------------------------------------------------------------------------------------
 
 
+def _positive(x: Any, name: str) -> Fraction:
+    return to_fraction(check_real(x, name, low=0, low_open=True), name=name)
+
+
+def _assumptions(
+    tau: Fraction, wbar: Fraction, mu: Fraction, design: str, repeats: int
+) -> list[str]:
+    what = "every answer" if repeats == 1 else f"the average of every query's {repeats} answers"
+    margin = (
+        f"|v_i| >= margin = {float(mu)} for every i (design 'paper')"
+        if design == "paper"
+        else f"||v||_2 >= margin = {float(mu)} (design 'norm')"
+    )
+    return [
+        f"{what} is within tolerance tau = {float(tau)} of f(X)",
+        f"||W||_F <= w_bound = {float(wbar)}",
+        margin,
+    ]
+
+
 def learn_noisy(
     oracle: Oracle,
+    *,
     tolerance: Any,
     w_bound: Any,
     margin: Any,
-    *,
     design: str = "paper",
     repeats: int = 1,
-    verify: int = 8,
+    verify: int = DEFAULT_VERIFY,
     seed: int = 0,
-) -> Recovery:
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
+) -> NoisyRecovery:
     """Estimate (W, v) with per-entry guaranteed error bounds from d^2 + d noisy queries.
 
-    Assumptions: every answer is within ``tolerance`` of f(X); ``||W||_F <= w_bound``;
-    ``|v_i| >= margin`` for every i (``design="paper"``) or only ``||v||_2 >= margin``
-    (``design="norm"``, ours). ``repeats``: each query is asked this many times and the
-    answers averaged (for stochastic noise; ``tolerance`` then bounds the averages).
+    >>> import verified_attn as va
+    >>> o = va.Oracle(va.SingleHeadAttention([[0.5]], [2]), "float")
+    >>> rec = learn_noisy(o, tolerance=1e-6, w_bound=1, margin=1, verify=0)
+    >>> rec.queries, rec.verified, rec.enclosures["v"]["lower"] < 2 < rec.enclosures["v"]["upper"]
+    (2, False, array([ True]))
 
-    Returns a :class:`~verified_attn.recovery.Recovery` (float parameters) whose
-    ``enclosures`` hold ``W_error``, ``v_error`` (per-entry bounds), ``W_interval``,
-    ``v_interval`` (``[..., 0]`` lower, ``[..., 1]`` upper ends, containing the truth) and
-    ``W_a_priori`` (the derived bound of :mod:`verified_attn.noisy.symbolic`).
+    Assumptions (recorded in ``rec.assumptions``): every answer is within ``tolerance``
+    of f(X); ``||W||_F <= w_bound``; ``|v_i| >= margin`` for every i (``design="paper"``)
+    or only ``||v||_2 >= margin`` (``design="norm"``, ours). ``repeats``: each query is
+    asked this many times and the answers averaged exactly (for stochastic noise;
+    ``tolerance`` then bounds the averages). ``verify``: fresh sequences of the given
+    ``lengths`` (:func:`verified_attn.verification.fresh_sequences`) whose answers must lie
+    within ``tolerance`` of the recovered model's enclosure (0: not verified).
 
-    Raises :class:`InvalidArgument` for a non-positive or inconsistent argument,
-    :class:`NotIdentifiable` if the answers contradict the margin or the norm bound, and
-    :class:`ModelClassMismatch` if fresh queries disagree by more than the bound + tau.
+    Returns a :class:`~verified_attn.recovery.NoisyRecovery`: ``parameters`` ``W`` (d x d)
+    and ``v`` (d) are float64 estimates, ``model`` the float
+    :class:`~verified_attn.models.SingleHeadAttention` of them, ``exact`` False.
+    ``enclosures``:
+
+    - ``"W"``, ``"v"``: ``{"lower": array, "upper": array}``, float64 intervals (rounded
+      outward) that contain the truth under the assumptions;
+    - ``"W_error"``, ``"v_error"``: per-entry bounds on ``|estimate - truth|``;
+    - ``"W_a_priori"``: the a-priori per-entry bound of :mod:`verified_attn.noisy.symbolic`
+      (a float, >= every ``W_error`` entry);
+    - ``"probe_scale"``: b (a Fraction); ``"design"``: U (float array, columns u_k).
+
+    ``rec.certificate()`` stores every answer, the tolerance and assumptions; its checker
+    re-derives the intervals. Raises :class:`InvalidArgument` for a non-positive or
+    inconsistent argument, :class:`NotIdentifiable` if the answers contradict the margin or
+    the norm bound, and :class:`ModelClassMismatch` if a fresh answer is farther than the
+    tolerance from the recovered model's enclosure.
     """
-    if not isinstance(oracle, Oracle):
-        raise InvalidArgument(f"oracle must be a verified_attn.Oracle, got {type(oracle).__name__}")
+    check_oracle(oracle)
     if oracle.arithmetic.name != "float":
         raise InvalidArgument(
             f"learn_noisy needs a float-mode oracle (a noisy black box); got arithmetic="
@@ -192,13 +330,11 @@ def learn_noisy(
     tau = _positive(tolerance, "tolerance")
     wbar = _positive(w_bound, "w_bound")
     mu = _positive(margin, "margin")
-    if design not in DESIGNS:
-        raise InvalidArgument(f"design must be one of {DESIGNS}, got {design!r}")
-    for name, val, least in (("repeats", repeats, 1), ("verify", verify, 0)):
-        if isinstance(val, bool) or not isinstance(val, int) or val < least:
-            raise InvalidArgument(f"{name} must be an int >= {least}, got {val!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise InvalidArgument(f"seed must be an int, got {seed!r}")
+    design = check_choice(design, "design", DESIGNS)
+    repeats = check_int(repeats, "repeats", low=1)
+    verify = check_verify(verify)
+    seed = check_seed(seed)
+    lengths = check_lengths(lengths)
     d = oracle.d
     if design == "paper" and tau >= mu:
         raise InvalidArgument(
@@ -210,34 +346,46 @@ def learn_noisy(
             f"tolerance must be < margin / sqrt(d) for design='norm'; got tolerance="
             f"{float(tau)}, margin={float(mu)}, d={d}"
         )
-    oracle.require_remaining(
-        repeats * query_bound(d), repeats * verify, f"learn_noisy (repeats={repeats})"
-    )
-    before = oracle.queries_by_phase
-    tokens_before = oracle.tokens_sent
+    bound = repeats * query_bound(d)
+    oracle.require_remaining(bound, repeats * verify, f"learn_noisy (repeats={repeats})")
 
-    with oracle.phase("v"):
-        v_hat = _averaged(oracle, np.eye(d)[:, None, :], repeats)
-    _check_v(v_hat, tau, mu, design)
-    U = _design(v_hat, design)
-    norm_sq = max(sum(U[i][k] ** 2 for i in range(d)) for k in range(d))
-    b = probe_scale(wbar, norm_sq)
-    with oracle.phase("W"):
-        F = _averaged(oracle, _queries(U, b), repeats)
-    with flint.ctx.workprec(_PREC):
-        est = _decode(F, v_hat, U, b, tau, wbar)
-        ver_err = _verify(oracle, est, tau, verify, repeats, seed)
+    with oracle.run() as run:
+        with oracle.phase("v"):
+            raw_v = _ask(oracle, np.eye(d)[:, None, :], repeats)
+        v_hat = [_mean(a) for a in raw_v]
+        _check_v(v_hat, tau, mu, design)
+        U = _design(v_hat, design)
+        norm_sq = max(sum(U[i][k] ** 2 for i in range(d)) for k in range(d))
+        b = probe_scale(wbar, norm_sq)
+        with oracle.phase("W"):
+            raw_W = _ask(oracle, _queries(U, b), repeats)
+        est = noisy_intervals(v_hat, [_mean(a) for a in raw_W], U, b, tau)
+        _check_bad(est["bad"], wbar)
+        _check_norm(est["W_lower"], est["W_upper"], wbar)
+        checked = (
+            verify_within_tolerance(
+                oracle,
+                (est["W_lower"], est["W_upper"]),
+                (est["v_lower"], est["v_upper"]),
+                tolerance=tau,
+                count=verify,
+                seed=seed,
+                lengths=lengths,
+                repeats=repeats,
+            )
+            if verify
+            else None
+        )
+    counts = run.counts
 
-    by_phase = oracle.queries_since(before)
-    learning, verification = split_counts(by_phase)
     prior = symbolic.a_priori_bounds(
         float(tau), float(mu), float(wbar), d, probe_scale=float(b), design=design
     )
     enclosures = {
+        "W": {"lower": est["W_lower"], "upper": est["W_upper"]},
+        "v": {"lower": est["v_lower"], "upper": est["v_upper"]},
         "W_error": est["W_error"],
-        "v_error": np.full(d, _upper(_arb(tau))),
-        "W_interval": est["W_interval"],
-        "v_interval": np.stack([[_lower(_arb(q - tau)), _upper(_arb(q + tau))] for q in v_hat]),
+        "v_error": est["v_error"],
         "W_a_priori": prior["W_entry"],
         "probe_scale": b,
         "design": np.array([[float(q) for q in row] for row in U]),
@@ -245,42 +393,64 @@ def learn_noisy(
     notes = [
         f"design {design!r}, probe scales a = 1/2, b = {b}; tolerance {float(tau)}",
         f"max per-entry W error bound {float(est['W_error'].max()):.3e} (a priori "
-        f"{prior['W_entry']:.3e}); v error bound {float(tau):.3e}",
+        f"{prior['W_entry']:.3e}); v error bound {float(est['v_error'].max()):.3e}",
     ]
     if repeats > 1:
         notes.append(f"every query asked {repeats} times and averaged")
-    return Recovery(
+    assumptions = _assumptions(tau, wbar, mu, design, repeats)
+    params = {"W": est["W"], "v": est["v"]}
+    certificate = functools.partial(
+        _certificate_data,
+        d=d,
+        arith=oracle.arithmetic,
+        design=design,
+        U=U,
+        b=b,
+        tau=tau,
+        wbar=wbar,
+        mu=mu,
+        repeats=repeats,
+        raw_v=raw_v,
+        raw_W=raw_W,
+        est=est,
+        checked=checked,
+        seed=seed,
+        counts=counts,
+        bound=bound,
+        assumptions=assumptions,
+    )
+    return NoisyRecovery.from_run(
+        counts,
         theorem=THEOREM,
-        parameters={"W": est["W"], "v": np.array([float(q) for q in v_hat])},
+        parameters=params,
+        learned_model=SingleHeadAttention(est["W"], est["v"]),
         arithmetic="float",
         precision=None,
         exact=False,
-        verified=True,
-        queries=learning,
-        verification_queries=verification,
-        queries_by_phase=by_phase,
-        bound=repeats * query_bound(d),
+        bound=bound,
         parameter_count=query_bound(d),
         seed=seed,
-        tokens_sent=oracle.tokens_sent - tokens_before,
-        max_length=oracle.max_length,
         rounds=2,
+        verification=checked,
         enclosures=enclosures,
-        verification_error=ver_err,
+        assumptions=assumptions,
         notes=notes,
+        certificate_data=certificate,
+        tolerance=tau,
+        repeats=repeats,
     )
 
 
-def _averaged(oracle: Oracle, Xs: np.ndarray, repeats: int) -> list[Fraction]:
-    """Exact averages (Fractions) of ``repeats`` answers to each query."""
-    answers = oracle.query_many(np.concatenate([Xs] * repeats)) if repeats > 1 else None
-    if answers is None:
-        answers = oracle.query_many(Xs)
+def _ask(oracle: Oracle, Xs: np.ndarray, repeats: int) -> list[list[float]]:
+    """Every query's ``repeats`` answers, as the oracle gave them (all asked in one batch)."""
     n = Xs.shape[0]
-    return [
-        sum((Fraction(answers[r * n + i]) for r in range(repeats)), Fraction(0)) / repeats
-        for i in range(n)
-    ]
+    answers = oracle.query_many(np.concatenate([Xs] * repeats) if repeats > 1 else Xs)
+    return [[answers[r * n + i] for r in range(repeats)] for i in range(n)]
+
+
+def _mean(answers: list[float]) -> Fraction:
+    """The exact average of float answers."""
+    return sum((Fraction(a) for a in answers), Fraction(0)) / len(answers)
 
 
 def _check_v(v_hat: list[Fraction], tau: Fraction, mu: Fraction, design: str) -> None:
@@ -295,107 +465,32 @@ def _check_v(v_hat: list[Fraction], tau: Fraction, mu: Fraction, design: str) ->
                     f"needs only ||v||_2 >= margin"
                 )
         return
-    with flint.ctx.workprec(_PREC):
-        norm = sum((_arb(q) ** 2 for q in v_hat), flint.arb(0)).sqrt()
-        if norm + flint.arb(d).sqrt() * _arb(tau) < _arb(mu):
-            raise NotIdentifiable(
-                f"margin: ||v_hat||_2 = {float(norm.mid())} with tolerance {float(tau)} per "
-                f"entry means ||v||_2 < margin = {float(mu)}; the data contradict the "
-                "assumption ||v||_2 >= margin"
-            )
+    # ||v||_2 <= ||v_hat||_2 + sqrt(d) tau: refuse when that is certainly < margin.
+    norm_sq = sum((q * q for q in v_hat), Fraction(0))
+    with flint.ctx.workprec(INTERVAL_PRECISION):
+        norm = _arb(norm_sq).sqrt()
+        refused = bool(norm + flint.arb(d).sqrt() * _arb(tau) < _arb(mu))
+    if refused:
+        raise NotIdentifiable(
+            f"margin: ||v_hat||_2 = {math.sqrt(float(norm_sq))} with tolerance {float(tau)} "
+            f"per entry means ||v||_2 < margin = {float(mu)}; the data contradict the "
+            "assumption ||v||_2 >= margin"
+        )
 
 
-@cache
-def _lipschitz() -> flint.arb:
-    return flint.arb(0.5).exp() + flint.arb(-0.5).exp() + 2
+def _check_bad(bad: list[tuple[int, int]], wbar: Fraction) -> None:
+    if bad:
+        k, j = bad[0]
+        raise NotIdentifiable(
+            f"w_bound: the probe for (k={k}, j={j}) gives alpha_hat outside [sigmoid(-1/2), "
+            f"sigmoid(1/2)] by more than its error bound: its score gap exceeds 1/2, so "
+            f"||W||_F > w_bound = {float(wbar)} (or the oracle is not a single head within "
+            "the tolerance)"
+        )
 
 
-@cache
-def _sigmoid_half() -> flint.arb:
-    return 1 / (1 + flint.arb(-0.5).exp())
-
-
-def _decode(
-    F: list[Fraction],
-    v_hat: list[Fraction],
-    U: list[list[Fraction]],
-    b: Fraction,
-    tau: Fraction,
-    wbar: Fraction,
-) -> dict[str, Any]:
-    d = len(v_hat)
-    L, s_plus = _lipschitz(), _sigmoid_half()
-    s_minus = 1 - s_plus
-    ab = _arb(A * b)
-    M = [[flint.arb(0)] * d for _ in range(d)]
-    E = [[flint.arb(0)] * d for _ in range(d)]
-    for k in range(d):
-        col = [U[i][k] for i in range(d)]
-        uv = sum((c * q for c, q in zip(col, v_hat, strict=True)), Fraction(0))
-        l1 = sum((abs(c) for c in col), Fraction(0))
-        err_alpha = _arb(tau) * (1 + _arb(A) + s_plus * _arb(b * l1)) / _arb(b * abs(uv))
-        for j in range(d):
-            alpha_hat = (F[k * d + j] - A * v_hat[j]) / (b * uv)  # exact rational
-            ah = _arb(alpha_hat)
-            if ah < s_minus - err_alpha or ah > s_plus + err_alpha:
-                raise NotIdentifiable(
-                    f"w_bound: the probe for (k={k}, j={j}) gives alpha_hat = {float(alpha_hat)}"
-                    f" (error <= {float(err_alpha.mid()):.3g}), outside [sigmoid(-1/2), "
-                    f"sigmoid(1/2)]: its score gap exceeds 1/2, so ||W||_F > w_bound = "
-                    f"{float(wbar)} (or the oracle is not a single head within the tolerance)"
-                )
-            if ah <= s_minus:
-                lg = flint.arb(-0.5)
-            elif ah >= s_plus:
-                lg = flint.arb(0.5)
-            elif 0 < ah < 1:  # inside, or undecidably near an end: clip the logit's ball
-                lg = _clip_ball((ah / (1 - ah)).log())
-            else:  # cannot happen: the ends are far from 0 and 1
-                lg = _ball_of(Fraction(-1, 2), Fraction(1, 2))
-            M[k][j] = lg / ab
-            # Both clipped estimate and truth lie in [-1/2, 1/2]: the error is also <= 1.
-            bound = L * err_alpha
-            E[k][j] = (bound if bound < 1 else flint.arb(1)) / ab
-    # W = U^{-T} M exactly; the error propagates through |U^{-T}|.
-    Ut = flint.fmpq_mat(d, d, [_fmpq(U[i][k]) for k in range(d) for i in range(d)])
-    inv = Ut.inv()
-    W = np.empty((d, d))
-    W_err = np.empty((d, d))
-    W_int = np.empty((d, d, 2))
-    for r in range(d):
-        row = [(k, flint.arb(inv[r, k])) for k in range(d) if inv[r, k] != 0]
-        for j in range(d):
-            val = sum((c * M[k][j] for k, c in row), flint.arb(0))
-            err = sum((abs(c) * E[k][j] for k, c in row), flint.arb(0))
-            mid = float(fraction_from_arb(val.mid()))
-            total = abs(_arb(Fraction(mid)) - val) + err  # float rounding + ball radius
-            W[r, j] = mid
-            W_err[r, j] = _upper(total)
-            W_int[r, j] = (_lower(mid - total), _upper(mid + total))
-    _check_norm(W_int, wbar)
-    return {"W": W, "W_error": W_err, "W_interval": W_int, "v_hat": v_hat}
-
-
-def _fmpq(q: Fraction) -> flint.fmpq:
-    return flint.fmpq(q.numerator, q.denominator)
-
-
-def _ball_of(lo: Fraction, hi: Fraction) -> flint.arb:
-    """A ball containing [lo, hi] (radius rounded up)."""
-    rad = (hi - lo) / 2
-    r = float(rad)
-    r = r if Fraction(r) >= rad else math.nextafter(r, math.inf)
-    return _arb((lo + hi) / 2) + flint.arb(0, r)
-
-
-def _clip_ball(x: flint.arb) -> flint.arb:
-    lo, hi = arb_bounds(x)
-    return _ball_of(max(lo, Fraction(-1, 2)), min(hi, Fraction(1, 2)))
-
-
-def _check_norm(W_int: np.ndarray, wbar: Fraction) -> None:
+def _check_norm(lo: np.ndarray, hi: np.ndarray, wbar: Fraction) -> None:
     """NotIdentifiable if every W inside the intervals has ||W||_F > w_bound."""
-    lo, hi = W_int[..., 0], W_int[..., 1]
     nearest = np.where(lo > 0, lo, np.where(hi < 0, -hi, 0.0))
     least = sum(Fraction(float(x)) ** 2 for x in nearest.ravel())
     if least > wbar * wbar:
@@ -406,208 +501,193 @@ def _check_norm(W_int: np.ndarray, wbar: Fraction) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# Verification on fresh queries, allowing for the tolerance.
-# ---------------------------------------------------------------------------------------
-
-
-def _verification_queries(d: int, count: int, seed: int) -> np.ndarray | list[np.ndarray]:
-    """Fresh queries of lengths 1..3, entries in {+-1/4, +-1/2} (none is a learning query)."""
-    rng = np.random.default_rng(seed)
-    return [
-        rng.choice(np.array([-0.5, -0.25, 0.25, 0.5]), size=(1 + i % 3, d)) for i in range(count)
-    ]
-
-
-def _verify(
-    oracle: Oracle, est: dict[str, Any], tau: Fraction, count: int, repeats: int, seed: int
-) -> float | None:
-    if count == 0:
-        return None
-    d = oracle.d
-    W_int = est["W_interval"]
-    Wb = [
-        [_ball_of(Fraction(W_int[i, j, 0]), Fraction(W_int[i, j, 1])) for j in range(d)]
-        for i in range(d)
-    ]
-    vb = [_ball_of(q - tau, q + tau) for q in est["v_hat"]]
-    worst = 0.0
-    with oracle.phase("verify"):
-        for X in _verification_queries(d, count, seed):
-            observed = _averaged(oracle, X[None], repeats)[0]
-            rows = [[_arb(Fraction(x)) for x in row] for row in X]
-            pred = attention_output(rows, Wb, vb, exp=lambda s: s.exp())
-            lo, hi = arb_bounds(pred)
-            if not (lo - tau <= observed <= hi + tau):
-                raise ModelClassMismatch(
-                    f"the oracle is not the recovered single head within the tolerance: on the "
-                    f"fresh query {X.tolist()} it answered {float(observed)}, the recovered "
-                    f"model's enclosure is [{float(lo)}, {float(hi)}] and the tolerance "
-                    f"{float(tau)}",
-                    query=X,
-                    observed=float(observed),
-                    expected=(float(lo), float(hi)),
-                )
-            # Relative discrepancy against the enclosure's midpoint (what reports print).
-            gap = float(abs(observed - (lo + hi) / 2))
-            worst = max(worst, gap / max(abs(float(observed)), float(tau)))
-    return worst
-
-
-# ---------------------------------------------------------------------------------------
 # Stochastic noise: repeat and average.
 # ---------------------------------------------------------------------------------------
 
 
-def repeats_for(
-    noise_scale: float, tolerance: float, answers: int, failure_probability: float
-) -> int:
-    """Repeats n so that all ``answers`` averages are within ``tolerance`` w.p. >= 1 - delta.
-
-    Gaussian tail of the mean of n answers: P(|mean - f| > t) <= 2 exp(-n t^2 / (2 sigma^2));
-    a union bound over the answers gives n = ceil(2 sigma^2 ln(2 answers / delta) / t^2).
-
-    >>> repeats_for(0.1, 0.01, 30, 1e-3)
-    2201
-    """
-    for name, val in (("noise_scale", noise_scale), ("tolerance", tolerance)):
-        if not val > 0:
-            raise InvalidArgument(f"{name} must be > 0, got {val!r}")
-    if not 0 < failure_probability < 1:
-        raise InvalidArgument(f"failure_probability must be in (0, 1), got {failure_probability!r}")
-    n = 2 * noise_scale**2 * math.log(2 * answers / failure_probability) / tolerance**2
-    return max(1, math.ceil(n))
-
-
-def tolerance_for_error(
-    target_error: float, w_bound: float, margin: float, d: int, *, design: str = "paper"
-) -> float:
-    """The largest tau whose a-priori per-entry bounds (W and v) are <= ``target_error``.
-
-    >>> t = tolerance_for_error(0.05, 1, 1, 3)
-    >>> from verified_attn.noisy.symbolic import a_priori_bounds
-    >>> a_priori_bounds(t, 1, 1, 3, probe_scale=1)["W_entry"] <= 0.05 + 1e-12
-    True
-    """
-    b = float(probe_scale(w_bound, 1 if design == "paper" else 2))
-    lo, hi = 0.0, float(margin) if design == "paper" else float(margin) / math.sqrt(d)
-    for _ in range(60):  # the bound is increasing in tau: bisection
-        mid = (lo + hi) / 2
-        ok = symbolic.a_priori_bounds(mid, margin, w_bound, d, probe_scale=b, design=design)
-        if ok["W_entry"] <= target_error and mid <= target_error:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
 def learn_stochastic(
     oracle: Oracle,
+    *,
     noise_scale: float,
     target_error: float,
     w_bound: Any,
     margin: Any,
-    *,
     failure_probability: float = 1e-3,
     design: str = "paper",
-    verify: int = 8,
+    verify: int = DEFAULT_VERIFY,
     seed: int = 0,
-) -> Recovery:
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
+) -> NoisyRecovery:
     """Zero-mean Gaussian noise of scale sigma: repeat, average, then Thm 6.1.
 
-    Chooses tau from the a-priori bound so every entry's error is <= ``target_error``, and
-    n repeats so every average is within tau with probability >= 1 - failure_probability
-    (:func:`repeats_for`); queries = n (d^2 + d).
+    >>> import verified_attn as va
+    >>> from verified_attn.oracle_wrappers import StochasticOracle
+    >>> o = StochasticOracle(va.Oracle(va.SingleHeadAttention([[0.5]], [2]), "certified"), 1e-3)
+    >>> rec = learn_stochastic(o, noise_scale=1e-3, target_error=0.05, w_bound=1, margin=1)
+    >>> rec.queries == rec.repeats * 2, rec.assumptions[0].startswith("probabilistic")
+    (True, True)
+
+    Chooses tau from the a-priori bound so every entry's error is <= ``target_error``
+    (:func:`~verified_attn.noisy.planning.tolerance_for_error`), and n repeats so every
+    average is within tau with probability >= 1 - failure_probability
+    (:func:`~verified_attn.noisy.planning.repeats_for`); queries = n (d^2 + d).
+
+    **What is certified.** Gaussian noise is unbounded, so no tolerance holds surely: the
+    statement is *probabilistic*. With probability >= 1 - failure_probability (over the
+    noise, under the Gaussian model of scale ``noise_scale``) every average is within tau,
+    and *on that event* the enclosures contain the truth. ``rec.assumptions`` says so first;
+    the certificate re-checks the intervals from the answers given tau, not the event.
     """
-    for name, val in (
-        ("noise_scale", noise_scale),
-        ("target_error", target_error),
-        ("w_bound", w_bound),
-        ("margin", margin),
-    ):
-        _positive(val, name)
-    if not isinstance(oracle, Oracle):
-        raise InvalidArgument(f"oracle must be a verified_attn.Oracle, got {type(oracle).__name__}")
-    d = oracle.d
-    tau = tolerance_for_error(target_error, float(w_bound), float(margin), d, design=design)
-    n = repeats_for(noise_scale, tau, query_bound(d) + verify, failure_probability)
-    rec = learn_noisy(
-        oracle, tau, w_bound, margin, design=design, repeats=n, verify=verify, seed=seed
+    check_oracle(oracle)
+    sigma = float(check_real(noise_scale, "noise_scale", low=0, low_open=True))
+    eps = float(check_real(target_error, "target_error", low=0, low_open=True))
+    _positive(w_bound, "w_bound")
+    _positive(margin, "margin")
+    delta = float(
+        check_real(
+            failure_probability,
+            "failure_probability",
+            low=0,
+            high=1,
+            low_open=True,
+            high_open=True,
+        )
     )
-    rec.notes.append(
-        f"stochastic noise sigma = {noise_scale}: tau = {tau:.4g} holds for every average with "
-        f"probability >= {1 - failure_probability} (Gaussian tail + union bound)"
+    design = check_choice(design, "design", DESIGNS)
+    verify = check_verify(verify)
+    d = oracle.d
+    tau = tolerance_for_error(eps, float(w_bound), float(margin), d, design=design)
+    n = repeats_for(sigma, tau, query_bound(d) + verify, delta)
+    rec = learn_noisy(
+        oracle,
+        tolerance=tau,
+        w_bound=w_bound,
+        margin=margin,
+        design=design,
+        repeats=n,
+        verify=verify,
+        seed=seed,
+        lengths=lengths,
+    )
+    statement = (
+        f"probabilistic, not certified: the noise is assumed zero-mean Gaussian of scale "
+        f"sigma = {sigma}; then every average of {n} answers is within tau = {tau:.4g} with "
+        f"probability >= {1 - delta} (Gaussian tail + union bound), and the enclosures "
+        "contain the truth on that event only"
+    )
+    rec.assumptions.insert(0, statement)
+    rec.notes.append(f"stochastic noise sigma = {sigma}: {n} repeats per query, tau = {tau:.4g}")
+    stochastic = {
+        "noise_scale": sigma,
+        "target_error": eps,
+        "failure_probability": delta,
+    }
+    base = rec.certificate_data
+    assert callable(base)
+    rec.certificate_data = functools.partial(
+        _with_stochastic, base, stochastic, list(rec.assumptions)
     )
     return rec
 
 
+def _with_stochastic(
+    base: Any, stochastic: dict[str, float], assumptions: list[str]
+) -> dict[str, Any]:
+    data = base()
+    data["assumptions"] = assumptions
+    data["noise"]["stochastic"] = {k: dump_number(float(v)) for k, v in stochastic.items()}
+    return data
+
+
 # ---------------------------------------------------------------------------------------
-# The worst-case adversary against this learner.
+# Certificate data.
 # ---------------------------------------------------------------------------------------
 
 
-def worst_case_direction(
-    model: SingleHeadAttention, tolerance: Any, *, v_push: str = "shrink"
-) -> Any:
-    """A rule that knows the truth and the learner and pushes each answer to hurt most.
+def _certificate_data(
+    *,
+    d: int,
+    arith: Any,
+    design: str,
+    U: list[list[Fraction]],
+    b: Fraction,
+    tau: Fraction,
+    wbar: Fraction,
+    mu: Fraction,
+    repeats: int,
+    raw_v: list[list[float]],
+    raw_W: list[list[float]],
+    est: dict[str, Any],
+    checked: ToleranceVerification | None,
+    seed: int,
+    counts: QueryCounts,
+    bound: int,
+    assumptions: list[str],
+) -> dict[str, Any]:
+    """The certificate: every answer as the oracle gave it, tolerance, design, intervals.
 
-    Length-1 answers are pushed towards 0 (``v_push="shrink"``: |v_hat_i| smaller, which
-    the estimate divides by) or away from it (``"grow"``: then e_i, e_j align with e_f in
-    the numerator tau (1 + a + alpha b), which is what hurts most for scores near +1/2).
-    For a probe [b u + a e_j; a e_j] it evaluates the learner's estimate of u^T W e_j at
-    both ends of the allowed range (with the v_hat it forced) and picks the worse. Run both
-    settings to get the worst case of this family.
-
-    >>> import verified_attn as va
-    >>> rule = worst_case_direction(va.SingleHeadAttention([[0]], [2]), 0.1)
-    >>> rule(np.array([[1.0]]), Fraction(19, 10), Fraction(21, 10))
-    -1
+    Checked by :mod:`verified_attn.certificates.noisy` (see there for what it re-derives).
+    ``answers.W[k][j]`` lists the answers to [b u_k + a e_j; a e_j], ``answers.v[i]`` those
+    to [e_i] (``repeats`` each); ``verification.answers[i]`` those to the i-th fresh
+    sequence.
     """
-    tau = float(to_fraction(tolerance, name="tolerance"))
-    W = model.float_parameters()["W"]
-    v = model.float_parameters()["v"]
-    if v_push not in ("shrink", "grow"):
-        raise InvalidArgument(f"v_push must be 'shrink' or 'grow', got {v_push!r}")
-    push = -1 if v_push == "shrink" else 1
-    v_hat = v + push * np.where(v >= 0, 1.0, -1.0) * tau
-
-    def rule(X: np.ndarray, lo: Fraction, hi: Fraction) -> int:
-        if X.shape[0] == 1:
-            return push * (1 if float(X[0] @ v) >= 0 else -1)
-        if X.shape[0] != 2:
-            return 1
-        j = int(np.argmax(np.abs(X[1])))
-        a = float(X[1, j])
-        u_b = X[0] - X[1]
-        target = float(u_b @ W @ X[1]) / a  # b u^T W e_j
-        best, pick = -1.0, 1
-        for s, y in ((-1, float(lo)), (1, float(hi))):
-            den = float(u_b @ v_hat)
-            alpha = (y - a * v_hat[j]) / den if den != 0 else 0.5
-            alpha = min(max(alpha, 1e-300), 1 - 1e-16)
-            est = min(max(math.log(alpha) - math.log1p(-alpha), -0.5), 0.5) / a
-            if abs(est - target) > best:
-                best, pick = abs(est - target), s
-        return pick
-
-    return rule
-
-
-def worst_case_oracle(
-    model: SingleHeadAttention, tolerance: Any, *, v_push: str = "shrink", **kwargs: Any
-) -> Oracle:
-    """A certified oracle for ``model`` behind the worst-case adversary.
-
-    >>> import verified_attn as va
-    >>> o = worst_case_oracle(va.SingleHeadAttention([[0]], [2]), 0.1)
-    >>> o.query([[1]])   # the float next to 1.9 that is within 0.1 of 2 (1.9 is not)
-    1.9000000000000001
-    """
-    from verified_attn.oracle_wrappers import NoisyOracle
-
-    return NoisyOracle(
-        Oracle(model, "certified"),
-        tolerance,
-        "worst-case",
-        direction=worst_case_direction(model, tolerance, v_push=v_push),
-        **kwargs,
+    data = certificate_base(
+        kind="noisy",
+        theorem=THEOREM,
+        d=d,
+        arith=arith,
+        seed=seed,
+        counts=counts,
+        bound=bound,
+        verification=None,
+        assumptions=assumptions,
     )
+
+    def floats(arr: Any) -> Any:
+        return [floats(x) for x in arr] if np.ndim(arr) else dump_number(float(arr))
+
+    data["verified"] = checked is not None and checked.count > 0
+    data["verification"] = {
+        "rule": "within-tolerance",
+        "count": 0 if checked is None else checked.count,
+        "seed": seed if checked is None else checked.seed,
+        "lengths": [1] if checked is None else list(checked.lengths),
+        "answers": []
+        if checked is None
+        else [[dump_number(a) for a in row] for row in checked.raw_answers],
+    }
+    data.update(
+        {
+            "noise": {
+                "tolerance": dump_rational(tau),
+                "w_bound": dump_rational(wbar),
+                "margin": dump_rational(mu),
+                "repeats": repeats,
+                "stochastic": None,
+            },
+            "design": {
+                "name": design,
+                "U": [[dump_rational(q) for q in row] for row in U],
+                "a": dump_rational(A),
+                "b": dump_rational(b),
+                "interval_precision": INTERVAL_PRECISION,
+            },
+            "answers": {
+                "v": [[dump_number(a) for a in row] for row in raw_v],
+                "W": [
+                    [[dump_number(a) for a in raw_W[k * d + j]] for j in range(d)] for k in range(d)
+                ],
+            },
+            "result": {
+                "exact": False,
+                "parameters": {"W": floats(est["W"]), "v": floats(est["v"])},
+                "enclosures": {
+                    "W": {"lower": floats(est["W_lower"]), "upper": floats(est["W_upper"])},
+                    "v": {"lower": floats(est["v_lower"]), "upper": floats(est["v_upper"])},
+                    "W_error": floats(est["W_error"]),
+                    "v_error": floats(est["v_error"]),
+                },
+            },
+        }
+    )
+    return data

@@ -1,37 +1,36 @@
-"""One-layer Transformer via an exact ReLU FFN learner (THEORY §6).
+"""One-layer Transformer via an exact ReLU FFN learner (the documentation's theory page,
+docs/theory.md, §6).
 
 >>> import verified_attn as va
 >>> from verified_attn.models import OneLayerTransformer
 >>> from verified_attn.transformer import learn_transformer
 >>> T = OneLayerTransformer([[1, -1], [0, 2]], [[1, 0], [0, 1]], [[1, 0], [1, 1]], [1, -2])
->>> rec = learn_transformer(va.Oracle(T, "certified"), "direct")
->>> rec.W == T.W, rec.attention_queries
-(True, 4)
+>>> rec = learn_transformer(va.Oracle(T, "certified"), method="direct")
+>>> rec.W == T.W, rec.attention_queries, type(rec.model).__name__
+(True, 4, 'OneLayerTransformer')
 """
 
 from __future__ import annotations
 
 from verified_attn.transformer.learner import (
     METHODS,
-    TransformerRecovery,
     antisymmetrised,
     learn_transformer,
     paper_attention_count,
 )
 from verified_attn.transformer.relu import (
     ReluNetwork,
-    ReluRecovery,
     canonical_network,
+    ffn_query_bound,
     learn_relu_ffn,
 )
 
 __all__ = [
     "METHODS",
     "ReluNetwork",
-    "ReluRecovery",
-    "TransformerRecovery",
     "antisymmetrised",
     "canonical_network",
+    "ffn_query_bound",
     "learn_relu_ffn",
     "learn_transformer",
     "paper_attention_count",

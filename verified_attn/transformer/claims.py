@@ -1,4 +1,5 @@
-"""Claims of THEORY §6 (one-layer Transformer via an exact ReLU FFN learner).
+"""Claims of §6 of the documentation's theory page, docs/theory.md (one-layer Transformer via
+an exact ReLU FFN learner).
 
 >>> from verified_attn.transformer.claims import CLAIMS
 >>> [c.id for c in CLAIMS][:2]
@@ -18,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from verified_attn.checks import Claim, ClaimResult
+from verified_attn import soundness
+from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult
 from verified_attn.errors import NotIdentifiable
 from verified_attn.models import OneLayerTransformer, ReluFFN
 from verified_attn.oracle import Oracle
@@ -28,7 +30,7 @@ from verified_attn.transformer.relu import canonical_network, learn_relu_ffn
 
 __all__ = ["CLAIMS", "random_ffn", "random_transformer"]
 
-REF = "THEORY §6"
+REF = "theory §6"
 
 
 def _result(
@@ -74,7 +76,8 @@ def random_transformer(d: int, m: int, rng: np.random.Generator) -> OneLayerTran
 def _antisymmetry(seed: int) -> ClaimResult:
     cid = "transformer/antisymmetry"
     statement = "T(X) - T(-X) = alpha(X)^T X v_eff with v_eff = V A w_o (a single head)"
-    checks = symbolic.antisymmetry()
+    # The derivation's formula is anchored to OneLayerTransformer's own evaluation.
+    checks = [*symbolic.antisymmetry(), symbolic.matches_model()]
     wrong = [
         symbolic.wrong_antisymmetry_sum(),
         symbolic.wrong_v_eff_transposed(),
@@ -88,7 +91,7 @@ def _antisymmetry(seed: int) -> ClaimResult:
 def _composition(seed: int) -> ClaimResult:
     cid = "transformer/composition"
     statement = "T(X) = g(X^T alpha(X)) with g(x) = T([x]) = w_o^T ReLU(A^T V^T x)"
-    checks = symbolic.composition()
+    checks = [*symbolic.composition(), symbolic.matches_model(d=1, n=2, m=3)]
     wrong = symbolic.wrong_composition_last_token()
     passed = all(c.holds for c in checks) and not wrong.holds
     detail = "; ".join(f"{c.name}: {c.holds}" for c in [*checks, wrong])
@@ -117,7 +120,7 @@ def _relu_exact(seed: int) -> ClaimResult:
         passed &= ok
         rows.append(
             f"d={d} m={m} {arith}: width {rec.network.width}, {rec.queries} queries "
-            f"(m(d+1) = {rec.reference_count}), equal: {rec.network == truth}"
+            f"(m'(d+1) = {rec.parameter_count}, bound {rec.bound}), equal: {rec.network == truth}"
         )
     return _result(cid, statement, passed, "; ".join(rows))
 
@@ -132,7 +135,7 @@ def _paper_count(seed: int) -> ClaimResult:
     rows, passed, total, bound = [], True, 0, 0
     for d in (1, 2, 3, 4):
         T = random_transformer(d, 2 * d, rng)
-        rec = learn_transformer(Oracle(T, "certified"), "paper", seed=seed)
+        rec = learn_transformer(Oracle(T, "certified"), method="paper", seed=seed)
         ok = (
             rec.attention_queries == paper_attention_count(d)
             and rec.W == T.W
@@ -145,7 +148,7 @@ def _paper_count(seed: int) -> ClaimResult:
     # Degenerate case: v_eff = 0 must be reported, not guessed.
     flat = OneLayerTransformer([[1, 2], [0, 1]], [[1, 0], [0, 1]], [[1, -1], [0, 0]], [1, 1])
     try:
-        learn_transformer(Oracle(flat, "certified"), "paper")
+        learn_transformer(Oracle(flat, "certified"), method="paper")
         passed = False
         rows.append("v_eff = 0: NOT reported")
     except NotIdentifiable:
@@ -163,17 +166,53 @@ def _direct_count(seed: int) -> ClaimResult:
     rows, passed, total, bound = [], True, 0, 0
     for d in (1, 2, 3, 4):
         T = random_transformer(d, 2 * d, rng)
-        rec = learn_transformer(Oracle(T, "certified"), "direct", seed=seed)
+        rec = learn_transformer(Oracle(T, "certified"), method="direct", seed=seed)
         ok = rec.attention_queries == d * d and rec.W == T.W
         passed &= ok
         total += rec.attention_queries
         bound += d * d
         rows.append(f"d={d}: {rec.attention_queries} (d^2 = {d * d})")
     flat = OneLayerTransformer([[1, 2], [0, 1]], [[1, 0], [0, 1]], [[1, -1], [0, 0]], [1, 1])
-    rec = learn_transformer(Oracle(flat, "certified"), "direct")
+    rec = learn_transformer(Oracle(flat, "certified"), method="direct")
     passed &= rec.W == flat.W
     rows.append(f"v_eff = 0 learned by direct: {rec.W == flat.W}")
     return _result(cid, statement, passed, "; ".join(rows), queries=total, bound=bound)
+
+
+
+def _tr_near_rational(seed: int) -> ClaimResult:
+    """W or A just off 1/3 (256 bits): refused; a clean Transformer: exact, certificate."""
+    from verified_attn.models import OneLayerTransformer
+    from verified_attn.oracle import Oracle
+    from verified_attn.transformer.learner import learn_transformer
+
+    off = soundness.near_rational(95)
+    ok, parts = True, []
+    for where in ("W", "A"):
+        W = [[1, off], [0, 1]] if where == "W" else [[1, 2], [0, 1]]
+        A = [[1, -1], [off, 1]] if where == "A" else [[1, -1], [0, 1]]
+        T = OneLayerTransformer(W, [[1, 0], [0, 1]], A, [1, 2])
+        good, detail = soundness.refuses(
+            lambda T=T: learn_transformer(Oracle(T, "certified", precision=256), seed=seed),
+            soundness.REFUSED,
+            "",
+        )
+        ok &= good
+        parts.append(f"{where} off 1/3: {detail}")
+    T = OneLayerTransformer([[1, 2], [0, 1]], [[1, 0], [0, 1]], [[1, -1], [0, 1]], [1, 2])
+    rec = learn_transformer(Oracle(T, "certified", precision=256), seed=seed)
+    cert_ok, cert = soundness.tamper_check(rec.certificate())
+    ok &= rec.exact and bool(rec.assumptions) and cert_ok
+    parts.append(f"clean: exact={rec.exact}, certificate: {cert}")
+    return ClaimResult("transformer/near-rational", REF, TR_NEAR, ok, "; ".join(parts))
+
+
+TR_NEAR = (
+    "In certified mode (256 bits) a Transformer whose W or A has an entry 1/3 + 1e-95 is "
+    "refused (verification at 4x the precision), never returned as exact; a clean one is "
+    "exact with its assumptions recorded, its certificate verifies and a tampered copy is "
+    "rejected."
+)
 
 
 CLAIMS = [
@@ -182,8 +221,15 @@ CLAIMS = [
         REF,
         "T(X) - T(-X) = alpha(X)^T X v_eff, v_eff = V A w_o",
         _antisymmetry,
+        level=LEVEL_SYMBOLIC,
     ),
-    Claim("transformer/composition", REF, "T(X) = g(X^T alpha(X))", _composition),
+    Claim(
+        "transformer/composition",
+        REF,
+        "T(X) = g(X^T alpha(X))",
+        _composition,
+        level=LEVEL_SYMBOLIC,
+    ),
     Claim(
         "transformer/relu-exact",
         REF,
@@ -202,4 +248,5 @@ CLAIMS = [
         "W from d^2 queries once g is known",
         _direct_count,
     ),
+    Claim("transformer/near-rational", REF, TR_NEAR, _tr_near_rational),
 ]

@@ -9,21 +9,41 @@
 (True, True, True, True)
 >>> rec.queries_by_phase["attention-v"], rec.queries_by_phase["attention-W"]   # 2d, 2d^2
 (4, 8)
+>>> rec.attention_queries, rec.attention_bound, rec.bound - rec.attention_bound
+(12, 12, 1226)
+>>> X = [[1, 0], [0, 1], [-1, 1]]
+>>> rec.model.evaluate(X, "exact") == T.evaluate(X, "exact")
+True
+>>> va.verify_certificate(rec.certificate()).ok
+True
 
-THEORY §6. Scores are even in X, so ``T(X) - T(-X) = alpha(X)^T X v_eff`` with
-``v_eff = V A w_o`` (:mod:`verified_attn.transformer.symbolic`): a single head. ``"paper"``
-runs Theorem 4.1 (:func:`verified_attn.learn_single_head`, unchanged) on that
-antisymmetrised oracle, each of its queries costing two real ones, 2(d^2 + d) in all; the
-length-1 queries give ``g(x) = T([x])``, learned exactly by
-:func:`~verified_attn.transformer.relu.learn_relu_ffn`. Since ``T(X) = g(X^T alpha(X))``,
-W and g determine T as a function; the learned Transformer is ``(W, V = I, A', w_o')`` with
-``g = w_o'^T ReLU(A'^T x)`` in canonical form, and it is verified on fresh sequences of
-lengths 1..8.
+The reduction (see the documentation's theory page, docs/theory.md, §6). Scores are even
+in X, so ``T(X) - T(-X) = alpha(X)^T X v_eff`` with ``v_eff = V A w_o``
+(:mod:`verified_attn.transformer.symbolic`): a single head. ``"paper"`` runs Theorem 4.1
+(:func:`verified_attn.learn_single_head`, unchanged) on that antisymmetrised oracle, each
+of its queries costing two real ones, 2(d^2 + d) in all; the length-1 queries give
+``g(x) = T([x])``, learned exactly by :func:`~verified_attn.transformer.relu.learn_relu_ffn`.
+Since ``T(X) = g(X^T alpha(X))``, W and g determine T as a function; the learned
+Transformer is ``(W, V = I, A', w_o')`` with ``g = w_o'^T ReLU(A'^T x)`` in canonical form,
+and it is verified on the core's fresh sequences (lengths 1..16).
+
+Phases on the oracle: ``ffn`` (learning) and ``ffn-verify`` (verification, length-1
+sequences) for g; ``attention-v``, ``attention-W`` (and ``attention-rescale``) for the
+head, ``attention-verify`` for its verification (each antisymmetrised query costs two real
+ones); ``attention-direct`` for the direct method; ``verify`` for the whole Transformer.
+Verification phases are declared as such, so ``rec.queries + rec.verification_queries``
+is everything the call asked.
+
+``rec.bound`` is the attention formula (:func:`paper_attention_count`, or d^2 for
+"direct") plus the FFN learner's worst case at the learned width
+(:func:`~verified_attn.transformer.relu.ffn_query_bound`): the FFN part has no closed form
+in d and m alone.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -32,11 +52,12 @@ import numpy as np
 import sympy
 
 from verified_attn.arithmetic import (
-    _OutsideUnitInterval,
+    Arithmetic,
+    OutsideUnitInterval,
     arb_bounds,
-    exact_equal,
     reconstruct_rational,
 )
+from verified_attn.certificates.writer import certificate_base
 from verified_attn.errors import (
     InvalidArgument,
     ModelClassMismatch,
@@ -44,20 +65,36 @@ from verified_attn.errors import (
     PrecisionExhausted,
 )
 from verified_attn.exact_recovery import learn_single_head
-from verified_attn.models import OneLayerTransformer
-from verified_attn.oracle import Oracle
-from verified_attn.recovery import Recovery, split_counts
+from verified_attn.models import OneLayerTransformer, as_rational_sequence
+from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.recovery import ReluFFNRecovery, SingleHeadRecovery, TransformerRecovery
+from verified_attn.serialize import dump_number, dump_rational
 from verified_attn.transformer.relu import ReluNetwork, Vec, learn_relu_ffn
+from verified_attn.validation import (
+    check_choice,
+    check_denominator_bound,
+    check_lengths,
+    check_oracle,
+    check_seed,
+    check_verify,
+)
+from verified_attn.verification import (
+    DEFAULT_LENGTHS,
+    DEFAULT_VERIFY,
+    Verification,
+    verify_candidate,
+)
 
 __all__ = [
     "METHODS",
-    "TransformerRecovery",
     "antisymmetrised",
     "learn_transformer",
     "paper_attention_count",
 ]
 
 METHODS = ("paper", "direct")
+
+Key = tuple[tuple[Fraction, ...], ...]
 
 
 def paper_attention_count(d: int) -> int:
@@ -69,78 +106,20 @@ def paper_attention_count(d: int) -> int:
     return 2 * (d * d + d)
 
 
-@dataclass
-class TransformerRecovery:
-    """A learned one-layer Transformer with its provenance.
-
-    ``W`` and ``v_eff`` are exact SymPy matrices; ``network`` is the canonical length-1
-    function g; ``model`` is a :class:`OneLayerTransformer` equal to the oracle as a
-    function. Counts are real queries on the oracle passed in (the antisymmetrised
-    oracle's queries count twice).
-    """
-
-    method: str
-    W: sympy.Matrix
-    v_eff: sympy.Matrix
-    network: ReluNetwork
-    model: OneLayerTransformer
-    arithmetic: str
-    precision: int | None
-    exact: bool
-    verified: bool
-    queries: int
-    verification_queries: int
-    queries_by_phase: dict[str, int]
-    attention_queries: int
-    ffn_queries: int
-    attention_bound: int
-    seed: int
-    tokens_sent: int = 0
-    max_length: int = 0
-    notes: list[str] = field(default_factory=list)
-
-    def to_recovery(self) -> Recovery:
-        """The result as a :class:`~verified_attn.recovery.Recovery`, for the report and CLI.
-
-        ``theorem`` is "transformer/<method>"; parameters W, v_eff and the canonical g as
-        (A, w_o); ``bound`` is the attention formula plus the FFN learner's measured count
-        (the FFN part has no closed-form bound); ``parameter_count`` is d^2 + m'(d + 1).
-        Its ``model()`` does not apply (use :attr:`model`).
-        """
-        d = self.W.shape[0]
-        return Recovery(
-            theorem=f"transformer/{self.method}",
-            parameters={"W": self.W, "v_eff": self.v_eff, "A": self.model.A, "w_o": self.model.w_o},
-            arithmetic=self.arithmetic,
-            precision=self.precision,
-            exact=self.exact,
-            verified=self.verified,
-            queries=self.queries,
-            verification_queries=self.verification_queries,
-            queries_by_phase=dict(self.queries_by_phase),
-            bound=self.attention_bound + self.ffn_queries,
-            parameter_count=d * d + self.network.width * (d + 1),
-            seed=self.seed,
-            tokens_sent=self.tokens_sent,
-            max_length=self.max_length,
-            notes=list(self.notes),
-        )
-
-    def summary(self) -> str:
-        return (
-            f"one-layer transformer ({self.method}): {self.queries} learning queries = "
-            f"{self.attention_queries} attention (2(d^2+d) = {self.attention_bound}) + "
-            f"{self.ffn_queries} FFN (canonical width {self.network.width}), "
-            f"{self.verification_queries} verification; exact: {self.exact}; "
-            f"verified: {self.verified}"
-        )
+def _key(Xq: flint.fmpq_mat) -> Key:
+    return tuple(
+        tuple(Fraction(int(Xq[i, j].p), int(Xq[i, j].q)) for j in range(Xq.ncols()))
+        for i in range(Xq.nrows())
+    )
 
 
 class _Antisymmetrised:
     """The model ``X -> T(X) - T(-X)``, answered by two queries to the real oracle.
 
     Its queries are counted on the real oracle under "attention-<phase>", where <phase>
-    is the phase of the wrapping oracle (v, W, verify), so the real count is honest.
+    is the phase of the wrapping oracle (v, W, rescale, verify), and declared verification
+    there when the wrapping phase is, so the real count is honest. Every pair of real
+    answers is kept (for certificates).
     """
 
     model_class = "single-head"
@@ -149,18 +128,24 @@ class _Antisymmetrised:
         self.inner = inner
         self.d = inner.d
         self.outer: Oracle | None = None
+        self.pairs: dict[Key, tuple[Any, Any]] = {}
 
-    def _phase(self) -> str:
-        return "attention-" + (self.outer._phase if self.outer is not None else "other")
+    def _forward(self) -> Any:
+        outer = self.outer
+        name = "attention-" + (outer.phase_name if outer is not None else "other")
+        return self.inner.phase(
+            name, verification=outer.in_verification if outer is not None else False
+        )
 
-    def _evaluate_rational(self, Xq: flint.fmpq_mat, arith: Any) -> Any:
-        with self.inner.phase(self._phase()):
+    def evaluate_rational(self, Xq: flint.fmpq_mat, arith: Any) -> Any:
+        with self._forward():
             plus, minus = self.inner.query_many([Xq, -Xq])
+        self.pairs[_key(Xq)] = (plus, minus)
         return plus - minus
 
     def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
         Xs = np.asarray(Xs, dtype=np.float64)
-        with self.inner.phase(self._phase()):
+        with self._forward():
             answers = self.inner.query_many(list(Xs) + list(-Xs))
         n = len(Xs)
         return np.array(answers[:n], dtype=np.float64) - np.array(answers[n:], dtype=np.float64)
@@ -176,110 +161,161 @@ def antisymmetrised(oracle: Oracle) -> Oracle:
     >>> outer.query([[3]]), outer.queries, inner.queries           # 9 - 0
     (9, 1, 2)
     """
+    check_oracle(oracle)
     adapter = _Antisymmetrised(oracle)
     outer = Oracle(adapter, oracle.arithmetic, model_class="single-head")
     adapter.outer = outer
     return outer
 
 
-def _fresh_sequences(d: int, count: int, seed: int) -> list[np.ndarray]:
-    """Fresh sequences of lengths 1..8 with entries k/5 (no learning query has them)."""
-    rng = np.random.default_rng(seed + 104729)
-    return [rng.integers(-10, 11, (1 + i % 8, d)) / 5 for i in range(count)]
-
-
 def learn_transformer(
     oracle: Oracle,
-    method: str = "paper",
     *,
-    verify: int = 8,
+    method: str = "paper",
+    verify: int = DEFAULT_VERIFY,
     seed: int = 0,
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
     denominator_bound: int | None = None,
 ) -> TransformerRecovery:
     """Learn ``T(X) = w_o^T ReLU(A^T V^T X^T softmax(X W x_N))`` exactly from queries.
 
     ``method="paper"``: Thm 4.1 on the antisymmetrised oracle (2(d^2 + d) queries) plus the
-    exact FFN learner on length-1 queries. ``verify``: fresh checks per stage (the FFN,
-    the head, and the whole Transformer on sequences of lengths 1..8).
+    exact FFN learner on length-1 queries; ``"direct"``: the FFN first, then W from d^2
+    plain two-token queries inside one linear piece of the learned g (works when v_eff = 0
+    too). ``verify``: fresh sequences per stage (the FFN on length 1, the head, and the
+    whole Transformer on sequences of the given ``lengths`` in turn); 0: not verified.
+    ``denominator_bound``: certified answers and parameters are reconstructed as rationals
+    with at most this denominator (the result records the assumption).
+
+    The result's parameters are ``W``, ``v_eff`` (= V A w_o) and the canonical FFN ``A``,
+    ``w_o``; ``rec.model`` is ``OneLayerTransformer(W, I, A, w_o)``, equal to the oracle as
+    a function. Counts are real queries on the oracle passed in.
 
     Raises :class:`NotIdentifiable` if ``v_eff = V A w_o = 0`` (then T(X) = T(-X) and the
-    reduction sees no attention), :class:`ModelClassMismatch` if the oracle is not such a
-    Transformer, :class:`InvalidArgument` for float oracles (exact learning needs rational
-    answers) or an unknown method.
+    paper's reduction sees no attention) or g = 0, :class:`ModelClassMismatch` if the
+    oracle is not such a Transformer, :class:`InvalidArgument` for float oracles (exact
+    learning needs rational answers), an unknown method or another bad argument.
     """
-    if not isinstance(oracle, Oracle):
-        raise InvalidArgument(f"oracle must be a verified_attn.Oracle, got {type(oracle).__name__}")
-    if method not in METHODS:
-        raise InvalidArgument(f"method must be one of {METHODS}; got {method!r}")
+    check_oracle(oracle)
+    method = check_choice(method, "method", METHODS)
+    verify = check_verify(verify)
+    seed = check_seed(seed)
+    lengths = check_lengths(lengths)
+    denominator_bound = check_denominator_bound(denominator_bound)
     arith = oracle.arithmetic
     if arith.name not in ("exact", "certified"):
         raise InvalidArgument(
             f"learn_transformer needs an oracle with arithmetic 'exact' or 'certified'; got "
             f"arithmetic={arith.name!r}"
         )
-    if isinstance(verify, bool) or not isinstance(verify, int) or verify < 1:
-        raise InvalidArgument(f"verify must be an int >= 1, got {verify!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise InvalidArgument(f"seed must be an int, got {seed!r}")
     d = oracle.d
-    before = oracle.queries_by_phase
-    tokens_before = oracle.tokens_sent
-
-    ffn = learn_relu_ffn(oracle, verify=verify, seed=seed, denominator_bound=denominator_bound)
-    if method == "direct":
-        v_eff = sympy.Matrix(
-            [sympy.Rational(q.numerator, q.denominator) for q in _v_eff(ffn.network)]
+    with oracle.run() as run:
+        ffn = learn_relu_ffn(
+            oracle, verify=verify, seed=seed, lengths=(1,), denominator_bound=denominator_bound
         )
-        with arith.context(), oracle.phase("attention-direct"):
-            W = _direct_attention(oracle, ffn.network, seed, denominator_bound)
-        head_notes: list[str] = []
-    else:
-        W, v_eff, head_notes = _paper_attention(oracle, verify, seed, denominator_bound)
-        _check_v_eff(ffn.network, v_eff)
-    g = ffn.network.model()
-    model = OneLayerTransformer(W, sympy.eye(d), g.A, g.w_o)
-    with oracle.phase("verify"):
-        _verify(oracle, model, _fresh_sequences(d, verify, seed))
-
-    by_phase = oracle.queries_since(before)
-    learning, ver = split_counts(by_phase)
+        net: ReluNetwork = ffn.network
+        head: SingleHeadRecovery | None = None
+        direct: dict[str, Any] | None = None
+        pairs: dict[Key, tuple[Any, Any]] = {}
+        if method == "direct":
+            v_eff = sympy.Matrix([_sympy_q(q) for q in _v_eff(net)])
+            with arith.context(), oracle.phase("attention-direct"):
+                W, direct = _direct_attention(oracle, net, seed, denominator_bound)
+            head_notes: list[str] = []
+        else:
+            head, pairs = _paper_attention(oracle, verify, seed, lengths, denominator_bound)
+            W, v_eff, head_notes = head.W, head.v, list(head.notes)
+            _check_v_eff(net, v_eff)
+        g = net.model()
+        model = OneLayerTransformer(W, sympy.eye(d), g.A, g.w_o)
+        # Rationals reconstructed from balls: verified at a raised precision (certified).
+        checked, refuted = verify_candidate(
+            oracle,
+            model,
+            count=verify,
+            seed=seed,
+            lengths=lengths,
+            what="the learned Transformer",
+        )
+        if refuted is not None:
+            raise PrecisionExhausted(
+                f"{refuted}: its parameters are not rationals within the denominator bound; "
+                "raise the oracle's precision or give a denominator_bound"
+            )
+    counts = run.counts
     attention = sum(
-        n for k, n in by_phase.items() if k.startswith("attention-") and "verify" not in k
+        n
+        for k, n in counts.by_phase.items()
+        if k.startswith("attention-") and k not in counts.verification_phases
     )
-    return TransformerRecovery(
-        method=method,
-        W=W,
-        v_eff=v_eff,
-        network=ffn.network,
-        model=model,
+    attention_bound = paper_attention_count(d) if method == "paper" else d * d
+    bound = attention_bound + ffn.bound
+    assumptions = list(dict.fromkeys(ffn.assumptions + (head.assumptions if head else [])))
+    if method == "direct" and arith.name == "certified":
+        D = _direct_denominator_bound(arith, denominator_bound)
+        assumptions.append(
+            f"every entry of W is a rational with denominator <= {D} (the denominator bound): "
+            f"each ball at {arith.precision} bits holds exactly one such rational"
+        )
+    certificate = functools.partial(
+        _certificate_data,
+        arith,
+        method,
+        ffn,
+        head,
+        pairs,
+        direct,
+        {"W": W, "v_eff": v_eff, "A": g.A, "w_o": g.w_o},
+        checked,
+        seed,
+        counts,
+        bound,
+        assumptions,
+    )
+    return TransformerRecovery.from_run(
+        counts,
+        theorem=f"transformer/{method}",
+        parameters={"W": W, "v_eff": v_eff, "A": g.A, "w_o": g.w_o},
+        learned_model=model,
         arithmetic=arith.name,
         precision=arith.precision,
         exact=True,
-        verified=True,
-        queries=learning,
-        verification_queries=ver,
-        queries_by_phase=by_phase,
+        bound=bound,
+        parameter_count=d * d + net.width * (d + 1),
+        seed=seed,
+        verification=checked,
+        assumptions=assumptions,
+        notes=list(ffn.notes) + head_notes,
+        certificate_data=certificate,
+        method=method,
         attention_queries=attention,
         ffn_queries=ffn.queries,
-        attention_bound=paper_attention_count(d) if method == "paper" else d * d,
-        seed=seed,
-        tokens_sent=oracle.tokens_sent - tokens_before,
-        max_length=oracle.max_length,
-        notes=list(ffn.notes) + head_notes,
+        attention_bound=attention_bound,
+        network=net,
     )
 
 
+def _sympy_q(q: Fraction) -> sympy.Rational:
+    return sympy.Rational(q.numerator, q.denominator)
+
+
 def _paper_attention(
-    oracle: Oracle, verify: int, seed: int, denominator_bound: int | None
-) -> tuple[sympy.Matrix, sympy.Matrix, list[str]]:
-    """Thm 4.1 on the antisymmetrised oracle: (W, v_eff, notes)."""
+    oracle: Oracle,
+    verify: int,
+    seed: int,
+    lengths: tuple[int, ...],
+    denominator_bound: int | None,
+) -> tuple[SingleHeadRecovery, dict[Key, tuple[Any, Any]]]:
+    """Thm 4.1 on the antisymmetrised oracle: the head's result and the real answer pairs."""
     arith = oracle.arithmetic
+    outer = antisymmetrised(oracle)
     try:
         head = learn_single_head(
-            antisymmetrised(oracle),
+            outer,
             affine=False,
             verify=verify,
             seed=seed,
+            lengths=lengths,
             denominator_bound=denominator_bound,
         )
     except NotIdentifiable as exc:
@@ -293,7 +329,7 @@ def _paper_attention(
             f"at {arith.precision} bits the head's W, v_eff did not reconstruct to rationals; "
             "raise the oracle's precision or pass denominator_bound"
         )
-    return head.W, head.v, list(head.notes)
+    return head, outer.model.pairs
 
 
 def _v_eff(net: ReluNetwork) -> list[Fraction]:
@@ -317,23 +353,120 @@ def _check_v_eff(net: ReluNetwork, v_eff: sympy.Matrix) -> None:
         )
 
 
-def _verify(oracle: Oracle, model: OneLayerTransformer, sequences: list[np.ndarray]) -> None:
-    arith = oracle.arithmetic
-    answers = oracle.query_many(sequences)
-    for X, observed in zip(sequences, answers, strict=True):
-        expected = model.evaluate(X, arith)
-        if arith.name == "exact":
-            ok = exact_equal(observed, expected)
-        else:
-            ok = bool(flint.arb(observed).overlaps(flint.arb(expected)))
-        if not ok:
-            raise ModelClassMismatch(
-                f"the oracle is not the learned Transformer: on the fresh sequence "
-                f"{X.tolist()} it answered {observed}, the learned model gives {expected}",
-                query=X,
-                observed=observed,
-                expected=expected,
-            )
+# ---------------------------------------------------------------------------------------
+# Certificate data.
+# ---------------------------------------------------------------------------------------
+
+
+def _certificate_data(
+    arith: Arithmetic,
+    method: str,
+    ffn: ReluFFNRecovery,
+    head: SingleHeadRecovery | None,
+    pairs: dict[Key, tuple[Any, Any]],
+    direct: dict[str, Any] | None,
+    params: dict[str, Any],
+    checked: Verification | None,
+    seed: int,
+    counts: QueryCounts,
+    bound: int,
+    assumptions: list[str],
+) -> dict[str, Any]:
+    """The ``transformer`` certificate (checker: :mod:`verified_attn.certificates.transformer`).
+
+    Beyond the common sections: ``method``; ``ffn``, the FFN stage's whole ``relu-ffn``
+    certificate (its length-1 answers, canonical g and its own verification); ``attention``:
+    for "paper" the head's ``single-head`` certificate with its answers left out and
+    ``pairs`` in their place, the real answers ``[T(X), T(-X)]`` to every antisymmetrised
+    query (``v``, ``W`` in the head's layout, ``verify`` per fresh sequence), from which a
+    checker recomputes the head's answers; for "direct" the design (``base`` tokens b_j,
+    ``directions`` u_k, scale ``t``) and the d x d ``answers`` to [b_j + t u_k; b_j] (row
+    k, column j); ``result``: ``W``, ``v_eff``, ``A``, ``w_o`` as exact rationals.
+    """
+    d = ffn.network.d
+    data = certificate_base(
+        kind="transformer",
+        theorem=f"transformer/{method}",
+        d=d,
+        arith=arith,
+        seed=seed,
+        counts=counts,
+        bound=bound,
+        verification=checked,
+        assumptions=assumptions,
+    )
+    ffn_data = dict(ffn.certificate())
+    ffn_data.pop("versions", None)
+    attention: dict[str, Any]
+    if method == "paper":
+        assert head is not None
+        sub = dict(head.certificate())
+        sub.pop("versions", None)
+        U = _rationals(sub["design"]["U"])
+        scales = _rationals(sub["design"]["scales"])
+
+        def pair(rows: list[list[Fraction]]) -> list[Any]:
+            plus, minus = pairs[tuple(tuple(r) for r in rows)]
+            return [dump_number(plus), dump_number(minus)]
+
+        unit = [[Fraction(int(i == j)) for j in range(d)] for i in range(d)]
+        v_pairs = [pair([unit[i]]) for i in range(d)]
+        w_pairs = [
+            [
+                pair(
+                    [
+                        [unit[j][i] + scales[k][j] * U[i][k] for i in range(d)],
+                        unit[j],
+                    ]
+                )
+                for j in range(d)
+            ]
+            for k in range(d)
+        ]
+        ver_pairs = (
+            []
+            if head.verification is None
+            else [
+                pair([list(r) for r in _key(as_rational_sequence(X, d))])
+                for X in head.verification.sequences
+            ]
+        )
+        sub["answers"] = None
+        sub["verification"] = dict(sub["verification"], answers=None)
+        attention = {"head": sub, "pairs": {"v": v_pairs, "W": w_pairs, "verify": ver_pairs}}
+    else:
+        assert direct is not None
+        attention = {
+            "base": [[dump_rational(q) for q in b] for b in direct["base"]],
+            "directions": [[dump_rational(q) for q in u] for u in direct["directions"]],
+            "t": dump_rational(direct["t"]),
+            "answers": [[dump_number(y) for y in row] for row in direct["answers"]],
+        }
+
+    def matrix(M: sympy.MatrixBase) -> list[list[str]]:
+        return [[dump_rational(x) for x in row] for row in M.tolist()]
+
+    data.update(
+        {
+            "method": method,
+            "ffn": ffn_data,
+            "attention": attention,
+            "result": {
+                "exact": True,
+                "parameters": {
+                    "W": matrix(params["W"]),
+                    "v_eff": [dump_rational(x) for x in params["v_eff"]],
+                    "A": matrix(params["A"]),
+                    "w_o": [dump_rational(x) for x in params["w_o"]],
+                },
+            },
+        }
+    )
+    return data
+
+
+def _rationals(rows: list[list[str]]) -> list[list[Fraction]]:
+    return [[Fraction(q) for q in row] for row in rows]
 
 
 # ---------------------------------------------------------------------------------------
@@ -354,12 +487,21 @@ def _gradient_at(net: ReluNetwork, y: Vec) -> Vec | None:
 
 
 def _same_cell(net: ReluNetwork, y: Vec, points: list[Vec]) -> bool:
-    """Every point strictly on the same side of every hyperplane as y (one open cell)."""
-    for n, _ in net.neurons:
-        side = sum((a * b for a, b in zip(n, y, strict=True)), Fraction(0)) > 0
-        for x in points:
-            z = sum((a * b for a, b in zip(n, x, strict=True)), Fraction(0))
-            if z == 0 or (z > 0) != side:
+    """Every point strictly on the same side of every hyperplane as y (one open cell).
+
+    Decided exactly with one rational matrix product (Z[j, p] = n_j^T x_p).
+    """
+    if not net.neurons:
+        return True
+    d = len(y)
+    cols = [y, *points]
+    N = flint.fmpq_mat(net.width, d, [_fq(q) for n, _ in net.neurons for q in n])
+    P = flint.fmpq_mat(d, len(cols), [_fq(cols[p][i]) for i in range(d) for p in range(len(cols))])
+    Z = N * P
+    for j in range(net.width):
+        side = Z[j, 0] > 0
+        for p in range(1, len(cols)):
+            if Z[j, p] == 0 or (Z[j, p] > 0) != side:
                 return False
     return True
 
@@ -404,11 +546,20 @@ def _fq(q: Fraction) -> flint.fmpq:
     return flint.fmpq(q.numerator, q.denominator)
 
 
+def _direct_denominator_bound(arith: Arithmetic, denominator_bound: int | None) -> int:
+    return (
+        denominator_bound if denominator_bound is not None else 2 ** ((arith.precision or 256) // 4)
+    )
+
+
 def _direct_attention(
     oracle: Oracle, net: ReluNetwork, seed: int, denominator_bound: int | None
-) -> sympy.Matrix:
+) -> tuple[sympy.Matrix, dict[str, Any]]:
     """W from d^2 queries [b_j + t u_k; b_j]: alpha_1 = (T - G^T b_j) / (t G^T u_k) and
-    logit(alpha_1) = t u_k^T W b_j; then W = U^{-T} M B^{-1} with exact U, B."""
+    logit(alpha_1) = t u_k^T W b_j; then W = U^{-T} M B^{-1} with exact U, B.
+
+    Returns W and the design with the answers (row k: direction u_k, column j: base b_j).
+    """
     arith = oracle.arithmetic
     d = oracle.d
     G, base, U, t = _direct_design(net, d, seed)
@@ -416,6 +567,12 @@ def _direct_attention(
         [[b[i] + t * u[i] for i in range(d)], list(b)] for u in U for b in base
     ]  # row k of M: direction u_k, column j: base b_j
     answers = oracle.query_many([np.array(q, dtype=object) for q in queries])
+    design = {
+        "base": base,
+        "directions": U,
+        "t": t,
+        "answers": [answers[k * d : (k + 1) * d] for k in range(d)],
+    }
     M = []
     for idx, y in enumerate(answers):
         u, b = U[idx // d], base[idx % d]
@@ -424,7 +581,7 @@ def _direct_attention(
         alpha = (y - arith.rational(gb)) / arith.rational(t * gu)
         try:
             logit = arith.logit(alpha)
-        except _OutsideUnitInterval as exc:
+        except OutsideUnitInterval as exc:
             if exc.undecided:
                 raise PrecisionExhausted(
                     f"at {arith.precision} bits alpha_1 = {alpha} cannot be shown inside (0, 1)"
@@ -449,10 +606,10 @@ def _direct_attention(
                 "not a one-layer Transformer with rational W: a decoded entry is irrational",
                 observed=Wm,
             )
-        return sympy.Matrix(d, d, entries)
+        return sympy.Matrix(d, d, entries), design
     Ma = flint.arb_mat(d, d, M)
     Wa = flint.arb_mat(left) * Ma * flint.arb_mat(right)
-    D = denominator_bound if denominator_bound is not None else 2 ** ((arith.precision or 256) // 4)
+    D = _direct_denominator_bound(arith, denominator_bound)
     out = []
     for i in range(d):
         for j in range(d):
@@ -464,7 +621,7 @@ def _direct_attention(
                     f"rational with denominator <= {D}; raise the precision"
                 )
             out.append(sympy.Rational(q.numerator, q.denominator))
-    return sympy.Matrix(d, d, out)
+    return sympy.Matrix(d, d, out), design
 
 
 def _sym(m: flint.fmpq_mat) -> sympy.Matrix:

@@ -9,8 +9,10 @@
 (True, True, True)
 >>> rec.network.width, rec.network.linear     # 3 ReLU(z) + 3 ReLU(-z) = 6 ReLU(z) - 3 z
 (2, (Fraction(-3, 1), Fraction(-3, 1)))
->>> rec.queries, rec.reference_count, rec.verification_queries
-(23, 6, 8)
+>>> rec.queries, rec.parameter_count, rec.verification_queries, rec.bound
+(23, 6, 8, 984)
+>>> va.verify_certificate(rec.certificate()).ok
+True
 
 ``g(x) = sum_k c_k ReLU(w_k^T x)`` is positively homogeneous and piecewise linear. Its
 *canonical form* is ``g(x) = l^T x + sum_j gamma_j ReLU(n_j^T x)`` over the distinct
@@ -37,16 +39,29 @@ certified mode reconstructs them from balls):
    direction); continuity J^T x* = 0 at the exact kink point is checked. The linear term is
    l = G_0 - sum over the hyperplanes on whose positive side y_0 lies of gamma_j n_j.
 
-The result is verified on fresh rational inputs (== in exact mode, ball containment in
+The result is verified on the core's fresh sequences
+(:func:`verified_attn.verification.verify_model`: == in exact mode, overlapping balls in
 certified mode); a failed check (a kink hidden by a coincidence, a probe step that left its
 piece) retries on a new random plane with smaller steps, every query counted.
+
+*The bound.* The cost adapts to how close the kinks lie on the random plane, so there is no
+closed form in d and m alone; the learner is held to :func:`ffn_query_bound`, a formula in
+d and the learned canonical width m': per attempt with g grid intervals per segment,
+``4(g + 1)`` samples, ``2 m'`` kink checks, at most ``MAX_DEPTH`` bisections (4 queries
+each: a piece and a check) per kink and segment end, and ``d - min(d, 2)`` gradient probes
+per piece: ``4(g + 1) + 2m' + (4 MAX_DEPTH + d - min(d, 2))(m' + 2)``, summed over the
+attempts made (each doubles g). A run that would return a network learned with more
+queries than that is refused (it never happens when every kink is isolated within
+MAX_DEPTH bisections, as the learner demands anyway).
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -54,19 +69,53 @@ import flint
 import numpy as np
 import sympy
 
-from verified_attn.arithmetic import arb_bounds, reconstruct_rational, simplest_rational_between
+from verified_attn.arithmetic import (
+    Arithmetic,
+    arb_bounds,
+    reconstruct_rational,
+    simplest_rational_between,
+)
+from verified_attn.certificates.writer import certificate_base
 from verified_attn.errors import (
     InvalidArgument,
     ModelClassMismatch,
     PrecisionExhausted,
 )
 from verified_attn.models import OneLayerTransformer, ReluFFN
-from verified_attn.oracle import Oracle
-from verified_attn.recovery import split_counts
+from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.recovery import ReluFFNRecovery
+from verified_attn.serialize import dump_number, dump_rational
+from verified_attn.validation import (
+    check_denominator_bound,
+    check_int,
+    check_lengths,
+    check_oracle,
+    check_seed,
+    check_verify,
+)
+from verified_attn.verification import (
+    DEFAULT_LENGTHS,
+    DEFAULT_VERIFY,
+    Verification,
+    verify_candidate,
+)
 
-__all__ = ["ReluNetwork", "ReluRecovery", "canonical_network", "learn_relu_ffn"]
+__all__ = [
+    "MAX_DEPTH",
+    "ReluNetwork",
+    "canonical_network",
+    "default_denominator_bound",
+    "ffn_query_bound",
+    "learn_relu_ffn",
+]
 
 THEOREM = "ffn/relu"
+#: Bisections allowed per kink (and per segment end) before a plane is given up.
+MAX_DEPTH = 60
+#: Most attempts (random planes) a call may ask for (each doubles the grid), and the largest
+#: initial grid: they size the bound, and a certificate checker reads no larger ones.
+MAX_ATTEMPTS = 8
+MAX_GRID = 1 << 10
 Vec = tuple[Fraction, ...]
 
 
@@ -130,6 +179,10 @@ def _normalise(w: Vec) -> tuple[Vec, Fraction]:
     return tuple(x / sigma for x in w), sigma
 
 
+def _fractions(M: sympy.MatrixBase) -> list[list[Fraction]]:
+    return [[Fraction(int(x.p), int(x.q)) for x in row] for row in M.tolist()]
+
+
 def _assemble(d: int, linear: list[Fraction], terms: dict[Vec, Fraction]) -> ReluNetwork:
     neurons = tuple(sorted((n, g) for n, g in terms.items() if g != 0))
     return ReluNetwork(tuple(linear), neurons)
@@ -151,11 +204,12 @@ def canonical_network(model: ReluFFN | OneLayerTransformer) -> ReluNetwork:
             f"model must be a ReluFFN or OneLayerTransformer, got {type(model).__name__}"
         )
     d = model.d
+    A, w_o = _fractions(model.A), _fractions(model.w_o)
     linear = [Fraction(0)] * d
     terms: dict[Vec, Fraction] = {}
     for k in range(model.m):
-        w = tuple(model._A[i][k] for i in range(d))
-        c = model._w[k]
+        w = tuple(A[i][k] for i in range(d))
+        c = w_o[k][0]
         if c == 0 or not any(w):
             continue  # a dead neuron
         n, sigma = _normalise(w)
@@ -166,44 +220,27 @@ def canonical_network(model: ReluFFN | OneLayerTransformer) -> ReluNetwork:
     return _assemble(d, linear, terms)
 
 
-# ---------------------------------------------------------------------------------------
-# Result.
-# ---------------------------------------------------------------------------------------
+def ffn_query_bound(d: int, width: int, *, grid: int = 4, attempts: int = 1) -> int:
+    """The learning-query bound the FFN learner is held to, at canonical width ``width``.
 
+    Sum over the attempts i < ``attempts`` (grid g_i = grid 2^i) of
+    ``4(g_i + 1) + 2 width + (4 MAX_DEPTH + d - min(d, 2))(width + 2)``; see the module
+    docstring for where each term comes from.
 
-@dataclass
-class ReluRecovery:
-    """A learned ReLU network with its provenance (``theorem`` is "ffn/relu").
-
-    ``queries`` counts learning queries (``verification_queries`` separately);
-    ``reference_count`` is m(d + 1) for the learned canonical width m, the parameter count
-    the cost is reported against.
+    >>> ffn_query_bound(5, 3), ffn_query_bound(1, 0)
+    (1241, 500)
     """
+    d = check_int(d, "d", low=1)
+    width = check_int(width, "width", low=0)
+    grid = check_int(grid, "grid", low=1)
+    attempts = check_int(attempts, "attempts", low=1, high=MAX_ATTEMPTS)
+    per_piece = 4 * MAX_DEPTH + d - min(d, 2)
+    return sum(4 * (grid * 2**i + 1) + 2 * width + per_piece * (width + 2) for i in range(attempts))
 
-    network: ReluNetwork
-    arithmetic: str
-    precision: int | None
-    exact: bool
-    verified: bool
-    queries: int
-    verification_queries: int
-    queries_by_phase: dict[str, int]
-    reference_count: int
-    attempts: int
-    seed: int
-    theorem: str = THEOREM
-    notes: list[str] = field(default_factory=list)
 
-    def model(self) -> ReluFFN:
-        return self.network.model()
-
-    def summary(self) -> str:
-        return (
-            f"{self.theorem}: {self.queries} learning queries for canonical width "
-            f"{self.network.width} at d = {self.network.d} (m(d+1) = {self.reference_count}), "
-            f"{self.verification_queries} verification; by phase {self.queries_by_phase}; "
-            f"exact: {self.exact}; verified: {self.verified}"
-        )
+def default_denominator_bound(arith: Arithmetic) -> int:
+    """Certified answers are reconstructed with denominators <= 2^(precision/2 - 16)."""
+    return 2 ** max((arith.precision or 256) // 2 - 16, 0)
 
 
 # ---------------------------------------------------------------------------------------
@@ -232,12 +269,15 @@ class _Values:
         self.arith = oracle.arithmetic
         self.D = denominator_bound
         self.cache: dict[Vec, Fraction] = {}
+        # Every point asked and the answer exactly as the oracle gave it (for certificates).
+        self.raw: dict[Vec, Any] = {}
 
     def many(self, points: list[Vec]) -> list[Fraction]:
         todo = list(dict.fromkeys(p for p in points if p not in self.cache))
         if todo:
             answers = self.oracle.query_many([_query(p) for p in todo])
             for p, y in zip(todo, answers, strict=True):
+                self.raw[p] = y
                 self.cache[p] = self.exact(y, p)
         return [self.cache[p] for p in points]
 
@@ -455,65 +495,88 @@ def _learn_once(
     return _assemble(d, linear, terms)
 
 
-def verification_points(d: int, count: int, seed: int) -> list[Vec]:
-    """Fresh rational inputs with entries k/7 (no learning query has denominator 7)."""
-    rng = np.random.default_rng(seed + 7919)
-    return [tuple(Fraction(int(x), 7) for x in rng.integers(-20, 21, d)) for _ in range(count)]
-
-
 def learn_relu_ffn(
     oracle: Oracle,
     *,
-    verify: int = 8,
+    verify: int = DEFAULT_VERIFY,
     seed: int = 0,
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
     grid: int = 4,
     attempts: int = 3,
     denominator_bound: int | None = None,
-) -> ReluRecovery:
+) -> ReluFFNRecovery:
     """Learn g(x) = f([x]) exactly as a canonical bias-free ReLU network.
 
-    Sends only length-1 queries. ``grid``: initial samples per segment (more guards against
-    kinks whose jumps cancel inside one interval); ``attempts``: random planes to try before
-    giving up; ``denominator_bound``: certified answers are reconstructed as the unique
-    rational with at most this denominator (default 2^(precision/2 - 16)).
+    Learning sends only length-1 queries. ``verify``: fresh sequences of the given
+    ``lengths`` in turn (:func:`verified_attn.verification.fresh_sequences`) checked against
+    the learned :class:`ReluFFN`, which reads the last token; pass ``lengths=(1,)`` to
+    check only the length-1 function (e.g. of a Transformer); 0: not verified, and a failed
+    plane can then go unnoticed. ``grid``: initial samples per segment (more guards against
+    kinks whose jumps cancel inside one interval); ``attempts``: random planes to try
+    before giving up; ``denominator_bound``: certified answers are reconstructed as the
+    unique rational with at most this denominator (default
+    :func:`default_denominator_bound`), an assumption the result records.
+
+    The result's parameters are ``A`` (d x m) and ``w_o`` (m x 1) of the canonical network
+    as a ReluFFN (a nonzero linear term l as the pair ReLU(l^T x) - ReLU(-l^T x));
+    ``parameter_count`` is m'(d + 1) for the canonical width m'; ``bound`` is
+    :func:`ffn_query_bound` at m'.
 
     Raises :class:`InvalidArgument` in float arithmetic (exact learning needs rational
     answers), :class:`ModelClassMismatch` if no attempt verifies (the oracle is not a
-    bias-free ReLU network), :class:`PrecisionExhausted` if an answer cannot be reconstructed.
+    bias-free ReLU network), :class:`PrecisionExhausted` if an answer cannot be
+    reconstructed, :class:`QueryBudgetExceeded` when the oracle's budget runs out.
     """
-    if not isinstance(oracle, Oracle):
-        raise InvalidArgument(f"oracle must be a verified_attn.Oracle, got {type(oracle).__name__}")
+    check_oracle(oracle)
+    verify = check_verify(verify)
+    seed = check_seed(seed)
+    lengths = check_lengths(lengths)
+    grid = check_int(grid, "grid", low=1, high=MAX_GRID)
+    attempts = check_int(attempts, "attempts", low=1, high=MAX_ATTEMPTS)
+    denominator_bound = check_denominator_bound(denominator_bound)
     arith = oracle.arithmetic
     if arith.name not in ("exact", "certified"):
         raise InvalidArgument(
             f"learn_relu_ffn needs an oracle with arithmetic 'exact' or 'certified' (rational "
             f"answers); got arithmetic={arith.name!r}"
         )
-    for name, val, low in (("verify", verify, 1), ("grid", grid, 1), ("attempts", attempts, 1)):
-        if isinstance(val, bool) or not isinstance(val, int) or val < low:
-            raise InvalidArgument(f"{name} must be an int >= {low}, got {val!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise InvalidArgument(f"seed must be an int, got {seed!r}")
-    if denominator_bound is None:
-        denominator_bound = 2 ** ((arith.precision or 256) // 2 - 16)
-    elif (
-        isinstance(denominator_bound, bool)
-        or not isinstance(denominator_bound, int)
-        or denominator_bound < 1
-    ):
-        raise InvalidArgument(f"denominator_bound must be an int >= 1, got {denominator_bound!r}")
+    D = default_denominator_bound(arith) if denominator_bound is None else denominator_bound
     d = oracle.d
-    before = oracle.queries_by_phase
     rng = np.random.default_rng(seed)
-    values = _Values(oracle, denominator_bound)
+    values = _Values(oracle, D)
     reasons: list[str] = []
-    with arith.context():
+    checked: Verification | None = None
+    with oracle.run() as run, arith.context():
         for attempt in range(attempts):
             try:
                 with oracle.phase("ffn"):
                     net = _learn_once(values, d, rng, grid * 2**attempt, 8 * attempt)
-                with oracle.phase("ffn-verify"):
-                    _verify(oracle, values, net, verification_points(d, verify, seed + attempt))
+                bound = ffn_query_bound(d, net.width, grid=grid, attempts=attempt + 1)
+                if len(values.raw) > bound:
+                    raise _Retry(
+                        f"{len(values.raw)} learning queries exceed the bound {bound} at "
+                        f"width {net.width}"
+                    )
+                if verify:
+                    try:
+                        # Rationals reconstructed from balls: at a raised precision.
+                        checked, refuted = verify_candidate(
+                            oracle,
+                            net.model(),
+                            count=verify,
+                            seed=seed + attempt,
+                            lengths=lengths,
+                            phase="ffn-verify",
+                            what="the learned ReLU network",
+                        )
+                    except ModelClassMismatch as exc:
+                        raise _Retry(str(exc)) from exc
+                    if refuted is not None:
+                        raise PrecisionExhausted(
+                            f"{refuted}: the network's answers are not rationals with "
+                            f"denominator <= {D}; raise the oracle's precision or give a "
+                            "denominator_bound"
+                        )
             except _Retry as exc:
                 reasons.append(str(exc))
                 continue
@@ -523,34 +586,115 @@ def learn_relu_ffn(
                 f"no bias-free ReLU network fits the oracle after {attempts} attempts "
                 f"({'; '.join(reasons)})"
             )
-    by_phase = oracle.queries_since(before)
-    learning, ver = split_counts(by_phase)
+    counts = run.counts
+    used = len(reasons) + 1
     notes = [f"attempt {i + 1} failed: {r}" for i, r in enumerate(reasons)]
-    return ReluRecovery(
-        network=net,
+    if used > 1:
+        notes.append(
+            f"{used} random planes were used; the queries of the failed ones are counted in "
+            "'queries' (phase 'ffn') and in the bound (one term per attempt)"
+        )
+    assumptions = _assumptions(arith, D)
+    model = net.model()
+    parameters = {"A": model.A, "w_o": model.w_o}
+    certificate = functools.partial(
+        relu_certificate_data,
+        arith,
+        net,
+        dict(values.raw),
+        checked,
+        seed,
+        counts,
+        grid,
+        used,
+        D,
+        assumptions,
+    )
+    return ReluFFNRecovery.from_run(
+        counts,
+        theorem=THEOREM,
+        parameters=parameters,
+        learned_model=model,
         arithmetic=arith.name,
         precision=arith.precision,
         exact=True,
-        verified=True,
-        queries=learning,
-        verification_queries=ver,
-        queries_by_phase=by_phase,
-        reference_count=net.width * (d + 1),
-        attempts=len(reasons) + 1,
+        bound=ffn_query_bound(d, net.width, grid=grid, attempts=used),
+        parameter_count=net.width * (d + 1),
         seed=seed,
+        rounds=0,
+        verification=checked,
+        assumptions=assumptions,
         notes=notes,
+        certificate_data=certificate,
+        network=net,
+        attempts=used,
     )
 
 
-def _verify(oracle: Oracle, values: _Values, net: ReluNetwork, points: list[Vec]) -> None:
-    """Fresh points: the oracle's answer must be exactly the network's value."""
-    answers = oracle.query_many([_query(p) for p in points])
-    for p, y in zip(points, answers, strict=True):
-        want = net.value(p)
-        if values.arith.name == "exact":
-            ok = sympy.sympify(y) == sympy.Rational(want.numerator, want.denominator)
-        else:
-            lo, hi = arb_bounds(y)
-            ok = lo <= want <= hi
-        if not ok:
-            raise _Retry(f"fresh point {_show(p)}: oracle {y}, learned network {want}")
+def _assumptions(arith: Arithmetic, D: int) -> list[str]:
+    if arith.name != "certified":
+        return []
+    return [
+        f"every answer to a length-1 query is a rational with denominator <= {D} (the "
+        f"denominator bound): each ball at {arith.precision} bits holds exactly one such "
+        "rational, which the learner uses"
+    ]
+
+
+def relu_certificate_data(
+    arith: Arithmetic,
+    net: ReluNetwork,
+    raw: dict[Vec, Any],
+    checked: Verification | None,
+    seed: int,
+    counts: QueryCounts,
+    grid: int,
+    attempts: int,
+    denominator_bound: int,
+    assumptions: list[str],
+    *,
+    kind: str = "relu-ffn",
+) -> dict[str, Any]:
+    """The ``relu-ffn`` certificate: every length-1 answer exactly as given, and the result.
+
+    Sections beyond the common ones (:func:`~verified_attn.certificates.writer.certificate_base`):
+    ``grid``, ``attempts``, ``denominator_bound``; ``answers``: a list of ``{"x": [d
+    rationals], "y": number}``, one per learning query; ``result``: the canonical form
+    (``linear``, ``neurons`` as ``{"n", "gamma"}``) and the ReluFFN ``A`` (d x m nested
+    list) and ``w_o`` (list) built from it. The checker is
+    :func:`verified_attn.certificates.transformer.verify_relu_ffn`.
+    """
+    d = net.d
+    model = net.model()
+    data = certificate_base(
+        kind=kind,
+        theorem=THEOREM,
+        d=d,
+        arith=arith,
+        seed=seed,
+        counts=counts,
+        bound=ffn_query_bound(d, net.width, grid=grid, attempts=attempts),
+        verification=checked,
+        assumptions=assumptions,
+    )
+    data.update(
+        {
+            "grid": grid,
+            "attempts": attempts,
+            "denominator_bound": denominator_bound,
+            "answers": [
+                {"x": [dump_rational(q) for q in x], "y": dump_number(y)} for x, y in raw.items()
+            ],
+            "result": {
+                "exact": True,
+                "linear": [dump_rational(q) for q in net.linear],
+                "neurons": [
+                    {"n": [dump_rational(q) for q in n], "gamma": dump_rational(g)}
+                    for n, g in net.neurons
+                ],
+                "A": [[dump_rational(q) for q in row] for row in model.A.tolist()],
+                "w_o": [dump_rational(q) for q in model.w_o],
+            },
+        }
+    )
+    return data

@@ -1,4 +1,5 @@
-"""THEORY §6 derived in SymPy from the model definition: antisymmetry and composition.
+"""§6 of the theory page (docs/theory.md) derived in SymPy from the model definition:
+antisymmetry and composition.
 
 >>> from verified_attn.transformer.symbolic import antisymmetry, composition
 >>> [c.holds for c in antisymmetry()], [c.holds for c in composition()]
@@ -26,6 +27,7 @@ from verified_attn.models import attention_output
 __all__ = [
     "antisymmetry",
     "composition",
+    "matches_model",
     "relu_odd_part",
     "transformer_output",
     "wrong_antisymmetry_sum",
@@ -231,3 +233,40 @@ def wrong_composition_last_token() -> SymbolicCheck:
     p = _POINT
     g_last = _T([p["X"][-1]])
     return _failing("wrong-composition", "T(X) = g(x_N)", _T(p["X"]) - g_last)
+
+
+def matches_model(
+    d: int = 2, n: int = 3, m: int = 2, seeds: Sequence[int] = (0, 1, 2)
+) -> SymbolicCheck:
+    """The formula the derivations start from is :class:`OneLayerTransformer`'s own.
+
+    :func:`transformer_output` (ReLU = Max(., 0)) at seeded rational points, W, V, A, w_o
+    and X, equals ``OneLayerTransformer(W, V, A, w_o).evaluate(X, "exact")`` exactly
+    (``==`` after cancellation): a change to either definition makes this check fail.
+    """
+    import numpy as np
+
+    from verified_attn.arithmetic import exact_equal
+    from verified_attn.models import OneLayerTransformer
+
+    failures = []
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+
+        def q(rows: int, cols: int, rng: Any = rng) -> sympy.Matrix:
+            vals = rng.integers(-4, 5, (rows, cols)).tolist()
+            return sympy.Matrix(rows, cols, lambda i, j: sympy.Rational(vals[i][j], 2))
+
+        W, V, A, w = q(d, d), q(d, d), q(d, m), q(m, 1)
+        X = q(n, d).tolist()
+        formula = transformer_output(X, W, V, A, w, relu=_max0)
+        model = OneLayerTransformer(W, V, A, list(w)).evaluate(X, "exact")
+        if not exact_equal(formula, model):
+            failures.append(seed)
+    return SymbolicCheck(
+        "matches-model",
+        "transformer_output equals OneLayerTransformer.evaluate (exact) at rational points",
+        holds=not failures,
+        detail=f"d={d}, n={n}, m={m}, seeds {list(seeds)}: "
+        + ("all equal" if not failures else f"differ at seeds {failures}"),
+    )

@@ -1,0 +1,430 @@
+"""Scale benchmark (issue 16): the single-head learner and the low-rank skeleton at large d.
+
+Each measurement runs in its own subprocess, so its peak RSS (``ru_maxrss``) is that size's
+alone. The black box is fast and timed *inside* itself, so the learner's own overhead
+(query construction, conversions, bookkeeping, logits, solves, verification checking) is
+``total - box``, reported as ``overhead_ratio = (total - box) / box``:
+
+- float: ``Oracle.from_callable(fn, d, batch_fn=...)``; the box does one d x d product per
+  query (``W x_N`` for the whole batch at once), then the softmax over the N tokens;
+- certified: one of our exact heads behind a timing wrapper, each answer an arb ball at
+  256 bits (the box's own time is its ball evaluation; converting the query to an exact
+  matrix is the oracle's, i.e. the learner's, side).
+
+The certificate is built on request, so it is timed separately (build, JSON size, check).
+``--profile`` adds a cProfile run per size (in another subprocess, so it does not distort
+the timed run) and records the top learner-side costs (the box's own frames excluded).
+Run from the repository root::
+
+    python benchmarks/scale.py                 # full: float d = 128..1024, certified 32..256,
+                                               # skeleton d = 768 r = 64 (several minutes)
+    python benchmarks/scale.py --quick         # seconds; tiny sizes
+    python benchmarks/scale.py --profile       # + cProfile top costs per size
+
+BLAS runs single-threaded in the children (``OPENBLAS_NUM_THREADS=1``): on a shared,
+loaded 2-core machine a threaded BLAS oversubscribes and the box's time becomes noise.
+
+>>> import tempfile, pathlib
+>>> out = pathlib.Path(tempfile.mkdtemp())
+>>> data = main(["--quick", "--out", str(out), "--no-plots"])
+>>> all(r["queries"] == r["bound"] for r in data["single_head"])
+True
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import math
+import os
+import pstats
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+# This checkout's package (not whichever one is installed), here and in the children.
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
+
+from _common import metadata, output_dir
+
+NAME = "scale"
+ROOT = Path(__file__).resolve().parent.parent
+PRECISION = 256
+#: Goals from the issue: learner overhead / box time.
+FLOAT_GOAL = 0.3
+CERTIFIED_GOAL = 0.5
+
+FULL = {
+    "float": [128, 256, 512, 768, 1024],
+    "certified": [32, 64, 128],  # 256: see docs/scale.md (not run: ~30 min of box time)
+    "skeleton": [(768, 64)],
+    "skeleton_certified": [(64, 4)],
+}
+QUICK = {"float": [8, 16], "certified": [4, 8], "skeleton": [(16, 2)], "skeleton_certified": []}
+
+
+# ---------------------------------------------------------------------------------------
+# The timed black boxes.
+# ---------------------------------------------------------------------------------------
+
+
+class _Clock:
+    seconds = 0.0
+
+
+def float_box(W: np.ndarray, v: np.ndarray, clock: type[_Clock]) -> tuple[Any, Any]:
+    """(fn, batch_fn) of the head (W, v): one d x d product per query, timed inside."""
+
+    def batch_fn(Xs: np.ndarray) -> np.ndarray:
+        t0 = time.perf_counter()
+        shift = Xs[:, -1, :] @ W.T  # (B, d): W x_N for every query, one product
+        s = np.einsum("bnd,bd->bn", Xs, shift)
+        s -= s.max(axis=1, keepdims=True)
+        e = np.exp(s)
+        out = (e * (Xs @ v)).sum(axis=1) / e.sum(axis=1)
+        clock.seconds += time.perf_counter() - t0
+        return out
+
+    def fn(X: np.ndarray) -> float:
+        return float(batch_fn(X[None])[0])
+
+    return fn, batch_fn
+
+
+class TimedModel:
+    """One of our models as a black box whose ball evaluations are timed."""
+
+    def __init__(self, model: Any, clock: type[_Clock]) -> None:
+        self.model = model
+        self.d = model.d
+        self.model_class = "single-head"
+        self.clock = clock
+
+    def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
+        t0 = time.perf_counter()
+        out = self.model.evaluate_batch(Xs)
+        self.clock.seconds += time.perf_counter() - t0
+        return out
+
+    def evaluate_rational(self, Xq: Any, arith: Any) -> Any:
+        t0 = time.perf_counter()
+        out = self.model.evaluate_rational(Xq, arith)
+        self.clock.seconds += time.perf_counter() - t0
+        return out
+
+
+def float_instance(d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng([seed, d, 2])
+    return rng.normal(0.0, 1.0 / math.sqrt(d), size=(d, d)), rng.normal(0.0, 1.0, size=d)
+
+
+def low_rank_instance(d: int, r: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Dyadic K, Q with entries j/8 (as benchmarks/low_rank.py): W = K^T Q / 2^ceil(log2 sqrt d)."""
+    rng = np.random.default_rng(seed)
+    K = rng.integers(-8, 9, (r, d)) / 8
+    Q = rng.integers(-8, 9, (r, d)) / 8
+    W = K.T @ Q / 2 ** math.ceil(math.log2(math.sqrt(d)))
+    v = rng.integers(-3, 4, d).astype(float)
+    v[0] = 2.0
+    return W, v
+
+
+# ---------------------------------------------------------------------------------------
+# One measurement (run in a child process).
+# ---------------------------------------------------------------------------------------
+
+
+def measure(spec: dict[str, Any]) -> dict[str, Any]:
+    import verified_attn as va
+
+    kind, d, seed = spec["kind"], spec["d"], spec.get("seed", 0)
+    clock = type("Clock", (_Clock,), {})
+    profiler = cProfile.Profile() if spec.get("profile") else None
+    if kind in ("single_head", "skeleton") and spec["arithmetic"] == "float":
+        if kind == "single_head":
+            W, v = float_instance(d, seed)
+        else:
+            W, v = low_rank_instance(d, spec["r"], seed)
+        fn, batch_fn = float_box(W, v, clock)
+        oracle = va.Oracle.from_callable(fn, d, batch_fn=batch_fn, model_class="single-head")
+        truth = W
+    else:
+        import flint  # noqa: F401  (the certified instance)
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from exact_recovery import rational_instance
+
+        if kind == "single_head":
+            Wq, vq = rational_instance(d, seed)
+            model = va.SingleHeadAttention(Wq, vq)
+        else:
+            from verified_attn.low_rank.claims import random_low_rank_head
+
+            model = random_low_rank_head(d, spec["r"], seed, den=3)
+        oracle = va.Oracle(TimedModel(model, clock), "certified", precision=PRECISION)
+        truth = model
+    learn = va.learn_single_head if kind == "single_head" else va.learn_low_rank
+    t0 = time.perf_counter()
+    if profiler is not None:
+        profiler.enable()
+    rec = learn(oracle)
+    if profiler is not None:
+        profiler.disable()
+    total = time.perf_counter() - t0
+    row: dict[str, Any] = {
+        "kind": kind,
+        "arithmetic": spec["arithmetic"],
+        "d": d,
+        "seconds": total,
+        "box_seconds": clock.seconds,
+        "learner_seconds": total - clock.seconds,
+        "overhead_ratio": (total - clock.seconds) / clock.seconds,
+        "queries": rec.queries,
+        "bound": rec.bound,
+        "verification_queries": rec.verification_queries,
+        "queries_by_phase": rec.queries_by_phase,
+        "verified": rec.verified,
+        "exact": rec.exact,
+    }
+    if kind == "skeleton":
+        row["r"] = spec["r"]
+        row["rank"] = rec.rank
+    if isinstance(truth, np.ndarray):
+        Wh = np.asarray(rec.W, dtype=np.float64)
+        row["max_abs_error"] = float(np.max(np.abs(Wh - truth)))
+        row["relative_error"] = float(np.linalg.norm(Wh - truth) / np.linalg.norm(truth))
+    else:
+        row["equal"] = bool(rec.exact and rec.W == truth.W and rec.v == truth.v)
+    if spec.get("certificate"):
+        t1 = time.perf_counter()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "cert.json"
+            rec.certificate(path)
+            t2 = time.perf_counter()
+            row["certificate_bytes"] = path.stat().st_size
+            try:
+                ok = bool(va.verify_certificate(path).ok)
+            except va.CertificateError as exc:  # recorded (e.g. a checker's size bound)
+                ok = False
+                row["certificate_error"] = str(exc)
+            t3 = time.perf_counter()
+        row["certificate_seconds"] = t2 - t1
+        row["certificate_check_seconds"] = t3 - t2
+        row["certificate_ok"] = ok
+    if profiler is not None:
+        row["profile_top"] = _top_costs(profiler)
+    row["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return row
+
+
+def _top_costs(profiler: cProfile.Profile, top: int = 12) -> list[dict[str, Any]]:
+    """The learner-side functions with the largest own time (the box's frames excluded)."""
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    rows = []
+    for (filename, line, func), (_cc, calls, tottime, cumtime, _callers) in stats.items():
+        if filename == __file__ or filename.endswith("benchmarks/scale.py"):
+            continue  # the timed box itself
+        if "models.py" in filename and func in ("_evaluate_rational", "evaluate_rational"):
+            continue  # the certified box's ball evaluation
+        where = f"{Path(filename).name}:{line}({func})" if line else func
+        rows.append({"function": where, "calls": calls, "tottime": round(tottime, 3),
+                     "cumtime": round(cumtime, 3)})
+    rows.sort(key=lambda r: -r["tottime"])
+    return rows[:top]
+
+
+def run_child(spec: dict[str, Any]) -> dict[str, Any]:
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=str(ROOT),
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"child {spec} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------------------------------
+# The benchmark.
+# ---------------------------------------------------------------------------------------
+
+
+def run_benchmark(
+    sizes: dict[str, Any],
+    seed: int,
+    profile: bool,
+    out: Path | None = None,
+    previous: dict[str, Any] | None = None,
+    profile_max_d: int = 1 << 30,
+    certificates: bool = True,
+) -> dict[str, Any]:
+    """Run every size; with ``out``, rewrite the JSON after each row (long runs keep what
+    they measured); rows of ``previous`` for other sizes are kept (``--append``)."""
+    data: dict[str, Any] = {
+        "benchmark": NAME,
+        **metadata(seed, precision=PRECISION, blas_threads=1, verify=8),
+        "goals": {"float_overhead_ratio": FLOAT_GOAL, "certified_overhead_ratio": CERTIFIED_GOAL},
+        "single_head": [],
+        "skeleton": [],
+    }
+    if previous:
+        for key in ("single_head", "skeleton"):
+            data[key] = list(previous.get(key, []))
+    specs: list[tuple[str, dict[str, Any]]] = []
+    for d in sizes["float"]:
+        specs.append(("single_head", {"kind": "single_head", "arithmetic": "float", "d": d,
+                                      "certificate": d in (512, 16)}))
+    for d in sizes["certified"]:
+        specs.append(("single_head", {"kind": "single_head", "arithmetic": "certified", "d": d,
+                                      "certificate": d in (128, 8)}))
+    for d, r in sizes["skeleton"]:
+        specs.append(("skeleton", {"kind": "skeleton", "arithmetic": "float", "d": d, "r": r,
+                                   "certificate": certificates}))
+    for d, r in sizes["skeleton_certified"]:
+        specs.append(("skeleton", {"kind": "skeleton", "arithmetic": "certified", "d": d,
+                                   "r": r}))
+    for group, spec in specs:
+        spec["seed"] = seed
+        row = run_child(spec)
+        if profile and spec["d"] <= profile_max_d:
+            prof = run_child({**spec, "profile": True, "certificate": False})
+            row["profile_top"] = prof["profile_top"]
+            row["profiled_seconds"] = prof["seconds"]
+            row["profiled_peak_rss_mib"] = prof["peak_rss_mib"]  # no certificate built
+        goal = FLOAT_GOAL if spec["arithmetic"] == "float" else CERTIFIED_GOAL
+        row["goal_met"] = row["overhead_ratio"] <= goal
+        same = ("kind", "arithmetic", "d")
+        data[group] = [r for r in data[group] if any(r.get(k) != row[k] for k in same)]
+        data[group].append(row)
+        data[group].sort(key=lambda r: (r["arithmetic"], r["d"]))
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / f"{NAME}.json").write_text(json.dumps(data, indent=1, default=str))
+        _log(
+            f"{group} {spec['arithmetic']} d={spec['d']}: {row['seconds']:.2f} s, box "
+            f"{row['box_seconds']:.2f} s, overhead {row['overhead_ratio']:.2f}, "
+            f"{row['peak_rss_mib']:.0f} MiB, queries {row['queries']}/{row['bound']}"
+        )
+    return data
+
+
+def plot(data: dict[str, Any], out: Path) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # pragma: no cover
+        return []
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for arith, marker in (("float", "o"), ("certified", "s")):
+        rows = [r for r in data["single_head"] if r["arithmetic"] == arith]
+        if not rows:
+            continue
+        ds = [r["d"] for r in rows]
+        ax1.plot(ds, [r["seconds"] for r in rows], marker=marker, label=f"{arith}: total")
+        ax1.plot(ds, [r["box_seconds"] for r in rows], marker=marker, linestyle="--",
+                 label=f"{arith}: inside the box")
+        ax2.plot(ds, [r["peak_rss_mib"] for r in rows], marker=marker, label=arith)
+    for r in data["skeleton"]:
+        ax1.scatter([r["d"]], [r["seconds"]], marker="*", s=120,
+                    label=f"skeleton {r['arithmetic']} r={r['r']}")
+        ax2.scatter([r["d"]], [r["peak_rss_mib"]], marker="*", s=120,
+                    label=f"skeleton {r['arithmetic']} r={r['r']}")
+    for ax in (ax1, ax2):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("d")
+        ax.legend(fontsize=7)
+    ax1.set_ylabel("seconds (end to end, verification included)")
+    ax2.set_ylabel("peak RSS (MiB)")
+    ax1.set_title("time vs d")
+    ax2.set_title("memory vs d (one subprocess per size)")
+    fig.tight_layout()
+    path = out / f"{NAME}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path.name]
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--profile", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=None, help="output folder")
+    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--only", choices=["float", "certified", "skeleton", "skeleton_certified"],
+                   action="append", help="run only these groups")
+    p.add_argument("--float", type=int, nargs="*", help="float single-head sizes d")
+    p.add_argument("--certified", type=int, nargs="*", help="certified single-head sizes d")
+    p.add_argument("--skeleton", nargs="*", help="float skeleton sizes as D:R")
+    p.add_argument("--skeleton-certified", nargs="*", help="certified skeleton sizes as D:R")
+    p.add_argument("--profile-max-d", type=int, default=1 << 30,
+                   help="profile only sizes up to this d")
+    p.add_argument("--no-skeleton-certificate", action="store_true",
+                   help="do not build the skeleton's certificate (GiBs at d = 768)")
+    p.add_argument("--append", action="store_true",
+                   help="keep the rows of an existing results JSON for other sizes")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    args.out = output_dir(args.out, args.quick, "scale")
+    if args.child:
+        row = measure(json.loads(args.child))
+        print(json.dumps(row))
+        return row
+    sizes = dict(QUICK if args.quick else FULL)
+    if args.only:
+        sizes = {k: (v if k in args.only else []) for k, v in sizes.items()}
+    given = {
+        "float": args.float,
+        "certified": args.certified,
+        "skeleton": None if args.skeleton is None else [_pair(x) for x in args.skeleton],
+        "skeleton_certified": None
+        if args.skeleton_certified is None
+        else [_pair(x) for x in args.skeleton_certified],
+    }
+    if any(v is not None for v in given.values()):
+        sizes = {k: (v or []) for k, v in given.items()}
+    path = args.out / f"{NAME}.json"
+    previous = json.loads(path.read_text()) if args.append and path.exists() else None
+    data = run_benchmark(
+        sizes, args.seed, args.profile, args.out, previous, args.profile_max_d,
+        not args.no_skeleton_certificate,
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    if not args.no_plots:
+        data["plots"] = plot(data, args.out)
+    (args.out / f"{NAME}.json").write_text(json.dumps(data, indent=1, default=str))
+    return data
+
+
+def _pair(text: str) -> tuple[int, int]:
+    d, r = text.split(":")
+    return int(d), int(r)
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,780 @@
+"""Re-check a low-rank (Theorem 5.1) certificate from its stored probes and answers alone.
+
+>>> import verified_attn as va
+>>> from verified_attn.certificates.low_rank import verify
+>>> W = [[2, 4, 0], [1, 2, 0], [-1, -2, 0]]                      # rank 1
+>>> data = va.learn_low_rank(va.Oracle(va.SingleHeadAttention(W, [1, 0, 1]), "exact")).certificate()
+>>> print(verify(data).summary[2])
+cross: re-solved 6 unknowns of Z = U^T W B and R = U_S^T W from 5 probes and 1 pivot constraints (exact inverse of the 2 coupled unknowns); W = U^-T Z Z_S^-1 R
+>>> data["result"]["parameters"]["W"][0][0] = {"rational": "3/1"}
+>>> verify(data)
+Traceback (most recent call last):
+...
+verified_attn.errors.CertificateError: result W[0][0]: claimed 3, the stored answers give 2
+
+One module for both methods, dispatching on the certificate's ``method``. It uses the core
+arithmetic, models and kernel only, never the learner's code.
+
+**Every probe** is a two-token query ``[b + t u; b]`` stored as exact rationals (u, b, t)
+with the oracle's answer f. With v from the length-1 answers, the checker re-decodes
+``m = logit((f - b^T v) / (t u^T v)) / t = u^T W b`` (requiring u^T v certainly nonzero
+and the ratio certainly in (0, 1)), and counts: ``t = 16^-n`` means n re-asks.
+
+**skeleton** (``method: "skeleton"``): the unknowns are ``Z = U^T W B`` (d x r) and
+``R = U_S^T W`` (r x d), with U the stored invertible design, B the stored generic
+columns, S the stored pivot rows. Each learning probe is one linear equation with exact
+coefficients: on a basis column b_j, ``(U^{-1} u)^T Z[:, j] = m``; on a pivot row u_s,
+``R[s, :] b = m``; and the cross closes with ``Z[S, :] = R B``. The system must be square
+(2dr equations) and exactly invertible; it is solved by substituting the one-unknown
+equations and inverting the rest exactly, then ``W = U^{-T} Z Z[S, :]^{-1} R``. Probes on
+the stored next column ``next_b`` are the rank checks: each must agree with the claimed W
+(exact ``==``, certified overlap, float ``|m - u^T W b| <= rank_tol * scale``, the scale
+``max(|m|, sum |u_i| |W_ij| |b_j|, 1e4 eps (1 + ||U^{-1} u||_1) max |v|)``). With the rank
+given, those checks are the declared verification phase ``rank``. (U, B and S are only the
+coordinates the cross is solved in: any that the stored probes determine give the same W,
+so the checker needs no trust in them.)
+
+The claimed W, v are compared with the re-solved ones: exact ``==``; certified: a claimed
+rational must lie in its re-solved ball and be the only rational there with a denominator
+that small, a claimed ball must contain the re-solved ball; float: agreement to
+:data:`FLOAT_RTOL` relative to the largest entry of W (at least 1): the checker's
+substitution and solve differ from the learner's column-by-column cross in rounding only.
+
+**nuclear** (``method: "nuclear"``, float only): the rank-one measurements t_k are
+re-decoded from the answers; the claimed v must equal the length-1 answers, and the
+reported relative residual ``||A(W) - t|| / ||t||`` of the claimed W must be the one
+recomputed here (to :data:`RESIDUAL_RTOL` relative, or :data:`RESIDUAL_ATOL`), and so
+must the reported verification error (the largest relative gap on the fresh sequences).
+
+Both: the counts add up (learning = d + the learning probes + their re-asks, the bound is
+the method's formula), and the verification answers agree with the claimed model under the
+learner's one rule (:func:`verified_attn.certificates.kernel.check_verification`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import flint
+import numpy as np
+import sympy
+
+from verified_attn.arithmetic import Arithmetic, OutsideUnitInterval, arb_bounds, fmpq_matrix
+from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates.kernel import (
+    MAX_ENTRIES,
+    Header,
+    as_bool,
+    as_int,
+    as_list,
+    as_matrix,
+    check_counts,
+    check_verification,
+    get,
+    number,
+    numbers,
+    parse_header,
+    rational,
+)
+from verified_attn.errors import CertificateError, VerifiedAttnError
+from verified_attn.models import SingleHeadAttention, as_rational_sequence, attention_output
+from verified_attn.probing import apply_exact, measured_array
+
+__all__ = ["FLOAT_RTOL", "MAX_REDUCED", "RESIDUAL_ATOL", "RESIDUAL_RTOL", "redecode", "verify"]
+
+#: Relative agreement required between claimed and re-solved float parameters (the two
+#: solution paths differ in rounding only: measured at most 1.2e-14 up to d = 256, r = 8).
+FLOAT_RTOL = 1e-11
+#: Nuclear: agreement of the reported and recomputed measurement residuals.
+RESIDUAL_RTOL = 1e-6
+RESIDUAL_ATOL = 1e-12
+#: Largest coupled block of the cross a checker inverts exactly (r^2 + r for rank r).
+MAX_REDUCED = 1200
+_EPS = float(np.finfo(np.float64).eps)
+METHODS = ("skeleton", "nuclear")
+THEOREM = "thm-5.1"
+
+
+@dataclass(frozen=True)
+class _Probe:
+    phase: str
+    u: list[Fraction]
+    b: list[Fraction]
+    t: Fraction
+    answer: Any
+    rescales: int
+
+
+def verify(data: dict[str, Any]) -> CertificateCheck:
+    """Re-check a ``low-rank`` certificate dict; CertificateError naming what fails."""
+    head = parse_header(data, "low-rank")
+    method = get(data, "method")
+    if method not in METHODS:
+        raise CertificateError(f"method must be 'skeleton' or 'nuclear', got {method!r:.80}")
+    if head.theorem != THEOREM:
+        raise CertificateError(f"theorem is {head.theorem!r}, a low-rank certificate is {THEOREM!r}")
+    lines = [f"{head.describe()}, method {method}"]
+    if method == "skeleton":
+        lines.extend(_verify_skeleton(data, head))
+    else:
+        lines.extend(_verify_nuclear(data, head))
+    lines.extend(f"assumption: {a}" for a in head.assumptions)
+    return CertificateCheck(ok=True, kind="low-rank", theorem=head.theorem, summary=lines)
+
+
+def redecode(data: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The skeleton's W (d x d) and v re-solved from a certificate's stored probes.
+
+    Call inside the certificate's ``arith.context()``; the writer uses it to store balls
+    that contain both its own and this checker's enclosures.
+    """
+    head = parse_header(data, "low-rank")
+    cross = _Cross(data, head)
+    return {"W": cross.W, "v": np.array(cross.v, dtype=object)}
+
+
+# ---------------------------------------------------------------------------------------
+# Probes.
+# ---------------------------------------------------------------------------------------
+
+
+def _vector(
+    raw: Any, path: str, d: int, seen: dict[str, Fraction] | None = None
+) -> list[Fraction]:
+    """d exact rationals; ``seen`` caches strings already parsed (probes repeat a few)."""
+    out = []
+    for i, q in enumerate(as_list(raw, path, d)):
+        x = seen.get(q) if seen is not None and isinstance(q, str) else None
+        if x is None:
+            x = rational(q, f"{path}[{i}]")
+            if seen is not None and len(seen) < 1 << 16:
+                seen[q] = x
+        out.append(x)
+    return out
+
+
+def _key(x: list[Fraction]) -> tuple[int, ...]:
+    """A fast dictionary key for an exact vector (hashing Fractions is slow)."""
+    return tuple(n for q in x for n in (q.numerator, q.denominator))
+
+
+def _rescales(t: Fraction, path: str) -> int:
+    """n with t = 16^-n: every probe starts at t = 1 and is re-asked at t / 16."""
+    if t <= 0 or t.numerator != 1 or t.denominator & (t.denominator - 1):
+        raise CertificateError(f"{path} = {t} is not 16^-n")
+    n = (t.denominator.bit_length() - 1) // 4
+    if n > 64 or Fraction(1, 16**n) != t:
+        raise CertificateError(f"{path} = {t} is not 16^-n (n <= 64)")
+    return n
+
+
+def _probes(data: dict[str, Any], head: Header) -> list[_Probe]:
+    d, arith = head.d, head.arith
+    raw = as_list(get(data, "answers.probes"), "answers.probes")
+    if len(raw) * 2 * d > MAX_ENTRIES:
+        raise CertificateError("answers.probes holds more entries than a checker reads")
+    out = []
+    seen: dict[str, Fraction] = {}
+    for i, p in enumerate(raw):
+        path = f"answers.probes[{i}]"
+        if not isinstance(p, dict):
+            raise CertificateError(f"{path} must be a JSON object")
+        phase = get(p, "phase")
+        if not isinstance(phase, str) or not 0 < len(phase) <= 32:
+            raise CertificateError(f"{path}.phase must be a short string")
+        t = rational(get(p, "scale"), f"{path}.scale")
+        out.append(
+            _Probe(
+                phase,
+                _vector(get(p, "u"), f"{path}.u", d, seen),
+                _vector(get(p, "b"), f"{path}.b", d, seen),
+                t,
+                number(get(p, "answer"), f"{path}.answer", arith),
+                _rescales(t, f"{path}.scale"),
+            )
+        )
+    return out
+
+
+def _dot(arith: Arithmetic, x: list[Fraction], v: list[Any]) -> Any:
+    acc: Any = arith.rational(Fraction(0))
+    if arith.name == "float":
+        return float(np.dot(np.array([float(q) for q in x]), np.asarray(v, dtype=np.float64)))
+    for q, vi in zip(x, v, strict=True):
+        if q:
+            acc = acc + arith.rational(q) * vi
+    return acc
+
+
+def _measure(arith: Arithmetic, v: list[Any], p: _Probe, path: str) -> Any:
+    """u^T W b from one probe's answer (the module docstring's formula)."""
+    uv = _dot(arith, p.u, v)
+    if arith.sign(uv) not in (-1, 1):
+        raise CertificateError(f"{path}: u^T v = {uv} is not certainly nonzero")
+    t = arith.rational(p.t)
+    y = (p.answer - _dot(arith, p.b, v)) / (t * uv)
+    if arith.name == "float":
+        if not 0 < y < 1:
+            raise CertificateError(f"{path}: the probe ratio {y} is not in (0, 1)")
+        return (math.log(y) - math.log1p(-y)) / float(p.t)
+    try:
+        return arith.logit(y) / t
+    except OutsideUnitInterval as exc:
+        raise CertificateError(f"{path}: the probe ratio {y} is not certainly in (0, 1)") from exc
+
+
+def _count_phases(
+    probes: list[_Probe], d: int, verification: set[str]
+) -> tuple[int, dict[str, int], int]:
+    """(learning count, per-phase counts, verification probes + their re-asks)."""
+    phases: dict[str, int] = {"v": d}
+    learning = d
+    in_verification = 0
+    for p in probes:
+        phases[p.phase] = phases.get(p.phase, 0) + 1
+        if p.rescales:
+            name = f"{p.phase}-rescale" if p.phase in verification else "rescale"
+            phases[name] = phases.get(name, 0) + p.rescales
+        if p.phase in verification:
+            in_verification += 1 + p.rescales
+        else:
+            learning += 1 + p.rescales
+    return learning, phases, in_verification
+
+
+# ---------------------------------------------------------------------------------------
+# Skeleton.
+# ---------------------------------------------------------------------------------------
+
+
+class _Cross:
+    """The skeleton's stored design and probes, and the cross re-solved from them."""
+
+    def __init__(self, data: dict[str, Any], head: Header) -> None:
+        d, arith = head.d, head.arith
+        self.d, self.arith = d, arith
+        self.rank = as_int(get(data, "rank"), "rank", low=0, high=d)
+        given = get(data, "rank_given")
+        self.rank_given = None if given is None else as_int(given, "rank_given", low=1, high=d)
+        if self.rank_given is not None and self.rank > self.rank_given:
+            raise CertificateError(f"rank {self.rank} exceeds rank_given {self.rank_given}")
+        r = self.rank
+        design = get(data, "design")
+        self.U = [
+            [rational(q, f"design.U[{i}][{k}]") for k, q in enumerate(row)]
+            for i, row in enumerate(as_matrix(get(design, "U"), "design.U", d, d))
+        ]
+        U = fmpq_matrix(self.U)
+        if U.rank() < d:
+            raise CertificateError("design.U is singular")
+        self.U_inv = U.inv()
+        # Which probe vectors are design columns u_k (most are): no solve needed for them.
+        self.columns = {_key([self.U[i][k] for i in range(d)]): k for k in range(d)}
+        basis = as_list(get(design, "basis"), "design.basis", r)
+        self.B = [_vector(b, f"design.basis[{j}]", d) for j, b in enumerate(basis)]
+        self.S = [
+            as_int(s, f"design.pivots[{m}]", high=d - 1)
+            for m, s in enumerate(as_list(get(design, "pivots"), "design.pivots", r))
+        ]
+        if len(set(self.S)) != r:
+            raise CertificateError("design.pivots must be distinct rows")
+        nb = get(design, "next_b")
+        if (nb is None) != (r == d):
+            raise CertificateError(
+                "design.next_b must be given exactly when rank < d (the column that "
+                "certifies the rank)"
+            )
+        self.next_b = None if nb is None else _vector(nb, "design.next_b", d)
+        with arith.context():
+            self.v = numbers(get(data, "answers.v"), "answers.v", arith, d)
+            self.probes = _probes(data, head)
+            self.measured = [
+                _measure(arith, self.v, p, f"answers.probes[{i}]")
+                for i, p in enumerate(self.probes)
+            ]
+            self._solve()
+
+    def coordinates(self, u: list[Fraction]) -> dict[int, Fraction]:
+        """g = U^{-1} u as {index: nonzero entry} (a unit vector for a design column)."""
+        k = self.columns.get(_key(u))
+        if k is not None:
+            return {k: Fraction(1)}
+        g = self.U_inv * fmpq_matrix([[q] for q in u])
+        return {a: Fraction(int(g[a, 0].p), int(g[a, 0].q)) for a in range(self.d) if g[a, 0] != 0}
+
+    def _solve(self) -> None:
+        d, r, arith = self.d, self.rank, self.arith
+        n = 2 * d * r
+        if len(self.probes) + r * r < n:  # before any work of size n
+            raise CertificateError(
+                f"{len(self.probes)} stored probes cannot determine the 2dr = {n} unknowns "
+                f"of a rank-{r} cross"
+            )
+        eqs: list[tuple[dict[int, Fraction], Any]] = []
+        self.checks: list[int] = []
+        basis = {_key(b): j for j, b in enumerate(self.B)}
+        next_b = None if self.next_b is None else _key(self.next_b)
+        pivot = {s: m_ix for m_ix, s in enumerate(self.S)}
+        for i, (p, m) in enumerate(zip(self.probes, self.measured, strict=True)):
+            bkey = _key(p.b)
+            if next_b is not None and bkey == next_b:
+                self.checks.append(i)
+                continue
+            if self.rank_given is not None and p.phase == "rank":
+                raise CertificateError(
+                    f"answers.probes[{i}]: a verification rank test off the column next_b"
+                )
+            j = basis.get(bkey)
+            if j is not None:
+                coeffs = {a * r + j: q for a, q in self.coordinates(p.u).items()}
+            else:
+                k = self.columns.get(_key(p.u))
+                m_ix = pivot.get(k) if k is not None else None
+                if m_ix is None:
+                    raise CertificateError(
+                        f"answers.probes[{i}] is neither on a basis column, on a pivot row "
+                        "nor on next_b"
+                    )
+                coeffs = {d * r + m_ix * d + col: q for col, q in enumerate(p.b) if q}
+            eqs.append((coeffs, m))
+        for m_ix, s in enumerate(self.S):
+            for j in range(r):
+                coeffs = {s * r + j: Fraction(1)}
+                for col in range(d):
+                    if self.B[j][col]:
+                        coeffs[d * r + m_ix * d + col] = -self.B[j][col]
+                eqs.append((coeffs, None))
+        self.n_probe_equations = len(eqs) - r * r
+        if len(eqs) != n:
+            raise CertificateError(
+                f"the stored probes give {len(eqs) - r * r} equations (+ {r * r} pivot "
+                f"constraints) for the 2dr = {n} unknowns of the cross: it is not determined"
+            )
+        zero = arith.rational(Fraction(0))
+        known: dict[int, Any] = {}
+        rest = []
+        for coeffs, rhs in eqs:
+            if len(coeffs) == 1:
+                ((x, c),) = coeffs.items()
+                if x in known:
+                    raise CertificateError("two stored probes measure the same cross entry")
+                known[x] = (zero if rhs is None else rhs) / arith.rational(c)
+            else:
+                rest.append((coeffs, rhs))
+        free = sorted(set(range(n)) - set(known))
+        if len(free) != len(rest):
+            raise CertificateError(
+                f"the cross is not determined: {len(rest)} coupled equations for "
+                f"{len(free)} unknowns"
+            )
+        if len(free) > MAX_REDUCED:
+            raise CertificateError(
+                f"the coupled part of the cross has {len(free)} unknowns, more than "
+                f"{MAX_REDUCED} this checker inverts"
+            )
+        self.coupled = len(free)
+        x = dict(known)
+        if free:
+            where = {u: k for k, u in enumerate(free)}
+            A = [[Fraction(0)] * len(free) for _ in free]
+            rhs_rest = []
+            for row, (coeffs, rhs) in enumerate(rest):
+                acc = zero if rhs is None else rhs
+                for u, c in coeffs.items():
+                    if u in where:
+                        A[row][where[u]] = c
+                    elif u in known:
+                        acc = acc - arith.rational(c) * known[u]
+                rhs_rest.append(acc)
+            Am = fmpq_matrix(A)
+            if Am.rank() < len(free):
+                raise CertificateError("the stored probes do not determine the cross (singular)")
+            sol = apply_exact(
+                arith, Am.inv(), measured_array(arith, [[y] for y in rhs_rest])
+            )[:, 0]
+            for u, val in zip(free, sol, strict=True):
+                x[u] = val
+        Z = measured_array(arith, [[x[a * r + j] for j in range(r)] for a in range(d)])
+        R = measured_array(
+            arith, [[x[d * r + m * d + col] for col in range(d)] for m in range(r)]
+        )
+        self.W = _assemble(arith, self.U_inv, Z, R, self.S, d)
+
+
+def _assemble(
+    arith: Arithmetic, U_inv: flint.fmpq_mat, Z: np.ndarray, R: np.ndarray, S: list[int], d: int
+) -> np.ndarray:
+    """W = U^{-T} Z Z[S, :]^{-1} R (W = 0 at rank 0)."""
+    r = len(S)
+    if r == 0:
+        return measured_array(arith, [[arith.rational(Fraction(0))] * d for _ in range(d)])
+    ZS = Z[S, :]
+    if arith.name == "float":
+        try:
+            X = np.linalg.solve(np.asarray(ZS, np.float64), np.asarray(R, np.float64))
+        except np.linalg.LinAlgError as exc:
+            raise CertificateError("the pivot block Z[S, :] is singular") from exc
+        C = apply_exact(arith, U_inv.transpose(), np.asarray(Z, np.float64))
+        return np.asarray(C, np.float64) @ X
+    if arith.name == "certified":
+        try:
+            X = flint.arb_mat(ZS.tolist()).solve(flint.arb_mat(R.tolist()))
+        except (ZeroDivisionError, ValueError) as exc:
+            raise CertificateError(
+                "the pivot block Z[S, :] cannot be certified invertible at this precision"
+            ) from exc
+        C = flint.arb_mat(U_inv.transpose()) * flint.arb_mat(Z.tolist())
+        Wm = C * X
+        return np.array(
+            [[Wm[i, j] for j in range(d)] for i in range(d)], dtype=object
+        )
+    ZSm = sympy.Matrix(ZS.tolist())
+    if ZSm.det() == 0:
+        raise CertificateError("the pivot block Z[S, :] is singular")
+    X = ZSm.LUsolve(sympy.Matrix(R.tolist()))
+    C = apply_exact(arith, U_inv.transpose(), Z)
+    Wm = sympy.Matrix(C.tolist()) * X
+    return np.array(Wm.tolist(), dtype=object)
+
+
+def _verify_skeleton(data: dict[str, Any], head: Header) -> list[str]:
+    d, arith = head.d, head.arith
+    tol_raw = get(data, "rank_tol")
+    if arith.name == "float":
+        if isinstance(tol_raw, bool) or not isinstance(tol_raw, float) or not 0 < tol_raw < 1:
+            raise CertificateError(f"rank_tol must be a float in (0, 1), got {tol_raw!r:.80}")
+    elif tol_raw is not None:
+        raise CertificateError("rank_tol must be null outside float arithmetic")
+    cross = _Cross(data, head)
+    r = cross.rank
+    verification = {"rank"} if cross.rank_given is not None else set()
+    learning, phases, in_ver = _count_phases(cross.probes, d, verification)
+    if cross.rank_given is not None:
+        g = cross.rank_given
+        bound, formula = d + 2 * d * g - g * g, f"d + 2dr - r^2 at the given r = {g}"
+    else:
+        bound = d + 2 * d * r - r * r + (1 if r < d else 0)
+        formula = f"d + 2dr - r^2 + [r < d] at the found r = {r}"
+    q = check_counts(
+        data,
+        learning=learning,
+        bound=bound,
+        phases=phases,
+        verification_phases=("verify", *sorted(verification), "rank-rescale"),
+    )
+    extra = set(q["by_phase"]) - {*phases, "verify"}
+    if extra:
+        raise CertificateError(f"queries.by_phase has unknown phases {sorted(extra)}")
+    rescales = learning - d - sum(1 for p in cross.probes if p.phase not in verification)
+    lines = [
+        f"queries: {q['learning']} learning (bound {bound} = {formula}"
+        + (f", + {rescales} re-asked probes" if rescales else "")
+        + f"); {q['verification']} verification",
+        f"cross: re-solved {2 * d * r} unknowns of Z = U^T W B and R = U_S^T W from "
+        f"{cross.n_probe_equations} probes and {r * r} pivot constraints (exact inverse of "
+        f"the {cross.coupled} coupled unknowns); W = U^-T Z Z_S^-1 R",
+    ]
+    exact = as_bool(get(data, "result.exact"), "result.exact")
+    if arith.name == "exact" and not exact:
+        raise CertificateError("result.exact is false in exact arithmetic")
+    if arith.name == "float" and exact:
+        raise CertificateError("result.exact is true in float arithmetic")
+    with arith.context():
+        claimed = _claimed(data, head, exact)
+        decoded = {"W": list(np.asarray(cross.W, dtype=object).reshape(-1)), "v": cross.v}
+        lines.append(_compare(arith, exact, claimed, decoded))
+        lines.append(_rank_checks(cross, claimed, exact, tol_raw))
+        lines.append(
+            check_verification(
+                data,
+                head,
+                _predictor(head, claimed, exact),
+                expected_queries=q["verification"] - in_ver,
+            )
+        )
+    return lines
+
+
+def _rank_checks(
+    cross: _Cross, claimed: dict[str, list[tuple[str, Any]]], exact: bool, rank_tol: Any
+) -> str:
+    """Every probe on next_b agrees with the claimed W (the rank is no larger)."""
+    d, arith = cross.d, cross.arith
+    Wc = [x for _, x in claimed["W"]]
+    vmax = max((arith.magnitude(x) for x in cross.v), default=0.0)
+    for i in cross.checks:
+        p, m = cross.probes[i], cross.measured[i]
+        path = f"answers.probes[{i}]"
+        if arith.name == "float":
+            pred = 0.0
+            size = 0.0
+            for a in range(d):
+                for c in range(d):
+                    term = float(p.u[a]) * float(Wc[a * d + c]) * float(p.b[c])
+                    pred += term
+                    size += abs(term)
+            g1 = sum(abs(float(q)) for q in cross.coordinates(p.u).values())
+            scale = max(abs(float(m)), size, 1e4 * _EPS * (1 + g1) * vmax)
+            if abs(float(m) - pred) > rank_tol * scale:
+                raise CertificateError(
+                    f"{path}: u^T W b = {pred!r} for the claimed W, the answer gives {m!r}: "
+                    f"more than rank_tol {rank_tol:g} apart, so rank W exceeds the claim"
+                )
+            continue
+        pred = arith.rational(Fraction(0))
+        for a in range(d):
+            if not p.u[a]:
+                continue
+            for c in range(d):
+                if p.b[c]:
+                    w = Wc[a * d + c]
+                    w = arith.rational(w) if isinstance(w, Fraction) else w
+                    pred = pred + arith.rational(p.u[a] * p.b[c]) * w
+        if not arith.agree(m, pred):
+            raise CertificateError(
+                f"{path}: u^T W b = {pred} for the claimed W, but the answer gives {m}: "
+                "the rank exceeds the claim"
+            )
+    if not cross.checks:
+        if cross.rank < d:
+            raise CertificateError(
+                f"no stored probe on design.next_b: nothing shows that rank W is not above "
+                f"{cross.rank}"
+            )
+        return "rank: full rank, nothing to check"
+    return (
+        f"rank: {len(cross.checks)} probes on the next column agree with the claimed W "
+        f"(rank {cross.rank})"
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Claimed parameters, comparison, prediction.
+# ---------------------------------------------------------------------------------------
+
+
+def _claimed(data: dict[str, Any], head: Header, exact: bool) -> dict[str, list[tuple[str, Any]]]:
+    """Claimed W, v as flat lists of (label, number); exact results as Fractions."""
+    d, arith = head.d, head.arith
+    params = get(data, "result.parameters")
+    if not isinstance(params, dict):
+        raise CertificateError("result.parameters must be a JSON object")
+    extra = set(params) - {"W", "v"}
+    if extra:
+        raise CertificateError(f"result.parameters has unexpected entries {sorted(extra)}")
+    want = exact and arith.name != "float"
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for name in ("W", "v"):
+        raw = get(params, name)
+        path = f"result.parameters.{name}"
+        if name == "W":
+            labels = [
+                (f"W[{i}][{j}]", x)
+                for i, row in enumerate(as_matrix(raw, path, d, d))
+                for j, x in enumerate(row)
+            ]
+        else:
+            labels = [(f"v[{i}]", x) for i, x in enumerate(as_list(raw, path, d))]
+        entries = []
+        for label, x in labels:
+            if want:
+                if not (isinstance(x, dict) and set(x) == {"rational"}):
+                    raise CertificateError(f"result {label}: an exact result stores rationals")
+                entries.append((label, rational(x["rational"], f"result {label}")))
+            else:
+                entries.append((label, number(x, f"result {label}", arith)))
+        out[name] = entries
+    return out
+
+
+def _show(q: Fraction) -> str:
+    return str(q.numerator) if q.denominator == 1 else f"{q.numerator}/{q.denominator}"
+
+
+def _compare(
+    arith: Arithmetic,
+    exact: bool,
+    claimed: dict[str, list[tuple[str, Any]]],
+    decoded: dict[str, list[Any]],
+) -> str:
+    if arith.name == "exact":
+        for name, entries in claimed.items():
+            for (label, q), again in zip(entries, decoded[name], strict=True):
+                if sympy.Rational(q.numerator, q.denominator) != again:
+                    raise CertificateError(
+                        f"result {label}: claimed {_show(q)}, the stored answers give {again}"
+                    )
+        return "result: the claimed W, v == those re-solved exactly from the answers"
+    if arith.name == "float":
+        worst = 0.0
+        for name, entries in claimed.items():
+            again = [float(x) for x in decoded[name]]
+            scale = max([abs(y) for y in again] + ([1.0] if name == "W" else [0.0]))
+            for (label, x), y in zip(entries, again, strict=True):
+                if not math.isfinite(y):
+                    raise CertificateError(f"result {label}: the stored answers give {y}")
+                err = abs(float(x) - y)
+                if err > FLOAT_RTOL * max(scale, abs(float(x))):
+                    raise CertificateError(
+                        f"result {label}: claimed {float(x)!r}, the stored answers give {y!r} "
+                        f"(differ by {err:.3e}, more than {FLOAT_RTOL:g} relative)"
+                    )
+                if scale:
+                    worst = max(worst, err / scale)
+        return (
+            f"result: the claimed W, v agree with the re-solved ones to {worst:.2e} relative "
+            f"(allowed {FLOAT_RTOL:g})"
+        )
+    if exact:
+        bound: int | None = None
+        for name, entries in claimed.items():
+            for (label, q), ball in zip(entries, decoded[name], strict=True):
+                lo, hi = arb_bounds(ball)
+                if not lo <= q <= hi:
+                    raise CertificateError(
+                        f"result {label}: claimed {_show(q)} lies outside the ball {ball} "
+                        "re-solved from the stored answers"
+                    )
+                width = hi - lo
+                D = None if width == 0 else math.isqrt(math.ceil(1 / width) - 1)
+                if D is not None and q.denominator > D:
+                    raise CertificateError(
+                        f"result {label}: claimed {_show(q)} is not the only rational of its "
+                        f"denominator in the ball {ball} (unique only up to denominator {D})"
+                    )
+                if D is not None:
+                    bound = D if bound is None else min(bound, D)
+        where = "any denominators" if bound is None else f"denominators <= {bound}"
+        return (
+            "result: every claimed rational lies in its re-solved ball, the only rational "
+            f"there with {where}"
+        )
+    for name, entries in claimed.items():
+        for (label, ball), again in zip(entries, decoded[name], strict=True):
+            lo, hi = arb_bounds(ball)
+            lo2, hi2 = arb_bounds(again)
+            if not (lo <= lo2 and hi2 <= hi):
+                raise CertificateError(
+                    f"result {label}: the claimed ball {ball} does not contain the ball "
+                    f"{again} re-solved from the stored answers"
+                )
+    return "result: every claimed ball contains the ball re-solved from the stored answers"
+
+
+def _predictor(head: Header, claimed: dict[str, list[tuple[str, Any]]], exact: bool) -> Any:
+    """f(X) of the claimed head in the certificate's arithmetic."""
+    d, arith = head.d, head.arith
+    flat = [x for _, x in claimed["W"]]
+    W = [flat[i * d : (i + 1) * d] for i in range(d)]
+    v = [x for _, x in claimed["v"]]
+    if arith.name == "certified" and not exact:
+
+        def balls(X: np.ndarray) -> Any:
+            rows = [[flint.arb(float(x)) for x in row] for row in X]
+            return attention_output(rows, W, v, None, flint.arb(0), exp=lambda s: s.exp())
+
+        return balls
+    try:
+        model = SingleHeadAttention(W, v)
+    except VerifiedAttnError as exc:
+        raise CertificateError(f"the claimed parameters are not a model: {exc}") from exc
+
+    def evaluate(X: np.ndarray) -> Any:
+        if arith.name == "float":
+            return float(model.evaluate_batch(np.asarray(X, dtype=np.float64)[None])[0])
+        return model.evaluate_rational(as_rational_sequence(X, d), arith)
+
+    return evaluate
+
+
+# ---------------------------------------------------------------------------------------
+# Nuclear.
+# ---------------------------------------------------------------------------------------
+
+
+def _verify_nuclear(data: dict[str, Any], head: Header) -> list[str]:
+    d, arith = head.d, head.arith
+    if arith.name != "float":
+        raise CertificateError("a nuclear certificate is float arithmetic only")
+    given = get(data, "rank_given")
+    if given is not None:
+        as_int(given, "rank_given", low=1, high=d)
+    m = as_int(get(data, "measurements"), "measurements", low=1, high=d * d)
+    v = numbers(get(data, "answers.v"), "answers.v", arith, d)
+    probes = _probes(data, head)
+    if len(probes) != m or any(p.phase != "rop" for p in probes):
+        raise CertificateError(
+            f"answers.probes must hold the {m} rank-one probes (phase 'rop'), got {len(probes)}"
+        )
+    learning, phases, _ = _count_phases(probes, d, set())
+    q = check_counts(data, learning=learning, bound=d + m, phases=phases)
+    extra = set(q["by_phase"]) - {*phases, "verify"}
+    if extra:
+        raise CertificateError(f"queries.by_phase has unknown phases {sorted(extra)}")
+    if as_bool(get(data, "result.exact"), "result.exact"):
+        raise CertificateError("result.exact is true in float arithmetic")
+    claimed = _claimed(data, head, False)
+    cv = [float(x) for _, x in claimed["v"]]
+    for i, (x, y) in enumerate(zip(cv, v, strict=True)):
+        if x != float(y):
+            raise CertificateError(f"result v[{i}]: claimed {x!r}, the answer to [e_{i}] is {y!r}")
+    W = np.array([float(x) for _, x in claimed["W"]]).reshape(d, d)
+    t = np.array([_measure(arith, v, p, f"answers.probes[{i}]") for i, p in enumerate(probes)])
+    a = np.array([[float(x) for x in p.u] for p in probes])
+    b = np.array([[float(x) for x in p.b] for p in probes])
+    fit = np.einsum("ki,ij,kj->k", a, W, b)
+    scale = float(np.linalg.norm(t))
+    gap = float(np.linalg.norm(fit - t))
+    again = gap / scale if scale else gap
+    reported = float(number(get(data, "result.residual"), "result.residual", arith))
+    if not _close(reported, again):
+        raise CertificateError(
+            f"result.residual is {reported:.6e}, the stored answers and the claimed W give "
+            f"{again:.6e}"
+        )
+    rescales = learning - d - m
+    predict = _predictor(head, claimed, False)
+    verified = check_verification(data, head, predict)  # parses the section first
+    return [
+        f"queries: {q['learning']} learning (bound d + m = {d + m}"
+        + (f", + {rescales} re-asked probes" if rescales else "")
+        + f"); {q['verification']} verification",
+        f"measurements: {m} rank-one probes re-decoded; the claimed W fits them with "
+        f"relative residual {again:.3e} (reported {reported:.3e})",
+        verified,
+        _verification_error(data, head, predict),
+    ]
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isfinite(b) and abs(a - b) <= RESIDUAL_RTOL * max(abs(a), abs(b)) + RESIDUAL_ATOL
+
+
+def _verification_error(data: dict[str, Any], head: Header, predict: Any) -> str:
+    """The reported largest relative gap on the fresh sequences, recomputed here."""
+    from verified_attn.verification import agree, float_floor, fresh_sequences
+
+    ver = get(data, "verification")
+    count, seed = ver["count"], ver["seed"]  # validated by check_verification
+    raw = get(data, "result.verification_error")
+    if count == 0:
+        if raw is not None:
+            raise CertificateError("result.verification_error must be null when not verified")
+        return "verification error: none (not verified)"
+    reported = float(number(raw, "result.verification_error", head.arith))
+    answers = [float(a) for a in numbers(ver["answers"], "verification.answers", head.arith)]
+    sequences = fresh_sequences(head.d, count, seed, tuple(ver["lengths"]))
+    floor = float_floor(answers, 0.0)
+    worst = max(
+        agree(head.arith, a, predict(X), floor=floor)[1]
+        for X, a in zip(sequences, answers, strict=True)
+    )
+    if not _close(reported, worst):
+        raise CertificateError(
+            f"result.verification_error is {reported:.6e}, the stored verification answers "
+            f"give {worst:.6e}"
+        )
+    return f"verification error: the largest relative gap {worst:.3e} is the reported one"

@@ -1,0 +1,595 @@
+"""Re-check a noisy-oracle (Theorem 6.1) certificate from its stored answers alone.
+
+>>> import verified_attn as va
+>>> from verified_attn.certificates.noisy import verify
+>>> from verified_attn.oracle_wrappers import NoisyOracle
+>>> model = va.SingleHeadAttention([[0.25, -0.5], [0.5, 0]], [1, -2])
+>>> rec = va.learn_noisy(NoisyOracle(va.Oracle(model, "certified"), 1e-3, seed=0),
+...                      tolerance=1e-3, w_bound=1, margin=1)
+>>> data = rec.certificate()
+>>> print(verify(data).summary[4])
+intervals: the 4 W and 2 v intervals re-derived from the answers are exactly the reported ones (max W error bound 1.806e-02)
+>>> data["result"]["enclosures"]["W"]["upper"][0][0] = {"float": (0.3).hex()}
+>>> verify(data)
+Traceback (most recent call last):
+...
+verified_attn.errors.CertificateError: result.enclosures.W.upper[0][0]: reported 0.3, the stored answers give 0.258...
+
+What is re-checked, with the core arithmetic only (never the learner's code):
+
+1. header, the assumptions in force (tolerance tau, w_bound, margin, design, repeats) and
+   the counts: ``repeats (d^2 + d)`` learning queries, ``repeats d`` in phase ``v`` and
+   ``repeats d^2`` in ``W``, the bound the same formula;
+2. the answers' exact averages contradict no assumption (|v_hat_i| >= margin - tau, or
+   ||v_hat||_2 + sqrt(d) tau >= margin for the norm design; no probe's alpha_hat outside
+   [sigmoid(-1/2), sigmoid(1/2)] by more than its error bound; the intervals meet the
+   ball ||W||_F <= w_bound);
+3. the design: U is the one the design rule gives for these answers, and b the largest
+   power of two with b ||u_k||_2 w_bound <= 1;
+4. the intervals, re-derived here (:func:`intervals`, the formula of the learner's module
+   docstring written out again): every reported estimate, interval end and error bound
+   must be *exactly* the float re-derived (both sides round the same exact rationals);
+5. verification: the fresh sequences the seed and lengths determine
+   (:func:`verified_attn.verification.fresh_sequences`); every stored (averaged) answer
+   must lie within tau of the ball of values the *reported* box gives
+   (:func:`box_enclosure`).
+
+A stochastic run's certificate says so: its tolerance holds only with the stated
+probability, and the checker re-checks the intervals *given* tau.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import flint
+import numpy as np
+
+from verified_attn.arithmetic import arb_bounds, fmpq_matrix
+from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates.kernel import (
+    as_int,
+    as_list,
+    as_matrix,
+    check_counts,
+    get,
+    number,
+    numbers,
+    parse_header,
+    rational,
+)
+from verified_attn.errors import CertificateError
+from verified_attn.validation import MAX_LENGTH
+from verified_attn.verification import fresh_sequences
+
+__all__ = [
+    "MAX_ANSWERS",
+    "MAX_D",
+    "MAX_RATIONAL_BITS",
+    "bounded_rational",
+    "box_balls",
+    "box_enclosure",
+    "check_fresh",
+    "intervals",
+    "round_down",
+    "round_up",
+    "verify",
+]
+
+#: Largest dimension a noisy certificate may name (d^2 logits, a d x d inverse).
+MAX_D = 256
+#: Largest number of stored answers (all phases, all repeats).
+MAX_ANSWERS = 1 << 22
+#: Largest bit length of a stored tolerance, bound or margin (numerator and denominator).
+MAX_RATIONAL_BITS = 256
+#: Largest ball work of re-evaluating the verification: the sum over the fresh sequences
+#: of d^2 + 2 length d ball operations (a few microseconds each: 2^20 is seconds at most).
+MAX_BOX_WORK = 1 << 20
+_HALF = Fraction(1, 2)
+
+
+# ---------------------------------------------------------------------------------------
+# Shared with the labels checker: bounded numbers, outward rounding, the box's values.
+# ---------------------------------------------------------------------------------------
+
+
+def bounded_rational(obj: Any, path: str, *, positive: bool = True) -> Fraction:
+    """A stored rational with bounded numerator and denominator (and > 0 if asked).
+
+    >>> bounded_rational("1/1000", "noise.tolerance")
+    Fraction(1, 1000)
+    >>> bounded_rational("1/" + "9" * 5000, "noise.tolerance")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.CertificateError: noise.tolerance has more than 256 bits
+
+    The text's length is bounded first: Python refuses to parse integers of more than
+    4300 digits with a ValueError, which must never escape a checker.
+    """
+    if isinstance(obj, str) and len(obj) > 2 * (MAX_RATIONAL_BITS // 3 + 2) + 2:
+        raise CertificateError(f"{path} has more than {MAX_RATIONAL_BITS} bits")
+    q = rational(obj, path)
+    if max(abs(q.numerator).bit_length(), q.denominator.bit_length()) > MAX_RATIONAL_BITS:
+        raise CertificateError(f"{path} has more than {MAX_RATIONAL_BITS} bits")
+    if positive and q <= 0:
+        raise CertificateError(f"{path} must be > 0, got {q}")
+    return q
+
+
+def round_down(q: Fraction) -> float:
+    """The largest float64 <= q.
+
+    >>> Fraction(round_down(Fraction(1, 3))) < Fraction(1, 3) < Fraction(round_up(Fraction(1, 3)))
+    True
+    """
+    f = float(q)
+    return f if Fraction(f) <= q else math.nextafter(f, -math.inf)
+
+
+def round_up(q: Fraction) -> float:
+    """The smallest float64 >= q.
+
+    >>> round_up(Fraction(1, 2))
+    0.5
+    """
+    f = float(q)
+    return f if Fraction(f) >= q else math.nextafter(f, math.inf)
+
+
+def _ball(lo: float, hi: float) -> flint.arb:
+    a, b = Fraction(lo), Fraction(hi)
+    mid, rad = (a + b) / 2, (b - a) / 2
+    return flint.arb(flint.fmpq(mid.numerator, mid.denominator)) + flint.arb(0, round_up(rad))
+
+
+def box_balls(
+    W_lo: list[list[float]], W_hi: list[list[float]], v_lo: list[float], v_hi: list[float]
+) -> tuple[list[list[flint.arb]], list[flint.arb]]:
+    """Balls (128 bits) containing the intervals of W and v.
+
+    >>> W, v = box_balls([[0.0]], [[1.0]], [2.0], [2.0])
+    >>> W[0][0].contains(0) and W[0][0].contains(1) and v[0].contains(2)
+    True
+    """
+    d = len(v_lo)
+    with flint.ctx.workprec(128):
+        W = [[_ball(W_lo[i][j], W_hi[i][j]) for j in range(d)] for i in range(d)]
+        v = [_ball(v_lo[i], v_hi[i]) for i in range(d)]
+    return W, v
+
+
+def box_enclosure(
+    X: np.ndarray,
+    W_lo: list[list[float]],
+    W_hi: list[list[float]],
+    v_lo: list[float],
+    v_hi: list[float],
+    *,
+    balls: tuple[Any, Any] | None = None,
+) -> tuple[Fraction, Fraction]:
+    """Exact [lo, hi] containing f(X) for every head with entries in the intervals.
+
+    ``balls``: :func:`box_balls` of the same intervals, built once for many sequences.
+
+    >>> lo, hi = box_enclosure(np.array([[1.0], [-1.0]]), [[0.0]], [[0.0]], [2.0], [2.0])
+    >>> lo <= 0 <= hi and hi - lo < 1e-6     # W = 0: equal weights, f = (2 - 2) / 2
+    True
+
+    The weights are e_t = exp((x_t - x_N)^T W x_N) (exact token differences, so a box's
+    common part cancels), f = sum_t e_t x_t^T v / sum_t e_t, and f is also kept within
+    the hull of the x_t^T v, since it is their convex combination for every W.
+    """
+    d = len(v_lo)
+    rows = [[Fraction(float(x)) for x in row] for row in X]
+    W, v = box_balls(W_lo, W_hi, v_lo, v_hi) if balls is None else balls
+    with flint.ctx.workprec(128):
+        last = rows[-1]
+        q = [
+            sum((W[i][k] * _exact(last[k]) for k in range(d) if last[k]), flint.arb(0))
+            for i in range(d)
+        ]
+        values = [sum((_exact(x[i]) * v[i] for i in range(d) if x[i]), flint.arb(0)) for x in rows]
+        hull = (
+            min(arb_bounds(y)[0] for y in values),
+            max(arb_bounds(y)[1] for y in values),
+        )
+        num, den = flint.arb(0), flint.arb(0)
+        for x, value in zip(rows, values, strict=True):
+            s = sum(
+                (_exact(x[i] - last[i]) * q[i] for i in range(d) if x[i] != last[i]),
+                flint.arb(0),
+            )
+            num += s.exp() * value
+            den += s.exp()
+        total = num / den
+        if not total.is_finite():
+            return hull
+        lo, hi = arb_bounds(total)
+        return max(lo, hull[0]), min(hi, hull[1])
+
+
+def _fmpq(q: Fraction) -> flint.fmpq:
+    return flint.fmpq(q.numerator, q.denominator)
+
+
+def _fraction(q: flint.fmpq) -> Fraction:
+    return Fraction(int(q.p), int(q.q))
+
+
+def _exact(x: Fraction) -> flint.arb:
+    return flint.arb(flint.fmpq(x.numerator, x.denominator))
+
+
+def check_fresh(
+    ver: dict[str, Any], d: int, *, per_answer: int, stated: int
+) -> tuple[int, int, tuple[int, ...]]:
+    """count, seed, lengths of a verification section, with the work they imply bounded.
+
+    >>> check_fresh({"count": 2, "seed": 0, "lengths": [1, 2]}, 3, per_answer=1, stated=2)
+    (2, 0, (1, 2))
+    """
+    count = as_int(get(ver, "count"), "verification.count", high=MAX_ANSWERS)
+    seed = as_int(get(ver, "seed"), "verification.seed")
+    lengths = tuple(
+        as_int(n, f"verification.lengths[{i}]", low=1, high=MAX_LENGTH)
+        for i, n in enumerate(as_list(get(ver, "lengths"), "verification.lengths"))
+    )
+    if not lengths:
+        raise CertificateError("verification.lengths must not be empty")
+    # Sequence i has length n = lengths[i % len(lengths)]: its box costs ~ d^2 + 2 n d balls.
+    full, rest = divmod(count, len(lengths))
+    tokens = full * sum(lengths) + sum(lengths[:rest])
+    if count * d * d + 2 * tokens * d > MAX_BOX_WORK:
+        raise CertificateError("verification asks for more work than a checker does")
+    if count * per_answer != stated:
+        raise CertificateError(
+            f"verification.count is {count} ({per_answer} answers each), but "
+            f"queries.verification is {stated}"
+        )
+    return count, seed, lengths
+
+
+# ---------------------------------------------------------------------------------------
+# The intervals, from the answers.
+# ---------------------------------------------------------------------------------------
+
+
+def intervals(
+    v_hat: list[Fraction],
+    F: list[list[Fraction]],
+    U: list[list[Fraction]],
+    b: Fraction,
+    tau: Fraction,
+    precision: int,
+) -> dict[str, Any]:
+    """Estimates, intervals and error bounds from exact averaged answers (see step 4).
+
+    >>> out = intervals([Fraction(1)], [[Fraction(1)]], [[Fraction(1)]], Fraction(1),
+    ...                 Fraction(1, 1000), 128)
+    >>> out["W"], out["v"], out["v_error"]
+    ([[0.0]], [1.0], [0.001])
+
+    ``F[k][j]`` answers [b u_k + a e_j; a e_j], a = 1/2. Raises CertificateError where
+    the answers contradict ||W||_F <= w_bound (a probe's ratio out of range).
+    """
+    # Exact rational arithmetic in flint's fmpq (the same rationals as Fraction, faster);
+    # back to Fraction only to round to floats.
+    d = len(v_hat)
+    vq = [_fmpq(q) for q in v_hat]
+    Uq = [[_fmpq(q) for q in row] for row in U]
+    bq, tq, a = _fmpq(b), _fmpq(tau), flint.fmpq(1, 2)
+    half = flint.fmpq(1, 2)
+    with flint.ctx.workprec(precision):
+        s_hi = _fmpq(arb_bounds(1 / (1 + flint.arb(-0.5).exp()))[1])  # >= sigmoid(1/2)
+        s_lo = 1 - s_hi  # <= sigmoid(-1/2)
+        L_hi = _fmpq(arb_bounds(flint.arb(0.5).exp() + flint.arb(-0.5).exp() + 2)[1])
+        lo_M = [[flint.fmpq(0)] * d for _ in range(d)]
+        hi_M = [[flint.fmpq(0)] * d for _ in range(d)]
+        err_M = [[flint.fmpq(0)] * d for _ in range(d)]
+        for k in range(d):
+            uv = sum((Uq[i][k] * vq[i] for i in range(d)), flint.fmpq(0))
+            if uv == 0:
+                raise CertificateError(f"design column {k}: u_{k}^T v_hat = 0")
+            l1 = sum((abs(Uq[i][k]) for i in range(d)), flint.fmpq(0))
+            e_k = tq * (1 + a + s_hi * bq * l1) / (bq * abs(uv))
+            cap = min(L_hi * e_k, flint.fmpq(1)) / (a * bq)
+            for j in range(d):
+                y = (_fmpq(F[k][j]) - a * vq[j]) / (bq * uv)
+                if y < s_lo - e_k or y > s_hi + e_k:
+                    raise CertificateError(
+                        f"answers.W[{k}][{j}]: alpha_hat = {float(_fraction(y))} is outside "
+                        "[sigmoid(-1/2), sigmoid(1/2)] by more than its error bound: the "
+                        "answers contradict ||W||_F <= w_bound"
+                    )
+                if y <= s_lo:
+                    lo = hi = -half
+                elif y >= s_hi:
+                    lo = hi = half
+                else:
+                    ball = flint.arb(y)
+                    lo, hi = (_fmpq(x) for x in arb_bounds((ball / (1 - ball)).log()))
+                    lo, hi = min(max(lo, -half), half), min(max(hi, -half), half)
+                lo_M[k][j], hi_M[k][j] = lo / (a * bq), hi / (a * bq)
+                err_M[k][j] = cap
+    inv = fmpq_matrix(U).transpose().inv()
+    out: dict[str, Any] = {
+        name: [[0.0] * d for _ in range(d)] for name in ("W", "W_lower", "W_upper", "W_error")
+    }
+    zero = flint.fmpq(0)
+    for r in range(d):
+        coef = [(k, inv[r, k]) for k in range(d) if inv[r, k] != 0]
+        for j in range(d):
+            lo = sum((c * (lo_M[k][j] if c > 0 else hi_M[k][j]) for k, c in coef), zero)
+            hi = sum((c * (hi_M[k][j] if c > 0 else lo_M[k][j]) for k, c in coef), zero)
+            err = sum((abs(c) * err_M[k][j] for k, c in coef), zero)
+            lo_f, hi_f, err_f = _fraction(lo), _fraction(hi), _fraction(err)
+            mid = float((lo_f + hi_f) / 2)
+            total = max(Fraction(mid) - lo_f, hi_f - Fraction(mid)) + err_f
+            out["W"][r][j] = mid
+            out["W_error"][r][j] = round_up(total)
+            out["W_lower"][r][j] = round_down(Fraction(mid) - total)
+            out["W_upper"][r][j] = round_up(Fraction(mid) + total)
+    out["v"] = [float(q) for q in v_hat]
+    out["v_error"] = [round_up(abs(Fraction(float(q)) - q) + tau) for q in v_hat]
+    out["v_lower"] = [round_down(q - tau) for q in v_hat]
+    out["v_upper"] = [round_up(q + tau) for q in v_hat]
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# The checker.
+# ---------------------------------------------------------------------------------------
+
+
+def _mean(xs: list[float]) -> Fraction:
+    return sum((Fraction(x) for x in xs), Fraction(0)) / len(xs)
+
+
+def _design_rule(v_hat: list[Fraction], name: str) -> list[list[Fraction]]:
+    d = len(v_hat)
+    U = [[Fraction(int(i == k)) for k in range(d)] for i in range(d)]
+    if name == "norm":
+        p = max(range(d), key=lambda i: abs(v_hat[i]))
+        for k in range(d):
+            if k != p and 4 * abs(v_hat[k]) < abs(v_hat[p]):
+                U[p][k] = Fraction(1)
+    return U
+
+
+def _largest_scale(wbar: Fraction, norm_sq: Fraction) -> Fraction:
+    x = norm_sq * wbar * wbar  # the largest b = 2^k with b^2 x <= 1
+    k = (x.denominator.bit_length() - x.numerator.bit_length()) // 2
+    b = Fraction(2) ** k
+    while b * b * x > 1:
+        b /= 2
+    while 4 * b * b * x <= 1:
+        b *= 2
+    return b
+
+
+def _margin(v_hat: list[Fraction], tau: Fraction, mu: Fraction, name: str) -> str:
+    d = len(v_hat)
+    if name == "paper":
+        if tau >= mu:
+            raise CertificateError("noise.tolerance must be < noise.margin for design 'paper'")
+        for i, q in enumerate(v_hat):
+            if abs(q) < mu - tau:
+                raise CertificateError(
+                    f"answers.v[{i}]: |v_hat_{i}| = {float(abs(q))} < margin - tau: the "
+                    "answers contradict |v_i| >= margin"
+                )
+        return "every |v_hat_i| >= margin - tau"
+    if tau * tau * d >= mu * mu:
+        raise CertificateError("noise.tolerance must be < margin / sqrt(d) for design 'norm'")
+    norm_sq = sum((q * q for q in v_hat), Fraction(0))
+    with flint.ctx.workprec(128):
+        low = flint.arb(flint.fmpq(norm_sq.numerator, norm_sq.denominator)).sqrt()
+        tau_b = flint.arb(flint.fmpq(tau.numerator, tau.denominator))
+        if low + flint.arb(d).sqrt() * tau_b < flint.arb(flint.fmpq(mu.numerator, mu.denominator)):
+            raise CertificateError("answers.v: ||v_hat||_2 + sqrt(d) tau < margin")
+    return "||v_hat||_2 + sqrt(d) tau >= margin"
+
+
+def _claimed(raw: Any, path: str, d: int, matrix: bool, arith: Any) -> list[Any]:
+    if matrix:
+        return [
+            numbers(row, f"{path}[{i}]", arith, d) for i, row in enumerate(as_list(raw, path, d))
+        ]
+    return numbers(raw, path, arith, d)
+
+
+def _same(path: str, claimed: Any, again: Any) -> None:
+    pairs = (
+        [
+            (f"{path}[{i}][{j}]", x, y)
+            for i, (rx, ry) in enumerate(zip(claimed, again, strict=True))
+            for j, (x, y) in enumerate(zip(rx, ry, strict=True))
+        ]
+        if claimed and isinstance(claimed[0], list)
+        else [(f"{path}[{i}]", x, y) for i, (x, y) in enumerate(zip(claimed, again, strict=True))]
+    )
+    for label, x, y in pairs:
+        if x != y:
+            raise CertificateError(f"{label}: reported {x!r}, the stored answers give {y!r}")
+
+
+def verify(data: dict[str, Any]) -> CertificateCheck:
+    """Re-check a ``noisy`` certificate dict; CertificateError naming what fails.
+
+    >>> verify({"format": "verified-attn-certificate/2", "kind": "labels"})
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.CertificateError: kind is 'labels', this checker reads 'noisy'
+    """
+    head = parse_header(data, "noisy", max_d=MAX_D)
+    d, arith = head.d, head.arith
+    if arith.name != "float":
+        raise CertificateError("a noisy certificate is in float arithmetic (noisy answers)")
+    noise = get(data, "noise")
+    tau = bounded_rational(get(noise, "tolerance"), "noise.tolerance")
+    wbar = bounded_rational(get(noise, "w_bound"), "noise.w_bound")
+    mu = bounded_rational(get(noise, "margin"), "noise.margin")
+    repeats = as_int(get(noise, "repeats"), "noise.repeats", low=1, high=MAX_ANSWERS)
+    stochastic = get(noise, "stochastic")
+    if repeats * (d * d + d) > MAX_ANSWERS:
+        raise CertificateError(f"{repeats} repeats of d^2 + d queries: more than a checker reads")
+    design = get(data, "design")
+    name = get(design, "name")
+    if name not in ("paper", "norm"):
+        raise CertificateError(f"design.name must be 'paper' or 'norm', got {name!r:.40}")
+    if bounded_rational(get(design, "a"), "design.a") != _HALF:
+        raise CertificateError("design.a must be 1/2")
+    precision = as_int(
+        get(design, "interval_precision"), "design.interval_precision", low=32, high=4096
+    )
+
+    lines = [
+        head.describe()
+        + f", design {name!r}, tolerance {float(tau):g}"
+        + ("" if repeats == 1 else f", {repeats} repeats")
+    ]
+    bound = repeats * (d * d + d)
+    q = check_counts(
+        data, learning=bound, bound=bound, phases={"v": repeats * d, "W": repeats * d * d}
+    )
+    extra = set(q["by_phase"]) - {"v", "W", "verify"}
+    if extra:
+        raise CertificateError(f"queries.by_phase has unknown phases {sorted(extra)}")
+    lines.append(
+        f"queries: {q['learning']} learning = bound {bound} (repeats (d^2 + d)); "
+        f"{q['verification']} verification"
+    )
+
+    answers = get(data, "answers")
+    raw_v = [
+        numbers(a, f"answers.v[{i}]", arith, repeats)
+        for i, a in enumerate(as_list(get(answers, "v"), "answers.v", d))
+    ]
+    raw_W = [
+        [numbers(a, f"answers.W[{k}][{j}]", arith, repeats) for j, a in enumerate(row)]
+        for k, row in enumerate(as_matrix(get(answers, "W"), "answers.W", d, d))
+    ]
+    v_hat = [_mean(a) for a in raw_v]
+    F = [[_mean(a) for a in row] for row in raw_W]
+    lines.append(f"assumptions: {_margin(v_hat, tau, mu, name)}")
+
+    U = _design_rule(v_hat, name)
+    stored_U = [
+        [bounded_rational(x, f"design.U[{i}][{k}]", positive=False) for k, x in enumerate(row)]
+        for i, row in enumerate(as_matrix(get(design, "U"), "design.U", d, d))
+    ]
+    for i in range(d):
+        for k in range(d):
+            if stored_U[i][k] != U[i][k]:
+                raise CertificateError(
+                    f"design.U[{i}][{k}] is {stored_U[i][k]}, the {name!r} design rule gives "
+                    f"{U[i][k]} for these answers"
+                )
+    norm_sq = max(sum((U[i][k] ** 2 for i in range(d)), Fraction(0)) for k in range(d))
+    b = _largest_scale(wbar, norm_sq)
+    if bounded_rational(get(design, "b"), "design.b") != b:
+        raise CertificateError(
+            f"design.b is not {b}, the largest power of two with b ||u_k||_2 w_bound <= 1"
+        )
+    lines.append(f"design: U from the {name!r} rule, b = {b}")
+
+    again = intervals(v_hat, F, U, b, tau, precision)
+    result = get(data, "result")
+    if get(result, "exact") is not False:
+        raise CertificateError("result.exact must be false")
+    params = get(result, "parameters")
+    enc = get(result, "enclosures")
+    claimed = {
+        "W": _claimed(get(params, "W"), "result.parameters.W", d, True, arith),
+        "v": _claimed(get(params, "v"), "result.parameters.v", d, False, arith),
+        "W_lower": _claimed(get(enc, "W.lower"), "result.enclosures.W.lower", d, True, arith),
+        "W_upper": _claimed(get(enc, "W.upper"), "result.enclosures.W.upper", d, True, arith),
+        "v_lower": _claimed(get(enc, "v.lower"), "result.enclosures.v.lower", d, False, arith),
+        "v_upper": _claimed(get(enc, "v.upper"), "result.enclosures.v.upper", d, False, arith),
+        "W_error": _claimed(get(enc, "W_error"), "result.enclosures.W_error", d, True, arith),
+        "v_error": _claimed(get(enc, "v_error"), "result.enclosures.v_error", d, False, arith),
+    }
+    paths = {
+        "W": "result.parameters.W",
+        "v": "result.parameters.v",
+        "W_lower": "result.enclosures.W.lower",
+        "W_upper": "result.enclosures.W.upper",
+        "v_lower": "result.enclosures.v.lower",
+        "v_upper": "result.enclosures.v.upper",
+        "W_error": "result.enclosures.W_error",
+        "v_error": "result.enclosures.v_error",
+    }
+    for key, path in paths.items():
+        _same(path, claimed[key], again[key])
+    nearest = [
+        Fraction(lo) if lo > 0 else (-Fraction(hi) if hi < 0 else Fraction(0))
+        for rl, rh in zip(again["W_lower"], again["W_upper"], strict=True)
+        for lo, hi in zip(rl, rh, strict=True)
+    ]
+    if sum(x * x for x in nearest) > wbar * wbar:
+        raise CertificateError("the W intervals exclude every W with ||W||_F <= w_bound")
+    widest = max(max(row) for row in again["W_error"])
+    lines.append(
+        f"intervals: the {d * d} W and {d} v intervals re-derived from the answers are exactly "
+        f"the reported ones (max W error bound {widest:.3e})"
+    )
+    lines.append(_verification(data, d, tau, repeats, claimed, arith))
+    if stochastic is not None:
+        if not isinstance(stochastic, dict):
+            raise CertificateError("noise.stochastic must be null or an object")
+        delta = float(
+            number(
+                get(stochastic, "failure_probability"),
+                "noise.stochastic.failure_probability",
+                arith,
+            )
+        )
+        lines.append(
+            f"stochastic noise: the tolerance holds only with probability >= {1 - delta:g} "
+            "(not certified); the intervals are re-checked given it"
+        )
+    lines.extend(f"assumption: {x}" for x in head.assumptions)
+    return CertificateCheck(ok=True, kind="noisy", theorem=head.theorem, summary=lines)
+
+
+def _verification(
+    data: dict[str, Any],
+    d: int,
+    tau: Fraction,
+    repeats: int,
+    claimed: dict[str, Any],
+    arith: Any,
+) -> str:
+    ver = get(data, "verification")
+    if get(ver, "rule") != "within-tolerance":
+        raise CertificateError("verification.rule must be 'within-tolerance'")
+    stated = get(data, "queries.verification")
+    count, seed, lengths = check_fresh(ver, d, per_answer=repeats, stated=stated)
+    raw = [
+        numbers(a, f"verification.answers[{i}]", arith, repeats)
+        for i, a in enumerate(as_list(get(ver, "answers"), "verification.answers", count))
+    ]
+    sequences = fresh_sequences(d, count, seed, lengths)
+    box = (claimed["W_lower"], claimed["W_upper"], claimed["v_lower"], claimed["v_upper"])
+    balls = box_balls(*box) if count else None
+    for i, (X, answers) in enumerate(zip(sequences, raw, strict=True)):
+        observed = _mean(answers)
+        lo, hi = box_enclosure(X, *box, balls=balls)
+        if not lo - tau <= observed <= hi + tau:
+            raise CertificateError(
+                f"verification.answers[{i}]: the answer {float(observed)} to the fresh sequence "
+                f"of length {X.shape[0]} is farther than tau from the reported box's values "
+                f"[{float(lo)}, {float(hi)}]"
+            )
+    verified = get(data, "verified")
+    if verified is not (count > 0):
+        raise CertificateError(f"verified is {verified!r}, but {count} fresh answers are stored")
+    if count == 0:
+        return "verification: none stored (the result was NOT verified)"
+    used = sorted({int(X.shape[0]) for X in sequences})
+    return (
+        f"verification: {count} fresh sequences (seed {seed}, lengths "
+        f"{', '.join(map(str, used))}): every answer within tau of the reported box"
+    )

@@ -1,0 +1,602 @@
+"""Re-check a hypothesis counterexample certificate (single heads, Transformers, failures).
+
+>>> import verified_attn as va
+>>> from verified_attn.certificates.pairs import verify_pair
+>>> data = va.counterexample("app-b", kind="positive-scale", d=2).certificate()
+>>> verify_pair(data).ok
+True
+>>> data["second"]["v"][0] = "-1/1"
+>>> verify_pair(data)
+Traceback (most recent call last):
+...
+verified_attn.errors.CertificateError: ...
+
+What is re-checked, with the core models (:mod:`verified_attn.models`), the core design
+(:mod:`verified_attn.design`) and the core arithmetic only, never the room that built it:
+
+1. the stored models (exact rationals) parse, and differ as parameter lists;
+2. the relation at every recorded sequence: ``equal`` decided exactly (SymPy closed
+   forms, ``==``), ``within`` as ``|f1 - f2| <= tolerance`` and ``same-sign`` as equal
+   signs, both decided in ball arithmetic at :data:`PRECISION` bits (a rigorous decision:
+   an undecided ball fails the check);
+3. the structural proof, re-run by its ``rule``:
+
+   - ``zero-value``: both heads have v = 0, so f = sum_i alpha_i x_i^T v = 0 on every
+     sequence whatever W is;
+   - ``positive-scale``: equal W and ``v2 = c v1`` with c > 0 exactly, so f2 = c f1 and the
+     signs agree on every sequence;
+   - ``cancelling-neurons``: in both Transformers the FFN's neurons, grouped by the ray of
+     their column of V A, have output weights summing to 0 per ray (scaled), so the FFN
+     is the zero function and T = 0 on every sequence whatever W is;
+   - ``design-queries``: the sequences are regenerated from the stored design U (the
+     length-1 queries [e_i] and the probes [e_j + u_k; e_j]), minus the stated left-out
+     query, and must be the stored ones; with a left-out query the pair must differ
+     there (exactly); an ``orthogonal`` column must have u_k^T v = 0 in both models;
+   - ``recorded-queries``: the sequences are a learner's queries as it asked them
+     (not regenerated); the ranks stated are checked exactly and the pair must differ at
+     the stated ``differ`` sequence;
+   - ``paper-design``: the sequences are regenerated from the probe scales a, b (the
+     paper's noisy design); both ||W||_F <= Wbar exactly, some |v_i| < mu, and the W
+     differ in some entry by more than twice the derived bound (recomputed in balls): an
+     oracle answering the first head's values is valid for both, so every estimator from
+     these probes errs by more than the bound on one of them;
+   - ``adversary``: the stored answers are within tau of ``first`` at every sequence, and
+     ``second`` (the estimate the learner made from them) errs at the stated entry by at
+     least the stated fraction of the derived bound (recomputed in balls), and at most it;
+   - ``nuclear-gap``: first's W has rank 1 (so ||W||_* = ||W||_F); the stored rational
+     rank-one terms P_i Q_i^T of second's W' leave a remainder R, and
+     ``sum ||P_i|| ||Q_i|| + sqrt(d) ||R||_F`` (an upper bound on ||W'||_*) is below
+     ||W||_F in balls: with the pair equal on the recorded measurement queries, W is not
+     the nuclear-norm minimiser;
+   - ``not-odd-linear`` (a failure): for the stored biased FFN g, the antisymmetrised
+     length-1 map D(x) = g(x) - g(-x) is computed exactly at x and 2x and must violate
+     D(2x) = 2 D(x), which every single-head regressor satisfies (D(x) = 2 x^T v).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import flint
+
+from verified_attn.arithmetic import get_arithmetic
+from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates.kernel import (
+    FORMAT,
+    as_bool,
+    as_int,
+    as_list,
+    get,
+    rational,
+)
+from verified_attn.errors import CertificateError, VerifiedAttnError
+from verified_attn.models import OneLayerTransformer, SingleHeadAttention, as_rational_sequence
+
+__all__ = ["MAX_D", "MAX_LENGTH", "MAX_SEQUENCES", "PRECISION", "verify_pair"]
+
+MAX_D = 8
+MAX_SEQUENCES = 128
+MAX_LENGTH = 16
+#: Ball precision (bits) of the "within" and "same-sign" decisions.
+PRECISION = 256
+RELATIONS = ("equal", "within", "same-sign")
+
+Matrix = list[list[Fraction]]
+
+
+def _vec(raw: Any, path: str, n: int | None = None) -> list[Fraction]:
+    return [rational(q, f"{path}[{i}]") for i, q in enumerate(as_list(raw, path, n))]
+
+
+def _mat(raw: Any, path: str, rows: int | None = None, cols: int | None = None) -> Matrix:
+    out = [_vec(r, f"{path}[{i}]", cols) for i, r in enumerate(as_list(raw, path, rows))]
+    if not out or any(len(r) != len(out[0]) for r in out) or not out[0]:
+        raise CertificateError(f"{path} must be a non-empty rectangular matrix")
+    if max(len(out), len(out[0])) > 4 * MAX_D:
+        raise CertificateError(f"{path} is larger than {4 * MAX_D} in a dimension")
+    return out
+
+
+def _model(raw: Any, path: str, d: int) -> tuple[str, dict[str, Any], Any]:
+    cls = get(raw, "class")
+    try:
+        if cls == "single-head":
+            p = {
+                "W": _mat(get(raw, "W"), f"{path}.W", d, d),
+                "v": _vec(get(raw, "v"), f"{path}.v", d),
+            }
+            return cls, p, SingleHeadAttention(p["W"], p["v"])
+        if cls == "one-layer-transformer":
+            p = {
+                "W": _mat(get(raw, "W"), f"{path}.W", d, d),
+                "V": _mat(get(raw, "V"), f"{path}.V", d),
+            }
+            p["A"] = _mat(get(raw, "A"), f"{path}.A", len(p["V"][0]))
+            p["w_o"] = _vec(get(raw, "w_o"), f"{path}.w_o", len(p["A"][0]))
+            return cls, p, OneLayerTransformer(p["W"], p["V"], p["A"], p["w_o"])
+        if cls == "relu-ffn-biased":
+            p = {"A": _mat(get(raw, "A"), f"{path}.A", d)}
+            m = len(p["A"][0])
+            p["c"] = _vec(get(raw, "c"), f"{path}.c", m)
+            p["w_o"] = _vec(get(raw, "w_o"), f"{path}.w_o", m)
+            return cls, p, None
+    except VerifiedAttnError as exc:
+        raise CertificateError(f"{path} is not a model: {exc}") from exc
+    raise CertificateError(f"{path}.class {cls!r:.40} is not a class this checker reads")
+
+
+def _sequence(raw: Any, path: str, d: int) -> list[list[Fraction]]:
+    rows = as_list(raw, path)
+    if not 1 <= len(rows) <= MAX_LENGTH:
+        raise CertificateError(f"{path} must have 1..{MAX_LENGTH} tokens, got {len(rows)}")
+    return [_vec(r, f"{path}[{t}]", d) for t, r in enumerate(rows)]
+
+
+def _exact(model: Any, X: list[list[Fraction]]) -> Any:
+    arith = get_arithmetic("exact")
+    with arith.context():
+        return model.evaluate_rational(as_rational_sequence(X, model.d), arith)
+
+
+def _ball(model: Any, X: list[list[Fraction]]) -> flint.arb:
+    arith = get_arithmetic("certified", PRECISION)
+    with arith.context():
+        return model.evaluate_rational(as_rational_sequence(X, model.d), arith)
+
+
+def _differ(m1: Any, m2: Any, X: list[list[Fraction]]) -> bool:
+    """f1(X) != f2(X), decided rigorously: disjoint balls first, else exactly."""
+    if _with_prec(lambda: bool(abs(_ball(m1, X) - _ball(m2, X)) > 0)):
+        return True
+    return not get_arithmetic("exact").agree(_exact(m1, X), _exact(m2, X))
+
+
+def _arb(q: Fraction) -> flint.arb:
+    return flint.arb(flint.fmpq(q.numerator, q.denominator))
+
+
+def _with_prec(fn: Any) -> Any:
+    old = flint.ctx.prec
+    flint.ctx.prec = PRECISION
+    try:
+        return fn()
+    finally:
+        flint.ctx.prec = old
+
+
+def verify_pair(data: dict[str, Any]) -> CertificateCheck:
+    """Re-check a single-head / Transformer / failure counterexample certificate."""
+    if not isinstance(data, dict):
+        raise CertificateError(f"a certificate is a JSON object, got {type(data).__name__}")
+    if get(data, "format") != FORMAT:
+        raise CertificateError(f"unknown certificate format; expected {FORMAT!r}")
+    if get(data, "kind") != "counterexample":
+        raise CertificateError("kind must be 'counterexample'")
+    theorem = get(data, "theorem")
+    cx_kind = get(data, "counterexample_kind")
+    for name, val in (("theorem", theorem), ("counterexample_kind", cx_kind)):
+        if not isinstance(val, str) or len(val) > 64:
+            raise CertificateError(f"{name} must be a short string")
+    d = as_int(get(data, "d"), "d", low=1, high=MAX_D)
+    relation = get(data, "relation")
+    if relation not in RELATIONS:
+        raise CertificateError(f"relation must be one of {RELATIONS}, got {relation!r:.40}")
+    tol_raw = get(data, "tolerance")
+    tol = None if tol_raw is None else rational(tol_raw, "tolerance")
+    if relation == "within" and (tol is None or tol <= 0):
+        raise CertificateError("a 'within' relation needs a positive tolerance")
+    cls1, p1, m1 = _model(get(data, "first"), "first", d)
+    second_raw = get(data, "second")
+    failure = get(data, "failure")
+    if second_raw is None:
+        if not isinstance(failure, str) or not failure:
+            raise CertificateError("second is null but no failure is stated")
+        p2 = m2 = None
+    else:
+        cls2, p2, m2 = _model(second_raw, "second", d)
+        if cls2 != cls1:
+            raise CertificateError(f"first is a {cls1}, second a {cls2}: not a pair of one class")
+        if p1 == p2:
+            raise CertificateError("first and second are the same parameters: not a counterexample")
+    seq_raw = get(data, "sequences")
+    seqs = None
+    if seq_raw is not None:
+        entries = as_list(seq_raw, "sequences")
+        if not 1 <= len(entries) <= MAX_SEQUENCES:
+            raise CertificateError(f"sequences must have 1..{MAX_SEQUENCES} entries")
+        seqs = [_sequence(X, f"sequences[{i}]", d) for i, X in enumerate(entries)]
+    proof = get(data, "proof")
+    if not isinstance(proof, dict):
+        raise CertificateError("proof must be a JSON object")
+    if not as_bool(get(proof, "holds"), "proof.holds"):
+        raise CertificateError("proof.holds is false")
+    rule = get(proof, "rule")
+    what = (
+        f"first and second are {cls1} models"
+        if m2 is not None or p2 is not None
+        else f"a {cls1} model and a learner's failure"
+    )
+    lines = [f"{theorem} counterexample ({cx_kind}), d = {d}: {what}"]
+    checker = _RULES.get(rule) if isinstance(rule, str) else None
+    if checker is None:
+        raise CertificateError(f"proof.rule {rule!r:.40} is not a rule this checker re-runs")
+    lines.append(checker(proof, d, p1, p2, m1, m2, seqs, tol))
+    if seqs is not None and m2 is not None:
+        lines.append(_relation(relation, tol, m1, m2, seqs))
+    elif seqs is None and m2 is None:
+        raise CertificateError("a failure must record its witness sequences")
+    return CertificateCheck(ok=True, kind="counterexample", theorem=theorem, summary=lines)
+
+
+def _relation(relation: str, tol: Fraction | None, m1: Any, m2: Any, seqs: list[Any]) -> str:
+    lengths = sorted({len(X) for X in seqs})
+    for i, X in enumerate(seqs):
+        if relation == "equal":
+            if _with_prec(lambda X=X: bool(abs(_ball(m1, X) - _ball(m2, X)) > 0)):
+                raise CertificateError(f"sequences[{i}]: the pair differs there (disjoint balls)")
+            a, b = _exact(m1, X), _exact(m2, X)
+            if not get_arithmetic("exact").agree(a, b):
+                raise CertificateError(f"sequences[{i}]: the pair differs there ({a} vs {b})")
+            continue
+
+        def decide(X: Any = X) -> bool:
+            a, b = _ball(m1, X), _ball(m2, X)
+            if relation == "within":
+                assert tol is not None
+                return bool(abs(a - b) <= _arb(tol))
+            return bool((a > 0 and b > 0) or (a < 0 and b < 0))
+
+        if not _with_prec(decide):
+            if relation == "same-sign" and _exact(m1, X) == 0 == _exact(m2, X):
+                continue
+            raise CertificateError(
+                f"sequences[{i}]: the relation {relation!r} is not shown there at {PRECISION} bits"
+            )
+    how = {
+        "equal": "equal (==, exact)",
+        "within": f"within {tol} (balls at {PRECISION} bits)",
+        "same-sign": f"of the same sign (balls at {PRECISION} bits)",
+    }[relation]
+    return (
+        f"relation: the pair is {how} at the {len(seqs)} recorded sequences "
+        f"(lengths {', '.join(map(str, lengths))})"
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# The structural rules.
+# ---------------------------------------------------------------------------------------
+
+
+def _need(cls_ok: bool, rule: str) -> None:
+    if not cls_ok:
+        raise CertificateError(f"proof.rule {rule!r} does not apply to these models")
+
+
+def _rule_zero_value(proof: Any, d: int, p1: Any, p2: Any, *_: Any) -> str:
+    _need(p2 is not None and "v" in p1 and "V" not in p1, "zero-value")
+    if any(p1["v"]) or any(p2["v"]):
+        raise CertificateError("zero-value: a model has v != 0, the structural proof fails")
+    if _seqs_of(*_) is not None:
+        raise CertificateError("zero-value holds on every sequence: sequences must be null")
+    return "structure: both heads have v = 0, so f = 0 on every sequence whatever W is"
+
+
+def _seqs_of(m1: Any, m2: Any, seqs: Any, tol: Any) -> Any:
+    return seqs
+
+
+def _rule_positive_scale(proof: Any, d: int, p1: Any, p2: Any, *rest: Any) -> str:
+    _need(p2 is not None and "v" in p1 and "V" not in p1, "positive-scale")
+    if p1["W"] != p2["W"]:
+        raise CertificateError("positive-scale: the heads have different W")
+    i = next((k for k, x in enumerate(p1["v"]) if x != 0), None)
+    if i is None:
+        raise CertificateError("positive-scale: first has v = 0")
+    c = p2["v"][i] / p1["v"][i]
+    if c <= 0 or [c * x for x in p1["v"]] != p2["v"]:
+        raise CertificateError("positive-scale: second's v is not a positive multiple of first's")
+    if _seqs_of(*rest) is not None:
+        raise CertificateError("positive-scale holds on every sequence: sequences must be null")
+    return (
+        f"structure: equal W and v2 = {c} v1 with {c} > 0, so f2 = {c} f1 and sign f2 = "
+        "sign f1 on every sequence"
+    )
+
+
+def _ffn_is_zero(p: dict[str, Any]) -> bool:
+    V, A, w = p["V"], p["A"], p["w_o"]
+    d, e, m = len(V), len(A), len(w)
+    cols = [
+        [sum((V[i][t] * A[t][k] for t in range(e)), Fraction(0)) for i in range(d)]
+        for k in range(m)
+    ]
+    rays: dict[tuple[Fraction, ...], Fraction] = {}
+    for col, wk in zip(cols, w, strict=True):
+        lead = next((abs(x) for x in col if x != 0), None)
+        if lead is None:
+            continue  # ReLU(0) = 0: a dead neuron contributes nothing
+        key = tuple(x / lead for x in col)
+        rays[key] = rays.get(key, Fraction(0)) + wk * lead
+    return all(total == 0 for total in rays.values())
+
+
+def _rule_cancelling(proof: Any, d: int, p1: Any, p2: Any, *rest: Any) -> str:
+    _need(p2 is not None and "V" in p1, "cancelling-neurons")
+    for name, p in (("first", p1), ("second", p2)):
+        if not _ffn_is_zero(p):
+            raise CertificateError(
+                f"cancelling-neurons: {name}'s FFN neurons do not cancel ray by ray"
+            )
+    if _seqs_of(*rest) is not None:
+        raise CertificateError("cancelling-neurons holds on every sequence: sequences must be null")
+    return (
+        "structure: in both models g(z) = w_o^T ReLU(A^T V^T z) is a sum over rays r of "
+        "(sum of scaled weights) ReLU(r^T z) with every sum 0, so g = 0 and T = 0 on every "
+        "sequence whatever W is (and v_eff = V A w_o = 0)"
+    )
+
+
+def _design_sequences(U: Matrix, d: int) -> list[tuple[Any, list[list[Fraction]]]]:
+    out: list[tuple[Any, list[list[Fraction]]]] = []
+    for i in range(d):
+        out.append((("v", i), [[Fraction(int(t == i)) for t in range(d)]]))
+    for k in range(d):
+        for j in range(d):
+            e = [Fraction(int(t == j)) for t in range(d)]
+            out.append((("W", k, j), [[e[t] + U[t][k] for t in range(d)], e]))
+    return out
+
+
+def _rule_design(
+    proof: Any, d: int, p1: Any, p2: Any, m1: Any, m2: Any, seqs: Any, tol: Any
+) -> str:
+    _need(p2 is not None and "v" in p1 and "V" not in p1 and seqs is not None, "design-queries")
+    U = _mat(get(proof, "U"), "proof.U", d, d)
+    flat = flint.fmpq_mat(d, d, [flint.fmpq(q.numerator, q.denominator) for r in U for q in r])
+    if flat.rank() < d:
+        raise CertificateError("proof.U is not invertible")
+    left = get(proof, "left_out")
+    design = _design_sequences(U, d)
+    keys = [k for k, _ in design]
+    if left is not None:
+        left = tuple(left)
+        if left not in [tuple(k) for k in keys]:
+            raise CertificateError(f"proof.left_out {left!r:.40} is not a query of the design")
+    kept = [X for k, X in design if k != left]
+    if sorted(map(_key, kept)) != sorted(map(_key, seqs)):
+        raise CertificateError(
+            "the sequences are not the design's queries"
+            + (f" without {left}" if left is not None else "")
+        )
+    parts = [f"design: the {len(seqs)} sequences are U's design queries"]
+    if left is not None:
+        X_left = dict(design)[left]
+        if not _differ(m1, m2, X_left):
+            raise CertificateError("the pair agrees at the left-out query too")
+        parts.append(
+            f"without {left[0]} query {list(left[1:])}, at which the pair differs (exactly)"
+        )
+    orth = get(proof, "orthogonal")
+    if orth is not None:
+        k = as_int(orth, "proof.orthogonal", high=d - 1)
+        for name, p in (("first", p1), ("second", p2)):
+            if sum((U[i][k] * p["v"][i] for i in range(d)), Fraction(0)) != 0:
+                raise CertificateError(f"u_{k}^T v != 0 in {name}: column {k} is not orthogonal")
+        parts.append(f"with u_{k}^T v = 0 in both models")
+    return "; ".join(parts)
+
+
+def _key(X: list[list[Fraction]]) -> tuple[tuple[Fraction, ...], ...]:
+    return tuple(tuple(r) for r in X)
+
+
+def _rank(W: Matrix) -> int:
+    n, m = len(W), len(W[0])
+    return flint.fmpq_mat(
+        n, m, [flint.fmpq(q.numerator, q.denominator) for r in W for q in r]
+    ).rank()
+
+
+def _rule_recorded(
+    proof: Any, d: int, p1: Any, p2: Any, m1: Any, m2: Any, seqs: Any, tol: Any
+) -> str:
+    _need(p2 is not None and seqs is not None, "recorded-queries")
+    parts = [f"recorded: the {len(seqs)} sequences are the learner's queries as it asked them"]
+    ranks = proof.get("ranks")
+    if ranks is not None:
+        r1, r2 = (
+            as_int(x, f"proof.ranks[{i}]") for i, x in enumerate(as_list(ranks, "proof.ranks", 2))
+        )
+        if (_rank(p1["W"]), _rank(p2["W"])) != (r1, r2):
+            raise CertificateError(
+                f"proof.ranks says {r1}, {r2}; the stored W have ranks "
+                f"{_rank(p1['W'])}, {_rank(p2['W'])}"
+            )
+        parts.append(f"rank W1 = {r1}, rank W2 = {r2} (exact)")
+    differ = proof.get("differ")
+    if differ is not None:
+        X = _sequence(differ, "proof.differ", d)
+        if not _differ(m1, m2, X):
+            raise CertificateError("the pair agrees at proof.differ: it should tell them apart")
+        parts.append("they differ (exactly) at the stated test query")
+    return "; ".join(parts)
+
+
+def _derived_bound(
+    tau: Fraction, mu: Fraction, wbar: Fraction, a: Fraction, b: Fraction
+) -> flint.arb:
+    """L tau (1 + a + sigmoid(1/2) b) / (b (mu - tau)) / (a b), L = 2 + e^{1/2} + e^{-1/2}."""
+    half = flint.arb(1) / 2
+    L = 2 + half.exp() + (-half).exp()
+    s_plus = 1 / (1 + (-half).exp())
+    at, am, aa, ab = _arb(tau), _arb(mu), _arb(a), _arb(b)
+    return L * at * (1 + aa + s_plus * ab) / (ab * (am - at)) / (aa * ab)
+
+
+def _paper_sequences(d: int, a: Fraction, b: Fraction) -> list[list[list[Fraction]]]:
+    out = [[[Fraction(int(t == i)) for t in range(d)]] for i in range(d)]
+    for i in range(d):
+        for j in range(d):
+            top = [b * int(t == i) + a * int(t == j) for t in range(d)]
+            out.append([top, [a * int(t == j) for t in range(d)]])
+    return out
+
+
+def _noise_figures(proof: Any) -> tuple[Fraction, ...]:
+    return tuple(rational(get(proof, k), f"proof.{k}") for k in ("tau", "mu", "w_bound", "a", "b"))
+
+
+def _rule_paper(proof: Any, d: int, p1: Any, p2: Any, m1: Any, m2: Any, seqs: Any, tol: Any) -> str:
+    _need(p2 is not None and "v" in p1 and seqs is not None, "paper-design")
+    tau, mu, wbar, a, b = _noise_figures(proof)
+    if tol != tau:
+        raise CertificateError("the relation's tolerance must be proof.tau")
+    if sorted(map(_key, _paper_sequences(d, a, b))) != sorted(map(_key, seqs)):
+        raise CertificateError("the sequences are not the paper's design at the stated a, b")
+    for name, p in (("first", p1), ("second", p2)):
+        if sum((x * x for r in p["W"] for x in r), Fraction(0)) > wbar * wbar:
+            raise CertificateError(f"{name} has ||W||_F > Wbar")
+    small = [i for i in range(d) if abs(p1["v"][i]) < mu]
+    if not small:
+        raise CertificateError("no |v_i| < mu: the margin is not violated")
+    gap = max(
+        abs(x - y)
+        for r1, r2 in zip(p1["W"], p2["W"], strict=True)
+        for x, y in zip(r1, r2, strict=True)
+    )
+    bound = _with_prec(lambda: _derived_bound(tau, mu, wbar, a, b))
+    if not _with_prec(lambda: _arb(gap) > 2 * bound):
+        raise CertificateError(
+            f"the W differ by {gap}, not more than twice the derived bound {bound}"
+        )
+    return (
+        f"design: the paper's d^2 + d probes (a = {a}, b = {b}); ||W||_F <= {wbar} in both; "
+        f"|v_{small[0]}| = {abs(p1['v'][small[0]])} < mu = {mu}; max |W1 - W2| entry = {gap} > "
+        f"twice the derived per-entry bound {float(bound.mid()):.6g} at tau = {tau}"
+    )
+
+
+def _rule_adversary(
+    proof: Any, d: int, p1: Any, p2: Any, m1: Any, m2: Any, seqs: Any, tol: Any
+) -> str:
+    _need(p2 is not None and "v" in p1 and seqs is not None, "adversary")
+    tau, mu, wbar, a, b = _noise_figures(proof)
+    answers = [
+        rational(x, f"proof.answers[{i}]")
+        for i, x in enumerate(as_list(get(proof, "answers"), "proof.answers", len(seqs)))
+    ]
+
+    def within() -> bool:
+        return all(
+            abs(_ball(m1, X) - _arb(y)) <= _arb(tau) for X, y in zip(seqs, answers, strict=True)
+        )
+
+    if not _with_prec(within):
+        raise CertificateError(f"an adversary answer is not within tau = {tau} of first")
+    i, j = (
+        as_int(x, "proof.entry", high=d - 1) for x in as_list(get(proof, "entry"), "proof.entry", 2)
+    )
+    frac = rational(get(proof, "fraction"), "proof.fraction")
+    err = abs(p2["W"][i][j] - p1["W"][i][j])
+    bound = _with_prec(lambda: _derived_bound(tau, mu, wbar, a, b))
+    ok = _with_prec(lambda: bool(_arb(err) >= _arb(frac) * bound and _arb(err) <= bound))
+    if not ok:
+        raise CertificateError(
+            f"the estimate's error {err} is not in [{frac}, 1] x the bound {bound}"
+        )
+    ratio = float(err) / float(bound.mid())
+    return (
+        f"adversary: {len(seqs)} answers within tau = {tau} of first; the learner's estimate "
+        f"errs at W[{i}][{j}] by {float(err):.6g} = {ratio:.5f} x the derived bound "
+        f"{float(bound.mid()):.6g} (>= {frac}); so the bound cannot be lowered by 1 %"
+    )
+
+
+def _biased_value(p: dict[str, Any], x: list[Fraction]) -> Fraction:
+    A, c, w = p["A"], p["c"], p["w_o"]
+    out = Fraction(0)
+    for k in range(len(w)):
+        z = sum((A[i][k] * x[i] for i in range(len(x))), Fraction(0)) + c[k]
+        if z > 0:
+            out += w[k] * z
+    return out
+
+
+def _rule_not_odd_linear(
+    proof: Any, d: int, p1: Any, p2: Any, m1: Any, m2: Any, seqs: Any, tol: Any
+) -> str:
+    _need(p2 is None and "c" in p1 and seqs is not None, "not-odd-linear")
+    if len(seqs) != 4 or any(len(X) != 1 for X in seqs):
+        raise CertificateError("not-odd-linear needs the four length-1 sequences x, -x, 2x, -2x")
+    x = seqs[0][0]
+    want = [x, [-t for t in x], [2 * t for t in x], [-2 * t for t in x]]
+    if [X[0] for X in seqs] != want:
+        raise CertificateError("the sequences must be [x], [-x], [2x], [-2x]")
+    D1 = _biased_value(p1, want[0]) - _biased_value(p1, want[1])
+    D2 = _biased_value(p1, want[2]) - _biased_value(p1, want[3])
+    if D2 == 2 * D1:
+        raise CertificateError(f"D(2x) = 2 D(x) = {D2}: no witness against linearity")
+    return (
+        f"witness: D(x) = g(x) - g(-x) = {D1} and D(2x) = {D2} != 2 D(x) = {2 * D1} (exact): "
+        "the antisymmetrised map of the biased FFN is not a single-head regressor's "
+        "(there D(x) = 2 x^T v is linear)"
+    )
+
+
+def _rule_nuclear_gap(
+    proof: Any, d: int, p1: Any, p2: Any, m1: Any, m2: Any, seqs: Any, tol: Any
+) -> str:
+    _need(p2 is not None and "v" in p1 and seqs is not None, "nuclear-gap")
+    if p1["v"] != p2["v"]:
+        raise CertificateError("nuclear-gap: the heads must share v")
+    if _rank(p1["W"]) != 1:
+        raise CertificateError("nuclear-gap: first's W must have rank 1 (then ||W||_* = ||W||_F)")
+    parts = as_list(get(proof, "decomposition"), "proof.decomposition")
+    if len(parts) > d:
+        raise CertificateError(f"proof.decomposition has more than d = {d} terms")
+    R = [list(row) for row in p2["W"]]
+    terms = []
+    for t, entry in enumerate(as_list_pairs(parts)):
+        P = _vec(entry[0], f"proof.decomposition[{t}][0]", d)
+        Q = _vec(entry[1], f"proof.decomposition[{t}][1]", d)
+        terms.append((P, Q))
+        R = [[R[a][b] - P[a] * Q[b] for b in range(d)] for a in range(d)]
+
+    def sq(xs: list[Fraction]) -> flint.arb:
+        return _arb(sum((x * x for x in xs), Fraction(0))).sqrt()
+
+    def gap() -> tuple[bool, float, float]:
+        upper = sum((sq(P) * sq(Q) for P, Q in terms), flint.arb(0))
+        upper += flint.arb(d).sqrt() * sq([x for row in R for x in row])
+        norm = sq([x for row in p1["W"] for x in row])
+        return bool(upper < norm), float(upper.mid()), float(norm.mid())
+
+    ok, upper, norm = _with_prec(gap)
+    if not ok:
+        raise CertificateError(
+            f"nuclear-gap: the bound ||W'||_* <= {upper:.6g} is not below ||W||_* = {norm:.6g}"
+        )
+    return (
+        f"nuclear: ||W'||_* <= {upper:.6g} (rational rank-one decomposition + sqrt(d) ||R||_F) "
+        f"< ||W||_* = ||W||_F = {norm:.6g} (rank W = 1), while the pair agrees on every recorded "
+        "query: W is not the nuclear-norm minimiser for these measurements"
+    )
+
+
+def as_list_pairs(parts: list[Any]) -> list[list[Any]]:
+    return [as_list(e, f"proof.decomposition[{t}]", 2) for t, e in enumerate(parts)]
+
+
+_RULES = {
+    "nuclear-gap": _rule_nuclear_gap,
+    "zero-value": _rule_zero_value,
+    "positive-scale": _rule_positive_scale,
+    "cancelling-neurons": _rule_cancelling,
+    "design-queries": _rule_design,
+    "recorded-queries": _rule_recorded,
+    "paper-design": _rule_paper,
+    "adversary": _rule_adversary,
+    "not-odd-linear": _rule_not_odd_linear,
+}

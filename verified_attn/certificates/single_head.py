@@ -1,0 +1,517 @@
+"""Re-check a single-head (Theorem 4.1) certificate from its stored answers alone.
+
+>>> import verified_attn as va
+>>> from verified_attn.certificates.single_head import verify
+>>> model = va.SingleHeadAttention([[1, -2], [3, 0]], [0, 5])
+>>> data = va.learn_single_head(va.Oracle(model, "exact")).certificate()
+>>> print(verify(data).summary[-1])
+verification: 8 fresh sequences (seed 0, lengths 1, 2, 3, 4, 6, 8, 16) equal with the claimed model
+>>> data["result"]["parameters"]["W"][0][0] = {"rational": "2/1"}
+>>> verify(data)
+Traceback (most recent call last):
+...
+verified_attn.errors.CertificateError: result W[0][0]: claimed 2, the stored answers give 1
+
+What is re-checked, in order, with the core arithmetic only (not the learner's code):
+
+1. header and counts (:mod:`~verified_attn.certificates.kernel`): the number of stored
+   answers is d^2 + d (affine d^2 + 2d + 1) and, with the re-asked probes, equals the
+   learning count; every probe scale is 16^-n and the n add up to the re-asks;
+2. the design: U is invertible and every u_k^T v is nonzero for v from the stored answers
+   (certainly nonzero, in certified mode);
+3. decoding, written out here: v_i = f([e_i]) - beta; for each probe
+   y = (f - v_j - beta) / (t u_k^T v), M = logit(y) / t (affine: minus the c probes'
+   logit / t), and W = U^{-T} M, compared with the claim:
+
+   - ``exact``: ``==``;
+   - ``certified``: a claimed rational must lie in its recomputed ball *and* be the only
+     rational there with denominator at most D (D from the ball's width), so any rational
+     head with such denominators that gave these answers is the claimed one; a claimed ball
+     must contain the recomputed ball (exact endpoint comparison);
+   - ``float``: agreement to :data:`FLOAT_RTOL` relative to the parameter's largest entry
+     (for W and c, which come out of logits with absolute rounding noise, at least 1): the
+     same operations in the same order, up to another BLAS or libm's last few ulps;
+4. verification: the stored answers to the fresh sequences the seed determines agree with
+   the claimed model under the learner's one rule.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import flint
+import numpy as np
+import sympy
+
+from verified_attn.arithmetic import Arithmetic, OutsideUnitInterval, arb_bounds, fmpq_matrix
+from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates.kernel import (
+    PROBE_CALLS,
+    Header,
+    as_bool,
+    as_list,
+    as_matrix,
+    check_counts,
+    check_verification,
+    get,
+    number,
+    numbers,
+    parse_header,
+    rational,
+)
+from verified_attn.errors import CertificateError, VerifiedAttnError
+from verified_attn.models import SingleHeadAttention, as_rational_sequence, attention_output
+from verified_attn.probing import apply_exact, measured_array
+from verified_attn.serialize import short_repr
+
+__all__ = ["FLOAT_RTOL", "verify"]
+
+#: Relative agreement required between claimed and re-decoded float parameters.
+FLOAT_RTOL = 1e-12
+_RESCALE = Fraction(1, 16)
+#: The theorem a single-head certificate claims (the learner's id).
+THEOREM = "thm-4.1"
+#: Largest d read: decoding is a d x d exact inverse and a d^3 product (twice the
+#: largest d the benchmarks run; a d = 512 certificate checks in about a minute).
+MAX_D = 1024
+#: Work budget of the exact inverse of U: d * (nonzeros of U) * (largest entry's bits).
+#: The default design (identity plus a row of ones) at d = 1024 costs ~4e6; a dense
+#: rational design costs ~7e6 at d = 100 (0.6 s), and its inverse grows like d^3.
+DESIGN_WORK = 10_000_000
+
+
+def verify(data: dict[str, Any]) -> CertificateCheck:
+    """Re-check a ``single-head`` certificate dict; CertificateError naming what fails."""
+    head = parse_header(data, "single-head", max_d=MAX_D)
+    if head.theorem != THEOREM:
+        raise CertificateError(
+            f"theorem is {head.theorem!r:.80}, a single-head certificate is {THEOREM!r}"
+        )
+    affine = as_bool(get(data, "affine"), "affine")
+    U, scales, c_scales = _design(data, head.d, affine)
+    lines = [head.describe() + (" (affine)" if affine else "")]
+    lines.append(_counts(data, head.d, affine, scales, c_scales))
+    arith = head.arith
+    with arith.context():
+        answers = _answers(data, head, affine)
+        # Everything that is only parsed comes before the decoding (the costly part), so a
+        # malformed file is refused without it.
+        exact = as_bool(get(data, "result.exact"), "result.exact")
+        if arith.name == "exact" and not exact:
+            raise CertificateError("result.exact is false in exact arithmetic")
+        if arith.name == "float" and exact:
+            raise CertificateError("result.exact is true in float arithmetic")
+        claimed = _claimed(data, head, affine, exact)
+        _check_bias(data, head, claimed, affine)
+        lines.append(_check_design(arith, U, answers, affine))
+        decoded = _decode(arith, U, scales, c_scales, answers, affine)
+        lines.append(_compare(arith, exact, claimed, decoded))
+        lines.append(_describe_result(head, claimed, exact, affine))
+        lines.append(check_verification(data, head, _predictor(head, claimed, exact, affine)))
+    lines.extend(f"assumption: {a}" for a in head.assumptions)
+    return CertificateCheck(ok=True, kind="single-head", theorem=head.theorem, summary=lines)
+
+
+def _design(
+    data: dict[str, Any], d: int, affine: bool
+) -> tuple[list[list[Fraction]], list[list[Fraction]], list[Fraction] | None]:
+    # Full paths from the root: a missing or malformed field is named in full.
+    U = [
+        [rational(q, f"design.U[{i}][{k}]") for k, q in enumerate(row)]
+        for i, row in enumerate(as_matrix(get(data, "design.U"), "design.U", d, d))
+    ]
+    nonzero = [q for row in U for q in row if q]
+    bits = max((q.numerator.bit_length() + q.denominator.bit_length() for q in nonzero), default=1)
+    if d * len(nonzero) * bits > DESIGN_WORK:  # before any other parsing or linear algebra
+        raise CertificateError(
+            f"design.U ({len(nonzero)} nonzero entries of up to {bits} bits at d = {d}) is "
+            f"heavier than this checker inverts (work {d * len(nonzero) * bits:.2e} > "
+            f"{DESIGN_WORK:.0e})"
+        )
+    scales = [
+        [rational(q, f"design.scales[{k}][{j}]") for j, q in enumerate(row)]
+        for k, row in enumerate(as_matrix(get(data, "design.scales"), "design.scales", d, d))
+    ]
+    c_raw = get(data, "design.c_scales")
+    c_scales = None
+    if affine:
+        c_scales = [
+            rational(q, f"design.c_scales[{k}]")
+            for k, q in enumerate(as_list(c_raw, "design.c_scales", d))
+        ]
+    elif c_raw is not None:
+        raise CertificateError("design.c_scales must be null for the non-affine model")
+    return U, scales, c_scales
+
+
+def _rescales(t: Fraction, path: str) -> int:
+    """n with t = 16^-n: the learner starts every probe at t = 1 and re-asks at t / 16."""
+    if t <= 0 or t.numerator != 1 or t.denominator & (t.denominator - 1):
+        raise CertificateError(f"{path} = {t} is not 16^-n")
+    n = (t.denominator.bit_length() - 1) // 4
+    if Fraction(1, 16**n) != t:
+        raise CertificateError(f"{path} = {t} is not 16^-n")
+    return n
+
+
+def _counts(
+    data: dict[str, Any],
+    d: int,
+    affine: bool,
+    scales: list[list[Fraction]],
+    c_scales: list[Fraction] | None,
+) -> str:
+    paths = [(f"design.scales[{k}][{j}]", t) for k, r in enumerate(scales) for j, t in enumerate(r)]
+    paths += [(f"design.c_scales[{k}]", t) for k, t in enumerate(c_scales or [])]
+    rescale = sum(_rescales(t, p) for p, t in paths)
+    bound = d * d + (2 * d + 1 if affine else d)
+    phases = {"v": d, "W": d * d + (d if affine else 0), "rescale": rescale}
+    if affine:
+        phases["beta"] = 1
+    q = check_counts(data, learning=bound + rescale, bound=bound, phases=phases)
+    extra = set(q["by_phase"]) - {*phases, "verify"}
+    if extra:
+        raise CertificateError(f"queries.by_phase has unknown phases {sorted(extra)}")
+    return (
+        f"queries: {q['learning']} learning = bound {bound} (d^2 + {'2d + 1' if affine else 'd'})"
+        f" + {rescale} re-asked probes; {q['verification']} verification"
+    )
+
+
+def _answers(data: dict[str, Any], head: Header, affine: bool) -> dict[str, Any]:
+    d, arith = head.d, head.arith
+    raw = get(data, "answers")
+    out: dict[str, Any] = {
+        "v": numbers(get(data, "answers.v"), "answers.v", arith, d, max_calls=PROBE_CALLS),
+        "W": [
+            numbers(row, f"answers.W[{k}]", arith, d, max_calls=PROBE_CALLS)
+            for k, row in enumerate(as_list(get(data, "answers.W"), "answers.W", d))
+        ],
+    }
+    if affine:
+        out["beta"] = number(
+            get(data, "answers.beta"), "answers.beta", arith, max_calls=PROBE_CALLS
+        )
+        out["c"] = numbers(get(data, "answers.c"), "answers.c", arith, d, max_calls=PROBE_CALLS)
+    else:
+        for key in ("beta", "c"):
+            if raw.get(key) is not None:
+                raise CertificateError(f"answers.{key} must be null for the non-affine model")
+    return out
+
+
+def _v(arith: Arithmetic, answers: dict[str, Any], affine: bool) -> tuple[list[Any], Any]:
+    beta = answers["beta"] if affine else arith.rational(Fraction(0))
+    return [a - beta for a in answers["v"]], beta
+
+
+def _uv(arith: Arithmetic, U: list[list[Fraction]], v: list[Any]) -> list[Any]:
+    d = len(U)
+    out = []
+    for k in range(d):
+        acc: Any = arith.rational(Fraction(0))
+        for i in range(d):
+            if U[i][k]:
+                acc = acc + arith.rational(U[i][k]) * v[i]
+        out.append(acc)
+    return out
+
+
+def _check_design(
+    arith: Arithmetic, U: list[list[Fraction]], answers: dict[str, Any], affine: bool
+) -> str:
+    det = fmpq_matrix(U).det()
+    if det == 0:
+        raise CertificateError("design.U is singular; Thm 4.1 needs an invertible design")
+    v, _ = _v(arith, answers, affine)
+    smallest = math.inf
+    for k, uv in enumerate(_uv(arith, U, v)):
+        sign = arith.sign(uv)
+        if sign not in (-1, 1):
+            what = "is zero" if sign == 0 else "cannot be shown nonzero at this precision"
+            raise CertificateError(
+                f"design column {k}: u_{k}^T v = {uv} {what}, so the probes of column {k} "
+                "carry no information about W"
+            )
+        smallest = min(smallest, arith.magnitude(uv))
+    return (
+        f"design: U invertible (det {det}), every u_k^T v != 0 (smallest |u_k^T v| ~ "
+        f"{smallest:.4g})"
+    )
+
+
+def _logit(arith: Arithmetic, y: Any, path: str) -> Any:
+    if arith.name == "float":
+        if not 0 < y < 1:
+            raise CertificateError(f"{path}: the probe ratio {y} is not in (0, 1)")
+        return math.log(y) - math.log1p(-y)
+    try:
+        return arith.logit(y)
+    except OutsideUnitInterval as exc:
+        raise CertificateError(f"{path}: the probe ratio {y} is not certainly in (0, 1)") from exc
+
+
+def _decode(
+    arith: Arithmetic,
+    U: list[list[Fraction]],
+    scales: list[list[Fraction]],
+    c_scales: list[Fraction] | None,
+    answers: dict[str, Any],
+    affine: bool,
+) -> dict[str, list[Any]]:
+    """The parameters from the stored answers, written out (see the module docstring)."""
+    d = len(U)
+    v, beta = _v(arith, answers, affine)
+    uv = _uv(arith, U, v)
+    M = np.empty((d, d), dtype=object)
+    for k in range(d):
+        for j in range(d):
+            t = arith.rational(scales[k][j])
+            y = (answers["W"][k][j] - v[j] - beta) / (t * uv[k])
+            M[k, j] = _logit(arith, y, f"answers.W[{k}][{j}]") / t
+    m0 = None
+    if affine:
+        assert c_scales is not None
+        m0 = np.empty(d, dtype=object)
+        for k in range(d):
+            t0 = arith.rational(c_scales[k])
+            y0 = (answers["c"][k] - beta) / (t0 * uv[k])
+            m0[k] = _logit(arith, y0, f"answers.c[{k}]") / t0
+        M = M - m0[:, None]
+    if arith.name == "float":
+        M = M.astype(np.float64)
+    inv_t = fmpq_matrix(U).transpose().inv()
+    W = apply_exact(arith, inv_t, measured_array(arith, M))
+    out = {"W": list(np.asarray(W, dtype=object).reshape(-1)), "v": v}
+    if affine:
+        assert m0 is not None
+        m0_arr = measured_array(arith, m0.astype(np.float64) if arith.name == "float" else m0)
+        c = apply_exact(arith, inv_t, m0_arr.reshape(d, 1))[:, 0]
+        out["c"] = list(c)
+        out["beta"] = [beta]
+    return out
+
+
+def _names(affine: bool) -> tuple[str, ...]:
+    return ("W", "v", "c", "beta") if affine else ("W", "v")
+
+
+def _claimed(
+    data: dict[str, Any], head: Header, affine: bool, exact: bool
+) -> dict[str, list[tuple[str, Any]]]:
+    """Claimed parameters as flat lists of (label, number), e.g. ("W[0][1]", 3)."""
+    d, arith = head.d, head.arith
+    params = get(data, "result.parameters")
+    if not isinstance(params, dict):
+        raise CertificateError("result.parameters must be a JSON object")
+    extra = set(params) - set(_names(affine))
+    if extra:
+        raise CertificateError(f"result.parameters has unexpected entries {sorted(extra)}")
+    want = "rational" if exact and arith.name != "float" else None
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for name in _names(affine):
+        path = f"result.parameters.{name}"
+        raw = get(data, path)
+        if name == "W":
+            labels = [
+                (f"W[{i}][{j}]", x)
+                for i, row in enumerate(as_matrix(raw, path, d, d))
+                for j, x in enumerate(row)
+            ]
+        elif name == "beta":
+            labels = [("beta", raw)]
+        else:
+            labels = [(f"{name}[{i}]", x) for i, x in enumerate(as_list(raw, path, d))]
+        entries = []
+        for label, x in labels:
+            if want and not (isinstance(x, dict) and set(x) == {"rational"}):
+                raise CertificateError(f"result {label}: an exact result stores rationals")
+            if want:
+                entries.append((label, rational(x["rational"], f"result {label}")))
+            else:
+                entries.append((label, number(x, f"result {label}", arith)))
+        out[name] = entries
+    return out
+
+
+def _compare(
+    arith: Arithmetic,
+    exact: bool,
+    claimed: dict[str, list[tuple[str, Any]]],
+    decoded: dict[str, list[Any]],
+) -> str:
+    if arith.name == "exact":
+        for name, entries in claimed.items():
+            for (label, q), again in zip(entries, decoded[name], strict=True):
+                if sympy.Rational(q.numerator, q.denominator) != again:
+                    raise CertificateError(
+                        f"result {label}: claimed {_show(q)}, the stored answers give {again}"
+                    )
+        return "decoding: the claimed parameters == those re-decoded exactly from the answers"
+    if arith.name == "float":
+        return _compare_float(claimed, decoded)
+    if exact:
+        return _compare_rationals_in_balls(claimed, decoded)
+    widest = Fraction(0)
+    for name, entries in claimed.items():
+        for (label, ball), again in zip(entries, decoded[name], strict=True):
+            lo, hi = arb_bounds(ball)
+            lo2, hi2 = arb_bounds(again)
+            if not (lo <= lo2 and hi2 <= hi):
+                raise CertificateError(
+                    f"result {label}: the claimed ball {ball} does not contain the ball "
+                    f"{again} re-decoded from the stored answers"
+                )
+            widest = max(widest, (hi - lo) / 2)
+    return (
+        "decoding: every claimed ball contains the ball re-decoded from the stored answers "
+        f"(largest claimed radius {float(widest):.3g})"
+    )
+
+
+def _largest_unique_denominator(lo: Fraction, hi: Fraction) -> int | None:
+    """The largest D with (hi - lo) D^2 < 1 (None: a point, any D works).
+
+    Two rationals with denominators <= D differ by at least 1/D^2, so [lo, hi] holds at
+    most one of them.
+    """
+    width = hi - lo
+    if width == 0:
+        return None
+    return math.isqrt(math.ceil(1 / width) - 1)
+
+
+def _compare_rationals_in_balls(
+    claimed: dict[str, list[tuple[str, Any]]], decoded: dict[str, list[Any]]
+) -> str:
+    bound: int | None = None
+    for name, entries in claimed.items():
+        for (label, q), ball in zip(entries, decoded[name], strict=True):
+            lo, hi = arb_bounds(ball)
+            if not lo <= q <= hi:
+                raise CertificateError(
+                    f"result {label}: claimed {_show(q)} lies outside the ball {ball} "
+                    "re-decoded from the stored answers"
+                )
+            D = _largest_unique_denominator(lo, hi)
+            if D is not None and q.denominator > D:
+                raise CertificateError(
+                    f"result {label}: claimed {_show(q)} is not the only rational of its "
+                    f"denominator in the ball {ball} (unique only up to denominator {D})"
+                )
+            if D is not None:
+                bound = D if bound is None else min(bound, D)
+    where = "any denominators" if bound is None else f"denominators <= {bound}"
+    return (
+        "decoding: every claimed rational lies in its certified ball, and is the only "
+        f"rational there with {where}"
+    )
+
+
+def _compare_float(
+    claimed: dict[str, list[tuple[str, Any]]], decoded: dict[str, list[Any]]
+) -> str:
+    worst = 0.0
+    for name, entries in claimed.items():
+        again = [float(x) for x in decoded[name]]
+        scale = max((abs(x) for x in again), default=0.0)
+        if name in ("W", "c"):
+            # Logit-derived: their rounding noise is absolute (~eps), not relative.
+            scale = max(scale, 1.0)
+        for (label, x), y in zip(entries, again, strict=True):
+            if not math.isfinite(y):
+                raise CertificateError(f"result {label}: the stored answers give {y}")
+            err = abs(x - y)
+            if err > FLOAT_RTOL * max(scale, abs(x), abs(y)):
+                raise CertificateError(
+                    f"result {label}: claimed {x!r}, the stored answers give {y!r} "
+                    f"(differ by {err:.3e}, more than {FLOAT_RTOL:g} relative)"
+                )
+            if scale:
+                worst = max(worst, err / max(scale, abs(x)))
+    return (
+        f"decoding: the claimed parameters agree with the re-decoded ones to {worst:.2e} "
+        f"relative (allowed {FLOAT_RTOL:g})"
+    )
+
+
+def _describe_result(
+    head: Header, claimed: dict[str, list[tuple[str, Any]]], exact: bool, affine: bool
+) -> str:
+    """One line: what the result is (small heads in full, larger ones by shape)."""
+    d = head.d
+    what = (
+        "exact rationals" if exact else "balls" if head.arith.name == "certified" else "floats"
+    )
+    shapes = f"W ({d} x {d}), v ({d})" + (f", c ({d}), beta" if affine else "")
+    text = f"result: {shapes}, {what}"
+    if d <= 2 and exact and all(len(_show(q)) <= 24 for e in claimed.values() for _, q in e):
+        W = [[_show(q) for _, q in claimed["W"][i * d : (i + 1) * d]] for i in range(d)]
+        text += f"; W = {W}, v = {[_show(q) for _, q in claimed['v']]}"
+        if affine:
+            c = [_show(q) for _, q in claimed["c"]]
+            text += f", c = {c}, beta = {_show(claimed['beta'][0][1])}"
+    return text.replace("'", "")
+
+
+def _check_bias(
+    data: dict[str, Any], head: Header, claimed: dict[str, list[tuple[str, Any]]], affine: bool
+) -> None:
+    """The float rule's bias is the claimed beta (affine float), else absent.
+
+    The rule measures a gap relative to |answer - bias|: any other bias would change what
+    the verification answers were held to, so it is not the file's to choose.
+    """
+    raw = get(data, "verification.bias")
+    if raw is None and get(data, "verification.count") == 0:
+        return  # nothing was verified, so no rule was applied (verify=0)
+    if head.arith.name == "float" and affine:
+        beta = float(claimed["beta"][0][1])
+        bias = number(raw, "verification.bias", head.arith) if raw is not None else None
+        if bias is None or float(bias) != beta:
+            raise CertificateError(
+                f"verification.bias is {short_repr(raw)}, but the float rule's bias is the "
+                f"claimed beta {beta!r}"
+            )
+    elif raw is not None:
+        raise CertificateError(
+            f"verification.bias must be null here (only affine float results have one), got "
+            f"{short_repr(raw)}"
+        )
+
+
+def _predictor(
+    head: Header, claimed: dict[str, list[tuple[str, Any]]], exact: bool, affine: bool
+) -> Any:
+    """f(X) of the claimed model in the certificate's arithmetic."""
+    d, arith = head.d, head.arith
+    values = {name: [x for _, x in entries] for name, entries in claimed.items()}
+    W = [values["W"][i * d : (i + 1) * d] for i in range(d)]
+    v = values["v"]
+    c = values.get("c")
+    beta = values["beta"][0] if affine else None
+    if arith.name == "certified" and not exact:
+        # Balls that did not reconstruct: evaluate the model's definition in ball arithmetic.
+        def balls(X: np.ndarray) -> Any:
+            rows = [[flint.arb(float(x)) for x in row] for row in X]
+            b = beta if beta is not None else flint.arb(0)
+            return attention_output(rows, W, v, c, b, exp=lambda s: s.exp())
+
+        return balls
+    try:
+        model = SingleHeadAttention(W, v, c=c, beta=beta)
+    except VerifiedAttnError as exc:
+        raise CertificateError(f"the claimed parameters are not a model: {exc}") from exc
+
+    def evaluate(X: np.ndarray) -> Any:
+        if arith.name == "float":
+            return float(model.evaluate_batch(np.asarray(X, dtype=np.float64)[None])[0])
+        return model.evaluate_rational(as_rational_sequence(X, d), arith)
+
+    return evaluate
+
+
+def _show(q: Fraction) -> str:
+    return str(q.numerator) if q.denominator == 1 else f"{q.numerator}/{q.denominator}"

@@ -1,0 +1,224 @@
+"""Claims of kind "formal": the algebraic core of each theorem, proved in Coq for every d.
+
+>>> from verified_attn.formal.claims import CLAIMS, THEOREMS
+>>> CLAIMS[0].id, CLAIMS[0].level
+('formal/softmax2-sigmoid', 'proved for all d (Coq: softmax2_sigmoid)')
+>>> len(THEOREMS) >= 14
+True
+
+A check builds ``formal/`` (once per process), runs ``Print Assumptions`` on the claim's
+theorems and passes iff they exist and rest only on :data:`~verified_attn.formal.ALLOWED_AXIOMS`.
+Without ``coqc`` the result is *skipped* (``ClaimResult.skipped``), not failed, and
+``verified-attn check`` says how many were skipped. What each theorem states is in
+``formal/README.md`` and ``docs/formal.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from verified_attn import formal
+from verified_attn.checks import Claim, ClaimResult
+
+__all__ = ["CLAIMS", "THEOREMS", "FormalTheorem", "check_formal"]
+
+
+@dataclass(frozen=True)
+class FormalTheorem:
+    """One registered formal claim: its id, the Coq file (module) and theorem names."""
+
+    claim_id: str
+    paper_ref: str
+    module: str
+    names: tuple[str, ...]
+    statement: str
+    covers: tuple[str, ...] = ()  # the instance/symbolic claims whose core it proves
+
+
+THEOREMS: list[FormalTheorem] = [
+    FormalTheorem(
+        "formal/softmax2-sigmoid",
+        "Thm 4.1",
+        "Softmax",
+        ("softmax2_sigmoid",),
+        "On two tokens, softmax's first weight is sigmoid(s_1 - s_2), for all scores.",
+        ("thm-4.1/sigmoid-reduction",),
+    ),
+    FormalTheorem(
+        "formal/logit-sigmoid",
+        "Thm 4.1",
+        "Softmax",
+        ("logit_sigmoid", "sigmoid_injective"),
+        "logit(sigmoid(x)) = x for every real x, so sigmoid is injective.",
+        ("thm-4.1/logit-identity",),
+    ),
+    FormalTheorem(
+        "formal/probe-identity",
+        "Thm 4.1",
+        "Softmax",
+        ("probe_identity",),
+        "For every d, W, c, v, b, u, t, beta: on [b + t u; b], "
+        "f = b^T v + sigmoid(t u^T (W b + c)) t u^T v + beta.",
+        ("thm-4.1/sigmoid-reduction", "thm-4.1/logit-identity"),
+    ),
+    FormalTheorem(
+        "formal/design-invertible",
+        "Thm 4.1",
+        "Thm41",
+        ("design_invertible",),
+        "For every d and v, with p an index of a largest |v_p|: the learner's design "
+        "(u_k = e_k, or e_k + e_p where 4|v_k| < |v_p|) has the inverse I - e_p s^T, and if "
+        "v != 0 then |u_k^T v| >= |v_p|/4 > 0 for every k.",
+        ("thm-4.1/linear-system",),
+    ),
+    FormalTheorem(
+        "formal/thm41-identifiable",
+        "Thm 4.1",
+        "Thm41",
+        ("thm41_identifiable",),
+        "For every d: if v != 0 and two heads give the same answers on the learner's "
+        "d^2 + d queries ([e_i], then [e_j + u_k; e_j] with the design built from the "
+        "answers), then W = W' and v = v'.",
+        ("thm-4.1/exact-recovery", "thm-4.1/linear-system"),
+    ),
+    FormalTheorem(
+        "formal/lemmaA1-lipschitz",
+        "Lemma A.1",
+        "LemmaA1",
+        ("lemmaA1_lipschitz", "lemmaA1_constant_4_fails"),
+        "logit is L-Lipschitz on [sigmoid(-1/2), sigmoid(1/2)] with L = 2 + e^(1/2) + "
+        "e^(-1/2), and the same statement with 4 in place of L is false.",
+        ("lemma-a.1/lipschitz",),
+    ),
+    FormalTheorem(
+        "formal/lipschitz-constant-lt-5",
+        "Lemma A.1",
+        "LemmaA1",
+        ("lipschitz_constant_lt_5",),
+        "L = 2 + e^(1/2) + e^(-1/2) < 5 (the paper's constant).",
+        ("lemma-a.1/lipschitz",),
+    ),
+    FormalTheorem(
+        "formal/prop71-permutation",
+        "Prop 7.1",
+        "Prop71",
+        ("prop71_permutation", "prop71_affine_permutation"),
+        "For every d: any permutation of the heads (bias-free or affine) gives the same "
+        "output on every sequence of every length N.",
+        ("prop-7.1/permutation",),
+    ),
+    FormalTheorem(
+        "formal/prop71-shared-split",
+        "Prop 7.1",
+        "Prop71",
+        ("prop71_shared_split", "prop71_affine_shared_split"),
+        "For every d: two heads with one W (and c) and values v1 + v2 = v1' + v2' give the "
+        "same output on every sequence of every length.",
+        ("prop-7.1/shared-score-split",),
+    ),
+    FormalTheorem(
+        "formal/prop71-dead-head",
+        "Prop 7.1",
+        "Prop71",
+        ("prop71_dead_head", "prop71_affine_dead_head"),
+        "For every d: a head with v = 0 gives the same output whatever its W (and c), on "
+        "every sequence of every length.",
+        ("prop-7.1/dead-head",),
+    ),
+    FormalTheorem(
+        "formal/prop71-cancelling",
+        "Prop 7.1",
+        "Prop71",
+        ("prop71_cancelling", "prop71_affine_cancelling"),
+        "For every d: heads (W1, u1), (W1, -u1) and (W2, u2), (W2, -u2) give the same output "
+        "on every sequence of every length.",
+        ("prop-7.1/cancelling-values",),
+    ),
+    FormalTheorem(
+        "formal/transformer-antisymmetry",
+        "docs/theory.md, The one-layer Transformer",
+        "Transformer",
+        ("transformer_antisymmetry", "transformer_antisymmetry_head"),
+        "For every d, e, m, N: T(X) - T(-X) = alpha(X)^T X V A w_o for the one-layer "
+        "Transformer with a bias-free ReLU FFN.",
+        ("transformer/antisymmetry",),
+    ),
+    FormalTheorem(
+        "formal/transformer-ffn-reduction",
+        "docs/theory.md, The one-layer Transformer",
+        "Transformer",
+        ("transformer_ffn_reduction", "transformer_length1"),
+        "For every d, e, m, N: T(X) = g(X^T alpha(X)) with g(x) = w_o^T ReLU(A^T V^T x), "
+        "and a length-1 query [x] returns g(x).",
+        ("transformer/composition",),
+    ),
+    FormalTheorem(
+        "formal/skeleton-identity",
+        "Thm 5.1",
+        "Skeleton",
+        ("skeleton_identity", "skeleton_measurement_count"),
+        "For every d, r: if W = C X (C spans the columns of W) and N (U_S^T C) = I_r, then "
+        "W = C N U_S^T W; the skeleton's steps make sum_k (2(d - k) - 1) = 2dr - r^2 "
+        "measurements.",
+        ("thm-5.1/skeleton-identity", "thm-5.1/skeleton-count"),
+    ),
+]
+
+
+def _all_groups() -> list[tuple[str, tuple[str, ...]]]:
+    return [(t.module, t.names) for t in THEOREMS]
+
+
+def check_formal(theorem: FormalTheorem) -> ClaimResult:
+    """Build ``formal/`` and check the theorem's names and assumptions (skipped sans Coq)."""
+    level = f"Coq: {', '.join(theorem.names)} in formal/{theorem.module}.v"
+    if not formal.coq_available():
+        missing = "coqc" if formal.coqc_path() is None else "formal/ (the Coq sources)"
+        return ClaimResult(
+            theorem.claim_id,
+            theorem.paper_ref,
+            theorem.statement,
+            passed=False,
+            detail=f"skipped: needs Coq ({formal.COQ_INSTALL_HINT}); {missing} not found",
+            skipped=True,
+        )
+    build = formal.build()
+    if not build.ok:
+        return ClaimResult(
+            theorem.claim_id,
+            theorem.paper_ref,
+            theorem.statement,
+            passed=False,
+            detail=f"formal/ does not build: {build.log[-500:]}",
+        )
+    axioms = sorted(formal.assumptions(_all_groups())[(theorem.module, theorem.names)])
+    bad = sorted(set(axioms) - formal.ALLOWED_AXIOMS)
+    detail = f"{level}; built in {build.seconds:.1f} s; Print Assumptions: " + (
+        ", ".join(axioms) if axioms else "closed"
+    )
+    if bad:
+        detail += f"; NOT ALLOWED: {bad}"
+    return ClaimResult(
+        theorem.claim_id,
+        theorem.paper_ref,
+        theorem.statement,
+        passed=not bad,
+        detail=detail,
+        data={"theorems": list(theorem.names), "axioms": axioms, "covers": list(theorem.covers)},
+    )
+
+
+def _claim(theorem: FormalTheorem) -> Claim:
+    def check(seed: int) -> ClaimResult:  # the seed does not matter: a proof is a proof
+        return check_formal(theorem)
+
+    return Claim(
+        theorem.claim_id,
+        theorem.paper_ref,
+        theorem.statement,
+        check,
+        level=f"proved for all d (Coq: {', '.join(theorem.names[:1])})",
+    )
+
+
+CLAIMS = [_claim(t) for t in THEOREMS]

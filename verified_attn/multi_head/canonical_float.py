@@ -1,0 +1,814 @@
+"""The canonical multi-head learner in float arithmetic (float64 decoding, refined, verified).
+
+>>> import verified_attn as va
+>>> from verified_attn.multi_head.canonical_learner import learn_multi_head
+>>> rec = learn_multi_head(va.Oracle(va.SingleHeadAttention([[1]], [2]), "float"), heads=1)
+>>> rec.exact, rec.verified, abs(float(rec.heads[0][1][0]) - 2) < 1e-12
+(False, True, True)
+
+The same design as the exact path, scaled to entries of size ~1; each pair decoded in
+float64 (linear solve, numpy roots), heads matched by the nearest residues and link sums,
+then refined by Gauss-Newton on all learning answers at once. The result is returned only
+if it reproduces every learning answer and every fresh verification answer under the one
+agreement rule (:func:`verified_attn.verification.agree`) at the oracle's rtol; the
+certificate checker re-checks exactly that, since the float fit is not cheaply
+reproducible.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from verified_attn.arithmetic import Arithmetic
+from verified_attn.certificates.writer import certificate_base
+from verified_attn.errors import ModelClassMismatch, NotIdentifiable, PrecisionExhausted
+from verified_attn.models import MultiHeadAttention
+from verified_attn.multi_head.canonical_certified import dump_heads
+from verified_attn.multi_head.canonical_learner import (
+    METHOD,
+    THEOREM,
+    canonical_design,
+    follow_up_query_bound,
+    parameter_count,
+)
+from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.recovery import MultiHeadRecovery
+from verified_attn.serialize import dump_number
+from verified_attn.verification import Verification, agree, float_floor, verify_model
+
+__all__ = ["float_design", "float_sequence", "learn_float", "learning_sequences"]
+
+
+# Float design scale: probes with entries of size ~ _FLOAT_SCALE * d^(-1/4), so that for
+# heads with W ~ N(0, 1/d) the scores u^T W b have a standard deviation of about 1.5 at
+# every d (var = |u|^2 |b|^2 / d): inside the window of the ratio grid below, where the
+# sigmoids are neither saturated nor flat.
+_FLOAT_SCALE = 2.1
+# The ratio grid: per pair the queries [a] * k + [b] * m at ratios t = k / m with log2 t
+# evenly spaced in [-_LOG2_WINDOW, _LOG2_WINDOW] (2H points), plus t = 1 as a redundant
+# sample when H >= 2 (its own phase). F is a rational function of t of degree H with
+# poles -1/lam_h; the Moebius variable w = (t - 1)/(t + 1) maps the samples to [-1, 1]
+# and the poles outside it, where a Chebyshev basis is well conditioned.
+_LOG2_WINDOW = 4.0
+_MAX_LENGTH = 24  # k + m: the longest per-pair query
+# Matching in float: the order with the smallest mismatch wins only if every other order
+# misses by _MATCH_MARGIN times more (noise vs a real gap between heads); otherwise the
+# step is ambiguous (a tie link decides, or NotIdentifiable). Soundness comes from the
+# fit's conditioning check and the fresh-query verification, not from these thresholds.
+_MATCH_MARGIN = 10.0
+# A returned result's first-order parameter error estimate must be at most this times
+# the oracle's rtol (the tolerance the result states for its parameters).
+_PARAMETER_SAFETY = 1.0
+_LM_ITERATIONS = 60
+# Ambiguous residue matches are refit from at most this many candidate orders.
+_REFIT_ORDERS = 24
+# A pair's own fit is good when its residual is at most this times |F|; else restarts.
+_PAIR_FIT = 1e-9
+_RESTARTS = 8
+
+
+def redundancy(H: int) -> int:
+    """Redundant samples per pair beyond the 2H + 1 a square fit needs (1 if H >= 2).
+
+    >>> redundancy(1), redundancy(6)
+    (0, 1)
+    """
+    return 1 if H >= 2 else 0
+
+
+def float_ratios(H: int) -> list[tuple[int, int]]:
+    """The (k, m) of the per-pair queries: 2H grid ratios, then the redundant ones.
+
+    >>> float_ratios(1)
+    [(1, 16), (16, 1)]
+    >>> max(k + m for k, m in float_ratios(8)) <= 24
+    True
+    >>> float_ratios(2)[-1]
+    (1, 1)
+    """
+    n = 2 * H
+    candidates = [(k, m) for k in range(1, _MAX_LENGTH) for m in range(1, _MAX_LENGTH - k + 1)]
+    out: list[tuple[int, int]] = []
+    for i in range(n):
+        e = (-_LOG2_WINDOW + 2 * _LOG2_WINDOW * i / (n - 1)) * math.log(2.0)
+        free = [c for c in candidates if all(c[0] * o[1] != c[1] * o[0] for o in out)]
+        # the nearest ratio in log t, then the shortest query
+        out.append(min(free, key=lambda c: (round(abs(math.log(c[0] / c[1]) - e), 9), sum(c))))
+    out += [(1, 1)] * redundancy(H)
+    if len({k / m for k, m in out}) != len(out):  # pragma: no cover - a design invariant
+        raise AssertionError(f"the ratio grid for H = {H} repeats a ratio: {out}")
+    return out
+
+
+def float_query_bound(d: int, H: int, *, affine: bool = False) -> int:
+    """The float path's count without ties: the F(0) probes, then per pair 2H grid ratios
+    and ``redundancy(H)`` redundant samples.
+
+    >>> float_query_bound(8, 6), float_query_bound(3, 2, affine=True)
+    (931, 74)
+    """
+    ncols = d + (1 if affine else 0)
+    npairs = d * ncols + d - 1
+    return ncols + npairs * (2 * H + redundancy(H))
+
+
+def float_query_limit(d: int, H: int, *, affine: bool = False) -> int:
+    """The float path's worst case: :func:`float_query_bound` plus one tie link per grid
+    pair with j > 1 (as in exact mode)."""
+    ties = d * d if affine else d * (d - 1)
+    return float_query_bound(d, H, affine=affine) + (ties if H >= 2 else 0)
+
+
+def float_design(
+    d: int, seed: int, affine: bool
+) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, int]]]:
+    U, B, _ = canonical_design(d, seed, affine)
+    s = d * _FLOAT_SCALE * d**-0.25
+    Uf = np.array([[float(x) * s for x in row] for row in U])
+    Bf = np.array([[float(x) * s for x in row] for row in B])
+    pairs = [(Uf[k], j) for k in range(d) for j in range(len(Bf))]
+    pairs += [((Uf[0] + Uf[k]) / 2, 0) for k in range(1, d)]  # halved links
+    return Uf, Bf, pairs
+
+
+def box_precision(arith: Any) -> str:
+    """What the box computes in, from its unit roundoff: "float64", "float32" or the figure.
+
+    >>> from verified_attn.arithmetic import FloatArithmetic
+    >>> box_precision(FloatArithmetic()), box_precision(FloatArithmetic(1e-3, 2.0**-24))
+    ('float64', 'float32')
+    """
+    unit = getattr(arith, "unit_roundoff", None)
+    names = {2.0**-53: "float64", 2.0**-24: "float32", 2.0**-11: "float16"}
+    if unit is None:
+        return "float"
+    return names.get(float(unit), f"float (unit roundoff {float(unit):.3g})")
+
+
+def float_sequence(u: np.ndarray, b: np.ndarray, k: int, m: int = 1) -> np.ndarray:
+    """``[b + u] * k + [b] * m``: each head sees the ratio t = k / m of the two tokens."""
+    return np.vstack([np.tile(b + u, (k, 1)), np.tile(b, (m, 1))])
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))
+
+
+def _float_poles(t: np.ndarray, F: np.ndarray, m: int) -> list[tuple[float, float]]:
+    """(score, residue) per head from the float samples F(t) (t = 0 first).
+
+    A linearised rational fit in the Moebius variable (Chebyshev basis, the null vector of
+    the column-scaled system by SVD) gives the poles; a variable-projection Gauss-Newton on
+    the exact model ``F(t) = c + sum_h r_h sigmoid(s_h + log t)`` polishes them. No
+    refusal here: a bad pair shows up in the matching, the joint fit's residual and
+    conditioning, and the fresh queries.
+    """
+    from numpy.polynomial import chebyshev as C
+
+    w = (t - 1.0) / (t + 1.0)
+    V = C.chebvander(w, m)
+    A = np.hstack([V, -F[:, None] * V])
+    sc = np.linalg.norm(A, axis=0)
+    sc[sc == 0] = 1.0
+    _, _, vt = np.linalg.svd(A / sc)
+    q = (vt[-1] / sc)[m + 1 :]
+    if not np.all(np.isfinite(q)) or not np.any(q):
+        raise PrecisionExhausted("the float interpolation system of a pair has no finite solution")
+    while len(q) > 1 and abs(q[-1]) <= 1e-14 * np.abs(q).max():
+        q = q[:-1]
+    roots = C.chebroots(q) if len(q) > 1 else np.array([])
+    s = []
+    for z in roots:
+        wr = float(z.real)
+        lam = abs((wr - 1.0) / (wr + 1.0)) if wr != -1.0 else 1e-12
+        s.append(math.log(min(max(lam, 1e-12), 1e12)))
+    while len(s) < m:  # a pole lost at infinity: spread a guess over the window
+        s.append(float(len(s)) - m / 2)
+    s_arr = np.array(s[:m])
+    with np.errstate(divide="ignore"):
+        lt = np.log(t)
+
+    def linear(sv: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        sig = np.where(
+            np.isfinite(lt)[:, None],
+            _sigmoid(sv[None, :] + np.where(np.isfinite(lt), lt, 0.0)[:, None]),
+            0.0,
+        )
+        Bm = np.hstack([sig, np.ones((len(t), 1))])
+        lin = np.linalg.lstsq(Bm, F, rcond=None)[0]
+        return sig, lin, Bm @ lin - F
+
+    scale = max(float(np.linalg.norm(F)), 1e-300)
+    best = _varpro(linear, s_arr, m)
+    # A pair whose fit misses its own samples is restarted (seeded, within the samples:
+    # no queries): spread starts over the window, then random ones.
+    rng = np.random.default_rng(m)
+    for attempt in range(_RESTARTS):
+        if best[0] <= _PAIR_FIT * scale:
+            break
+        start = np.linspace(-3.0, 3.0, m) if attempt == 0 else rng.uniform(-4.0, 4.0, m)
+        trial = _varpro(linear, start, m)
+        if trial[0] < best[0]:
+            best = trial
+    _, s_arr, lin = best
+    return [(float(s_arr[h]), float(lin[h])) for h in range(m)]
+
+
+def _varpro(linear: Any, s_arr: np.ndarray, m: int) -> tuple[float, np.ndarray, np.ndarray]:
+    """Variable projection Gauss-Newton on the scores (the residues and c linear)."""
+    sig, lin, res = linear(s_arr)
+    best = (float(np.linalg.norm(res)), s_arr, lin)
+    stalls = 0
+    for _ in range(30):
+        J = sig * (1.0 - sig) * lin[None, :m]
+        Bm = np.hstack([sig, np.ones((len(sig), 1))])
+        Q, _ = np.linalg.qr(Bm)
+        Jp = J - Q @ (Q.T @ J)
+        step = np.linalg.lstsq(Jp, -res, rcond=None)[0]
+        step = np.clip(step, -2.0, 2.0)
+        s_arr = np.clip(s_arr + step, -30.0, 30.0)
+        sig, lin, res = linear(s_arr)
+        norm = float(np.linalg.norm(res))
+        stalled = not norm < 0.5 * best[0]
+        if np.isfinite(norm) and norm < best[0]:
+            best = (norm, s_arr, lin)
+        if stalled and (stalls := stalls + 1) >= 3:
+            break
+    return best
+
+
+def _fit_scores(
+    t: np.ndarray, F: np.ndarray, r: np.ndarray, s0: list[float]
+) -> tuple[list[float], float]:
+    """Scores s with ``F(t) = F(0) + sum_h r_h sigmoid(s_h + log t)`` (r known), by
+    Gauss-Newton from s0; returns them and the relative residual norm."""
+    lt = np.log(t[1:])
+    y = F[1:] - F[0]
+    s_arr = np.array(s0, dtype=np.float64)
+    best = (math.inf, s_arr)
+    for _ in range(30):
+        sig = _sigmoid(s_arr[None, :] + lt[:, None])
+        res = sig @ r - y
+        norm = float(np.linalg.norm(res))
+        if not np.isfinite(norm):
+            break
+        if norm < best[0]:
+            best = (norm, s_arr)
+        J = sig * (1.0 - sig) * r[None, :]
+        step = np.clip(np.linalg.lstsq(J, -res, rcond=None)[0], -2.0, 2.0)
+        s_arr = np.clip(s_arr + step, -30.0, 30.0)
+        if np.linalg.norm(step) <= 1e-14 * max(1.0, float(np.abs(s_arr).max())):
+            break
+    return [float(x) for x in best[1]], best[0] / max(float(np.linalg.norm(y)), 1e-300)
+
+
+def _ranked(errors: dict[tuple[int, ...], float]) -> list[tuple[int, ...]]:
+    """The orders indistinguishable from the best one (within _MATCH_MARGIN of its error)."""
+    best = min(errors.values())
+    return [p for p, e in sorted(errors.items(), key=lambda x: x[1]) if e <= _MATCH_MARGIN * best]
+
+
+def _float_match(
+    base: list[tuple[float, float]],
+    other: list[tuple[float, float]],
+    link: list[tuple[float, float]],
+    what: str,
+    ambiguous: list[str],
+) -> tuple[int, ...]:
+    """The order p with ``{(base[h] + other[p[h]]) / 2}`` nearest to ``link`` (the float
+    links are halved, ``((u_1 + u_k) / 2, b_1)``, so that their scores stay in the ratio
+    grid's window: scores and residues average along them).
+
+    If another order is within _MATCH_MARGIN of the best one, the best is still taken
+    (the joint fit, its conditioning check and the fresh queries decide) and the step is
+    recorded in ``ambiguous``: a refusal then names it (NotIdentifiable).
+    """
+    H = len(base)
+    s_scale = max(1.0, *(abs(x[0]) for x in link))
+    r_scale = max(abs(x[1]) for x in link) or 1.0  # all residues 0: absolute
+    perms = np.array(list(itertools.permutations(range(H))))
+    bs, os_, ls = np.array(base), np.array(other), np.array(link)
+    got = (bs[None, :, :] + os_[perms]) / 2  # (P, H, 2)
+    dist = np.maximum(
+        np.abs(got[:, :, None, 0] - ls[None, None, :, 0]) / s_scale,
+        np.abs(got[:, :, None, 1] - ls[None, None, :, 1]) / r_scale,
+    )  # (P, H, H): head h of order p against link head o
+    errors = dist.min(axis=2).max(axis=1)
+    order = np.argsort(errors, kind="stable")
+    best = float(errors[order[0]])
+    close = [int(i) for i in order[1:3] if errors[i] <= _MATCH_MARGIN * best]
+    if close:
+        ambiguous.append(
+            f"the link {what} matches {1 + len(close)}+ head orders within "
+            f"{_MATCH_MARGIN:g}x (best mismatch {best:.1e}, next {float(errors[close[0]]):.1e})"
+        )
+    return tuple(int(x) for x in perms[order[0]])
+
+
+def _refine(
+    heads: list[tuple[np.ndarray, ...]],
+    beta: float,
+    rows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    affine: bool,
+) -> tuple[list[tuple[np.ndarray, ...]], float, np.ndarray, float]:
+    """Levenberg-Marquardt on all learning answers at once, from the per-pair decoding.
+
+    Each pair alone is a square (2H + 1)-point fit whose poles are ill-conditioned when two
+    scores are close or a residue u^T v_h is small; together the answers overdetermine the
+    H (d^2 + 2d) + 1 parameters (``F = beta + sum_h b^T v_h + u^T v_h sigmoid(u^T (W_h b +
+    c_h) + log k)``, and ``F(0) = beta + sum_h b^T v_h``), so the joint least-squares fit is
+    far better conditioned. Returns the iterate with the smallest residual (never worse
+    than the start), its residuals and the smallest singular value of the Jacobian there
+    (0 if it is rank deficient): the conditioning figure of the parameter error estimate.
+    """
+    u, b, logk, y = rows  # (n, d), (n, d), (n,) log t, -inf for F(0), (n,)
+    d, H = u.shape[1], len(heads)
+    has_k = np.isfinite(logk)
+    lk = np.where(has_k, logk, 0.0)
+
+    def unpack(theta: np.ndarray) -> tuple[list[tuple[np.ndarray, ...]], float]:
+        out, pos = [], 0
+        for _ in range(H):
+            W = theta[pos : pos + d * d].reshape(d, d)
+            v = theta[pos + d * d : pos + d * d + d]
+            pos += d * d + d
+            if affine:
+                out.append((W, v, theta[pos : pos + d]))
+                pos += d
+            else:
+                out.append((W, v))
+        return out, (float(theta[pos]) if affine else 0.0)
+
+    def pack(hs: list[tuple[np.ndarray, ...]], bt: float) -> np.ndarray:
+        parts = [np.concatenate([h[0].ravel(), *h[1:]]) for h in hs]
+        return np.concatenate([*parts, [bt] if affine else []])
+
+    def residual_and_jacobian(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        hs, bt = unpack(theta)
+        F = np.full(len(y), bt)
+        cols = []
+        for h in hs:
+            W, v = h[0], h[1]
+            z = np.einsum("ni,ij,nj->n", u, W, b) + lk
+            if affine:
+                z = z + u @ h[2]
+            sig = np.where(has_k, 0.5 * (1.0 + np.tanh(0.5 * z)), 0.0)  # no overflow
+            ds = sig * (1.0 - sig)
+            uv = u @ v
+            F += b @ v + uv * sig
+            g = uv * ds  # dF/dz
+            cols.append((g[:, None, None] * u[:, :, None] * b[:, None, :]).reshape(len(y), -1))
+            cols.append(b + sig[:, None] * u)
+            if affine:
+                cols.append(g[:, None] * u)
+        if affine:
+            cols.append(np.ones((len(y), 1)))
+        return F - y, np.hstack(cols)
+
+    theta = pack(heads, beta)
+    res, J = residual_and_jacobian(theta)
+    best, best_norm = theta, float(np.linalg.norm(res))
+    mu = 1e-3
+    for _ in range(_LM_ITERATIONS):
+        # Levenberg-Marquardt on the column-scaled Jacobian (Marquardt's scaling).
+        scale = np.linalg.norm(J, axis=0)
+        scale[scale == 0] = 1.0
+        Js = J / scale
+        A = np.vstack([Js, math.sqrt(mu) * np.eye(Js.shape[1])])
+        rhs = np.concatenate([-res, np.zeros(Js.shape[1])])
+        step = np.linalg.lstsq(A, rhs, rcond=None)[0] / scale
+        trial = theta + step
+        t_res, t_J = residual_and_jacobian(trial)
+        norm = float(np.linalg.norm(t_res))
+        if np.isfinite(norm) and norm < best_norm:
+            theta, res, J = trial, t_res, t_J
+            small = best_norm - norm <= 1e-3 * best_norm
+            best, best_norm = theta, norm
+            mu = max(mu / 10.0, 1e-15)
+            if small and np.linalg.norm(step) <= 1e-13 * max(1.0, float(np.abs(theta).max())):
+                break
+        else:
+            mu *= 10.0
+            if mu > 1e8:
+                break
+    hs, bt = unpack(best)
+    res, J = residual_and_jacobian(best)
+    sv = np.linalg.svd(J, compute_uv=False)
+    return hs, bt, res, float(sv[-1]) if len(sv) == J.shape[1] else 0.0
+
+
+def learning_sequences(
+    U: np.ndarray, B: np.ndarray, affine: bool, H: int
+) -> tuple[list[np.ndarray], list[tuple[np.ndarray, int]]]:
+    """The F(0) queries [b_j], then per pair (u, b_j) the queries of :func:`float_ratios`."""
+    d = U.shape[0]
+    pairs = [(U[k], j) for k in range(d) for j in range(len(B))]
+    pairs += [((U[0] + U[k]) / 2, 0) for k in range(1, d)]
+    seqs = [B[j][None, :] for j in range(len(B))]
+    seqs += [float_sequence(u, B[j], k, m) for u, j in pairs for k, m in float_ratios(H)]
+    return seqs, pairs
+
+
+def learn_float(
+    oracle: Oracle,
+    H: int,
+    *,
+    verify: int,
+    seed: int,
+    lengths: Sequence[int],
+    affine: bool,
+) -> MultiHeadRecovery:
+    """The float path of :func:`~.canonical_learner.learn_multi_head` (arguments already
+    validated there)."""
+    bound = float_query_limit(oracle.d, H, affine=affine)
+    oracle.require_remaining(bound, verify, "learn_multi_head")
+    ratios = float_ratios(H)
+    n_grid, n_extra = 2 * H, redundancy(H)
+    t = np.array([k / m for k, m in ratios])
+    tie_answers: list[dict[str, Any]] = []
+    with oracle.run() as run:
+        d = oracle.d
+        U, B, pairs = float_design(d, seed, affine)
+        with oracle.phase("F(0)"):
+            f0 = np.array(oracle.query_many(B[:, None, :]), dtype=np.float64)
+        with oracle.phase("F(t)"):
+            seqs = [float_sequence(u, B[j], k, m) for u, j in pairs for k, m in ratios[:n_grid]]
+            grid_ans = np.array(oracle.query_many(seqs), dtype=np.float64)
+        extra_ans = np.zeros(0)
+        if n_extra:
+            with oracle.phase("redundancy"):
+                seqs = [float_sequence(u, B[j], k, m) for u, j in pairs for k, m in ratios[n_grid:]]
+                extra_ans = np.array(oracle.query_many(seqs), dtype=np.float64)
+        ans = np.hstack(
+            [grid_ans.reshape(len(pairs), n_grid), extra_ans.reshape(len(pairs), n_extra)]
+        )
+        t0 = np.concatenate([[0.0], t])
+        decoded = [
+            _float_poles(t0, np.concatenate([[f0[j]], a]), H)
+            for (_, j), a in zip(pairs, ans, strict=True)
+        ]
+        ncols = len(B)
+        grid = {(k, j): decoded[k * ncols + j] for k in range(d) for j in range(ncols)}
+        labelled = {(0, 0): grid[(0, 0)]}
+        ambiguous: list[str] = []
+        for k in range(1, d):
+            perm = _float_match(
+                grid[(0, 0)],
+                grid[(k, 0)],
+                decoded[d * ncols + k - 1],
+                f"((u_1 + u_{k + 1})/2, b_1)",
+                ambiguous,
+            )
+            labelled[(k, 0)] = [grid[(k, 0)][perm[h]] for h in range(H)]
+        ties: list[tuple[int, int, list[tuple[int, ...]]]] = []
+        for k in range(d):
+            residues = [r for _, r in labelled[(k, 0)]]
+            r_scale = max(abs(r) for r in residues) or 1.0
+            for j in range(1, ncols):
+                here = grid[(k, j)]
+                orders = _ranked(
+                    {
+                        perm: max(abs(here[perm[h]][1] - residues[h]) for h in range(H)) / r_scale
+                        for perm in itertools.permutations(range(H))
+                    }
+                )
+                if len(orders) > 1:
+                    # The residues u_k^T v_h do not depend on b: refit this pair's scores
+                    # with them fixed, from each candidate order, on all its samples.
+                    pair_f = np.concatenate([[f0[j]], ans[k * ncols + j]])
+                    fits = {
+                        perm: _fit_scores(
+                            t0, pair_f, np.array(residues), [here[perm[h]][0] for h in range(H)]
+                        )
+                        for perm in orders[:_REFIT_ORDERS]
+                    }
+                    best = _ranked({perm: fit[1] for perm, fit in fits.items()})
+                    if len(best) == 1:
+                        scores = fits[best[0]][0]
+                        labelled[(k, j)] = [(scores[h], residues[h]) for h in range(H)]
+                        continue
+                if len(orders) == 1:
+                    labelled[(k, j)] = [here[orders[0][h]] for h in range(H)]
+                else:
+                    ties.append((k, j, orders))
+        if ties:
+            # One F(1) at (u_k, (b_1 + b_j)/2) per tie, as in exact mode; the order whose
+            # prediction is nearest must be clearly nearer than the others.
+            seqs = [float_sequence(U[k], (B[0] + B[j]) / 2, 1) for k, j, _ in ties]
+            with oracle.phase("tie links"):
+                measured = oracle.query_many(seqs)
+            tie_answers.extend(
+                {"k": k, "j": j, "answer": float(y)}
+                for (k, j, _), y in zip(ties, measured, strict=True)
+            )
+            for (k, j, orders), y in zip(ties, measured, strict=True):
+                base, here = labelled[(k, 0)], grid[(k, j)]
+                f_mid = (f0[0] + f0[j]) / 2
+                misses = {
+                    perm: abs(
+                        f_mid
+                        + sum(
+                            base[h][1] / (1 + math.exp(-(base[h][0] + here[perm[h]][0]) / 2))
+                            for h in range(H)
+                        )
+                        - float(y)
+                    )
+                    for perm in orders
+                }
+                ok = _ranked(misses)
+                if len(ok) != 1:
+                    ambiguous.append(
+                        f"the tie link (u_{k + 1}, (b_1 + b_{j + 1})/2) is consistent with "
+                        f"{len(ok)} head orders in float64"
+                    )
+                labelled[(k, j)] = [here[ok[0][h]] for h in range(H)]
+        # S_h = U [W_h | c_h] M with M the probes (lifted to [b; 1] if affine).
+        M = np.vstack([B.T, np.ones((1, ncols))]) if affine else B.T
+        Uinv, Minv = np.linalg.inv(U), np.linalg.inv(M)
+        heads: list[tuple[np.ndarray, ...]] = []
+        for h in range(H):
+            S = np.array([[labelled[(k, j)][h][0] for j in range(ncols)] for k in range(d)])
+            r = np.array([labelled[(k, 0)][h][1] for k in range(d)])
+            Wc = Uinv @ S @ Minv
+            head: tuple[np.ndarray, ...] = (Wc[:, :d], Uinv @ r)
+            if affine:
+                head = (*head, Wc[:, d])
+            heads.append(head)
+        beta0 = float(f0[0] - B[0] @ sum(hd[1] for hd in heads)) if affine else 0.0
+        # The learning answers as rows (u, b, log k, F): F(0) rows carry log k = -inf.
+        us = [np.zeros(d)] * ncols + [u for u, _ in pairs for _ in ratios]
+        bs = [*B] + [B[j] for _, j in pairs for _ in ratios]
+        logk = [-np.inf] * ncols + [math.log(k / m) for _ in pairs for k, m in ratios]
+        ys = np.concatenate([f0, ans.ravel()])
+        try:
+            heads, beta_fit, residuals, sigma_min = _refine(
+                heads, beta0, (np.array(us), np.array(bs), np.array(logk), ys), affine
+            )
+            estimate = _parameter_error_estimate(
+                oracle.arithmetic, heads, beta_fit, residuals, ys, sigma_min, H
+            )
+            heads.sort(key=lambda hd: tuple(hd[0].ravel()))  # the canonical order, by W row-major
+            beta = beta_fit if affine else None
+            candidate = MultiHeadAttention(
+                [tuple(x.tolist() for x in hd) for hd in heads], beta=beta
+            )
+            _check_learning_fit(oracle.arithmetic, candidate, f0, ans, tie_answers, U, B, H, affine)
+            checked = (
+                verify_model(
+                    oracle,
+                    candidate,
+                    count=verify,
+                    seed=seed,
+                    lengths=lengths,
+                    bias=beta if affine else 0.0,
+                    what="the recovered canonical heads",
+                )
+                if verify
+                else None
+            )
+        except (ModelClassMismatch, PrecisionExhausted) as exc:
+            if not ambiguous:
+                raise
+            # The fit failed after a matching step that was not clear-cut: that step is
+            # the likelier reason, and the refusal names it.
+            raise NotIdentifiable(
+                f"{ambiguous[0]}"
+                + (
+                    f" (and {len(ambiguous) - 1} more ambiguous steps)"
+                    if len(ambiguous) > 1
+                    else ""
+                )
+                + f"; the fit from the best order then failed: {exc}; rerun with another seed"
+            ) from exc
+    counts = run.counts
+    params: dict[str, Any] = {"heads": heads}
+    if affine:
+        params["beta"] = beta
+    ties = counts.by_phase.get("tie links", 0)
+    rtol = oracle.arithmetic.rtol
+    extra = counts.by_phase.get("redundancy", 0)
+    notes = [
+        f"canonical method (float ratio grid): {counts.learning} learning queries ({extra} "
+        f"redundant, {ties} tie links), <= {bound} (without ties "
+        f"{float_query_bound(oracle.d, H, affine=affine)}; the follow-up's 4Hd^2 - 2H + 1 = "
+        f"{follow_up_query_bound(oracle.d, H)}); float64 decoding, every learning answer "
+        f"reproduced at rtol {rtol:g}",
+        f"{H} canonical heads ({box_precision(oracle.arithmetic)} answers; not exact); first-order parameter error estimate "
+        f"{estimate:.2e} relative (<= rtol {rtol:g}; residual norm / smallest singular value "
+        f"{sigma_min:.2e} of the fit's Jacobian)",
+    ]
+    certificate = functools.partial(
+        _certificate_data,
+        oracle.arithmetic,
+        U,
+        B,
+        {"F0": list(f0), "F": ans.tolist(), "ties": tie_answers, "ratios": ratios},
+        heads,
+        beta,
+        H,
+        affine,
+        checked,
+        seed,
+        counts,
+        bound,
+    )
+    return MultiHeadRecovery.from_run(
+        counts,
+        theorem=THEOREM,
+        method=METHOD,
+        parameters=params,
+        learned_model=candidate,
+        arithmetic="float",
+        precision=None,
+        exact=False,
+        bound=bound,
+        parameter_count=parameter_count(oracle.d, H, affine),
+        seed=seed,
+        rounds=1 + (1 if ties else 0),
+        verification=checked,
+        notes=notes,
+        certificate_data=certificate,
+    )
+
+
+def too_few_heads_float(
+    oracle: Oracle, H: int, seed: int, affine: bool
+) -> ModelClassMismatch | None:
+    """After a float decoding failure: does the box have more than ``H`` heads?
+
+    Asks the first pair's ``F(0..2H + 1)`` again plus one sample (phase ``"diagnosis"``,
+    counted) and fits a degree-``H`` rational function to ``F(0..2H)``: with at most ``H``
+    heads its value at ``k = 2H + 1`` misses the answer by a few units of the box's
+    roundoff; a miss over 2^20 of them says the box has more heads (a float test: the
+    residual is reported, not certified).
+    None otherwise (the failure had another cause).
+    """
+    _, B, pairs = float_design(oracle.d, seed, affine)
+    u, j = pairs[0]
+    k = np.arange(2 * H + 2, dtype=np.float64)
+    with oracle.phase("diagnosis"):
+        F = np.array(
+            oracle.query_many([B[j][None, :]] + [float_sequence(u, B[j], int(i)) for i in k[1:]]),
+            dtype=np.float64,
+        )
+    m = H
+    A = np.hstack(
+        [
+            k[: 2 * m + 1, None] ** np.arange(m + 1),
+            -F[: 2 * m + 1, None] * k[: 2 * m + 1, None] ** np.arange(1, m + 1),
+        ]
+    )
+    try:
+        sol = np.linalg.solve(A, F[: 2 * m + 1])
+    except np.linalg.LinAlgError:
+        return None
+    P = np.polynomial.Polynomial(sol[: m + 1])
+    Q = np.polynomial.Polynomial(np.concatenate([[1.0], sol[m + 1 :]]))
+    predicted = float(P(k[-1]) / Q(k[-1]))
+    residual = float(F[-1]) - predicted
+    scale = float(np.max(np.abs(F))) or 1.0
+    unit = getattr(oracle.arithmetic, "unit_roundoff", None) or 2.0**-53
+    threshold = 2**20 * unit * scale  # a correct fit misses by a few ulps, not a million
+    if not abs(residual) > threshold:
+        return None
+    return ModelClassMismatch(
+        f"the box has more than {H} heads (the fit with {H} heads leaves residual "
+        f"{residual:.3g} at k = {2 * H + 1}, over 2^20 units of the box's roundoff "
+        f"({threshold:.2g}); try heads={H + 1}, or max_heads= an upper bound in exact or "
+        "certified mode)"
+    )
+
+
+def _parameter_error_estimate(
+    arith: Arithmetic,
+    heads: list[tuple[np.ndarray, ...]],
+    beta: float,
+    residuals: np.ndarray,
+    ys: np.ndarray,
+    sigma_min: float,
+    H: int,
+) -> float:
+    """The fit's first-order parameter error, relative to max(1, largest parameter).
+
+    To first order a change dy of the answers moves the least-squares parameters by
+    ``J^+ dy``, at most ``|dy| / sigma_min(J)``. dy is what separates the answers from an
+    exact sum of H heads: the fit's residuals, and at least the box's rounding
+    (``unit_roundoff * |y|`` per answer). A returned result's estimate is at most the
+    oracle's rtol; otherwise PrecisionExhausted, with the figure. This is what catches a
+    near-interpolating fit (about as many answers as parameters) that reproduces every
+    answer yet sits far from the heads: its sigma_min is tiny.
+    """
+    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
+    noise = float(np.sqrt(np.sum(residuals**2) + np.sum((unit * np.abs(ys)) ** 2)))
+    size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
+    estimate = math.inf if sigma_min <= 0 else noise / sigma_min / size
+    if not estimate <= _PARAMETER_SAFETY * arith.rtol:
+        raise PrecisionExhausted(
+            f"the joint fit of {H} heads is too ill-conditioned in float64: first-order "
+            f"parameter error estimate {estimate:.2e} relative > rtol {arith.rtol:g} "
+            f"(residual norm {noise:.2e}, smallest singular value of the Jacobian "
+            f"{sigma_min:.2e}); two heads nearly coincide, a residue is tiny, or the box has "
+            "too few answers for its parameters"
+        )
+    return estimate
+
+
+def _check_learning_fit(
+    arith: Arithmetic,
+    candidate: MultiHeadAttention,
+    f0: np.ndarray,
+    ans: np.ndarray,
+    tie_answers: list[dict[str, Any]],
+    U: np.ndarray,
+    B: np.ndarray,
+    H: int,
+    affine: bool,
+) -> None:
+    """Every learning answer must agree with the fitted heads under the one float rule.
+
+    The fit minimises the residual but nothing bounds it; a fit that misses its own data by
+    more than rtol is out of class or ill-conditioned, and is refused (the certificate
+    checker re-checks exactly this).
+    """
+    seqs, _ = learning_sequences(U, B, affine, H)
+    seqs += [float_sequence(U[t["k"]], (B[0] + B[t["j"]]) / 2, 1) for t in tie_answers]
+    observed = [*f0.tolist(), *ans.ravel().tolist(), *(float(t["answer"]) for t in tie_answers)]
+    beta = float(candidate.beta) if affine else 0.0
+    floor = float_floor(observed, beta)
+    for X, y in zip(seqs, observed, strict=True):
+        expected = float(candidate.evaluate_batch(X[None])[0])
+        ok, gap = agree(arith, y, expected, bias=beta, floor=floor)
+        if not ok:
+            raise ModelClassMismatch(
+                f"the fitted canonical heads miss the learning answer {y} on the query of "
+                f"length {X.shape[0]} (they give {expected}, relative gap {gap:.3e} > rtol "
+                f"{arith.rtol:g}): not {H} softmax heads, or too ill-conditioned for a "
+                f"{box_precision(arith)} box",
+                query=X,
+                observed=y,
+                expected=expected,
+            )
+
+
+def _certificate_data(
+    arith: Arithmetic,
+    U: np.ndarray,
+    B: np.ndarray,
+    answers: dict[str, Any],
+    heads: list[tuple[np.ndarray, ...]],
+    beta: float | None,
+    H: int,
+    affine: bool,
+    checked: Verification | None,
+    seed: int,
+    counts: QueryCounts,
+    bound: int,
+) -> dict[str, Any]:
+    """The float canonical certificate: the float design, every answer bit-exact, the heads."""
+    d = U.shape[0]
+    data = certificate_base(
+        kind="multi-head",
+        theorem=THEOREM,
+        d=d,
+        arith=arith,
+        seed=seed,
+        counts=counts,
+        bound=bound,
+        verification=checked,
+        bias=beta if affine else None,
+    )
+    data.update(
+        {
+            "method": METHOD,
+            "affine": affine,
+            "heads_given": True,
+            "H0": H,
+            "working_precision": None,
+            "denominator_bound": None,
+            "design": {
+                "U": [[dump_number(float(x)) for x in row] for row in U],
+                "B": [[dump_number(float(x)) for x in row] for row in B],
+                "ratios": [[k, m] for k, m in answers["ratios"]],
+            },
+            "answers": {
+                "F0": [dump_number(float(a)) for a in answers["F0"]],
+                "F": [[dump_number(float(a)) for a in row] for row in answers["F"]],
+                "ties": [
+                    {"k": t["k"], "j": t["j"], "answer": dump_number(float(t["answer"]))}
+                    for t in answers["ties"]
+                ],
+            },
+            "result": {
+                "exact": False,
+                "heads": dump_heads(heads, d),
+                "beta": None if beta is None else dump_number(float(beta)),
+            },
+        }
+    )
+    return data

@@ -1,0 +1,201 @@
+"""Run one claim over a grid of sizes and seeds, on any ``concurrent.futures.Executor``.
+
+>>> import verified_attn as va
+>>> out = va.sweep("thm-4.1/query-count", sizes=[2, 3], seeds=[0, 1])
+>>> [(c["d"], c["seed"], c["passed"]) for c in out["cells"]]
+[(2, 0, True), (2, 1, True), (3, 0, True), (3, 1, True)]
+>>> out["cells"][0]["detail"], out["executor"], out["all_passed"]
+('d = 2: 6 queries, bound d^2 + d = 6; float: 6', 'in-process', True)
+
+Each cell is the claim's sized check (:attr:`~verified_attn.checks.Claim.check_at`) at one
+size with one seed, run by a top-level function that looks the claim up by id where it
+runs. A cell depends on nothing but its size and seed, so ``passed`` and ``detail`` are
+the same whichever executor runs it (only ``seconds`` differ):
+
+>>> from concurrent.futures import ThreadPoolExecutor
+>>> with ThreadPoolExecutor(2) as pool:
+...     threaded = va.sweep("thm-4.1/query-count", sizes=[2, 3], seeds=[0, 1], executor=pool)
+>>> same = lambda c: (c["d"], c["seed"], c["passed"], c["detail"])
+>>> [same(c) for c in threaded["cells"]] == [same(c) for c in out["cells"]]
+True
+
+A process pool (``ProcessPoolExecutor(N)``) uses the cores of one machine; a Dask cluster
+(``distributed.Client(ADDRESS).get_executor()``) uses many machines, each worker needing
+the same verified-attn installed (``versions_agree`` says whether the workers reported the
+versions of the caller). See docs/sweeps.md.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Executor
+from typing import Any
+
+from verified_attn.checks import Claim
+from verified_attn.claims import all_claims, get_claim, run_claim
+from verified_attn.errors import InvalidArgument
+from verified_attn.recovery import versions
+from verified_attn.validation import check_seed, is_int
+
+__all__ = ["describe_executor", "sweep"]
+
+
+def _run_cell(claim_id: str, params: dict[str, int | float], seed: int) -> dict[str, Any]:
+    """One cell, run where the executor puts it (a top-level function: it pickles by name)."""
+    res = run_claim(get_claim(claim_id), seed, params)
+    return {
+        "d": params.get("d"),
+        "seed": seed,
+        "size": dict(params),
+        "passed": bool(res.passed),
+        "detail": res.detail,
+        "queries": res.queries,
+        "bound": res.bound,
+        "seconds": res.seconds,
+        "versions": versions(),
+    }
+
+
+def describe_executor(executor: Any) -> str:
+    """A short name for the executor that ran a sweep (what ``sweep`` reports).
+
+    >>> from concurrent.futures import ProcessPoolExecutor
+    >>> with ProcessPoolExecutor(2) as pool:
+    ...     describe_executor(None), describe_executor(pool)
+    ('in-process', 'ProcessPoolExecutor(max_workers=2)')
+    """
+    if executor is None:
+        return "in-process"
+    name = type(executor).__name__
+    workers = getattr(executor, "_max_workers", None)
+    return f"{name}(max_workers={workers})" if is_int(workers) else name
+
+
+def _sized_claim(claim_id: Any) -> Claim:
+    if not isinstance(claim_id, str):
+        raise InvalidArgument(f"claim_id must be a claim id (a string), got {claim_id!r}")
+    claim = get_claim(claim_id)  # unknown: InvalidArgument naming the known ids
+    if not claim.sized:
+        sized = ", ".join(c.id for c in all_claims() if c.sized)
+        raise InvalidArgument(
+            f"claim {claim_id!r} has no size support, so it cannot be swept; "
+            f"claims with size support: {sized}"
+        )
+    return claim
+
+
+def _grid(claim: Claim, sizes: Any, seeds: Any) -> tuple[list[dict[str, int | float]], list[int]]:
+    for name, value in (("sizes", sizes), ("seeds", seeds)):
+        if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+            raise InvalidArgument(f"{name} must be a sequence, got {type(value).__name__}")
+    params: list[dict[str, int | float]] = []
+    for size in sizes:
+        if isinstance(size, Mapping):
+            p = claim.size_params(**size)
+        elif is_int(size):
+            p = claim.size_params(d=size)  # d validated (an int >= 1) and named there
+        else:
+            raise InvalidArgument(
+                f"an entry of sizes must be an int d or a dict of size parameters, got "
+                f"{type(size).__name__} {size!r}"
+            )
+        if p in params:
+            raise InvalidArgument(f"sizes lists {p} twice")
+        params.append(p)
+    seed_list = [check_seed(s, "an entry of seeds") for s in seeds]
+    if not params:
+        raise InvalidArgument("sizes must not be empty")
+    if not seed_list:
+        raise InvalidArgument("seeds must not be empty")
+    if len(set(seed_list)) != len(seed_list):
+        raise InvalidArgument(f"seeds lists a seed twice: {seed_list}")
+    order = list(claim.sizes or {})
+    params.sort(key=lambda p: tuple(p[k] for k in order))  # "d" first where declared first
+    return params, sorted(seed_list)
+
+
+def sweep(
+    claim_id: str,
+    *,
+    sizes: Iterable[int | Mapping[str, int | float]],
+    seeds: Iterable[int],
+    executor: Executor | None = None,
+) -> dict[str, Any]:
+    """Check ``claim_id`` at every size and seed; one JSON-ready dict of cells.
+
+    ``sizes``: ints (the size ``d``, the claim's other size parameters at their defaults)
+    or dicts of size parameters (``{"d": 16, "r": 2, "c": 1.5}``). ``seeds``: ints >= 0.
+    ``executor``: any :class:`concurrent.futures.Executor` (default: in this process, one
+    cell after another). Cells come back ordered by size (``d`` first) and then seed, each
+    ``{"d", "seed", "size", "passed", "detail", "queries", "bound", "seconds"}``; a cell
+    whose check raises, or whose worker fails, is a failed cell with the error in
+    ``detail``. The dict also has the claim's reference and statement, the grid, pass
+    counts, ``versions`` (of this process), ``versions_agree`` (every worker reported the
+    same versions), ``executor`` and the wall ``seconds``.
+
+    Raises InvalidArgument for an unknown claim id (naming the known ones), a claim
+    without size support, or a bad size or seed (naming the entry).
+    """
+    claim = _sized_claim(claim_id)
+    params, seed_list = _grid(claim, sizes, seeds)
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise InvalidArgument(
+            f"executor must be a concurrent.futures.Executor (with submit), got "
+            f"{type(executor).__name__}"
+        )
+    grid = [(p, s) for p in params for s in seed_list]
+    t0 = time.perf_counter()
+    if executor is None:
+        outcomes: list[dict[str, Any] | BaseException] = [
+            _run_cell(claim.id, p, s) for p, s in grid
+        ]
+    else:
+        futures = [executor.submit(_run_cell, claim.id, p, s) for p, s in grid]
+        outcomes = []
+        for future in futures:
+            try:
+                outcomes.append(future.result())
+            except Exception as exc:  # a lost worker is a failed cell, reported as such
+                outcomes.append(exc)
+    seconds = time.perf_counter() - t0
+    here = versions()
+    cells: list[dict[str, Any]] = []
+    seen: list[Any] = []
+    for (p, s), out in zip(grid, outcomes, strict=True):
+        if isinstance(out, BaseException):
+            cell = {
+                "d": p.get("d"),
+                "seed": s,
+                "size": dict(p),
+                "passed": False,
+                "detail": f"cell raised {type(out).__name__}: {out}",
+                "queries": None,
+                "bound": None,
+                "seconds": 0.0,
+            }
+        else:
+            cell = dict(out)
+            worker = cell.pop("versions")
+            if worker not in seen:
+                seen.append(worker)
+        cells.append(cell)
+    passed = sum(bool(c["passed"]) for c in cells)
+    return {
+        "tool": "verified-attn sweep",
+        "claim": claim.id,
+        "paper_ref": claim.paper_ref,
+        "statement": claim.statement,
+        "size_parameters": dict(claim.sizes or {}),
+        "sizes": params,
+        "seeds": seed_list,
+        "cells": cells,
+        "passed": passed,
+        "failed": len(cells) - passed,
+        "all_passed": passed == len(cells),
+        "versions": here,
+        "versions_agree": all(v == here for v in seen),
+        "worker_versions": [v for v in seen if v != here],
+        "executor": describe_executor(executor),
+        "seconds": seconds,
+    }
