@@ -13,7 +13,10 @@ from hypothesis import strategies as st
 
 from verified_attn import Oracle, SingleHeadAttention, learn_single_head
 from verified_attn.certificates import CertificateCheck, load_certificate, verify_certificate
-from verified_attn.certificates.single_head import FLOAT_RTOL, _largest_unique_denominator
+from verified_attn.certificates.kernel import (
+    largest_unique_denominator as _largest_unique_denominator,
+)
+from verified_attn.certificates.single_head import FLOAT_RTOL
 from verified_attn.errors import CertificateError, InvalidArgument
 from verified_attn.serialize import dump_number, load_number
 

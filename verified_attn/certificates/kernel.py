@@ -58,6 +58,7 @@ __all__ = [
     "check_verification",
     "exact_ball",
     "get",
+    "largest_unique_denominator",
     "number",
     "numbers",
     "parse_header",
@@ -500,6 +501,21 @@ def check_verification(
         f"verification: {count} fresh sequences (seed {seed}, lengths "
         f"{', '.join(map(str, used))}) {rule} with the claimed model"
     )
+
+
+def largest_unique_denominator(lo: Fraction, hi: Fraction) -> int | None:
+    """The largest D with (hi - lo) D^2 < 1 (None for a point: any D works).
+
+    Two rationals with denominators <= D differ by at least 1/D^2, so [lo, hi] holds at
+    most one of them: the rule every checker uses to accept a reconstructed rational.
+
+    >>> largest_unique_denominator(Fraction(0), Fraction(1, 100)), largest_unique_denominator(Fraction(1), Fraction(1))
+    (9, None)
+    """
+    width = hi - lo
+    if width == 0:
+        return None
+    return math.isqrt(math.ceil(1 / width) - 1)
 
 
 def _short(x: Any) -> str:

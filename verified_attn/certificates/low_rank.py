@@ -74,6 +74,7 @@ from verified_attn.certificates.kernel import (
     check_counts,
     check_verification,
     get,
+    largest_unique_denominator,
     number,
     numbers,
     parse_header,
@@ -638,8 +639,7 @@ def _compare(
                         f"result {label}: claimed {_show(q)} lies outside the ball {ball} "
                         "re-solved from the stored answers"
                     )
-                width = hi - lo
-                D = None if width == 0 else math.isqrt(math.ceil(1 / width) - 1)
+                D = largest_unique_denominator(lo, hi)
                 if D is not None and q.denominator > D:
                     raise CertificateError(
                         f"result {label}: claimed {_show(q)} is not the only rational of its "

@@ -56,6 +56,7 @@ from verified_attn.certificates.kernel import (
     check_counts,
     check_verification,
     get,
+    largest_unique_denominator,
     number,
     numbers,
     parse_header,
@@ -371,18 +372,6 @@ def _compare(
     )
 
 
-def _largest_unique_denominator(lo: Fraction, hi: Fraction) -> int | None:
-    """The largest D with (hi - lo) D^2 < 1 (None: a point, any D works).
-
-    Two rationals with denominators <= D differ by at least 1/D^2, so [lo, hi] holds at
-    most one of them.
-    """
-    width = hi - lo
-    if width == 0:
-        return None
-    return math.isqrt(math.ceil(1 / width) - 1)
-
-
 def _compare_rationals_in_balls(
     claimed: dict[str, list[tuple[str, Any]]], decoded: dict[str, list[Any]]
 ) -> str:
@@ -395,7 +384,7 @@ def _compare_rationals_in_balls(
                     f"result {label}: claimed {_show(q)} lies outside the ball {ball} "
                     "re-decoded from the stored answers"
                 )
-            D = _largest_unique_denominator(lo, hi)
+            D = largest_unique_denominator(lo, hi)
             if D is not None and q.denominator > D:
                 raise CertificateError(
                     f"result {label}: claimed {_show(q)} is not the only rational of its "

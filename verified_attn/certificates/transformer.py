@@ -53,7 +53,6 @@ What is re-checked, with the core arithmetic and models only (never the learners
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from typing import Any
 
@@ -70,6 +69,7 @@ from verified_attn.certificates.kernel import (
     check_counts,
     check_verification,
     get,
+    largest_unique_denominator,
     number,
     numbers,
     parse_header,
@@ -666,11 +666,9 @@ def _in_ball(q: Fraction, ball: Any, path: str) -> int | None:
     lo, hi = arb_bounds(ball)
     if not lo <= q <= hi:
         raise CertificateError(f"{path}: claimed {q} lies outside the re-decoded ball {ball}")
-    width = hi - lo
-    if width == 0:
+    D = largest_unique_denominator(lo, hi)
+    if D is None:
         return None
-    # Two rationals with denominators <= D differ by >= 1/D^2: the ball holds one of them.
-    D = math.isqrt(math.ceil(1 / width) - 1)
     if q.denominator > D:
         raise CertificateError(
             f"{path}: claimed {q} is not the only rational of its denominator in the ball "
