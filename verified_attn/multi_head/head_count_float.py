@@ -82,12 +82,14 @@ __all__ = [
     "NOISE_FACTOR",
     "PAIRS",
     "HeadCount",
+    "Spectra",
     "count_heads",
     "count_rule",
     "head_count_nodes",
     "head_count_queries",
     "learn_float_max_heads",
     "loewner",
+    "probe_spectra",
 ]
 
 #: C in the floor ``tau = C u A ||K||_F``: twice the rounding (in units of roundoff of the
@@ -305,23 +307,37 @@ def count_rule(
     return count, best, ratio(best), per_pair
 
 
-def count_heads(
-    oracle: Oracle, max_heads: int, *, seed: int = 0, pairs: int = PAIRS
-) -> HeadCount:
-    """Count the canonical heads of a float box known to have at most ``max_heads``.
+@dataclass(frozen=True)
+class Spectra:
+    """What the head-count probes measured, before the rule: per pair the Loewner singular
+    values (largest first) and ``||K||_F``; the noise figure ``noise`` (the larger of
+    ``unit_noise`` = unit roundoff x largest |answer| and the measured rounding) and the
+    queries asked. :func:`count_rule` turns them into a count."""
 
-    Asks ``head_count_queries(max_heads, pairs)`` learning queries in phase "head-count"
-    (counted by the caller's run) and applies the rule of this module. Never more heads
-    than the box has, under its noise model (see the module docstring).
+    singular_values: tuple[tuple[float, ...], ...]
+    cauchy_norms: tuple[float, ...]
+    noise: float
+    unit_noise: float
+    measured_noise: float
+    queries: int
+
+    def floors(self, noise: float | None = None) -> list[float]:
+        """Each pair's floor ``NOISE_FACTOR * noise * ||K||_F`` (default: the measured
+        noise figure)."""
+        delta = self.noise if noise is None else noise
+        return [NOISE_FACTOR * delta * k for k in self.cauchy_norms]
+
+
+def probe_spectra(
+    oracle: Oracle, max_heads: int, *, seed: int = 0, pairs: int = PAIRS
+) -> Spectra:
+    """Ask the head-count probes (phase "head-count") and measure their spectra.
 
     >>> import verified_attn as va
     >>> from verified_attn.multi_head.counterexamples import random_multi_head
-    >>> count_heads(va.Oracle(random_multi_head(2, 1, 3), "float"), 3).count
-    1
-    >>> count_heads(va.Oracle(random_multi_head(2, 1, 3), "certified"), 3)
-    Traceback (most recent call last):
-    ...
-    verified_attn.errors.InvalidArgument: count_heads needs a float oracle (got arithmetic 'certified'); exact and certified oracles find the degree by a certified test (learn_multi_head(max_heads=))
+    >>> sp = probe_spectra(va.Oracle(random_multi_head(2, 1, 3), "float"), 3)
+    >>> len(sp.singular_values), len(sp.singular_values[0]), sp.queries
+    (4, 5, 48)
     """
     check_oracle(oracle)
     if oracle.arithmetic.name != "float":
@@ -346,43 +362,69 @@ def count_heads(
     before = oracle.queries
     with oracle.phase("head-count"):
         got = np.array(oracle.query_many(seqs), dtype=np.float64)
-    answers = got[: pairs * len(nodes)].reshape(pairs, len(nodes))
-    if not np.all(np.isfinite(answers)):
-        bad = int(np.flatnonzero(~np.isfinite(answers.ravel()))[0])
+    if not np.all(np.isfinite(got)):
+        bad = int(np.flatnonzero(~np.isfinite(got))[0])
         raise ModelClassMismatch(
-            f"the box answered {answers.ravel()[bad]} to a head-count query: not a sum of "
-            "softmax heads (whose answers are finite)",
+            f"the box answered {got[bad]} to a head-count query: not a sum of softmax heads "
+            "(whose answers are finite)",
             query=seqs[bad],
-            observed=float(answers.ravel()[bad]),
+            observed=float(got[bad]),
         )
-    unit = max(float(getattr(oracle.arithmetic, "unit_roundoff", 2.0**-53)), 2.0**-53)
-    A = float(np.abs(answers).max())
-    index = {node: i for i, node in enumerate(nodes)}
+    answers = got[: pairs * len(nodes)].reshape(pairs, len(nodes))
     again = got[pairs * len(nodes) :].reshape(pairs, len(noise_nodes))
-    measured = float(
-        np.abs(again - answers[:, [index[node] for node in noise_nodes]]).max()
-    ) if np.all(np.isfinite(again)) else math.inf
-    delta = max(unit * A, measured)
+    index = [nodes.index(node) for node in noise_nodes]
+    measured = float(np.abs(again - answers[:, index]).max())
+    unit = max(float(getattr(oracle.arithmetic, "unit_roundoff", 2.0**-53)), 2.0**-53)
+    unit_noise = unit * float(np.abs(answers).max())
     spectra: list[tuple[float, ...]] = []
-    floors: list[float] = []
+    norms: list[float] = []
     for F in answers:
         L, K = loewner(rows, F[: len(rows)], cols, F[len(rows) :])
         spectra.append(tuple(float(s) for s in np.linalg.svd(L, compute_uv=False)))
-        floors.append(NOISE_FACTOR * delta * float(np.linalg.norm(K)))
-    count, pair, gap, per_pair = count_rule(spectra, floors, max_heads=max_heads)
+        norms.append(float(np.linalg.norm(K)))
+    return Spectra(
+        singular_values=tuple(spectra),
+        cauchy_norms=tuple(norms),
+        noise=max(unit_noise, measured),
+        unit_noise=unit_noise,
+        measured_noise=measured,
+        queries=oracle.queries - before,
+    )
+
+
+def count_heads(
+    oracle: Oracle, max_heads: int, *, seed: int = 0, pairs: int = PAIRS
+) -> HeadCount:
+    """Count the canonical heads of a float box known to have at most ``max_heads``.
+
+    Asks ``head_count_queries(max_heads, pairs)`` learning queries in phase "head-count"
+    (counted by the caller's run) and applies the rule of this module. Never more heads
+    than the box has, under its noise model (see the module docstring).
+
+    >>> import verified_attn as va
+    >>> from verified_attn.multi_head.counterexamples import random_multi_head
+    >>> count_heads(va.Oracle(random_multi_head(2, 1, 3), "float"), 3).count
+    1
+    >>> count_heads(va.Oracle(random_multi_head(2, 1, 3), "certified"), 3)
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: count_heads needs a float oracle (got arithmetic 'certified'); exact and certified oracles find the degree by a certified test (learn_multi_head(max_heads=))
+    """
+    sp = probe_spectra(oracle, max_heads, seed=seed, pairs=pairs)
+    floors = sp.floors()
+    count, pair, gap, per_pair = count_rule(sp.singular_values, floors, max_heads=max_heads)
     return HeadCount(
         count=count,
         max_heads=max_heads,
-        singular_values=tuple(spectra),
+        singular_values=sp.singular_values,
         floors=tuple(floors),
         per_pair=tuple(per_pair),
         pair=pair,
         gap=gap,
-        queries=oracle.queries - before,
-        noise=delta,
-        unit_noise=unit * A,
+        queries=sp.queries,
+        noise=sp.noise,
+        unit_noise=sp.unit_noise,
     )
-
 
 def noise_assumption(found: HeadCount, unit: float) -> str:
     """The assumption a float head count rests on (recorded in the result)."""
