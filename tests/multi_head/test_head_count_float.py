@@ -381,3 +381,18 @@ def test_cli_find_heads_float(capsys, tmp_path) -> None:
     assert "heads found: 2 (upper bound 2; the box has 2)" in out
     assert "head-count 40" in out
     assert main(["verify-certificate", str(cert)]) == 0
+
+
+def test_a_box_that_depends_on_token_order_is_refused() -> None:
+    # A position-weighted box (later tokens count more): the context-permuted probes differ.
+    d = 2
+    model = box(random_heads(d, 1, 0))
+
+    def batch(Xs: np.ndarray) -> np.ndarray:
+        w = np.linspace(1.0, 2.0, Xs.shape[1])[None, :, None]
+        return model.evaluate_batch(Xs * w)
+
+    oracle = va.Oracle.from_callable(lambda X: float(batch(X[None])[0]), d, batch_fn=batch)
+    with pytest.raises(ModelClassMismatch, match="order of the context tokens") as err:
+        count_heads(oracle, 2)
+    assert err.value.query is not None

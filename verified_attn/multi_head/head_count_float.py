@@ -373,9 +373,26 @@ def probe_spectra(
     answers = got[: pairs * len(nodes)].reshape(pairs, len(nodes))
     again = got[pairs * len(nodes) :].reshape(pairs, len(noise_nodes))
     index = [nodes.index(node) for node in noise_nodes]
-    measured = float(np.abs(again - answers[:, index]).max())
+    diffs = np.abs(again - answers[:, index])
+    measured = float(diffs.max())
+    A = float(np.abs(answers).max())
+    rtol = float(oracle.arithmetic.rtol or 0.0)  # always set in float mode
+    if measured > rtol * A:
+        # Beyond the declared precision: not rounding but a dependence on token order.
+        p, i = np.unravel_index(int(np.argmax(diffs)), diffs.shape)
+        k, m = noise_nodes[i]
+        first = seqs[p * len(nodes) + index[i]]
+        raise ModelClassMismatch(
+            f"the box depends on the order of the context tokens: two head-count queries with "
+            f"the same tokens ({k} x b + u and {m} x b, the last token b in both) in another "
+            f"order differ by {measured:.3g} > rtol {rtol:g} x {A:.3g}; "
+            "every sum of softmax heads ignores that order (positional encodings? a window?)",
+            query=first,
+            observed=float(again[p, i]),
+            expected=float(answers[p, index[i]]),
+        )
     unit = max(float(getattr(oracle.arithmetic, "unit_roundoff", 2.0**-53)), 2.0**-53)
-    unit_noise = unit * float(np.abs(answers).max())
+    unit_noise = unit * A
     spectra: list[tuple[float, ...]] = []
     norms: list[float] = []
     for F in answers:
