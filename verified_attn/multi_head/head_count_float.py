@@ -275,9 +275,10 @@ def count_rule(
     if count == n:
         raise PrecisionExhausted(
             f"every one of the {n} Loewner singular values of a pair is above the noise floor "
-            f"({figures(best)}): the box's answers are noisier than {NOISE_FACTOR / 2:g} units "
-            "of its declared unit roundoff, or it is not a sum of softmax heads; declare the "
-            "box's precision (unit_roundoff=) or give heads="
+            f"({figures(best)}): the box's answers are noisier than the noise model "
+            f"({NOISE_FACTOR / 2:g} x its unit roundoff times the largest answer, or x the "
+            "rounding measured on context-permuted probes), or it is not a sum of softmax "
+            "heads; declare the box's precision (unit_roundoff=) or give heads="
         )
     if count == 0:
         raise NotIdentifiable(
