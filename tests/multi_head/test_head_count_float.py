@@ -26,6 +26,7 @@ from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head.canonical_learner import learn_multi_head
 from verified_attn.multi_head.counterexamples import random_multi_head
 from verified_attn.multi_head.head_count_float import (
+    ANSWER_ERROR,
     GAP,
     MAX_FLOAT_HEADS,
     NOISE_FACTOR,
@@ -369,7 +370,8 @@ def test_budget_checked_before_any_query() -> None:
 
 def test_noise_factor_is_stated_in_the_assumption() -> None:
     rec = learn_multi_head(va.Oracle(random_multi_head(2, 1, 0), "float"), max_heads=2)
-    assert f"within {NOISE_FACTOR / 2:g} x" in rec.assumptions[-1]
+    assert f"within {ANSWER_ERROR:g} x" in rec.assumptions[-1]
+    assert 2 * ANSWER_ERROR < NOISE_FACTOR  # room for float64's own rounding of L
 
 
 def test_cli_find_heads_float(capsys, tmp_path) -> None:
