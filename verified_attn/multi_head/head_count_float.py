@@ -93,6 +93,7 @@ __all__ = [
     "NOISE_FACTOR",
     "NOISE_QUERIES",
     "PAIRS",
+    "U_SCALES",
     "HeadCount",
     "Spectra",
     "count_heads",
@@ -115,6 +116,8 @@ GAP = 8.0
 NOISE_QUERIES = 2
 #: Random (u, b) pairs probed (the count is the largest pair count).
 PAIRS = 4
+#: The scale of u at pair p is U_SCALES[p % 4] (see :func:`probe_pairs`).
+U_SCALES = (1.0, 2.0, 3.0, 4.0)
 #: The largest max_heads the node grid supports (2 max_heads + 3 distinct ratios).
 MAX_FLOAT_HEADS = 16
 # Node ratios t = k / m: k + m <= _MAX_LENGTH, log2 t evenly spread over the window.
@@ -203,10 +206,24 @@ def head_count_queries(max_heads: int, pairs: int = PAIRS) -> int:
 
 
 def probe_pairs(d: int, seed: int, pairs: int = PAIRS) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``pairs`` seeded random token pairs (u, b), entries N(0, (1.5 / sqrt d))."""
+    """``pairs`` seeded random token pairs (u, b), entries N(0, 1.5 / sqrt d), u then
+    scaled by 1, 2, 3, 4 in turn (``U_SCALES``).
+
+    The scores u^T (W_h b + c_h) and residues u^T v_h are linear in u: a larger u spreads
+    the poles of a box whose scores are crowded (PyTorch's default initialisation: score
+    spread ~0.5 at these probes, against ~1.5 for W ~ N(0, 1/d)). The count is the
+    largest over the pairs, so each scale can only add heads that are there.
+
+    >>> [u.shape for u, _ in probe_pairs(3, 0)], U_SCALES
+    ([(3,), (3,), (3,), (3,)], (1.0, 2.0, 3.0, 4.0))
+    """
     rng = np.random.default_rng([seed, _STREAM])
     s = _SCALE * d**-0.25
-    return [(rng.normal(0.0, s, d), rng.normal(0.0, s, d)) for _ in range(pairs)]
+    out = []
+    for p in range(pairs):
+        u, b = rng.normal(0.0, s, d), rng.normal(0.0, s, d)
+        out.append((U_SCALES[p % len(U_SCALES)] * u, b))
+    return out
 
 
 def _sequence(
