@@ -259,8 +259,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not args.no_plots:
         try:
             plot(summary, out)
-        except ImportError:  # pragma: no cover - matplotlib is optional
-            pass
+        except ImportError as exc:  # pragma: no cover - matplotlib is optional
+            print(f"no plot: {exc}", file=sys.stderr)
     if over:
         print(f"OVERCOUNT in {len(over)} runs: {over[:3]}", file=sys.stderr)
         sys.exit(1)
