@@ -398,3 +398,25 @@ def test_a_box_that_depends_on_token_order_is_refused() -> None:
     with pytest.raises(ModelClassMismatch, match="order of the context tokens") as err:
         count_heads(oracle, 2)
     assert err.value.query is not None
+
+
+def test_quick_benchmark(tmp_path) -> None:
+    # benchmarks/head_count_float.py --quick: the JSON it writes, its golden query counts.
+    import importlib.util
+    import json
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "head_count_float.py"
+    spec = importlib.util.spec_from_file_location("bench_head_count_float", script)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    module.main(["--quick", "--out", str(tmp_path), "--no-plots"])
+    data = json.loads((tmp_path / "head_count_float.json").read_text())
+    assert data["overcounts"] == 0
+    assert data["queries"] == {"1": 32, "2": 40, "3": 48}  # 4 (2 H0 + 6), written out
+    random64 = [r for r in data["runs"] if (r["kind"], r["dtype"]) == ("random", "float64")]
+    assert random64 and all(r["count"] == r["H"] for r in random64)
+    assert all(r["counted"]["learned"] and r["counted"]["H"] == r["H"] for r in data["end_to_end"])
