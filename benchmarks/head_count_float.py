@@ -17,7 +17,8 @@ Run ``python benchmarks/head_count_float.py`` (full: about 5 minutes on 2 cores)
    on random float64 boxes (d = 4, H = 1..4; d = 8, H = 1..3): does counting first cost
    any successes?
 
-Per count: the count or the refusal's class; ``over`` (count > H: must never happen),
+Per count (the JSON keeps the summary per box kind, d and H, and every miss): the count or
+the refusal's class; ``over`` (count > H: must never happen),
 ``under``; the queries (``4 (2 max_heads + 6)``); the deciding pair's margin
 ``sigma_H / floor`` and the largest ``sigma_(H + 1) / floor`` over the pairs (the tail:
 how far under the floor the singular values beyond the truth stay); seconds.
@@ -141,6 +142,10 @@ def end_to_end(d: int, H: int, seed: int) -> dict[str, Any]:
     return row
 
 
+def misses(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if r["count"] != r["H"]]
+
+
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     keys = sorted({(r["kind"], r["dtype"], r["d"], r["H"]) for r in rows})
@@ -161,6 +166,11 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "refused": sorted({r["refusal"] for r in group if r["count"] is None}),
                 "refusals": sum(r["count"] is None for r in group),
                 "max_tail_over_floor": max(tails, default=None),
+                # sigma_H / floor at the best pair: how far above the floor the weakest
+                # true head showed (< 1: not counted)
+                "min_signal_over_floor": min(
+                    (r["signal"] for r in group if "signal" in r), default=None
+                ),
                 "queries": sorted({r["queries"] for r in group if "queries" in r}),
                 "median_seconds": float(np.median([r["seconds"] for r in group])),
             }
@@ -251,9 +261,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "queries_formula": "4 (2 max_heads + 6)",
         "queries": {H0: head_count_queries(H0) for H0 in range(1, max_H + 1)},
         "overcounts": len(over),
+        "counts": len(rows),
         "summary": summary,
         "end_to_end": e2e,
-        "runs": rows,
+        # every run whose count is not the truth (undercounts, refusals); the others are
+        # in the summary (the full list would be 20x the size of the other results)
+        "misses": misses(rows),
     }
     write_json("head_count_float", data, out)
     if not args.no_plots:

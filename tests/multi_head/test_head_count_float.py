@@ -417,6 +417,8 @@ def test_quick_benchmark(tmp_path) -> None:
     data = json.loads((tmp_path / "head_count_float.json").read_text())
     assert data["overcounts"] == 0
     assert data["queries"] == {"1": 32, "2": 40, "3": 48}  # 4 (2 H0 + 6), written out
-    random64 = [r for r in data["runs"] if (r["kind"], r["dtype"]) == ("random", "float64")]
-    assert random64 and all(r["count"] == r["H"] for r in random64)
+    random64 = [s for s in data["summary"] if (s["kind"], s["dtype"]) == ("random", "float64")]
+    assert random64 and all(s["correct"] == s["runs"] for s in random64)
+    assert all(s["max_tail_over_floor"] < 1 for s in data["summary"])
+    assert data["counts"] == sum(s["runs"] for s in data["summary"])
     assert all(r["counted"]["learned"] and r["counted"]["H"] == r["H"] for r in data["end_to_end"])
