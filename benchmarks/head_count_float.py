@@ -104,7 +104,10 @@ def count_row(oracle: va.Oracle, H: int, H0: int, seed: int, **info: Any) -> dic
     # The tail: singular values beyond the truth, relative to their floor (< 1 is the
     # requirement; how far under it is the margin of the noise model).
     row["tail"] = max(
-        (max(sv[H:], default=0.0) / tau for sv, tau in zip(sp.singular_values, floors, strict=True)),
+        (
+            max(sv[H:], default=0.0) / tau
+            for sv, tau in zip(sp.singular_values, floors, strict=True)
+        ),
         default=0.0,
     )
     row["signal"] = max(sv[H - 1] / tau for sv, tau in zip(sp.singular_values, floors, strict=True))
@@ -227,10 +230,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for H0 in range(H, max_H + 1):
                 for s in seeds:
                     heads = random_heads(d, H, s)
-                    rows.append(count_row(float64_oracle(heads), H, H0, s, kind="random",
-                                          dtype="float64", d=d))
-                    rows.append(count_row(float32_oracle(heads, d), H, H0, s, kind="random",
-                                          dtype="float32", d=d))
+                    rows.append(
+                        count_row(
+                            float64_oracle(heads), H, H0, s, kind="random", dtype="float64", d=d
+                        )
+                    )
+                    rows.append(
+                        count_row(
+                            float32_oracle(heads, d), H, H0, s, kind="random", dtype="float32", d=d
+                        )
+                    )
     try:
         import torch  # noqa: F401
     except ImportError:  # pragma: no cover - the torch extra is optional
@@ -241,11 +250,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 for dtype in ("float64", "float32"):
                     for H0 in sorted({H, max_H}):
                         for s in seeds:
-                            rows.append(count_row(torch_oracle(E, H, s, dtype), H, H0, s,
-                                                  kind="torch", dtype=dtype, d=E))
-    e2e_sizes = [(4, 1), (4, 2)] if args.quick else [(4, H) for H in (1, 2, 3, 4)] + [
-        (8, H) for H in (1, 2, 3)
-    ]
+                            rows.append(
+                                count_row(
+                                    torch_oracle(E, H, s, dtype),
+                                    H,
+                                    H0,
+                                    s,
+                                    kind="torch",
+                                    dtype=dtype,
+                                    d=E,
+                                )
+                            )
+    e2e_sizes = (
+        [(4, 1), (4, 2)]
+        if args.quick
+        else [(4, H) for H in (1, 2, 3, 4)] + [(8, H) for H in (1, 2, 3)]
+    )
     e2e = [end_to_end(d, H, s) for d, H in e2e_sizes for s in seeds]
     summary = summarise(rows)
     for s in summary:

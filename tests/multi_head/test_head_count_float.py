@@ -45,9 +45,7 @@ REFUSED = (ModelClassMismatch, PrecisionExhausted, NotIdentifiable)
 def random_heads(d: int, H: int, seed: int, scale: float = 1.0) -> list[tuple]:
     """W_h ~ N(0, 1/d), v_h ~ N(0, scale^2) (the benchmark's boxes)."""
     rng = np.random.default_rng(seed)
-    return [
-        (rng.normal(0, 1 / np.sqrt(d), (d, d)), scale * rng.normal(0, 1, d)) for _ in range(H)
-    ]
+    return [(rng.normal(0, 1 / np.sqrt(d), (d, d)), scale * rng.normal(0, 1, d)) for _ in range(H)]
 
 
 def box(heads: list[tuple]) -> MultiHeadAttention:
@@ -89,19 +87,19 @@ def test_loewner_rank_is_the_number_of_poles(H: int) -> None:
 
     def F(k: int, m: int) -> Fraction:
         t = Fraction(k, m)
-        return Fraction(7) + sum(((h + 2) * t * lam / (1 + t * lam) for h, lam in
-                                  enumerate(lams)), Fraction(0))
+        return Fraction(7) + sum(
+            ((h + 2) * t * lam / (1 + t * lam) for h, lam in enumerate(lams)), Fraction(0)
+        )
 
     def w(k: int, m: int) -> Fraction:
         t = Fraction(k, m)
         return (t - 1) / (t + 1)
 
-    L = sympy.Matrix(
-        [[(F(*a) - F(*b)) / (w(*a) - w(*b)) for b in cols] for a in rows]
-    )
+    L = sympy.Matrix([[(F(*a) - F(*b)) / (w(*a) - w(*b)) for b in cols] for a in rows])
     assert L.rank() == H
-    Lf, K = loewner(rows, np.array([float(F(*a)) for a in rows]), cols,
-                    np.array([float(F(*b)) for b in cols]))
+    Lf, K = loewner(
+        rows, np.array([float(F(*a)) for a in rows]), cols, np.array([float(F(*b)) for b in cols])
+    )
     assert Lf.shape == K.shape == (6, 6)
 
 
@@ -119,7 +117,9 @@ def test_nodes_are_distinct_and_short() -> None:
 # ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("d", "H0", "seed", "queries"), [(3, 4, 0, 56), (4, 2, 7, 40), (8, 8, 1, 88)])
+@pytest.mark.parametrize(
+    ("d", "H0", "seed", "queries"), [(3, 4, 0, 56), (4, 2, 7, 40), (8, 8, 1, 88)]
+)
 def test_golden_head_count_queries(d: int, H0: int, seed: int, queries: int) -> None:
     # 4 pairs x (2 H0 + 4 Loewner nodes + 2 context-permuted noise queries).
     oracle = va.Oracle(random_multi_head(d, 1, seed), "float")
@@ -170,7 +170,9 @@ def test_count_equals_truth_on_random_float64_boxes(d: int, H: int, extra: int, 
     seed=st.integers(0, 10**6),
     tiny=st.sampled_from([1e-4, 1e-8, 1e-12, 1e-15]),
 )
-def test_never_more_heads_than_there_are(d: int, H: int, extra: int, seed: int, tiny: float) -> None:
+def test_never_more_heads_than_there_are(
+    d: int, H: int, extra: int, seed: int, tiny: float
+) -> None:
     # float64 and float32 boxes, the last head scaled down to `tiny`: at most H heads,
     # whatever the precision.
     heads = random_heads(d, H, seed)
@@ -220,8 +222,9 @@ def test_float32_box_tail_sits_under_the_floor() -> None:
 
 def _naive(singular_values, floors) -> int:
     """The count without the saturation and gap checks."""
-    return max(sum(1 for s in sv if s > tau) for sv, tau in zip(singular_values, floors,
-                                                                  strict=True))
+    return max(
+        sum(1 for s in sv if s > tau) for sv, tau in zip(singular_values, floors, strict=True)
+    )
 
 
 def test_floor_at_zero_overcounts() -> None:
@@ -260,8 +263,10 @@ def test_a_box_noisier_than_it_declares_is_refused_not_overcounted() -> None:
     with pytest.raises(PrecisionExhausted):
         count_rule(sp.singular_values, sp.floors(), max_heads=3)
     with pytest.raises(PrecisionExhausted):
-        learn_multi_head(va.Oracle.from_callable(lambda X: float(batch(X[None])[0]), d,
-                                                 batch_fn=batch), max_heads=3)
+        learn_multi_head(
+            va.Oracle.from_callable(lambda X: float(batch(X[None])[0]), d, batch_fn=batch),
+            max_heads=3,
+        )
 
 
 def test_gap_requirement() -> None:
@@ -327,8 +332,9 @@ def test_more_heads_than_max_heads_is_refused() -> None:
 
 
 def test_single_head_box_gives_one() -> None:
-    rec = learn_multi_head(va.Oracle(va.SingleHeadAttention([[1, 0], [0, -1]], [1, 2]), "float"),
-                           max_heads=3)
+    rec = learn_multi_head(
+        va.Oracle(va.SingleHeadAttention([[1, 0], [0, -1]], [1, 2]), "float"), max_heads=3
+    )
     assert rec.H == 1 and rec.verified
 
 
@@ -376,8 +382,21 @@ def test_noise_factor_is_stated_in_the_assumption() -> None:
 
 def test_cli_find_heads_float(capsys, tmp_path) -> None:
     cert = tmp_path / "c.json"
-    code = main(["learn", "multi-head", "--d", "4", "--heads", "2", "--find-heads",
-                 "--arithmetic", "float", "--certificate", str(cert)])
+    code = main(
+        [
+            "learn",
+            "multi-head",
+            "--d",
+            "4",
+            "--heads",
+            "2",
+            "--find-heads",
+            "--arithmetic",
+            "float",
+            "--certificate",
+            str(cert),
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     assert "heads found: 2 (upper bound 2; the box has 2)" in out

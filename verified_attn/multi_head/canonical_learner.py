@@ -43,7 +43,7 @@ found as the largest m <= max_heads whose system is *certified* nonsingular: abo
 degree the system is exactly singular, so arb can never certify it. A float box's count
 comes from :mod:`.head_count_float` (Loewner ranks above a stated noise floor).
 
-Float arithmetic (e.g. a PyTorch module; ``max_heads=`` counts first): the same design scaled to
+Float arithmetic (e.g. a PyTorch module): the same design scaled to
 entries of size ~1, each pair decoded in float64 (linear solve, numpy roots), heads matched
 by the nearest residues and link sums (an order wins only if all others miss by 10x more;
 else a tie link, or NotIdentifiable), then refined by Gauss-Newton on all learning answers
@@ -221,9 +221,10 @@ def learn_multi_head(
     Float oracles (e.g. a PyTorch module) are decoded in float64 with the same queries and
     accepted only if the fresh verification queries agree to the oracle's ``rtol``; the heads
     are then float arrays (``parameters["heads"]``, canonical order). Given ``heads=`` the
-    decoding uses it; given ``max_heads=``, the number of heads is first counted from probes of its own
-    (:mod:`.head_count_float`: the numerical rank of Loewner matrices above a stated noise
-    floor, never more heads than there are under its noise model; phase "head-count").
+    decoding uses it; given ``max_heads=``, the number of heads is first counted from
+    probes of its own (:mod:`.head_count_float`: the numerical rank of Loewner matrices
+    above a stated noise floor, never more heads than there are under its noise model;
+    phase "head-count").
 
     ``verify``: fresh sequences (of the given ``lengths`` in turn) checked against the
     result in a declared verification phase (0: not verified, and the result says so).

@@ -61,10 +61,10 @@ R (float64's own rounding in forming L and in the SVD, a few units of
 ``sigma_(H + 1)(L + E + R) <= sigma_(H + 1)(L) + ||E + R||_2 <= tau``: no pair counts more
 than H heads. Measured (``benchmarks/head_count_float.py``, 1280 counts): the singular
 values beyond the true count stay under 0.04 of the floor (about ``2.6 noise ||K||_F``),
-on float64 and float32 boxes and PyTorch modules; no overcount. A head whose singular values stay under the floor at
-every pair is not counted; the float learner then fits too few heads, and its check of
-every learning answer and of the fresh queries refuses (ModelClassMismatch or
-PrecisionExhausted) rather than return a wrong model.
+on float64 and float32 boxes and PyTorch modules; no overcount. A head whose singular
+values stay under the floor at every pair is not counted; the float learner then fits
+too few heads, and its check of every learning answer and of the fresh queries refuses
+(ModelClassMismatch or PrecisionExhausted) rather than return a wrong model.
 """
 
 from __future__ import annotations
@@ -185,8 +185,11 @@ def head_count_nodes(max_heads: int) -> tuple[list[tuple[int, int]], list[tuple[
     n = max_heads + 2
     count = 2 * n - 1  # positive ratios; t = 0 is the first row node
     candidates = sorted(
-        {(k // math.gcd(k, m), m // math.gcd(k, m)) for k in range(1, _MAX_LENGTH)
-         for m in range(1, _MAX_LENGTH - k + 1)}
+        {
+            (k // math.gcd(k, m), m // math.gcd(k, m))
+            for k in range(1, _MAX_LENGTH)
+            for m in range(1, _MAX_LENGTH - k + 1)
+        }
     )
     chosen: list[tuple[int, int]] = []
     for i in range(count):
@@ -296,13 +299,16 @@ def count_rule(
     verified_attn.errors.ModelClassMismatch: the box has more than max_heads = 2 heads: ...
     """
     n = max_heads + 2
-    per_pair = [int(sum(1 for s in sv if s > tau)) for sv, tau in zip(singular_values, floors,
-                                                                       strict=True)]
+    per_pair = [
+        int(sum(1 for s in sv if s > tau)) for sv, tau in zip(singular_values, floors, strict=True)
+    ]
     count = max(per_pair)
 
     def figures(p: int) -> str:
         sv, tau = singular_values[p], floors[p]
-        return f"pair {p + 1}: singular values / floor = [{', '.join(f'{s / tau:.3g}' for s in sv)}]"
+        return (
+            f"pair {p + 1}: singular values / floor = [{', '.join(f'{s / tau:.3g}' for s in sv)}]"
+        )
 
     best = per_pair.index(count)
     if count == n:
@@ -362,9 +368,7 @@ class Spectra:
         return [NOISE_FACTOR * delta * k for k in self.cauchy_norms]
 
 
-def probe_spectra(
-    oracle: Oracle, max_heads: int, *, seed: int = 0, pairs: int = PAIRS
-) -> Spectra:
+def probe_spectra(oracle: Oracle, max_heads: int, *, seed: int = 0, pairs: int = PAIRS) -> Spectra:
     """Ask the head-count probes (phase "head-count") and measure their spectra.
 
     >>> import verified_attn as va
@@ -443,9 +447,7 @@ def probe_spectra(
     )
 
 
-def count_heads(
-    oracle: Oracle, max_heads: int, *, seed: int = 0, pairs: int = PAIRS
-) -> HeadCount:
+def count_heads(oracle: Oracle, max_heads: int, *, seed: int = 0, pairs: int = PAIRS) -> HeadCount:
     """Count the canonical heads of a float box known to have at most ``max_heads``.
 
     Asks ``head_count_queries(max_heads, pairs)`` learning queries in phase "head-count"
@@ -476,6 +478,7 @@ def count_heads(
         noise=sp.noise,
         unit_noise=sp.unit_noise,
     )
+
 
 def noise_assumption(found: HeadCount, unit: float) -> str:
     """The assumption a float head count rests on (recorded in the result)."""
