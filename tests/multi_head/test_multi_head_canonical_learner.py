@@ -171,11 +171,12 @@ def test_bad_arguments(kwargs: dict, word: str) -> None:
         learn_multi_head(va.Oracle(_model(1, 1, 0), "certified"), **kwargs)
 
 
-def test_float_oracle_needs_heads_not_max_heads() -> None:
+def test_float_oracle_with_max_heads_counts_first() -> None:
+    # The float count (tests/multi_head/test_head_count_float.py) runs before the decoding.
     oracle = va.Oracle(_model(1, 1, 0), "float")
-    with pytest.raises(InvalidArgument, match="max_heads"):
-        learn_multi_head(oracle, max_heads=1)
-    assert oracle.queries == 0
+    rec = learn_multi_head(oracle, max_heads=2)
+    assert rec.H == 1 and next(iter(rec.queries_by_phase)) == "head-count"
+    assert rec.queries + rec.verification_queries == oracle.queries
 
 
 def _affine_model(d: int, H: int, seed: int, *, equal_v: bool = False) -> MultiHeadAttention:

@@ -13,7 +13,12 @@ from typing import Any
 from verified_attn import soundness
 from verified_attn.certificates import verify_certificate
 from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult, SizeParams
-from verified_attn.errors import ModelClassMismatch, PrecisionExhausted, QueryBudgetExceeded
+from verified_attn.errors import (
+    ModelClassMismatch,
+    PrecisionExhausted,
+    QueryBudgetExceeded,
+    VerifiedAttnError,
+)
 from verified_attn.models import MultiHeadAttention, SingleHeadAttention
 from verified_attn.multi_head.canonical import canonical_form, equivalent
 from verified_attn.multi_head.canonical_learner import (
@@ -424,6 +429,79 @@ MH_NEAR = (
 )
 
 
+def _float_head_count(seed: int) -> ClaimResult:
+    """The float head count on random float64/float32 boxes, a tiny head, too many heads."""
+    import numpy as np
+
+    from verified_attn.errors import NotIdentifiable
+    from verified_attn.multi_head.head_count_float import count_heads, probe_spectra
+
+    def heads(d: int, H: int, s: int) -> list[tuple[Any, Any]]:
+        rng = np.random.default_rng([seed, s, d, H])
+        return [(rng.normal(0, d**-0.5, (d, d)), rng.normal(0, 1, d)) for _ in range(H)]
+
+    def float64(hs: list[tuple[Any, Any]]) -> Oracle:
+        return Oracle(MultiHeadAttention([(W.tolist(), v.tolist()) for W, v in hs]), "float")
+
+    def float32(hs: list[tuple[Any, Any]], d: int) -> Oracle:
+        # Every head computed in float32 and declared so (unit roundoff 2^-24).
+        h32 = [(W.astype(np.float32), v.astype(np.float32)) for W, v in hs]
+
+        def batch(Xs: Any) -> Any:
+            X = np.asarray(Xs, dtype=np.float32)
+            out = np.zeros(X.shape[0], dtype=np.float32)
+            for W, v in h32:
+                z = np.einsum("bni,ij,bj->bn", X, W, X[:, -1, :])
+                e = np.exp(z - z.max(axis=1, keepdims=True))
+                out += np.einsum("bn,bn->b", e / e.sum(axis=1, keepdims=True), X @ v)
+            return out.astype(np.float64)
+
+        return Oracle.from_callable(
+            lambda X: float(batch(X[None])[0]), d, batch_fn=batch, rtol=1e-4,
+            unit_roundoff=2.0**-24,
+        )
+
+    def count(oracle: Oracle, bound: int) -> int | str:
+        try:
+            return int(count_heads(oracle, bound, seed=seed).count)
+        except (PrecisionExhausted, NotIdentifiable, ModelClassMismatch) as exc:
+            return type(exc).__name__
+
+    rows, ok = [], True
+    for d, H in ((2, 1), (3, 2), (4, 3)):
+        hs = heads(d, H, 0)
+        got64, got32 = count(float64(hs), H + 2), count(float32(hs, d), H + 2)
+        W, v = hs[-1]
+        got_tiny = count(float64([*hs[:-1], (W, 1e-12 * v)]), H + 2)
+        # a refusal is allowed for the tiny head; a count above H never
+        tiny_ok = not isinstance(got_tiny, int) or got_tiny <= H
+        # The deliberately wrong variant: a zero floor counts every singular value.
+        naive = max(sum(1 for x in sv if x > 0) for sv in probe_spectra(
+            float64(hs), H + 2, seed=seed).singular_values)
+        ok &= got64 == H and isinstance(got32, int) and got32 <= H and tiny_ok and naive > H
+        rows.append(
+            f"d={d} H={H}: float64 {got64}, float32 {got32}, last head x 1e-12 {got_tiny}, "
+            f"zero floor {naive}"
+        )
+    many, refused = heads(3, 3, 1), False
+    try:
+        learn_multi_head(float64(many), max_heads=2, seed=seed)
+    except VerifiedAttnError as exc:
+        refused = isinstance(exc, ModelClassMismatch) and "more than max_heads = 2" in str(exc)
+    ok &= refused
+    rows.append(f"3 heads with max_heads=2: refused {refused}")
+    return ClaimResult("prop-7.1/float-head-count", "ours", FLOAT_COUNT, ok, "; ".join(rows))
+
+
+FLOAT_COUNT = (
+    "From an upper bound max_heads, the float head count (Loewner singular values above the "
+    "noise floor 64 x noise x ||K||_F at 4 pairs, with a gap of 8) equals the number of "
+    "heads of random float64 boxes and never exceeds it for float32 boxes or a head "
+    "scaled by 1e-12; a zero floor overcounts; a box with more heads than max_heads is "
+    "refused (ModelClassMismatch)."
+)
+
+
 CLAIMS = [
     _kind_check("permutation", "Permuting the heads leaves f unchanged for every sequence length."),
     _kind_check(
@@ -456,4 +534,10 @@ CLAIMS = [
     ),
     Claim("prop-7.1/position-dependent", REF, MH_POSITIONS, _mh_positions),
     Claim("prop-7.1/near-rational", REF, MH_NEAR, _mh_near_rational),
+    Claim(
+        "prop-7.1/float-head-count",
+        "ours (docs/multi_head.md, How many heads? (float))",
+        FLOAT_COUNT,
+        _float_head_count,
+    ),
 ]
