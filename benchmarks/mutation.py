@@ -204,12 +204,43 @@ def summarize(records: dict[str, dict]) -> dict:
         c = {s: sum(r["status"] == s for r in rs) for s in ("killed", "timeout", "segfault")}
         run = len(rs)
         survived = run - sum(c.values())
-        return {"run": run, **c, "survived": survived,
-                "survival_rate": round(survived / run, 4) if run else None}
+        return {
+            "run": run,
+            **c,
+            "survived": survived,
+            "survival_rate": round(survived / run, 4) if run else None,
+        }
 
     modules = mutmut_config()["only_mutate"]
     per = {m: counts([r for r in records.values() if r["module"] == m]) for m in modules}
     return {"total": counts(list(records.values())), "per_module": per}
+
+
+def table(result: dict) -> str:
+    """Survival per module as a Markdown table (written next to the JSON)."""
+    after = result.get("triage", {}).get("per_module", {})
+    lines = [
+        "| module | mutants | run | killed | survived | equivalent | surviving non-equivalent"
+        " after triage |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    per = result["before_triage"]["per_module"]
+    for module, c in per.items():
+        a = after.get(module, {})
+        killed = c["killed"] + c["timeout"] + c["segfault"]
+        lines.append(
+            f"| `{module}` | {result['mutants_total'][module]} | {c['run']} | {killed} | "
+            f"{c['survived']} | {a.get('equivalent', '-')} | {a.get('still_surviving', '-')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write(result: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    path.with_suffix(".md").write_text(
+        f"# Mutation testing ({result['runner']})\n\n{table(result)}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,11 +248,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-module", type=int, default=40, help="mutants per module (0: all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-children", type=int, default=1, help="mutmut's worker count")
-    parser.add_argument("--claims", type=int, default=0,
-                        help="mutants of CLAIM_FUNCTIONS run against verified-attn check")
+    parser.add_argument(
+        "--claims",
+        type=int,
+        default=0,
+        help="mutants of CLAIM_FUNCTIONS run against verified-attn check",
+    )
     parser.add_argument("--claims-timeout", type=float, default=900)
-    parser.add_argument("--recheck", action="store_true",
-                        help="re-run the survivors recorded in the JSON (after new tests)")
+    parser.add_argument(
+        "--recheck",
+        action="store_true",
+        help="re-run the survivors recorded in the JSON (after new tests)",
+    )
+    parser.add_argument(
+        "--collect",
+        action="store_true",
+        help="only read the sample's results from mutants/ (after a stopped run)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="output folder")
     parser.add_argument("--quick", action="store_true", help="one mutant per module")
     args = parser.parse_args(argv)
@@ -231,10 +274,13 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.recheck:
         return _recheck(args)
-    seconds_generate = generate()
+    seconds_generate = 0.0 if args.collect else generate()
     names = mutants_by_module()
     sample = draw(names, args.per_module, args.seed)
-    seconds_run = run_mutants(sample, args.max_children)
+    t0 = time.monotonic()
+    if not args.collect:
+        run_mutants(sample, args.max_children)
+    seconds_run = time.monotonic() - t0
     records = results(sample)
     for name, r in records.items():
         if r["status"] not in ("killed", "timeout", "segfault"):
@@ -248,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
         "sample_rule": (
             f"random.Random({args.seed}).sample of {args.per_module} names per module, "
             "from each module's sorted mutant names, modules in [tool.mutmut] order"
-            if args.per_module > 0 else "every mutant"
+            if args.per_module > 0
+            else "every mutant"
         ),
         "seconds_generate_and_stats": round(seconds_generate, 1),
         "seconds_run": round(seconds_run, 1),
@@ -257,8 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.claims:
         result["claims"] = _claims_side(names, args)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    write(result, args.out)
     total = result["before_triage"]["total"]
     print(f"{total['run']} mutants run, {total['survived']} survived; wrote {args.out}")
     return 0
@@ -266,7 +312,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _claims_side(names: dict[str, list[str]], args: argparse.Namespace) -> dict:
     pool = sorted(
-        n for ns in names.values() for n in ns
+        n
+        for ns in names.values()
+        for n in ns
         if any(n.startswith(f + "__mutmut_") for f in CLAIM_FUNCTIONS)
     )
     chosen = random.Random(args.seed).sample(pool, min(args.claims, len(pool)))
@@ -294,16 +342,25 @@ def _recheck(args: argparse.Namespace) -> int:
     still = [n for n, r in after.items() if r["status"] not in ("killed", "timeout", "segfault")]
     run = result["before_triage"]["total"]["run"]
     non_equivalent = run - len(equivalent)
+    per_module = {
+        m: {
+            "equivalent": sum(_module_of(n) == m for n in equivalent),
+            "still_surviving": sum(_module_of(n) == m for n in still),
+        }
+        for m in mutmut_config()["only_mutate"]
+    }
     result["triage"] = {
+        "per_module": per_module,
         "equivalent": equivalent,
         "killed_by_new_tests": sorted(n for n in rerun if n not in still),
         "still_surviving": still,
         "seconds_recheck": round(seconds, 1),
         "survival_rate_non_equivalent_after": round(len(still) / non_equivalent, 4)
-        if non_equivalent else None,
+        if non_equivalent
+        else None,
         "goal": "<= 10 % surviving non-equivalent mutants",
     }
-    args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    write(result, args.out)
     print(f"{len(rerun)} survivors re-run, {len(still)} still survive; wrote {args.out}")
     return 0
 

@@ -5,3 +5,209 @@ it was written for).
 """
 
 from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import sympy
+
+import verified_attn as va
+from verified_attn.arithmetic import ExactArithmetic, FloatArithmetic, simplest_rational_between
+from verified_attn.errors import InvalidArgument, ModelClassMismatch, OracleError
+from verified_attn.probing import raise_bad_probe
+from verified_attn.verification import verify_candidate
+
+HEAD = va.SingleHeadAttention([[1, -1], [2, 0]], [1, 3])
+
+
+# -- arithmetic ---------------------------------------------------------------------------
+
+
+def test_simplest_rational_of_an_interval_ending_at_zero_is_zero() -> None:
+    # x_simplest_rational_between__mutmut_5 (lo <= 0 <= hi -> lo <= 0 < hi): [-3/2, 0]
+    # then fell through to the continued fraction of a negative lo and gave -1.
+    assert simplest_rational_between(Fraction(-3, 2), Fraction(0)) == 0
+    assert simplest_rational_between(Fraction(0), Fraction(5, 2)) == 0
+
+
+def test_float_agreement_scale_includes_the_observed_answer() -> None:
+    # xǁFloatArithmeticǁagree__mutmut_12 dropped |a| from max(scale, |a|, |b|): the rule is
+    # symmetric in the two answers, so |1 - 0.5| <= 0.5 * 1 whichever comes first.
+    arith = FloatArithmetic(rtol=0.5)
+    assert arith.agree(1.0, 0.5, scale=0.0)
+    assert arith.agree(0.5, 1.0, scale=0.0)
+    assert not arith.agree(1.0, 0.4, scale=0.0)
+
+
+@pytest.mark.parametrize(
+    "p, q",
+    [
+        (167238401148128512064726363667, 319569632970564468912148877164),
+        (373387230323830414007557851674, 49910568897225216088598246799),
+        (980493777829524280944190696097, 129845334009153331244295834712),
+    ],
+)
+def test_exact_to_float_is_the_nearest_double(p: int, q: int) -> None:
+    # xǁExactArithmeticǁto_float__mutmut_5 (sympy.N(x, 30) -> sympy.N(x), 15 digits): these
+    # rationals then come out one ulp off the correctly rounded double.
+    assert ExactArithmetic().to_float(sympy.Rational(p, q)) == float(Fraction(p, q))
+
+
+# -- oracle -------------------------------------------------------------------------------
+
+
+def test_a_batch_of_the_wrong_width_names_the_shape() -> None:
+    # xǁOracleǁ_query_array__mutmut_11 (the message became None).
+    with pytest.raises(InvalidArgument, match=r"each query must have shape \(N >= 1, d = 2\)"):
+        va.Oracle(HEAD, "float").query_many(np.zeros((2, 3, 5)))
+
+
+def test_a_non_callable_batch_fn_is_named_by_its_type() -> None:
+    # xǁOracleǁfrom_callable__mutmut_11 (type(None) in the message).
+    with pytest.raises(InvalidArgument, match="batch_fn must be callable, got int"):
+        va.Oracle.from_callable(HEAD, d=2, batch_fn=3)
+
+
+def test_a_batch_fn_of_the_wrong_shape_is_named() -> None:
+    # xǁOracleǁ_guarded_batch__mutmut_13 (Xs.shape[1] instead of [0] in the message).
+    oracle = va.Oracle.from_callable(HEAD, d=2, batch_fn=lambda Xs: np.zeros(7))
+    with pytest.raises(OracleError, match=r"must return shape \(3,\) for 3 queries; got shape"):
+        oracle.query_many(np.ones((3, 2, 2)))
+
+
+def test_a_batch_fn_that_writes_into_its_input_cannot_alter_the_callers_queries() -> None:
+    # xǁOracleǁ_answer_array__mutmut_6 (copy=None: the box got the caller's own array).
+    def vandal(Xs: np.ndarray) -> np.ndarray:
+        out = HEAD.evaluate_batch(Xs)
+        Xs[...] = 99.0
+        return out
+
+    Xs = np.ones((4, 3, 2))
+    for record in (False, True):
+        va.Oracle.from_callable(HEAD, d=2, batch_fn=vandal, record=record).query_many(Xs)
+        assert (Xs == 1.0).all()
+
+
+def test_the_transcript_keeps_the_queries_asked_not_a_later_edit_of_the_array(tmp_path) -> None:
+    # Found by xǁOracleǁ_query_array__mutmut_16 (astype(copy=False) -> a copy) surviving:
+    # the transcript kept the caller's float64 array itself, so editing it after the call
+    # rewrote the record (a replay then refused the queries really asked).
+    oracle = va.Oracle(HEAD, "float", record=True)
+    Xs = np.ones((2, 3, 2))
+    answers = oracle.query_many(Xs)
+    Xs[...] = 5.0
+    oracle.save_transcript(tmp_path / "t.json")
+    replayed = va.Oracle.replay(tmp_path / "t.json")
+    assert replayed.query(np.ones((3, 2))) == answers[0]
+
+
+def test_a_transcript_states_its_precision_and_a_replay_records_everything(tmp_path) -> None:
+    # xǁOracleǁsave_transcript__mutmut_15 (the "precision" key renamed) and
+    # xǁOracleǁreplay__mutmut_75 (record=True -> None: a replay's own transcript could
+    # silently stop growing).
+    oracle = va.Oracle(HEAD, "certified", precision=96, record=True)
+    oracle.query(np.ones((2, 2)))
+    oracle.save_transcript(tmp_path / "t.json")
+    assert json.loads((tmp_path / "t.json").read_text())["precision"] == 96
+    replayed = va.Oracle.replay(tmp_path / "t.json")
+    assert replayed.arithmetic.precision == 96
+    assert replayed.record is True
+
+
+# -- probing ------------------------------------------------------------------------------
+
+
+def test_a_bad_probe_error_carries_the_query_and_what_was_expected() -> None:
+    # x_raise_bad_probe__mutmut_19 (query= dropped) and __mutmut_26 (expected upper-cased).
+    X = np.array([[1.0, 0.0], [0.0, 1.0]])
+    with pytest.raises(ModelClassMismatch) as info:
+        raise_bad_probe(FloatArithmetic(), 1.5, X, 0.25)
+    assert info.value.query is X
+    assert info.value.observed == 0.25
+    assert info.value.expected == "alpha_1 in (0, 1)"
+
+
+# -- verification -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arithmetic", ["exact", "float"])
+def test_verify_candidate_outside_certified_mode_is_verify_model(arithmetic: str) -> None:
+    # x_verify_candidate__mutmut_12 and _13 (None for the oracle or the model): the plain
+    # path, taken by exact and float oracles, was never reached by the core tests.
+    oracle = va.Oracle(HEAD, arithmetic)
+    record, refutation = verify_candidate(oracle, HEAD, count=5, seed=1, lengths=(1, 2, 3))
+    assert refutation is None and record is not None
+    assert record.count == 5 and len(record.answers) == 5
+    assert oracle.queries_by_phase == {"verify": 5}
+    wrong = va.SingleHeadAttention([[1, -1], [2, 0]], [1, 4])
+    with pytest.raises(ModelClassMismatch):
+        verify_candidate(oracle, wrong, count=5, seed=1, lengths=(1, 2, 3))
+
+
+def test_a_verification_record_describes_its_rule_and_precision() -> None:
+    # xǁVerificationǁdescribe__mutmut_17 (rule text upper-cased), __mutmut_26 (+= -> =) and
+    # xǁVerificationǁto_dict__mutmut_8 (the "lengths_used" key renamed).
+    oracle = va.Oracle(HEAD, "certified", precision=64)
+    record, _ = verify_candidate(oracle, HEAD, count=3, seed=0, lengths=(1, 2))
+    assert record is not None
+    text = record.describe()
+    assert text.startswith("3 fresh sequences (seed 0, lengths 1, 2), balls overlap")
+    assert text.endswith(", asked and predicted at 256 bits")
+    assert record.to_dict()["lengths_used"] == [1, 2]
+
+
+@pytest.mark.parametrize("y", [0, 1, 1.5, -2])
+def test_certified_logit_of_a_number_certainly_outside_the_unit_interval(y: float) -> None:
+    # xǁCertifiedArithmeticǁlogit__mutmut_2 (y > 0 -> y >= 0: the logit of an exact 0 was
+    # returned) and __mutmut_14 (y >= 1 -> y >= 2: 1.5 was called undecided, "raise the
+    # precision", instead of certainly outside).
+    import flint
+
+    from verified_attn.arithmetic import CertifiedArithmetic, OutsideUnitInterval
+
+    with pytest.raises(OutsideUnitInterval) as info:
+        CertifiedArithmetic(64).logit(flint.arb(y))
+    assert info.value.undecided is False
+
+
+def test_an_exact_query_with_a_huge_entry_converts_without_a_warning() -> None:
+    # x__dyadic_matrix__mutmut_17 (errstate(over="ignore") -> over=None): the power-of-two
+    # shifts overflow on 1e300 by design (refused next), which must not reach the user as a
+    # RuntimeWarning.
+    import warnings
+
+    oracle = va.Oracle(HEAD, "exact")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        answer = oracle.query(np.array([[1e300, 0.1]]))
+    assert answer == sympy.Rational(1e300) + 3 * sympy.Rational(0.1)
+
+
+def test_the_float_rule_floor_absorbs_a_tiny_gap_on_an_answer_near_zero() -> None:
+    # x_check_record__mutmut_23 (the floor forced to 0): an answer of 1e-12 where the model
+    # says 0, beside answers of size 1, is within rtol of FLOOR x the median answer size;
+    # without the floor its relative gap is infinite.
+    from verified_attn.arithmetic import FloatArithmetic
+    from verified_attn.verification import Verification, check_record
+
+    model = va.SingleHeadAttention([[1, -1], [2, 0]], [1, 3])
+    sequences = [np.array([[1.0, 0.0]]), np.array([[3.0, -1.0]]), np.array([[0.0, 1.0]])]
+    assert [model(X) for X in sequences] == [1.0, 0.0, 3.0]
+    record = Verification(
+        count=3,
+        seed=0,
+        lengths=(1,),
+        precision=None,
+        arithmetic="float",
+        rtol=1e-6,
+        max_gap=None,
+        sequences=sequences,
+        answers=[1.0, 1e-12, 3.0],
+        working=FloatArithmetic(1e-6),
+    )
+    assert check_record(record, model).max_ratio < 1
+    record.answers = [1.0, 1e-8, 3.0]  # beyond the floor: refused
+    with pytest.raises(ModelClassMismatch):
+        check_record(record, model)
