@@ -252,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         "--claims",
         type=int,
         default=0,
-        help="mutants of CLAIM_FUNCTIONS run against verified-attn check",
+        help="run verified-attn check against this many mutants of CLAIM_FUNCTIONS and add "
+        "the figures to the recorded JSON (no mutmut run)",
     )
     parser.add_argument("--claims-timeout", type=float, default=900)
     parser.add_argument(
@@ -269,11 +270,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="one mutant per module")
     args = parser.parse_args(argv)
     if args.quick:
-        args.per_module, args.claims = 1, 0
+        args.per_module = 1
     args.out = output_dir(args.out, args.quick, "mutation") / "mutation.json"
 
     if args.recheck:
         return _recheck(args)
+    if args.claims:
+        result = json.loads(args.out.read_text())
+        result["claims"] = _claims_side(mutants_by_module(), args)
+        write(result, args.out)
+        print(f"claims: {result['claims']['killed']} of {result['claims']['run']} killed")
+        return 0
     seconds_generate = 0.0 if args.collect else generate()
     names = mutants_by_module()
     sample = draw(names, args.per_module, args.seed)
@@ -302,8 +309,11 @@ def main(argv: list[str] | None = None) -> int:
         "before_triage": summarize(records),
         "mutants": records,
     }
-    if args.claims:
-        result["claims"] = _claims_side(names, args)
+    if args.collect and args.out.exists():
+        # After a stopped run: keep the recorded timings (the stop lost the run's own).
+        previous = json.loads(args.out.read_text())
+        for key in ("seconds_generate_and_stats", "seconds_run"):
+            result[key] = previous.get(key, result[key])
     write(result, args.out)
     total = result["before_triage"]["total"]
     print(f"{total['run']} mutants run, {total['survived']} survived; wrote {args.out}")
@@ -319,8 +329,17 @@ def _claims_side(names: dict[str, list[str]], args: argparse.Namespace) -> dict:
     )
     chosen = random.Random(args.seed).sample(pool, min(args.claims, len(pool)))
     t0 = time.monotonic()
+    # Controls: the claims pass on the original code ("" selects it in every trampoline)
+    # and fail when every trampoline raises (mutmut's "fail"), so the mutants are active.
+    controls = {
+        "original": check_claims("", CLAIM_IDS, args.claims_timeout),
+        "fail": check_claims("fail", CLAIM_IDS, args.claims_timeout),
+    }
+    if controls != {"original": "survived", "fail": "killed"}:
+        raise SystemExit(f"verified-attn check in mutants/ is not usable: {controls}")
     outcome = {n: check_claims(n, CLAIM_IDS, args.claims_timeout) for n in chosen}
     return {
+        "controls": controls,
         "ids": CLAIM_IDS,
         "functions": CLAIM_FUNCTIONS,
         "sample_rule": f"random.Random({args.seed}).sample of {args.claims} of the "

@@ -207,7 +207,85 @@ def test_the_float_rule_floor_absorbs_a_tiny_gap_on_an_answer_near_zero() -> Non
         answers=[1.0, 1e-12, 3.0],
         working=FloatArithmetic(1e-6),
     )
-    assert check_record(record, model).max_ratio < 1
+    # x_check_record__mutmut_99 (gap * allowed): max_ratio is the gap over what the rule
+    # allows, 1e-12 / (rtol 1e-6 x floor 1e-3) = 1e-3 (a float figure: compared as one).
+    assert check_record(record, model).max_ratio == pytest.approx(1e-3, rel=1e-9)
     record.answers = [1.0, 1e-8, 3.0]  # beyond the floor: refused
     with pytest.raises(ModelClassMismatch):
         check_record(record, model)
+
+
+def _float_record(sequences: list[np.ndarray], answers: list[float], lengths: tuple[int, ...]):
+    from verified_attn.arithmetic import FloatArithmetic
+    from verified_attn.verification import Verification
+
+    return Verification(
+        count=len(sequences),
+        seed=0,
+        lengths=lengths,
+        precision=None,
+        arithmetic="float",
+        rtol=1e-6,
+        max_gap=None,
+        sequences=sequences,
+        answers=answers,
+        working=FloatArithmetic(1e-6),
+    )
+
+
+def test_the_float_floor_is_measured_from_the_output_bias() -> None:
+    # x_check_record__mutmut_28 (float_floor without the bias): with beta = 1000 the floor
+    # is FLOOR x median |answer - beta| = 1e-3, not FLOOR x median |answer| = 1, so a gap
+    # of 1e-7 on the answer equal to beta is refused.
+    from verified_attn.verification import check_record
+
+    model = va.SingleHeadAttention([[1, -1], [2, 0]], [1, 3], c=[0, 0], beta=1000)
+    sequences = [np.array([[1.0, 0.0]]), np.array([[3.0, -1.0]]), np.array([[0.0, 1.0]])]
+    assert [model(X) for X in sequences] == [1001.0, 1000.0, 1003.0]
+    assert check_record(_float_record(sequences, [1001.0, 1000.0, 1003.0], (1,)), model, bias=1000)
+    wrong = _float_record(sequences, [1001.0, 1000.0 + 1e-7, 1003.0], (1,))
+    with pytest.raises(ModelClassMismatch):
+        check_record(wrong, model, bias=1000)
+
+
+def test_the_position_check_uses_the_float_floor_too() -> None:
+    # x_check_record__mutmut_42 (check_positions without floor=): a permuted pair whose
+    # answers are 0 and 1e-12 (every token has x^T v = 0) is a rounding difference under
+    # the floor, not a position dependence.
+    from verified_attn.verification import check_record, permute_context, permuted_pairs
+
+    model = va.SingleHeadAttention([[1, -1], [2, 0]], [1, 3])
+    zero = np.array([[3.0, -1.0], [-3.0, 1.0], [6.0, -2.0]])
+    one = np.array([[1.0, 0.0], [-2.0, 1.0], [4.0, -1.0]])
+    sequences = [zero, permute_context(zero), one, permute_context(one)]
+    assert permuted_pairs(4, (3,)) == [(1, 0), (3, 2)]
+    answers = [model(X) for X in sequences]
+    assert answers[:2] == [0.0, 0.0]
+    answers[1] = 1e-12
+    assert check_record(_float_record(sequences, answers, (3,)), model).max_ratio < 1
+    answers[1] = 1e-8  # beyond the floor: refused (here by the position check)
+    with pytest.raises(ModelClassMismatch, match="depend on token positions") as info:
+        check_record(_float_record(sequences, answers, (3,)), model)
+    # x_check_positions__mutmut_24 (observed=None): the error names both answers.
+    assert info.value.query is sequences[1]
+    assert info.value.observed == 1e-8 and info.value.expected == 0.0
+
+
+def test_a_float_verification_record_states_its_rtol() -> None:
+    # x_ask_fresh__mutmut_64 ("float" misspelt: rtol recorded as None in float mode).
+    from verified_attn.verification import ask_fresh
+
+    oracle = va.Oracle.from_callable(HEAD, d=2, rtol=1e-4)
+    record = ask_fresh(oracle, count=2, seed=0, lengths=(1, 2))
+    assert record.rtol == 1e-4
+    assert ask_fresh(va.Oracle(HEAD, "exact"), count=2, seed=0, lengths=(1, 2)).rtol is None
+
+
+@pytest.mark.parametrize("arithmetic", ["exact", "float"])
+def test_the_single_head_learner_verifies_on_the_lengths_asked_for(arithmetic: str) -> None:
+    # x_verify_reconstruction__mutmut_98 (lengths= dropped: the default lengths were used).
+    oracle = va.Oracle(HEAD, arithmetic)
+    rec = va.learn_single_head(oracle, verify=3, lengths=(2, 3, 5))
+    assert rec.verification.lengths == (2, 3, 5)
+    # The slot before the longest holds its permuted copy (verification.permuted_pairs).
+    assert [X.shape[0] for X in rec.verification.sequences] == [2, 5, 5]
