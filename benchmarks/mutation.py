@@ -86,7 +86,48 @@ CLAIM_FUNCTIONS = [
 CLAIM_IDS = ["thm-4.1/"]
 
 #: Survivors that change no behaviour, with the reason (mutant name -> why it is equivalent).
-EQUIVALENT: dict[str, str] = {}
+EQUIVALENT: dict[str, str] = {
+    "verified_attn.arithmetic.xǁArithmeticǁagree__mutmut_1": (
+        "the default of scale on the abstract Arithmetic.agree, which only raises "
+        "NotImplementedError; every subclass overrides agree with its own default"
+    ),
+    "verified_attn.arithmetic.xǁFloatArithmeticǁapply__mutmut_6": (
+        "den < 2**900 -> <=: a denominator of exactly 2^900 takes the fast path, whose "
+        "numerators (< 2^900) are rounded to float64 once and divided by the power of two "
+        "2^900, exactly (no underflow: |p / 2^900| >= 2^-900); that is the correctly rounded "
+        "double the entry-by-entry path gives"
+    ),
+    "verified_attn.oracle.xǁOracleǁ_answer_batch_fn__mutmut_19": (
+        '"fiu" -> "XXfiuXX": dtype.kind is one character and never "X", so the membership '
+        "test is unchanged"
+    ),
+    "verified_attn.probing.x_scalar__mutmut_6": (
+        "np.asarray(x, dtype=object).item() -> np.asarray(x).item(): .item() returns the same "
+        "Python object or scalar from an object array and from a numeric one"
+    ),
+    "verified_attn.probing.x_flat__mutmut_5": (
+        "dtype=object dropped: every caller passes object arrays (sympy numbers, Fractions, "
+        "arb balls: numpy infers dtype=object, the same array) or float64 arrays (np.float64 "
+        "entries instead of float: equal values, and both callers, the isinstance(float | "
+        "np.floating) test and SingleHeadAttention, treat them alike)"
+    ),
+    "verified_attn.probing.x_ball_predictor__mutmut_10": (
+        "dtype=object dropped: the parameters here are arb balls, for which numpy infers "
+        "dtype=object anyway"
+    ),
+    "verified_attn.probing.x_public_params__mutmut_30": (
+        "dtype=np.float64 dropped in float mode: both callers' float parameters (the "
+        "single-head and low-rank learners) are float64 arrays already, so np.asarray "
+        "returns the same array"
+    ),
+    "verified_attn.verification.x_verify_candidate__mutmut_7": (
+        "or -> and: the two differ only for a certified oracle that cannot raise its "
+        "precision (a black box, a replay), which then takes the raised-precision branch; "
+        "there ask_fresh drops the precision it cannot use, so the same sequences are asked "
+        "at the same precision and checked with the same rule, and a disagreement re-checked "
+        "at the learning precision raises the same ModelClassMismatch"
+    ),
+}
 
 _NO_MATCH = "__verified_attn_no_such_mutant__*"
 

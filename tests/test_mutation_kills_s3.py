@@ -289,3 +289,19 @@ def test_the_single_head_learner_verifies_on_the_lengths_asked_for(arithmetic: s
     assert rec.verification.lengths == (2, 3, 5)
     # The slot before the longest holds its permuted copy (verification.permuted_pairs).
     assert [X.shape[0] for X in rec.verification.sequences] == [2, 5, 5]
+
+
+def test_a_certified_ball_result_gives_beta_as_one_ball() -> None:
+    # x_public_params__mutmut_34 (beta given as a 0-d object array instead of the ball).
+    import flint
+
+    from verified_attn.arithmetic import arb_bounds
+
+    head = va.SingleHeadAttention([[1, -1], [2, 0]], [1, 3], c=[1, 0], beta=Fraction(1, 3))
+    rec = va.learn_single_head(va.Oracle(head, "certified"), denominator_bound=2)
+    assert not rec.exact  # 1/3 has a denominator above the bound: balls, not rationals
+    beta = rec.parameters["beta"]
+    assert isinstance(beta, flint.arb)
+    lo, hi = arb_bounds(beta)  # exact endpoints (contains() would round 1/3 to a ball)
+    assert lo <= Fraction(1, 3) <= hi
+    assert rec.parameters["W"].shape == (2, 2)
