@@ -50,9 +50,11 @@ def test_float_agreement_scale_includes_the_observed_answer() -> None:
     ],
 )
 def test_exact_to_float_is_the_nearest_double(p: int, q: int) -> None:
-    # xǁExactArithmeticǁto_float__mutmut_5 (sympy.N(x, 30) -> sympy.N(x), 15 digits): these
+    # xǁExactArithmeticǁto_float__mutmut_5 (sympy.N(x, 30) -> sympy.N(x), 15 digits) and
+    # xǁExactArithmeticǁmagnitude__mutmut_4 (N(x, 20) -> N(x, None), 15 digits): these
     # rationals then come out one ulp off the correctly rounded double.
     assert ExactArithmetic().to_float(sympy.Rational(p, q)) == float(Fraction(p, q))
+    assert ExactArithmetic().magnitude(-sympy.Rational(p, q)) == float(Fraction(p, q))
 
 
 # -- oracle -------------------------------------------------------------------------------
@@ -305,3 +307,30 @@ def test_a_certified_ball_result_gives_beta_as_one_ball() -> None:
     lo, hi = arb_bounds(beta)  # exact endpoints (contains() would round 1/3 to a ball)
     assert lo <= Fraction(1, 3) <= hi
     assert rec.parameters["W"].shape == (2, 2)
+
+
+def test_float_logits_outside_the_unit_interval_are_reported_without_a_warning() -> None:
+    # x_logits__mutmut_7 (invalid="ignore" dropped): log of a negative ratio must come back
+    # as a bad index, not as a RuntimeWarning the user sees.
+    import warnings
+
+    from verified_attn.probing import logits
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out, bad = logits(FloatArithmetic(), np.array([-0.5, 0.5, 1.0, 2.0]))
+    assert bad == [(0,), (2,), (3,)]
+    assert out[1] == 0.0
+
+
+def test_a_v_indistinguishable_from_zero_asks_for_precision() -> None:
+    # x_require_nonzero_v__mutmut_18 (the message's second sentence misspelt).
+    import flint
+
+    from verified_attn.arithmetic import CertifiedArithmetic
+    from verified_attn.errors import PrecisionExhausted
+    from verified_attn.probing import require_nonzero_v
+
+    tiny = flint.arb(0, 2.0**-70)  # contains 0 and nonzero numbers: its sign is unknown
+    with pytest.raises(PrecisionExhausted, match="W cannot be probed until one is certified"):
+        require_nonzero_v(CertifiedArithmetic(64), np.array([tiny, tiny], dtype=object))
