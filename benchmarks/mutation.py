@@ -97,6 +97,10 @@ EQUIVALENT: dict[str, str] = {
         "2^900, exactly (no underflow: |p / 2^900| >= 2^-900); that is the correctly rounded "
         "double the entry-by-entry path gives"
     ),
+    "verified_attn.certificates.kernel.x_check_verification__mutmut_190": (
+        "the quick exact pre-check (disjoint enclosures: certainly different) disabled: agree "
+        "then decides the same pair symbolically, with the same verdict (only slower)"
+    ),
     "verified_attn.oracle.xǁOracleǁ_answer_batch_fn__mutmut_19": (
         '"fiu" -> "XXfiuXX": dtype.kind is one character and never "X", so the membership '
         "test is unchanged"

@@ -334,3 +334,39 @@ def test_a_v_indistinguishable_from_zero_asks_for_precision() -> None:
     tiny = flint.arb(0, 2.0**-70)  # contains 0 and nonzero numbers: its sign is unknown
     with pytest.raises(PrecisionExhausted, match="W cannot be probed until one is certified"):
         require_nonzero_v(CertifiedArithmetic(64), np.array([tiny, tiny], dtype=object))
+
+
+def test_a_certificate_whose_verified_flag_is_not_a_bool_is_named() -> None:
+    # x_check_verification__mutmut_228 (the field misnamed in the error).
+    from verified_attn.errors import CertificateError
+
+    model = va.SingleHeadAttention([[Fraction(1, 2), -2], [3, Fraction(-1, 3)]], [0, 5])
+    data = json.loads(json.dumps(va.learn_single_head(va.Oracle(model, "exact")).certificate()))
+    assert va.verify_certificate(data).ok
+    data["verified"] = "yes"
+    with pytest.raises(CertificateError, match="^verified must be true or false, got"):
+        va.verify_certificate(data)
+
+
+def test_an_exact_matrix_of_no_rows_is_empty() -> None:
+    # x_fmpq_matrix__mutmut_4 (rows[0] read even when there are no rows).
+    from verified_attn.arithmetic import fmpq_matrix
+
+    empty = fmpq_matrix([])
+    assert (empty.nrows(), empty.ncols()) == (0, 0)
+    one = fmpq_matrix([[Fraction(1, 2), Fraction(-3)]])
+    assert (one.nrows(), one.ncols()) == (1, 2) and one[0, 1] == -3
+
+
+def test_a_verification_answer_larger_than_any_answer_is_refused_before_parsing() -> None:
+    # x_numbers__mutmut_8 (max_calls dropped: the size bound on exact verification answers
+    # was never applied, so a checker would parse whatever a file holds).
+    from verified_attn.certificates.kernel import answer_calls
+    from verified_attn.errors import CertificateError
+
+    model = va.SingleHeadAttention([[Fraction(1, 2), -2], [3, Fraction(-1, 3)]], [0, 5])
+    data = json.loads(json.dumps(va.learn_single_head(va.Oracle(model, "exact")).certificate()))
+    calls = answer_calls(max(data["verification"]["lengths"])) + 1
+    data["verification"]["answers"][0] = {"sympy": "+".join(["exp(1)"] * calls)}
+    with pytest.raises(CertificateError, match=f"an expression of {calls} calls, larger than"):
+        va.verify_certificate(data)
