@@ -336,15 +336,37 @@ def test_a_v_indistinguishable_from_zero_asks_for_precision() -> None:
         require_nonzero_v(CertifiedArithmetic(64), np.array([tiny, tiny], dtype=object))
 
 
-def test_a_certificate_whose_verified_flag_is_not_a_bool_is_named() -> None:
-    # x_check_verification__mutmut_228 (the field misnamed in the error).
-    from verified_attn.errors import CertificateError
-
+def _exact_certificate() -> dict:
     model = va.SingleHeadAttention([[Fraction(1, 2), -2], [3, Fraction(-1, 3)]], [0, 5])
     data = json.loads(json.dumps(va.learn_single_head(va.Oracle(model, "exact")).certificate()))
     assert va.verify_certificate(data).ok
-    data["verified"] = "yes"
-    with pytest.raises(CertificateError, match="^verified must be true or false, got"):
+    return data
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        # x_check_verification__mutmut_228 (the field misnamed in the error).
+        (lambda c: c.update(verified="yes"), "^verified must be true or false, got"),
+        # x_check_counts__mutmut_61 (the field's name dropped from the error).
+        (
+            lambda c: c["queries"].update(verification_phases="verify"),
+            "^queries.verification_phases must be a list, got str",
+        ),
+        # x_check_counts__mutmut_79 (the offending value dropped from the error).
+        (
+            lambda c: c["queries"].update(verification_phases=["verify", "nope"]),
+            r"must name phases of queries.by_phase, got \['verify', 'nope'\]",
+        ),
+    ],
+    ids=["verified", "verification_phases", "unknown-phase"],
+)
+def test_a_certificate_field_of_the_wrong_type_is_named(edit, message: str) -> None:
+    from verified_attn.errors import CertificateError
+
+    data = _exact_certificate()
+    edit(data)
+    with pytest.raises(CertificateError, match=message):
         va.verify_certificate(data)
 
 
@@ -364,8 +386,7 @@ def test_a_verification_answer_larger_than_any_answer_is_refused_before_parsing(
     from verified_attn.certificates.kernel import answer_calls
     from verified_attn.errors import CertificateError
 
-    model = va.SingleHeadAttention([[Fraction(1, 2), -2], [3, Fraction(-1, 3)]], [0, 5])
-    data = json.loads(json.dumps(va.learn_single_head(va.Oracle(model, "exact")).certificate()))
+    data = _exact_certificate()
     calls = answer_calls(max(data["verification"]["lengths"])) + 1
     data["verification"]["answers"][0] = {"sympy": "+".join(["exp(1)"] * calls)}
     with pytest.raises(CertificateError, match=f"an expression of {calls} calls, larger than"):
