@@ -138,6 +138,8 @@ EQUIVALENT: dict[str, str] = {
 }
 
 _NO_MATCH = "__verified_attn_no_such_mutant__*"
+#: The statuses that count as killed (a timeout or a crash is a caught mutant too).
+_KILLED = ("killed", "timeout", "segfault")
 
 
 def mutmut_config() -> dict:
@@ -340,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     seconds_run = time.monotonic() - t0
     records = results(sample)
     for name, r in records.items():
-        if r["status"] not in ("killed", "timeout", "segfault"):
+        if r["status"] not in _KILLED:
             r["diff"] = diff(name)
     result = {
         "runner": f"mutmut {version('mutmut')} (benchmarks/mutation.py drives it)",
@@ -403,12 +405,19 @@ def _claims_side(names: dict[str, list[str]], args: argparse.Namespace) -> dict:
 
 def _recheck(args: argparse.Namespace) -> int:
     result = json.loads(args.out.read_text())
-    survivors = [n for n, r in result["mutants"].items() if r["status"] == "survived"]
+    survivors = [n for n, r in result["mutants"].items() if r["status"] not in _KILLED]
     equivalent = {n: EQUIVALENT[n] for n in survivors if n in EQUIVALENT}
     rerun = [n for n in survivors if n not in equivalent]
     seconds = run_mutants(rerun, args.max_children) if rerun else 0.0
     after = results(rerun)
-    still = [n for n, r in after.items() if r["status"] not in ("killed", "timeout", "segfault")]
+    still = [n for n, r in after.items() if r["status"] not in _KILLED]
+    # A fix in a mutated function regenerates its mutants: the same name may now be another
+    # change (recorded, so the kill is not credited to the wrong diff).
+    changed = {
+        n: now
+        for n in rerun
+        if (now := diff(n)) != result["mutants"][n].get("diff", now)
+    }
     run = result["before_triage"]["total"]["run"]
     non_equivalent = run - len(equivalent)
     per_module = {
@@ -423,6 +432,7 @@ def _recheck(args: argparse.Namespace) -> int:
         "equivalent": equivalent,
         "killed_by_new_tests": sorted(n for n in rerun if n not in still),
         "still_surviving": still,
+        "regenerated_after_a_fix": changed,
         "seconds_recheck": round(seconds, 1),
         "survival_rate_non_equivalent_after": round(len(still) / non_equivalent, 4)
         if non_equivalent

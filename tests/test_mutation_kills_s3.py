@@ -391,3 +391,19 @@ def test_a_verification_answer_larger_than_any_answer_is_refused_before_parsing(
     data["verification"]["answers"][0] = {"sympy": "+".join(["exp(1)"] * calls)}
     with pytest.raises(CertificateError, match=f"an expression of {calls} calls, larger than"):
         va.verify_certificate(data)
+
+
+@pytest.mark.parametrize(
+    "arithmetic, header",
+    [
+        ("exact", "thm-4.1 single-head, d = 2, arithmetic exact, seed 0"),
+        ("certified", "thm-4.1 single-head, d = 2, arithmetic certified at 256 bits, seed 0"),
+        ("float", "thm-4.1 single-head, d = 2, arithmetic float, rtol 1e-06, seed 0"),
+    ],
+)
+def test_a_certificate_summary_opens_with_its_header(arithmetic: str, header: str) -> None:
+    # xǁHeaderǁdescribe__mutmut_5 (rtol = None: "None" in every non-float header).
+    model = va.SingleHeadAttention([[Fraction(1, 2), -2], [3, Fraction(-1, 3)]], [0, 5])
+    oracle = va.Oracle(model, arithmetic, precision=256 if arithmetic == "certified" else None)
+    check = va.verify_certificate(va.learn_single_head(oracle).certificate())
+    assert check.summary[0] == header
