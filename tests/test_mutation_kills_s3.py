@@ -407,3 +407,15 @@ def test_a_certificate_summary_opens_with_its_header(arithmetic: str, header: st
     oracle = va.Oracle(model, arithmetic, precision=256 if arithmetic == "certified" else None)
     check = va.verify_certificate(va.learn_single_head(oracle).certificate())
     assert check.summary[0] == header
+
+
+def test_a_checker_handed_another_kind_names_both() -> None:
+    # x_parse_header__mutmut_22 and _24 (the stored kind dropped or read under another key):
+    # a checker called directly (not through verify_certificate's dispatch) on the wrong kind.
+    from verified_attn.certificates.kernel import parse_header
+    from verified_attn.errors import CertificateError
+
+    data = _exact_certificate()
+    expected = r"^kind is 'single-head', this checker reads 'low-rank'"
+    with pytest.raises(CertificateError, match=expected):
+        parse_header(data, "low-rank")
