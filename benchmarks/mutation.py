@@ -137,6 +137,28 @@ EQUIVALENT: dict[str, str] = {
     ),
 }
 
+#: Mutants that ``verified-attn check`` missed, and why none changes a theorem's result
+#: (so no claim is added for them; the tests must kill them, and --recheck runs them).
+CLAIMS_MISSED: dict[str, str] = {
+    "verified_attn.certificates.kernel.x_check_verification__mutmut_4": (
+        "the bound on verification.count dropped: only a hostile file notices (the size "
+        "limits of the certificate kernel), no learner's or checker's result on an honest "
+        "certificate changes"
+    ),
+    "verified_attn.certificates.kernel.x_check_verification__mutmut_58": (
+        "the text of the error for empty verification.lengths"
+    ),
+    "verified_attn.verification.x_check_record__mutmut_64": (
+        "the text of the ModelClassMismatch raised on a disagreeing fresh sequence (the "
+        "claims check that it is raised, not its wording)"
+    ),
+    "verified_attn.certificates.kernel.x_check_verification__mutmut_122": (
+        "the length check of verification.answers dropped: a file with the wrong number of "
+        "answers then fails in zip(strict=True) with a ValueError instead of a "
+        "CertificateError; honest certificates check the same"
+    ),
+}
+
 _NO_MATCH = "__verified_attn_no_such_mutant__*"
 #: The statuses that count as killed (a timeout or a crash is a caught mutant too).
 _KILLED = ("killed", "timeout", "segfault")
@@ -408,7 +430,14 @@ def _recheck(args: argparse.Namespace) -> int:
     survivors = [n for n, r in result["mutants"].items() if r["status"] not in _KILLED]
     equivalent = {n: EQUIVALENT[n] for n in survivors if n in EQUIVALENT}
     rerun = [n for n in survivors if n not in equivalent]
-    seconds = run_mutants(rerun, args.max_children) if rerun else 0.0
+    # The mutants verified-attn check missed (--claims) are re-run against the tests too.
+    claims = result.get("claims", {})
+    missed = [n for n, v in claims.get("mutants", {}).items() if v == "survived"]
+    names = rerun + [n for n in missed if n not in rerun]
+    seconds = run_mutants(names, args.max_children) if names else 0.0
+    if missed:
+        claims["tests_on_the_survivors"] = {n: r["status"] for n, r in results(missed).items()}
+        claims["why_missed"] = {n: CLAIMS_MISSED.get(n, "not triaged") for n in missed}
     after = results(rerun)
     still = [n for n, r in after.items() if r["status"] not in _KILLED]
     # A fix in a mutated function regenerates its mutants: the same name may now be another

@@ -358,8 +358,14 @@ def _exact_certificate() -> dict:
             lambda c: c["queries"].update(verification_phases=["verify", "nope"]),
             r"must name phases of queries.by_phase, got \['verify', 'nope'\]",
         ),
+        # x_check_verification__mutmut_122 (the answers' count unchecked: one answer too
+        # many ended in zip(strict=True)'s ValueError, not a CertificateError).
+        (
+            lambda c: c["verification"]["answers"].append(c["verification"]["answers"][0]),
+            r"^verification.answers has 9 entries, expected 8",
+        ),
     ],
-    ids=["verified", "verification_phases", "unknown-phase"],
+    ids=["verified", "verification_phases", "unknown-phase", "answers-count"],
 )
 def test_a_certificate_field_of_the_wrong_type_is_named(edit, message: str) -> None:
     from verified_attn.errors import CertificateError
@@ -419,3 +425,12 @@ def test_a_checker_handed_another_kind_names_both() -> None:
     expected = r"^kind is 'single-head', this checker reads 'low-rank'"
     with pytest.raises(CertificateError, match=expected):
         parse_header(data, "low-rank")
+
+
+def test_the_float_rule_reports_the_gap_relative_to_the_answer() -> None:
+    # x_agree__mutmut_25 (the size's guard 1e-300 -> 1.0: gaps of answers below 1 were
+    # reported relative to 1, not to the answer).
+    from verified_attn.verification import agree
+
+    ok, gap = agree(FloatArithmetic(), 0.5, 0.5 + 1e-8)
+    assert ok and gap == pytest.approx(2e-8, rel=1e-6)
