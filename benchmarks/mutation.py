@@ -13,7 +13,7 @@ environment variable ``MUTANT_UNDER_TEST`` to the original or to one mutated cop
 comparison, constant, string, argument and return swaps). It records which tests reach which
 function, so each mutant runs only the tests that can see it.
 
-This script drives it in four steps:
+This script drives it in these steps (each a separate invocation after the first):
 
 1. *generate*: ``mutmut run`` with a filter that names no mutant, which makes mutmut write
    ``mutants/`` and collect its coverage statistics, then stop (mutmut 3 has no
@@ -24,12 +24,16 @@ This script drives it in four steps:
 3. *run*: ``mutmut run --max-children K NAME...`` on the sample, then every result is read
    back from mutmut's ``.meta`` files;
 4. *claims* (``--claims N``): for N mutants of the functions a theorem's result rests on
-   (``CLAIM_FUNCTIONS``), ``verified-attn check`` is run in ``mutants/`` with
-   ``MUTANT_UNDER_TEST`` set, to measure what the main job alone catches.
+   (``CLAIM_FUNCTIONS``), ``verified-attn check thm-4.1/`` (``CLAIM_IDS``) is run in
+   ``mutants/`` with ``MUTANT_UNDER_TEST`` set, to measure what the main job alone catches
+   (after two controls: the original code passes, mutmut's "fail" mutant fails);
+5. *recheck* (``--recheck``): survivors are triaged by hand: ``EQUIVALENT`` lists those that
+   change no behaviour (with the reason); every other survivor gets a test that kills it
+   (``tests/test_mutation_kills_s3.py``, naming the mutant), and this step re-runs the
+   recorded survivors, and the mutants the claims missed, to prove it; ``--triage``
+   recomputes the triage section without running anything (after ``EQUIVALENT`` changed).
 
-Survivors are triaged by hand: ``EQUIVALENT`` lists those that change no behaviour (with the
-reason); every other survivor is killed by a test (``tests/test_mutation_kills_s3.py``) and
-``--recheck`` re-runs the recorded survivors to prove it. The JSON
+``--collect`` reads the sample's results after a stopped run. The JSON
 (``benchmarks/results/mutation.json``) has the runner and its version, the counts per module,
 the survival rate before and after triage, every survivor with its diff, and the seconds.
 """
@@ -104,6 +108,11 @@ EQUIVALENT: dict[str, str] = {
     "verified_attn.oracle.xǁOracleǁ_answer_batch_fn__mutmut_19": (
         '"fiu" -> "XXfiuXX": dtype.kind is one character and never "X", so the membership '
         "test is unchanged"
+    ),
+    "verified_attn.probing.x_measured_array__mutmut_5": (
+        "dtype=np.float64 dropped in float mode: every caller passes Python floats or float64 "
+        "values (the oracle's answers, floats parsed from a certificate, "
+        "FloatArithmetic.rational), or an empty list, for which numpy infers float64"
     ),
     "verified_attn.probing.x_scalar__mutmut_6": (
         "np.asarray(x, dtype=object).item() -> np.asarray(x).item(): .item() returns the same "
@@ -336,6 +345,11 @@ def main(argv: list[str] | None = None) -> int:
         help="re-run the survivors recorded in the JSON (after new tests)",
     )
     parser.add_argument(
+        "--triage",
+        action="store_true",
+        help="recompute the triage from the JSON and mutmut's results (no run)",
+    )
+    parser.add_argument(
         "--collect",
         action="store_true",
         help="only read the sample's results from mutants/ (after a stopped run)",
@@ -349,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.recheck:
         return _recheck(args)
+    if args.triage:
+        return _triage(json.loads(args.out.read_text()), args.out)
     if args.claims:
         result = json.loads(args.out.read_text()) if args.out.exists() else {}
         result["claims"] = _claims_side(mutants_by_module(), args)
@@ -426,27 +442,41 @@ def _claims_side(names: dict[str, list[str]], args: argparse.Namespace) -> dict:
 
 
 def _recheck(args: argparse.Namespace) -> int:
+    """Re-run the recorded survivors (and the claims side's) against the tests, then triage."""
     result = json.loads(args.out.read_text())
-    survivors = [n for n, r in result["mutants"].items() if r["status"] not in _KILLED]
-    equivalent = {n: EQUIVALENT[n] for n in survivors if n in EQUIVALENT}
-    rerun = [n for n in survivors if n not in equivalent]
+    rerun = [n for n in _survivors(result) if n not in EQUIVALENT]
     # The mutants verified-attn check missed (--claims) are re-run against the tests too.
-    claims = result.get("claims", {})
-    missed = [n for n, v in claims.get("mutants", {}).items() if v == "survived"]
+    missed = _claims_missed(result)
     names = rerun + [n for n in missed if n not in rerun]
     seconds = run_mutants(names, args.max_children) if names else 0.0
-    if missed:
-        claims["tests_on_the_survivors"] = {n: r["status"] for n, r in results(missed).items()}
-        claims["why_missed"] = {n: CLAIMS_MISSED.get(n, "not triaged") for n in missed}
-    after = results(rerun)
-    still = [n for n, r in after.items() if r["status"] not in _KILLED]
     # A fix in a mutated function regenerates its mutants: the same name may now be another
     # change (recorded, so the kill is not credited to the wrong diff).
-    changed = {
-        n: now
-        for n in rerun
-        if (now := diff(n)) != result["mutants"][n].get("diff", now)
-    }
+    changed = {n: now for n in rerun if (now := diff(n)) != result["mutants"][n].get("diff", now)}
+    result["recheck"] = {"seconds": round(seconds, 1), "regenerated_after_a_fix": changed}
+    return _triage(result, args.out)
+
+
+def _survivors(result: dict) -> list[str]:
+    return [n for n, r in result["mutants"].items() if r["status"] not in _KILLED]
+
+
+def _claims_missed(result: dict) -> list[str]:
+    return [n for n, v in result.get("claims", {}).get("mutants", {}).items() if v == "survived"]
+
+
+def _triage(result: dict, out: Path) -> int:
+    """The triage section, from the recorded run, ``EQUIVALENT`` and mutmut's latest results
+    (``--triage`` recomputes it after ``EQUIVALENT`` changed, without running anything)."""
+    survivors = _survivors(result)
+    equivalent = {n: EQUIVALENT[n] for n in survivors if n in EQUIVALENT}
+    rerun = [n for n in survivors if n not in equivalent]
+    after = results(rerun)
+    still = [n for n, r in after.items() if r["status"] not in _KILLED]
+    missed = _claims_missed(result)
+    if missed:
+        claims = result["claims"]
+        claims["tests_on_the_survivors"] = {n: r["status"] for n, r in results(missed).items()}
+        claims["why_missed"] = {n: CLAIMS_MISSED.get(n, "not triaged") for n in missed}
     run = result["before_triage"]["total"]["run"]
     non_equivalent = run - len(equivalent)
     per_module = {
@@ -460,16 +490,14 @@ def _recheck(args: argparse.Namespace) -> int:
         "per_module": per_module,
         "equivalent": equivalent,
         "killed_by_new_tests": sorted(n for n in rerun if n not in still),
-        "still_surviving": still,
-        "regenerated_after_a_fix": changed,
-        "seconds_recheck": round(seconds, 1),
+        "still_surviving": {n: result["mutants"][n].get("diff", "") for n in still},
         "survival_rate_non_equivalent_after": round(len(still) / non_equivalent, 4)
         if non_equivalent
         else None,
         "goal": "<= 10 % surviving non-equivalent mutants",
     }
-    write(result, args.out)
-    print(f"{len(rerun)} survivors re-run, {len(still)} still survive; wrote {args.out}")
+    write(result, out)
+    print(f"{len(rerun)} non-equivalent survivors, {len(still)} still survive; wrote {out}")
     return 0
 
 
