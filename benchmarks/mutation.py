@@ -109,6 +109,13 @@ EQUIVALENT: dict[str, str] = {
         '"fiu" -> "XXfiuXX": dtype.kind is one character and never "X", so the membership '
         "test is unchanged"
     ),
+    "verified_attn.oracle.xǁOracleǁ_query_array__mutmut_16": (
+        "after the fix it revealed (the transcript kept the caller's array, see "
+        "tests/test_mutation_kills_s3.py), this name is the regenerated mutant that drops "
+        "copy=: the batch is then always copied, also when nothing keeps it or the caller "
+        "handed it over; an extra copy changes memory and time only, no answer, count or "
+        "record"
+    ),
     "verified_attn.probing.x_measured_array__mutmut_5": (
         "dtype=np.float64 dropped in float mode: every caller passes Python floats or float64 "
         "values (the oracle's answers, floats parsed from a certificate, "
@@ -451,9 +458,26 @@ def _recheck(args: argparse.Namespace) -> int:
     seconds = run_mutants(names, args.max_children) if names else 0.0
     # A fix in a mutated function regenerates its mutants: the same name may now be another
     # change (recorded, so the kill is not credited to the wrong diff).
-    changed = {n: now for n in rerun if (now := diff(n)) != result["mutants"][n].get("diff", now)}
+    changed = {
+        n: now
+        for n in _survivors(result)
+        if _change(now := diff(n)) != _change(result["mutants"][n].get("diff", now))
+    }
     result["recheck"] = {"seconds": round(seconds, 1), "regenerated_after_a_fix": changed}
     return _triage(result, args.out)
+
+
+def _change(diff_text: str) -> list[str]:
+    r"""The changed lines of a ``mutmut show`` diff (its header names the status, which moves).
+
+    >>> _change("# m: killed\n--- a.py\n+++ a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n y = 3")
+    ['-x = 1', '+x = 2']
+    """
+    return [
+        line
+        for line in diff_text.splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
 
 
 def _survivors(result: dict) -> list[str]:
