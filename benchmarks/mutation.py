@@ -529,4 +529,12 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["CLAIM_FUNCTIONS", "EQUIVALENT", "draw", "main", "mutmut_config", "results"]
+__all__ = [
+    "CLAIMS_MISSED",
+    "CLAIM_FUNCTIONS",
+    "EQUIVALENT",
+    "draw",
+    "main",
+    "mutmut_config",
+    "results",
+]
