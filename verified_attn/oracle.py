@@ -453,7 +453,9 @@ class Oracle:
                 f"each query must have shape (N >= 1, d = {self.d}); got a batch of shape "
                 f"{Xs.shape}"
             )
-        Xs = Xs.astype(np.float64, copy=False)
+        # The transcript keeps the batch itself: a copy, unless the caller handed the array
+        # over (owned), so that writing into it afterwards cannot alter the record.
+        Xs = Xs.astype(np.float64, copy=not owned and self._will_record(Xs.size))
         if not np.all(np.isfinite(Xs)):
             raise InvalidArgument("a query has a non-finite entry (NaN or inf)")
         self._reserve(Xs.shape[0])
