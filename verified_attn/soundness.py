@@ -32,9 +32,11 @@ from verified_attn.models import SingleHeadAttention
 from verified_attn.oracle import Oracle
 
 __all__ = [
+    "TAMPER_SITES",
     "near_rational",
     "position_boxes",
     "refuses",
+    "replace_second",
     "rotary_box",
     "tamper",
     "tamper_check",
@@ -109,50 +111,132 @@ def near_rational(eps_exponent: int = 80) -> sympy.Rational:
     return sympy.Rational(1, 3) + sympy.Rational(1, 10**eps_exponent)
 
 
-def tamper(data: dict[str, Any]) -> dict[str, Any] | None:
-    """A copy of a certificate with the first rational ("p/q") of its ``result`` plus 1."""
-    out = copy.deepcopy(data)
+#: Where :func:`tamper_check` changes a certificate by default: a result entry, a
+#: learning answer the checker re-decodes, the learning count it re-adds from the phases,
+#: a verification answer it re-checks with the agreement rule.
+TAMPER_SITES = ("result", "answers", "queries.learning", "verification.answers")
 
-    def bump(val: Any) -> str | None:
-        if isinstance(val, str) and "/" in val:
-            try:
-                return str(Fraction(val) + 1)
-            except ValueError:
-                return None
+
+def _bump(val: Any) -> Any:
+    """``val`` changed so that its meaning changes, or None if it is not a number.
+
+    A rational "p/q" or an integer count gets + 1, a ball ``{"arb": [mid, rad]}`` its
+    midpoint + 1, a float ``{"float": hex}`` is + 1 (a sign label +-1 is flipped instead:
+    + 1 would make it no label at all, a parse error rather than a re-derivation).
+    """
+    if isinstance(val, bool):
         return None
+    if isinstance(val, int):
+        return val + 1
+    if isinstance(val, str) and "/" in val:
+        try:
+            return str(Fraction(val) + 1)
+        except ValueError:
+            return None
+    if isinstance(val, dict) and set(val) == {"float"} and isinstance(val["float"], str):
+        f = float.fromhex(val["float"])
+        return {"float": (-f if abs(f) == 1 else f + 1).hex()}
+    if isinstance(val, dict) and set(val) == {"arb"} and isinstance(val["arb"], list):
+        mid, rad = val["arb"]
+        return {"arb": [str(Fraction(mid) + 1), rad]}
+    return None
 
-    def walk(node: Any) -> bool:
-        items = list(node.items()) if isinstance(node, dict) else (
-            list(enumerate(node)) if isinstance(node, list) else []
-        )
-        for key, val in items:
-            new = bump(val)
-            if new is not None:
-                node[key] = new
-                return True
-            if walk(val):
-                return True
-        return False
 
-    return out if walk(out.get("result")) else None
+def _bump_first(node: Any) -> bool:
+    """Change the first number under ``node`` (depth first) in place; False if none."""
+    items = (
+        list(node.items())
+        if isinstance(node, dict)
+        else (list(enumerate(node)) if isinstance(node, list) else [])
+    )
+    for key, val in items:
+        new = _bump(val)
+        if new is not None:
+            node[key] = new
+            return True
+        if _bump_first(val):
+            return True
+    return False
 
 
-def tamper_check(data: dict[str, Any]) -> tuple[bool, str]:
-    """The certificate verifies, and a copy with one result entry changed is rejected."""
+def tamper(data: dict[str, Any], site: str = "result") -> dict[str, Any] | None:
+    """A copy of a certificate with the first number under ``site`` changed (None: none).
+
+    ``site`` is a dotted path of keys and list indices ("result", "answers",
+    "queries.learning", "subspaces.0.certificate.answers").
+
+    >>> tamper({"result": {"v": ["1/2"]}})["result"]
+    {'v': ['3/2']}
+    >>> tamper({"queries": {"learning": 6}}, "queries.learning")["queries"]
+    {'learning': 7}
+    >>> tamper({"result": {}}, "answers") is None
+    True
+    """
+    out = copy.deepcopy(data)
+    *parents, last = site.split(".")
+    node: Any = out
+    for key in parents:
+        node = _child(node, key)
+    if _child(node, last) is None:
+        return None
+    slot: Any = int(last) if isinstance(node, list) else last
+    new = _bump(node[slot])
+    if new is not None:
+        node[slot] = new
+        return out
+    return out if _bump_first(node[slot]) else None
+
+
+def _child(node: Any, key: str) -> Any:
+    """``node[key]`` for a dict, ``node[int(key)]`` for a list; None if there is none."""
+    if isinstance(node, dict):
+        return node.get(key)
+    if isinstance(node, list) and key.isdigit() and int(key) < len(node):
+        return node[int(key)]
+    return None
+
+
+def tamper_check(
+    data: dict[str, Any], sites: tuple[str, ...] = TAMPER_SITES
+) -> tuple[bool, str]:
+    """The certificate verifies, and for every site a copy changed there is rejected.
+
+    A site the certificate does not have (an exact single-head certificate stores no
+    answers: they are determined by the design) is skipped and said so; the result entry
+    must always exist.
+    """
     from verified_attn.certificates import verify_certificate
 
     try:
-        honest = verify_certificate(data).ok
+        verify_certificate(data)
     except CertificateError as exc:
         return False, f"the honest certificate was rejected: {str(exc)[:100]}"
-    bad = tamper(data)
-    if bad is None:
-        return False, "no rational entry in the result section to tamper with"
-    try:
-        accepted = verify_certificate(bad).ok
-    except CertificateError as exc:
-        return honest, f"honest certificate verifies; tampered copy rejected: {str(exc)[:80]}"
-    return False, f"a tampered copy was accepted (ok={accepted})"
+    ok, parts = True, []
+    for site in sites:
+        bad = tamper(data, site)
+        if bad is None:
+            ok &= site != "result"
+            parts.append(f"{site}: nothing to change")
+            continue
+        try:
+            accepted = verify_certificate(bad).ok
+        except CertificateError as exc:
+            parts.append(f"{site} changed: rejected ({str(exc)[:60]})")
+        else:
+            ok = False
+            parts.append(f"{site} changed: ACCEPTED (ok={accepted})")
+    return ok, "honest certificate verifies; " + "; ".join(parts)
+
+
+def replace_second(data: dict[str, Any]) -> dict[str, Any]:
+    """A counterexample certificate whose second model is a copy of its first.
+
+    Two equal models are never a counterexample (they neither differ nor agree for a
+    reason), so a checker must reject the copy.
+    """
+    out = copy.deepcopy(data)
+    out["second"] = copy.deepcopy(out["first"])
+    return out
 
 
 REFUSED = (PrecisionExhausted, ModelClassMismatch)
