@@ -19,20 +19,24 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
+import flint
 import numpy as np
 import sympy
 
 from verified_attn.errors import (
     CertificateError,
+    InvalidArgument,
     ModelClassMismatch,
     PrecisionExhausted,
     VerifiedAttnError,
 )
-from verified_attn.models import SingleHeadAttention
+from verified_attn.models import SequenceModel, SingleHeadAttention
 from verified_attn.oracle import Oracle
 
 __all__ = [
     "TAMPER_SITES",
+    "Plus",
+    "Window",
     "near_rational",
     "position_boxes",
     "refuses",
@@ -48,9 +52,58 @@ _W = np.array([[1.0, -1.0], [2.0, 0.0]])
 _V = np.array([1.0, 3.0])
 
 
+class Window(SequenceModel):
+    """``model`` on the last ``k`` tokens only: a sliding-window box, in every arithmetic.
+
+    On sequences of length <= k it *is* ``model``, so only a verification on longer
+    sequences can tell it from the class of ``model``.
+
+    >>> import verified_attn as va
+    >>> box = Window(va.SingleHeadAttention([[1, 0], [0, 1]], [1, 2]), 1)
+    >>> va.Oracle(box, "exact").query([[1, 0], [0, 1]])   # the last token alone: x^T v
+    2
+    """
+
+    def __init__(self, model: Any, k: int = 4) -> None:
+        self.model, self.k, self.d = model, k, model.d
+
+    def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
+        return np.asarray(self.model.evaluate_batch(np.asarray(Xs)[:, -self.k :, :]))
+
+    def _evaluate_rational(self, Xq: flint.fmpq_mat, arith: Any) -> Any:
+        n, d = Xq.nrows(), Xq.ncols()
+        rows = range(max(0, n - self.k), n)
+        last = flint.fmpq_mat(len(rows), d, [Xq[i, j] for i in rows for j in range(d)])
+        return self.model.evaluate_rational(last, arith)
+
+
+class Plus(SequenceModel):
+    """The sum of two models' answers (a head plus a second head of another class, a
+    Transformer plus a head), in every arithmetic.
+
+    >>> import verified_attn as va
+    >>> h = va.SingleHeadAttention([[0]], [1])
+    >>> va.Oracle(Plus(h, h), "exact").query([[3]])
+    6
+    """
+
+    def __init__(self, first: Any, second: Any) -> None:
+        if first.d != second.d:
+            raise InvalidArgument(f"Plus: the models' d differ ({first.d} and {second.d})")
+        self.first, self.second, self.d = first, second, first.d
+
+    def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
+        return np.asarray(self.first.evaluate_batch(Xs)) + np.asarray(
+            self.second.evaluate_batch(Xs)
+        )
+
+    def _evaluate_rational(self, Xq: flint.fmpq_mat, arith: Any) -> Any:
+        return self.first.evaluate_rational(Xq, arith) + self.second.evaluate_rational(Xq, arith)
+
+
 def window_box(X: Any) -> float:
     """A sliding-window head: the head above on the last 4 tokens only (d = 2)."""
-    return float(_HEAD(np.asarray(X, dtype=np.float64)[-4:]))
+    return float(Window(_HEAD)(X))
 
 
 def rotary_box(X: Any) -> float:
@@ -196,9 +249,7 @@ def _child(node: Any, key: str) -> Any:
     return None
 
 
-def tamper_check(
-    data: dict[str, Any], sites: tuple[str, ...] = TAMPER_SITES
-) -> tuple[bool, str]:
+def tamper_check(data: dict[str, Any], sites: tuple[str, ...] = TAMPER_SITES) -> tuple[bool, str]:
     """The certificate verifies, and for every site a copy changed there is rejected.
 
     A site the certificate does not have (an exact single-head certificate stores no

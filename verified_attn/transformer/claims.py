@@ -21,8 +21,8 @@ import numpy as np
 
 from verified_attn import soundness
 from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult
-from verified_attn.errors import NotIdentifiable
-from verified_attn.models import OneLayerTransformer, ReluFFN
+from verified_attn.errors import ModelClassMismatch, NotIdentifiable
+from verified_attn.models import OneLayerTransformer, ReluFFN, SingleHeadAttention
 from verified_attn.oracle import Oracle
 from verified_attn.transformer import symbolic
 from verified_attn.transformer.learner import learn_transformer, paper_attention_count
@@ -179,7 +179,6 @@ def _direct_count(seed: int) -> ClaimResult:
     return _result(cid, statement, passed, "; ".join(rows), queries=total, bound=bound)
 
 
-
 def _tr_near_rational(seed: int) -> ClaimResult:
     """W or A just off 1/3 (256 bits): refused; a clean Transformer: exact, certificate."""
     from verified_attn.models import OneLayerTransformer
@@ -212,6 +211,93 @@ TR_NEAR = (
     "refused (verification at 4x the precision), never returned as exact; a clean one is "
     "exact with its assumptions recorded, its certificate verifies and a tampered copy is "
     "rejected."
+)
+
+
+_SHORT = (1, 2, 3, 4)
+
+
+def _tr_out_of_class(seed: int) -> ClaimResult:
+    """Boxes outside each learner's class; the window and the Transformer-as-FFN are seen
+    only by the final verification (returned verified on short lengths)."""
+    from verified_attn.transformer.hypotheses import BiasedTransformer
+
+    T = OneLayerTransformer([[1, 2], [0, 1]], [[1, 0], [0, 1]], [[1, -1], [0, 1]], [1, 2])
+    head = SingleHeadAttention([[Fraction(1, 2), 0], [0, Fraction(-1, 2)]], [1, 1])
+    g = ReluFFN([[1, -1], [0, 1]], [1, 2])
+    biased = BiasedTransformer(T.W, T.V, T.A, [1, -1], T.w_o)
+    cases: list[tuple[str, Any, Any, tuple[int, ...] | None]] = []
+    for method in ("paper", "direct"):
+
+        def learn(box: Any, lengths: Any = None, method: str = method) -> Any:
+            kw = {} if lengths is None else {"lengths": lengths}
+            return learn_transformer(Oracle(box, "certified"), method=method, seed=seed, **kw)
+
+        cases += [
+            (f"{method}: window-4 Transformer", learn, soundness.Window(T), _SHORT),
+            (f"{method}: Transformer + a head", learn, soundness.Plus(T, head), None),
+            (f"{method}: FFN with a bias", learn, biased, None),
+        ]
+
+    def relu(box: Any, lengths: Any = None) -> Any:
+        kw = {} if lengths is None else {"lengths": lengths}
+        return learn_relu_ffn(Oracle(box, "certified"), seed=seed, **kw)
+
+    cases += [
+        ("relu: a one-layer Transformer (an FFN on length 1 only)", relu, T, (1,)),
+        ("relu: FFN + a head", relu, soundness.Plus(g, head), None),
+        ("relu: FFN with a bias", relu, biased, None),
+    ]
+    ok, rows = True, []
+    for name, learn_fn, box, short in cases:
+        good, detail = soundness.refuses(lambda f=learn_fn, b=box: f(b), ModelClassMismatch, "")
+        if short is not None:  # only the final verification sees it
+            rec = learn_fn(box, short)
+            good &= rec.verified
+            detail += f"; verified on lengths {list(short)} only: {rec.verified}"
+        ok &= good
+        rows.append(f"{name}: {detail}")
+    return ClaimResult("transformer/out-of-class", REF, TR_OOC, ok, "; ".join(rows))
+
+
+TR_OOC = (
+    "learn_transformer (paper and direct) refuses with ModelClassMismatch a window-4 "
+    "Transformer (a Transformer on sequences of length <= 4, so only the final verification "
+    "sees it), a Transformer plus a head, and an FFN with a bias; learn_relu_ffn refuses an "
+    "FFN with a bias, an FFN plus a head, and a one-layer Transformer (a ReLU FFN on length-1 "
+    "queries: refused only by the verification on longer sequences)."
+)
+
+
+def _tr_certificate_tamper(seed: int) -> ClaimResult:
+    T = OneLayerTransformer([[1, 2], [0, 1]], [[1, 0], [0, 1]], [[1, -1], [0, 1]], [1, 2])
+    runs = {
+        "transformer (paper)": (
+            learn_transformer(Oracle(T, "certified"), method="paper", seed=seed),
+            ("attention.pairs", "ffn.answers"),
+        ),
+        "transformer (direct)": (
+            learn_transformer(Oracle(T, "certified"), method="direct", seed=seed),
+            ("attention.answers", "ffn.answers"),
+        ),
+        "relu-ffn": (
+            learn_relu_ffn(Oracle(ReluFFN([[1, -1], [0, 1]], [1, 2]), "certified"), seed=seed),
+            ("answers",),
+        ),
+    }
+    ok, rows = True, []
+    for name, (rec, answers) in runs.items():
+        sites = ("result", *answers, "queries.learning", "verification.answers")
+        good, detail = soundness.tamper_check(rec.certificate(), sites)
+        ok &= good
+        rows.append(f"{name}: {detail}")
+    return ClaimResult("transformer/certificate-tamper", REF, TR_TAMPER, ok, "; ".join(rows))
+
+
+TR_TAMPER = (
+    "A Transformer certificate (paper and direct reductions) and a ReLU FFN certificate "
+    "verify without the oracle; copies with one result entry, one attention or FFN answer, "
+    "the learning count or one verification answer changed are each rejected."
 )
 
 
@@ -249,4 +335,6 @@ CLAIMS = [
         _direct_count,
     ),
     Claim("transformer/near-rational", REF, TR_NEAR, _tr_near_rational),
+    Claim("transformer/out-of-class", REF, TR_OOC, _tr_out_of_class),
+    Claim("transformer/certificate-tamper", REF, TR_TAMPER, _tr_certificate_tamper),
 ]
