@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import functools
 from fractions import Fraction
 from typing import Any
 
@@ -424,6 +425,83 @@ MH_NEAR = (
 )
 
 
+_TWO = MultiHeadAttention([([[1, 0], [0, 1]], [1, 2]), ([[0, 1], [1, 0]], [2, -1])])
+
+
+def _mh_out_of_class(seed: int) -> ClaimResult:
+    three = MultiHeadAttention([*_TWO.heads, ([[Fraction(1, 2), 0], [0, -1]], [1, 1])])
+    ortho, bases = orthogonal_heads_model(3, [1, 1], seed)
+
+    def canonical(box: Any, lengths: Any = None) -> Any:
+        kw = {} if lengths is None else {"lengths": lengths}
+        return learn_multi_head(Oracle(box, "certified"), heads=2, seed=seed, **kw)
+
+    def orthogonal(box: Any, lengths: Any = None) -> Any:
+        kw = {} if lengths is None else {"lengths": lengths}
+        return learn_orthogonal_heads(Oracle(box, "certified"), bases, seed=seed, **kw)
+
+    # The canonical learner's queries have length <= 2H + 1 = 5: a window of 5 tokens is
+    # two heads on all of them, so only the final verification (lengths 6..16) sees it.
+    cases = (
+        ("canonical: window-5 of two heads", canonical, soundness.Window(_TWO, 5), (1, 2, 3, 4, 5)),
+        ("canonical: three heads given heads=2", canonical, three, None),
+        ("orthogonal: window-4 of its heads", orthogonal, soundness.Window(ortho), (1, 2, 3, 4)),
+    )
+    ok, rows = True, []
+    for name, learn, box, short in cases:
+        good, detail = soundness.refuses(functools.partial(learn, box), ModelClassMismatch, "")
+        if short is not None:
+            rec = learn(box, short)
+            good &= rec.verified
+            detail += f"; verified on lengths {list(short)} only: {rec.verified}"
+        ok &= good
+        rows.append(f"{name}: {detail}")
+    return ClaimResult("prop-7.1/out-of-class", REF, MH_OOC, ok, "; ".join(rows))
+
+
+MH_OOC = (
+    "The certified multi-head learners refuse boxes outside their class with "
+    "ModelClassMismatch: the canonical learner a window of 5 tokens over two heads (two "
+    "heads on every learning query, length <= 2H + 1 = 5, so only the final verification "
+    "sees it; returned verified on lengths <= 5) and three heads given heads=2; the "
+    "orthogonal-subspace learner a window of 4 tokens over its heads (verified on lengths "
+    "<= 4 only)."
+)
+
+
+def _mh_certificate_tamper(seed: int) -> ClaimResult:
+    ortho, bases = orthogonal_heads_model(3, [1, 1], seed)
+    runs = {
+        "canonical, certified": (
+            learn_multi_head(Oracle(_TWO, "certified"), heads=2, seed=seed),
+            ("answers",),
+        ),
+        "canonical, float": (
+            learn_multi_head(Oracle(_TWO, "float"), heads=2, seed=seed),
+            ("answers",),
+        ),
+        "orthogonal, certified": (
+            learn_orthogonal_heads(Oracle(ortho, "certified"), bases, seed=seed),
+            ("subspaces.0.certificate.answers", "subspaces.0.basis"),
+        ),
+    }
+    ok, rows = True, []
+    for name, (rec, answers) in runs.items():
+        sites = ("result", *answers, "queries.learning", "verification.answers")
+        good, detail = soundness.tamper_check(rec.certificate(), sites)
+        ok &= good
+        rows.append(f"{name}: {detail}")
+    return ClaimResult("prop-7.1/certificate-tamper", REF, MH_TAMPER, ok, "; ".join(rows))
+
+
+MH_TAMPER = (
+    "Multi-head certificates (canonical in certified and float mode, orthogonal subspaces) "
+    "verify without the oracle; copies with one result entry, one learning answer (for "
+    "the orthogonal learner: an answer of a subspace's head, or its basis), the "
+    "learning count or one verification answer changed are each rejected."
+)
+
+
 CLAIMS = [
     _kind_check("permutation", "Permuting the heads leaves f unchanged for every sequence length."),
     _kind_check(
@@ -456,4 +534,6 @@ CLAIMS = [
     ),
     Claim("prop-7.1/position-dependent", REF, MH_POSITIONS, _mh_positions),
     Claim("prop-7.1/near-rational", REF, MH_NEAR, _mh_near_rational),
+    Claim("prop-7.1/out-of-class", REF, MH_OOC, _mh_out_of_class),
+    Claim("prop-7.1/certificate-tamper", REF, MH_TAMPER, _mh_certificate_tamper),
 ]
