@@ -410,7 +410,7 @@ def _certificate_tamper(seed: int) -> ClaimResult:
     from verified_attn.exact_recovery.learner import learn_single_head as learn
 
     ok, parts = True, []
-    for arith in ("exact", "certified"):
+    for arith in ("exact", "certified", "float"):
         model = SingleHeadAttention([[1, Fraction(-1, 3)], [2, 0]], [1, 3])
         good, detail = soundness.tamper_check(learn(Oracle(model, arith), seed=seed).certificate())
         ok &= good
@@ -424,8 +424,9 @@ POSITIONS = (
     "though on short sequences the window box is a head."
 )
 TAMPER = (
-    "A single-head certificate (exact and certified) verifies without the oracle, and a copy "
-    "with one entry of its result changed is rejected."
+    "A single-head certificate (exact, certified and float) verifies without the oracle, "
+    "and copies with one result entry, one learning answer (where stored), the learning "
+    "count or one verification answer changed are each rejected."
 )
 
 
