@@ -82,21 +82,63 @@ def _result(
     return ClaimResult(claim_id, REF, statement, passed, detail, queries, bound, data=data or {})
 
 
-def _symbolic_claim(
-    claim_id: str, statement: str, run: Callable[[int], list[SymbolicCheck]]
+#: Every d from 1 to this is checked by the symbolic claims of each size (SymPy time grows
+#: with d: about 1 s per identity at d = 8 on one core).
+SYMBOLIC_DS: dict[str, Any] = {
+    "sizes": {"d": 3},
+    "presets": {"small": {"d": 3}, "medium": {"d": 5}, "large": {"d": 8}},
+}
+
+
+def _sized_symbolic_claim(
+    claim_id: str,
+    statement: str,
+    right: Callable[[int, int], list[SymbolicCheck]],
+    wrong: Callable[[int, int], list[SymbolicCheck]],
 ) -> Claim:
-    def check(seed: int) -> ClaimResult:
-        checks = run(seed)
-        detail = " | ".join(c.detail for c in checks)
+    """A symbolic claim checked at every d = 1..D (D from the size; default 3).
+
+    ``right(d, seed)`` must all hold; ``wrong(d, seed)`` runs the same derivation on a
+    deliberately wrong formula or design, and each must *fail*: a checker that accepts
+    everything fails the claim.
+    """
+
+    def at(seed: int, size: SizeParams) -> ClaimResult:
+        top = int(size["d"])
+        ok, rows, names = True, [], []
+        for d in range(1, top + 1):
+            good = right(d, seed)
+            bad = wrong(d, seed)
+            ok &= all(c.holds for c in good) and not any(c.holds for c in bad)
+            names += [c.name for c in good]
+            rows.append(
+                f"d = {d}: {sum(c.holds for c in good)}/{len(good)} hold, "
+                f"{sum(not c.holds for c in bad)}/{len(bad)} wrong variants rejected"
+            )
         return _result(
             claim_id,
             statement,
-            all(c.holds for c in checks),
-            detail,
-            data={"checks": [c.name for c in checks]},
+            ok,
+            "; ".join(rows) + " | " + " | ".join(c.detail for c in good),
+            data={"checks": sorted(set(names)), "ds": list(range(1, top + 1))},
         )
 
-    return Claim(claim_id, REF, statement, check, level=LEVEL_SYMBOLIC)
+    def check(seed: int) -> ClaimResult:
+        return at(seed, dict(SYMBOLIC_DS["sizes"]))
+
+    return Claim(
+        claim_id,
+        REF,
+        statement,
+        check,
+        level=LEVEL_SYMBOLIC,
+        sizes=SYMBOLIC_DS["sizes"],
+        presets=SYMBOLIC_DS["presets"],
+        check_at=at,
+    )
+
+
+_EVERY_D = " Checked for every d = 1..3 (--size medium: 1..5, large: 1..8)"
 
 
 # ---------------------------------------------------------------------------------------
@@ -132,49 +174,94 @@ def _check_query_count(seed: int, ds: tuple[int, ...] = (1, 2, 5, 8)) -> ClaimRe
 # The symbolic steps.
 # ---------------------------------------------------------------------------------------
 
-_LENGTH_ONE = "Length-1 queries: f([x]) = x^T v (+ beta) for every W (and c), so [e_i] reads v_i."
+_LENGTH_ONE = (
+    "Length-1 queries: f([x]) = x^T v (+ beta) for every W (and c), so [e_i] reads v_i; "
+    "the same check rejects a softmax over one position taken as 1/2." + _EVERY_D + "."
+)
 _SIGMOID = (
     "On [a; b]: alpha_1 = sigmoid((a - b)^T (W b + c)) and "
-    "f = b^T v + alpha_1 (a - b)^T v (+ beta)."
+    "f = b^T v + alpha_1 (a - b)^T v (+ beta); the same check rejects the score difference "
+    "off by a sign." + _EVERY_D + "."
 )
 _LOGIT = (
     "With a = b + t u: logit((f - b^T v - beta) / (t u^T v)) = t u^T (W b + c), "
-    "a bilinear form in W."
+    "a bilinear form in W; the same check rejects a decoding that adds b^T v." + _EVERY_D + "."
 )
 _LINEAR = (
     "The d^2 measurements u_k^T W e_j are (I_d ⊗ U^T) vec(W): full rank d^2 iff U is "
-    "invertible; a probe with u_k^T v = 0 carries no information about W."
+    "invertible; a probe with u_k^T v = 0 carries no information about W (a singular U and "
+    "such a column are rejected)." + _EVERY_D + "."
 )
 _AFFINE = (
     "Affine model: [0], [e_i], [t u_k; 0] and [e_j + t u_k; e_j] give a full-rank linear "
-    "image of (W, c, v, beta): d^2 + 2d + 1 queries recover it exactly."
+    "image of (W, c, v, beta) (a singular design is rejected): d^2 + 2d + 1 queries recover "
+    "it exactly (the learner at d = 1, 3, 6)." + _EVERY_D + "."
 )
 _INFO = (
     "d^2 + d (affine d^2 + 2d + 1) equals the number of parameters and the Jacobian of "
-    "parameters -> answers has full rank: the count is the information limit."
+    "parameters -> answers has full rank (with one query fewer it has not): the count is "
+    "the information limit." + _EVERY_D + "."
 )
 
 
-def _linear_checks(seed: int) -> list[SymbolicCheck]:
-    invertible = [symbolic.linear_system(2), symbolic.linear_system(4, seed=seed)]
-    # The "only if" halves: a singular U, or a column with u_k^T v = 0, must be rejected.
-    singular = symbolic.linear_system(3, design=[[1, 2, 3], [0, 1, 1], [1, 3, 4]])
-    blind = symbolic.linear_system(2, design=[[1, 0], [1, 1]], v=[1, -1])
-    rejected = SymbolicCheck(
-        "thm-4.1/linear-system",
-        "a singular U and a design with u_k^T v = 0 are rejected",
-        not singular.holds and not blind.holds and blind.data.get("W_free_columns") == [0],
-        detail=f"singular U: rank {singular.data.get('rank')} < 9; u_0^T v = 0: df/dW = 0 "
-        f"on column(s) {blind.data.get('W_free_columns')}",
-    )
-    return [*invertible, rejected]
+def _linear_right(d: int, seed: int) -> list[SymbolicCheck]:
+    return [symbolic.linear_system(d, seed=seed)]
 
 
-def _check_affine(seed: int) -> ClaimResult:
-    checks = [symbolic.affine_variant(2), symbolic.affine_variant(3, seed=seed)]
+def _linear_wrong(d: int, seed: int) -> list[SymbolicCheck]:
+    """The "only if" halves: a singular U, a design column with u_0^T v = 0."""
+    eye = [[int(i == k) for k in range(d)] for i in range(d)]
+    singular = [row[:1] + row[:-1] for row in eye] if d > 1 else [[0]]  # u_1 = u_0
+    blind = symbolic.linear_system(d, design=eye, v=[0] + [1] * (d - 1))
+    blind_named = replace(blind, holds=blind.holds or blind.data.get("W_free_columns") != [0])
+    return [symbolic.linear_system(d, design=singular), blind_named]
+
+
+def _information_right(d: int, seed: int) -> list[SymbolicCheck]:
+    return [
+        symbolic.parameter_count(d, affine=False, seed=seed),
+        symbolic.parameter_count(d, affine=True, seed=seed),
+    ]
+
+
+def _information_wrong(d: int, seed: int) -> list[SymbolicCheck]:
+    """One query fewer cannot have full rank (plain and affine)."""
+    return [
+        symbolic.parameter_count(
+            d, affine=aff, seed=seed, queries=symbolic.probe_queries(d, aff)[:-1]
+        )
+        for aff in (False, True)
+    ]
+
+
+def _half_softmax(ns: dict[str, Any]) -> Any:
+    """A wrong length-1 formula: a softmax over one position taken as 1/2."""
+    return symbolic.length_one_formula(ns) / 2 + ns["beta"] / 2
+
+
+def _flipped_sigmoid(ns: dict[str, Any]) -> Any:
+    """A wrong two-token formula: the score difference off by a sign."""
+    return symbolic.sigmoid_formula({**ns, "W": -ns["W"], "c": -ns["c"]})
+
+
+def _plus_decode(ns: dict[str, Any], f: Any) -> Any:
+    """A wrong decoding: b^T v added instead of subtracted."""
+    b, v, u, t = ns["b"], ns["v"], ns["u"], ns["t"]
+    return (f + (b.T * v)[0] - ns["beta"]) / (t * (u.T * v)[0])
+
+
+def _affine_wrong(d: int, seed: int) -> list[SymbolicCheck]:
+    """A singular design (all columns equal; 0 at d = 1) cannot determine (W, c, v, beta)."""
+    return [symbolic.affine_variant(d, design=[[1] * d for _ in range(d)] if d > 1 else [[0]])]
+
+
+def _check_affine_at(seed: int, size: SizeParams) -> ClaimResult:
+    ds = range(1, int(size["d"]) + 1)
+    checks = [symbolic.affine_variant(d, seed=seed) for d in ds]
+    wrong = [w for d in ds for w in _affine_wrong(d, seed)]
     rng = np.random.default_rng(seed)
     counts = []
-    ok = all(c.holds for c in checks)
+    ok = all(c.holds for c in checks) and not any(w.holds for w in wrong)
     for d in (1, 3, 6):
         model = _rational_head(d, rng, affine=True, large=False)
         rec = learn_single_head(Oracle(model, "certified"), seed=seed)
@@ -187,30 +274,11 @@ def _check_affine(seed: int) -> ClaimResult:
         _AFFINE,
         ok,
         " | ".join(c.detail for c in checks)
+        + f" | singular designs rejected at d = 1..{len(ds)}: {not any(w.holds for w in wrong)}"
         + " | learner (certified): "
         + ", ".join(f"d = {a}: {b} queries" for a, b, _ in counts),
         queries=used,
         bound=d * d + 2 * d + 1,
-    )
-
-
-def _check_information_limit(seed: int) -> ClaimResult:
-    checks = [
-        symbolic.parameter_count(3, affine=False, seed=seed),
-        symbolic.parameter_count(3, affine=True, seed=seed),
-    ]
-    # Wrong variant inside the claim: one query fewer cannot have full rank.
-    fewer = symbolic.parameter_count(
-        3, affine=False, seed=seed, queries=symbolic.probe_queries(3, False)[:-1]
-    )
-    ok = all(c.holds for c in checks) and not fewer.holds
-    return _result(
-        "thm-4.1/information-limit",
-        _INFO,
-        ok,
-        " | ".join(c.detail for c in checks) + f" | one query fewer: full rank {fewer.holds}",
-        queries=checks[0].data["count"],
-        bound=checks[0].data["parameters"],
     )
 
 
@@ -432,24 +500,44 @@ TAMPER = (
 
 CLAIMS = [
     Claim("thm-4.1/query-count", REF, STATEMENT, _check_query_count, **_COUNT_SIZES),
-    _symbolic_claim(
+    _sized_symbolic_claim(
         "thm-4.1/length-one",
         _LENGTH_ONE,
-        lambda seed: [symbolic.length_one_identity(3), symbolic.length_one_identity(3, True)],
+        lambda d, seed: [symbolic.length_one_identity(d), symbolic.length_one_identity(d, True)],
+        lambda d, seed: [
+            symbolic.length_one_identity(d, aff, claimed=_half_softmax) for aff in (False, True)
+        ],
     ),
-    _symbolic_claim(
+    _sized_symbolic_claim(
         "thm-4.1/sigmoid-reduction",
         _SIGMOID,
-        lambda seed: [symbolic.sigmoid_reduction(3), symbolic.sigmoid_reduction(3, True)],
+        lambda d, seed: [symbolic.sigmoid_reduction(d), symbolic.sigmoid_reduction(d, True)],
+        lambda d, seed: [
+            symbolic.sigmoid_reduction(d, aff, claimed=_flipped_sigmoid) for aff in (False, True)
+        ],
     ),
-    _symbolic_claim(
+    _sized_symbolic_claim(
         "thm-4.1/logit-identity",
         _LOGIT,
-        lambda seed: [symbolic.logit_identity(3), symbolic.logit_identity(3, True)],
+        lambda d, seed: [symbolic.logit_identity(d), symbolic.logit_identity(d, True)],
+        lambda d, seed: [
+            symbolic.logit_identity(d, aff, decode=_plus_decode) for aff in (False, True)
+        ],
     ),
-    _symbolic_claim("thm-4.1/linear-system", _LINEAR, _linear_checks),
-    Claim("thm-4.1/affine", REF, _AFFINE, _check_affine, level=LEVEL_SYMBOLIC),
-    Claim("thm-4.1/information-limit", REF, _INFO, _check_information_limit, level=LEVEL_SYMBOLIC),
+    _sized_symbolic_claim("thm-4.1/linear-system", _LINEAR, _linear_right, _linear_wrong),
+    Claim(
+        "thm-4.1/affine",
+        REF,
+        _AFFINE,
+        lambda seed: _check_affine_at(seed, dict(SYMBOLIC_DS["sizes"])),
+        level=LEVEL_SYMBOLIC,
+        sizes=SYMBOLIC_DS["sizes"],
+        presets=SYMBOLIC_DS["presets"],
+        check_at=_check_affine_at,
+    ),
+    _sized_symbolic_claim(
+        "thm-4.1/information-limit", _INFO, _information_right, _information_wrong
+    ),
     Claim("thm-4.1/exact-recovery", REF, _EXACT, _check_exact),
     Claim("thm-4.1/certified-recovery", REF, _CERTIFIED, _check_certified, **_CERTIFIED_SIZES),
     Claim("thm-4.1/float-recovery", REF, _FLOAT, _check_float),
