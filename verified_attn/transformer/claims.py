@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from verified_attn import soundness
-from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult
+from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult, SizeParams
 from verified_attn.errors import ModelClassMismatch, NotIdentifiable
 from verified_attn.models import OneLayerTransformer, ReluFFN, SingleHeadAttention
 from verified_attn.oracle import Oracle
@@ -73,29 +73,71 @@ def random_transformer(d: int, m: int, rng: np.random.Generator) -> OneLayerTran
     return T
 
 
-def _antisymmetry(seed: int) -> ClaimResult:
+def _sized(presets: dict[str, int]) -> dict[str, Any]:
+    """Size support "every d = 1..D" with D per preset (the default: small)."""
+    return {
+        "sizes": {"d": presets["small"]},
+        "presets": {name: {"d": top} for name, top in presets.items()},
+    }
+
+
+_ANTI_DS = _sized({"small": 3, "medium": 5, "large": 8})
+_COMP_DS = _sized({"small": 2, "medium": 3, "large": 4})
+ANTI = (
+    "T(X) - T(-X) = alpha(X)^T X v_eff, v_eff = V A w_o (a single head), derived from "
+    "OneLayerTransformer's own definition, for every d = 1..3 with N = 3 tokens and m = 2 "
+    "neurons (--size medium: d = 1..5, large: 1..8); the same derivation rejects v_eff "
+    "off by a sign, V^T A w_o (d = 2) and a model with a score bias (d = 1, 2)"
+)
+COMP = (
+    "T(X) = g(X^T alpha(X)) with g(x) = T([x]) = w_o^T ReLU(A^T V^T x), for every d = 1..2 "
+    "with N = 2, m = 2 (--size medium: d = 1..3, large: 1..4; the identity is linear in "
+    "the pooled vector, so larger d only repeats it coordinate-wise); the same derivation "
+    "rejects g of the last token (d = 1, 2)"
+)
+
+
+def _antisymmetry_at(seed: int, size: SizeParams) -> ClaimResult:
     cid = "transformer/antisymmetry"
-    statement = "T(X) - T(-X) = alpha(X)^T X v_eff with v_eff = V A w_o (a single head)"
+    top = int(size["d"])
+    checks = [c for d in range(1, top + 1) for c in symbolic.antisymmetry(d, 3, 2)]
     # The derivation's formula is anchored to OneLayerTransformer's own evaluation.
-    checks = [*symbolic.antisymmetry(), symbolic.matches_model()]
+    checks.append(symbolic.matches_model())
     wrong = [
+        *(symbolic.antisymmetry(d, 2, 2, v_eff=lambda V, A, w: -V * A * w)[-1] for d in (1, 2)),
+        symbolic.antisymmetry(2, 2, 2, v_eff=lambda V, A, w: V.T * A * w)[-1],
+        *(symbolic.antisymmetry(d, 2, 2, score_bias=True)[-1] for d in (1, 2)),
         symbolic.wrong_antisymmetry_sum(),
-        symbolic.wrong_v_eff_transposed(),
-        symbolic.wrong_antisymmetry_with_score_bias(),
     ]
     passed = all(c.holds for c in checks) and not any(c.holds for c in wrong)
-    detail = "; ".join(f"{c.name}: {c.holds}" for c in checks + wrong)
-    return _result(cid, statement, passed, detail)
+    detail = (
+        f"d = 1..{top}: {sum(c.holds for c in checks)}/{len(checks)} hold; wrong variants "
+        f"rejected {sum(not c.holds for c in wrong)}/{len(wrong)}"
+    )
+    return _result(cid, ANTI, passed, detail, data={"ds": list(range(1, top + 1))})
+
+
+def _composition_at(seed: int, size: SizeParams) -> ClaimResult:
+    cid = "transformer/composition"
+    top = int(size["d"])
+    checks = [c for d in range(1, top + 1) for c in symbolic.composition(d, 2, 2)]
+    checks.append(symbolic.matches_model(d=1, n=2, m=3))
+    last = [symbolic.composition(d, 2, 2, pool=lambda X, W: list(X[-1]))[-1] for d in (1, 2)]
+    wrong = [*last, symbolic.wrong_composition_last_token()]
+    passed = all(c.holds for c in checks) and not any(c.holds for c in wrong)
+    detail = (
+        f"d = 1..{top}: {sum(c.holds for c in checks)}/{len(checks)} hold; wrong variants "
+        f"rejected {sum(not c.holds for c in wrong)}/{len(wrong)}"
+    )
+    return _result(cid, COMP, passed, detail, data={"ds": list(range(1, top + 1))})
+
+
+def _antisymmetry(seed: int) -> ClaimResult:
+    return _antisymmetry_at(seed, dict(_ANTI_DS["sizes"]))
 
 
 def _composition(seed: int) -> ClaimResult:
-    cid = "transformer/composition"
-    statement = "T(X) = g(X^T alpha(X)) with g(x) = T([x]) = w_o^T ReLU(A^T V^T x)"
-    checks = [*symbolic.composition(), symbolic.matches_model(d=1, n=2, m=3)]
-    wrong = symbolic.wrong_composition_last_token()
-    passed = all(c.holds for c in checks) and not wrong.holds
-    detail = "; ".join(f"{c.name}: {c.holds}" for c in [*checks, wrong])
-    return _result(cid, statement, passed, detail)
+    return _composition_at(seed, dict(_COMP_DS["sizes"]))
 
 
 def _relu_exact(seed: int) -> ClaimResult:
@@ -305,16 +347,20 @@ CLAIMS = [
     Claim(
         "transformer/antisymmetry",
         REF,
-        "T(X) - T(-X) = alpha(X)^T X v_eff, v_eff = V A w_o",
+        ANTI,
         _antisymmetry,
         level=LEVEL_SYMBOLIC,
+        check_at=_antisymmetry_at,
+        **_ANTI_DS,
     ),
     Claim(
         "transformer/composition",
         REF,
-        "T(X) = g(X^T alpha(X))",
+        COMP,
         _composition,
         level=LEVEL_SYMBOLIC,
+        check_at=_composition_at,
+        **_COMP_DS,
     ),
     Claim(
         "transformer/relu-exact",
