@@ -22,6 +22,8 @@ EXPECTED = {
     "prop-7.1/affine-canonical-recovery",
     "prop-7.1/position-dependent",
     "prop-7.1/near-rational",
+    "prop-7.1/out-of-class",
+    "prop-7.1/certificate-tamper",
 }
 
 
