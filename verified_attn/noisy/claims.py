@@ -467,6 +467,8 @@ def _boundary_runs(
             rec = learn_noisy(oracle, tolerance=1e-4, w_bound=1, margin=1)
         except NotIdentifiable as exc:
             out.append((push, None, str(exc)))
+        except ModelClassMismatch as exc:  # refused, but not for the hypothesis' reason
+            out.append((push, None, f"ModelClassMismatch: {exc}"))
         else:
             out.append((push, rec, ""))
     return out
