@@ -312,7 +312,7 @@ def _check_exact(seed: int) -> ClaimResult:
         model = _rational_head(d, rng)
         rec = learn_single_head(Oracle(model, "exact"), seed=seed)
         same = rec.W == model.W and rec.v == model.v
-        ok &= same and rec.exact and rec.queries == query_bound(d)
+        ok &= same and rec.exact and rec.queries == query_bound(d) == d * d + d
         total += rec.queries
         total_bound += query_bound(d)
         rows.append(f"d = {d}: {rec.queries} queries, == truth {same}")
@@ -342,7 +342,8 @@ def _check_certified(seed: int, ds: tuple[int, ...] = (2, 8, 16)) -> ClaimResult
         rec = learn_single_head(Oracle(model, "certified"), seed=seed)
         same = rec.exact and rec.W == model.W and rec.v == model.v
         rescale = rec.queries_by_phase.get("rescale", 0)
-        ok &= same and rec.queries == query_bound(d) + rescale
+        # d^2 + d plus every re-asked saturated probe, each counted on the oracle
+        ok &= same and rec.queries == query_bound(d) + rescale == d * d + d + rescale
         if d == max(ds):
             used, bound = rec.queries, query_bound(d)
         rows.append(f"d = {d}: {rec.queries} queries ({rescale} rescaled), == truth {same}")
@@ -363,7 +364,7 @@ def _check_float(seed: int) -> ClaimResult:
     err_W = float(np.max(np.abs(rec.W - truth_W)) / np.max(np.abs(truth_W)))
     err_v = float(np.max(np.abs(rec.v - truth_v)) / np.max(np.abs(truth_v)))
     err = max(err_W, err_v)
-    ok = err <= FLOAT_RELATIVE_ERROR_BOUND and rec.queries == query_bound(d)
+    ok = err <= FLOAT_RELATIVE_ERROR_BOUND and rec.queries == query_bound(d) == d * d + d
     return _result(
         "thm-4.1/float-recovery",
         _FLOAT,

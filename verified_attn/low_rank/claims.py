@@ -96,7 +96,10 @@ def _skeleton_count(
             used = rec.queries
             bound = skeleton_query_bound(d, true_rank, rank_given=rank is not None)
             test = 1 if true_rank < d else 0
-            ok &= used == bound == rec.bound and "rescale" not in rec.queries_by_phase
+            # The learner's formula, and the theorem's count written out: d for v, 2dr - r^2
+            # for the cross, one rank test more when the rank is to be found (r < d).
+            literal = d + 2 * d * true_rank - true_rank**2 + (test if rank is None else 0)
+            ok &= used == bound == literal == rec.bound and "rescale" not in rec.queries_by_phase
             # the rank test: learning when it finds the rank, verification when given
             ok &= rec.verification_queries == rec.verification.count + (
                 test if rank is not None else 0

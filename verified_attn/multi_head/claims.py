@@ -180,7 +180,8 @@ def _orthogonal(seed: int) -> ClaimResult:
         model, bases = orthogonal_heads_model(d, ranks, seed + d)
         rec = learn_orthogonal_heads(Oracle(model, arith), bases, seed=seed)
         used, bound = rec.queries, orthogonal_query_bound(ranks)
-        good = rec.exact and rec.parameters["heads"] == model.heads and used == bound
+        good = rec.exact and rec.parameters["heads"] == model.heads
+        good &= used == bound == sum(r * r + r for r in ranks)  # Thm 4.1 per subspace
         ok &= good
         rows.append(f"{arith} d={d} ranks={ranks}: {used} queries (bound {bound}), exact {good}")
     # A head outside its declared subspace must be caught, not returned.
@@ -227,7 +228,8 @@ def _canonical_recovery(seed: int, cases: tuple[tuple[str, int, int], ...] = _CA
         good = (
             rec.heads == canonical_form(model).heads
             and _is_canonical_of(rec.heads, model, seed)
-            and used == bound <= follow_up_query_bound(d, H)
+            and used == bound == d + 2 * H * (d * d + d - 1)
+            and used <= follow_up_query_bound(d, H) == 4 * H * d * d - 2 * H + 1
             and _longest_learning_query(oracle) == 2 * H + 1
             and verify_certificate(rec.certificate()).ok
         )
@@ -250,7 +252,8 @@ def _canonical_recovery(seed: int, cases: tuple[tuple[str, int, int], ...] = _CA
         limit = canonical_query_limit(d, H)
         good = (
             rec.parameters["heads"] == canonical_form(tied).heads
-            and rec.queries == limit <= follow_up_query_bound(d, H)
+            and rec.queries == limit == d + 2 * H * (d * d + d - 1) + d * (d - 1)
+            and limit <= 4 * H * d * d - 2 * H + 1
             and rec.queries_by_phase.get("tie links") == d * (d - 1)
         )
         ok &= good
@@ -309,11 +312,13 @@ def _affine_recovery(seed: int) -> ClaimResult:
         form = canonical_form(model)
         used = rec.queries
         bound = (canonical_query_limit if equal_v else canonical_query_bound)(d, H, affine=True)
+        # Written out: d + 1 + 2H (d^2 + 2d - 1), plus d^2 tie links when the values tie.
+        literal = d + 1 + 2 * H * (d * d + 2 * d - 1) + (d * d if equal_v else 0)
         good = (
             form.affine
             and rec.parameters["heads"] == form.heads
             and rec.parameters["beta"] == form.beta
-            and used == bound
+            and used == bound == literal
         )
         ok &= good
         rows.append(f"{arith} d={d} H={H} equal v {equal_v}: {used} queries, exact {good}")

@@ -298,7 +298,9 @@ def _check_labels(seed: int) -> ClaimResult:
         vt = np.array([1.0, -1.5])
         ok &= bool(((Wi["lower"] <= truth_W) & (truth_W <= Wi["upper"])).all())
         ok &= bool(((vi["lower"] <= vt) & (vt <= vi["upper"])).all())
-        ok &= rec.queries == label_query_bound(2, bits) == oracle.queries - rec.verification_queries
+        # 2d signs + (d - 1 + d^2) values, `bits` each (d = 2), counted on the oracle
+        counted = oracle.queries - rec.verification_queries
+        ok &= rec.queries == label_query_bound(2, bits) == 4 + 5 * bits == counted
         widths.append(float((Wi["upper"] - Wi["lower"]).max()))
     ok &= rec.enclosures["v_exact"] == [Fraction(1), Fraction(-3, 2)]
     ok &= widths[1] < widths[0] / 2**10  # 12 more bits: width / 2^12, up to constants

@@ -179,7 +179,7 @@ def _paper_count(seed: int) -> ClaimResult:
         T = random_transformer(d, 2 * d, rng)
         rec = learn_transformer(Oracle(T, "certified"), method="paper", seed=seed)
         ok = (
-            rec.attention_queries == paper_attention_count(d)
+            rec.attention_queries == paper_attention_count(d) == 2 * (d * d + d)
             and rec.W == T.W
             and rec.v_eff == T.v_eff
         )
