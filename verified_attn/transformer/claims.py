@@ -82,7 +82,7 @@ def _sized(presets: dict[str, int]) -> dict[str, Any]:
 
 
 _ANTI_DS = _sized({"small": 3, "medium": 5, "large": 8})
-_COMP_DS = _sized({"small": 2, "medium": 3, "large": 4})
+_COMP_DS = _sized({"small": 2, "medium": 3, "large": 3})
 ANTI = (
     "T(X) - T(-X) = alpha(X)^T X v_eff, v_eff = V A w_o (a single head), derived from "
     "OneLayerTransformer's own definition, for every d = 1..3 with N = 3 tokens and m = 2 "
@@ -91,7 +91,7 @@ ANTI = (
 )
 COMP = (
     "T(X) = g(X^T alpha(X)) with g(x) = T([x]) = w_o^T ReLU(A^T V^T x), for every d = 1..2 "
-    "with N = 2, m = 2 (--size medium: d = 1..3, large: 1..4; the identity is linear in "
+    "with N = 2, m = 2 (--size medium and large: d = 1..3; the identity is linear in "
     "the pooled vector, so larger d only repeats it coordinate-wise); the same derivation "
     "rejects g of the last token (d = 1, 2)"
 )
