@@ -17,7 +17,7 @@ import pytest
 import verified_attn.verification as core_verification
 from verified_attn import soundness
 from verified_attn.certificates import CertificateCheck
-from verified_attn.claims import get_claim, run_claim
+from verified_attn.claims import check_claims, get_claim, run_claim
 from verified_attn.errors import ModelClassMismatch, NotIdentifiable
 
 
@@ -47,11 +47,14 @@ def test_new_claim_passes(claim_id: str) -> None:
 
 
 def test_symbolic_claims_state_and_check_every_d() -> None:
-    res = _run("thm-4.1/length-one", {"d": 2})
+    res = _run("thm-4.1/length-one", {"d_max": 2})
     assert res.passed and res.data["ds"] == [1, 2]
     assert "every d = 1..3" in get_claim("thm-4.1/length-one").statement
     claim = get_claim("prop-7.1/permutation")
-    assert claim.size_params("large") == {"d": 8, "heads": 4}
+    assert claim.size_params("large") == {"d_max": 8, "heads_max": 4}
+    # check --d N means one size N: it does not run SymPy at every d = 1..N.
+    [r] = check_claims(["thm-4.1/length-one"], d=40)
+    assert r.passed and r.data["size"] is None
 
 
 # ---------------------------------------------------------------------------------------
@@ -275,7 +278,7 @@ def test_thm41_symbolic_claim_fails_if_the_zero_test_says_yes(
     monkeypatch.setattr(symbolic, "is_zero", lambda expr: True)
     symbolic._measurement.cache_clear()
     try:
-        res = _run(claim_id, {"d": 2})
+        res = _run(claim_id, {"d_max": 2})
     finally:
         symbolic._measurement.cache_clear()
     assert not res.passed, res.detail
@@ -306,7 +309,7 @@ def test_thm41_claim_fails_if_its_checker_accepts_everything(
         return dataclasses.replace(real(*args, **kwargs), holds=True)
 
     monkeypatch.setattr(symbolic, function, accepting)
-    assert not _run(claim_id, {"d": 2}).passed
+    assert not _run(claim_id, {"d_max": 2}).passed
 
 
 def test_symbolic_claim_fails_at_a_larger_d_only(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -322,7 +325,7 @@ def test_symbolic_claim_fails_at_a_larger_d_only(monkeypatch: pytest.MonkeyPatch
         return dataclasses.replace(out, holds=False) if d == 3 and "claimed" not in kwargs else out
 
     monkeypatch.setattr(symbolic, "sigmoid_reduction", broken_at_3)
-    assert _run("thm-4.1/sigmoid-reduction", {"d": 2}).passed
+    assert _run("thm-4.1/sigmoid-reduction", {"d_max": 2}).passed
     assert not _run("thm-4.1/sigmoid-reduction").passed
 
 
@@ -333,7 +336,7 @@ def test_transformer_symbolic_claim_fails_if_the_zero_test_says_yes(
     from verified_attn.transformer import symbolic
 
     monkeypatch.setattr(symbolic, "_is_zero", lambda expr: True)
-    res = _run(claim_id, {"d": 1})
+    res = _run(claim_id, {"d_max": 1})
     assert not res.passed, res.detail
 
 
@@ -348,7 +351,7 @@ def test_transformer_antisymmetry_fails_for_a_sign_error(monkeypatch: pytest.Mon
         return real(d, n, m, **kwargs)
 
     monkeypatch.setattr(symbolic, "antisymmetry", negated)
-    assert not _run("transformer/antisymmetry", {"d": 1}).passed
+    assert not _run("transformer/antisymmetry", {"d_max": 1}).passed
 
 
 def test_multi_head_kind_claim_fails_if_every_pair_is_proved(
@@ -364,7 +367,7 @@ def test_multi_head_kind_claim_fails_if_every_pair_is_proved(
         return dataclasses.replace(real(*args, **kwargs), holds=True)
 
     monkeypatch.setattr(mh_claims, "prove_same_map", yes)
-    res = _run("prop-7.1/permutation", {"d": 1, "heads": 2})
+    res = _run("prop-7.1/permutation", {"d_max": 1, "heads_max": 2})
     assert not res.passed
 
 

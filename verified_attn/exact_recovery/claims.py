@@ -82,14 +82,15 @@ def _result(
     return ClaimResult(claim_id, REF, statement, passed, detail, queries, bound, data=data or {})
 
 
-#: Every d from 1 to this is checked by the symbolic claims of each size (SymPy time grows
+#: Every d from 1 to ``d_max`` is checked by the symbolic claims of each size (``d_max``,
+#: not ``d``: ``check --d 32`` means one size, and d = 1..32 in SymPy would not finish) (SymPy time grows
 #: with d: about 1 s per identity at d = 6 on one core). The wrong variants run at
 #: d <= WRONG_MAX_D: a zero test of a non-identity expands everything, and that the checker
 #: rejects them is shown at every d there.
 WRONG_MAX_D = 3
 SYMBOLIC_DS: dict[str, Any] = {
-    "sizes": {"d": 3},
-    "presets": {"small": {"d": 3}, "medium": {"d": 5}, "large": {"d": 6}},
+    "sizes": {"d_max": 3},
+    "presets": {"small": {"d_max": 3}, "medium": {"d_max": 5}, "large": {"d_max": 6}},
 }
 
 
@@ -107,7 +108,7 @@ def _sized_symbolic_claim(
     """
 
     def at(seed: int, size: SizeParams) -> ClaimResult:
-        top = int(size["d"])
+        top = int(size["d_max"])
         ok, rows, names = True, [], []
         for d in range(1, top + 1):
             good = right(d, seed)
@@ -261,7 +262,7 @@ def _affine_wrong(d: int, seed: int) -> list[SymbolicCheck]:
 
 
 def _check_affine_at(seed: int, size: SizeParams) -> ClaimResult:
-    ds = range(1, int(size["d"]) + 1)
+    ds = range(1, int(size["d_max"]) + 1)
     checks = [symbolic.affine_variant(d, seed=seed) for d in ds]
     wrong = [w for d in ds if d <= WRONG_MAX_D for w in _affine_wrong(d, seed)]
     rng = np.random.default_rng(seed)

@@ -45,11 +45,11 @@ def _result(cid: str, statement: str, ok: bool, detail: str, **kw: object) -> Cl
 #: The kind claims check every d = 1..D and every H = 2..H_max (the structural proof and
 #: its wrong partner take about 0.5 s per pair).
 _KIND_SIZES: dict[str, Any] = {
-    "sizes": {"d": 3, "heads": 3},
+    "sizes": {"d_max": 3, "heads_max": 3},
     "presets": {
-        "small": {"d": 3, "heads": 3},
-        "medium": {"d": 5, "heads": 3},
-        "large": {"d": 8, "heads": 4},
+        "small": {"d_max": 3, "heads_max": 3},
+        "medium": {"d_max": 5, "heads_max": 3},
+        "large": {"d_max": 8, "heads_max": 4},
     },
 }
 _EVERY_DH = (
@@ -64,8 +64,8 @@ def _kind_check(kind: str, statement: str) -> Claim:
 
     def at(seed: int, size: SizeParams) -> ClaimResult:
         rows, ok = [], True
-        for H in range(2, int(size["heads"]) + 1):
-            for d in range(1, int(size["d"]) + 1):
+        for H in range(2, int(size["heads_max"]) + 1):
+            for d in range(1, int(size["d_max"]) + 1):
                 pair = counterexample("multi-head", d=d, heads=H, kind=kind, seed=seed + d + H)
                 distinct = pair.first.heads != pair.second.heads
                 # The deliberately wrong partner: the same proof must fail on it.

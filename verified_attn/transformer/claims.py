@@ -76,8 +76,8 @@ def random_transformer(d: int, m: int, rng: np.random.Generator) -> OneLayerTran
 def _sized(presets: dict[str, int]) -> dict[str, Any]:
     """Size support "every d = 1..D" with D per preset (the default: small)."""
     return {
-        "sizes": {"d": presets["small"]},
-        "presets": {name: {"d": top} for name, top in presets.items()},
+        "sizes": {"d_max": presets["small"]},
+        "presets": {name: {"d_max": top} for name, top in presets.items()},
     }
 
 
@@ -99,7 +99,7 @@ COMP = (
 
 def _antisymmetry_at(seed: int, size: SizeParams) -> ClaimResult:
     cid = "transformer/antisymmetry"
-    top = int(size["d"])
+    top = int(size["d_max"])
     checks = [c for d in range(1, top + 1) for c in symbolic.antisymmetry(d, 3, 2)]
     # The derivation's formula is anchored to OneLayerTransformer's own evaluation.
     checks.append(symbolic.matches_model())
@@ -119,7 +119,7 @@ def _antisymmetry_at(seed: int, size: SizeParams) -> ClaimResult:
 
 def _composition_at(seed: int, size: SizeParams) -> ClaimResult:
     cid = "transformer/composition"
-    top = int(size["d"])
+    top = int(size["d_max"])
     checks = [c for d in range(1, top + 1) for c in symbolic.composition(d, 2, 2)]
     checks.append(symbolic.matches_model(d=1, n=2, m=3))
     last = [symbolic.composition(d, 2, 2, pool=lambda X, W: list(X[-1]))[-1] for d in (1, 2)]
