@@ -15,6 +15,7 @@ stated error bound (float).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
@@ -208,6 +209,30 @@ _INFO = (
     "parameters -> answers has full rank (with one query fewer it has not): the count is "
     "the information limit." + _EVERY_D + "."
 )
+
+
+def _length_one_right(d: int, seed: int) -> list[SymbolicCheck]:
+    return [symbolic.length_one_identity(d, aff) for aff in (False, True)]
+
+
+def _length_one_wrong(d: int, seed: int) -> list[SymbolicCheck]:
+    return [symbolic.length_one_identity(d, aff, claimed=_half_softmax) for aff in (False, True)]
+
+
+def _sigmoid_right(d: int, seed: int) -> list[SymbolicCheck]:
+    return [symbolic.sigmoid_reduction(d, aff) for aff in (False, True)]
+
+
+def _sigmoid_wrong(d: int, seed: int) -> list[SymbolicCheck]:
+    return [symbolic.sigmoid_reduction(d, aff, claimed=_flipped_sigmoid) for aff in (False, True)]
+
+
+def _logit_right(d: int, seed: int) -> list[SymbolicCheck]:
+    return [symbolic.logit_identity(d, aff) for aff in (False, True)]
+
+
+def _logit_wrong(d: int, seed: int) -> list[SymbolicCheck]:
+    return [symbolic.logit_identity(d, aff, decode=_plus_decode) for aff in (False, True)]
 
 
 def _linear_right(d: int, seed: int) -> list[SymbolicCheck]:
@@ -508,36 +533,15 @@ TAMPER = (
 
 CLAIMS = [
     Claim("thm-4.1/query-count", REF, STATEMENT, _check_query_count, **_COUNT_SIZES),
-    _sized_symbolic_claim(
-        "thm-4.1/length-one",
-        _LENGTH_ONE,
-        lambda d, seed: [symbolic.length_one_identity(d), symbolic.length_one_identity(d, True)],
-        lambda d, seed: [
-            symbolic.length_one_identity(d, aff, claimed=_half_softmax) for aff in (False, True)
-        ],
-    ),
-    _sized_symbolic_claim(
-        "thm-4.1/sigmoid-reduction",
-        _SIGMOID,
-        lambda d, seed: [symbolic.sigmoid_reduction(d), symbolic.sigmoid_reduction(d, True)],
-        lambda d, seed: [
-            symbolic.sigmoid_reduction(d, aff, claimed=_flipped_sigmoid) for aff in (False, True)
-        ],
-    ),
-    _sized_symbolic_claim(
-        "thm-4.1/logit-identity",
-        _LOGIT,
-        lambda d, seed: [symbolic.logit_identity(d), symbolic.logit_identity(d, True)],
-        lambda d, seed: [
-            symbolic.logit_identity(d, aff, decode=_plus_decode) for aff in (False, True)
-        ],
-    ),
+    _sized_symbolic_claim("thm-4.1/length-one", _LENGTH_ONE, _length_one_right, _length_one_wrong),
+    _sized_symbolic_claim("thm-4.1/sigmoid-reduction", _SIGMOID, _sigmoid_right, _sigmoid_wrong),
+    _sized_symbolic_claim("thm-4.1/logit-identity", _LOGIT, _logit_right, _logit_wrong),
     _sized_symbolic_claim("thm-4.1/linear-system", _LINEAR, _linear_right, _linear_wrong),
     Claim(
         "thm-4.1/affine",
         REF,
         _AFFINE,
-        lambda seed: _check_affine_at(seed, dict(SYMBOLIC_DS["sizes"])),
+        functools.partial(_check_affine_at, size=dict(SYMBOLIC_DS["sizes"])),
         level=LEVEL_SYMBOLIC,
         sizes=SYMBOLIC_DS["sizes"],
         presets=SYMBOLIC_DS["presets"],
