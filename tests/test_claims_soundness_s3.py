@@ -424,3 +424,29 @@ def test_window_box_is_a_head_on_short_sequences() -> None:
     assert va.Oracle(box, "exact").query(X4) == va.Oracle(head, "exact").query(X4)
     # On 6 tokens the window drops two: the answers differ (it is not a head).
     assert va.Oracle(box, "certified").query(X6) != va.Oracle(head, "certified").query(X6)
+
+
+# ---------------------------------------------------------------------------------------
+# Near a simple rational: the 4x-precision verification is what refutes it.
+# ---------------------------------------------------------------------------------------
+
+
+def test_near_rational_passes_and_fails_without_the_high_precision_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import verified_attn.probing as probing
+
+    assert _run("thm-4.1/near-rational").passed
+    monkeypatch.setattr(probing, "VERIFY_PRECISION_FACTOR", 1)  # verify at the learning one
+    res = _run("thm-4.1/near-rational")
+    assert not res.passed and "1/3 + 1e-80: exact=True" in res.detail
+
+
+def test_transformer_near_rational_fails_if_the_ffn_learner_returns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from verified_attn.transformer import claims as tr_claims
+
+    monkeypatch.setattr(tr_claims, "learn_relu_ffn", lambda oracle, **kw: None)
+    res = _run("transformer/near-rational")
+    assert not res.passed and "ReLU FFN with A off 1/3: returned a result" in res.detail

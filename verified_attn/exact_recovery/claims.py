@@ -519,6 +519,59 @@ def _certificate_tamper(seed: int) -> ClaimResult:
     return ClaimResult("thm-4.1/certificate-tamper", REF, TAMPER, ok, "; ".join(parts))
 
 
+def _near_rational(seed: int) -> ClaimResult:
+    """Entries just off 1/3 at 256 bits: balls containing the truth, never exact."""
+    import flint
+    import sympy
+
+    from verified_attn.probing import VERIFY_PRECISION_FACTOR
+
+    ok, rows = True, []
+    for e in (20, 80):
+        off = soundness.near_rational(e)
+        model = SingleHeadAttention([[1, off], [2, 0]], [1, 3])
+        try:
+            rec = learn_single_head(Oracle(model, "certified", precision=256), seed=seed)
+        except soundness.REFUSED as exc:
+            rows.append(f"1/3 + 1e-{e}: refused ({type(exc).__name__})")
+            continue
+        with flint.ctx.workprec(4096):  # the truth as a ball of its own, not rounded
+            inside = all(
+                rec.W[i, j].contains(flint.fmpq(int(q.p), int(q.q)))
+                if isinstance(rec.W[i, j], flint.arb)
+                else rec.W[i, j] == q
+                for i in range(2)
+                for j in range(2)
+                for q in [sympy.Rational(model.W[i, j])]
+            )
+        ok &= not rec.exact and inside
+        rows.append(f"1/3 + 1e-{e}: exact={rec.exact}, balls contain the truth: {inside}")
+    clean = SingleHeadAttention([[1, sympy.Rational(1, 3)], [2, 0]], [1, 3])
+    rec = learn_single_head(Oracle(clean, "certified", precision=256), seed=seed)
+    stated = any("denominator" in a for a in rec.assumptions)
+    ok &= rec.exact and rec.W == clean.W and stated
+    rows.append(f"1/3: exact={rec.exact}, denominator assumption stated: {stated}")
+    # The stated limit: at 64 bits the verification runs at 256, so 1e-80 is below what it
+    # can see; a result that comes back exact must then say what it rests on.
+    slip = SingleHeadAttention([[1, soundness.near_rational(80)], [2, 0]], [1, 3])
+    rec = learn_single_head(Oracle(slip, "certified", precision=64), seed=seed)
+    ok &= (not rec.exact) or any("denominator" in a for a in rec.assumptions)
+    rows.append(
+        f"64 bits, 1/3 + 1e-80 (within 2^-{VERIFY_PRECISION_FACTOR * 64} of 1/3): "
+        f"exact={rec.exact} under the stated assumption"
+    )
+    return ClaimResult("thm-4.1/near-rational", REF, NEAR, ok, "; ".join(rows))
+
+
+NEAR = (
+    "In certified mode (256 bits) a head with an entry 1/3 + 1e-20 or 1/3 + 1e-80 is never "
+    "returned as exact (the verification at 4x the precision refutes 1/3): its balls "
+    "contain the truth; 1/3 itself comes back exact with its denominator assumption "
+    "stated; at 64 bits 1/3 + 1e-80 is within 2^-256 of 1/3, the documented limit, and an "
+    "exact result then states the assumption it rests on."
+)
+
+
 POSITIONS = (
     "A box whose answers depend on token positions (a sliding window of 4 tokens, a "
     "rotary-like head) is refused with ModelClassMismatch naming the position dependence, "
@@ -557,4 +610,5 @@ CLAIMS = [
     Claim("thm-4.1/not-a-head", REF, _NOT_A_HEAD, _check_not_a_head),
     Claim("thm-4.1/position-dependent", REF, POSITIONS, _positions),
     Claim("thm-4.1/certificate-tamper", REF, TAMPER, _certificate_tamper),
+    Claim("thm-4.1/near-rational", REF, NEAR, _near_rational),
 ]

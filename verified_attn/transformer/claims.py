@@ -240,6 +240,14 @@ def _tr_near_rational(seed: int) -> ClaimResult:
         )
         ok &= good
         parts.append(f"{where} off 1/3: {detail}")
+    g = ReluFFN([[1, off], [0, 1]], [1, 2])  # the FFN learner alone
+    good, detail = soundness.refuses(
+        lambda: learn_relu_ffn(Oracle(g, "certified", precision=256), seed=seed),
+        soundness.REFUSED,
+        "",
+    )
+    ok &= good
+    parts.append(f"ReLU FFN with A off 1/3: {detail}")
     T = OneLayerTransformer([[1, 2], [0, 1]], [[1, 0], [0, 1]], [[1, -1], [0, 1]], [1, 2])
     rec = learn_transformer(Oracle(T, "certified", precision=256), seed=seed)
     cert_ok, cert = soundness.tamper_check(rec.certificate())
@@ -249,8 +257,9 @@ def _tr_near_rational(seed: int) -> ClaimResult:
 
 
 TR_NEAR = (
-    "In certified mode (256 bits) a Transformer whose W or A has an entry 1/3 + 1e-95 is "
-    "refused (verification at 4x the precision), never returned as exact; a clean one is "
+    "In certified mode (256 bits) a Transformer whose W or A has an entry 1/3 + 1e-95, and a "
+    "ReLU FFN whose A has one, are refused (verification at 4x the precision), never "
+    "returned as exact; a clean Transformer is "
     "exact with its assumptions recorded, its certificate verifies and a tampered copy is "
     "rejected."
 )
