@@ -450,3 +450,32 @@ def test_transformer_near_rational_fails_if_the_ffn_learner_returns(
     monkeypatch.setattr(tr_claims, "learn_relu_ffn", lambda oracle, **kw: None)
     res = _run("transformer/near-rational")
     assert not res.passed and "ReLU FFN with A off 1/3: returned a result" in res.detail
+
+
+def test_relu_exact_checks_values_not_only_the_shared_canonical_form(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A learner whose canonical network is right but whose model computes something else
+    # (a bug in the code both share would look like this): the value check catches it.
+    import types
+
+    from verified_attn.models import ReluFFN
+    from verified_attn.transformer import claims as tr_claims
+
+    real = tr_claims.learn_relu_ffn
+
+    def off_by_one(oracle: Any, **kwargs: Any) -> Any:
+        rec = real(oracle, **kwargs)
+        A, w = rec.model.A.tolist(), list(rec.model.w_o)
+        w[0] += 1
+        return types.SimpleNamespace(
+            network=rec.network,
+            model=ReluFFN(A, w),
+            queries=rec.queries,
+            parameter_count=rec.parameter_count,
+            bound=rec.bound,
+        )
+
+    monkeypatch.setattr(tr_claims, "learn_relu_ffn", off_by_one)
+    res = _run("transformer/relu-exact")
+    assert not res.passed and "same values at 12 points: False" in res.detail

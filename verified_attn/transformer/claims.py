@@ -158,11 +158,19 @@ def _relu_exact(seed: int) -> ClaimResult:
         w = list(g.w_o)
         w[0] += 1
         perturbed = canonical_network(ReluFFN(A, w)) if any(A[:, 0]) else None
-        ok = rec.network == truth and (perturbed is None or perturbed != rec.network)
+        # Independently of the canonical form (which shares its normalisation with the
+        # learner): the learned FFN equals g exactly (==) at seeded rational points.
+        points = [
+            [[Fraction(int(rng.integers(-9, 10)), int(rng.integers(1, 7))) for _ in range(d)]]
+            for _ in range(12)
+        ]
+        same_map = all(rec.model.evaluate(X, "exact") == g.evaluate(X, "exact") for X in points)
+        ok = rec.network == truth and same_map and (perturbed is None or perturbed != rec.network)
         passed &= ok
         rows.append(
             f"d={d} m={m} {arith}: width {rec.network.width}, {rec.queries} queries "
             f"(m'(d+1) = {rec.parameter_count}, bound {rec.bound}), equal: {rec.network == truth}"
+            f", same values at 12 points: {same_map}"
         )
     return _result(cid, statement, passed, "; ".join(rows))
 
