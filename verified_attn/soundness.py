@@ -40,9 +40,11 @@ __all__ = [
     "near_rational",
     "position_boxes",
     "refuses",
+    "refuses_all",
     "replace_second",
     "rotary_box",
     "tamper",
+    "tamper_all",
     "tamper_check",
     "window_box",
 ]
@@ -277,6 +279,42 @@ def tamper_check(data: dict[str, Any], sites: tuple[str, ...] = TAMPER_SITES) ->
             ok = False
             parts.append(f"{site} changed: ACCEPTED (ok={accepted})")
     return ok, "honest certificate verifies; " + "; ".join(parts)
+
+
+def tamper_all(
+    runs: dict[str, tuple[Any, tuple[str, ...]]], *, result: str = "result"
+) -> tuple[bool, str]:
+    """:func:`tamper_check` on several results: ``{name: (recovery, answer sites)}``.
+
+    Each is changed at its ``result`` site, each of its answer sites, its learning count
+    and a verification answer; all must be rejected.
+    """
+    ok, rows = True, []
+    for name, (rec, answers) in runs.items():
+        sites = (result, *answers, "queries.learning", "verification.answers")
+        good, detail = tamper_check(rec.certificate(), sites)
+        ok &= good
+        rows.append(f"{name}: {detail}")
+    return ok, "; ".join(rows)
+
+
+def refuses_all(
+    cases: list[tuple[str, Callable[..., Any], Any, tuple[int, ...] | None]],
+    error: type[Exception] | tuple[type[Exception], ...] = ModelClassMismatch,
+) -> tuple[bool, str]:
+    """Every ``learn(box)`` is refused with ``error``; where ``short`` lengths are given,
+    ``learn(box, short)`` returns a verified result (the box agrees with the class on
+    those lengths, so only the final verification on longer ones can refuse it)."""
+    ok, rows = True, []
+    for name, learn, box, short in cases:
+        good, detail = refuses(lambda learn=learn, box=box: learn(box), error, "")
+        if short is not None:
+            rec = learn(box, short)
+            good &= rec.verified
+            detail += f"; verified on lengths {list(short)} only: {rec.verified}"
+        ok &= good
+        rows.append(f"{name}: {detail}")
+    return ok, "; ".join(rows)
 
 
 def replace_second(data: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import functools
 from fractions import Fraction
 from typing import Any
 
@@ -472,16 +471,8 @@ def _mh_out_of_class(seed: int) -> ClaimResult:
         ("canonical: three heads given heads=2", canonical, three, None),
         ("orthogonal: window-4 of its heads", orthogonal, soundness.Window(ortho), (1, 2, 3, 4)),
     )
-    ok, rows = True, []
-    for name, learn, box, short in cases:
-        good, detail = soundness.refuses(functools.partial(learn, box), ModelClassMismatch, "")
-        if short is not None:
-            rec = learn(box, short)
-            good &= rec.verified
-            detail += f"; verified on lengths {list(short)} only: {rec.verified}"
-        ok &= good
-        rows.append(f"{name}: {detail}")
-    return ClaimResult("prop-7.1/out-of-class", REF, MH_OOC, ok, "; ".join(rows))
+    ok, detail = soundness.refuses_all(list(cases))
+    return ClaimResult("prop-7.1/out-of-class", REF, MH_OOC, ok, detail)
 
 
 MH_OOC = (
@@ -510,13 +501,8 @@ def _mh_certificate_tamper(seed: int) -> ClaimResult:
             ("subspaces.0.certificate.answers", "subspaces.0.basis"),
         ),
     }
-    ok, rows = True, []
-    for name, (rec, answers) in runs.items():
-        sites = ("result", *answers, "queries.learning", "verification.answers")
-        good, detail = soundness.tamper_check(rec.certificate(), sites)
-        ok &= good
-        rows.append(f"{name}: {detail}")
-    return ClaimResult("prop-7.1/certificate-tamper", REF, MH_TAMPER, ok, "; ".join(rows))
+    ok, detail = soundness.tamper_all(runs)
+    return ClaimResult("prop-7.1/certificate-tamper", REF, MH_TAMPER, ok, detail)
 
 
 MH_TAMPER = (
