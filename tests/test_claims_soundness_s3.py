@@ -84,6 +84,24 @@ def test_boundary_fails_if_the_learner_ignores_the_norm_bound(
     assert not res.passed and not res.detail.startswith("check raised")
 
 
+def test_error_bound_fails_if_the_reported_a_priori_bound_is_inflated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A learner reporting twice the derived a-priori bound (so any a-posteriori bound
+    # fits under it): the claim computes the bound from the derivation itself.
+    from verified_attn.noisy import claims as noisy_claims
+
+    real = noisy_claims.learn_noisy
+
+    def inflated(*args: Any, **kwargs: Any) -> Any:
+        rec = real(*args, **kwargs)
+        rec.enclosures["W_a_priori"] *= 2
+        return rec
+
+    monkeypatch.setattr(noisy_claims, "learn_noisy", inflated)
+    assert not _run("thm-6.1/error-bound").passed
+
+
 def test_boundary_fails_if_the_bound_is_shrunk(monkeypatch: pytest.MonkeyPatch) -> None:
     # A bound 0.9 times the derived one: the worst case at exactly tau exceeds it.
     from verified_attn.noisy import learner
@@ -118,6 +136,8 @@ def short_verification(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     "claim_id",
     [
         "thm-6.1/out-of-class",
+        "thm-4.1/position-dependent",
+        "thm-5.1/position-dependent",
         "thm-5.1/nuclear-out-of-class",
         "transformer/out-of-class",
         "prop-7.1/out-of-class",

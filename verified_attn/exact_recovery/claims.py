@@ -504,7 +504,23 @@ def _positions(seed: int) -> ClaimResult:
     from verified_attn.exact_recovery.learner import learn_single_head as learn
 
     ok, detail = soundness.position_check(lambda o: learn(o, seed=seed))
-    return ClaimResult("thm-4.1/position-dependent", REF, POSITIONS, ok, detail)
+    # The same window over an exact head, in exact and certified arithmetic.
+    head = SingleHeadAttention([[1, Fraction(-1, 2)], [2, 0]], [1, 3])
+
+    def exact_box(arith: str) -> Callable[..., Any]:
+        def run(box: Any, lengths: Any = None) -> Any:
+            kw = {} if lengths is None else {"lengths": lengths}
+            return learn(Oracle(box, arith), seed=seed, **kw)
+
+        return run
+
+    window = soundness.Window(head)
+    ok2, detail2 = soundness.refuses_all(
+        [(f"window-4 ({a})", exact_box(a), window, (1, 2, 3, 4)) for a in ("exact", "certified")]
+    )
+    return ClaimResult(
+        "thm-4.1/position-dependent", REF, POSITIONS, ok and ok2, f"{detail}; {detail2}"
+    )
 
 
 def _certificate_tamper(seed: int) -> ClaimResult:
@@ -576,7 +592,9 @@ NEAR = (
 POSITIONS = (
     "A box whose answers depend on token positions (a sliding window of 4 tokens, a "
     "rotary-like head) is refused with ModelClassMismatch naming the position dependence, "
-    "though on short sequences the window box is a head."
+    "though on short sequences the window box is a head (in exact and certified "
+    "arithmetic it is returned verified on lengths <= 4: only the final verification sees "
+    "it)."
 )
 TAMPER = (
     "A single-head certificate (exact, certified and float) verifies without the oracle, "

@@ -201,7 +201,16 @@ _NUCLEAR_SIZES: dict[str, Any] = {
 
 def _positions(seed: int) -> ClaimResult:
     ok, detail = soundness.position_check(lambda o: learn_low_rank(o, seed=seed))
-    return _result("thm-5.1/position-dependent", POSITIONS, ok, detail)
+    window = soundness.Window(SingleHeadAttention([[1, 2], [2, 4]], [1, -1]))  # rank 1
+
+    def certified(box: Any, lengths: Any = None) -> Any:
+        kw = {} if lengths is None else {"lengths": lengths}
+        return learn_low_rank(Oracle(box, "certified"), seed=seed, **kw)
+
+    ok2, detail2 = soundness.refuses_all(
+        [("window-4 of a rank-1 head (certified)", certified, window, (1, 2, 3, 4))]
+    )
+    return _result("thm-5.1/position-dependent", POSITIONS, ok and ok2, f"{detail}; {detail2}")
 
 
 def _near_rank(seed: int) -> ClaimResult:
@@ -232,7 +241,9 @@ def _near_rank(seed: int) -> ClaimResult:
 
 POSITIONS = (
     "A box whose answers depend on token positions (a sliding window of 4 tokens, a "
-    "rotary-like head) is refused with ModelClassMismatch naming the position dependence."
+    "rotary-like head) is refused with ModelClassMismatch naming the position dependence "
+    "(a certified window over a rank-1 head too, which is returned verified on lengths <= 4: "
+    "only the final verification sees it)."
 )
 NEAR_RANK = (
     "Certified mode never returns a rank decided on a ball containing 0 as exact without "
