@@ -454,7 +454,9 @@ BOUNDARY = (
     "||W||_F = Wbar exactly (score gap exactly 1/2) and noise exactly tau stay within the "
     "stated bounds (noise tau: actual/bound >= 0.99, sharp); |v_0| just below mu (by at most "
     "2 tau, undetectable) is refused (margin) or stays within both bounds, |v_0| < mu - 2 tau "
-    "is always refused; ||W||_F >= 1.01 Wbar is refused (w_bound); noise 1.05 tau exceeds "
+    "is always refused; ||W||_F >= 1.01 Wbar is refused (w_bound), at 1.001 Wbar (outside "
+    "the theorem, not always detectable) the result only restates its assumption; noise "
+    "1.05 tau exceeds "
     "the bound (the bound needs its hypothesis), and every result states the tolerance, "
     "the norm bound and the margin as assumptions"
 )
@@ -504,6 +506,10 @@ def _check_boundary(seed: int) -> ClaimResult:
         ("|v_0| = mu - 3 tau/2", W, [1 - 3 * tau / 2, -2], 1.0, "refuse-or-within"),
         ("|v_0| = mu - 21 tau/10", W, [1 - 21 * tau / 10, -2], 1.0, "refuse:margin"),
         ("||W||_F = Wbar", edge, [1, 1], 1.0, "within"),
+        # Just above the norm bound the answers need not contradict it: the theorem says
+        # nothing there, and the result only restates its assumption (measured: actual/bound
+        # up to 1.0001 for the worst case, so the enclosure can miss by a hair).
+        ("||W||_F = 1.001 Wbar", [[0, Fraction(1001, 1000)], [0, 0]], [1, 1], 1.0, "stated"),
         ("||W||_F = 1.01 Wbar", [[0, Fraction(101, 100)], [0, 0]], [1, 1], 1.0, "refuse:w_bound"),
         ("||W||_F = 1.5 Wbar", [[0, Fraction(3, 2)], [0, 0]], [1, 1], 1.0, "refuse:w_bound"),
         ("noise = tau", edge, [1, 1], 1.0, "sharp"),
@@ -523,6 +529,8 @@ def _check_boundary(seed: int) -> ClaimResult:
         elif rule.startswith("refuse:"):
             key = rule.split(":")[1]
             good &= not recs and all(msg.startswith(key) for msg in refusals)
+        elif rule == "stated":
+            good &= all("margin" in m or "w_bound" in m for m in refusals)
         elif rule == "sharp":
             good &= not refusals and all(_within(rec, Wc, vc) for rec in recs)
             good &= max(ratios) >= 0.99
