@@ -23,6 +23,8 @@ EXPECTED = {
     "prop-7.1/position-dependent",
     "prop-7.1/near-rational",
     "prop-7.1/float-head-count",
+    "prop-7.1/out-of-class",
+    "prop-7.1/certificate-tamper",
 }
 
 
