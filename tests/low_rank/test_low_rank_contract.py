@@ -169,11 +169,19 @@ def _tamperings(data: dict[str, Any]) -> dict[str, Any]:
     # U, B, S are coordinates of the cross: what the answers prove does not depend on them,
     # so a change the probes still fit is no forgery; next_b decides which probes are
     # rank checks.)
+    # Probes name their u and b in the table answers.vectors; a probe may also store a
+    # vector inline: change one probe's vector inline, or a table entry (all its probes).
     for name in ("b", "u"):
         t = copy.deepcopy(data)
         probe = t["answers"]["probes"][0]
-        probe[name][0] = str(Fraction(probe[name][0]) + Fraction(1, 2))
+        vec = list(t["answers"]["vectors"][probe[name]])
+        vec[0] = str(Fraction(vec[0]) + Fraction(1, 2))
+        probe[name] = vec
         out[f"design {name}"] = t
+        t = copy.deepcopy(data)
+        vec = t["answers"]["vectors"][t["answers"]["probes"][0][name]]
+        vec[0] = str(Fraction(vec[0]) + Fraction(1, 2))
+        out[f"design {name} in the table"] = t
     t = copy.deepcopy(data)
     t["answers"]["probes"][0]["scale"] = "1/16"
     out["design scale"] = t
@@ -232,7 +240,8 @@ def test_certificate_without_rank_evidence_rejected() -> None:
         _, _, rec = _run(kind, "exact", 5, 2)
         data = rec.certificate()
         probes = data["answers"]["probes"]
-        (i,) = [k for k, p in enumerate(probes) if p["b"] == data["design"]["next_b"]]
+        table = data["answers"]["vectors"]
+        (i,) = [k for k, p in enumerate(probes) if table[p["b"]] == data["design"]["next_b"]]
         del probes[i]
         q = data["queries"]
         q["by_phase"]["rank"] -= 1
