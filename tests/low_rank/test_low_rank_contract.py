@@ -152,7 +152,9 @@ def _bump(num: dict[str, Any]) -> dict[str, Any]:
     if "rational" in num or "sympy" in num:
         return dump_number(x + 1)
     if "float" in num:
-        return dump_number(x * 1.01 + 0.01)
+        # x + 1% of |x| (at least 0.01): always a different number (x * 1.01 + 0.01 is x
+        # again at x = -1, a probe answer hypothesis found).
+        return dump_number(x + max(0.01, abs(x) * 0.01))
     mid, rad = num["arb"]
     return {"arb": [str(Fraction(mid) + Fraction(1, 100)), rad]}
 

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from verified_attn.arithmetic import Arithmetic
+from verified_attn.errors import InvalidArgument
 from verified_attn.oracle import Oracle
 from verified_attn.probing import (
     MAX_RESCALES,
@@ -177,9 +178,39 @@ class Prober:
             if not np.array_equal(self._table[cand], reps[hit]):  # pragma: no cover
                 return np.array([self._intern_one(x) for x in rows], dtype=np.int64)
             ids[hit] = cand
-        for k in np.flatnonzero(ids < 0).tolist():
+        new = np.flatnonzero(ids < 0)
+        for k in new[np.argsort(first[new])].tolist():  # new vectors in order of first use
             ids[k] = self._intern_one(reps[k])
         return ids[inverse]
+
+    def intern(self, rows: np.ndarray) -> np.ndarray:
+        """The indices of these vectors in :attr:`vectors` (appended if new), for
+        :meth:`measure_ids`: probe vectors that recur are named once, then by index.
+
+        >>> import numpy as np, verified_attn as va
+        >>> head = va.SingleHeadAttention([[1, 2], [3, 4]], [1, 1])
+        >>> prober = Prober.start(va.Oracle(head, "float"))
+        >>> ids = prober.intern(np.eye(2))
+        >>> m = prober.measure_ids(ids, ids[1], "C")                   # e_i^T W e_2
+        >>> ids.tolist(), [round(float(x), 9) for x in m]
+        ([0, 1], [2.0, 4.0])
+        """
+        rows = np.asarray(rows, dtype=np.float64)
+        if rows.ndim != 2 or rows.shape[1] != self.oracle.d:
+            raise InvalidArgument(f"rows must have shape (n, d = {self.oracle.d}), got {rows.shape}")
+        return self._intern(rows)
+
+    def measure_ids(
+        self, iu: Any, ib: Any, phase: str, *, verification: bool = False
+    ) -> np.ndarray:
+        """:meth:`measure` of the probes whose u and b are the vectors with these indices
+        (arrays of one length, or one index shared by every probe)."""
+        iu, ib = np.asarray(iu, dtype=np.int64), np.asarray(ib, dtype=np.int64)
+        table = self._table[: len(self.vectors)] if self._hash is not None else None
+        if table is None:
+            table = np.array(self.vectors)
+        us, bs = table[iu], table[ib]
+        return self.measure(us, bs, phase, verification=verification, _ids=(iu, ib))
 
     def _intern_one(self, x: np.ndarray) -> int:
         x = np.ascontiguousarray(x, dtype=np.float64)
@@ -199,7 +230,13 @@ class Prober:
         return k
 
     def measure(
-        self, us: np.ndarray, bs: np.ndarray, phase: str, *, verification: bool = False
+        self,
+        us: np.ndarray,
+        bs: np.ndarray,
+        phase: str,
+        *,
+        verification: bool = False,
+        _ids: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> np.ndarray:
         """u_k^T W b_k for the rows of ``us`` and ``bs`` (shape (n, d), or one vector (d,)
         shared by all n probes); call in context.
@@ -215,7 +252,7 @@ class Prober:
         if n == 0:
             return measured_array(arith, [])
         if arith.name == "float":
-            return self._measure_float(us, bs, n, phase, verification)
+            return self._measure_float(us, bs, n, phase, verification, _ids)
         us_given, bs_given = us, bs
         us, bs = np.broadcast_to(us, (n, us.shape[-1])), np.broadcast_to(bs, (n, bs.shape[-1]))
         uv = self._dots(us)
@@ -238,7 +275,7 @@ class Prober:
                 new = self.oracle.query_many(np.stack(queries))
             for k, a in zip(todo, new, strict=True):
                 answers[k] = a
-        self._log(phase, us_given, bs_given, rescales, answers, verification)
+        self._log(phase, us_given, bs_given, rescales, answers, verification, _ids)
         Y = self._ratios(answers, uv, bv, scales)
         L, bad = logits(arith, Y)
         if bad:
@@ -248,7 +285,13 @@ class Prober:
         return L / t
 
     def _measure_float(
-        self, us: np.ndarray, bs: np.ndarray, n: int, phase: str, verification: bool
+        self,
+        us: np.ndarray,
+        bs: np.ndarray,
+        n: int,
+        phase: str,
+        verification: bool,
+        ids: tuple[np.ndarray, np.ndarray] | None,
     ) -> np.ndarray:
         """:meth:`measure` in float arithmetic, on arrays: no per-probe Python objects.
 
@@ -282,7 +325,7 @@ class Prober:
             with self.oracle.phase(rescale, verification=verification):
                 F[todo] = self.oracle.query_many(queries, owned=True)
             Y[todo] = (F[todo] - bv[todo]) / (t[todo] * uv[todo])
-        self._log(phase, us, bs, rescales, F.tolist(), verification)
+        self._log(phase, us, bs, rescales, F.tolist(), verification, ids)
         L, bad = logits(self.arith, Y)
         if bad:
             (k,) = bad[0]
@@ -299,9 +342,10 @@ class Prober:
         rescales: np.ndarray,
         answers: list[Any],
         verification: bool,
+        ids: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> None:
         n = len(answers)
-        iu, ib = self._intern(us), self._intern(bs)
+        iu, ib = (self._intern(us), self._intern(bs)) if ids is None else ids
         self._batches.append(
             _Batch(
                 phase,

@@ -227,6 +227,8 @@ def skeleton_recover(
     u_inv = design.U_inverse_flint()  # U^{-1}: g = U^{-1} u expresses u^T W b in z coordinates
     inv_t = u_inv.transpose()  # U^{-T}, exact
     coordinates = _Coordinates(U, u_inv)
+    # The probe vectors that recur, named once: the design columns u_i and the unit e_j.
+    ids = {"U": prober.intern(U.T), "e": prober.intern(np.eye(d))}
     v_mag = max(arith.magnitude(x) for x in v)
 
     basis: list[np.ndarray] = []  # generic columns b_1..b_k
@@ -282,7 +284,7 @@ def skeleton_recover(
                     expected=pred,
                 )
             reuse = (t, g)
-        z = _measure_column(prober, U, S, zS, b, reuse, d)
+        z = _measure_column(prober, ids, S, zS, b, reuse, d)
         e = z - zhat
         e_mag = _magnitudes(arith, e)
         e_mag[S] = 0.0
@@ -304,7 +306,7 @@ def skeleton_recover(
         basis.append(b)
         S.append(s)
         Zc.append(z)
-        R = _append_row(prober, arith, U, basis, Zc, R, s, d)
+        R = _append_row(prober, arith, ids, basis, Zc, R, s, d)
         k += 1
         b = None
     W = _assemble(arith, inv_t, Zc, S, R, d, design)
@@ -387,7 +389,7 @@ def _predict_column(
 
 def _measure_column(
     prober: Prober,
-    U: np.ndarray,
+    ids: dict[str, np.ndarray],
     S: list[int],
     zS: np.ndarray,
     b: np.ndarray,
@@ -405,7 +407,8 @@ def _measure_column(
         if cands:
             skip = max(cands, key=lambda i: abs(g[i]))
     todo = [i for i in free if i != skip]
-    vals = prober.measure(U[:, todo].T, b, "C")  # one b for every probe of the column
+    # The design columns u_i are interned once (by the caller); b is new for each column.
+    vals = prober.measure_ids(ids["U"][todo], prober.intern(b[None, :])[0], "C")
     z = _zero(arith, d)
     z[todo] = vals
     if S:
@@ -421,7 +424,7 @@ def _measure_column(
 def _append_row(
     prober: Prober,
     arith: Arithmetic,
-    U: np.ndarray,
+    ids: dict[str, np.ndarray],
     basis: list[np.ndarray],
     Zc: list[np.ndarray],
     R: np.ndarray,
@@ -435,7 +438,7 @@ def _append_row(
     """
     k1 = len(basis)
     rest = list(range(k1, d))
-    measured = prober.measure(U[:, s], np.eye(d)[k1:], "R")  # one u_s for the whole row
+    measured = prober.measure_ids(ids["U"][s], ids["e"][k1:], "R")  # u_s; e_j, j > k
     Bmat = np.array(basis).T  # d x (k+1)
     if arith.name == "float":
         # w[P] A = z_s - w[P^c] G, solved in float (A = B[P, :] is generic and well
