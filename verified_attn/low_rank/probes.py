@@ -155,15 +155,13 @@ class Prober:
         :attr:`vectors`; new rows are appended. Vectorised: rows are grouped and looked up
         by a generic linear hash, and every hit is compared in full (so equal indices mean
         equal vectors; a collision falls back to comparing bytes)."""
-        if rows.ndim == 1:
-            return np.array([self._intern_one(rows)], dtype=np.int64)
         rows = np.asarray(rows, dtype=np.float64)
+        if rows.ndim == 1:
+            return self._intern(rows[None, :])
         d = rows.shape[1]
         if self._hash is None:
             self._hash = np.random.default_rng(0).standard_normal(d)
             self._table = np.empty((16, d))
-            self._known = np.empty(0)
-            self._known_ids = np.empty(0, dtype=np.int64)
         _, first, inverse = np.unique(rows @ self._hash, return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)
         reps = rows[first]
@@ -179,9 +177,18 @@ class Prober:
                 return np.array([self._intern_one(x) for x in rows], dtype=np.int64)
             ids[hit] = cand
         new = np.flatnonzero(ids < 0)
-        for k in new[np.argsort(first[new])].tolist():  # new vectors in order of first use
-            ids[k] = self._intern_one(reps[k])
+        if new.size:
+            for k in new[np.argsort(first[new])].tolist():  # new vectors in first-use order
+                ids[k] = self._intern_one(reps[k])
+            self._add_to_table(reps[new], h[new], ids[new])
         return ids[inverse]
+
+    def _add_to_table(self, rows: np.ndarray, h: np.ndarray, ids: np.ndarray) -> None:
+        """Index new vectors (already in :attr:`vectors`) by their hashes."""
+        keys = np.concatenate([self._known, h])
+        order = np.argsort(keys, kind="stable")
+        self._known = keys[order]
+        self._known_ids = np.concatenate([self._known_ids, ids])[order]
 
     def intern(self, rows: np.ndarray) -> np.ndarray:
         """The indices of these vectors in :attr:`vectors` (appended if new), for
@@ -206,11 +213,14 @@ class Prober:
         """:meth:`measure` of the probes whose u and b are the vectors with these indices
         (arrays of one length, or one index shared by every probe)."""
         iu, ib = np.asarray(iu, dtype=np.int64), np.asarray(ib, dtype=np.int64)
-        table = self._table[: len(self.vectors)] if self._hash is not None else None
-        if table is None:
-            table = np.array(self.vectors)
-        us, bs = table[iu], table[ib]
+        us, bs = self._rows(iu), self._rows(ib)
         return self.measure(us, bs, phase, verification=verification, _ids=(iu, ib))
+
+    def _rows(self, ids: np.ndarray) -> np.ndarray:
+        """The vectors with these indices (one (d,) vector for a scalar index)."""
+        if ids.ndim == 0:
+            return self.vectors[int(ids)]
+        return self._table[ids]
 
     def _intern_one(self, x: np.ndarray) -> int:
         x = np.ascontiguousarray(x, dtype=np.float64)
@@ -219,14 +229,11 @@ class Prober:
         if k is None:
             k = self._index[key] = len(self.vectors)
             self.vectors.append(x.copy())
-            if self._hash is not None:  # keep the hash table of the vectorised lookup
-                if k >= len(self._table):
-                    self._table = np.concatenate([self._table, np.empty_like(self._table)])
-                self._table[k] = x
-                h = float(x @ self._hash)
-                at = int(np.searchsorted(self._known, h))
-                self._known = np.insert(self._known, at, h)
-                self._known_ids = np.insert(self._known_ids, at, k)
+            if k >= len(self._table):  # the table holds every vector, for measure_ids
+                grown = np.empty((max(16, 2 * len(self._table)), len(x)))
+                grown[: len(self._table)] = self._table
+                self._table = grown
+            self._table[k] = x
         return k
 
     def measure(

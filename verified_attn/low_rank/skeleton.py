@@ -36,6 +36,7 @@ test that passes decides the rank, so it is learning).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -122,16 +123,23 @@ class _Coordinates:
     """g = U^{-1} u exactly, as float64 (u a test vector on the 2^-12 grid).
 
     U^{-1} is integral and u dyadic, so g is on the same grid: it is computed in float
-    with a float inverse made once, rounded to the grid, and accepted only if the integer
-    product ``U (2^12 g) == 2^12 u`` holds exactly (int64, no overflow at these sizes);
-    otherwise exactly with the rational inverse.
+    with a float inverse made once (for the default design from its structure, O(d^2)),
+    rounded to the grid, and accepted only if the integer product ``U (2^12 g) == 2^12 u``
+    holds exactly (int64, no overflow at these sizes); otherwise exactly with the rational
+    inverse (made only then).
     """
 
-    def __init__(self, U: np.ndarray, u_inv: flint.fmpq_mat) -> None:
-        self.u_inv = u_inv
+    def __init__(self, U: np.ndarray, design: Any) -> None:
+        self.design = design
         self.U_int = np.asarray(U, dtype=np.float64).astype(np.int64)
-        exact_int = np.array_equal(self.U_int, U) and np.abs(self.U_int).max() <= 1
-        self.inv = np.linalg.inv(np.asarray(U, dtype=np.float64)) if exact_int else None
+        self.inv: np.ndarray | None = None
+        if np.array_equal(self.U_int, U) and np.abs(self.U_int).max() <= 1:
+            fast = design.solve_float(np.eye(len(U)))  # U^{-T}, exactly (0/1 entries)
+            self.inv = fast.T if fast is not None else np.linalg.inv(np.asarray(U, np.float64))
+
+    @functools.cached_property
+    def u_inv(self) -> flint.fmpq_mat:
+        return self.design.U_inverse_flint()
 
     def __call__(self, u: np.ndarray) -> np.ndarray:
         u_grid = _on_grid(u)
@@ -224,9 +232,8 @@ def skeleton_recover(
     design = default_design(arith, v, d, False)
     check_design(arith, design, v)
     U = design.U_float  # columns u_i (0/1 entries, exact)
-    u_inv = design.U_inverse_flint()  # U^{-1}: g = U^{-1} u expresses u^T W b in z coordinates
-    inv_t = u_inv.transpose()  # U^{-T}, exact
-    coordinates = _Coordinates(U, u_inv)
+    # g = U^{-1} u expresses u^T W b in z coordinates (U^{-1} exact, made only if needed)
+    coordinates = _Coordinates(U, design)
     # The probe vectors that recur, named once: the design columns u_i and the unit e_j.
     ids = {"U": prober.intern(U.T), "e": prober.intern(np.eye(d))}
     v_mag = max(arith.magnitude(x) for x in v)
@@ -309,7 +316,7 @@ def skeleton_recover(
         R = _append_row(prober, arith, ids, basis, Zc, R, s, d)
         k += 1
         b = None
-    W = _assemble(arith, inv_t, Zc, S, R, d, design)
+    W = _assemble(arith, Zc, S, R, d, design)
     return SkeletonResult(
         W,
         v,
@@ -403,9 +410,10 @@ def _measure_column(
     skip = None
     if reuse is not None:
         _, g = reuse
-        cands = [i for i in free if g[i] != 0]
-        if cands:
-            skip = max(cands, key=lambda i: abs(g[i]))
+        mag = np.abs(np.asarray(g, dtype=np.float64))
+        mag[S] = 0.0
+        if mag.max() > 0:
+            skip = int(np.argmax(mag))  # the first free row of largest |g_i|, as before
     todo = [i for i in free if i != skip]
     # The design columns u_i are interned once (by the caller); b is new for each column.
     vals = prober.measure_ids(ids["U"][todo], prober.intern(b[None, :])[0], "C")
@@ -481,12 +489,11 @@ def _columns(Zc: list[np.ndarray]) -> np.ndarray:
 
 def _assemble(
     arith: Arithmetic,
-    inv_t: flint.fmpq_mat,
     Zc: list[np.ndarray],
     S: list[int],
     R: np.ndarray,
     d: int,
-    design: Any = None,
+    design: Any,
 ) -> np.ndarray:
     """W = C (U_S^T C)^{-1} (U_S^T W) with C = U^{-T} Z_C (and W = 0 at rank 0)."""
     if not Zc:
@@ -496,7 +503,7 @@ def _assemble(
             else np.zeros((d, d))
         )
     Zmat = _columns(Zc)
-    fast = design.solve_float(Zmat) if design is not None and arith.name == "float" else None
-    C = fast if fast is not None else apply_exact(arith, inv_t, Zmat)
+    fast = design.solve_float(Zmat) if arith.name == "float" else None
+    C = fast if fast is not None else apply_exact(arith, design.U_inverse_flint().transpose(), Zmat)
     X = _solve(arith, Zmat[S, :], R)
     return _matmul(arith, C, X)
