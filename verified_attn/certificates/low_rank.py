@@ -322,8 +322,9 @@ class _Cross:
             raise CertificateError(f"rank {self.rank} exceeds rank_given {self.rank_given}")
         r = self.rank
         design = get(data, "design")
+        seen: dict[str, Fraction] = {}  # U repeats a few strings ("0/1", "1/1") d^2 times
         self.U = [
-            [rational(q, f"design.U[{i}][{k}]") for k, q in enumerate(row)]
+            _vector(row, f"design.U[{i}]", d, seen)
             for i, row in enumerate(as_matrix(get(design, "U"), "design.U", d, d))
         ]
         U = fmpq_matrix(self.U)
@@ -411,26 +412,72 @@ class _Cross:
                 base = d * r + m_ix * d
                 coeffs = {base + col: q for col, q in nz}
             eqs.append((coeffs, m))
-        for m_ix, s in enumerate(self.S):
-            for j in range(r):
-                coeffs = {s * r + j: Fraction(1)}
-                for col in range(d):
-                    if self.B[j][col]:
-                        coeffs[d * r + m_ix * d + col] = -self.B[j][col]
-                eqs.append((coeffs, None))
-        self.n_probe_equations = len(eqs) - r * r
-        if len(eqs) != n:
+        self.n_probe_equations = len(eqs)
+        if len(eqs) + r * r != n:
             raise CertificateError(
-                f"the stored probes give {len(eqs) - r * r} equations (+ {r * r} pivot "
+                f"the stored probes give {len(eqs)} equations (+ {r * r} pivot "
                 f"constraints) for the 2dr = {n} unknowns of the cross: it is not determined"
             )
-        x = _Elimination(arith, eqs, n, groups=(d * r, d)).solve()
+        x = _Elimination(arith, eqs, n, groups=(d * r, d))
+        x.peel()  # the probes' own unknowns first: most entries of Z and R are measured
+        x.add(self._pivot_constraints(x.known))
+        x.solve()
         self.coupled = x.largest
         Z = measured_array(arith, [[x.known[a * r + j] for j in range(r)] for a in range(d)])
         R = measured_array(
             arith, [[x.known[d * r + m * d + col] for col in range(d)] for m in range(r)]
         )
         self.W = _assemble(arith, self.U_inv, Z, R, self.S, d)
+
+
+    def _pivot_constraints(
+        self, known: dict[int, Any]
+    ) -> list[tuple[dict[int, Fraction], Any]]:
+        """Z[s_m, j] = R[m, :] b_j for every pivot row m and column j, the R entries already
+        known moved to the right-hand side in one product per row (float: NumPy; certified:
+        an arb matrix product; exact: sums), so each equation keeps only its unknowns."""
+        d, r, arith = self.d, self.rank, self.arith
+        zero = arith.rational(Fraction(0))
+        product = _Product(arith, self.B)
+        out = []
+        for m_ix, s in enumerate(self.S):
+            base = d * r + m_ix * d
+            vals = [known.get(base + c) for c in range(d)]
+            consts = product(vals, zero)
+            for j in range(r):
+                coeffs = {s * r + j: Fraction(1)}
+                for col, q in enumerate(self.B[j]):
+                    if q and vals[col] is None:
+                        coeffs[base + col] = -q
+                out.append((coeffs, consts[j]))
+        return out
+
+
+class _Product:
+    """B x for the r x d exact matrix B and a vector x of measured numbers (None as 0)."""
+
+    def __init__(self, arith: Arithmetic, B: list[list[Fraction]]) -> None:
+        self.arith, self.B = arith, B
+        if arith.name == "float":
+            self.M: Any = np.array([[float(q) for q in row] for row in B])
+        elif arith.name == "certified":
+            self.M = flint.arb_mat(fmpq_matrix(B))
+
+    def __call__(self, x: list[Any], zero: Any) -> list[Any]:
+        arith, B = self.arith, self.B
+        if arith.name == "float":
+            return [float(y) for y in self.M @ np.array([0.0 if v is None else float(v) for v in x])]
+        if arith.name == "certified":
+            out = self.M * flint.arb_mat([[zero if v is None else v] for v in x])
+            return [out[j, 0] for j in range(len(B))]
+        acc = []
+        for row in B:
+            total: Any = zero
+            for q, v in zip(row, x, strict=True):
+                if q and v is not None:
+                    total = total + arith.rational(q) * v
+            acc.append(total)
+        return acc
 
 
 class _Elimination:
@@ -454,7 +501,7 @@ class _Elimination:
         groups: tuple[int, int],
     ) -> None:
         self.arith = arith
-        self.eqs = eqs
+        self.eqs = list(eqs)
         self.n = n
         self.groups = groups
         zero = arith.rational(Fraction(0))
@@ -470,15 +517,45 @@ class _Elimination:
         self._ready = [e for e, f in enumerate(self.free) if len(f) == 1]
         self._dirty = set(range(len(eqs)))
         self._cands: dict[int, set[int]] = {}
-        self._conv: dict[Fraction, Any] = {}
+        self._conv: dict[int, Any] = {}
 
     def _c(self, q: Fraction) -> Any:
-        val = self._conv.get(q)
+        # Keyed by identity (hashing Fractions is slow): coefficients are shared objects,
+        # alive in self.eqs for as long as this table is.
+        val = self._conv.get(id(q))
         if val is None:
-            val = self.arith.rational(q)
-            if len(self._conv) < 1 << 16:
-                self._conv[q] = val
+            val = self._conv[id(q)] = self.arith.rational(q)
         return val
+
+    def add(self, eqs: list[tuple[dict[int, Fraction], Any]]) -> None:
+        """More equations, their known unknowns substituted now."""
+        zero = self.arith.rational(Fraction(0))
+        for coeffs, rhs in eqs:
+            e = len(self.eqs)
+            self.eqs.append((coeffs, rhs))
+            acc = zero if rhs is None else rhs
+            free = set()
+            for u, c in coeffs.items():
+                if u in self.known:
+                    acc = acc - self._c(c) * self.known[u]
+                else:
+                    free.add(u)
+                    self.occurs.setdefault(u, []).append(e)
+            self.acc.append(acc)
+            self.free.append(free)
+            self.used.append(False)
+            self._dirty.add(e)
+            if len(free) == 1:
+                self._ready.append(e)
+            elif not free:
+                raise CertificateError(
+                    "the stored probes do not determine the cross (an equation is implied "
+                    "by the others: singular)"
+                )
+
+    def peel(self) -> None:
+        """Solve every equation with one unknown left, and what that frees, in turn."""
+        self._peel()
 
     def _set(self, u: int, val: Any) -> None:
         if u in self.known:
