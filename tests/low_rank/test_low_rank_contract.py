@@ -22,6 +22,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import verified_attn as va
+from verified_attn.certificates.kernel import parse_header
+from verified_attn.certificates.low_rank import _Cross
 from verified_attn.certificates.low_rank import verify as verify_low_rank
 from verified_attn.errors import (
     CertificateError,
@@ -376,6 +378,13 @@ HOSTILE = [
     ("skeleton", "answers.probes.0.scale", "1/" + "9" * 5000),
     ("skeleton", "answers.probes.0.scale", "1/" + str(16**70)),
     ("skeleton", "answers.probes.0.u", ["1/1"]),
+    ("skeleton", "answers.probes.0.u", 10**9),  # not an index of answers.vectors
+    ("skeleton", "answers.probes.0.u", -1),
+    ("skeleton", "answers.probes.0.b", True),
+    ("skeleton", "answers.probes.0.b", 2.0),
+    ("skeleton", "answers.vectors", "many"),
+    ("skeleton", "answers.vectors.0", ["1/1"]),
+    ("skeleton", "answers.vectors.0.0", "one half"),
     ("skeleton", "answers.probes.0.answer", {"arb": ["1/1", "-1/1"]}),
     ("skeleton", "answers.probes.0.answer", {"arb": ["1/1", "1/1"], "x": 1}),
     ("skeleton", "answers.probes.0.answer", {"arb": ["1e999999999", "0/1"]}),
@@ -408,6 +417,30 @@ def test_hostile_certificate_rejected_fast(certs, which: str, path: str, value: 
     with pytest.raises(CertificateError):
         va.verify_certificate(bad)
     assert time.perf_counter() - start < 15.0  # a hang guard, not a speed target
+
+
+def test_probe_table_larger_than_a_checker_reads_is_refused_fast(certs) -> None:
+    # The bound counts the table's entries (d per vector) before parsing any of them.
+    from verified_attn.certificates.kernel import MAX_ENTRIES
+
+    bad = copy.deepcopy(certs["skeleton"])
+    row = bad["answers"]["vectors"][0]
+    bad["answers"]["vectors"] = [row] * (MAX_ENTRIES // len(row) + 1)  # one shared list
+    start = time.perf_counter()
+    with pytest.raises(CertificateError, match="more entries than a checker reads"):
+        va.verify_certificate(bad)
+    assert time.perf_counter() - start < 15.0  # a hang guard, not a speed target
+
+
+def test_cross_is_solved_in_small_blocks() -> None:
+    # The checker's elimination inverts one block per pivot row (at most r + 1 unknowns),
+    # never the r^2-sized coupled system: what keeps a d = 768, r = 64 check cheap.
+    for kind in ("found", "given"):
+        _, _, rec = _run(kind, "certified", 12, 4)
+        data = rec.certificate()
+        cross = _Cross(data, parse_header(data, "low-rank"))
+        assert 0 < cross.coupled <= 4 + 1
+        assert "blocks of at most" in verify_low_rank(rec.certificate()).summary[2]
 
 
 def test_truncated_and_nested_files(certs, tmp_path: Path) -> None:
