@@ -163,6 +163,15 @@ def _vector(
     return out
 
 
+def _exact_matrix(rows: list[list[Fraction]]) -> flint.fmpq_mat:
+    """fmpq_matrix(rows), from one integer matrix when every entry is an integer (a
+    design's 0/1 U: d^2 entries without a rational object each)."""
+    if all(q.denominator == 1 for row in rows for q in row):
+        n, m = len(rows), len(rows[0]) if rows else 0
+        return flint.fmpq_mat(flint.fmpz_mat(n, m, [q.numerator for row in rows for q in row]))
+    return fmpq_matrix(rows)
+
+
 def _key(x: list[Fraction]) -> tuple[int, ...]:
     """A fast dictionary key for an exact vector (hashing Fractions is slow)."""
     return tuple(n for q in x for n in (q.numerator, q.denominator))
@@ -196,7 +205,7 @@ def _probes(data: dict[str, Any], head: Header) -> list[_Probe]:
         raise CertificateError("answers.probes holds more entries than a checker reads")
     seen: dict[str, Fraction] = {}
     table = [_vector(x, f"answers.vectors[{k}]", d, seen) for k, x in enumerate(table_raw)]
-    ids: dict[tuple[int, ...], int] = {_key(x): k for k, x in enumerate(table)}
+    ids: dict[tuple[int, ...], int] = {}  # built at the first inline vector (if any)
     vectors = list(table)
 
     def vector(x: Any, path: str) -> int:
@@ -205,6 +214,8 @@ def _probes(data: dict[str, Any], head: Header) -> list[_Probe]:
                 raise CertificateError(f"{path} = {x} is not an index of answers.vectors")
             return x
         vec = _vector(x, path, d, seen)
+        if not ids:
+            ids.update((_key(y), k) for k, y in enumerate(vectors))
         k = ids.setdefault(_key(vec), len(vectors))
         if k == len(vectors):
             vectors.append(vec)
@@ -327,7 +338,7 @@ class _Cross:
             _vector(row, f"design.U[{i}]", d, seen)
             for i, row in enumerate(as_matrix(get(design, "U"), "design.U", d, d))
         ]
-        U = fmpq_matrix(self.U)
+        U = _exact_matrix(self.U)
         if U.rank() < d:
             raise CertificateError("design.U is singular")
         self.U_inv = U.inv()
@@ -444,10 +455,12 @@ class _Cross:
             base = d * r + m_ix * d
             vals = [known.get(base + c) for c in range(d)]
             consts = product(vals, zero)
+            free = [c for c in range(d) if vals[c] is None]  # few: R[m, P], the solved part
             for j in range(r):
                 coeffs = {s * r + j: Fraction(1)}
-                for col, q in enumerate(self.B[j]):
-                    if q and vals[col] is None:
+                for col in free:
+                    q = self.B[j][col]
+                    if q:
                         coeffs[base + col] = -q
                 out.append((coeffs, consts[j]))
         return out
@@ -764,17 +777,17 @@ def _rank_checks(
     d, arith = cross.d, cross.arith
     Wc = [x for _, x in claimed["W"]]
     vmax = max((arith.magnitude(x) for x in cross.v), default=0.0)
+    Wf: np.ndarray | None = None
     for i in cross.checks:
         p, m = cross.probes[i], cross.measured[i]
         path = f"answers.probes[{i}]"
         if arith.name == "float":
-            pred = 0.0
-            size = 0.0
-            for a in range(d):
-                for c in range(d):
-                    term = float(p.u[a]) * float(Wc[a * d + c]) * float(p.b[c])
-                    pred += term
-                    size += abs(term)
+            if Wf is None:
+                Wf = np.array([float(x) for x in Wc]).reshape(d, d)
+            uf = np.array([float(q) for q in p.u])
+            bf = np.array([float(q) for q in p.b])
+            pred = float(uf @ Wf @ bf)  # sum_a,c u_a W_ac b_c
+            size = float(np.abs(uf) @ np.abs(Wf) @ np.abs(bf))  # sum of |terms|
             g1 = sum(abs(float(q)) for q in cross.coordinates(p.u).values())
             scale = max(abs(float(m)), size, 1e4 * _EPS * (1 + g1) * vmax)
             if abs(float(m) - pred) > rank_tol * scale:
