@@ -332,6 +332,8 @@ def run_benchmark(
         for key in ("single_head", "skeleton", "skeleton_certified_extrapolated"):
             if key in previous:
                 data[key] = list(previous[key])
+        for key, val in previous.items():  # e.g. the "before" figures: kept as they were
+            data.setdefault(key, val)
     specs: list[tuple[str, dict[str, Any]]] = []
     for d in sizes["float"]:
         specs.append(("single_head", {"kind": "single_head", "arithmetic": "float", "d": d,
@@ -397,7 +399,7 @@ def plot(data: dict[str, Any], out: Path) -> list[str]:
         ax1.plot(ds, [r["box_seconds"] for r in rows], marker=marker, linestyle="--",
                  label=f"{arith}: inside the box")
         ax2.plot(ds, [r["peak_rss_mib"] for r in rows], marker=marker, label=arith)
-    for arith, color in (("float", "tab:green"), ("certified", "tab:red")):
+    for arith, color in (("float", "tab:purple"), ("certified", "tab:brown")):
         rows = sorted((r for r in data["skeleton"] if r["arithmetic"] == arith),
                       key=lambda r: r["d"])
         if not rows:
@@ -408,11 +410,17 @@ def plot(data: dict[str, Any], out: Path) -> list[str]:
         ax1.plot(ds, [r["box_seconds"] for r in rows], marker="*", ms=8, ls="--", color=color,
                  label=f"skeleton {arith}: inside the box")
         ax2.plot(ds, [r["peak_rss_mib"] for r in rows], marker="*", ms=10, color=color,
-                 label=label)
+                 label=label + (": with its certificate built and checked"
+                                if any("certificate_bytes" in r for r in rows) else ""))
+        alone = [r for r in rows if "profiled_peak_rss_mib" in r and "certificate_bytes" in r]
+        if alone:  # the profiled run builds no certificate: the learner's own peak
+            ax2.plot([r["d"] for r in alone], [r["profiled_peak_rss_mib"] for r in alone],
+                     marker="*", ms=8, ls="--", color=color,
+                     label=f"skeleton {arith}: learning only (no certificate)")
     for r in data.get("skeleton_certified_extrapolated", []):
         if r.get("predicted_seconds"):
             ax1.scatter([r["d"]], [r["predicted_seconds"]], marker="*", s=140,
-                        facecolors="none", edgecolors="tab:red",
+                        facecolors="none", edgecolors="tab:brown",
                         label=f"skeleton certified d={r['d']} r={r['r']}: predicted, not run")
     for ax in (ax1, ax2):
         ax.set_xscale("log", base=2)
