@@ -160,7 +160,7 @@ class Prober:
             return self._intern(rows[None, :])
         d = rows.shape[1]
         if self._hash is None:
-            self._hash = np.random.default_rng(0).standard_normal(d)
+            self._hash = np.random.default_rng(0).standard_normal((d,))
             self._table = np.empty((16, d))
         _, first, inverse = np.unique(rows @ self._hash, return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)
