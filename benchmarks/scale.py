@@ -13,13 +13,20 @@ alone. The black box is fast and timed *inside* itself, so the learner's own ove
 
 The certificate is built on request, so it is timed separately (build, JSON size, check).
 ``--profile`` adds a cProfile run per size (in another subprocess, so it does not distort
-the timed run) and records the top learner-side costs (the box's own frames excluded).
-Run from the repository root::
+the timed run) and records the top learner-side costs (the box's own frames excluded;
+NumPy builtins the box calls, such as ``c_einsum``, cannot be told apart and are listed).
+The certified skeleton at d = 768 takes hours of box time, so ``--extrapolate 768:64``
+predicts it from the certified box's measured time per query there and the overhead ratio
+of the largest certified run (``skeleton_certified_extrapolated``). Run from the
+repository root::
 
     python benchmarks/scale.py                 # full: float d = 128..1024, certified 32..256,
-                                               # skeleton d = 768 r = 64 (several minutes)
+                                               # skeleton float d = 384, 768, certified
+                                               # d = 128..384, d = 768 predicted (about 1 h)
     python benchmarks/scale.py --quick         # seconds; tiny sizes
     python benchmarks/scale.py --profile       # + cProfile top costs per size
+    python benchmarks/scale.py --skeleton 768:64 --profile --append   # one size, kept with
+                                               # the other rows of the results JSON
 
 BLAS runs single-threaded in the children (``OPENBLAS_NUM_THREADS=1``): on a shared,
 loaded 2-core machine a threaded BLAS oversubscribes and the box's time becomes noise.
