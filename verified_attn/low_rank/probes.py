@@ -92,6 +92,18 @@ class _Batch:
     verification: bool
 
 
+class _TableRows:
+    """Rows ``table[ids[k]]`` fetched on demand (re-asks and error reports need a few)."""
+
+    ndim = 2
+
+    def __init__(self, table: np.ndarray, ids: np.ndarray) -> None:
+        self.table, self.ids = table, ids
+
+    def __getitem__(self, k: Any) -> np.ndarray:
+        return self.table[self.ids[k]]
+
+
 @dataclass
 class Prober:
     """The oracle, its arithmetic and the measured v: turns (u, b) pairs into u^T W b.
@@ -114,6 +126,7 @@ class Prober:
     _table: np.ndarray = field(default_factory=lambda: np.empty((0, 0)), repr=False)
     _known: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
     _known_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64), repr=False)
+    _dots_f: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
 
     @classmethod
     def start(cls, oracle: Oracle) -> Prober:
@@ -213,8 +226,40 @@ class Prober:
         """:meth:`measure` of the probes whose u and b are the vectors with these indices
         (arrays of one length, or one index shared by every probe)."""
         iu, ib = np.asarray(iu, dtype=np.int64), np.asarray(ib, dtype=np.int64)
+        if self.arith.name == "float":
+            return self._measure_float_ids(iu, ib, phase, verification)
         us, bs = self._rows(iu), self._rows(ib)
         return self.measure(us, bs, phase, verification=verification, _ids=(iu, ib))
+
+    def _measure_float_ids(
+        self, iu: np.ndarray, ib: np.ndarray, phase: str, verification: bool
+    ) -> np.ndarray:
+        """:meth:`measure_ids` in float mode: the queries gathered from the vector table
+        straight into the batch, u^T v and b^T v from one product per vector."""
+        n = max(iu.size if iu.ndim else 0, ib.size if ib.ndim else 0)
+        if n == 0:
+            return measured_array(self.arith, [])
+        d = self._table.shape[1]
+        X = np.empty((n, 2, d))
+        for half, ids in ((0, iu), (1, ib)):
+            X[:, half] = self._table[ids]  # one row broadcast for a shared index
+        X[:, 0] += X[:, 1]  # b + u: exact (dyadic entries)
+        dots = self._vector_dots()
+        us = _TableRows(self._table, iu) if iu.ndim else self._table[int(iu)].copy()
+        bs = _TableRows(self._table, ib) if ib.ndim else self._table[int(ib)].copy()
+        uv = np.broadcast_to(dots[iu], (n,))
+        bv = np.broadcast_to(dots[ib], (n,))
+        return self._measure_float(
+            us, bs, n, phase, verification, (iu, ib), prepared=(X, uv, bv)  # type: ignore[arg-type]
+        )
+
+    def _vector_dots(self) -> np.ndarray:
+        """x^T v for every vector of the table, each computed once."""
+        k = len(self.vectors)
+        if self._dots_f.size < k:
+            v = np.asarray(self.v, dtype=np.float64)
+            self._dots_f = np.concatenate([self._dots_f, self._table[self._dots_f.size : k] @ v])
+        return self._dots_f
 
     def _rows(self, ids: np.ndarray) -> np.ndarray:
         """The vectors with these indices (one (d,) vector for a scalar index)."""
@@ -299,20 +344,25 @@ class Prober:
         phase: str,
         verification: bool,
         ids: tuple[np.ndarray, np.ndarray] | None,
+        prepared: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     ) -> np.ndarray:
         """:meth:`measure` in float arithmetic, on arrays: no per-probe Python objects.
 
         The same queries, re-asks and formula as in the other arithmetics: t = 16^-n is a
         power of two, so t u and b + t u are exact in float64 and the ratio is
         (f - b^T v) / (t u^T v). A shared u or b is used once, not repeated n times.
+        ``prepared``: the batch [b + u; b] and u^T v, b^T v, already built.
         """
         v = np.asarray(self.v, dtype=np.float64)
         d = v.shape[0]
-        uv = np.broadcast_to(us @ v, (n,))
-        bv = np.broadcast_to(bs @ v, (n,))
-        X = np.empty((n, 2, d))
-        np.add(bs, us, out=X[:, 0])
-        X[:, 1] = bs
+        if prepared is None:
+            uv = np.broadcast_to(us @ v, (n,))
+            bv = np.broadcast_to(bs @ v, (n,))
+            X = np.empty((n, 2, d))
+            np.add(bs, us, out=X[:, 0])
+            X[:, 1] = bs
+        else:
+            X, uv, bv = prepared
         with self.oracle.phase(phase, verification=verification):
             F = np.array(self.oracle.query_many(X, owned=True), dtype=np.float64)
         del X
