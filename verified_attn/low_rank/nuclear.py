@@ -303,7 +303,7 @@ def _certificate(
             "measurements": measurements,
             "answers": {
                 "v": [dump_number(x) for x in prober.v_answers],
-                "probes": dump_probes(prober.log),
+                **dump_probes(prober),
             },
             "result": {
                 "exact": False,
