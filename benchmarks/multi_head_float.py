@@ -83,6 +83,7 @@ def run_random(d: int, H: int, seed: int) -> dict[str, Any]:
         row.update(
             learned=True,
             queries=rec.queries,
+            rtol=1e-6,
             parameter_error=parameter_error(rec.parameters["heads"], heads),
             prediction_error=prediction_error(predict, answer, d, seed),
         )
@@ -122,6 +123,7 @@ def run_torch(E: int, H: int, seed: int, dtype: str) -> dict[str, Any]:
         row.update(
             learned=True,
             queries=rec.queries,
+            rtol=box.arithmetic.rtol,
             parameter_error=parameter_error(got, list(zip(truth.W, truth.v, strict=True))),
             prediction_error=prediction_error(predict, ref.query, E, seed),
         )
@@ -146,6 +148,11 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "runs": len(group),
                 "learned": len(ok),
                 "learned_1e-10": sum(r["parameter_error"] <= 1e-10 for r in ok),
+                # A returned result off by more than the tolerance it states (must be 0).
+                "wrong": sum(
+                    r["parameter_error"] > r["rtol"] or r["prediction_error"] > r["rtol"]
+                    for r in ok
+                ),
                 "max_parameter_error": max((r["parameter_error"] for r in ok), default=None),
                 "max_prediction_error": max((r["prediction_error"] for r in ok), default=None),
                 "queries": ok[0]["queries"] if ok else None,
@@ -184,28 +191,33 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", type=Path, default=None, help="output folder")
-    p.add_argument("--seeds", type=int, default=10, help="seeds 0..n-1 per size")
+    p.add_argument("--seeds", type=int, default=10, help="seeds 0..n-1 per size at d = 8")
+    p.add_argument("--seeds-large", type=int, default=4, help="seeds at d >= 16 and modules")
     args = p.parse_args()
     out = output_dir(args.out, args.quick, "multi_head_float")
     seeds = range(3) if args.quick else range(args.seeds)
+    few = range(3) if args.quick else range(args.seeds_large)
     rows = []
-    random_sizes = [(4, H) for H in (1, 2, 3, 4)] + [(8, H) for H in (2, 3, 4, 6)]
-    torch_sizes = [(4, 2), (8, 2), (8, 4)]
+    random_sizes = [(8, H, seeds) for H in range(1, 9)] + [(16, H, few) for H in (2, 4, 6)]
+    torch_sizes = [(8, 2), (8, 4), (16, 2), (16, 4), (16, 8)]
+    torch32_sizes = [(8, 2), (8, 4), (16, 4)]
     if args.quick:
-        random_sizes = [(4, 2), (8, 3)]
-        torch_sizes = [(4, 2)]
-    for d, H in random_sizes:
-        rows += [run_random(d, H, s) for s in seeds]
+        random_sizes = [(4, 2, seeds), (8, 3, seeds)]
+        torch_sizes = torch32_sizes = [(4, 2)]
+    for d, H, ss in random_sizes:
+        rows += [run_random(d, H, s) for s in ss]
+        print(summarise([r for r in rows if (r["d"], r["H"]) == (d, H)]), flush=True)
     for E, H in torch_sizes:
-        for dtype in ("float64", "float32"):
-            rows += [run_torch(E, H, s, dtype) for s in seeds]
+        rows += [run_torch(E, H, s, "float64") for s in few]
+    for E, H in torch32_sizes:
+        rows += [run_torch(E, H, s, "float32") for s in few]
     summary = summarise(rows)
     for s in summary:
         print(s)
     write_json(
         "multi_head_float",
         {
-            "meta": metadata(0, quick=args.quick, seeds=len(seeds)),
+            "meta": metadata(0, quick=args.quick, seeds=len(seeds), seeds_large=len(few)),
             "summary": summary,
             "runs": rows,
         },

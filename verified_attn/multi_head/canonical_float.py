@@ -45,6 +45,7 @@ from verified_attn.multi_head.float_fit import (
     heads_named,
     link_orders,
     moved_starts,
+    polish_groups,
     sigma_min_groups,
     transposition_starts,
 )
@@ -460,10 +461,15 @@ _GROUP_FIT = 1e5
 _LINK_FLOOR = 10.0
 # Residue sources tried per u-group (its best-conditioned single pairs).
 _SOURCES = 3
+# A pair's scores-only start is in the right basin when it misses by at most this relative
+# (the source's residues are themselves only a single pair's estimate).
+_BASIN = 1e-6
 # Two residues of one u-group within this (relative) are a tie: a tie link decides.
 _TIE_RESIDUE = 1e-6
 # Rounds of the transposition repair of pairs stuck in a local minimum.
 _REPAIRS = 3
+# Random starts per repaired pair.
+_RANDOM_STARTS = 96
 # Scores a repair start may move one head to (log t units; the window is +-4.2).
 _SCORE_GRID = np.arange(-8.0, 8.5, 1.0)
 
@@ -542,17 +548,20 @@ def _decode_pooled(
         # Each pair's scores alone, with the source's residues fixed, from its own heads
         # (assigned by residue) and every transposition; pairs still missing their answers
         # then from one head moved across the window (a merged or far-off pole).
+        # Staged (the cost is in the starts): most pairs are in the right basin from their
+        # own heads; only those missing by more than _BASIN relative get the other starts.
         Yr = np.repeat(Y, n_src, axis=0).reshape(-1, T)
         rr = np.repeat(r0.reshape(d * n_src, 1, H), ncols, axis=1).reshape(-1, H)
         flat = s0.reshape(-1, H)
-        flat, miss = fit_scores(lt, Yr, rr, transposition_starts(flat))
-        pf = np.repeat(pair_floor.reshape(d, 1, ncols), n_src, axis=1).ravel()
-        worse = np.flatnonzero(~(miss <= _GROUP_FIT * pf))
-        if len(worse):
-            starts = moved_starts(flat[worse], _SCORE_GRID)
-            got, got_miss = fit_scores(lt, Yr[worse], rr[worse], starts)
+        flat, miss = fit_scores(lt, Yr, rr, flat[:, None, :])
+        target = _BASIN * np.maximum(np.linalg.norm(Yr, axis=1), 1e-300)
+        for make in (transposition_starts, lambda x: moved_starts(x, _SCORE_GRID)):
+            worse = np.flatnonzero(~(miss <= target))
+            if not len(worse):
+                break
+            got, got_miss = fit_scores(lt, Yr[worse], rr[worse], make(flat[worse]))
             keep = got_miss < miss[worse]
-            flat[worse[keep]] = got[keep]
+            flat[worse[keep]], miss[worse[keep]] = got[keep], got_miss[keep]
         s0 = flat.reshape(d, n_src, ncols, H)
     fit = fit_groups(
         lt,
@@ -561,40 +570,51 @@ def _decode_pooled(
         s0.reshape(d * n_src, ncols, H),
         floor=np.repeat(floor, n_src),
     )
+    fit = polish_groups(lt, np.repeat(Y, n_src, axis=0), fit.r, fit.s)
     res = fit.residual.reshape(d, n_src)
     best = res.argmin(axis=1)
     r = fit.r.reshape(d, n_src, H)[np.arange(d), best]
     s = fit.s.reshape(d, n_src, ncols, H)[np.arange(d), best]
     res_best = res[np.arange(d), best]
     for _ in range(_REPAIRS):
-        # A pair whose part of the pooled fit misses its answers sits in a local minimum
-        # (typically two heads' scores swapped): refit its scores alone from every
-        # transposition with the group's residues, then the groups again.
+        # A group whose pooled fit misses its answers has a pair in a local minimum (two
+        # heads' scores swapped, or merged poles), which also biases the shared residues.
+        # Leave each pair out in turn (the best of these fits gives unbiased residues),
+        # refit the pairs that then miss from many starts, then the whole group again.
         bad_groups = [k for k in range(d) if not res_best[k] <= _GROUP_FIT * floor[k]]
         if not bad_groups or H == 1:
             break
-        miss = np.linalg.norm(group_model(lt, r, s) - Y, axis=-1).ravel()  # (d * ncols,)
-        todo = [
-            k * ncols + j
-            for k in bad_groups
-            for j in range(ncols)
-            if not miss[k * ncols + j] <= _GROUP_FIT * pair_floor[k * ncols + j]
-        ]
-        if not todo:
+        changed = False
+        for k in bad_groups:
+            rk, sk = r[k].copy(), s[k].copy()
+            if ncols >= 3:
+                keep = np.array([[i for i in range(ncols) if i != j] for j in range(ncols)])
+                loo = fit_groups(lt, Y[k][keep], np.repeat(rk[None], ncols, 0), sk[keep])
+                loo = polish_groups(lt, Y[k][keep], loo.r, loo.s)
+                jbest = int(loo.residual.argmin())
+                rk = loo.r[jbest]
+                sk[keep[jbest]] = loo.s[jbest]
+            miss = np.linalg.norm(group_model(lt, rk[None], sk[None])[0] - Y[k], axis=-1)
+            pf = pair_floor[k * ncols : (k + 1) * ncols]
+            jj = np.flatnonzero(~(miss <= _GROUP_FIT * pf))
+            if len(jj):
+                rng = np.random.default_rng([k, H, 12])
+                starts = np.concatenate(
+                    [
+                        transposition_starts(sk[jj]),
+                        moved_starts(sk[jj], _SCORE_GRID),
+                        rng.uniform(-6.0, 6.0, (len(jj), _RANDOM_STARTS, H)),
+                    ],
+                    axis=1,
+                )
+                sk[jj], _ = fit_scores(lt, Y[k, jj], np.repeat(rk[None], len(jj), 0), starts)
+            again = fit_groups(lt, Y[k][None], rk[None], sk[None], floor=floor[k : k + 1])
+            again = polish_groups(lt, Y[k][None], again.r, again.s)
+            if again.residual[0] < res_best[k]:
+                r[k], s[k], res_best[k] = again.r[0], again.s[0], again.residual[0]
+                changed = True
+        if not changed:
             break
-        idx = np.array(todo)
-        kk, jj = idx // ncols, idx % ncols
-        starts = np.concatenate(
-            [transposition_starts(s[kk, jj]), moved_starts(s[kk, jj], _SCORE_GRID)], axis=1
-        )
-        new_s, _ = fit_scores(lt, Y[kk, jj], r[kk], starts)
-        s[kk, jj] = new_s
-        g = np.array(bad_groups)
-        again = fit_groups(lt, Y[g], r[g], s[g], floor=floor[g])
-        improved = again.residual < res_best[g]
-        for i, k in enumerate(bad_groups):
-            if improved[i]:
-                r[k], s[k], res_best[k] = again.r[i], again.s[i], again.residual[i]
     gap = closest_gap(s)
     bad = [k for k in range(d) if not res_best[k] <= _GROUP_FIT * floor[k]]
     if bad:
