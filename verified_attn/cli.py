@@ -261,7 +261,13 @@ def _run_multi_head(args: argparse.Namespace) -> LearnOutcome:
 
     if args.find_heads and args.arithmetic == "float":
         raise _UsageError("--find-heads needs --arithmetic exact or certified")
-    model = random_multi_head(args.d, args.heads, args.seed)
+    if args.arithmetic == "float":
+        # Float boxes at the float design's scale (W ~ N(0, 1/d), v ~ N(0, 1)), as benchmarked.
+        from verified_attn.multi_head.canonical_float import random_float_box
+
+        model = random_float_box(args.d, args.heads, args.seed)
+    else:
+        model = random_multi_head(args.d, args.heads, args.seed)
     oracle = Oracle(model, args.arithmetic, precision=args.precision)
     count = {"max_heads": args.heads} if args.find_heads else {"heads": args.heads}
     rec = learn_multi_head(oracle, seed=args.seed, verify=args.verify, **count)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -142,3 +143,17 @@ def test_link_order_is_the_one_that_predicts_the_link() -> None:
     orders, miss = link_orders(lt, y, r1, s1, rk, sk)
     assert orders[0].tolist() == p
     assert miss[0] <= 1e-14 < 1e-6 < miss[1]
+
+
+def test_cli_learns_six_float_heads(
+    capsys: pytest.CaptureFixture[str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from verified_attn.cli import main
+
+    monkeypatch.chdir(tmp_path)  # the CLI writes its certificate to the working folder
+    code = main(["learn", "multi-head", "--d", "8", "--heads", "6", "--arithmetic", "float"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "queries: 931 learning" in out and "PASSED" in out
+    worst = float(out.split("max |recovered - canonical truth| = ")[1].split()[0])
+    assert worst <= 1e-10

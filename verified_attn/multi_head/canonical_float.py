@@ -54,7 +54,13 @@ from verified_attn.recovery import MultiHeadRecovery
 from verified_attn.serialize import dump_number
 from verified_attn.verification import Verification, agree, float_floor, verify_model
 
-__all__ = ["float_design", "float_sequence", "learn_float", "learning_sequences"]
+__all__ = [
+    "float_design",
+    "float_sequence",
+    "learn_float",
+    "learning_sequences",
+    "random_float_box",
+]
 
 
 # Float design: |u| = _U_NORM d^(1/4), |b| = _B_NORM d^(1/4) (orthogonal bases), so that
@@ -182,6 +188,31 @@ def float_design(
     pairs = [(Uf[k], j) for k in range(d) for j in range(len(Bf))]
     pairs += [((Uf[0] + Uf[k]) / 2, 0) for k in range(1, d)]  # halved links
     return Uf, Bf, pairs
+
+
+def random_float_box(d: int, H: int, seed: int) -> MultiHeadAttention:
+    """A random float-scale box: W_h ~ N(0, 1/d), v_h ~ N(0, 1) (seeded, heads in order),
+    each entry rounded to a rational with denominator 2^20 (so its canonical form is exact).
+
+    The instances of the float benchmark and of ``verified-attn learn multi-head
+    --arithmetic float``.
+
+    >>> random_float_box(3, 2, 0).H
+    2
+    """
+    from fractions import Fraction
+
+    rng = np.random.default_rng(seed)
+
+    def q(x: float) -> Fraction:
+        return Fraction(round(x * 2**20), 2**20)
+
+    heads = []
+    for _ in range(H):
+        W = rng.normal(0, 1 / math.sqrt(d), (d, d))
+        v = rng.normal(0, 1, d)
+        heads.append(([[q(x) for x in row] for row in W], [q(x) for x in v]))
+    return MultiHeadAttention(heads)
 
 
 def box_precision(arith: Any) -> str:
