@@ -46,10 +46,13 @@ def parameter_error(got: list[Any], truth: list[Any]) -> float:
     g = [np.concatenate([np.ravel(x) for x in h]) for h in got]
     t = [np.concatenate([np.ravel(x) for x in h]) for h in truth]
     ref = max(float(np.abs(x).max()) for x in t)
-    return min(
-        max(float(np.abs(g[p[h]] - t[h]).max()) for h in range(len(t)))
-        for p in itertools.permutations(range(len(t)))
-    ) / ref
+    return (
+        min(
+            max(float(np.abs(g[p[h]] - t[h]).max()) for h in range(len(t)))
+            for p in itertools.permutations(range(len(t)))
+        )
+        / ref
+    )
 
 
 def prediction_error(predict: Any, answer: Any, d: int, seed: int) -> float:
@@ -185,6 +188,31 @@ def plot(summary: list[dict[str, Any]], out: Path) -> None:
     fig.tight_layout()
     out.mkdir(parents=True, exist_ok=True)
     fig.savefig(out / "multi_head_float_success.png", dpi=120)
+    plt.close(fig)
+    # The worst parameter error of the returned results, against the 1e-10 goal.
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for kind, dtype, d in sorted({(s["kind"], s["dtype"], s["d"]) for s in summary}):
+        rows = [
+            s
+            for s in summary
+            if (s["kind"], s["dtype"], s["d"]) == (kind, dtype, d) and s["max_parameter_error"]
+        ]
+        if rows:
+            Hs = [s["H"] for s in rows]
+            ax.semilogy(
+                Hs,
+                [s["max_parameter_error"] for s in rows],
+                marker="o",
+                label=f"{kind} {dtype} d={d}",
+            )
+    ax.axhline(1e-10, color="grey", ls="--", lw=0.8)
+    ax.set_xlabel("heads H")
+    ax.set_ylabel("worst relative parameter error")
+    ax.legend(fontsize=7)
+    ax.set_title("float multi-head: parameter error of returned results")
+    fig.tight_layout()
+    fig.savefig(out / "multi_head_float_error.png", dpi=120)
+    plt.close(fig)
 
 
 def main() -> None:
@@ -193,8 +221,14 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=None, help="output folder")
     p.add_argument("--seeds", type=int, default=10, help="seeds 0..n-1 per size at d = 8")
     p.add_argument("--seeds-large", type=int, default=4, help="seeds at d >= 16 and modules")
+    p.add_argument("--plot-only", action="store_true", help="redraw the plots from the JSON")
     args = p.parse_args()
     out = output_dir(args.out, args.quick, "multi_head_float")
+    if args.plot_only:
+        import json
+
+        plot(json.loads((out / "multi_head_float.json").read_text())["summary"], out)
+        return
     seeds = range(3) if args.quick else range(args.seeds)
     few = range(3) if args.quick else range(args.seeds_large)
     rows = []
