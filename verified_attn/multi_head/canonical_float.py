@@ -6,13 +6,15 @@
 >>> rec.exact, rec.verified, abs(float(rec.heads[0][1][0]) - 2) < 1e-12
 (False, True, True)
 
-The same design as the exact path, scaled to entries of size ~1; each pair decoded in
-float64 (linear solve, numpy roots), heads matched by the nearest residues and link sums,
-then refined by Gauss-Newton on all learning answers at once. The result is returned only
-if it reproduces every learning answer and every fresh verification answer under the one
-agreement rule (:func:`verified_attn.verification.agree`) at the oracle's rtol; the
-certificate checker re-checks exactly that, since the float fit is not cheaply
-reproducible.
+The exact path's pair structure on an orthogonal float design (scores of std ~2.9 for
+W ~ N(0, 1/d)) with a ratio grid per pair; the d (affine d + 1) pairs of one u are fitted
+jointly with shared residues (:mod:`.float_fit`: Levenberg-Marquardt with a Schur
+complement, then orthogonal Gauss-Newton, repairs of pairs in local minima), the u-groups
+ordered by predicting the halved links, and tie links where residues tie. The result is
+returned only if its first-order parameter error estimate is at most the oracle's rtol and
+it reproduces every learning answer and every fresh verification answer under the one
+agreement rule (:func:`verified_attn.verification.agree`) at that rtol; the certificate
+checker re-checks the answers, since the float fit is not cheaply reproducible.
 """
 
 from __future__ import annotations
