@@ -260,7 +260,13 @@ def _run_multi_head(args: argparse.Namespace) -> LearnOutcome:
     from verified_attn.multi_head.counterexamples import random_multi_head
     from verified_attn.oracle import Oracle
 
-    model = random_multi_head(args.d, args.heads, args.seed)
+    if args.arithmetic == "float":
+        # Float boxes at the float design's scale (W ~ N(0, 1/d), v ~ N(0, 1)), as benchmarked.
+        from verified_attn.multi_head.canonical_float import random_float_box
+
+        model = random_float_box(args.d, args.heads, args.seed)
+    else:
+        model = random_multi_head(args.d, args.heads, args.seed)
     oracle = Oracle(model, args.arithmetic, precision=args.precision)
     count = {"max_heads": args.heads} if args.find_heads else {"heads": args.heads}
     rec = learn_multi_head(oracle, seed=args.seed, verify=args.verify, **count)

@@ -43,13 +43,12 @@ found as the largest m <= max_heads whose system is *certified* nonsingular: abo
 degree the system is exactly singular, so arb can never certify it. A float box's count
 comes from :mod:`.head_count_float` (Loewner ranks above a stated noise floor).
 
-Float arithmetic (e.g. a PyTorch module): the same design scaled to
-entries of size ~1, each pair decoded in float64 (linear solve, numpy roots), heads matched
-by the nearest residues and link sums (an order wins only if all others miss by 10x more;
-else a tie link, or NotIdentifiable), then refined by Gauss-Newton on all learning answers
-at once (overdetermined, far better conditioned than one pair). Same query counts; the
-result is returned only if the learning answers and the fresh queries agree with it to the
-oracle's rtol.
+Float arithmetic (e.g. a PyTorch module): an orthogonal float design
+with a ratio grid per pair (one redundant sample), the pairs of each u fitted jointly with
+shared residues, the u-groups ordered by predicting the halved links (see
+:mod:`.canonical_float`); ``d + (2H + [H >= 2])(d^2 + d - 1)`` queries (+ tie links only
+where residues tie). The result is returned only if its first-order parameter error
+estimate, the learning answers and the fresh queries all agree with it to the oracle's rtol.
 
 Modules: this one holds the public learner, the query bounds and the design (shared);
 :mod:`.canonical_certified` the exact/certified decoding, :mod:`.canonical_float` the
