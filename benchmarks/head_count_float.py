@@ -47,6 +47,7 @@ from verified_attn.multi_head.head_count_float import (
     head_count_queries,
     probe_spectra,
 )
+from verified_attn.oracle_wrappers import float32_multi_head_oracle
 
 
 def random_heads(d: int, H: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -60,20 +61,7 @@ def float64_oracle(heads: list[tuple[np.ndarray, np.ndarray]]) -> va.Oracle:
 
 def float32_oracle(heads: list[tuple[np.ndarray, np.ndarray]], d: int) -> va.Oracle:
     """Every head's scores, softmax and values in float32; declared as a float32 box."""
-    hs = [(W.astype(np.float32), v.astype(np.float32)) for W, v in heads]
-
-    def batch(Xs: np.ndarray) -> np.ndarray:
-        X = np.asarray(Xs, dtype=np.float32)
-        out = np.zeros(X.shape[0], dtype=np.float32)
-        for W, v in hs:
-            s = np.einsum("bni,ij,bj->bn", X, W, X[:, -1, :])
-            p = np.exp(s - s.max(axis=1, keepdims=True))
-            out += np.einsum("bn,bn->b", p / p.sum(axis=1, keepdims=True), X @ v)
-        return out.astype(np.float64)
-
-    return va.Oracle.from_callable(
-        lambda X: float(batch(X[None])[0]), d, batch_fn=batch, rtol=1e-4, unit_roundoff=2.0**-24
-    )
+    return float32_multi_head_oracle(heads)
 
 
 def torch_oracle(E: int, H: int, seed: int, dtype: str) -> va.Oracle:

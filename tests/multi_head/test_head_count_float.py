@@ -38,6 +38,7 @@ from verified_attn.multi_head.head_count_float import (
     probe_pairs,
     probe_spectra,
 )
+from verified_attn.oracle_wrappers import float32_multi_head_oracle
 
 REFUSED = (ModelClassMismatch, PrecisionExhausted, NotIdentifiable)
 
@@ -53,21 +54,8 @@ def box(heads: list[tuple]) -> MultiHeadAttention:
 
 
 def float32_oracle(heads: list[tuple], d: int) -> va.Oracle:
-    """A box computing every head in float32 (scores, softmax, values), declared as such."""
-    hs = [(W.astype(np.float32), v.astype(np.float32)) for W, v in heads]
-
-    def batch(Xs: np.ndarray) -> np.ndarray:
-        X = np.asarray(Xs, dtype=np.float32)
-        out = np.zeros(X.shape[0], dtype=np.float32)
-        for W, v in hs:
-            s = np.einsum("bni,ij,bj->bn", X, W, X[:, -1, :])
-            p = np.exp(s - s.max(axis=1, keepdims=True))
-            out += np.einsum("bn,bn->b", p / p.sum(axis=1, keepdims=True), X @ v)
-        return out.astype(np.float64)
-
-    return va.Oracle.from_callable(
-        lambda X: float(batch(X[None])[0]), d, batch_fn=batch, rtol=1e-4, unit_roundoff=2.0**-24
-    )
+    """Every head's scores, softmax and values in float32; declared as a float32 box."""
+    return float32_multi_head_oracle(heads)
 
 
 # ---------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from verified_attn.multi_head.learner import (
 )
 from verified_attn.multi_head.symbolic import linearity_in_v, prove_same_map
 from verified_attn.oracle import Oracle
+from verified_attn.oracle_wrappers import float32_multi_head_oracle
 
 __all__ = ["CLAIMS"]
 
@@ -469,22 +470,7 @@ def _float_head_count(seed: int) -> ClaimResult:
         return Oracle(MultiHeadAttention([(W.tolist(), v.tolist()) for W, v in hs]), "float")
 
     def float32(hs: list[tuple[Any, Any]], d: int) -> Oracle:
-        # Every head computed in float32 and declared so (unit roundoff 2^-24).
-        h32 = [(W.astype(np.float32), v.astype(np.float32)) for W, v in hs]
-
-        def batch(Xs: Any) -> Any:
-            X = np.asarray(Xs, dtype=np.float32)
-            out = np.zeros(X.shape[0], dtype=np.float32)
-            for W, v in h32:
-                z = np.einsum("bni,ij,bj->bn", X, W, X[:, -1, :])
-                e = np.exp(z - z.max(axis=1, keepdims=True))
-                out += np.einsum("bn,bn->b", e / e.sum(axis=1, keepdims=True), X @ v)
-            return out.astype(np.float64)
-
-        return Oracle.from_callable(
-            lambda X: float(batch(X[None])[0]), d, batch_fn=batch, rtol=1e-4,
-            unit_roundoff=2.0**-24,
-        )
+        return float32_multi_head_oracle(hs)  # every head computed in float32, declared so
 
     def count(oracle: Oracle, bound: int) -> int | str:
         try:
