@@ -46,10 +46,13 @@ def parameter_error(got: list[Any], truth: list[Any]) -> float:
     g = [np.concatenate([np.ravel(x) for x in h]) for h in got]
     t = [np.concatenate([np.ravel(x) for x in h]) for h in truth]
     ref = max(float(np.abs(x).max()) for x in t)
-    return min(
-        max(float(np.abs(g[p[h]] - t[h]).max()) for h in range(len(t)))
-        for p in itertools.permutations(range(len(t)))
-    ) / ref
+    return (
+        min(
+            max(float(np.abs(g[p[h]] - t[h]).max()) for h in range(len(t)))
+            for p in itertools.permutations(range(len(t)))
+        )
+        / ref
+    )
 
 
 def prediction_error(predict: Any, answer: Any, d: int, seed: int) -> float:
@@ -83,6 +86,7 @@ def run_random(d: int, H: int, seed: int) -> dict[str, Any]:
         row.update(
             learned=True,
             queries=rec.queries,
+            rtol=1e-6,
             parameter_error=parameter_error(rec.parameters["heads"], heads),
             prediction_error=prediction_error(predict, answer, d, seed),
         )
@@ -122,6 +126,7 @@ def run_torch(E: int, H: int, seed: int, dtype: str) -> dict[str, Any]:
         row.update(
             learned=True,
             queries=rec.queries,
+            rtol=box.arithmetic.rtol,
             parameter_error=parameter_error(got, list(zip(truth.W, truth.v, strict=True))),
             prediction_error=prediction_error(predict, ref.query, E, seed),
         )
@@ -146,6 +151,11 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "runs": len(group),
                 "learned": len(ok),
                 "learned_1e-10": sum(r["parameter_error"] <= 1e-10 for r in ok),
+                # A returned result off by more than the tolerance it states (must be 0).
+                "wrong": sum(
+                    r["parameter_error"] > r["rtol"] or r["prediction_error"] > r["rtol"]
+                    for r in ok
+                ),
                 "max_parameter_error": max((r["parameter_error"] for r in ok), default=None),
                 "max_prediction_error": max((r["prediction_error"] for r in ok), default=None),
                 "queries": ok[0]["queries"] if ok else None,
@@ -178,34 +188,70 @@ def plot(summary: list[dict[str, Any]], out: Path) -> None:
     fig.tight_layout()
     out.mkdir(parents=True, exist_ok=True)
     fig.savefig(out / "multi_head_float_success.png", dpi=120)
+    plt.close(fig)
+    # The worst parameter error of the returned results, against the 1e-10 goal.
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for kind, dtype, d in sorted({(s["kind"], s["dtype"], s["d"]) for s in summary}):
+        rows = [
+            s
+            for s in summary
+            if (s["kind"], s["dtype"], s["d"]) == (kind, dtype, d) and s["max_parameter_error"]
+        ]
+        if rows:
+            Hs = [s["H"] for s in rows]
+            ax.semilogy(
+                Hs,
+                [s["max_parameter_error"] for s in rows],
+                marker="o",
+                label=f"{kind} {dtype} d={d}",
+            )
+    ax.axhline(1e-10, color="grey", ls="--", lw=0.8)
+    ax.set_xlabel("heads H")
+    ax.set_ylabel("worst relative parameter error")
+    ax.legend(fontsize=7)
+    ax.set_title("float multi-head: parameter error of returned results")
+    fig.tight_layout()
+    fig.savefig(out / "multi_head_float_error.png", dpi=120)
+    plt.close(fig)
 
 
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", type=Path, default=None, help="output folder")
-    p.add_argument("--seeds", type=int, default=10, help="seeds 0..n-1 per size")
+    p.add_argument("--seeds", type=int, default=10, help="seeds 0..n-1 per size at d = 8")
+    p.add_argument("--seeds-large", type=int, default=4, help="seeds at d >= 16 and modules")
+    p.add_argument("--plot-only", action="store_true", help="redraw the plots from the JSON")
     args = p.parse_args()
     out = output_dir(args.out, args.quick, "multi_head_float")
+    if args.plot_only:
+        import json
+
+        plot(json.loads((out / "multi_head_float.json").read_text())["summary"], out)
+        return
     seeds = range(3) if args.quick else range(args.seeds)
+    few = range(3) if args.quick else range(args.seeds_large)
     rows = []
-    random_sizes = [(4, H) for H in (1, 2, 3, 4)] + [(8, H) for H in (2, 3, 4, 6)]
-    torch_sizes = [(4, 2), (8, 2), (8, 4)]
+    random_sizes = [(8, H, seeds) for H in range(1, 9)] + [(16, H, few) for H in (2, 4, 6)]
+    torch_sizes = [(8, 2), (8, 4), (16, 2), (16, 4), (16, 8)]
+    torch32_sizes = [(8, 2), (8, 4), (16, 4)]
     if args.quick:
-        random_sizes = [(4, 2), (8, 3)]
-        torch_sizes = [(4, 2)]
-    for d, H in random_sizes:
-        rows += [run_random(d, H, s) for s in seeds]
+        random_sizes = [(4, 2, seeds), (8, 3, seeds)]
+        torch_sizes = torch32_sizes = [(4, 2)]
+    for d, H, ss in random_sizes:
+        rows += [run_random(d, H, s) for s in ss]
+        print(summarise([r for r in rows if (r["d"], r["H"]) == (d, H)]), flush=True)
     for E, H in torch_sizes:
-        for dtype in ("float64", "float32"):
-            rows += [run_torch(E, H, s, dtype) for s in seeds]
+        rows += [run_torch(E, H, s, "float64") for s in few]
+    for E, H in torch32_sizes:
+        rows += [run_torch(E, H, s, "float32") for s in few]
     summary = summarise(rows)
     for s in summary:
         print(s)
     write_json(
         "multi_head_float",
         {
-            "meta": metadata(0, quick=args.quick, seeds=len(seeds)),
+            "meta": metadata(0, quick=args.quick, seeds=len(seeds), seeds_large=len(few)),
             "summary": summary,
             "runs": rows,
         },

@@ -13,13 +13,20 @@ alone. The black box is fast and timed *inside* itself, so the learner's own ove
 
 The certificate is built on request, so it is timed separately (build, JSON size, check).
 ``--profile`` adds a cProfile run per size (in another subprocess, so it does not distort
-the timed run) and records the top learner-side costs (the box's own frames excluded).
-Run from the repository root::
+the timed run) and records the top learner-side costs (the box's own frames excluded;
+NumPy builtins the box calls, such as ``c_einsum``, cannot be told apart and are listed).
+The certified skeleton at d = 768 takes hours of box time, so ``--extrapolate 768:64``
+predicts it from the certified box's measured time per query there and the overhead ratio
+of the largest certified run (``skeleton_certified_extrapolated``). Run from the
+repository root::
 
     python benchmarks/scale.py                 # full: float d = 128..1024, certified 32..256,
-                                               # skeleton d = 768 r = 64 (several minutes)
+                                               # skeleton float d = 384, 768, certified
+                                               # d = 128..384, d = 768 predicted (about 1 h)
     python benchmarks/scale.py --quick         # seconds; tiny sizes
     python benchmarks/scale.py --profile       # + cProfile top costs per size
+    python benchmarks/scale.py --skeleton 768:64 --profile --append   # one size, kept with
+                                               # the other rows of the results JSON
 
 BLAS runs single-threaded in the children (``OPENBLAS_NUM_THREADS=1``): on a shared,
 loaded 2-core machine a threaded BLAS oversubscribes and the box's time becomes noise.
@@ -65,11 +72,14 @@ CERTIFIED_GOAL = 0.5
 
 FULL = {
     "float": [128, 256, 512, 768, 1024],
-    "certified": [32, 64, 128],  # 256: see docs/scale.md (not run: ~30 min of box time)
-    "skeleton": [(768, 64)],
-    "skeleton_certified": [(64, 4)],
+    "certified": [32, 64, 128, 256],  # 256: ~10 min, nearly all of it the box's
+    "skeleton": [(384, 32), (768, 64)],
+    # d / r = 12 as in the GPT-2-sized head; d = 768 itself is predicted (about 2 h of box)
+    "skeleton_certified": [(128, 11), (256, 21), (384, 32)],
+    "skeleton_certified_extrapolated": [(768, 64)],
 }
-QUICK = {"float": [8, 16], "certified": [4, 8], "skeleton": [(16, 2)], "skeleton_certified": []}
+QUICK = {"float": [8, 16], "certified": [4, 8], "skeleton": [(16, 2)], "skeleton_certified": [],
+         "skeleton_certified_extrapolated": []}
 
 
 # ---------------------------------------------------------------------------------------
@@ -143,9 +153,53 @@ def low_rank_instance(d: int, r: int, seed: int) -> tuple[np.ndarray, np.ndarray
 # ---------------------------------------------------------------------------------------
 
 
+def box_per_query(spec: dict[str, Any]) -> dict[str, Any]:
+    """The certified box's own time per skeleton-shaped query [b + u; b] at this d (what a
+    run too long to make is extrapolated from): ``n`` answers timed, as in a run."""
+    import verified_attn as va
+    from verified_attn.low_rank.claims import random_low_rank_head
+
+    d, r, n = spec["d"], spec["r"], spec.get("n", 24)
+    clock = type("Clock", (_Clock,), {})
+    oracle = va.Oracle(TimedModel(random_low_rank_head(d, r, spec.get("seed", 0), den=3), clock),
+                       "certified", precision=PRECISION)
+    rng = np.random.default_rng(1)
+    u = rng.integers(0, 2, (n, d)).astype(float)
+    b = rng.integers(-4096, 4097, (n, d)) / 4096
+    oracle.query_many(np.stack([b + u, b], axis=1))
+    return {"kind": "certified_box", "d": d, "r": r, "queries": n,
+            "box_seconds_per_query": clock.seconds / n,
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def extrapolate(rows: list[dict[str, Any]], probe: dict[str, Any]) -> dict[str, Any]:
+    """A certified skeleton run at (d, r) predicted from the box's measured time per query
+    there and the largest measured certified run's learner overhead ratio."""
+    d, r = probe["d"], probe["r"]
+    from verified_attn.low_rank.skeleton import skeleton_query_bound
+
+    ran = [x for x in rows if x["arithmetic"] == "certified"]
+    last = max(ran, key=lambda x: x["d"]) if ran else None
+    queries = skeleton_query_bound(d, r) + 8
+    box = queries * probe["box_seconds_per_query"]
+    ratio = last["overhead_ratio"] if last else None
+    return {
+        "d": d, "r": r, "queries_at_least": queries,
+        "box_seconds_per_query": probe["box_seconds_per_query"],
+        "predicted_box_seconds": box,
+        "overhead_ratio_used": ratio, "overhead_ratio_from_d": last["d"] if last else None,
+        "predicted_seconds": None if ratio is None else box * (1 + ratio),
+        "note": "not run: predicted from the box's time per query at this d (measured on "
+                f"{probe['queries']} queries) times the learning + verification queries "
+                "without rescales, and the learner overhead of the largest certified run",
+    }
+
+
 def measure(spec: dict[str, Any]) -> dict[str, Any]:
     import verified_attn as va
 
+    if spec["kind"] == "certified_box":
+        return box_per_query(spec)
     kind, d, seed = spec["kind"], spec["d"], spec.get("seed", 0)
     clock = type("Clock", (_Clock,), {})
     profiler = cProfile.Profile() if spec.get("profile") else None
@@ -282,8 +336,11 @@ def run_benchmark(
         "skeleton": [],
     }
     if previous:
-        for key in ("single_head", "skeleton"):
-            data[key] = list(previous.get(key, []))
+        for key in ("single_head", "skeleton", "skeleton_certified_extrapolated"):
+            if key in previous:
+                data[key] = list(previous[key])
+        for key, val in previous.items():  # e.g. the "before" figures: kept as they were
+            data.setdefault(key, val)
     specs: list[tuple[str, dict[str, Any]]] = []
     for d in sizes["float"]:
         specs.append(("single_head", {"kind": "single_head", "arithmetic": "float", "d": d,
@@ -319,6 +376,15 @@ def run_benchmark(
             f"{row['box_seconds']:.2f} s, overhead {row['overhead_ratio']:.2f}, "
             f"{row['peak_rss_mib']:.0f} MiB, queries {row['queries']}/{row['bound']}"
         )
+    for d, r in sizes.get("skeleton_certified_extrapolated", []):
+        probe = run_child({"kind": "certified_box", "d": d, "r": r, "seed": seed})
+        row = extrapolate(data["skeleton"], probe)
+        data["skeleton_certified_extrapolated"] = [
+            x for x in data.get("skeleton_certified_extrapolated", []) if x["d"] != d
+        ] + [row]
+        _log(f"certified skeleton d={d} r={r}: predicted {row['predicted_seconds']} s")
+        if out is not None:
+            (out / f"{NAME}.json").write_text(json.dumps(data, indent=1, default=str))
     return data
 
 
@@ -340,11 +406,29 @@ def plot(data: dict[str, Any], out: Path) -> list[str]:
         ax1.plot(ds, [r["box_seconds"] for r in rows], marker=marker, linestyle="--",
                  label=f"{arith}: inside the box")
         ax2.plot(ds, [r["peak_rss_mib"] for r in rows], marker=marker, label=arith)
-    for r in data["skeleton"]:
-        ax1.scatter([r["d"]], [r["seconds"]], marker="*", s=120,
-                    label=f"skeleton {r['arithmetic']} r={r['r']}")
-        ax2.scatter([r["d"]], [r["peak_rss_mib"]], marker="*", s=120,
-                    label=f"skeleton {r['arithmetic']} r={r['r']}")
+    for arith, color in (("float", "tab:purple"), ("certified", "tab:brown")):
+        rows = sorted((r for r in data["skeleton"] if r["arithmetic"] == arith),
+                      key=lambda r: r["d"])
+        if not rows:
+            continue
+        ds = [r["d"] for r in rows]
+        label = f"skeleton {arith} (" + ", ".join(f"r={r['r']}" for r in rows) + ")"
+        ax1.plot(ds, [r["seconds"] for r in rows], marker="*", ms=10, color=color, label=label)
+        ax1.plot(ds, [r["box_seconds"] for r in rows], marker="*", ms=8, ls="--", color=color,
+                 label=f"skeleton {arith}: inside the box")
+        ax2.plot(ds, [r["peak_rss_mib"] for r in rows], marker="*", ms=10, color=color,
+                 label=label + (": with its certificate built and checked"
+                                if any("certificate_bytes" in r for r in rows) else ""))
+        alone = [r for r in rows if "profiled_peak_rss_mib" in r and "certificate_bytes" in r]
+        if alone:  # the profiled run builds no certificate: the learner's own peak
+            ax2.plot([r["d"] for r in alone], [r["profiled_peak_rss_mib"] for r in alone],
+                     marker="*", ms=8, ls="--", color=color,
+                     label=f"skeleton {arith}: learning only (no certificate)")
+    for r in data.get("skeleton_certified_extrapolated", []):
+        if r.get("predicted_seconds"):
+            ax1.scatter([r["d"]], [r["predicted_seconds"]], marker="*", s=140,
+                        facecolors="none", edgecolors="tab:brown",
+                        label=f"skeleton certified d={r['d']} r={r['r']}: predicted, not run")
     for ax in (ax1, ax2):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -368,12 +452,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None, help="output folder")
     p.add_argument("--no-plots", action="store_true")
-    p.add_argument("--only", choices=["float", "certified", "skeleton", "skeleton_certified"],
+    p.add_argument("--only", choices=["float", "certified", "skeleton", "skeleton_certified",
+                                      "skeleton_certified_extrapolated"],
                    action="append", help="run only these groups")
     p.add_argument("--float", type=int, nargs="*", help="float single-head sizes d")
     p.add_argument("--certified", type=int, nargs="*", help="certified single-head sizes d")
     p.add_argument("--skeleton", nargs="*", help="float skeleton sizes as D:R")
     p.add_argument("--skeleton-certified", nargs="*", help="certified skeleton sizes as D:R")
+    p.add_argument("--extrapolate", nargs="*",
+                   help="certified skeleton sizes D:R predicted from the box's time per query")
     p.add_argument("--profile-max-d", type=int, default=1 << 30,
                    help="profile only sizes up to this d")
     p.add_argument("--no-skeleton-certificate", action="store_true",
@@ -401,6 +488,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "skeleton_certified": None
         if args.skeleton_certified is None
         else [_pair(x) for x in args.skeleton_certified],
+        "skeleton_certified_extrapolated": None
+        if args.extrapolate is None
+        else [_pair(x) for x in args.extrapolate],
     }
     if any(v is not None for v in given.values()):
         sizes = {k: (v or []) for k, v in given.items()}

@@ -50,7 +50,8 @@ __all__ = [
 ]
 
 LEVEL_INSTANCES = "checked on instances"
-LEVEL_SYMBOLIC = "symbolic at fixed d"
+#: A SymPy derivation at every d up to the claim's size (its statement says which d).
+LEVEL_SYMBOLIC = "symbolic at every d up to a size"
 
 #: The size preset names every sized claim defines, smallest first.
 SIZE_PRESETS = ("small", "medium", "large")
@@ -135,8 +136,8 @@ class Claim:
 
     ``check(seed)`` returns a :class:`ClaimResult`; it must be able to fail. ``level`` says
     how far the check reaches: :data:`LEVEL_INSTANCES` (numeric instances, the default),
-    :data:`LEVEL_SYMBOLIC` (a SymPy derivation at a fixed small d), or "proved for all d
-    (Coq: name)" for the formal claims.
+    :data:`LEVEL_SYMBOLIC` (a SymPy derivation at every d up to a size, its wrong variants
+    rejected), or "proved for all d (Coq: name)" for the formal claims.
     A claim with size support also has ``sizes`` (parameter defaults), ``presets`` (one parameter dict
     per name in :data:`SIZE_PRESETS`) and ``check_at(seed, params)``; see the module
     docstring. A claim without them runs at its one built-in size.

@@ -10,8 +10,8 @@
 Each claim builds the counterexample of :func:`verified_attn.counterexample` at its seed,
 re-checks its certificate with the counterexample checker (exact ``==`` where the
 relation is "equal"), and then re-checks a *perturbed* certificate (one parameter of the
-second model, or the failure's witness, changed): that one must be refused, so the claim
-can fail. The registry is :mod:`verified_attn.hypotheses`.
+second model, or the failure's witness, changed) and one whose second model is a copy of
+the first: both must be refused, so the claim can fail. The registry is :mod:`verified_attn.hypotheses`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from verified_attn import soundness
 from verified_attn.checks import LEVEL_INSTANCES, Claim, ClaimResult
 from verified_attn.errors import CertificateError
 from verified_attn.hypotheses import HYPOTHESES, Hypothesis, counterexample
@@ -80,12 +81,26 @@ def _claim(h: Hypothesis) -> Claim:
             refused = ""
         except CertificateError as exc:
             refused = str(exc)
-        ok = bool(refused) and cx.check()
+        # And a "pair" of one model twice: never a counterexample, whatever the kind.
+        copied = ""
+        if data.get("second") is not None:
+            try:
+                verify_certificate(soundness.replace_second(data))
+            except CertificateError as exc:
+                copied = str(exc)
+        else:
+            copied = "no second model (a failure witness)"
+        ok = bool(refused) and bool(copied) and cx.check()
         detail = f"d = {d}: " + " | ".join(summary[1:])
         detail += (
             f"; the perturbed pair is refused ({refused[:120]})"
             if refused
             else "; the PERTURBED pair was accepted"
+        )
+        detail += (
+            f"; second := first refused ({copied[:80]})"
+            if copied
+            else "; second := first was ACCEPTED"
         )
         if cx.failure:
             detail += f"; failure: {cx.failure[:160]}"

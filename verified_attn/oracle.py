@@ -453,8 +453,12 @@ class Oracle:
                 f"each query must have shape (N >= 1, d = {self.d}); got a batch of shape "
                 f"{Xs.shape}"
             )
-        Xs = Xs.astype(np.float64, copy=False)
-        if not np.all(np.isfinite(Xs)):
+        # The transcript keeps the batch itself: a copy, unless the caller handed the array
+        # over (owned), so that writing into it afterwards cannot alter the record.
+        Xs = Xs.astype(np.float64, copy=not owned and self._will_record(Xs.size))
+        # A finite sum proves every entry finite (an inf or NaN makes it inf or NaN), in one
+        # pass with no boolean temporary; only an overflowing sum needs the entrywise check.
+        if not np.isfinite(np.add.reduce(Xs, axis=None)) and not np.all(np.isfinite(Xs)):
             raise InvalidArgument("a query has a non-finite entry (NaN or inf)")
         self._reserve(Xs.shape[0])
         lengths = [Xs.shape[1]] * Xs.shape[0]

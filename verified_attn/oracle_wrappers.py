@@ -40,6 +40,7 @@ __all__ = [
     "LabelOracle",
     "NoisyOracle",
     "StochasticOracle",
+    "float32_multi_head_oracle",
     "truth_interval",
     "worst_case_direction",
     "worst_case_oracle",
@@ -417,4 +418,37 @@ def worst_case_oracle(
         "worst-case",
         direction=worst_case_direction(model, tolerance, v_push=v_push),
         **kwargs,
+    )
+
+
+def float32_multi_head_oracle(heads: Any, *, rtol: float = 1e-4) -> Oracle:
+    """A float-mode black box computing ``sum_h softmax(X W_h x_N)^T X v_h`` in float32.
+
+    Scores, softmax and values are all float32 (as a float32 module computes them), and the
+    box declares it (unit roundoff 2^-24, ``rtol``). ``heads``: (W, v) array pairs.
+
+    >>> import numpy as np
+    >>> box = float32_multi_head_oracle([(np.eye(2), np.array([1.0, 2.0]))])
+    >>> box.query([[1.0, 0.0]]), box.arithmetic.unit_roundoff == 2.0**-24, box.d
+    (1.0, True, 2)
+    """
+    hs = [(np.asarray(W, np.float32), np.asarray(v, np.float32)) for W, v in heads]
+    if not hs or any(W.ndim != 2 or W.shape != (len(v), len(v)) for W, v in hs):
+        raise InvalidArgument("heads must be a non-empty list of (d x d W, length-d v) pairs")
+
+    def batch(Xs: Any) -> np.ndarray:
+        X = np.asarray(Xs, dtype=np.float32)
+        out = np.zeros(X.shape[0], dtype=np.float32)
+        for W, v in hs:
+            z = np.einsum("bni,ij,bj->bn", X, W, X[:, -1, :])
+            e = np.exp(z - z.max(axis=1, keepdims=True))
+            out += np.einsum("bn,bn->b", e / e.sum(axis=1, keepdims=True), X @ v)
+        return out.astype(np.float64)
+
+    return Oracle.from_callable(
+        lambda X: float(batch(np.asarray(X)[None])[0]),
+        len(hs[0][1]),
+        batch_fn=batch,
+        rtol=rtol,
+        unit_roundoff=2.0**-24,
     )

@@ -187,7 +187,7 @@ def claims_json(results: Sequence[ClaimResult], *, seed: int) -> dict[str, Any]:
 
 def claim_list_text(claims: Sequence[Claim]) -> str:
     """The registered claims as a text table (id, paper ref, shortened statement, level:
-    proved for all d in Coq, symbolic at fixed d, or checked on instances)."""
+    proved for all d in Coq, symbolic at every d up to a size, or checked on instances)."""
     rows = [["id", "paper ref", "statement", "level"]]
     rows += [[c.id, c.paper_ref, _shorten(c.statement), c.level] for c in claims]
     return _align(rows)

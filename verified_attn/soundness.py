@@ -19,24 +19,32 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
+import flint
 import numpy as np
 import sympy
 
 from verified_attn.errors import (
     CertificateError,
+    InvalidArgument,
     ModelClassMismatch,
     PrecisionExhausted,
     VerifiedAttnError,
 )
-from verified_attn.models import SingleHeadAttention
+from verified_attn.models import SequenceModel, SingleHeadAttention
 from verified_attn.oracle import Oracle
 
 __all__ = [
+    "TAMPER_SITES",
+    "Plus",
+    "Window",
     "near_rational",
     "position_boxes",
     "refuses",
+    "refuses_all",
+    "replace_second",
     "rotary_box",
     "tamper",
+    "tamper_all",
     "tamper_check",
     "window_box",
 ]
@@ -46,9 +54,58 @@ _W = np.array([[1.0, -1.0], [2.0, 0.0]])
 _V = np.array([1.0, 3.0])
 
 
+class Window(SequenceModel):
+    """``model`` on the last ``k`` tokens only: a sliding-window box, in every arithmetic.
+
+    On sequences of length <= k it *is* ``model``, so only a verification on longer
+    sequences can tell it from the class of ``model``.
+
+    >>> import verified_attn as va
+    >>> box = Window(va.SingleHeadAttention([[1, 0], [0, 1]], [1, 2]), 1)
+    >>> va.Oracle(box, "exact").query([[1, 0], [0, 1]])   # the last token alone: x^T v
+    2
+    """
+
+    def __init__(self, model: Any, k: int = 4) -> None:
+        self.model, self.k, self.d = model, k, model.d
+
+    def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
+        return np.asarray(self.model.evaluate_batch(np.asarray(Xs)[:, -self.k :, :]))
+
+    def _evaluate_rational(self, Xq: flint.fmpq_mat, arith: Any) -> Any:
+        n, d = Xq.nrows(), Xq.ncols()
+        rows = range(max(0, n - self.k), n)
+        last = flint.fmpq_mat(len(rows), d, [Xq[i, j] for i in rows for j in range(d)])
+        return self.model.evaluate_rational(last, arith)
+
+
+class Plus(SequenceModel):
+    """The sum of two models' answers (a head plus a second head of another class, a
+    Transformer plus a head), in every arithmetic.
+
+    >>> import verified_attn as va
+    >>> h = va.SingleHeadAttention([[0]], [1])
+    >>> va.Oracle(Plus(h, h), "exact").query([[3]])
+    6
+    """
+
+    def __init__(self, first: Any, second: Any) -> None:
+        if first.d != second.d:
+            raise InvalidArgument(f"Plus: the models' d differ ({first.d} and {second.d})")
+        self.first, self.second, self.d = first, second, first.d
+
+    def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
+        return np.asarray(self.first.evaluate_batch(Xs)) + np.asarray(
+            self.second.evaluate_batch(Xs)
+        )
+
+    def _evaluate_rational(self, Xq: flint.fmpq_mat, arith: Any) -> Any:
+        return self.first.evaluate_rational(Xq, arith) + self.second.evaluate_rational(Xq, arith)
+
+
 def window_box(X: Any) -> float:
     """A sliding-window head: the head above on the last 4 tokens only (d = 2)."""
-    return float(_HEAD(np.asarray(X, dtype=np.float64)[-4:]))
+    return float(Window(_HEAD)(X))
 
 
 def rotary_box(X: Any) -> float:
@@ -109,50 +166,166 @@ def near_rational(eps_exponent: int = 80) -> sympy.Rational:
     return sympy.Rational(1, 3) + sympy.Rational(1, 10**eps_exponent)
 
 
-def tamper(data: dict[str, Any]) -> dict[str, Any] | None:
-    """A copy of a certificate with the first rational ("p/q") of its ``result`` plus 1."""
-    out = copy.deepcopy(data)
+#: Where :func:`tamper_check` changes a certificate by default: a result entry, a
+#: learning answer the checker re-decodes, the learning count it re-adds from the phases,
+#: a verification answer it re-checks with the agreement rule.
+TAMPER_SITES = ("result", "answers", "queries.learning", "verification.answers")
 
-    def bump(val: Any) -> str | None:
-        if isinstance(val, str) and "/" in val:
-            try:
-                return str(Fraction(val) + 1)
-            except ValueError:
-                return None
+
+def _bump(val: Any) -> Any:
+    """``val`` changed so that its meaning changes, or None if it is not a number.
+
+    A rational "p/q" or an integer count gets + 1, a ball ``{"arb": [mid, rad]}`` its
+    midpoint + 1, a float ``{"float": hex}`` is + 1 (a sign label +-1 is flipped instead:
+    + 1 would make it no label at all, a parse error rather than a re-derivation).
+    """
+    if isinstance(val, bool):
         return None
+    if isinstance(val, int):
+        return val + 1
+    if isinstance(val, str) and "/" in val:
+        try:
+            return str(Fraction(val) + 1)
+        except ValueError:
+            return None
+    if isinstance(val, dict) and set(val) == {"float"} and isinstance(val["float"], str):
+        f = float.fromhex(val["float"])
+        return {"float": (-f if abs(f) == 1 else f + 1).hex()}
+    if isinstance(val, dict) and set(val) == {"arb"} and isinstance(val["arb"], list):
+        mid, rad = val["arb"]
+        return {"arb": [str(Fraction(mid) + 1), rad]}
+    return None
 
-    def walk(node: Any) -> bool:
-        items = list(node.items()) if isinstance(node, dict) else (
-            list(enumerate(node)) if isinstance(node, list) else []
-        )
-        for key, val in items:
-            new = bump(val)
-            if new is not None:
-                node[key] = new
-                return True
-            if walk(val):
-                return True
-        return False
 
-    return out if walk(out.get("result")) else None
+def _bump_first(node: Any) -> bool:
+    """Change the first number under ``node`` (depth first) in place; False if none."""
+    items = (
+        list(node.items())
+        if isinstance(node, dict)
+        else (list(enumerate(node)) if isinstance(node, list) else [])
+    )
+    for key, val in items:
+        new = _bump(val)
+        if new is not None:
+            node[key] = new
+            return True
+        if _bump_first(val):
+            return True
+    return False
 
 
-def tamper_check(data: dict[str, Any]) -> tuple[bool, str]:
-    """The certificate verifies, and a copy with one result entry changed is rejected."""
+def tamper(data: dict[str, Any], site: str = "result") -> dict[str, Any] | None:
+    """A copy of a certificate with the first number under ``site`` changed (None: none).
+
+    ``site`` is a dotted path of keys and list indices ("result", "answers",
+    "queries.learning", "subspaces.0.certificate.answers").
+
+    >>> tamper({"result": {"v": ["1/2"]}})["result"]
+    {'v': ['3/2']}
+    >>> tamper({"queries": {"learning": 6}}, "queries.learning")["queries"]
+    {'learning': 7}
+    >>> tamper({"result": {}}, "answers") is None
+    True
+    """
+    out = copy.deepcopy(data)
+    *parents, last = site.split(".")
+    node: Any = out
+    for key in parents:
+        node = _child(node, key)
+    if _child(node, last) is None:
+        return None
+    slot: Any = int(last) if isinstance(node, list) else last
+    new = _bump(node[slot])
+    if new is not None:
+        node[slot] = new
+        return out
+    return out if _bump_first(node[slot]) else None
+
+
+def _child(node: Any, key: str) -> Any:
+    """``node[key]`` for a dict, ``node[int(key)]`` for a list; None if there is none."""
+    if isinstance(node, dict):
+        return node.get(key)
+    if isinstance(node, list) and key.isdigit() and int(key) < len(node):
+        return node[int(key)]
+    return None
+
+
+def tamper_check(data: dict[str, Any], sites: tuple[str, ...] = TAMPER_SITES) -> tuple[bool, str]:
+    """The certificate verifies, and for every site a copy changed there is rejected.
+
+    A site the certificate does not have (an exact single-head certificate stores no
+    answers: they are determined by the design) is skipped and said so; the result entry
+    must always exist.
+    """
     from verified_attn.certificates import verify_certificate
 
     try:
-        honest = verify_certificate(data).ok
+        verify_certificate(data)
     except CertificateError as exc:
         return False, f"the honest certificate was rejected: {str(exc)[:100]}"
-    bad = tamper(data)
-    if bad is None:
-        return False, "no rational entry in the result section to tamper with"
-    try:
-        accepted = verify_certificate(bad).ok
-    except CertificateError as exc:
-        return honest, f"honest certificate verifies; tampered copy rejected: {str(exc)[:80]}"
-    return False, f"a tampered copy was accepted (ok={accepted})"
+    ok, parts = True, []
+    for site in sites:
+        bad = tamper(data, site)
+        if bad is None:
+            ok &= site != "result"
+            parts.append(f"{site}: nothing to change")
+            continue
+        try:
+            accepted = verify_certificate(bad).ok
+        except CertificateError as exc:
+            parts.append(f"{site} changed: rejected ({str(exc)[:60]})")
+        else:
+            ok = False
+            parts.append(f"{site} changed: ACCEPTED (ok={accepted})")
+    return ok, "honest certificate verifies; " + "; ".join(parts)
+
+
+def tamper_all(
+    runs: dict[str, tuple[Any, tuple[str, ...]]], *, result: str = "result"
+) -> tuple[bool, str]:
+    """:func:`tamper_check` on several results: ``{name: (recovery, answer sites)}``.
+
+    Each is changed at its ``result`` site, each of its answer sites, its learning count
+    and a verification answer; all must be rejected.
+    """
+    ok, rows = True, []
+    for name, (rec, answers) in runs.items():
+        sites = (result, *answers, "queries.learning", "verification.answers")
+        good, detail = tamper_check(rec.certificate(), sites)
+        ok &= good
+        rows.append(f"{name}: {detail}")
+    return ok, "; ".join(rows)
+
+
+def refuses_all(
+    cases: list[tuple[str, Callable[..., Any], Any, tuple[int, ...] | None]],
+    error: type[Exception] | tuple[type[Exception], ...] = ModelClassMismatch,
+) -> tuple[bool, str]:
+    """Every ``learn(box)`` is refused with ``error``; where ``short`` lengths are given,
+    ``learn(box, short)`` returns a verified result (the box agrees with the class on
+    those lengths, so only the final verification on longer ones can refuse it)."""
+    ok, rows = True, []
+    for name, learn, box, short in cases:
+        good, detail = refuses(lambda learn=learn, box=box: learn(box), error, "")
+        if short is not None:
+            rec = learn(box, short)
+            good &= rec.verified
+            detail += f"; verified on lengths {list(short)} only: {rec.verified}"
+        ok &= good
+        rows.append(f"{name}: {detail}")
+    return ok, "; ".join(rows)
+
+
+def replace_second(data: dict[str, Any]) -> dict[str, Any]:
+    """A counterexample certificate whose second model is a copy of its first.
+
+    Two equal models are never a counterexample (they neither differ nor agree for a
+    reason), so a checker must reject the copy.
+    """
+    out = copy.deepcopy(data)
+    out["second"] = copy.deepcopy(out["first"])
+    return out
 
 
 REFUSED = (PrecisionExhausted, ModelClassMismatch)

@@ -30,6 +30,7 @@ IDS = [
     "thm-4.1/not-a-head",
     "thm-4.1/position-dependent",
     "thm-4.1/certificate-tamper",
+    "thm-4.1/near-rational",
 ]
 
 

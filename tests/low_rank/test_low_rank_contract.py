@@ -22,6 +22,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import verified_attn as va
+from verified_attn.certificates.kernel import parse_header
+from verified_attn.certificates.low_rank import _Cross
 from verified_attn.certificates.low_rank import verify as verify_low_rank
 from verified_attn.errors import (
     CertificateError,
@@ -152,7 +154,9 @@ def _bump(num: dict[str, Any]) -> dict[str, Any]:
     if "rational" in num or "sympy" in num:
         return dump_number(x + 1)
     if "float" in num:
-        return dump_number(x * 1.01 + 0.01)
+        # x + 1% of |x| (at least 0.01): always a different number (x * 1.01 + 0.01 is x
+        # again at x = -1, a probe answer hypothesis found).
+        return dump_number(x + max(0.01, abs(x) * 0.01))
     mid, rad = num["arb"]
     return {"arb": [str(Fraction(mid) + Fraction(1, 100)), rad]}
 
@@ -169,11 +173,19 @@ def _tamperings(data: dict[str, Any]) -> dict[str, Any]:
     # U, B, S are coordinates of the cross: what the answers prove does not depend on them,
     # so a change the probes still fit is no forgery; next_b decides which probes are
     # rank checks.)
+    # Probes name their u and b in the table answers.vectors; a probe may also store a
+    # vector inline: change one probe's vector inline, or a table entry (all its probes).
     for name in ("b", "u"):
         t = copy.deepcopy(data)
         probe = t["answers"]["probes"][0]
-        probe[name][0] = str(Fraction(probe[name][0]) + Fraction(1, 2))
+        vec = list(t["answers"]["vectors"][probe[name]])
+        vec[0] = str(Fraction(vec[0]) + Fraction(1, 2))
+        probe[name] = vec
         out[f"design {name}"] = t
+        t = copy.deepcopy(data)
+        vec = t["answers"]["vectors"][t["answers"]["probes"][0][name]]
+        vec[0] = str(Fraction(vec[0]) + Fraction(1, 2))
+        out[f"design {name} in the table"] = t
     t = copy.deepcopy(data)
     t["answers"]["probes"][0]["scale"] = "1/16"
     out["design scale"] = t
@@ -232,7 +244,8 @@ def test_certificate_without_rank_evidence_rejected() -> None:
         _, _, rec = _run(kind, "exact", 5, 2)
         data = rec.certificate()
         probes = data["answers"]["probes"]
-        (i,) = [k for k, p in enumerate(probes) if p["b"] == data["design"]["next_b"]]
+        table = data["answers"]["vectors"]
+        (i,) = [k for k, p in enumerate(probes) if table[p["b"]] == data["design"]["next_b"]]
         del probes[i]
         q = data["queries"]
         q["by_phase"]["rank"] -= 1
@@ -365,6 +378,13 @@ HOSTILE = [
     ("skeleton", "answers.probes.0.scale", "1/" + "9" * 5000),
     ("skeleton", "answers.probes.0.scale", "1/" + str(16**70)),
     ("skeleton", "answers.probes.0.u", ["1/1"]),
+    ("skeleton", "answers.probes.0.u", 10**9),  # not an index of answers.vectors
+    ("skeleton", "answers.probes.0.u", -1),
+    ("skeleton", "answers.probes.0.b", True),
+    ("skeleton", "answers.probes.0.b", 2.0),
+    ("skeleton", "answers.vectors", "many"),
+    ("skeleton", "answers.vectors.0", ["1/1"]),
+    ("skeleton", "answers.vectors.0.0", "one half"),
     ("skeleton", "answers.probes.0.answer", {"arb": ["1/1", "-1/1"]}),
     ("skeleton", "answers.probes.0.answer", {"arb": ["1/1", "1/1"], "x": 1}),
     ("skeleton", "answers.probes.0.answer", {"arb": ["1e999999999", "0/1"]}),
@@ -397,6 +417,30 @@ def test_hostile_certificate_rejected_fast(certs, which: str, path: str, value: 
     with pytest.raises(CertificateError):
         va.verify_certificate(bad)
     assert time.perf_counter() - start < 15.0  # a hang guard, not a speed target
+
+
+def test_probe_table_larger_than_a_checker_reads_is_refused_fast(certs) -> None:
+    # The bound counts the table's entries (d per vector) before parsing any of them.
+    from verified_attn.certificates.kernel import MAX_ENTRIES
+
+    bad = copy.deepcopy(certs["skeleton"])
+    row = bad["answers"]["vectors"][0]
+    bad["answers"]["vectors"] = [row] * (MAX_ENTRIES // len(row) + 1)  # one shared list
+    start = time.perf_counter()
+    with pytest.raises(CertificateError, match="more entries than a checker reads"):
+        va.verify_certificate(bad)
+    assert time.perf_counter() - start < 15.0  # a hang guard, not a speed target
+
+
+def test_cross_is_solved_in_small_blocks() -> None:
+    # The checker's elimination inverts one block per pivot row (at most r + 1 unknowns),
+    # never the r^2-sized coupled system: what keeps a d = 768, r = 64 check cheap.
+    for kind in ("found", "given"):
+        _, _, rec = _run(kind, "certified", 12, 4)
+        data = rec.certificate()
+        cross = _Cross(data, parse_header(data, "low-rank"))
+        assert 0 < cross.coupled <= 4 + 1
+        assert "blocks of at most" in verify_low_rank(rec.certificate()).summary[2]
 
 
 def test_truncated_and_nested_files(certs, tmp_path: Path) -> None:

@@ -22,6 +22,9 @@ EXPECTED = {
     "prop-7.1/affine-canonical-recovery",
     "prop-7.1/position-dependent",
     "prop-7.1/near-rational",
+    "prop-7.1/float-head-count",
+    "prop-7.1/out-of-class",
+    "prop-7.1/certificate-tamper",
 }
 
 
@@ -83,3 +86,14 @@ def test_affine_claim_fails_with_a_wrong_bound(monkeypatch: pytest.MonkeyPatch) 
         mh_claims, "canonical_query_bound", lambda d, H, affine=False: real(d, H, affine=affine) - 1
     )
     assert not mh_claims._affine_recovery(0).passed
+
+
+def test_float_head_count_claim_fails_with_a_wrong_floor(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A floor far too low (the noise taken for heads) or far too high (heads missed): the
+    # claim must fail, not pass or crash.
+    from verified_attn.multi_head import head_count_float
+
+    for factor in (1e-9, 1e9):
+        monkeypatch.setattr(head_count_float, "NOISE_FACTOR", factor)
+        res = mh_claims._float_head_count(0)
+        assert not res.passed, res.detail

@@ -26,7 +26,9 @@ def test_a_wrong_identity_would_fail_the_antisymmetry_claim(monkeypatch) -> None
     # Swap in the false 'T(X) + T(-X)' variant for the true derivation: the claim must fail.
     from verified_attn.transformer import symbolic
 
-    monkeypatch.setattr(symbolic, "antisymmetry", lambda: [symbolic.wrong_antisymmetry_sum()])
+    monkeypatch.setattr(
+        symbolic, "antisymmetry", lambda *a, **k: [symbolic.wrong_antisymmetry_sum()]
+    )
     assert not claims.CLAIMS[0].check(0).passed
 
 

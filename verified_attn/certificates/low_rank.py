@@ -5,7 +5,7 @@
 >>> W = [[2, 4, 0], [1, 2, 0], [-1, -2, 0]]                      # rank 1
 >>> data = va.learn_low_rank(va.Oracle(va.SingleHeadAttention(W, [1, 0, 1]), "exact")).certificate()
 >>> print(verify(data).summary[2])
-cross: re-solved 6 unknowns of Z = U^T W B and R = U_S^T W from 5 probes and 1 pivot constraints (exact inverse of the 2 coupled unknowns); W = U^-T Z Z_S^-1 R
+cross: re-solved 6 unknowns of Z = U^T W B and R = U_S^T W from 5 probes and 1 pivot constraints (substitution alone); W = U^-T Z Z_S^-1 R
 >>> data["result"]["parameters"]["W"][0][0] = {"rational": "3/1"}
 >>> verify(data)
 Traceback (most recent call last):
@@ -16,7 +16,8 @@ One module for both methods, dispatching on the certificate's ``method``. It use
 arithmetic, models and kernel only, never the learner's code.
 
 **Every probe** is a two-token query ``[b + t u; b]`` stored as exact rationals (u, b, t)
-with the oracle's answer f. With v from the length-1 answers, the checker re-decodes
+with the oracle's answer f (u and b as indices into ``answers.vectors``, the table of the
+distinct probe vectors, or inline). With v from the length-1 answers, the checker re-decodes
 ``m = logit((f - b^T v) / (t u^T v)) / t = u^T W b`` (requiring u^T v certainly nonzero
 and the ratio certainly in (0, 1)), and counts: ``t = 16^-n`` means n re-asks.
 
@@ -25,8 +26,10 @@ and the ratio certainly in (0, 1)), and counts: ``t = 16^-n`` means n re-asks.
 columns, S the stored pivot rows. Each learning probe is one linear equation with exact
 coefficients: on a basis column b_j, ``(U^{-1} u)^T Z[:, j] = m``; on a pivot row u_s,
 ``R[s, :] b = m``; and the cross closes with ``Z[S, :] = R B``. The system must be square
-(2dr equations) and exactly invertible; it is solved by substituting the one-unknown
-equations and inverting the rest exactly, then ``W = U^{-T} Z Z[S, :]^{-1} R``. Probes on
+(2dr equations) and exactly invertible; it is solved block by block (an equation with one
+unknown left by substitution, a pivot row's coupled unknowns by one exact inverse: blocks
+of at most r + 1 unknowns, so the check stays cheap at large d), then
+``W = U^{-T} Z Z[S, :]^{-1} R``. Probes on
 the stored next column ``next_b`` are the rank checks: each must agree with the claimed W
 (exact ``==``, certified overlap, float ``|m - u^T W b| <= rank_tol * scale``, the scale
 ``max(|m|, sum |u_i| |W_ij| |b_j|, 1e4 eps (1 + ||U^{-1} u||_1) max |v|)``). With the rank
@@ -92,7 +95,8 @@ FLOAT_RTOL = 1e-11
 #: Nuclear: agreement of the reported and recomputed measurement residuals.
 RESIDUAL_RTOL = 1e-6
 RESIDUAL_ATOL = 1e-12
-#: Largest coupled block of the cross a checker inverts exactly (r^2 + r for rank r).
+#: Largest block of the cross a checker inverts exactly (at most r + 1 for the skeleton's
+#: own certificates, whose pivot rows decouple).
 MAX_REDUCED = 1200
 _EPS = float(np.finfo(np.float64).eps)
 METHODS = ("skeleton", "nuclear")
@@ -107,6 +111,8 @@ class _Probe:
     t: Fraction
     answer: Any
     rescales: int
+    iu: int  # u's index in the probe-vector table (equal vectors, equal index)
+    ib: int
 
 
 def verify(data: dict[str, Any]) -> CertificateCheck:
@@ -157,6 +163,15 @@ def _vector(
     return out
 
 
+def _exact_matrix(rows: list[list[Fraction]]) -> flint.fmpq_mat:
+    """fmpq_matrix(rows), from one integer matrix when every entry is an integer (a
+    design's 0/1 U: d^2 entries without a rational object each)."""
+    if all(q.denominator == 1 for row in rows for q in row):
+        n, m = len(rows), len(rows[0]) if rows else 0
+        return flint.fmpq_mat(flint.fmpz_mat(n, m, [q.numerator for row in rows for q in row]))
+    return fmpq_matrix(rows)
+
+
 def _key(x: list[Fraction]) -> tuple[int, ...]:
     """A fast dictionary key for an exact vector (hashing Fractions is slow)."""
     return tuple(n for q in x for n in (q.numerator, q.denominator))
@@ -173,12 +188,41 @@ def _rescales(t: Fraction, path: str) -> int:
 
 
 def _probes(data: dict[str, Any], head: Header) -> list[_Probe]:
+    """The stored probes; a probe's u and b are d rationals or an index into
+    ``answers.vectors`` (the table of distinct probe vectors the writer stores)."""
     d, arith = head.d, head.arith
     raw = as_list(get(data, "answers.probes"), "answers.probes")
-    if len(raw) * 2 * d > MAX_ENTRIES:
+    answers = get(data, "answers")
+    table_raw = answers.get("vectors") if isinstance(answers, dict) else None
+    table_raw = [] if table_raw is None else as_list(table_raw, "answers.vectors")
+    inline = sum(
+        1
+        for p in raw
+        if isinstance(p, dict) and any(isinstance(p.get(k), list) for k in ("u", "b"))
+    )
+    # What the checker reads: the table's vectors, the inline ones, and a few per probe.
+    if (len(table_raw) + 2 * inline) * d + 4 * len(raw) > MAX_ENTRIES:
         raise CertificateError("answers.probes holds more entries than a checker reads")
-    out = []
     seen: dict[str, Fraction] = {}
+    table = [_vector(x, f"answers.vectors[{k}]", d, seen) for k, x in enumerate(table_raw)]
+    ids: dict[tuple[int, ...], int] = {}  # built at the first inline vector (if any)
+    vectors = list(table)
+
+    def vector(x: Any, path: str) -> int:
+        if isinstance(x, int) and not isinstance(x, bool):
+            if not 0 <= x < len(table):
+                raise CertificateError(f"{path} = {x} is not an index of answers.vectors")
+            return x
+        vec = _vector(x, path, d, seen)
+        if not ids:
+            ids.update((_key(y), k) for k, y in enumerate(vectors))
+        k = ids.setdefault(_key(vec), len(vectors))
+        if k == len(vectors):
+            vectors.append(vec)
+        return k
+
+    out = []
+    scales: dict[str, tuple[Fraction, int]] = {}
     for i, p in enumerate(raw):
         path = f"answers.probes[{i}]"
         if not isinstance(p, dict):
@@ -186,15 +230,24 @@ def _probes(data: dict[str, Any], head: Header) -> list[_Probe]:
         phase = get(p, "phase")
         if not isinstance(phase, str) or not 0 < len(phase) <= 32:
             raise CertificateError(f"{path}.phase must be a short string")
-        t = rational(get(p, "scale"), f"{path}.scale")
+        raw_t = get(p, "scale")
+        parsed = scales.get(raw_t) if isinstance(raw_t, str) else None
+        if parsed is None:
+            t = rational(raw_t, f"{path}.scale")
+            parsed = (t, _rescales(t, f"{path}.scale"))
+            if isinstance(raw_t, str) and len(scales) < 64:
+                scales[raw_t] = parsed
+        iu, ib = vector(get(p, "u"), f"{path}.u"), vector(get(p, "b"), f"{path}.b")
         out.append(
             _Probe(
                 phase,
-                _vector(get(p, "u"), f"{path}.u", d, seen),
-                _vector(get(p, "b"), f"{path}.b", d, seen),
-                t,
+                vectors[iu],
+                vectors[ib],
+                parsed[0],
                 number(get(p, "answer"), f"{path}.answer", arith),
-                _rescales(t, f"{path}.scale"),
+                parsed[1],
+                iu,
+                ib,
             )
         )
     return out
@@ -210,13 +263,29 @@ def _dot(arith: Arithmetic, x: list[Fraction], v: list[Any]) -> Any:
     return acc
 
 
-def _measure(arith: Arithmetic, v: list[Any], p: _Probe, path: str) -> Any:
-    """u^T W b from one probe's answer (the module docstring's formula)."""
-    uv = _dot(arith, p.u, v)
-    if arith.sign(uv) not in (-1, 1):
-        raise CertificateError(f"{path}: u^T v = {uv} is not certainly nonzero")
+def _measure_all(arith: Arithmetic, v: list[Any], probes: list[_Probe]) -> list[Any]:
+    """u^T W b for every probe (the module docstring's formula); x^T v once per vector."""
+    dots: dict[int, Any] = {}
+
+    def dot(k: int, x: list[Fraction]) -> Any:
+        val = dots.get(k)
+        if val is None:
+            val = dots[k] = _dot(arith, x, v)
+        return val
+
+    out = []
+    for i, p in enumerate(probes):
+        path = f"answers.probes[{i}]"
+        uv = dot(p.iu, p.u)
+        if arith.sign(uv) not in (-1, 1):
+            raise CertificateError(f"{path}: u^T v = {uv} is not certainly nonzero")
+        out.append(_decode(arith, p, uv, dot(p.ib, p.b), path))
+    return out
+
+
+def _decode(arith: Arithmetic, p: _Probe, uv: Any, bv: Any, path: str) -> Any:
     t = arith.rational(p.t)
-    y = (p.answer - _dot(arith, p.b, v)) / (t * uv)
+    y = (p.answer - bv) / (t * uv)
     if arith.name == "float":
         if not 0 < y < 1:
             raise CertificateError(f"{path}: the probe ratio {y} is not in (0, 1)")
@@ -264,11 +333,12 @@ class _Cross:
             raise CertificateError(f"rank {self.rank} exceeds rank_given {self.rank_given}")
         r = self.rank
         design = get(data, "design")
+        seen: dict[str, Fraction] = {}  # U repeats a few strings ("0/1", "1/1") d^2 times
         self.U = [
-            [rational(q, f"design.U[{i}][{k}]") for k, q in enumerate(row)]
+            _vector(row, f"design.U[{i}]", d, seen)
             for i, row in enumerate(as_matrix(get(design, "U"), "design.U", d, d))
         ]
-        U = fmpq_matrix(self.U)
+        U = _exact_matrix(self.U)
         if U.rank() < d:
             raise CertificateError("design.U is singular")
         self.U_inv = U.inv()
@@ -292,10 +362,7 @@ class _Cross:
         with arith.context():
             self.v = numbers(get(data, "answers.v"), "answers.v", arith, d)
             self.probes = _probes(data, head)
-            self.measured = [
-                _measure(arith, self.v, p, f"answers.probes[{i}]")
-                for i, p in enumerate(self.probes)
-            ]
+            self.measured = _measure_all(arith, self.v, self.probes)
             self._solve()
 
     def coordinates(self, u: list[Fraction]) -> dict[int, Fraction]:
@@ -319,8 +386,13 @@ class _Cross:
         basis = {_key(b): j for j, b in enumerate(self.B)}
         next_b = None if self.next_b is None else _key(self.next_b)
         pivot = {s: m_ix for m_ix, s in enumerate(self.S)}
+        keys: dict[int, tuple[int, ...]] = {}  # per probe-vector index: probes repeat vectors
+        coords: dict[int, dict[int, Fraction]] = {}
+        support: dict[int, list[tuple[int, Fraction]]] = {}
         for i, (p, m) in enumerate(zip(self.probes, self.measured, strict=True)):
-            bkey = _key(p.b)
+            bkey = keys.get(p.ib)
+            if bkey is None:
+                bkey = keys[p.ib] = _key(p.b)
             if next_b is not None and bkey == next_b:
                 self.checks.append(i)
                 continue
@@ -330,79 +402,273 @@ class _Cross:
                 )
             j = basis.get(bkey)
             if j is not None:
-                coeffs = {a * r + j: q for a, q in self.coordinates(p.u).items()}
+                g = coords.get(p.iu)
+                if g is None:
+                    g = coords[p.iu] = self.coordinates(p.u)
+                coeffs = {a * r + j: q for a, q in g.items()}
             else:
-                k = self.columns.get(_key(p.u))
+                ukey = keys.get(p.iu)
+                if ukey is None:
+                    ukey = keys[p.iu] = _key(p.u)
+                k = self.columns.get(ukey)
                 m_ix = pivot.get(k) if k is not None else None
                 if m_ix is None:
                     raise CertificateError(
                         f"answers.probes[{i}] is neither on a basis column, on a pivot row "
                         "nor on next_b"
                     )
-                coeffs = {d * r + m_ix * d + col: q for col, q in enumerate(p.b) if q}
+                nz = support.get(p.ib)
+                if nz is None:
+                    nz = support[p.ib] = [(col, q) for col, q in enumerate(p.b) if q]
+                base = d * r + m_ix * d
+                coeffs = {base + col: q for col, q in nz}
             eqs.append((coeffs, m))
-        for m_ix, s in enumerate(self.S):
-            for j in range(r):
-                coeffs = {s * r + j: Fraction(1)}
-                for col in range(d):
-                    if self.B[j][col]:
-                        coeffs[d * r + m_ix * d + col] = -self.B[j][col]
-                eqs.append((coeffs, None))
-        self.n_probe_equations = len(eqs) - r * r
-        if len(eqs) != n:
+        self.n_probe_equations = len(eqs)
+        if len(eqs) + r * r != n:
             raise CertificateError(
-                f"the stored probes give {len(eqs) - r * r} equations (+ {r * r} pivot "
+                f"the stored probes give {len(eqs)} equations (+ {r * r} pivot "
                 f"constraints) for the 2dr = {n} unknowns of the cross: it is not determined"
             )
-        zero = arith.rational(Fraction(0))
-        known: dict[int, Any] = {}
-        rest = []
-        for coeffs, rhs in eqs:
-            if len(coeffs) == 1:
-                ((x, c),) = coeffs.items()
-                if x in known:
-                    raise CertificateError("two stored probes measure the same cross entry")
-                known[x] = (zero if rhs is None else rhs) / arith.rational(c)
-            else:
-                rest.append((coeffs, rhs))
-        free = sorted(set(range(n)) - set(known))
-        if len(free) != len(rest):
-            raise CertificateError(
-                f"the cross is not determined: {len(rest)} coupled equations for "
-                f"{len(free)} unknowns"
-            )
-        if len(free) > MAX_REDUCED:
-            raise CertificateError(
-                f"the coupled part of the cross has {len(free)} unknowns, more than "
-                f"{MAX_REDUCED} this checker inverts"
-            )
-        self.coupled = len(free)
-        x = dict(known)
-        if free:
-            where = {u: k for k, u in enumerate(free)}
-            A = [[Fraction(0)] * len(free) for _ in free]
-            rhs_rest = []
-            for row, (coeffs, rhs) in enumerate(rest):
-                acc = zero if rhs is None else rhs
-                for u, c in coeffs.items():
-                    if u in where:
-                        A[row][where[u]] = c
-                    elif u in known:
-                        acc = acc - arith.rational(c) * known[u]
-                rhs_rest.append(acc)
-            Am = fmpq_matrix(A)
-            if Am.rank() < len(free):
-                raise CertificateError("the stored probes do not determine the cross (singular)")
-            sol = apply_exact(
-                arith, Am.inv(), measured_array(arith, [[y] for y in rhs_rest])
-            )[:, 0]
-            for u, val in zip(free, sol, strict=True):
-                x[u] = val
-        Z = measured_array(arith, [[x[a * r + j] for j in range(r)] for a in range(d)])
+        x = _Elimination(arith, eqs, n, groups=(d * r, d))
+        x.peel()  # the probes' own unknowns first: most entries of Z and R are measured
+        x.add(self._pivot_constraints(x.known))
+        x.solve()
+        self.coupled = x.largest
+        Z = measured_array(arith, [[x.known[a * r + j] for j in range(r)] for a in range(d)])
         R = measured_array(
-            arith, [[x[d * r + m * d + col] for col in range(d)] for m in range(r)]
+            arith, [[x.known[d * r + m * d + col] for col in range(d)] for m in range(r)]
         )
         self.W = _assemble(arith, self.U_inv, Z, R, self.S, d)
+
+
+    def _pivot_constraints(
+        self, known: dict[int, Any]
+    ) -> list[tuple[dict[int, Fraction], Any]]:
+        """Z[s_m, j] = R[m, :] b_j for every pivot row m and column j, the R entries already
+        known moved to the right-hand side in one product per row (float: NumPy; certified:
+        an arb matrix product; exact: sums), so each equation keeps only its unknowns."""
+        d, r, arith = self.d, self.rank, self.arith
+        zero = arith.rational(Fraction(0))
+        product = _Product(arith, self.B)
+        out = []
+        for m_ix, s in enumerate(self.S):
+            base = d * r + m_ix * d
+            vals = [known.get(base + c) for c in range(d)]
+            consts = product(vals, zero)
+            free = [c for c in range(d) if vals[c] is None]  # few: R[m, P], the solved part
+            for j in range(r):
+                coeffs = {s * r + j: Fraction(1)}
+                for col in free:
+                    q = self.B[j][col]
+                    if q:
+                        coeffs[base + col] = -q
+                out.append((coeffs, consts[j]))
+        return out
+
+
+class _Product:
+    """B x for the r x d exact matrix B and a vector x of measured numbers (None as 0)."""
+
+    def __init__(self, arith: Arithmetic, B: list[list[Fraction]]) -> None:
+        self.arith, self.B = arith, B
+        if arith.name == "float":
+            self.M: Any = np.array([[float(q) for q in row] for row in B])
+        elif arith.name == "certified":
+            self.M = flint.arb_mat(fmpq_matrix(B))
+
+    def __call__(self, x: list[Any], zero: Any) -> list[Any]:
+        arith, B = self.arith, self.B
+        if arith.name == "float":
+            return [float(y) for y in self.M @ np.array([0.0 if v is None else float(v) for v in x])]
+        if arith.name == "certified":
+            out = self.M * flint.arb_mat([[zero if v is None else v] for v in x])
+            return [out[j, 0] for j in range(len(B))]
+        acc = []
+        for row in B:
+            total: Any = zero
+            for q, v in zip(row, x, strict=True):
+                if q and v is not None:
+                    total = total + arith.rational(q) * v
+            acc.append(total)
+        return acc
+
+
+class _Elimination:
+    """Solve a square linear system with exact coefficients by blocks, exactly.
+
+    Equations with one unknown left are solved by substitution; otherwise a block of
+    unknowns (the unknowns ``groups[0] + k * groups[1] + (0..groups[1] - 1)``, one pivot
+    row R[k, :] of the cross) whose remaining equations involve no other unknown is
+    inverted exactly as one square block; if neither applies, everything left is one
+    block. Every equation is used exactly once: an equation left with no unknown means
+    the system is singular. Blocks larger than :data:`MAX_REDUCED` are refused. (Each
+    step solves a square nonsingular subsystem whose equations involve only its own
+    unknowns, so the values are those of the unique solution of the whole system.)
+    """
+
+    def __init__(
+        self,
+        arith: Arithmetic,
+        eqs: list[tuple[dict[int, Fraction], Any]],
+        n: int,
+        groups: tuple[int, int],
+    ) -> None:
+        self.arith = arith
+        self.eqs = list(eqs)
+        self.n = n
+        self.groups = groups
+        zero = arith.rational(Fraction(0))
+        self.acc: list[Any] = [zero if rhs is None else rhs for _, rhs in eqs]
+        self.free: list[set[int]] = [set(c) for c, _ in eqs]
+        self.used = [False] * len(eqs)
+        self.occurs: dict[int, list[int]] = {}
+        for e, (coeffs, _) in enumerate(eqs):
+            for u in coeffs:
+                self.occurs.setdefault(u, []).append(e)
+        self.known: dict[int, Any] = {}
+        self.largest = 0  # the largest block inverted exactly
+        self._ready = [e for e, f in enumerate(self.free) if len(f) == 1]
+        self._dirty = set(range(len(eqs)))
+        self._cands: dict[int, set[int]] = {}
+        self._conv: dict[int, Any] = {}
+
+    def _c(self, q: Fraction) -> Any:
+        # Keyed by identity (hashing Fractions is slow): coefficients are shared objects,
+        # alive in self.eqs for as long as this table is.
+        val = self._conv.get(id(q))
+        if val is None:
+            val = self._conv[id(q)] = self.arith.rational(q)
+        return val
+
+    def add(self, eqs: list[tuple[dict[int, Fraction], Any]]) -> None:
+        """More equations, their known unknowns substituted now."""
+        zero = self.arith.rational(Fraction(0))
+        for coeffs, rhs in eqs:
+            e = len(self.eqs)
+            self.eqs.append((coeffs, rhs))
+            acc = zero if rhs is None else rhs
+            free = set()
+            for u, c in coeffs.items():
+                if u in self.known:
+                    acc = acc - self._c(c) * self.known[u]
+                else:
+                    free.add(u)
+                    self.occurs.setdefault(u, []).append(e)
+            self.acc.append(acc)
+            self.free.append(free)
+            self.used.append(False)
+            self._dirty.add(e)
+            if len(free) == 1:
+                self._ready.append(e)
+            elif not free:
+                raise CertificateError(
+                    "the stored probes do not determine the cross (an equation is implied "
+                    "by the others: singular)"
+                )
+
+    def peel(self) -> None:
+        """Solve every equation with one unknown left, and what that frees, in turn."""
+        self._peel()
+
+    def _set(self, u: int, val: Any) -> None:
+        if u in self.known:
+            raise CertificateError("two stored probes measure the same cross entry")
+        self.known[u] = val
+        for e in self.occurs.get(u, ()):
+            if self.used[e]:
+                continue
+            free = self.free[e]
+            free.discard(u)
+            self.acc[e] = self.acc[e] - self._c(self.eqs[e][0][u]) * val
+            self._dirty.add(e)
+            if len(free) == 1:
+                self._ready.append(e)
+            elif not free:
+                raise CertificateError(
+                    "the stored probes do not determine the cross (an equation is implied "
+                    "by the others: singular)"
+                )
+
+    def _peel(self) -> bool:
+        progress = False
+        while self._ready:
+            e = self._ready.pop()
+            if self.used[e] or len(self.free[e]) != 1:
+                continue
+            (u,) = self.free[e]
+            self.used[e] = True
+            progress = True
+            self._set(u, self.acc[e] / self._c(self.eqs[e][0][u]))
+        return progress
+
+    def _block(self, unknowns: list[int], rows: list[int]) -> None:
+        if len(unknowns) != len(rows):
+            raise CertificateError(
+                f"the cross is not determined: {len(rows)} coupled equations for "
+                f"{len(unknowns)} unknowns"
+            )
+        if len(unknowns) > MAX_REDUCED:
+            raise CertificateError(
+                f"the coupled part of the cross has {len(unknowns)} unknowns, more than "
+                f"{MAX_REDUCED} this checker inverts"
+            )
+        self.largest = max(self.largest, len(unknowns))
+        where = {u: k for k, u in enumerate(unknowns)}
+        A = [[Fraction(0)] * len(unknowns) for _ in unknowns]
+        for row, e in enumerate(rows):
+            for u in self.free[e]:
+                A[row][where[u]] = self.eqs[e][0][u]
+        Am = fmpq_matrix(A)
+        if Am.rank() < len(unknowns):
+            raise CertificateError("the stored probes do not determine the cross (singular)")
+        sol = apply_exact(
+            self.arith, Am.inv(), measured_array(self.arith, [[self.acc[e]] for e in rows])
+        )[:, 0]
+        for e in rows:
+            self.used[e] = True
+        for u, val in zip(unknowns, sol, strict=True):
+            self._set(u, val)
+
+    def _group_blocks(self) -> bool:
+        """Solve every pivot-row block whose equations are ready; whether any was.
+
+        A group's candidates are the unused equations whose unknowns left all lie in it
+        (an equation only loses unknowns, so it stays a candidate of its group); as many
+        candidates as unknowns among them make a square block.
+        """
+        start, size = self.groups
+        for e in self._dirty:
+            if self.used[e] or not self.free[e]:
+                continue
+            gs = {(u - start) // size if u >= start else -1 for u in self.free[e]}
+            if len(gs) == 1 and -1 not in gs:
+                self._cands.setdefault(gs.pop(), set()).add(e)
+        self._dirty = set()
+        progress = False
+        for g in sorted(self._cands):
+            rows = sorted(e for e in self._cands[g] if not self.used[e])
+            if not rows:
+                del self._cands[g]
+                continue
+            unknowns = sorted(set().union(*(self.free[e] for e in rows)))
+            if len(unknowns) <= len(rows):  # fewer: the rows are dependent (_block says so)
+                del self._cands[g]
+                self._block(unknowns, rows)
+                progress = True
+        return progress
+
+    def solve(self) -> _Elimination:
+        while len(self.known) < self.n:
+            if self._peel():
+                continue
+            if self._group_blocks():
+                continue
+            rows = [e for e in range(len(self.eqs)) if not self.used[e]]
+            unknowns = sorted(set(range(self.n)) - set(self.known))
+            self._block(unknowns, rows)
+        if not all(self.used):
+            raise CertificateError("the stored probes do not determine the cross (singular)")
+        return self
 
 
 def _assemble(
@@ -475,8 +741,13 @@ def _verify_skeleton(data: dict[str, Any], head: Header) -> list[str]:
         + (f", + {rescales} re-asked probes" if rescales else "")
         + f"); {q['verification']} verification",
         f"cross: re-solved {2 * d * r} unknowns of Z = U^T W B and R = U_S^T W from "
-        f"{cross.n_probe_equations} probes and {r * r} pivot constraints (exact inverse of "
-        f"the {cross.coupled} coupled unknowns); W = U^-T Z Z_S^-1 R",
+        f"{cross.n_probe_equations} probes and {r * r} pivot constraints ("
+        + (
+            f"substitution and exact inverses of blocks of at most {cross.coupled} unknowns"
+            if cross.coupled
+            else "substitution alone"
+        )
+        + "); W = U^-T Z Z_S^-1 R",
     ]
     exact = as_bool(get(data, "result.exact"), "result.exact")
     if arith.name == "exact" and not exact:
@@ -506,17 +777,17 @@ def _rank_checks(
     d, arith = cross.d, cross.arith
     Wc = [x for _, x in claimed["W"]]
     vmax = max((arith.magnitude(x) for x in cross.v), default=0.0)
+    Wf: np.ndarray | None = None
     for i in cross.checks:
         p, m = cross.probes[i], cross.measured[i]
         path = f"answers.probes[{i}]"
         if arith.name == "float":
-            pred = 0.0
-            size = 0.0
-            for a in range(d):
-                for c in range(d):
-                    term = float(p.u[a]) * float(Wc[a * d + c]) * float(p.b[c])
-                    pred += term
-                    size += abs(term)
+            if Wf is None:
+                Wf = np.array([float(x) for x in Wc]).reshape(d, d)
+            uf = np.array([float(q) for q in p.u])
+            bf = np.array([float(q) for q in p.b])
+            pred = float(uf @ Wf @ bf)  # sum_a,c u_a W_ac b_c
+            size = float(np.abs(uf) @ np.abs(Wf) @ np.abs(bf))  # sum of |terms|
             g1 = sum(abs(float(q)) for q in cross.coordinates(p.u).values())
             scale = max(abs(float(m)), size, 1e4 * _EPS * (1 + g1) * vmax)
             if abs(float(m) - pred) > rank_tol * scale:
@@ -722,7 +993,7 @@ def _verify_nuclear(data: dict[str, Any], head: Header) -> list[str]:
         if x != float(y):
             raise CertificateError(f"result v[{i}]: claimed {x!r}, the answer to [e_{i}] is {y!r}")
     W = np.array([float(x) for _, x in claimed["W"]]).reshape(d, d)
-    t = np.array([_measure(arith, v, p, f"answers.probes[{i}]") for i, p in enumerate(probes)])
+    t = np.array(_measure_all(arith, v, probes))
     a = np.array([[float(x) for x in p.u] for p in probes])
     b = np.array([[float(x) for x in p.b] for p in probes])
     fit = np.einsum("ki,ij,kj->k", a, W, b)

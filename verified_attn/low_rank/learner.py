@@ -331,7 +331,7 @@ def _skeleton_certificate(
             },
             "answers": {
                 "v": [dump_number(a) for a in prober.v_answers],
-                "probes": dump_probes(prober.log),
+                **dump_probes(prober),
             },
             "result": {"exact": exact, "parameters": _dump_params(params, d)},
         }

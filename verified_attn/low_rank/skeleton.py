@@ -36,6 +36,7 @@ test that passes decides the rank, so it is learning).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -98,11 +99,57 @@ def _draw_generic(rng: np.random.Generator, d: int) -> np.ndarray:
 def _fmpq_mat(rows: np.ndarray) -> flint.fmpq_mat:
     rows = np.asarray(rows, dtype=np.float64)
     n, m = rows.shape
+    ints = _on_grid(rows)
+    if ints is not None:  # the usual case: one integer matrix over 2^12, no Fractions
+        return flint.fmpq_mat(flint.fmpz_mat(n, m, ints.ravel().tolist())) * flint.fmpq(
+            1, 2**_GENERIC_BITS
+        )
     vals = []
     for x in rows.ravel().tolist():
         num, den = float(x).as_integer_ratio()
         vals.append(flint.fmpq(num, den))
     return flint.fmpq_mat(n, m, vals)
+
+
+def _on_grid(x: np.ndarray) -> np.ndarray | None:
+    """x * 2^12 as exact int64 if every entry is a multiple of 2^-12 below 2^40, else None."""
+    y = np.asarray(x, dtype=np.float64) * 2**_GENERIC_BITS  # exact: a power of two
+    if y.size and not (np.abs(y).max() < 2**40 and np.array_equal(y, np.round(y))):
+        return None
+    return y.astype(np.int64)
+
+
+class _Coordinates:
+    """g = U^{-1} u exactly, as float64 (u a test vector on the 2^-12 grid).
+
+    U^{-1} is integral and u dyadic, so g is on the same grid: it is computed in float
+    with a float inverse made once (for the default design from its structure, O(d^2)),
+    rounded to the grid, and accepted only if the integer product ``U (2^12 g) == 2^12 u``
+    holds exactly (int64, no overflow at these sizes); otherwise exactly with the rational
+    inverse (made only then).
+    """
+
+    def __init__(self, U: np.ndarray, design: Any) -> None:
+        self.design = design
+        self.U_int = np.asarray(U, dtype=np.float64).astype(np.int64)
+        self.inv: np.ndarray | None = None
+        if np.array_equal(self.U_int, U) and np.abs(self.U_int).max() <= 1:
+            fast = design.solve_float(np.eye(len(U)))  # U^{-T}, exactly (0/1 entries)
+            self.inv = fast.T if fast is not None else np.linalg.inv(np.asarray(U, np.float64))
+
+    @functools.cached_property
+    def u_inv(self) -> flint.fmpq_mat:
+        return self.design.U_inverse_flint()
+
+    def __call__(self, u: np.ndarray) -> np.ndarray:
+        u_grid = _on_grid(u)
+        if self.inv is not None and u_grid is not None:
+            G = np.round((self.inv @ u) * 2**_GENERIC_BITS)
+            if np.abs(G).max() < 2**40:
+                G_int = G.astype(np.int64)
+                if np.array_equal(self.U_int @ G_int, u_grid):
+                    return G_int.astype(np.float64) / 2**_GENERIC_BITS
+        return _exact_floats(self.u_inv * _fmpq_mat(u.reshape(-1, 1)))
 
 
 def _solve(arith: Arithmetic, A: np.ndarray, Bm: np.ndarray) -> np.ndarray:
@@ -185,8 +232,10 @@ def skeleton_recover(
     design = default_design(arith, v, d, False)
     check_design(arith, design, v)
     U = design.U_float  # columns u_i (0/1 entries, exact)
-    u_inv = design.U_inverse_flint()  # U^{-1}: g = U^{-1} u expresses u^T W b in z coordinates
-    inv_t = u_inv.transpose()  # U^{-T}, exact
+    # g = U^{-1} u expresses u^T W b in z coordinates (U^{-1} exact, made only if needed)
+    coordinates = _Coordinates(U, design)
+    # The probe vectors that recur, named once: the design columns u_i and the unit e_j.
+    ids = {"U": prober.intern(U.T), "e": prober.intern(np.eye(d))}
     v_mag = max(arith.magnitude(x) for x in v)
 
     basis: list[np.ndarray] = []  # generic columns b_1..b_k
@@ -208,13 +257,13 @@ def skeleton_recover(
             # With the rank given, the test only checks the class (rank W <= r): it is
             # verification. With the rank to find, its answer decides the rank: learning.
             t = prober.measure(u[None, :], b[None, :], "rank", verification=not adaptive)[0]
-            g = _exact_floats(u_inv * _fmpq_mat(u.reshape(d, 1)))
+            g = coordinates(u)
             pred = dot(arith, g, zhat)
             rho = t - pred
             noise = 1e4 * _EPS * (1 + float(np.abs(g).sum()))
             scale = max(
                 arith.magnitude(t),
-                sum(abs(gi) * arith.magnitude(z) for gi, z in zip(g, zhat, strict=True)),
+                float(np.abs(g) @ _magnitudes(arith, zhat)),
                 noise * v_mag,
             )
             test = {
@@ -242,14 +291,12 @@ def skeleton_recover(
                     expected=pred,
                 )
             reuse = (t, g)
-        z = _measure_column(prober, U, S, zS, b, reuse, d)
+        z = _measure_column(prober, ids, S, zS, b, reuse, d)
         e = z - zhat
-        e_mag = [0.0 if i in S else arith.magnitude(e[i]) for i in range(d)]
+        e_mag = _magnitudes(arith, e)
+        e_mag[S] = 0.0
         s = int(np.argmax(e_mag))
-        col_scale = max(
-            max(arith.magnitude(x) for x in z),
-            1e4 * _EPS * v_mag * (1 + d),
-        )
+        col_scale = max(float(_magnitudes(arith, z).max()), 1e4 * _EPS * v_mag * (1 + d))
         if not decide.nonzero(e[s], col_scale, f"the largest residual of column b_{k + 1}"):
             if reuse is not None:
                 raise PrecisionExhausted(
@@ -266,10 +313,10 @@ def skeleton_recover(
         basis.append(b)
         S.append(s)
         Zc.append(z)
-        R = _append_row(prober, arith, U, basis, Zc, R, s, d)
+        R = _append_row(prober, arith, ids, basis, Zc, R, s, d)
         k += 1
         b = None
-    W = _assemble(arith, inv_t, Zc, S, R, d, design)
+    W = _assemble(arith, Zc, S, R, d, design)
     return SkeletonResult(
         W,
         v,
@@ -293,6 +340,13 @@ def _exact_floats(m: flint.fmpq_mat) -> np.ndarray:
             raise PrecisionExhausted(f"design coefficient {f} is not exactly a float64")
         out.append(float(f))
     return np.array(out)
+
+
+def _magnitudes(arith: Arithmetic, x: np.ndarray) -> np.ndarray:
+    """|x_i| (float mode) or the arithmetic's magnitudes, as a float64 array."""
+    if arith.name == "float":
+        return np.abs(np.asarray(x, dtype=np.float64))
+    return np.array([arith.magnitude(xi) for xi in x], dtype=np.float64)
 
 
 def _draw_basis_vector(rng: np.random.Generator, basis: list[np.ndarray], d: int) -> np.ndarray:
@@ -335,14 +389,14 @@ def _predict_column(
     """Z_C Z_C[S]^{-1} z[S]: the column the rank-k skeleton predicts."""
     if not Zc:
         return _zero(arith, d)
-    Zmat = np.array([[z[i] for z in Zc] for i in range(d)], dtype=Zc[0].dtype)
+    Zmat = _columns(Zc)
     coef = _solve(arith, Zmat[S, :], np.asarray(zS).reshape(-1, 1))
     return _matmul(arith, Zmat, coef)[:, 0]
 
 
 def _measure_column(
     prober: Prober,
-    U: np.ndarray,
+    ids: dict[str, np.ndarray],
     S: list[int],
     zS: np.ndarray,
     b: np.ndarray,
@@ -351,20 +405,22 @@ def _measure_column(
 ) -> np.ndarray:
     """z = U^T W b: entries on S known, one entry from the reused test, the rest measured."""
     arith = prober.arith
-    free = [i for i in range(d) if i not in S]
+    pivots = set(S)
+    free = [i for i in range(d) if i not in pivots]
     skip = None
     if reuse is not None:
         _, g = reuse
-        cands = [i for i in free if g[i] != 0]
-        if cands:
-            skip = max(cands, key=lambda i: abs(g[i]))
+        mag = np.abs(np.asarray(g, dtype=np.float64))
+        mag[S] = 0.0
+        if mag.max() > 0:
+            skip = int(np.argmax(mag))  # the first free row of largest |g_i|, as before
     todo = [i for i in free if i != skip]
-    vals = prober.measure(U[:, todo].T, np.tile(b, (len(todo), 1)), "C")
+    # The design columns u_i are interned once (by the caller); b is new for each column.
+    vals = prober.measure_ids(ids["U"][todo], prober.intern(b[None, :])[0], "C")
     z = _zero(arith, d)
-    for i, x in zip(todo, vals, strict=True):
-        z[i] = x
-    for i, x in zip(S, zS, strict=True):
-        z[i] = x
+    z[todo] = vals
+    if S:
+        z[S] = zS
     if skip is not None:
         assert reuse is not None
         t, g = reuse
@@ -376,7 +432,7 @@ def _measure_column(
 def _append_row(
     prober: Prober,
     arith: Arithmetic,
-    U: np.ndarray,
+    ids: dict[str, np.ndarray],
     basis: list[np.ndarray],
     Zc: list[np.ndarray],
     R: np.ndarray,
@@ -390,8 +446,18 @@ def _append_row(
     """
     k1 = len(basis)
     rest = list(range(k1, d))
-    measured = prober.measure(np.tile(U[:, s], (len(rest), 1)), np.eye(d)[rest], "R")
+    measured = prober.measure_ids(ids["U"][s], ids["e"][k1:], "R")  # u_s; e_j, j > k
     Bmat = np.array(basis).T  # d x (k+1)
+    if arith.name == "float":
+        # w[P] A = z_s - w[P^c] G, solved in float (A = B[P, :] is generic and well
+        # conditioned; the entries are measured floats, so an exact inverse buys nothing).
+        zs_f = np.array([float(z[s]) for z in Zc])
+        w_rest_f = np.asarray(measured, dtype=np.float64)
+        rhs_f = zs_f - w_rest_f @ Bmat[k1:] if rest else zs_f
+        row_f = np.empty(d)
+        row_f[:k1] = np.linalg.solve(Bmat[:k1, :].T, rhs_f)
+        row_f[k1:] = w_rest_f
+        return np.vstack([R, row_f[None, :]]) if R.size else row_f[None, :]
     zs = measured_array(arith, [z[s] for z in Zc]).reshape(1, k1)
     w_rest = measured_array(arith, list(measured)).reshape(1, len(rest))
     if rest:
@@ -411,14 +477,23 @@ def _append_row(
     return np.vstack([R, row.reshape(1, d)]) if R.size else row.reshape(1, d)
 
 
+def _columns(Zc: list[np.ndarray]) -> np.ndarray:
+    """The columns z^(j) as one d x k array (float64, or object for balls/rationals)."""
+    if Zc[0].dtype != object:
+        return np.column_stack(Zc)
+    out = np.empty((len(Zc[0]), len(Zc)), dtype=object)
+    for j, z in enumerate(Zc):
+        out[:, j] = z
+    return out
+
+
 def _assemble(
     arith: Arithmetic,
-    inv_t: flint.fmpq_mat,
     Zc: list[np.ndarray],
     S: list[int],
     R: np.ndarray,
     d: int,
-    design: Any = None,
+    design: Any,
 ) -> np.ndarray:
     """W = C (U_S^T C)^{-1} (U_S^T W) with C = U^{-T} Z_C (and W = 0 at rank 0)."""
     if not Zc:
@@ -427,8 +502,8 @@ def _assemble(
             if (arith.name != "float")
             else np.zeros((d, d))
         )
-    Zmat = np.array([[z[i] for z in Zc] for i in range(d)], dtype=Zc[0].dtype)
-    fast = design.solve_float(Zmat) if design is not None and arith.name == "float" else None
-    C = fast if fast is not None else apply_exact(arith, inv_t, Zmat)
+    Zmat = _columns(Zc)
+    fast = design.solve_float(Zmat) if arith.name == "float" else None
+    C = fast if fast is not None else apply_exact(arith, design.U_inverse_flint().transpose(), Zmat)
     X = _solve(arith, Zmat[S, :], R)
     return _matmul(arith, C, X)

@@ -9,7 +9,8 @@ and an exact equivalence decision (:mod:`.canonical`), the Jacobian rank of the 
 (:mod:`.identifiability`), and two learners: heads in known orthogonal subspaces
 (:mod:`.learner`) and canonical recovery without that assumption (:mod:`.canonical_learner`,
 which dispatches to :mod:`.canonical_certified` for exact/certified oracles and
-:mod:`.canonical_float` for float ones). Both return a
+:mod:`.canonical_float` for float ones, after :mod:`.head_count_float` counts the heads
+of a float box given only ``max_heads``). Both return a
 :class:`~verified_attn.recovery.MultiHeadRecovery` whose ``certificate()`` is checked by
 :mod:`verified_attn.certificates.multi_head`; a :class:`CounterexamplePair`'s by
 :mod:`verified_attn.certificates.counterexample`.
@@ -32,6 +33,7 @@ from verified_attn.multi_head.counterexamples import (
     random_multi_head,
     to_json,
 )
+from verified_attn.multi_head.head_count_float import HeadCount, count_heads
 from verified_attn.multi_head.identifiability import LocalDimension, local_dimension
 from verified_attn.multi_head.learner import (
     learn_orthogonal_heads,
@@ -45,11 +47,13 @@ __all__ = [
     "CanonicalForm",
     "CounterexamplePair",
     "EquivalenceProof",
+    "HeadCount",
     "LocalDimension",
     "Verdict",
     "canonical_form",
     "canonical_query_bound",
     "canonical_query_limit",
+    "count_heads",
     "counterexample",
     "counterexample_report",
     "equivalent",

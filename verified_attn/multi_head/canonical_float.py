@@ -6,13 +6,15 @@
 >>> rec.exact, rec.verified, abs(float(rec.heads[0][1][0]) - 2) < 1e-12
 (False, True, True)
 
-The same design as the exact path, scaled to entries of size ~1; each pair decoded in
-float64 (linear solve, numpy roots), heads matched by the nearest residues and link sums,
-then refined by Gauss-Newton on all learning answers at once. The result is returned only
-if it reproduces every learning answer and every fresh verification answer under the one
-agreement rule (:func:`verified_attn.verification.agree`) at the oracle's rtol; the
-certificate checker re-checks exactly that, since the float fit is not cheaply
-reproducible.
+The exact path's pair structure on an orthogonal float design (scores of std ~2.9 for
+W ~ N(0, 1/d)) with a ratio grid per pair; the d (affine d + 1) pairs of one u are fitted
+jointly with shared residues (:mod:`.float_fit`: Levenberg-Marquardt with a Schur
+complement, then orthogonal Gauss-Newton, repairs of pairs in local minima), the u-groups
+ordered by predicting the halved links, and tie links where residues tie. The result is
+returned only if its first-order parameter error estimate is at most the oracle's rtol and
+it reproduces every learning answer and every fresh verification answer under the one
+agreement rule (:func:`verified_attn.verification.agree`) at that rtol; the certificate
+checker re-checks the answers, since the float fit is not cheaply reproducible.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import functools
 import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,30 +36,49 @@ from verified_attn.multi_head.canonical_certified import dump_heads
 from verified_attn.multi_head.canonical_learner import (
     METHOD,
     THEOREM,
-    canonical_design,
     follow_up_query_bound,
     parameter_count,
+)
+from verified_attn.multi_head.float_fit import (
+    closest_gap,
+    fit_groups,
+    fit_scores,
+    group_model,
+    heads_named,
+    link_orders,
+    moved_starts,
+    polish_groups,
+    sigma_min_groups,
+    transposition_starts,
 )
 from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.recovery import MultiHeadRecovery
 from verified_attn.serialize import dump_number
 from verified_attn.verification import Verification, agree, float_floor, verify_model
 
-__all__ = ["float_design", "float_sequence", "learn_float", "learning_sequences"]
+__all__ = [
+    "float_design",
+    "float_sequence",
+    "learn_float",
+    "learning_sequences",
+    "random_float_box",
+]
 
 
-# Float design scale: probes with entries of size ~ _FLOAT_SCALE * d^(-1/4), so that for
-# heads with W ~ N(0, 1/d) the scores u^T W b have a standard deviation of about 1.5 at
-# every d (var = |u|^2 |b|^2 / d): inside the window of the ratio grid below, where the
-# sigmoids are neither saturated nor flat.
-_FLOAT_SCALE = 2.1
+# Float design: |u| = _U_NORM d^(1/4), |b| = _B_NORM d^(1/4) (orthogonal bases), so that
+# for heads with W ~ N(0, 1/d) the scores u^T W b have a standard deviation of
+# _U_NORM _B_NORM ~ 2.9 at every d (var = |u|^2 |b|^2 / d). Measured (d = 8, H = 6, the
+# u-groups' first-order error |dY| / sigma_min): half this spread loses 30x, 1.5x more
+# spread loses 10x again as poles leave the window.
+_U_NORM = 2.42
+_B_NORM = 1.21
 # The ratio grid: per pair the queries [a] * k + [b] * m at ratios t = k / m with log2 t
 # evenly spaced in [-_LOG2_WINDOW, _LOG2_WINDOW] (2H points), plus t = 1 as a redundant
 # sample when H >= 2 (its own phase). F is a rational function of t of degree H with
 # poles -1/lam_h; the Moebius variable w = (t - 1)/(t + 1) maps the samples to [-1, 1]
 # and the poles outside it, where a Chebyshev basis is well conditioned.
-_LOG2_WINDOW = 4.0
-_MAX_LENGTH = 24  # k + m: the longest per-pair query
+_LOG2_WINDOW = 6.0
+_MAX_LENGTH = 65  # k + m: the longest per-pair query (k, m <= 64)
 # Matching in float: the order with the smallest mismatch wins only if every other order
 # misses by _MATCH_MARGIN times more (noise vs a real gap between heads); otherwise the
 # step is ambiguous (a tie link decides, or NotIdentifiable). Soundness comes from the
@@ -86,12 +108,18 @@ def float_ratios(H: int) -> list[tuple[int, int]]:
     """The (k, m) of the per-pair queries: 2H grid ratios, then the redundant ones.
 
     >>> float_ratios(1)
-    [(1, 16), (16, 1)]
-    >>> max(k + m for k, m in float_ratios(8)) <= 24
+    [(1, 64), (64, 1)]
+    >>> max(k + m for k, m in float_ratios(8)) <= 65
     True
     >>> float_ratios(2)[-1]
     (1, 1)
     """
+    return list(_float_ratios(H))
+
+
+@functools.lru_cache(maxsize=64)
+def _float_ratios(H: int) -> tuple[tuple[int, int], ...]:
+    """Cached: the search over ratios is quadratic in the longest query."""
     n = 2 * H
     candidates = [(k, m) for k in range(1, _MAX_LENGTH) for m in range(1, _MAX_LENGTH - k + 1)]
     out: list[tuple[int, int]] = []
@@ -103,7 +131,7 @@ def float_ratios(H: int) -> list[tuple[int, int]]:
     out += [(1, 1)] * redundancy(H)
     if len({k / m for k, m in out}) != len(out):  # pragma: no cover - a design invariant
         raise AssertionError(f"the ratio grid for H = {H} repeats a ratio: {out}")
-    return out
+    return tuple(out)
 
 
 def float_query_bound(d: int, H: int, *, affine: bool = False) -> int:
@@ -128,13 +156,65 @@ def float_query_limit(d: int, H: int, *, affine: bool = False) -> int:
 def float_design(
     d: int, seed: int, affine: bool
 ) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, int]]]:
-    U, B, _ = canonical_design(d, seed, affine)
-    s = d * _FLOAT_SCALE * d**-0.25
-    Uf = np.array([[float(x) * s for x in row] for row in U])
-    Bf = np.array([[float(x) * s for x in row] for row in B])
+    """The float design: orthogonal probe bases (seeded), u rows of norm
+    ``_U_NORM * d^(1/4)``, b rows of norm ``_B_NORM * d^(1/4)``; pairs as in exact mode
+    with halved links ``((u_1 + u_k)/2, b_1)``.
+
+    Orthogonal bases make ``U^-1`` and ``M^-1`` (which carry the score errors into W)
+    as well conditioned as a basis can be; the norms put the scores of heads with
+    W ~ N(0, 1/d) at a standard deviation of about 2.9 at every d, which spreads the poles
+    across the ratio window (wider spread: better separated poles, until they leave it).
+
+    >>> U, B, pairs = float_design(4, 0, False)
+    >>> bool(np.allclose(U @ U.T, _U_NORM**2 * 4**0.5 * np.eye(4))), len(pairs)
+    (True, 19)
+    """
+    rng = np.random.default_rng([seed, 12])
+
+    def orthogonal(n: int) -> np.ndarray:
+        q, r = np.linalg.qr(rng.standard_normal((n, n)))
+        return q * np.sign(np.diag(r))[None, :]
+
+    Uf = orthogonal(d) * (_U_NORM * d**0.25)
+    Bf = orthogonal(d) * (_B_NORM * d**0.25)
+    if affine:
+        # A generic b_0 (not 0: there the scores are u^T c_h, equal for heads sharing c).
+        # At d = 1 the only unit directions are +-1: the other one than b_1.
+        for _ in range(100):
+            b0 = -Bf[0] if d == 1 else rng.standard_normal(d)
+            b0 = b0 / np.linalg.norm(b0) * (_B_NORM * d**0.25)
+            M = np.vstack([np.vstack([Bf, b0]).T, np.ones((1, d + 1))])
+            if np.linalg.cond(M) <= 100.0 * d:
+                break
+        Bf = np.vstack([Bf, b0])
     pairs = [(Uf[k], j) for k in range(d) for j in range(len(Bf))]
     pairs += [((Uf[0] + Uf[k]) / 2, 0) for k in range(1, d)]  # halved links
     return Uf, Bf, pairs
+
+
+def random_float_box(d: int, H: int, seed: int) -> MultiHeadAttention:
+    """A random float-scale box: W_h ~ N(0, 1/d), v_h ~ N(0, 1) (seeded, heads in order),
+    each entry rounded to a rational with denominator 2^20 (so its canonical form is exact).
+
+    The instances of the float benchmark and of ``verified-attn learn multi-head
+    --arithmetic float``.
+
+    >>> random_float_box(3, 2, 0).H
+    2
+    """
+    from fractions import Fraction
+
+    rng = np.random.default_rng(seed)
+
+    def q(x: float) -> Fraction:
+        return Fraction(round(x * 2**20), 2**20)
+
+    heads = []
+    for _ in range(H):
+        W = rng.normal(0, 1 / math.sqrt(d), (d, d))
+        v = rng.normal(0, 1, d)
+        heads.append(([[q(x) for x in row] for row in W], [q(x) for x in v]))
+    return MultiHeadAttention(heads)
 
 
 def box_precision(arith: Any) -> str:
@@ -403,6 +483,296 @@ def _refine(
     return hs, bt, res, float(sv[-1]) if len(sv) == J.shape[1] else 0.0
 
 
+# Joint dense polish (all answers, (W, v) parametrisation) only when parameters x answers is
+# at most this (~1 MB of Jacobian, d <= 4); larger boxes keep the pooled u-group fit (same minimiser
+# on the grid answers, structured).
+_DENSE_POLISH = 100_000
+# A u-group fit is good when its residual is at most this many times the group's rounding
+# floor (unit roundoff x the answers' norm); a link order wins only if the next one misses
+# the link by _MATCH_MARGIN times more than max(best, _LINK_FLOOR x floor).
+_GROUP_FIT = 1e5
+_LINK_FLOOR = 10.0
+# Residue sources tried per u-group (its best-conditioned single pairs).
+_SOURCES = 3
+# A pair's scores-only start is in the right basin when it misses by at most this relative
+# (the source's residues are themselves only a single pair's estimate).
+_BASIN = 1e-6
+# Two residues of one u-group within this (relative) are a tie: a tie link decides.
+_TIE_RESIDUE = 1e-6
+# Rounds of the transposition repair of pairs stuck in a local minimum.
+_REPAIRS = 3
+# Random starts per repaired pair.
+_RANDOM_STARTS = 96
+# Scores a repair start may move one head to (log t units; the window is +-4.2).
+_SCORE_GRID = np.arange(-8.0, 8.5, 1.0)
+
+
+@dataclass
+class _Decoded:
+    heads: list[tuple[np.ndarray, ...]]
+    beta: float
+    ambiguous: list[str]
+    gap: float  # the closest score gap over all grid pairs
+    sigma_min: float  # the smallest singular value over the u-group Jacobians
+    estimate: float | None  # first-order relative parameter error; None: failed (failure)
+    failure: str = ""
+
+
+def _decode_pooled(
+    U: np.ndarray,
+    B: np.ndarray,
+    f0: np.ndarray,
+    ans: np.ndarray,
+    t: np.ndarray,
+    H: int,
+    affine: bool,
+    arith: Arithmetic,
+    ask_ties: Any,
+) -> _Decoded:
+    """Decode the float answers by pooled u-group fits and predicted links.
+
+    1. Each grid pair alone (:func:`_float_poles`): starting points only.
+    2. Per u-group k, the pairs ``(u_k, b_j)`` fitted jointly with shared residues
+       (:func:`~.float_fit.fit_groups`), started from each of its ``_SOURCES``
+       best-conditioned pairs' residues (the widest score gaps), the best kept.
+    3. Group k's heads ordered against group 1 by the halved link ``((u_1 + u_k)/2, b_1)``:
+       every order predicts its answers outright (:func:`~.float_fit.link_orders`).
+    4. ``[W_h | c_h] = U^-1 S_h M^-1``, ``v_h = U^-1 r_h``; the first-order error
+       ``|dY| / sigma_min`` per group, carried through ``|U^-1|`` and ``|M^-1|``.
+    """
+    d, ncols, T = U.shape[0], B.shape[0], len(t)
+    lt = np.log(t)
+    t0 = np.concatenate([[0.0], t])
+    n_grid = d * ncols
+    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
+    Y = (ans[:n_grid] - np.tile(f0, d)[:, None]).reshape(d, ncols, T)
+    # The rounding floor of each group (answers and their F(0)), and of each link.
+    floor = unit * np.sqrt(
+        (ans[:n_grid] ** 2).sum(axis=1).reshape(d, ncols).sum(axis=1) + T * float(f0 @ f0)
+    )
+    single = [
+        _float_poles(t0, np.concatenate([[f0[j]], ans[k * ncols + j]]), H)
+        for k in range(d)
+        for j in range(ncols)
+    ]
+    ss = np.array([[x[0] for x in p] for p in single]).reshape(d, ncols, H)
+    sr = np.array([[x[1] for x in p] for p in single]).reshape(d, ncols, H)
+    own = group_model(lt, sr.reshape(-1, H), ss.reshape(-1, 1, H)).reshape(d, ncols, T) - Y
+    own_rel = np.linalg.norm(own, axis=-1) / np.maximum(np.linalg.norm(Y, axis=-1), 1e-300)
+    gaps = np.diff(np.sort(ss, axis=-1), axis=-1).min(axis=-1) if H > 1 else np.ones((d, ncols))
+    key = np.where(own_rel <= 1e-8, gaps, -own_rel)
+    n_src = min(_SOURCES, ncols)
+    src = np.argsort(-key, axis=1, kind="stable")[:, :n_src]
+    r0 = np.empty((d, n_src, H))
+    s0 = np.empty((d, n_src, ncols, H))
+    for k in range(d):
+        for c in range(n_src):
+            ref = sr[k, src[k, c]]
+            r0[k, c] = ref
+            scale = max(float(np.abs(ref).max()), 1e-300)
+            for j in range(ncols):
+                # Pair j's own heads assigned to the source's by residue (plus a little
+                # score distance, which breaks near-ties of residue toward a smooth start).
+                cost = np.abs(sr[k, j][:, None] - ref[None, :]) / scale
+                rows, cols = _assign(cost)
+                s0[k, c, j, cols] = ss[k, j, rows]
+    pair_floor = unit * np.sqrt((ans[:n_grid] ** 2).sum(axis=1) + T * np.tile(f0, d) ** 2)
+    if H > 1:
+        # Each pair's scores alone, with the source's residues fixed, from its own heads
+        # (assigned by residue) and every transposition; pairs still missing their answers
+        # then from one head moved across the window (a merged or far-off pole).
+        # Staged (the cost is in the starts): most pairs are in the right basin from their
+        # own heads; only those missing by more than _BASIN relative get the other starts.
+        Yr = np.repeat(Y, n_src, axis=0).reshape(-1, T)
+        rr = np.repeat(r0.reshape(d * n_src, 1, H), ncols, axis=1).reshape(-1, H)
+        flat = s0.reshape(-1, H)
+        flat, miss = fit_scores(lt, Yr, rr, flat[:, None, :])
+        target = _BASIN * np.maximum(np.linalg.norm(Yr, axis=1), 1e-300)
+        for make in (transposition_starts, lambda x: moved_starts(x, _SCORE_GRID)):
+            worse = np.flatnonzero(~(miss <= target))
+            if not len(worse):
+                break
+            got, got_miss = fit_scores(lt, Yr[worse], rr[worse], make(flat[worse]))
+            keep = got_miss < miss[worse]
+            flat[worse[keep]], miss[worse[keep]] = got[keep], got_miss[keep]
+        s0 = flat.reshape(d, n_src, ncols, H)
+    fit = fit_groups(
+        lt,
+        np.repeat(Y, n_src, axis=0),
+        r0.reshape(d * n_src, H),
+        s0.reshape(d * n_src, ncols, H),
+        floor=np.repeat(floor, n_src),
+    )
+    fit = polish_groups(lt, np.repeat(Y, n_src, axis=0), fit.r, fit.s)
+    res = fit.residual.reshape(d, n_src)
+    best = res.argmin(axis=1)
+    r = fit.r.reshape(d, n_src, H)[np.arange(d), best]
+    s = fit.s.reshape(d, n_src, ncols, H)[np.arange(d), best]
+    res_best = res[np.arange(d), best]
+    for _ in range(_REPAIRS):
+        # A group whose pooled fit misses its answers has a pair in a local minimum (two
+        # heads' scores swapped, or merged poles), which also biases the shared residues.
+        # Leave each pair out in turn (the best of these fits gives unbiased residues),
+        # refit the pairs that then miss from many starts, then the whole group again.
+        bad_groups = [k for k in range(d) if not res_best[k] <= _GROUP_FIT * floor[k]]
+        if not bad_groups or H == 1:
+            break
+        changed = False
+        for k in bad_groups:
+            rk, sk = r[k].copy(), s[k].copy()
+            if ncols >= 3:
+                keep = np.array([[i for i in range(ncols) if i != j] for j in range(ncols)])
+                loo = fit_groups(lt, Y[k][keep], np.repeat(rk[None], ncols, 0), sk[keep])
+                loo = polish_groups(lt, Y[k][keep], loo.r, loo.s)
+                jbest = int(loo.residual.argmin())
+                rk = loo.r[jbest]
+                sk[keep[jbest]] = loo.s[jbest]
+            miss = np.linalg.norm(group_model(lt, rk[None], sk[None])[0] - Y[k], axis=-1)
+            pf = pair_floor[k * ncols : (k + 1) * ncols]
+            jj = np.flatnonzero(~(miss <= _GROUP_FIT * pf))
+            if len(jj):
+                rng = np.random.default_rng([k, H, 12])
+                starts = np.concatenate(
+                    [
+                        transposition_starts(sk[jj]),
+                        moved_starts(sk[jj], _SCORE_GRID),
+                        rng.uniform(-6.0, 6.0, (len(jj), _RANDOM_STARTS, H)),
+                    ],
+                    axis=1,
+                )
+                sk[jj], _ = fit_scores(lt, Y[k, jj], np.repeat(rk[None], len(jj), 0), starts)
+            again = fit_groups(lt, Y[k][None], rk[None], sk[None], floor=floor[k : k + 1])
+            again = polish_groups(lt, Y[k][None], again.r, again.s)
+            if again.residual[0] < res_best[k]:
+                r[k], s[k], res_best[k] = again.r[0], again.s[0], again.residual[0]
+                changed = True
+        if not changed:
+            break
+    gap = closest_gap(s)
+    bad = [k for k in range(d) if not res_best[k] <= _GROUP_FIT * floor[k]]
+    if bad:
+        k = bad[0]
+        return _Decoded(
+            [],
+            0.0,
+            [],
+            gap,
+            0.0,
+            None,
+            f"the pooled fit of the u-group u_{k + 1} ({ncols} pairs, {H} heads) misses its "
+            f"answers by {res_best[k]:.2e}, over {_GROUP_FIT:g} x its rounding floor "
+            f"{floor[k]:.2e} ({len(bad)} of {d} groups): not {H} softmax heads, or too "
+            "ill-conditioned",
+        )
+    ambiguous: list[str] = []
+    # Heads with (nearly) equal residues at u_k (e.g. equal v) are interchangeable in the
+    # group's fit pair by pair: one F(1) at (u_k, (b_1 + b_j)/2) per such pair j >= 1 (a
+    # tie link, as in exact mode) decides which of pair j's scores goes with which of b_1's.
+    ties: list[tuple[int, int, list[tuple[int, ...]]]] = []
+    for k in range(d):
+        scale = max(float(np.abs(r[k]).max()), 1e-300)
+        close = [
+            (a, b)
+            for a, b in itertools.combinations(range(H), 2)
+            if abs(r[k, a] - r[k, b]) <= _TIE_RESIDUE * scale
+        ]
+        if not close:
+            continue
+        groups = _clusters(H, close)
+        orders = [
+            p
+            for p in itertools.permutations(range(H))
+            if all(groups[p[h]] == groups[h] for h in range(H))
+        ]
+        ties += [(k, j, orders) for j in range(1, ncols)]
+    if ties:
+        measured = ask_ties([(k, j) for k, j, _ in ties])
+        for (k, j, orders), y in zip(ties, measured, strict=True):
+            f_mid = (f0[0] + f0[j]) / 2
+            misses = {
+                p: abs(f_mid + float(r[k] @ _sigmoid((s[k, 0] + s[k, j][list(p)]) / 2)) - y)
+                for p in orders
+            }
+            ok = _ranked(misses)
+            if len(ok) != 1:
+                ambiguous.append(
+                    f"the tie link (u_{k + 1}, (b_1 + b_{j + 1})/2) is consistent with "
+                    f"{len(ok)} head orders in {_float_name(arith)}"
+                )
+            s[k, j] = s[k, j][list(ok[0])]
+    for k in range(1, d):
+        y = ans[n_grid + k - 1] - f0[0]
+        orders, miss = link_orders(lt, y, r[0], s[0, 0], r[k], s[k, 0])
+        link_floor = unit * math.sqrt(
+            float(ans[n_grid + k - 1] @ ans[n_grid + k - 1]) + T * f0[0] ** 2
+        )
+        if len(miss) > 1 and miss[1] <= _MATCH_MARGIN * max(miss[0], _LINK_FLOOR * link_floor):
+            a, b = heads_named(tuple(orders[0]), tuple(orders[1]))
+            ambiguous.append(
+                f"the link ((u_1 + u_{k + 1})/2, b_1) cannot tell heads {a + 1} and {b + 1} "
+                f"(numbered at u_1) apart in {_float_name(arith)}: its best two head orders "
+                f"miss it by {miss[0]:.1e} and {miss[1]:.1e}"
+            )
+        p = orders[0]
+        r[k], s[k] = r[k][p], s[k][:, p]
+    M = np.vstack([B.T, np.ones((1, ncols))]) if affine else B.T
+    Uinv, Minv = np.linalg.inv(U), np.linalg.inv(M)
+    heads: list[tuple[np.ndarray, ...]] = []
+    for h in range(H):
+        Wc = Uinv @ s[:, :, h] @ Minv
+        head: tuple[np.ndarray, ...] = (Wc[:, :d], Uinv @ r[:, h])
+        if affine:
+            head = (*head, Wc[:, d])
+        heads.append(head)
+    beta = float(f0[0] - B[0] @ sum(hd[1] for hd in heads)) if affine else 0.0
+    sig = sigma_min_groups(lt, r, s)
+    noise = np.sqrt(res_best**2 + floor**2)
+    with np.errstate(divide="ignore"):
+        err = np.where(sig > 0, noise / sig, math.inf)
+    err_S = float(np.sqrt((err**2).sum()))
+    nU, nM = float(np.linalg.norm(Uinv, 2)), float(np.linalg.norm(Minv, 2))
+    err_W, err_v = nU * err_S * nM, nU * err_S
+    err_beta = float(np.linalg.norm(B[0])) * H * err_v + unit * abs(float(f0[0])) if affine else 0
+    size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
+    estimate = max(err_W, err_v, err_beta) / size
+    return _Decoded(heads, beta, ambiguous, gap, float(sig.min()), estimate)
+
+
+def _assign(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A greedy assignment (cheapest entry first): rows, cols. Only a starting point.
+
+    >>> [x.tolist() for x in _assign(np.array([[0.0, 1.0], [0.1, 2.0]]))]
+    [[0, 1], [0, 1]]
+    """
+    n = cost.shape[0]
+    rows, cols = np.empty(n, dtype=np.intp), np.empty(n, dtype=np.intp)
+    used_r, used_c = np.zeros(n, bool), np.zeros(n, bool)
+    for flat in np.argsort(cost, axis=None, kind="stable"):
+        a, b = divmod(int(flat), n)
+        if not used_r[a] and not used_c[b]:
+            used_r[a] = used_c[b] = True
+            rows[used_r.sum() - 1], cols[used_r.sum() - 1] = a, b
+    order = np.argsort(rows)
+    return rows[order], cols[order]
+
+
+def _clusters(H: int, close: list[tuple[int, int]]) -> list[int]:
+    """Connected components of the relation ``close`` on range(H): a label per head.
+
+    >>> _clusters(4, [(0, 2), (2, 3)])
+    [0, 1, 0, 0]
+    """
+    label = list(range(H))
+    for a, b in close:
+        la, lb = label[a], label[b]
+        label = [la if x == lb else x for x in label]
+    return label
+
+
+def _float_name(arith: Arithmetic) -> str:
+    return box_precision(arith)
+
+
 def learning_sequences(
     U: np.ndarray, B: np.ndarray, affine: bool, H: int
 ) -> tuple[list[np.ndarray], list[tuple[np.ndarray, int]]]:
@@ -448,111 +818,47 @@ def learn_float(
         ans = np.hstack(
             [grid_ans.reshape(len(pairs), n_grid), extra_ans.reshape(len(pairs), n_extra)]
         )
-        t0 = np.concatenate([[0.0], t])
-        decoded = [
-            _float_poles(t0, np.concatenate([[f0[j]], a]), H)
-            for (_, j), a in zip(pairs, ans, strict=True)
-        ]
         ncols = len(B)
-        grid = {(k, j): decoded[k * ncols + j] for k in range(d) for j in range(ncols)}
-        labelled = {(0, 0): grid[(0, 0)]}
-        ambiguous: list[str] = []
-        for k in range(1, d):
-            perm = _float_match(
-                grid[(0, 0)],
-                grid[(k, 0)],
-                decoded[d * ncols + k - 1],
-                f"((u_1 + u_{k + 1})/2, b_1)",
-                ambiguous,
-            )
-            labelled[(k, 0)] = [grid[(k, 0)][perm[h]] for h in range(H)]
-        ties: list[tuple[int, int, list[tuple[int, ...]]]] = []
-        for k in range(d):
-            residues = [r for _, r in labelled[(k, 0)]]
-            r_scale = max(abs(r) for r in residues) or 1.0
-            for j in range(1, ncols):
-                here = grid[(k, j)]
-                orders = _ranked(
-                    {
-                        perm: max(abs(here[perm[h]][1] - residues[h]) for h in range(H)) / r_scale
-                        for perm in itertools.permutations(range(H))
-                    }
-                )
-                if len(orders) > 1:
-                    # The residues u_k^T v_h do not depend on b: refit this pair's scores
-                    # with them fixed, from each candidate order, on all its samples.
-                    pair_f = np.concatenate([[f0[j]], ans[k * ncols + j]])
-                    fits = {
-                        perm: _fit_scores(
-                            t0, pair_f, np.array(residues), [here[perm[h]][0] for h in range(H)]
-                        )
-                        for perm in orders[:_REFIT_ORDERS]
-                    }
-                    best = _ranked({perm: fit[1] for perm, fit in fits.items()})
-                    if len(best) == 1:
-                        scores = fits[best[0]][0]
-                        labelled[(k, j)] = [(scores[h], residues[h]) for h in range(H)]
-                        continue
-                if len(orders) == 1:
-                    labelled[(k, j)] = [here[orders[0][h]] for h in range(H)]
-                else:
-                    ties.append((k, j, orders))
-        if ties:
-            # One F(1) at (u_k, (b_1 + b_j)/2) per tie, as in exact mode; the order whose
-            # prediction is nearest must be clearly nearer than the others.
-            seqs = [float_sequence(U[k], (B[0] + B[j]) / 2, 1) for k, j, _ in ties]
+
+        def ask_ties(kj: list[tuple[int, int]]) -> list[float]:
+            seqs = [float_sequence(U[k], (B[0] + B[j]) / 2, 1) for k, j in kj]
             with oracle.phase("tie links"):
-                measured = oracle.query_many(seqs)
+                measured = [float(y) for y in oracle.query_many(seqs)]
             tie_answers.extend(
-                {"k": k, "j": j, "answer": float(y)}
-                for (k, j, _), y in zip(ties, measured, strict=True)
+                {"k": k, "j": j, "answer": y} for (k, j), y in zip(kj, measured, strict=True)
             )
-            for (k, j, orders), y in zip(ties, measured, strict=True):
-                base, here = labelled[(k, 0)], grid[(k, j)]
-                f_mid = (f0[0] + f0[j]) / 2
-                misses = {
-                    perm: abs(
-                        f_mid
-                        + sum(
-                            base[h][1] / (1 + math.exp(-(base[h][0] + here[perm[h]][0]) / 2))
-                            for h in range(H)
-                        )
-                        - float(y)
-                    )
-                    for perm in orders
-                }
-                ok = _ranked(misses)
-                if len(ok) != 1:
-                    ambiguous.append(
-                        f"the tie link (u_{k + 1}, (b_1 + b_{j + 1})/2) is consistent with "
-                        f"{len(ok)} head orders in float64"
-                    )
-                labelled[(k, j)] = [here[ok[0][h]] for h in range(H)]
-        # S_h = U [W_h | c_h] M with M the probes (lifted to [b; 1] if affine).
-        M = np.vstack([B.T, np.ones((1, ncols))]) if affine else B.T
-        Uinv, Minv = np.linalg.inv(U), np.linalg.inv(M)
-        heads: list[tuple[np.ndarray, ...]] = []
-        for h in range(H):
-            S = np.array([[labelled[(k, j)][h][0] for j in range(ncols)] for k in range(d)])
-            r = np.array([labelled[(k, 0)][h][1] for k in range(d)])
-            Wc = Uinv @ S @ Minv
-            head: tuple[np.ndarray, ...] = (Wc[:, :d], Uinv @ r)
-            if affine:
-                head = (*head, Wc[:, d])
-            heads.append(head)
-        beta0 = float(f0[0] - B[0] @ sum(hd[1] for hd in heads)) if affine else 0.0
+            return measured
+
+        dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties)
+        ambiguous = dec.ambiguous
         # The learning answers as rows (u, b, log k, F): F(0) rows carry log k = -inf.
         us = [np.zeros(d)] * ncols + [u for u, _ in pairs for _ in ratios]
         bs = [*B] + [B[j] for _, j in pairs for _ in ratios]
         logk = [-np.inf] * ncols + [math.log(k / m) for _ in pairs for k, m in ratios]
         ys = np.concatenate([f0, ans.ravel()])
         try:
-            heads, beta_fit, residuals, sigma_min = _refine(
-                heads, beta0, (np.array(us), np.array(bs), np.array(logk), ys), affine
-            )
-            estimate = _parameter_error_estimate(
-                oracle.arithmetic, heads, beta_fit, residuals, ys, sigma_min, H
-            )
+            if dec.estimate is None:
+                raise PrecisionExhausted(dec.failure)
+            n_params = parameter_count(d, H, affine)
+            if n_params * len(ys) <= _DENSE_POLISH:
+                # Small boxes: a dense joint polish on every answer (links and F(0) too).
+                heads, beta_fit, residuals, sigma_min = _refine(
+                    dec.heads, dec.beta, (np.array(us), np.array(bs), np.array(logk), ys), affine
+                )
+                estimate = _parameter_error_estimate(
+                    oracle.arithmetic, heads, beta_fit, residuals, ys, sigma_min, H
+                )
+                figure = f"smallest singular value {sigma_min:.2e} of the joint Jacobian"
+            else:
+                heads, beta_fit, estimate = dec.heads, dec.beta, dec.estimate
+                figure = f"smallest singular value {dec.sigma_min:.2e} of the u-group Jacobians"
+                if not estimate <= _PARAMETER_SAFETY * oracle.arithmetic.rtol:
+                    raise PrecisionExhausted(
+                        f"the pooled fit of {H} heads is too ill-conditioned for a "
+                        f"{box_precision(oracle.arithmetic)} box: first-order parameter error "
+                        f"estimate {estimate:.2e} relative > rtol {oracle.arithmetic.rtol:g} "
+                        f"({figure}, closest score gap {dec.gap:.2e})"
+                    )
             heads.sort(key=lambda hd: tuple(hd[0].ravel()))  # the canonical order, by W row-major
             beta = beta_fit if affine else None
             candidate = MultiHeadAttention(
@@ -599,9 +905,9 @@ def learn_float(
         f"{float_query_bound(oracle.d, H, affine=affine)}; the follow-up's 4Hd^2 - 2H + 1 = "
         f"{follow_up_query_bound(oracle.d, H)}); float64 decoding, every learning answer "
         f"reproduced at rtol {rtol:g}",
-        f"{H} canonical heads ({box_precision(oracle.arithmetic)} answers; not exact); first-order parameter error estimate "
-        f"{estimate:.2e} relative (<= rtol {rtol:g}; residual norm / smallest singular value "
-        f"{sigma_min:.2e} of the fit's Jacobian)",
+        f"{H} canonical heads ({box_precision(oracle.arithmetic)} answers; not exact); "
+        f"first-order parameter error estimate {estimate:.2e} relative (<= rtol {rtol:g}; "
+        f"residual norm / {figure}; closest score gap {dec.gap:.2e})",
     ]
     certificate = functools.partial(
         _certificate_data,

@@ -40,15 +40,15 @@ residues reconstructed as rationals (denominator bound), then verified on fresh 
 Exact arithmetic: the exact answers are enclosed in arb and the same steps run; the final
 check compares exact values. If only an upper bound ``max_heads`` is known, the degree is
 found as the largest m <= max_heads whose system is *certified* nonsingular: above the true
-degree the system is exactly singular, so arb can never certify it.
+degree the system is exactly singular, so arb can never certify it. A float box's count
+comes from :mod:`.head_count_float` (Loewner ranks above a stated noise floor).
 
-Float arithmetic (e.g. a PyTorch module, ``heads=`` only): the same design scaled to
-entries of size ~1, each pair decoded in float64 (linear solve, numpy roots), heads matched
-by the nearest residues and link sums (an order wins only if all others miss by 10x more;
-else a tie link, or NotIdentifiable), then refined by Gauss-Newton on all learning answers
-at once (overdetermined, far better conditioned than one pair). Same query counts; the
-result is returned only if the learning answers and the fresh queries agree with it to the
-oracle's rtol.
+Float arithmetic (e.g. a PyTorch module): an orthogonal float design
+with a ratio grid per pair (one redundant sample), the pairs of each u fitted jointly with
+shared residues, the u-groups ordered by predicting the halved links (see
+:mod:`.canonical_float`); ``d + (2H + [H >= 2])(d^2 + d - 1)`` queries (+ tie links only
+where residues tie). The result is returned only if its first-order parameter error
+estimate, the learning answers and the fresh queries all agree with it to the oracle's rtol.
 
 Modules: this one holds the public learner, the query bounds and the design (shared);
 :mod:`.canonical_certified` the exact/certified decoding, :mod:`.canonical_float` the
@@ -219,8 +219,11 @@ def learn_multi_head(
 
     Float oracles (e.g. a PyTorch module) are decoded in float64 with the same queries and
     accepted only if the fresh verification queries agree to the oracle's ``rtol``; the heads
-    are then float arrays (``parameters["heads"]``, canonical order) and only ``heads=``
-    is accepted (finding the degree needs a certified decision).
+    are then float arrays (``parameters["heads"]``, canonical order). Given ``heads=`` the
+    decoding uses it; given ``max_heads=``, the number of heads is first counted from
+    probes of its own (:mod:`.head_count_float`: the numerical rank of Loewner matrices
+    above a stated noise floor, never more heads than there are under its noise model;
+    phase "head-count").
 
     ``verify``: fresh sequences (of the given ``lengths`` in turn) checked against the
     result in a declared verification phase (0: not verified, and the result says so).
@@ -237,20 +240,15 @@ def learn_multi_head(
     (3, False, True, True)
     >>> learn_multi_head(va.Oracle(va.SingleHeadAttention([[1]], [1])), heads=1, verify=0).verified
     False
-    >>> learn_multi_head(va.Oracle(va.SingleHeadAttention([[1]], [1]), "float"), max_heads=1)
-    Traceback (most recent call last):
-    ...
-    verified_attn.errors.InvalidArgument: max_heads needs arithmetic 'exact' or 'certified'; a float oracle needs heads=
+    >>> from verified_attn.multi_head.counterexamples import random_multi_head
+    >>> rec = learn_multi_head(va.Oracle(random_multi_head(2, 2, 0), "float"), max_heads=3)
+    >>> rec.H, rec.queries_by_phase["head-count"], rec.verified
+    (2, 48, True)
     """
     check_oracle(oracle)
     arith = oracle.arithmetic
     if (heads is None) == (max_heads is None):
         raise InvalidArgument("give exactly one of heads= (known H) or max_heads= (an upper bound)")
-    if arith.name == "float" and heads is None:
-        # The degree test needs a certified singularity decision; a float rank is a guess.
-        raise InvalidArgument(
-            "max_heads needs arithmetic 'exact' or 'certified'; a float oracle needs heads="
-        )
     H0 = check_int(
         heads if heads is not None else max_heads,
         "heads" if heads is not None else "max_heads",
@@ -268,6 +266,13 @@ def learn_multi_head(
         raise InvalidArgument(
             f"affine=False, but the oracle declares model class {oracle.model_class!r} "
             "(score or output biases): pass affine=True or leave it None"
+        )
+    if arith.name == "float" and heads is None:
+        # The count first (its own probes, the Loewner rule), then the float decoding with it.
+        from verified_attn.multi_head.head_count_float import learn_float_max_heads
+
+        return learn_float_max_heads(
+            oracle, H0, verify=verify, seed=seed, lengths=lengths, affine=affine
         )
     if arith.name == "float":
         # Its own design and count (a ratio grid with redundancy), budget-checked there.

@@ -13,7 +13,12 @@ from typing import Any
 from verified_attn import soundness
 from verified_attn.certificates import verify_certificate
 from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult, SizeParams
-from verified_attn.errors import ModelClassMismatch, PrecisionExhausted, QueryBudgetExceeded
+from verified_attn.errors import (
+    ModelClassMismatch,
+    PrecisionExhausted,
+    QueryBudgetExceeded,
+    VerifiedAttnError,
+)
 from verified_attn.models import MultiHeadAttention, SingleHeadAttention
 from verified_attn.multi_head.canonical import canonical_form, equivalent
 from verified_attn.multi_head.canonical_learner import (
@@ -31,35 +36,56 @@ from verified_attn.multi_head.learner import (
 )
 from verified_attn.multi_head.symbolic import linearity_in_v, prove_same_map
 from verified_attn.oracle import Oracle
+from verified_attn.oracle_wrappers import float32_multi_head_oracle
 
 __all__ = ["CLAIMS"]
 
 REF = "Prop 7.1"
-_SIZES = ((1, 2), (2, 2), (3, 2), (2, 3))
 
 
 def _result(cid: str, statement: str, ok: bool, detail: str, **kw: object) -> ClaimResult:
     return ClaimResult(cid, REF, statement, bool(ok), detail, **kw)  # type: ignore[arg-type]
 
 
+#: The kind claims check every d = 1..D and every H = 2..H_max (the structural proof and
+#: its wrong partner take about 0.5 s per pair).
+_KIND_SIZES: dict[str, Any] = {
+    "sizes": {"d_max": 3, "heads_max": 3},
+    "presets": {
+        "small": {"d_max": 3, "heads_max": 3},
+        "medium": {"d_max": 5, "heads_max": 3},
+        "large": {"d_max": 8, "heads_max": 4},
+    },
+}
+_EVERY_DH = (
+    " Proved structurally for every d = 1..3 and H = 2..3 (--size medium: d = 1..5, "
+    "large: d = 1..8 and H = 2..4); the same proof fails on a perturbed partner."
+)
+
+
 def _kind_check(kind: str, statement: str) -> Claim:
     cid = f"prop-7.1/{kind}"
+    statement += _EVERY_DH
 
-    def check(seed: int) -> ClaimResult:
+    def at(seed: int, size: SizeParams) -> ClaimResult:
         rows, ok = [], True
-        for d, H in _SIZES:
-            pair = counterexample("multi-head", d=d, heads=H, kind=kind, seed=seed + d + H)
-            distinct = pair.first.heads != pair.second.heads
-            # The deliberately wrong partner: the same proof must fail on it.
-            wrong = prove_same_map(pair.first, perturb(pair.second), seed=seed)
-            ok &= distinct and pair.proof.holds and not wrong.holds
-            rows.append(
-                f"d={d} H={H}: distinct {distinct}, proof {pair.proof.holds}, "
-                f"perturbed proof {wrong.holds}"
-            )
+        for H in range(2, int(size["heads_max"]) + 1):
+            for d in range(1, int(size["d_max"]) + 1):
+                pair = counterexample("multi-head", d=d, heads=H, kind=kind, seed=seed + d + H)
+                distinct = pair.first.heads != pair.second.heads
+                # The deliberately wrong partner: the same proof must fail on it.
+                wrong = prove_same_map(pair.first, perturb(pair.second), seed=seed)
+                ok &= distinct and pair.proof.holds and not wrong.holds
+                rows.append(
+                    f"d={d} H={H}: distinct {distinct}, proof {pair.proof.holds}, "
+                    f"perturbed proof {wrong.holds}"
+                )
         return _result(cid, statement, ok, "; ".join(rows))
 
-    return Claim(cid, REF, statement, check, level=LEVEL_SYMBOLIC)
+    def check(seed: int) -> ClaimResult:
+        return at(seed, dict(_KIND_SIZES["sizes"]))
+
+    return Claim(cid, REF, statement, check, level=LEVEL_SYMBOLIC, check_at=at, **_KIND_SIZES)
 
 
 def _linearity(seed: int) -> ClaimResult:
@@ -159,7 +185,8 @@ def _orthogonal(seed: int) -> ClaimResult:
         model, bases = orthogonal_heads_model(d, ranks, seed + d)
         rec = learn_orthogonal_heads(Oracle(model, arith), bases, seed=seed)
         used, bound = rec.queries, orthogonal_query_bound(ranks)
-        good = rec.exact and rec.parameters["heads"] == model.heads and used == bound
+        good = rec.exact and rec.parameters["heads"] == model.heads
+        good &= used == bound == sum(r * r + r for r in ranks)  # Thm 4.1 per subspace
         ok &= good
         rows.append(f"{arith} d={d} ranks={ranks}: {used} queries (bound {bound}), exact {good}")
     # A head outside its declared subspace must be caught, not returned.
@@ -206,7 +233,8 @@ def _canonical_recovery(seed: int, cases: tuple[tuple[str, int, int], ...] = _CA
         good = (
             rec.heads == canonical_form(model).heads
             and _is_canonical_of(rec.heads, model, seed)
-            and used == bound <= follow_up_query_bound(d, H)
+            and used == bound == d + 2 * H * (d * d + d - 1)
+            and used <= follow_up_query_bound(d, H) == 4 * H * d * d - 2 * H + 1
             and _longest_learning_query(oracle) == 2 * H + 1
             and verify_certificate(rec.certificate()).ok
         )
@@ -229,7 +257,8 @@ def _canonical_recovery(seed: int, cases: tuple[tuple[str, int, int], ...] = _CA
         limit = canonical_query_limit(d, H)
         good = (
             rec.parameters["heads"] == canonical_form(tied).heads
-            and rec.queries == limit <= follow_up_query_bound(d, H)
+            and rec.queries == limit == d + 2 * H * (d * d + d - 1) + d * (d - 1)
+            and limit <= 4 * H * d * d - 2 * H + 1
             and rec.queries_by_phase.get("tie links") == d * (d - 1)
         )
         ok &= good
@@ -288,11 +317,13 @@ def _affine_recovery(seed: int) -> ClaimResult:
         form = canonical_form(model)
         used = rec.queries
         bound = (canonical_query_limit if equal_v else canonical_query_bound)(d, H, affine=True)
+        # Written out: d + 1 + 2H (d^2 + 2d - 1), plus d^2 tie links when the values tie.
+        literal = d + 1 + 2 * H * (d * d + 2 * d - 1) + (d * d if equal_v else 0)
         good = (
             form.affine
             and rec.parameters["heads"] == form.heads
             and rec.parameters["beta"] == form.beta
-            and used == bound
+            and used == bound == literal
         )
         ok &= good
         rows.append(f"{arith} d={d} H={H} equal v {equal_v}: {used} queries, exact {good}")
@@ -424,6 +455,128 @@ MH_NEAR = (
 )
 
 
+def _float_head_count(seed: int) -> ClaimResult:
+    """The float head count on random float64/float32 boxes, a tiny head, too many heads."""
+    import numpy as np
+
+    from verified_attn.errors import NotIdentifiable
+    from verified_attn.multi_head.head_count_float import count_heads, probe_spectra
+
+    def heads(d: int, H: int, s: int) -> list[tuple[Any, Any]]:
+        rng = np.random.default_rng([seed, s, d, H])
+        return [(rng.normal(0, d**-0.5, (d, d)), rng.normal(0, 1, d)) for _ in range(H)]
+
+    def float64(hs: list[tuple[Any, Any]]) -> Oracle:
+        return Oracle(MultiHeadAttention([(W.tolist(), v.tolist()) for W, v in hs]), "float")
+
+    def float32(hs: list[tuple[Any, Any]], d: int) -> Oracle:
+        return float32_multi_head_oracle(hs)  # every head computed in float32, declared so
+
+    def count(oracle: Oracle, bound: int) -> int | str:
+        try:
+            return int(count_heads(oracle, bound, seed=seed).count)
+        except (PrecisionExhausted, NotIdentifiable, ModelClassMismatch) as exc:
+            return type(exc).__name__
+
+    rows, ok = [], True
+    for d, H in ((2, 1), (3, 2), (4, 3)):
+        hs = heads(d, H, 0)
+        got64, got32 = count(float64(hs), H + 2), count(float32(hs, d), H + 2)
+        W, v = hs[-1]
+        got_tiny = count(float64([*hs[:-1], (W, 1e-12 * v)]), H + 2)
+        # a refusal is allowed for the tiny head; a count above H never
+        tiny_ok = not isinstance(got_tiny, int) or got_tiny <= H
+        # The deliberately wrong variant: a zero floor counts every singular value.
+        naive = max(sum(1 for x in sv if x > 0) for sv in probe_spectra(
+            float64(hs), H + 2, seed=seed).singular_values)
+        ok &= got64 == H and isinstance(got32, int) and got32 <= H and tiny_ok and naive > H
+        rows.append(
+            f"d={d} H={H}: float64 {got64}, float32 {got32}, last head x 1e-12 {got_tiny}, "
+            f"zero floor {naive}"
+        )
+    many, refused = heads(3, 3, 1), False
+    try:
+        learn_multi_head(float64(many), max_heads=2, seed=seed)
+    except VerifiedAttnError as exc:
+        refused = isinstance(exc, ModelClassMismatch) and "more than max_heads = 2" in str(exc)
+    ok &= refused
+    rows.append(f"3 heads with max_heads=2: refused {refused}")
+    return ClaimResult("prop-7.1/float-head-count", "ours", FLOAT_COUNT, ok, "; ".join(rows))
+
+
+FLOAT_COUNT = (
+    "From an upper bound max_heads, the float head count (Loewner singular values above the "
+    "noise floor 64 x noise x ||K||_F at 4 pairs, with a gap of 8) equals the number of "
+    "heads of random float64 boxes and never exceeds it for float32 boxes or a head "
+    "scaled by 1e-12; a zero floor overcounts; a box with more heads than max_heads is "
+    "refused (ModelClassMismatch)."
+)
+
+
+_TWO = MultiHeadAttention([([[1, 0], [0, 1]], [1, 2]), ([[0, 1], [1, 0]], [2, -1])])
+
+
+def _mh_out_of_class(seed: int) -> ClaimResult:
+    three = MultiHeadAttention([*_TWO.heads, ([[Fraction(1, 2), 0], [0, -1]], [1, 1])])
+    ortho, bases = orthogonal_heads_model(3, [1, 1], seed)
+
+    def canonical(box: Any, lengths: Any = None) -> Any:
+        kw = {} if lengths is None else {"lengths": lengths}
+        return learn_multi_head(Oracle(box, "certified"), heads=2, seed=seed, **kw)
+
+    def orthogonal(box: Any, lengths: Any = None) -> Any:
+        kw = {} if lengths is None else {"lengths": lengths}
+        return learn_orthogonal_heads(Oracle(box, "certified"), bases, seed=seed, **kw)
+
+    # The canonical learner's queries have length <= 2H + 1 = 5: a window of 5 tokens is
+    # two heads on all of them, so only the final verification (lengths 6..16) sees it.
+    cases = (
+        ("canonical: window-5 of two heads", canonical, soundness.Window(_TWO, 5), (1, 2, 3, 4, 5)),
+        ("canonical: three heads given heads=2", canonical, three, None),
+        ("orthogonal: window-4 of its heads", orthogonal, soundness.Window(ortho), (1, 2, 3, 4)),
+    )
+    ok, detail = soundness.refuses_all(list(cases))
+    return ClaimResult("prop-7.1/out-of-class", REF, MH_OOC, ok, detail)
+
+
+MH_OOC = (
+    "The certified multi-head learners refuse boxes outside their class with "
+    "ModelClassMismatch: the canonical learner a window of 5 tokens over two heads (two "
+    "heads on every learning query, length <= 2H + 1 = 5, so only the final verification "
+    "sees it; returned verified on lengths <= 5) and three heads given heads=2; the "
+    "orthogonal-subspace learner a window of 4 tokens over its heads (verified on lengths "
+    "<= 4 only)."
+)
+
+
+def _mh_certificate_tamper(seed: int) -> ClaimResult:
+    ortho, bases = orthogonal_heads_model(3, [1, 1], seed)
+    runs = {
+        "canonical, certified": (
+            learn_multi_head(Oracle(_TWO, "certified"), heads=2, seed=seed),
+            ("answers",),
+        ),
+        "canonical, float": (
+            learn_multi_head(Oracle(_TWO, "float"), heads=2, seed=seed),
+            ("answers",),
+        ),
+        "orthogonal, certified": (
+            learn_orthogonal_heads(Oracle(ortho, "certified"), bases, seed=seed),
+            ("subspaces.0.certificate.answers", "subspaces.0.basis"),
+        ),
+    }
+    ok, detail = soundness.tamper_all(runs)
+    return ClaimResult("prop-7.1/certificate-tamper", REF, MH_TAMPER, ok, detail)
+
+
+MH_TAMPER = (
+    "Multi-head certificates (canonical in certified and float mode, orthogonal subspaces) "
+    "verify without the oracle; copies with one result entry, one learning answer (for "
+    "the orthogonal learner: an answer of a subspace's head, or its basis), the "
+    "learning count or one verification answer changed are each rejected."
+)
+
+
 CLAIMS = [
     _kind_check("permutation", "Permuting the heads leaves f unchanged for every sequence length."),
     _kind_check(
@@ -456,4 +609,12 @@ CLAIMS = [
     ),
     Claim("prop-7.1/position-dependent", REF, MH_POSITIONS, _mh_positions),
     Claim("prop-7.1/near-rational", REF, MH_NEAR, _mh_near_rational),
+    Claim(
+        "prop-7.1/float-head-count",
+        "ours (docs/multi_head.md, How many heads? (float))",
+        FLOAT_COUNT,
+        _float_head_count,
+    ),
+    Claim("prop-7.1/out-of-class", REF, MH_OOC, _mh_out_of_class),
+    Claim("prop-7.1/certificate-tamper", REF, MH_TAMPER, _mh_certificate_tamper),
 ]

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from verified_attn import soundness
-from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult
+from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult, SizeParams
 from verified_attn.errors import NotIdentifiable
-from verified_attn.models import OneLayerTransformer, ReluFFN
+from verified_attn.models import OneLayerTransformer, ReluFFN, SingleHeadAttention
 from verified_attn.oracle import Oracle
 from verified_attn.transformer import symbolic
 from verified_attn.transformer.learner import learn_transformer, paper_attention_count
@@ -73,29 +73,71 @@ def random_transformer(d: int, m: int, rng: np.random.Generator) -> OneLayerTran
     return T
 
 
-def _antisymmetry(seed: int) -> ClaimResult:
+def _sized(presets: dict[str, int]) -> dict[str, Any]:
+    """Size support "every d = 1..D" with D per preset (the default: small)."""
+    return {
+        "sizes": {"d_max": presets["small"]},
+        "presets": {name: {"d_max": top} for name, top in presets.items()},
+    }
+
+
+_ANTI_DS = _sized({"small": 3, "medium": 5, "large": 8})
+_COMP_DS = _sized({"small": 2, "medium": 3, "large": 3})
+ANTI = (
+    "T(X) - T(-X) = alpha(X)^T X v_eff, v_eff = V A w_o (a single head), derived from "
+    "OneLayerTransformer's own definition, for every d = 1..3 with N = 3 tokens and m = 2 "
+    "neurons (--size medium: d = 1..5, large: 1..8); the same derivation rejects v_eff "
+    "off by a sign, V^T A w_o (d = 2) and a model with a score bias (d = 1, 2)"
+)
+COMP = (
+    "T(X) = g(X^T alpha(X)) with g(x) = T([x]) = w_o^T ReLU(A^T V^T x), for every d = 1..2 "
+    "with N = 2, m = 2 (--size medium and large: d = 1..3; the identity is linear in "
+    "the pooled vector, so larger d only repeats it coordinate-wise); the same derivation "
+    "rejects g of the last token (d = 1, 2)"
+)
+
+
+def _antisymmetry_at(seed: int, size: SizeParams) -> ClaimResult:
     cid = "transformer/antisymmetry"
-    statement = "T(X) - T(-X) = alpha(X)^T X v_eff with v_eff = V A w_o (a single head)"
+    top = int(size["d_max"])
+    checks = [c for d in range(1, top + 1) for c in symbolic.antisymmetry(d, 3, 2)]
     # The derivation's formula is anchored to OneLayerTransformer's own evaluation.
-    checks = [*symbolic.antisymmetry(), symbolic.matches_model()]
+    checks.append(symbolic.matches_model())
     wrong = [
+        *(symbolic.antisymmetry(d, 2, 2, v_eff=lambda V, A, w: -V * A * w)[-1] for d in (1, 2)),
+        symbolic.antisymmetry(2, 2, 2, v_eff=lambda V, A, w: V.T * A * w)[-1],
+        *(symbolic.antisymmetry(d, 2, 2, score_bias=True)[-1] for d in (1, 2)),
         symbolic.wrong_antisymmetry_sum(),
-        symbolic.wrong_v_eff_transposed(),
-        symbolic.wrong_antisymmetry_with_score_bias(),
     ]
     passed = all(c.holds for c in checks) and not any(c.holds for c in wrong)
-    detail = "; ".join(f"{c.name}: {c.holds}" for c in checks + wrong)
-    return _result(cid, statement, passed, detail)
+    detail = (
+        f"d = 1..{top}: {sum(c.holds for c in checks)}/{len(checks)} hold; wrong variants "
+        f"rejected {sum(not c.holds for c in wrong)}/{len(wrong)}"
+    )
+    return _result(cid, ANTI, passed, detail, data={"ds": list(range(1, top + 1))})
+
+
+def _composition_at(seed: int, size: SizeParams) -> ClaimResult:
+    cid = "transformer/composition"
+    top = int(size["d_max"])
+    checks = [c for d in range(1, top + 1) for c in symbolic.composition(d, 2, 2)]
+    checks.append(symbolic.matches_model(d=1, n=2, m=3))
+    last = [symbolic.composition(d, 2, 2, pool=lambda X, W: list(X[-1]))[-1] for d in (1, 2)]
+    wrong = [*last, symbolic.wrong_composition_last_token()]
+    passed = all(c.holds for c in checks) and not any(c.holds for c in wrong)
+    detail = (
+        f"d = 1..{top}: {sum(c.holds for c in checks)}/{len(checks)} hold; wrong variants "
+        f"rejected {sum(not c.holds for c in wrong)}/{len(wrong)}"
+    )
+    return _result(cid, COMP, passed, detail, data={"ds": list(range(1, top + 1))})
+
+
+def _antisymmetry(seed: int) -> ClaimResult:
+    return _antisymmetry_at(seed, dict(_ANTI_DS["sizes"]))
 
 
 def _composition(seed: int) -> ClaimResult:
-    cid = "transformer/composition"
-    statement = "T(X) = g(X^T alpha(X)) with g(x) = T([x]) = w_o^T ReLU(A^T V^T x)"
-    checks = [*symbolic.composition(), symbolic.matches_model(d=1, n=2, m=3)]
-    wrong = symbolic.wrong_composition_last_token()
-    passed = all(c.holds for c in checks) and not wrong.holds
-    detail = "; ".join(f"{c.name}: {c.holds}" for c in [*checks, wrong])
-    return _result(cid, statement, passed, detail)
+    return _composition_at(seed, dict(_COMP_DS["sizes"]))
 
 
 def _relu_exact(seed: int) -> ClaimResult:
@@ -116,11 +158,19 @@ def _relu_exact(seed: int) -> ClaimResult:
         w = list(g.w_o)
         w[0] += 1
         perturbed = canonical_network(ReluFFN(A, w)) if any(A[:, 0]) else None
-        ok = rec.network == truth and (perturbed is None or perturbed != rec.network)
+        # Independently of the canonical form (which shares its normalisation with the
+        # learner): the learned FFN equals g exactly (==) at seeded rational points.
+        points = [
+            [[Fraction(int(rng.integers(-9, 10)), int(rng.integers(1, 7))) for _ in range(d)]]
+            for _ in range(12)
+        ]
+        same_map = all(rec.model.evaluate(X, "exact") == g.evaluate(X, "exact") for X in points)
+        ok = rec.network == truth and same_map and (perturbed is None or perturbed != rec.network)
         passed &= ok
         rows.append(
             f"d={d} m={m} {arith}: width {rec.network.width}, {rec.queries} queries "
             f"(m'(d+1) = {rec.parameter_count}, bound {rec.bound}), equal: {rec.network == truth}"
+            f", same values at 12 points: {same_map}"
         )
     return _result(cid, statement, passed, "; ".join(rows))
 
@@ -137,7 +187,7 @@ def _paper_count(seed: int) -> ClaimResult:
         T = random_transformer(d, 2 * d, rng)
         rec = learn_transformer(Oracle(T, "certified"), method="paper", seed=seed)
         ok = (
-            rec.attention_queries == paper_attention_count(d)
+            rec.attention_queries == paper_attention_count(d) == 2 * (d * d + d)
             and rec.W == T.W
             and rec.v_eff == T.v_eff
         )
@@ -179,7 +229,6 @@ def _direct_count(seed: int) -> ClaimResult:
     return _result(cid, statement, passed, "; ".join(rows), queries=total, bound=bound)
 
 
-
 def _tr_near_rational(seed: int) -> ClaimResult:
     """W or A just off 1/3 (256 bits): refused; a clean Transformer: exact, certificate."""
     from verified_attn.models import OneLayerTransformer
@@ -199,6 +248,14 @@ def _tr_near_rational(seed: int) -> ClaimResult:
         )
         ok &= good
         parts.append(f"{where} off 1/3: {detail}")
+    g = ReluFFN([[1, off], [0, 1]], [1, 2])  # the FFN learner alone
+    good, detail = soundness.refuses(
+        lambda: learn_relu_ffn(Oracle(g, "certified", precision=256), seed=seed),
+        soundness.REFUSED,
+        "",
+    )
+    ok &= good
+    parts.append(f"ReLU FFN with A off 1/3: {detail}")
     T = OneLayerTransformer([[1, 2], [0, 1]], [[1, 0], [0, 1]], [[1, -1], [0, 1]], [1, 2])
     rec = learn_transformer(Oracle(T, "certified", precision=256), seed=seed)
     cert_ok, cert = soundness.tamper_check(rec.certificate())
@@ -208,10 +265,85 @@ def _tr_near_rational(seed: int) -> ClaimResult:
 
 
 TR_NEAR = (
-    "In certified mode (256 bits) a Transformer whose W or A has an entry 1/3 + 1e-95 is "
-    "refused (verification at 4x the precision), never returned as exact; a clean one is "
+    "In certified mode (256 bits) a Transformer whose W or A has an entry 1/3 + 1e-95, and a "
+    "ReLU FFN whose A has one, are refused (verification at 4x the precision), never "
+    "returned as exact; a clean Transformer is "
     "exact with its assumptions recorded, its certificate verifies and a tampered copy is "
     "rejected."
+)
+
+
+_SHORT = (1, 2, 3, 4)
+
+
+def _tr_out_of_class(seed: int) -> ClaimResult:
+    """Boxes outside each learner's class; the window and the Transformer-as-FFN are seen
+    only by the final verification (returned verified on short lengths)."""
+    from verified_attn.transformer.hypotheses import BiasedTransformer
+
+    T = OneLayerTransformer([[1, 2], [0, 1]], [[1, 0], [0, 1]], [[1, -1], [0, 1]], [1, 2])
+    head = SingleHeadAttention([[Fraction(1, 2), 0], [0, Fraction(-1, 2)]], [1, 1])
+    g = ReluFFN([[1, -1], [0, 1]], [1, 2])
+    biased = BiasedTransformer(T.W, T.V, T.A, [1, -1], T.w_o)
+    cases: list[tuple[str, Any, Any, tuple[int, ...] | None]] = []
+    for method in ("paper", "direct"):
+
+        def learn(box: Any, lengths: Any = None, method: str = method) -> Any:
+            kw = {} if lengths is None else {"lengths": lengths}
+            return learn_transformer(Oracle(box, "certified"), method=method, seed=seed, **kw)
+
+        cases += [
+            (f"{method}: window-4 Transformer", learn, soundness.Window(T), _SHORT),
+            (f"{method}: Transformer + a head", learn, soundness.Plus(T, head), None),
+            (f"{method}: FFN with a bias", learn, biased, None),
+        ]
+
+    def relu(box: Any, lengths: Any = None) -> Any:
+        kw = {} if lengths is None else {"lengths": lengths}
+        return learn_relu_ffn(Oracle(box, "certified"), seed=seed, **kw)
+
+    cases += [
+        ("relu: a one-layer Transformer (an FFN on length 1 only)", relu, T, (1,)),
+        ("relu: FFN + a head", relu, soundness.Plus(g, head), None),
+        ("relu: FFN with a bias", relu, biased, None),
+    ]
+    ok, detail = soundness.refuses_all(cases)
+    return ClaimResult("transformer/out-of-class", REF, TR_OOC, ok, detail)
+
+
+TR_OOC = (
+    "learn_transformer (paper and direct) refuses with ModelClassMismatch a window-4 "
+    "Transformer (a Transformer on sequences of length <= 4, so only the final verification "
+    "sees it), a Transformer plus a head, and an FFN with a bias; learn_relu_ffn refuses an "
+    "FFN with a bias, an FFN plus a head, and a one-layer Transformer (a ReLU FFN on length-1 "
+    "queries: refused only by the verification on longer sequences)."
+)
+
+
+def _tr_certificate_tamper(seed: int) -> ClaimResult:
+    T = OneLayerTransformer([[1, 2], [0, 1]], [[1, 0], [0, 1]], [[1, -1], [0, 1]], [1, 2])
+    runs = {
+        "transformer (paper)": (
+            learn_transformer(Oracle(T, "certified"), method="paper", seed=seed),
+            ("attention.pairs", "ffn.answers"),
+        ),
+        "transformer (direct)": (
+            learn_transformer(Oracle(T, "certified"), method="direct", seed=seed),
+            ("attention.answers", "ffn.answers"),
+        ),
+        "relu-ffn": (
+            learn_relu_ffn(Oracle(ReluFFN([[1, -1], [0, 1]], [1, 2]), "certified"), seed=seed),
+            ("answers",),
+        ),
+    }
+    ok, detail = soundness.tamper_all(runs)
+    return ClaimResult("transformer/certificate-tamper", REF, TR_TAMPER, ok, detail)
+
+
+TR_TAMPER = (
+    "A Transformer certificate (paper and direct reductions) and a ReLU FFN certificate "
+    "verify without the oracle; copies with one result entry, one attention or FFN answer, "
+    "the learning count or one verification answer changed are each rejected."
 )
 
 
@@ -219,16 +351,20 @@ CLAIMS = [
     Claim(
         "transformer/antisymmetry",
         REF,
-        "T(X) - T(-X) = alpha(X)^T X v_eff, v_eff = V A w_o",
+        ANTI,
         _antisymmetry,
         level=LEVEL_SYMBOLIC,
+        check_at=_antisymmetry_at,
+        **_ANTI_DS,
     ),
     Claim(
         "transformer/composition",
         REF,
-        "T(X) = g(X^T alpha(X))",
+        COMP,
         _composition,
         level=LEVEL_SYMBOLIC,
+        check_at=_composition_at,
+        **_COMP_DS,
     ),
     Claim(
         "transformer/relu-exact",
@@ -249,4 +385,6 @@ CLAIMS = [
         _direct_count,
     ),
     Claim("transformer/near-rational", REF, TR_NEAR, _tr_near_rational),
+    Claim("transformer/out-of-class", REF, TR_OOC, _tr_out_of_class),
+    Claim("transformer/certificate-tamper", REF, TR_TAMPER, _tr_certificate_tamper),
 ]

@@ -106,25 +106,56 @@ def relu_odd_part(relu: Callable[[Any], Any] = _max0) -> SymbolicCheck:
     )
 
 
-def antisymmetry(d: int = 2, n: int = 2, m: int = 2) -> list[SymbolicCheck]:
-    """Scores even, h odd, and T(X) - T(-X) = alpha(X)^T X v_eff with v_eff = V A w_o."""
+def _v_eff(V: sympy.Matrix, A: sympy.Matrix, w: sympy.Matrix) -> sympy.Matrix:
+    return V * A * w
+
+
+def _pooled(X: Sequence[Sequence[Any]], W: sympy.Matrix) -> list[Any]:
+    """X^T alpha(X), coordinate by coordinate, from :func:`attention_output`."""
+    d = W.shape[0]
+    return [
+        attention_output(X, _rows(W), [int(i == j) for i in range(d)], exp=_exp) for j in range(d)
+    ]
+
+
+def antisymmetry(
+    d: int = 2,
+    n: int = 2,
+    m: int = 2,
+    *,
+    v_eff: Callable[[sympy.Matrix, sympy.Matrix, sympy.Matrix], sympy.Matrix] = _v_eff,
+    score_bias: bool = False,
+) -> list[SymbolicCheck]:
+    """Scores even, h odd, and T(X) - T(-X) = alpha(X)^T X v_eff with v_eff = V A w_o.
+
+    ``v_eff(V, A, w)`` is the claimed value vector and ``score_bias`` adds a symbolic
+    score bias c to the model: pass a wrong formula (``V^T A w``) or the biased model to see
+    the same derivation fail.
+
+    >>> all(c.holds for c in antisymmetry(1, 2, 1))
+    True
+    >>> antisymmetry(1, 2, 1, v_eff=lambda V, A, w: 2 * V * A * w)[-1].holds
+    False
+    """
     s = _symbols(d, n, m)
     X, W, V, A, w = s["X"], s["W"], s["V"], s["A"], s["w"]
+    c = [sympy.Symbol(f"c{i}", real=True) for i in range(d)] if score_bias else None
     negX = [[-x for x in row] for row in X]
-    z, z_neg = pre_activations(X, W, V, A), pre_activations(negX, W, V, A)
+    z, z_neg = pre_activations(X, W, V, A, c), pre_activations(negX, W, V, A, c)
     odd = all(_is_zero(a + b) for a, b in zip(z, z_neg, strict=True))
     lemma = relu_odd_part()
     # With z(-X) = -z(X): T(X) - T(-X) = sum_k w_k (ReLU(z_k) - ReLU(-z_k)) = sum_k w_k z_k.
     diff = sum(w[k] * z[k] for k in range(m))
-    v_eff = V * A * w
-    head = attention_output(X, _rows(W), list(v_eff), exp=_exp)
+    veff = v_eff(V, A, w)
+    head = attention_output(X, _rows(W), list(veff), c, exp=_exp)
     identity = odd and lemma.holds and _is_zero(diff - head)
     return [
         SymbolicCheck(
             "pre-activations-odd",
             "z(-X) = -z(X): scores x_i^T W x_N are even in X, so alpha(-X) = alpha(X), h odd",
             holds=odd,
-            detail=f"d = {d}, N = {n}, m = {m}, symbolic W, V, A",
+            detail=f"d = {d}, N = {n}, m = {m}, symbolic W, V, A"
+            + (", score bias c" if score_bias else ""),
         ),
         lemma,
         SymbolicCheck(
@@ -132,22 +163,35 @@ def antisymmetry(d: int = 2, n: int = 2, m: int = 2) -> list[SymbolicCheck]:
             "T(X) - T(-X) = alpha(X)^T X v_eff with v_eff = V A w_o",
             holds=identity,
             detail=f"d = {d}, N = {n}, m = {m}; right side is attention_output(X, W, V A w_o)",
-            data={"v_eff": v_eff},
+            data={"v_eff": veff},
         ),
     ]
 
 
-def composition(d: int = 2, n: int = 2, m: int = 2) -> list[SymbolicCheck]:
-    """T(X) = g(X^T alpha(X)) with g(x) = T([x]) = w_o^T ReLU(A^T V^T x)."""
+def composition(
+    d: int = 2,
+    n: int = 2,
+    m: int = 2,
+    *,
+    pool: Callable[[Sequence[Sequence[Any]], sympy.Matrix], list[Any]] = _pooled,
+) -> list[SymbolicCheck]:
+    """T(X) = g(X^T alpha(X)) with g(x) = T([x]) = w_o^T ReLU(A^T V^T x).
+
+    ``pool(X, W)`` is the claimed argument of g; pass a wrong one (the last token x_N)
+    to see the same derivation fail.
+
+    >>> all(c.holds for c in composition(1, 2, 1))
+    True
+    >>> composition(1, 2, 1, pool=lambda X, W: list(X[-1]))[-1].holds
+    False
+    """
     s = _symbols(d, n, m)
     X, W, V, A = s["X"], s["W"], s["V"], s["A"]
     y = sympy.symbols(f"y0:{d}", real=True)
     g_args = pre_activations([list(y)], W, V, A)  # length 1: T([y]) = w^T ReLU(A^T V^T y)
     plain = list(A.T * V.T * sympy.Matrix(y))
     length_one = all(_is_zero(a - b) for a, b in zip(g_args, plain, strict=True))
-    pooled = [
-        attention_output(X, _rows(W), [int(i == j) for i in range(d)], exp=_exp) for j in range(d)
-    ]
+    pooled = pool(X, W)
     g_of_pooled = [a.subs(dict(zip(y, pooled, strict=True)), simultaneous=True) for a in g_args]
     z = pre_activations(X, W, V, A)
     same = all(_is_zero(a - b) for a, b in zip(z, g_of_pooled, strict=True))

@@ -1,0 +1,396 @@
+"""Pooled float fits of the canonical multi-head design: u-groups, link matching, conditioning.
+
+>>> import numpy as np
+>>> lt = np.log(np.array([0.25, 0.5, 1.0, 2.0, 4.0, 8.0]))
+>>> r = np.array([[1.0, -2.0]]); s = np.array([[[0.3, -0.4], [1.1, 0.2]]])  # 1 group, 2 pairs
+>>> Y = group_model(lt, r, s)
+>>> fit = fit_groups(lt, Y, r + 0.05, s + 0.05)
+>>> bool(np.abs(fit.r - r).max() < 1e-12), bool(np.abs(fit.s - s).max() < 1e-12)
+(True, True)
+
+For a fixed probe direction u_k every pair (u_k, b_j) has the same residues
+``r_h = u_k^T v_h`` (v_h does not depend on b), so the pairs of one *u-group* are fitted
+jointly: unknowns H shared residues and H scores per pair, answers ``Y[j, t] = F(t) - F(0)
+= sum_h r_h sigmoid(s_jh + log t)``. The head identity across j is then fixed by the shared
+residue, and each residue is determined by all of the group's answers instead of one
+pair's 2H + 1. Levenberg-Marquardt on the normal equations, with the scores of each pair
+eliminated first (a Schur complement onto the H residues), vectorised over all groups: the
+cost is linear in the number of pairs.
+
+Why pooling is better conditioned: two heads with scores ``m +- delta/2`` in one pair and
+*unknown* residues are separated only at second order (the residue difference and the
+score difference both move F along ``sigmoid'``), so one pair alone loses ``1/delta^2``;
+with the residues fixed by the other pairs of the group it loses ``1/delta``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["GroupFit", "fit_groups", "group_model", "link_orders", "sigma_min_groups"]
+
+_LM_STEPS = 200
+# A score moves at most this far per step (a trust region in log t: the sigmoids have width
+# ~1, and a head with a tiny residue has a nearly free score that would run away).
+_MAX_SCORE_STEP = 0.5
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))
+
+
+def group_model(lt: np.ndarray, r: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """``sum_h r[g, h] sigmoid(s[g, j, h] + lt[t])`` as an array (G, J, T)."""
+    sig = _sigmoid(s[:, :, None, :] + lt[None, None, :, None])  # (G, J, T, H)
+    return np.einsum("gjth,gh->gjt", sig, r)
+
+
+@dataclass
+class GroupFit:
+    """Fitted residues r (G, H), scores s (G, J, H) and residual norms per group (G,)."""
+
+    r: np.ndarray
+    s: np.ndarray
+    residual: np.ndarray
+
+
+def _parts(
+    lt: np.ndarray, Y: np.ndarray, r: np.ndarray, s: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    sig = _sigmoid(s[:, :, None, :] + lt[None, None, :, None])  # (G, J, T, H)
+    R = np.einsum("gjth,gh->gjt", sig, r) - Y
+    Js = sig * (1.0 - sig) * r[:, None, None, :]  # dF/ds
+    return R, Js, sig  # sig = dF/dr
+
+
+def _normal(
+    R: np.ndarray, Js: np.ndarray, Jr: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    A = np.einsum("gjta,gjtb->gjab", Js, Js)
+    C = np.einsum("gjta,gjtb->gjab", Js, Jr)
+    D = np.einsum("gjta,gjtb->gab", Jr, Jr)
+    gs = np.einsum("gjta,gjt->gja", Js, R)
+    gr = np.einsum("gjta,gjt->ga", Jr, R)
+    return A, C, D, gs, gr
+
+
+def _solve(
+    A: np.ndarray, C: np.ndarray, D: np.ndarray, gs: np.ndarray, gr: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Solve [[A, C], [C^T, D]] [ds; dr] = -[gs; gr] with A block diagonal per pair."""
+    H = A.shape[-1]
+    eye = np.eye(H)
+    # A tiny ridge keeps a singular block (a head with residue 0 has no score) solvable.
+    A = A + 1e-300 * eye
+    Ai_C = np.linalg.solve(A, C)  # (G, J, H, H)
+    Ai_g = np.linalg.solve(A, gs[..., None])[..., 0]  # (G, J, H)
+    S = D - np.einsum("gjab,gjac->gbc", C, Ai_C)
+    rhs = -(gr - np.einsum("gjab,gja->gb", C, Ai_g))
+    try:
+        dr = np.linalg.solve(S, rhs[..., None])[..., 0]
+    except np.linalg.LinAlgError:
+        dr = np.stack(
+            [np.linalg.lstsq(Sg, bg, rcond=None)[0] for Sg, bg in zip(S, rhs, strict=True)]
+        )
+    ds = -Ai_g - np.einsum("gjab,gb->gja", Ai_C, dr)
+    return ds, dr
+
+
+def fit_groups(
+    lt: np.ndarray,
+    Y: np.ndarray,
+    r0: np.ndarray,
+    s0: np.ndarray,
+    *,
+    steps: int = _LM_STEPS,
+    floor: np.ndarray | float = 0.0,
+) -> GroupFit:
+    """Levenberg-Marquardt (Marquardt's diagonal scaling) on every group at once.
+
+    ``Y`` (G, J, T): the answers minus F(0) of their pair; ``lt`` (T,): log t of the samples;
+    starts ``r0`` (G, H), ``s0`` (G, J, H). Each group keeps its own damping and never
+    accepts a step that raises its residual, so the result is never worse than the start.
+    A group stops when its damping runs away or its residual is at ``floor`` (per group)
+    and no longer falls by 0.1 % a step.
+    """
+    r, s = r0.astype(np.float64).copy(), s0.astype(np.float64).copy()
+    G = r.shape[0]
+    R, Js, Jr = _parts(lt, Y, r, s)
+    norm = np.sqrt(np.einsum("gjt,gjt->g", R, R))
+    mu = np.full(G, 1e-2)
+    active = np.ones(G, dtype=bool)
+    for _ in range(steps):
+        if not active.any():
+            break
+        A, C, D, gs, gr = _normal(R, Js, Jr)
+        dA = np.einsum("gjaa->gja", A)
+        dD = np.einsum("gaa->ga", D)
+        A = A + np.einsum("g,gja,ab->gjab", mu, dA + 1e-30, np.eye(A.shape[-1]))
+        D = D + np.einsum("g,ga,ab->gab", mu, dD + 1e-30, np.eye(D.shape[-1]))
+        with np.errstate(all="ignore"):
+            ds, dr = _solve(A, C, D, gs, gr)
+        ds = np.where(np.isfinite(ds), np.clip(ds, -_MAX_SCORE_STEP, _MAX_SCORE_STEP), 0.0)
+        dr = np.where(np.isfinite(dr), dr, 0.0)
+        ts = np.clip(s + ds * active[:, None, None], -40.0, 40.0)
+        tr = r + dr * active[:, None]
+        tR, tJs, tJr = _parts(lt, Y, tr, ts)
+        tnorm = np.sqrt(np.einsum("gjt,gjt->g", tR, tR))
+        better = active & np.isfinite(tnorm) & (tnorm < norm)
+        small = better & (norm - tnorm <= 1e-3 * norm) & (tnorm <= floor)
+        s = np.where(better[:, None, None], ts, s)
+        r = np.where(better[:, None], tr, r)
+        R = np.where(better[:, None, None], tR, R)
+        Js = np.where(better[:, None, None, None], tJs, Js)
+        Jr = np.where(better[:, None, None, None], tJr, Jr)
+        norm = np.where(better, tnorm, norm)
+        mu = np.where(better, np.maximum(mu / 10.0, 1e-16), mu * 10.0)
+        active &= ~small & (mu < 1e10) & (norm > 0)
+    return GroupFit(r=r, s=s, residual=norm)
+
+
+def sigma_min_groups(lt: np.ndarray, r: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """The smallest singular value of each group's Jacobian in (r, s) (G,): the conditioning
+    figure of the group's first-order error ``|dY| / sigma_min``.
+
+    Dense SVD of the (J T) x (H + J H) Jacobian when it is small; otherwise inverse power
+    iteration through the Schur complement (40 steps, seeded), an estimate from below of
+    ``1 / sigma_min`` that converges to it.
+    """
+    G, J, H = s.shape
+    T = len(lt)
+    _, Js, Jr = _parts(lt, np.zeros((G, J, T)), r, s)
+    if J * T * (H + J * H) <= 400_000:
+        out = np.empty(G)
+        for g in range(G):
+            full = np.zeros((J * T, H + J * H))
+            for j in range(J):
+                full[j * T : (j + 1) * T, :H] = Jr[g, j]
+                full[j * T : (j + 1) * T, H + j * H : H + (j + 1) * H] = Js[g, j]
+            out[g] = np.linalg.svd(full, compute_uv=False)[-1]
+        return out
+    A, C, D, _, _ = _normal(np.zeros((G, J, T)), Js, Jr)
+    rng = np.random.default_rng(0)
+    xs, xr = rng.standard_normal((G, J, H)), rng.standard_normal((G, H))
+    lam = np.zeros(G)
+    for _ in range(40):
+        nrm = np.sqrt(np.einsum("gja,gja->g", xs, xs) + np.einsum("ga,ga->g", xr, xr))
+        xs, xr = xs / nrm[:, None, None], xr / nrm[:, None]
+        with np.errstate(all="ignore"):
+            ys, yr = _solve(A, C, D, -xs, -xr)
+        lam = np.einsum("gja,gja->g", xs, ys) + np.einsum("ga,ga->g", xr, yr)
+        xs, xr = ys, yr
+    with np.errstate(all="ignore"):
+        return np.where(np.isfinite(lam) & (lam > 0), 1.0 / np.sqrt(np.abs(lam)), 0.0)
+
+
+def link_orders(
+    lt: np.ndarray,
+    y: np.ndarray,
+    r1: np.ndarray,
+    s1: np.ndarray,
+    rk: np.ndarray,
+    sk: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every head order p of group k, ranked by how well it predicts a halved link.
+
+    The link ``((u_1 + u_k) / 2, b)`` has residues ``(r1_h + rk_p(h)) / 2`` and scores
+    ``(s1_h + sk_p(h)) / 2`` (both linear in u), so each order predicts the link's answers
+    ``y`` (minus F(0)) outright, with no fit. Returns the orders (P, H) and their residual
+    norms (P,), best first. Memory: H! x T per chunk of 5040 orders.
+
+    >>> lt = np.log(np.array([0.5, 1.0, 2.0, 4.0]))
+    >>> r1, rk = np.array([1.0, 2.0]), np.array([-1.0, 3.0])
+    >>> s1, sk = np.array([0.1, 0.9]), np.array([-0.5, 0.4])
+    >>> y = group_model(lt, ((r1 + rk[::-1]) / 2)[None], ((s1 + sk[::-1]) / 2)[None, None])[0, 0]
+    >>> orders, miss = link_orders(lt, y, r1, s1, rk, sk)
+    >>> orders[0].tolist(), bool(miss[0] < 1e-15 < miss[1])
+    ([1, 0], True)
+    """
+    H = len(r1)
+    R = (r1[:, None] + rk[None, :]) / 2  # (h, h')
+    sig = _sigmoid((s1[:, None] + sk[None, :])[:, :, None] / 2 + lt[None, None, :])
+    term = R[:, :, None] * sig  # (h, h', T)
+    perms = np.array(list(itertools.permutations(range(H))), dtype=np.intp)
+    miss = np.empty(len(perms))
+    rows = np.arange(H)
+    for lo in range(0, len(perms), 5040):
+        P = perms[lo : lo + 5040]
+        pred = term[rows[None, :], P].sum(axis=1)  # (p, T)
+        miss[lo : lo + 5040] = np.sqrt(((pred - y[None, :]) ** 2).sum(axis=1))
+    order = np.argsort(miss, kind="stable")
+    return perms[order], miss[order]
+
+
+def heads_named(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, int]:
+    """The first two positions where two head orders differ (the heads that cannot be told
+    apart), 0-based.
+
+    >>> heads_named((0, 1, 2), (0, 2, 1))
+    (1, 2)
+    """
+    diff = [h for h in range(len(a)) if a[h] != b[h]]
+    return (diff[0], diff[1]) if len(diff) >= 2 else (diff[0], diff[0])
+
+
+def closest_gap(s: np.ndarray) -> float:
+    """The smallest distance between two scores of one pair, over all pairs (inf if H = 1).
+
+    >>> closest_gap(np.array([[[0.0, 0.5, 2.0]]]))
+    0.5
+    """
+    if s.shape[-1] < 2:
+        return math.inf
+    srt = np.sort(s, axis=-1)
+    return float(np.diff(srt, axis=-1).min())
+
+
+def fit_scores(
+    lt: np.ndarray, Y: np.ndarray, r: np.ndarray, s0: np.ndarray, *, steps: int = 60
+) -> tuple[np.ndarray, np.ndarray]:
+    """Scores alone with the residues fixed, from many starts: ``Y`` (P, T), ``r`` (P, H),
+    ``s0`` (P, S, H); returns the best scores (P, H) and their residual norms (P,).
+
+    Levenberg-Marquardt per (pair, start), batched; used to repair a pair whose pooled
+    fit sits in a local minimum (two heads' scores swapped), from every transposition.
+
+    >>> lt = np.log(np.array([0.25, 0.5, 1.0, 2.0, 4.0]))
+    >>> r = np.array([[1.0, 3.0]]); s = np.array([[0.5, -1.0]])
+    >>> Y = group_model(lt, r, s[:, None])[:, 0]
+    >>> got, miss = fit_scores(lt, Y, r, np.array([[[-1.0, 0.5], [0.4, -0.9]]]))
+    >>> bool(np.abs(got - s).max() < 1e-12)
+    True
+    """
+    P, S, H = s0.shape
+    s = s0.astype(np.float64).copy()
+    rr = np.repeat(r[:, None, :], S, axis=1)  # (P, S, H)
+    yy = Y[:, None, :]
+
+    def parts(sv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        sig = _sigmoid(sv[..., None, :] + lt[None, None, :, None])  # (P, S, T, H)
+        R = np.einsum("psth,psh->pst", sig, rr) - yy
+        return R, sig * (1.0 - sig) * rr[:, :, None, :]
+
+    R, J = parts(s)
+    norm = np.sqrt((R**2).sum(axis=-1))
+    mu = np.full((P, S), 1e-3)
+    eye = np.eye(H)
+    for _ in range(steps):
+        A = np.einsum("psta,pstb->psab", J, J)
+        g = np.einsum("psta,pst->psa", J, R)
+        A = A + (mu[..., None] * (np.einsum("psaa->psa", A) + 1e-30))[..., None] * eye
+        with np.errstate(all="ignore"):
+            try:
+                ds = -np.linalg.solve(A, g[..., None])[..., 0]
+            except np.linalg.LinAlgError:
+                ds = -np.einsum("psab,psb->psa", np.linalg.pinv(A), g)
+        ds = np.where(np.isfinite(ds), np.clip(ds, -2.0, 2.0), 0.0)
+        ts = np.clip(s + ds, -40.0, 40.0)
+        tR, tJ = parts(ts)
+        tnorm = np.sqrt((tR**2).sum(axis=-1))
+        better = np.isfinite(tnorm) & (tnorm < norm)
+        s = np.where(better[..., None], ts, s)
+        R = np.where(better[..., None], tR, R)
+        J = np.where(better[..., None, None], tJ, J)
+        norm = np.where(better, tnorm, norm)
+        mu = np.where(better, np.maximum(mu / 10.0, 1e-16), mu * 10.0)
+        if (mu > 1e10).all():
+            break
+    best = norm.argmin(axis=1)
+    return s[np.arange(P), best], norm[np.arange(P), best]
+
+
+def transposition_starts(s: np.ndarray) -> np.ndarray:
+    """``s`` (P, H) and every copy with two heads' scores swapped: (P, 1 + H(H-1)/2, H).
+
+    >>> transposition_starts(np.array([[1.0, 2.0, 3.0]]))[0].tolist()
+    [[1.0, 2.0, 3.0], [2.0, 1.0, 3.0], [3.0, 2.0, 1.0], [1.0, 3.0, 2.0]]
+    """
+    H = s.shape[-1]
+    out = [s]
+    for a, b in itertools.combinations(range(H), 2):
+        t = s.copy()
+        t[:, [a, b]] = t[:, [b, a]]
+        out.append(t)
+    return np.stack(out, axis=1)
+
+
+def moved_starts(s: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """``s`` (P, H) with one head's score moved to each value of ``grid``:
+    (P, H len(grid), H). Repairs a score left far off (a head whose residue is small
+    at this u pulls its score only weakly, and a local fit can leave it anywhere).
+
+    >>> moved_starts(np.array([[1.0, 2.0]]), np.array([0.0]))[0].tolist()
+    [[0.0, 2.0], [1.0, 0.0]]
+    """
+    H = s.shape[-1]
+    out = []
+    for h in range(H):
+        for g in grid:
+            t = s.copy()
+            t[:, h] = g
+            out.append(t)
+    return np.stack(out, axis=1)
+
+
+def polish_groups(
+    lt: np.ndarray, Y: np.ndarray, r: np.ndarray, s: np.ndarray, *, steps: int = 12
+) -> GroupFit:
+    """Gauss-Newton on each group by orthogonal elimination (not the normal equations).
+
+    Per pair, a QR of its (column-scaled) score Jacobian eliminates its scores; the
+    residues' step is the least-squares solution of the stacked projected rows, then each
+    pair's score step by back substitution. Orthogonal throughout, so the conditioning is
+    not squared as in :func:`fit_groups`: this finishes a fit that the damped normal
+    equations leave short of the rounding floor. A step that does not lower a group's
+    residual is halved (up to 4 times), else the group keeps its iterate.
+
+    >>> lt = np.log(np.array([0.25, 0.5, 1.0, 2.0, 4.0, 8.0]))
+    >>> r = np.array([[1.0, -2.0]]); s = np.array([[[0.3, -0.4], [1.1, 0.2]]])
+    >>> fit = polish_groups(lt, group_model(lt, r, s), r + 1e-4, s - 1e-4)
+    >>> bool(np.abs(fit.s - s).max() < 1e-12)
+    True
+    """
+    G, H = s.shape[0], s.shape[2]
+    r, s = r.copy(), s.copy()
+    R, Js, Jr = _parts(lt, Y, r, s)
+    norm = np.sqrt(np.einsum("gjt,gjt->g", R, R))
+    for _ in range(steps):
+        cn = np.linalg.norm(Js, axis=2, keepdims=True)
+        cn = np.where(cn > 0, cn, 1.0)
+        Q, Rm = np.linalg.qr(Js / cn, mode="complete")  # (G, J, T, T), (G, J, T, H)
+        QtJr = np.einsum("gjts,gjta->gjsa", Q, Jr)
+        QtR = np.einsum("gjts,gjt->gjs", Q, R)
+        A = QtJr[:, :, H:, :].reshape(G, -1, H)
+        b = -QtR[:, :, H:].reshape(G, -1)
+        dr = np.stack([np.linalg.lstsq(A[g], b[g], rcond=None)[0] for g in range(G)])
+        rhs = -(QtR[:, :, :H] + np.einsum("gjsa,ga->gjs", QtJr[:, :, :H, :], dr))
+        with np.errstate(all="ignore"):
+            try:
+                ds = np.linalg.solve(Rm[:, :, :H, :], rhs[..., None])[..., 0]
+            except np.linalg.LinAlgError:
+                ds = np.einsum("gjab,gjb->gja", np.linalg.pinv(Rm[:, :, :H, :]), rhs)
+        ds = np.where(np.isfinite(ds), ds / cn[:, :, 0, :], 0.0)
+        ds = np.clip(ds, -_MAX_SCORE_STEP, _MAX_SCORE_STEP)
+        dr = np.where(np.isfinite(dr), dr, 0.0)
+        moved = np.zeros(G, dtype=bool)
+        for frac in (1.0, 0.5, 0.25, 0.125, 0.0625):
+            tr, ts = r + frac * dr, np.clip(s + frac * ds, -40.0, 40.0)
+            tR, tJs, tJr = _parts(lt, Y, tr, ts)
+            tnorm = np.sqrt(np.einsum("gjt,gjt->g", tR, tR))
+            ok = ~moved & np.isfinite(tnorm) & (tnorm < norm)
+            r = np.where(ok[:, None], tr, r)
+            s = np.where(ok[:, None, None], ts, s)
+            R = np.where(ok[:, None, None], tR, R)
+            Js = np.where(ok[:, None, None, None], tJs, Js)
+            Jr = np.where(ok[:, None, None, None], tJr, Jr)
+            norm = np.where(ok, tnorm, norm)
+            moved |= ok
+            if moved.all():
+                break
+        if not moved.any():
+            break
+    return GroupFit(r=r, s=s, residual=norm)
