@@ -54,6 +54,7 @@ __all__ = [
     "ReluFFNRecovery",
     "SingleHeadRecovery",
     "TransformerRecovery",
+    "count_fields",
     "enclosures_from_balls",
     "versions",
 ]
@@ -75,6 +76,23 @@ def versions() -> dict[str, str]:
         "python-flint": flint.__version__,
     }
 
+
+
+def count_fields(counts: QueryCounts) -> dict[str, Any]:
+    """The result fields that come from a run's counts (what :meth:`Recovery.from_run` sets).
+
+    >>> from verified_attn.oracle import QueryCounts
+    >>> count_fields(QueryCounts(3, 1, {"v": 3, "verify": 1}, ("verify",), 5, 2))["queries"]
+    3
+    """
+    return {
+        "queries": counts.learning,
+        "verification_queries": counts.verification,
+        "queries_by_phase": dict(counts.by_phase),
+        "verification_phases": tuple(counts.verification_phases),
+        "tokens_sent": counts.tokens_sent,
+        "max_length": counts.max_length,
+    }
 
 @dataclass
 class Recovery:
@@ -124,15 +142,7 @@ class Recovery:
         """
         verification = fields.get("verification")
         fields.setdefault("verified", verification is not None and verification.count > 0)
-        return cls(
-            queries=counts.learning,
-            verification_queries=counts.verification,
-            queries_by_phase=dict(counts.by_phase),
-            verification_phases=tuple(counts.verification_phases),
-            tokens_sent=counts.tokens_sent,
-            max_length=counts.max_length,
-            **fields,
-        )
+        return cls(**count_fields(counts), **fields)
 
     @property
     def model(self) -> Any:

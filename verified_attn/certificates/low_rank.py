@@ -557,14 +557,18 @@ class _Elimination:
             self.acc.append(acc)
             self.free.append(free)
             self.used.append(False)
-            self._dirty.add(e)
-            if len(free) == 1:
-                self._ready.append(e)
-            elif not free:
-                raise CertificateError(
-                    "the stored probes do not determine the cross (an equation is implied "
-                    "by the others: singular)"
-                )
+            self._changed(e)
+
+    def _changed(self, e: int) -> None:
+        """Equation e lost an unknown: queue it if one is left; none left is singular."""
+        self._dirty.add(e)
+        if len(self.free[e]) == 1:
+            self._ready.append(e)
+        elif not self.free[e]:
+            raise CertificateError(
+                "the stored probes do not determine the cross (an equation is implied "
+                "by the others: singular)"
+            )
 
     def peel(self) -> None:
         """Solve every equation with one unknown left, and what that frees, in turn."""
@@ -580,14 +584,7 @@ class _Elimination:
             free = self.free[e]
             free.discard(u)
             self.acc[e] = self.acc[e] - self._c(self.eqs[e][0][u]) * val
-            self._dirty.add(e)
-            if len(free) == 1:
-                self._ready.append(e)
-            elif not free:
-                raise CertificateError(
-                    "the stored probes do not determine the cross (an equation is implied "
-                    "by the others: singular)"
-                )
+            self._changed(e)
 
     def _peel(self) -> bool:
         progress = False

@@ -83,7 +83,7 @@ from verified_attn.errors import (
     PrecisionExhausted,
 )
 from verified_attn.oracle import Oracle
-from verified_attn.recovery import MultiHeadRecovery
+from verified_attn.recovery import MultiHeadRecovery, count_fields
 from verified_attn.validation import check_int, check_oracle, check_seed
 
 __all__ = [
@@ -559,12 +559,7 @@ def learn_float_max_heads(
     ]
     return dataclasses.replace(
         inner,
-        queries=counts.learning,
-        verification_queries=counts.verification,
-        queries_by_phase=dict(counts.by_phase),
-        verification_phases=tuple(counts.verification_phases),
-        tokens_sent=counts.tokens_sent,
-        max_length=counts.max_length,
+        **count_fields(counts),
         bound=bound,
         rounds=inner.rounds + 1,  # the decoding's design depends on the count
         assumptions=[*inner.assumptions, noise_assumption(found, unit)],
