@@ -76,10 +76,12 @@ FULL = {
     "skeleton": [(384, 32), (768, 64)],
     # d / r = 12 as in the GPT-2-sized head; d = 768 itself is predicted (about 2 h of box)
     "skeleton_certified": [(128, 11), (256, 21), (384, 32)],
+    # the GPT-2-sized head certified, with the fast box (the same balls as the exact head's)
+    "skeleton_certified_fast": [(768, 64)],
     "skeleton_certified_extrapolated": [(768, 64)],
 }
 QUICK = {"float": [8, 16], "certified": [4, 8], "skeleton": [(16, 2)], "skeleton_certified": [],
-         "skeleton_certified_extrapolated": []}
+         "skeleton_certified_fast": [(16, 2)], "skeleton_certified_extrapolated": []}
 
 
 # ---------------------------------------------------------------------------------------
@@ -224,7 +226,12 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
             from verified_attn.low_rank.claims import random_low_rank_head
 
             model = random_low_rank_head(d, spec["r"], seed, den=3)
-        oracle = va.Oracle(TimedModel(model, clock), "certified", precision=PRECISION)
+        box = model
+        if spec.get("box") == "fast":  # the same balls, the scores by a proved-exact BLAS
+            from verified_attn.boxes import FastCertifiedHead
+
+            box = FastCertifiedHead(model)
+        oracle = va.Oracle(TimedModel(box, clock), "certified", precision=PRECISION)
         truth = model
     learn = va.learn_single_head if kind == "single_head" else va.learn_low_rank
     t0 = time.perf_counter()
@@ -252,6 +259,11 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     if kind == "skeleton":
         row["r"] = spec["r"]
         row["rank"] = rec.rank
+    if spec["arithmetic"] == "certified":
+        row["box"] = spec.get("box", "rational")
+        if row["box"] == "fast":
+            row["box_fast_queries"] = box.fast_queries
+            row["box_exact_integer_queries"] = box.exact_queries
     if isinstance(truth, np.ndarray):
         Wh = np.asarray(rec.W, dtype=np.float64)
         row["max_abs_error"] = float(np.max(np.abs(Wh - truth)))
@@ -354,6 +366,9 @@ def run_benchmark(
     for d, r in sizes["skeleton_certified"]:
         specs.append(("skeleton", {"kind": "skeleton", "arithmetic": "certified", "d": d,
                                    "r": r}))
+    for d, r in sizes.get("skeleton_certified_fast", []):
+        specs.append(("skeleton", {"kind": "skeleton", "arithmetic": "certified", "d": d,
+                                   "r": r, "box": "fast"}))
     for group, spec in specs:
         spec["seed"] = seed
         row = run_child(spec)
@@ -364,8 +379,8 @@ def run_benchmark(
             row["profiled_peak_rss_mib"] = prof["peak_rss_mib"]  # no certificate built
         goal = FLOAT_GOAL if spec["arithmetic"] == "float" else CERTIFIED_GOAL
         row["goal_met"] = row["overhead_ratio"] <= goal
-        same = ("kind", "arithmetic", "d")
-        data[group] = [r for r in data[group] if any(r.get(k) != row[k] for k in same)]
+        same = ("kind", "arithmetic", "d", "box")
+        data[group] = [r for r in data[group] if any(r.get(k) != row.get(k) for k in same)]
         data[group].append(row)
         data[group].sort(key=lambda r: (r["arithmetic"], r["d"]))
         if out is not None:
@@ -453,12 +468,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=None, help="output folder")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--only", choices=["float", "certified", "skeleton", "skeleton_certified",
+                                      "skeleton_certified_fast",
                                       "skeleton_certified_extrapolated"],
                    action="append", help="run only these groups")
     p.add_argument("--float", type=int, nargs="*", help="float single-head sizes d")
     p.add_argument("--certified", type=int, nargs="*", help="certified single-head sizes d")
     p.add_argument("--skeleton", nargs="*", help="float skeleton sizes as D:R")
     p.add_argument("--skeleton-certified", nargs="*", help="certified skeleton sizes as D:R")
+    p.add_argument("--skeleton-certified-fast", nargs="*",
+                   help="certified skeleton sizes as D:R with the fast certified box "
+                        "(verified_attn.boxes.FastCertifiedHead: the same balls)")
     p.add_argument("--extrapolate", nargs="*",
                    help="certified skeleton sizes D:R predicted from the box's time per query")
     p.add_argument("--profile-max-d", type=int, default=1 << 30,
@@ -488,6 +507,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "skeleton_certified": None
         if args.skeleton_certified is None
         else [_pair(x) for x in args.skeleton_certified],
+        "skeleton_certified_fast": None
+        if args.skeleton_certified_fast is None
+        else [_pair(x) for x in args.skeleton_certified_fast],
         "skeleton_certified_extrapolated": None
         if args.extrapolate is None
         else [_pair(x) for x in args.extrapolate],
