@@ -53,6 +53,8 @@ from verified_attn.probing import apply_exact, measured_array
 
 __all__ = ["SkeletonResult", "skeleton_query_bound", "skeleton_recover"]
 
+#: The phase of the second rank-0 test (a verification phase; see skeleton_recover).
+RANK_CHECK = "rank-check"
 _GENERIC_BITS = 12  # generic probe entries are j / 2^12, |j| <= 2^12: dyadic, in [-1, 1]
 _EPS = float(np.finfo(np.float64).eps)
 
@@ -275,7 +277,32 @@ def skeleton_recover(
                 "residual": rho,
             }
             tests.append(test)
-            if not decide.nonzero(rho, scale, f"the rank-{k} test's residual"):
+            zero = not decide.nonzero(rho, scale, f"the rank-{k} test's residual")
+            if zero and adaptive and k == 0:
+                # "W = 0" from one bilinear sample: u^T W b = 0 also when u lies in W's left
+                # null space (on the 2^-12 grid that has probability about 2^-13 per line
+                # at small d). A second test vector on the same b checks the claim; it is
+                # verification (the learning count stays d + 1). If it is nonzero, W b != 0
+                # and the first test's answer, a true measurement of u^T W b, is reused as
+                # one entry of the column b_1, exactly as a failing test is.
+                u2 = _draw_test_vector(rng, arith, v, v_mag, d)
+                t2 = prober.measure(u2[None, :], b[None, :], RANK_CHECK, verification=True)[0]
+                g2 = coordinates(u2)
+                noise2 = 1e4 * _EPS * (1 + float(np.abs(g2).sum()))
+                check = {"k": k, "u": u2.tolist(), "b": b.tolist(), "measured": t2,
+                         "predicted": pred, "residual": t2 - pred, "phase": RANK_CHECK}
+                tests.append(check)
+                zero = not decide.nonzero(
+                    t2 - pred, max(arith.magnitude(t2), noise2 * v_mag),
+                    f"the rank-{k} check's residual",
+                )
+                check["passed"] = zero
+                if not zero:
+                    notes.append(
+                        "the rank-0 test's u lay in W's left null space (u^T W b = 0); the "
+                        "check with a second test vector showed W b != 0"
+                    )
+            if zero:
                 test["passed"] = True
                 break
             test["passed"] = False
