@@ -215,3 +215,78 @@ def test_certificate_refuses_a_rank_check_that_disagrees() -> None:
     probes[i]["answer"] = first["answer"]
     with pytest.raises(CertificateError, match=rf"answers.probes\[{i}\]"):
         va.verify_certificate(data)
+
+
+# Reused batch buffers (oracle.Scratch) and the compact transcript copy.
+
+
+def test_scratch_reuses_a_buffer_only_when_no_one_holds_it() -> None:
+    from verified_attn.oracle import Scratch
+
+    def address(x: np.ndarray) -> int:
+        return int(x.__array_interface__["data"][0])
+
+    scratch = Scratch()
+    a = scratch.take((4, 3))
+    first = address(a)  # an int: holds no reference to the buffer
+    del a
+    b = scratch.take((2, 3))
+    assert address(b) == first  # free again: reused
+    view = b[1:]
+    del b
+    c = scratch.take((2, 3))  # a view of the last one is still held: a fresh buffer
+    assert address(c) != first and not np.shares_memory(c, view)
+    assert scratch.take((10, 3)).size == 30  # larger than the buffer: grown
+
+
+def _keeping_box(W: np.ndarray, v: np.ndarray, kept: list, copies: list):  # type: ignore[no-untyped-def]
+    def batch_fn(Xs: np.ndarray) -> np.ndarray:
+        kept.append(Xs)  # a box that keeps what it was given (a logger, a cache)
+        copies.append(Xs.copy())
+        s = np.einsum("bnd,bd->bn", Xs, Xs[:, -1, :] @ W.T)
+        e = np.exp(s - s.max(axis=1, keepdims=True))
+        return (e * (Xs @ v)).sum(axis=1) / e.sum(axis=1)
+
+    return batch_fn
+
+
+@pytest.mark.parametrize("record", [None, False])
+def test_a_box_that_keeps_its_batches_finds_them_unchanged(record: bool | None) -> None:
+    # The skeleton builds its batches in a reused buffer: a batch the box kept must never be
+    # overwritten by a later one (the buffer is reused only when no one holds it).
+    model = random_low_rank_head(10, 2, 3, den=4)
+    W, v = model.float_parameters()["W"], model.float_parameters()["v"]
+    kept: list[np.ndarray] = []
+    copies: list[np.ndarray] = []
+    oracle = Oracle.from_callable(
+        lambda X: 0.0, 10, batch_fn=_keeping_box(W, v, kept, copies), record=record,
+        model_class="single-head",
+    )
+    rec = learn_low_rank(oracle)
+    assert rec.rank == 2 and np.abs(np.asarray(rec.W, dtype=float) - W).max() < 1e-9
+    assert len(kept) > 5
+    assert all(np.array_equal(k, c) for k, c in zip(kept, copies, strict=True))
+    if record is None:  # and the transcript holds exactly what the box was asked
+        asked = [X for batch in copies for X in batch]
+        entries = oracle.transcript
+        assert len(entries) == len(asked)
+        assert all(e.raw.dtype == np.float64 and np.array_equal(e.raw, X)
+                   for e, X in zip(entries, asked, strict=True))
+
+
+def test_transcript_copy_is_float32_only_when_that_is_exact() -> None:
+    def vandal(Xs: np.ndarray) -> np.ndarray:
+        out = Xs[:, -1, 0].copy()
+        Xs[...] = 7.0  # writes into its input: the record must not change
+        return out
+
+    oracle = Oracle.from_callable(lambda X: 0.0, 2, batch_fn=vandal, record=True)
+    dyadic = np.array([[[0.5, -3.0], [2.0**-20, 1.0]]])
+    general = np.array([[[0.1, 1e300], [2.0**-149 / 3, 1.0]]])  # not float32-exact
+    oracle.query_many(dyadic.copy(), owned=True)
+    oracle.query_many(general.copy(), owned=True)
+    kinds = [batch.dtype for _, batch, _ in oracle._batches]
+    assert kinds == [np.float32, np.float64]
+    raws = [e.raw for e in oracle.transcript]
+    assert all(r.dtype == np.float64 for r in raws)
+    assert np.array_equal(raws[0], dyadic[0]) and np.array_equal(raws[1], general[0])

@@ -127,15 +127,15 @@ class _Coordinates:
     U^{-1} is integral and u dyadic, so g is on the same grid: it is computed in float
     with a float inverse made once (for the default design from its structure, O(d^2)),
     rounded to the grid, and accepted only if the integer product ``U (2^12 g) == 2^12 u``
-    holds exactly (int64, no overflow at these sizes); otherwise exactly with the rational
-    inverse (made only then).
+    holds exactly (computed in float64, exact below 2^53); otherwise exactly with the
+    rational inverse (made only then).
     """
 
     def __init__(self, U: np.ndarray, design: Any) -> None:
         self.design = design
-        self.U_int = np.asarray(U, dtype=np.float64).astype(np.int64)
+        self.U_f = np.asarray(U, dtype=np.float64)
         self.inv: np.ndarray | None = None
-        if np.array_equal(self.U_int, U) and np.abs(self.U_int).max() <= 1:
+        if np.array_equal(self.U_f, np.round(self.U_f)) and np.abs(self.U_f).max() <= 1:
             fast = design.solve_float(np.eye(len(U)))  # U^{-T}, exactly (0/1 entries)
             self.inv = fast.T if fast is not None else np.linalg.inv(np.asarray(U, np.float64))
 
@@ -147,10 +147,10 @@ class _Coordinates:
         u_grid = _on_grid(u)
         if self.inv is not None and u_grid is not None:
             G = np.round((self.inv @ u) * 2**_GENERIC_BITS)
-            if np.abs(G).max() < 2**40:
-                G_int = G.astype(np.int64)
-                if np.array_equal(self.U_int @ G_int, u_grid):
-                    return G_int.astype(np.float64) / 2**_GENERIC_BITS
+            # U has entries in {-1, 0, 1} and G integer entries: U G in float64 (BLAS) is
+            # exact while d * max |G| < 2^53 (every partial sum is an integer below 2^53).
+            if len(G) * np.abs(G).max() < 2**53 and np.array_equal(self.U_f @ G, u_grid):
+                return G / 2**_GENERIC_BITS + 0.0  # + 0.0: no negative zeros
         return _exact_floats(self.u_inv * _fmpq_mat(u.reshape(-1, 1)))
 
 
