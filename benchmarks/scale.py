@@ -11,18 +11,25 @@ alone. The black box is fast and timed *inside* itself, so the learner's own ove
   256 bits (the box's own time is its ball evaluation; converting the query to an exact
   matrix is the oracle's, i.e. the learner's, side).
 
+- certified skeleton at d = 768 (``--skeleton-certified-fast``): the same exact head behind
+  :class:`verified_attn.boxes.FastCertifiedHead`, which returns the exact head's balls bit
+  for bit but computes the scores with a float64 product proved exact (the rational box
+  takes tens of milliseconds a query there, the fast one about one).
+
 The certificate is built on request, so it is timed separately (build, JSON size, check).
 ``--profile`` adds a cProfile run per size (in another subprocess, so it does not distort
 the timed run) and records the top learner-side costs (the box's own frames excluded;
 NumPy builtins the box calls, such as ``c_einsum``, cannot be told apart and are listed).
-The certified skeleton at d = 768 takes hours of box time, so ``--extrapolate 768:64``
-predicts it from the certified box's measured time per query there and the overhead ratio
-of the largest certified run (``skeleton_certified_extrapolated``). Run from the
-repository root::
+With the rational box the certified skeleton at d = 768 would take hours of box time, so
+``--extrapolate 768:64`` predicts that from the rational box's measured time per query there
+(and times the fast box on the same queries, checking the balls are the same), with the
+overhead ratio of the largest certified run (``skeleton_certified_extrapolated``). Run from
+the repository root::
 
     python benchmarks/scale.py                 # full: float d = 128..1024, certified 32..256,
                                                # skeleton float d = 384, 768, certified
-                                               # d = 128..384, d = 768 predicted (about 1 h)
+                                               # d = 128..384, d = 768 with the fast box
+                                               # (and predicted with the rational one)
     python benchmarks/scale.py --quick         # seconds; tiny sizes
     python benchmarks/scale.py --profile       # + cProfile top costs per size
     python benchmarks/scale.py --skeleton 768:64 --profile --append   # one size, kept with
@@ -74,7 +81,7 @@ FULL = {
     "float": [128, 256, 512, 768, 1024],
     "certified": [32, 64, 128, 256],  # 256: ~10 min, nearly all of it the box's
     "skeleton": [(384, 32), (768, 64)],
-    # d / r = 12 as in the GPT-2-sized head; d = 768 itself is predicted (about 2 h of box)
+    # d / r = 12 as in the GPT-2-sized head; d = 768 with the rational box is predicted
     "skeleton_certified": [(128, 11), (256, 21), (384, 32)],
     # the GPT-2-sized head certified, with the fast box (the same balls as the exact head's)
     "skeleton_certified_fast": [(768, 64)],
@@ -159,18 +166,26 @@ def box_per_query(spec: dict[str, Any]) -> dict[str, Any]:
     """The certified box's own time per skeleton-shaped query [b + u; b] at this d (what a
     run too long to make is extrapolated from): ``n`` answers timed, as in a run."""
     import verified_attn as va
+    from verified_attn.boxes import FastCertifiedHead
     from verified_attn.low_rank.claims import random_low_rank_head
 
     d, r, n = spec["d"], spec["r"], spec.get("n", 24)
-    clock = type("Clock", (_Clock,), {})
-    oracle = va.Oracle(TimedModel(random_low_rank_head(d, r, spec.get("seed", 0), den=3), clock),
-                       "certified", precision=PRECISION)
+    model = random_low_rank_head(d, r, spec.get("seed", 0), den=3)
     rng = np.random.default_rng(1)
     u = rng.integers(0, 2, (n, d)).astype(float)
     b = rng.integers(-4096, 4097, (n, d)) / 4096
-    oracle.query_many(np.stack([b + u, b], axis=1))
+    per_query = {}
+    answers = {}
+    for name, box in (("rational", model), ("fast", FastCertifiedHead(model))):
+        clock = type("Clock", (_Clock,), {})
+        oracle = va.Oracle(TimedModel(box, clock), "certified", precision=PRECISION)
+        answers[name] = oracle.query_many(np.stack([b + u, b], axis=1))
+        per_query[name] = clock.seconds / n
+    same = all(x.mid() == y.mid() and x.rad() == y.rad()
+               for x, y in zip(answers["rational"], answers["fast"], strict=True))
     return {"kind": "certified_box", "d": d, "r": r, "queries": n,
-            "box_seconds_per_query": clock.seconds / n,
+            "box_seconds_per_query": per_query["rational"],
+            "fast_box_seconds_per_query": per_query["fast"], "same_balls": same,
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -180,7 +195,8 @@ def extrapolate(rows: list[dict[str, Any]], probe: dict[str, Any]) -> dict[str, 
     d, r = probe["d"], probe["r"]
     from verified_attn.low_rank.skeleton import skeleton_query_bound
 
-    ran = [x for x in rows if x["arithmetic"] == "certified"]
+    ran = [x for x in rows  # runs with the same (rational) box as the prediction
+           if x["arithmetic"] == "certified" and x.get("box", "rational") == "rational"]
     last = max(ran, key=lambda x: x["d"]) if ran else None
     queries = skeleton_query_bound(d, r) + 8
     box = queries * probe["box_seconds_per_query"]
@@ -188,6 +204,8 @@ def extrapolate(rows: list[dict[str, Any]], probe: dict[str, Any]) -> dict[str, 
     return {
         "d": d, "r": r, "queries_at_least": queries,
         "box_seconds_per_query": probe["box_seconds_per_query"],
+        "fast_box_seconds_per_query": probe.get("fast_box_seconds_per_query"),
+        "fast_box_same_balls": probe.get("same_balls"),
         "predicted_box_seconds": box,
         "overhead_ratio_used": ratio, "overhead_ratio_from_d": last["d"] if last else None,
         "predicted_seconds": None if ratio is None else box * (1 + ratio),
@@ -301,6 +319,8 @@ def _top_costs(profiler: cProfile.Profile, top: int = 12) -> list[dict[str, Any]
             continue  # the timed box itself
         if "models.py" in filename and func in ("_evaluate_rational", "evaluate_rational"):
             continue  # the certified box's ball evaluation
+        if filename.endswith("boxes.py"):
+            continue  # the fast certified box's own work (its NumPy calls cannot be told apart)
         where = f"{Path(filename).name}:{line}({func})" if line else func
         rows.append({"function": where, "calls": calls, "tottime": round(tottime, 3),
                      "cumtime": round(cumtime, 3)})

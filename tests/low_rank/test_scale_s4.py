@@ -86,13 +86,17 @@ class _UncheckedBox(FastCertifiedHead):
         return [int(x) for x in F @ y], [int(x) for x in F @ self._v_float]
 
 
+def _balls(box: FastCertifiedHead, head: SingleHeadAttention, Xq: flint.fmpq_mat) -> tuple:
+    """The box's and the exact head's 256-bit balls for the query Xq."""
+    arith = get_arithmetic("certified", 256)
+    with arith.context():
+        return box.evaluate_rational(Xq, arith), head.evaluate_rational(Xq, arith)
+
+
 def test_fast_box_falls_back_where_float64_would_round() -> None:
     head, Xq, true_scores = _adversarial()
-    arith = get_arithmetic("certified", 256)
     box = FastCertifiedHead(head)
-    with arith.context():
-        right = box.evaluate_rational(Xq, arith)
-        exact = head.evaluate_rational(Xq, arith)
+    right, exact = _balls(box, head, Xq)
     assert box.exact_queries == 1 and box.fast_queries == 0
     assert _fractions(box.scores_and_values(Xq)[0]) == true_scores
     assert _same_ball(right, exact)
@@ -102,11 +106,8 @@ def test_fast_box_without_its_exactness_check_is_wrong_on_the_adversarial_instan
     # The check can fail: without it the score is off by 2^-52 and the 256-bit ball misses
     # the true value (it does not even overlap the exact head's ball, which contains it).
     head, Xq, true_scores = _adversarial()
-    arith = get_arithmetic("certified", 256)
     wrong = _UncheckedBox(head)
-    with arith.context():
-        bad = wrong.evaluate_rational(Xq, arith)
-        exact = head.evaluate_rational(Xq, arith)
+    bad, exact = _balls(wrong, head, Xq)
     assert _fractions(wrong.scores_and_values(Xq)[0]) != true_scores
     assert not bad.overlaps(exact)
 
