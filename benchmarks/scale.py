@@ -288,6 +288,8 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         row["relative_error"] = float(np.linalg.norm(Wh - truth) / np.linalg.norm(truth))
     else:
         row["equal"] = bool(rec.exact and rec.W == truth.W and rec.v == truth.v)
+        if not rec.exact:  # balls: do they contain the true rationals, and how wide are they?
+            row.update(_ball_check(rec, truth))
     if spec.get("certificate"):
         t1 = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:
@@ -308,6 +310,23 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         row["profile_top"] = _top_costs(profiler)
     row["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return row
+
+
+def _ball_check(rec: Any, model: Any) -> dict[str, Any]:
+    """Whether every learned ball of W and v contains the true rational, and the widest."""
+    import flint
+
+    prec = flint.ctx.prec
+    flint.ctx.prec = 4 * PRECISION  # the true rationals as balls far narrower than ours
+    try:
+        pairs = [(x, y) for x, y in zip(np.ravel(np.asarray(rec.W, dtype=object)),
+                                         list(model.W), strict=True)]
+        pairs += list(zip(np.ravel(np.asarray(rec.v, dtype=object)), list(model.v), strict=True))
+        inside = all(b.contains(flint.arb(flint.fmpq(int(q.p), int(q.q)))) for b, q in pairs)
+        widest = max(float(b.rad()) for b, _ in pairs)
+    finally:
+        flint.ctx.prec = prec
+    return {"balls_contain_truth": inside, "max_ball_radius": widest}
 
 
 def _top_costs(profiler: cProfile.Profile, top: int = 12) -> list[dict[str, Any]]:

@@ -127,6 +127,7 @@ class Prober:
     _known: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
     _known_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64), repr=False)
     _dots_f: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
+    _dots_exact: dict[int, Any] = field(default_factory=dict, repr=False)  # by vector index
     # Reused buffers for the float batches (see oracle.Scratch: reused only when free).
     _scratch: Scratch = field(default_factory=Scratch, repr=False)
     _gather_u: Scratch = field(default_factory=Scratch, repr=False)
@@ -324,8 +325,10 @@ class Prober:
             return self._measure_float(us, bs, n, phase, verification, _ids)
         us_given, bs_given = us, bs
         us, bs = np.broadcast_to(us, (n, us.shape[-1])), np.broadcast_to(bs, (n, bs.shape[-1]))
-        uv = self._dots(us)
-        bv = self._dots(bs)
+        if _ids is not None:  # vectors of the table: x^T v once per vector, not per call
+            uv, bv = self._dots_of(_ids[0], n), self._dots_of(_ids[1], n)
+        else:
+            uv, bv = self._dots(us), self._dots(bs)
         scales = [Fraction(1)] * n
         with self.oracle.phase(phase, verification=verification):
             answers = self.oracle.query_many(np.stack([bs + us, bs], axis=1), owned=True)
@@ -430,6 +433,18 @@ class Prober:
                 verification,
             )
         )
+
+    def _dots_of(self, ids: np.ndarray, n: int) -> list[Any]:
+        """x^T v for the table vectors with these indices (one index shared by n probes),
+        each computed once per prober (the design columns recur in every column)."""
+        cache = self._dots_exact
+        out = []
+        for k in np.broadcast_to(ids, (n,)).tolist():
+            val = cache.get(k)
+            if val is None:
+                val = cache[k] = dot(self.arith, self.vectors[k], self.v)
+            out.append(val)
+        return out
 
     def _dots(self, xs: np.ndarray) -> list[Any]:
         """x_k^T v for every row, computed once per distinct row (rows repeat)."""
