@@ -460,16 +460,19 @@ def plot(data: dict[str, Any], out: Path) -> list[str]:
         ax1.plot(ds, [r["box_seconds"] for r in rows], marker=marker, linestyle="--",
                  label=f"{arith}: inside the box")
         ax2.plot(ds, [r["peak_rss_mib"] for r in rows], marker=marker, label=arith)
-    for arith, color in (("float", "tab:purple"), ("certified", "tab:brown")):
-        rows = sorted((r for r in data["skeleton"] if r["arithmetic"] == arith),
+    for arith, box, color in (("float", None, "tab:purple"), ("certified", "rational", "tab:brown"),
+                              ("certified", "fast", "tab:olive")):
+        rows = sorted((r for r in data["skeleton"] if r["arithmetic"] == arith
+                       and (box is None or r.get("box", "rational") == box)),
                       key=lambda r: r["d"])
         if not rows:
             continue
         ds = [r["d"] for r in rows]
-        label = f"skeleton {arith} (" + ", ".join(f"r={r['r']}" for r in rows) + ")"
+        kind = arith if box is None else f"{arith}, {box} box"
+        label = f"skeleton {kind} (" + ", ".join(f"r={r['r']}" for r in rows) + ")"
         ax1.plot(ds, [r["seconds"] for r in rows], marker="*", ms=10, color=color, label=label)
         ax1.plot(ds, [r["box_seconds"] for r in rows], marker="*", ms=8, ls="--", color=color,
-                 label=f"skeleton {arith}: inside the box")
+                 label=f"skeleton {kind}: inside the box")
         ax2.plot(ds, [r["peak_rss_mib"] for r in rows], marker="*", ms=10, color=color,
                  label=label + (": with its certificate built and checked"
                                 if any("certificate_bytes" in r for r in rows) else ""))
@@ -477,12 +480,13 @@ def plot(data: dict[str, Any], out: Path) -> list[str]:
         if alone:  # the profiled run builds no certificate: the learner's own peak
             ax2.plot([r["d"] for r in alone], [r["profiled_peak_rss_mib"] for r in alone],
                      marker="*", ms=8, ls="--", color=color,
-                     label=f"skeleton {arith}: learning only (no certificate)")
+                     label=f"skeleton {kind}: learning only (no certificate)")
     for r in data.get("skeleton_certified_extrapolated", []):
         if r.get("predicted_seconds"):
             ax1.scatter([r["d"]], [r["predicted_seconds"]], marker="*", s=140,
                         facecolors="none", edgecolors="tab:brown",
-                        label=f"skeleton certified d={r['d']} r={r['r']}: predicted, not run")
+                        label=f"skeleton certified d={r['d']} r={r['r']}, rational box: "
+                              "predicted, not run")
     for ax in (ax1, ax2):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")

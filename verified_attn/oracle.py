@@ -49,7 +49,7 @@ __all__ = ["Oracle", "QueryCounts", "Run", "TranscriptEntry"]
 _FLOAT_CHUNK = 1 << 14  # sequences per vectorised batch: bounds memory at large d
 
 
-_AUTO_RECORD_NUMBERS = 1 << 25  # record=None keeps at most this many query entries (~256 MB)
+_AUTO_RECORD_NUMBERS = 1 << 25  # record=None keeps at most this many query entries (<= 256 MB)
 
 
 class Scratch:
@@ -261,7 +261,7 @@ class Oracle:
         # Recorded batches (phase, queries, answers), expanded into entries on request: a
         # TranscriptEntry per query costs more than a fast box's answer at large d.
         self._batches: list[tuple[str, Sequence[Any], list[Any]]] = []
-        self._scratch = Scratch()  # the black box's copies of recorded batches
+        self._scratch = Scratch()  # the box's copies of batches not handed over (owned)
 
     # -- bookkeeping -----------------------------------------------------------------
     @property

@@ -166,7 +166,11 @@ def test_left_null_instance_really_has_the_first_test_vector_in_its_left_null_sp
 
     drawn: list[np.ndarray] = []
     draw = skeleton._draw_test_vector
-    monkeypatch.setattr(skeleton, "_draw_test_vector", lambda *a: drawn.append(draw(*a)) or drawn[-1])
+    def spy(*args: object) -> np.ndarray:
+        drawn.append(draw(*args))
+        return drawn[-1]
+
+    monkeypatch.setattr(skeleton, "_draw_test_vector", spy)
     learn_low_rank(Oracle(SingleHeadAttention(LEFT_NULL_W, LEFT_NULL_V), "exact"), seed=0)
     assert drawn[0].tolist() == [91 / 4096, -1886 / 4096]
     assert (drawn[0] @ np.array(LEFT_NULL_W)).tolist() == [0.0, 0.0]
@@ -240,7 +244,7 @@ def test_scratch_reuses_a_buffer_only_when_no_one_holds_it() -> None:
     assert scratch.take((10, 3)).size == 30  # larger than the buffer: grown
 
 
-def _keeping_box(W: np.ndarray, v: np.ndarray, kept: list, copies: list):  # type: ignore[no-untyped-def]
+def _keeping_box(W: np.ndarray, v: np.ndarray, kept: list, copies: list):  # type: ignore
     def batch_fn(Xs: np.ndarray) -> np.ndarray:
         kept.append(Xs)  # a box that keeps what it was given (a logger, a cache)
         copies.append(Xs.copy())
