@@ -33,7 +33,9 @@ of at most r + 1 unknowns, so the check stays cheap at large d), then
 the stored next column ``next_b`` are the rank checks: each must agree with the claimed W
 (exact ``==``, certified overlap, float ``|m - u^T W b| <= rank_tol * scale``, the scale
 ``max(|m|, sum |u_i| |W_ij| |b_j|, 1e4 eps (1 + ||U^{-1} u||_1) max |v|)``). With the rank
-given, those checks are the declared verification phase ``rank``. (U, B and S are only the
+given, those checks are the declared verification phase ``rank``; probes in the phase
+``rank-check`` (the learner's second test of a rank-0 claim, always verification) are
+checks too, whatever their column. (U, B and S are only the
 coordinates the cross is solved in: any that the stored probes determine give the same W,
 so the checker needs no trust in them.)
 
