@@ -80,6 +80,7 @@ from verified_attn.certificates.kernel import (
 )
 from verified_attn.errors import CertificateError, VerifiedAttnError
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
+from verified_attn.multi_head.float_pilot import pilot_rounds
 from verified_attn.rational_interpolation import interpolate, poles, to_arb
 from verified_attn.verification import agree, float_floor
 
@@ -141,19 +142,28 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
     npairs = d * ncols + d - 1
     ties = _ties(data, d, ncols)
     if arith.name == "float":
-        # The float path's own design: per pair 2 H0 grid ratios plus the redundant ones.
+        # The float path's own design: per pair 2 H0 grid ratios plus the redundant ones;
+        # the first u-group's pairs in the pilot phase, with the pilot's discarded rounds.
         extra = _float_redundancy(H0)
-        phases = {"F(0)": ncols, "F(t)": npairs * 2 * H0}
+        per_pair = 2 * H0 + extra
+        rounds = 1 + _float_pilot(data, arith, d, H0, affine, ncols, per_pair)
+        phases = {
+            "F(0)": ncols,
+            "pilot": rounds * ncols * per_pair,
+            "F(t)": (npairs - ncols) * 2 * H0,
+        }
         if extra:
-            phases["redundancy"] = npairs * extra
+            phases["redundancy"] = (npairs - ncols) * extra
     else:
         phases = {"F(0)": ncols, "F(k)": npairs * 2 * H0}
     if ties:
         phases["tie links"] = len(ties)
     learning = sum(phases.values())
-    bound = _limit(d, H0, affine) + (
-        (npairs * _float_redundancy(H0)) if arith.name == "float" else 0
-    )
+    bound = _limit(d, H0, affine)
+    if arith.name == "float":
+        per_pair = 2 * H0 + _float_redundancy(H0)
+        bound += npairs * _float_redundancy(H0)
+        bound += (pilot_rounds(d, H0, affine) - 1) * ncols * per_pair
     q = check_counts(data, learning=learning, bound=bound, phases=phases)
     extra = set(q["by_phase"]) - {*phases, "verify"}
     if extra:
@@ -602,6 +612,35 @@ def _float_fit(
         f"{len(claimed)} heads reproduce all {len(seqs)} stored learning answers to rtol "
         f"{arith.rtol:g} (max relative gap {worst:.2e})"
     )
+
+
+def _float_pilot(
+    data: dict[str, Any],
+    arith: Arithmetic,
+    d: int,
+    H0: int,
+    affine: bool,
+    ncols: int,
+    per_pair: int,
+) -> int:
+    """design.pilot: the float pilot's discarded rounds (scale, u_1, answers), at most
+    ``pilot_rounds - 1`` of them; their number. design.u_scale: the kept scale, positive."""
+    raw = get(data, "design.pilot")
+    if not isinstance(raw, list) or len(raw) > pilot_rounds(d, H0, affine) - 1:
+        raise CertificateError(
+            f"design.pilot must list at most {pilot_rounds(d, H0, affine) - 1} discarded "
+            "rounds of the float pilot"
+        )
+    for i, row in enumerate(raw):
+        path = f"design.pilot[{i}]"
+        if not number(get(row, "scale"), f"{path}.scale", arith) > 0:
+            raise CertificateError(f"{path}.scale must be positive")
+        numbers(get(row, "u"), f"{path}.u", arith, d)
+        for r, ans in enumerate(as_list(get(row, "answers"), f"{path}.answers", ncols)):
+            numbers(ans, f"{path}.answers[{r}]", arith, per_pair)
+    if not number(get(data, "design.u_scale"), "design.u_scale", arith) > 0:
+        raise CertificateError("design.u_scale must be positive")
+    return len(raw)
 
 
 def _float_sequence(u: np.ndarray, b: np.ndarray, k: int, m: int = 1) -> np.ndarray:

@@ -51,6 +51,7 @@ from verified_attn.multi_head.float_fit import (
     sigma_min_groups,
     transposition_starts,
 )
+from verified_attn.multi_head.float_pilot import next_scale, pilot_rounds
 from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.recovery import MultiHeadRecovery
 from verified_attn.serialize import dump_number
@@ -135,8 +136,8 @@ def _float_ratios(H: int) -> tuple[tuple[int, int], ...]:
 
 
 def float_query_bound(d: int, H: int, *, affine: bool = False) -> int:
-    """The float path's count without ties: the F(0) probes, then per pair 2H grid ratios
-    and ``redundancy(H)`` redundant samples.
+    """The float path's count without ties or a rescaling pilot: the F(0) probes, then per
+    pair 2H grid ratios and ``redundancy(H)`` redundant samples.
 
     >>> float_query_bound(8, 6), float_query_bound(3, 2, affine=True)
     (931, 74)
@@ -146,19 +147,50 @@ def float_query_bound(d: int, H: int, *, affine: bool = False) -> int:
     return ncols + npairs * (2 * H + redundancy(H))
 
 
-def float_query_limit(d: int, H: int, *, affine: bool = False) -> int:
-    """The float path's worst case: :func:`float_query_bound` plus one tie link per grid
-    pair with j > 1 (as in exact mode)."""
+def base_query_limit(d: int, H: int, *, affine: bool = False) -> int:
+    """:func:`float_query_bound` plus one tie link per grid pair with j > 1 (as in exact
+    mode): the worst case of a box the pilot keeps at the design scale.
+
+    >>> base_query_limit(8, 6)
+    987
+    """
     ties = d * d if affine else d * (d - 1)
     return float_query_bound(d, H, affine=affine) + (ties if H >= 2 else 0)
 
 
+def float_query_limit(d: int, H: int, *, affine: bool = False) -> int:
+    """The float path's worst case: :func:`base_query_limit` plus the pilot's discarded
+    rounds, each the first u-group's ``ncols (2H + redundancy(H))`` queries
+    (:func:`~.float_pilot.pilot_rounds` - 1 of them at most, so that the limit stays at most
+    the follow-up's ``4Hd^2 - 2H + 1`` wherever :func:`base_query_limit` does).
+
+    >>> float_query_limit(8, 6), float_query_limit(8, 6) < 4 * 6 * 8**2 - 2 * 6 + 1
+    (1195, True)
+    """
+    group = (d + (1 if affine else 0)) * (2 * H + redundancy(H))
+    extra = (pilot_rounds(d, H, affine) - 1) * group
+    return base_query_limit(d, H, affine=affine) + extra
+
+
+def design_pairs(U: np.ndarray, ncols: int) -> list[tuple[np.ndarray, int]]:
+    """The pairs of the float design: ``(u_k, b_j)`` row by row, then the halved links
+    ``((u_1 + u_k)/2, b_1)``; the first u-group (the pilot's) is the first ``ncols``.
+
+    >>> [j for _, j in design_pairs(np.eye(2), 2)]
+    [0, 1, 0, 1, 0]
+    """
+    d = U.shape[0]
+    pairs = [(U[k], j) for k in range(d) for j in range(ncols)]
+    return pairs + [((U[0] + U[k]) / 2, 0) for k in range(1, d)]  # halved links
+
+
 def float_design(
-    d: int, seed: int, affine: bool
+    d: int, seed: int, affine: bool, scale: float = 1.0
 ) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, int]]]:
     """The float design: orthogonal probe bases (seeded), u rows of norm
     ``_U_NORM * d^(1/4)``, b rows of norm ``_B_NORM * d^(1/4)``; pairs as in exact mode
-    with halved links ``((u_1 + u_k)/2, b_1)``.
+    with halved links ``((u_1 + u_k)/2, b_1)``. ``scale`` multiplies every u row (the
+    pilot's factor, :mod:`.float_pilot`).
 
     Orthogonal bases make ``U^-1`` and ``M^-1`` (which carry the score errors into W)
     as well conditioned as a basis can be; the norms put the scores of heads with
@@ -175,7 +207,7 @@ def float_design(
         q, r = np.linalg.qr(rng.standard_normal((n, n)))
         return q * np.sign(np.diag(r))[None, :]
 
-    Uf = orthogonal(d) * (_U_NORM * d**0.25)
+    Uf = orthogonal(d) * (_U_NORM * d**0.25 * scale)
     Bf = orthogonal(d) * (_B_NORM * d**0.25)
     if affine:
         # A generic b_0 (not 0: there the scores are u^T c_h, equal for heads sharing c).
@@ -187,9 +219,7 @@ def float_design(
             if np.linalg.cond(M) <= 100.0 * d:
                 break
         Bf = np.vstack([Bf, b0])
-    pairs = [(Uf[k], j) for k in range(d) for j in range(len(Bf))]
-    pairs += [((Uf[0] + Uf[k]) / 2, 0) for k in range(1, d)]  # halved links
-    return Uf, Bf, pairs
+    return Uf, Bf, design_pairs(Uf, len(Bf))
 
 
 def random_float_box(d: int, H: int, seed: int) -> MultiHeadAttention:
@@ -777,12 +807,77 @@ def learning_sequences(
     U: np.ndarray, B: np.ndarray, affine: bool, H: int
 ) -> tuple[list[np.ndarray], list[tuple[np.ndarray, int]]]:
     """The F(0) queries [b_j], then per pair (u, b_j) the queries of :func:`float_ratios`."""
-    d = U.shape[0]
-    pairs = [(U[k], j) for k in range(d) for j in range(len(B))]
-    pairs += [((U[0] + U[k]) / 2, 0) for k in range(1, d)]
+    pairs = design_pairs(U, len(B))
     seqs = [B[j][None, :] for j in range(len(B))]
     seqs += [float_sequence(u, B[j], k, m) for u, j in pairs for k, m in float_ratios(H)]
     return seqs, pairs
+
+
+def _pilot(
+    oracle: Oracle,
+    f0: np.ndarray,
+    ratios: Sequence[tuple[int, int]],
+    H: int,
+    seed: int,
+    affine: bool,
+) -> tuple[float, np.ndarray, list[dict[str, Any]]]:
+    """The pilot (phase ``"pilot"``, :mod:`.float_pilot`): the first u-group's queries at
+    the design scale; while their single-pair scores ask for another u scale (and rounds
+    are left), the same queries again at that scale. Returns the kept scale, the kept
+    round's answers (the first group's, ``(ncols, len(ratios))``) and the discarded rounds
+    (their scale, u_1 and answers, for the certificate)."""
+    d = oracle.d
+    t0 = np.array([0.0] + [k / m for k, m in ratios])
+    rounds = pilot_rounds(d, H, affine)
+    scale, discarded = 1.0, []
+    with oracle.phase("pilot"):
+        for i in range(rounds):
+            U, B, _ = float_design(d, seed, affine, scale)
+            seqs = [float_sequence(U[0], b, k, m) for b in B for k, m in ratios]
+            got = np.array(oracle.query_many(seqs), dtype=np.float64).reshape(len(B), -1)
+            if i == rounds - 1:
+                break
+            scores = [
+                [s for s, _ in _float_poles(t0, np.concatenate([[f0[j]], got[j]]), H)]
+                for j in range(len(B))
+            ]
+            new = next_scale(np.array(scores), scale)
+            if new is None:
+                break
+            discarded.append({"scale": scale, "u": U[0].tolist(), "answers": got.tolist()})
+            scale = new
+    return scale, got, discarded
+
+
+def _not_reproduced(
+    exc: ModelClassMismatch,
+    where: str,
+    H: int,
+    arith: Arithmetic,
+    estimate: float,
+    figure: str,
+) -> PrecisionExhausted:
+    """The refusal after the fitted heads miss an answer of the box (learning or fresh).
+
+    >>> e = ModelClassMismatch("miss", query=np.zeros((3, 2)), observed=1.0, expected=1.5)
+    >>> from verified_attn.arithmetic import FloatArithmetic
+    >>> str(_not_reproduced(e, "a fresh sequence", 2, FloatArithmetic(), 1e-9, "s 1"))[:60]
+    'the fitted 2 heads do not reproduce the box on a fresh seque'
+    """
+    query = np.asarray(exc.query) if exc.query is not None else None
+    length = f" of length {query.shape[0]}" if query is not None and query.ndim == 2 else ""
+    try:
+        obs, exp = float(exc.observed), float(exc.expected)
+        gap = f"relative gap {abs(obs - exp) / max(1.0, abs(obs)):.2e}"
+    except (TypeError, ValueError):
+        gap = "a gap"
+    return PrecisionExhausted(
+        f"the fitted {H} heads do not reproduce the box on {where}{length} ({gap} > rtol "
+        f"{arith.rtol:g}): the pooled fit converged to wrong heads or is too ill-conditioned "
+        f"for a {box_precision(arith)} box (first-order parameter error estimate "
+        f"{estimate:.2e}, {figure}); the answers do not show the box is outside the class; "
+        "rerun with another seed"
+    )
 
 
 def learn_float(
@@ -804,21 +899,29 @@ def learn_float(
     tie_answers: list[dict[str, Any]] = []
     with oracle.run() as run:
         d = oracle.d
-        U, B, pairs = float_design(d, seed, affine)
+        U, B, _ = float_design(d, seed, affine)
+        ncols = len(B)
         with oracle.phase("F(0)"):
             f0 = np.array(oracle.query_many(B[:, None, :]), dtype=np.float64)
+        scale, first, discarded = _pilot(oracle, f0, ratios, H, seed, affine)
+        U, B, pairs = float_design(d, seed, affine, scale)
+        rest = pairs[ncols:]  # the first u-group's answers are the pilot's kept round
         with oracle.phase("F(t)"):
-            seqs = [float_sequence(u, B[j], k, m) for u, j in pairs for k, m in ratios[:n_grid]]
+            seqs = [float_sequence(u, B[j], k, m) for u, j in rest for k, m in ratios[:n_grid]]
             grid_ans = np.array(oracle.query_many(seqs), dtype=np.float64)
         extra_ans = np.zeros(0)
         if n_extra:
             with oracle.phase("redundancy"):
-                seqs = [float_sequence(u, B[j], k, m) for u, j in pairs for k, m in ratios[n_grid:]]
+                seqs = [float_sequence(u, B[j], k, m) for u, j in rest for k, m in ratios[n_grid:]]
                 extra_ans = np.array(oracle.query_many(seqs), dtype=np.float64)
-        ans = np.hstack(
-            [grid_ans.reshape(len(pairs), n_grid), extra_ans.reshape(len(pairs), n_extra)]
+        ans = np.vstack(
+            [
+                first,
+                np.hstack(
+                    [grid_ans.reshape(len(rest), n_grid), extra_ans.reshape(len(rest), n_extra)]
+                ),
+            ]
         )
-        ncols = len(B)
 
         def ask_ties(kj: list[tuple[int, int]]) -> list[float]:
             seqs = [float_sequence(U[k], (B[0] + B[j]) / 2, 1) for k, j in kj]
@@ -864,20 +967,29 @@ def learn_float(
             candidate = MultiHeadAttention(
                 [tuple(x.tolist() for x in hd) for hd in heads], beta=beta
             )
-            _check_learning_fit(oracle.arithmetic, candidate, f0, ans, tie_answers, U, B, H, affine)
-            checked = (
-                verify_model(
-                    oracle,
-                    candidate,
-                    count=verify,
-                    seed=seed,
-                    lengths=lengths,
-                    bias=beta if affine else 0.0,
-                    what="the recovered canonical heads",
+            try:
+                where = "a learning query"
+                _check_learning_fit(
+                    oracle.arithmetic, candidate, f0, ans, tie_answers, U, B, H, affine
                 )
-                if verify
-                else None
-            )
+                where = "a fresh sequence"
+                checked = (
+                    verify_model(
+                        oracle,
+                        candidate,
+                        count=verify,
+                        seed=seed,
+                        lengths=lengths,
+                        bias=beta if affine else 0.0,
+                        what="the recovered canonical heads",
+                    )
+                    if verify
+                    else None
+                )
+            except ModelClassMismatch as exc:
+                # One miss shows the fit is wrong, not that the box is outside the class:
+                # that needs a residual no H-head fit can remove (too_few_heads_float).
+                raise _not_reproduced(exc, where, H, oracle.arithmetic, estimate, figure) from exc
         except (ModelClassMismatch, PrecisionExhausted) as exc:
             if not ambiguous:
                 raise
@@ -899,9 +1011,12 @@ def learn_float(
     ties = counts.by_phase.get("tie links", 0)
     rtol = oracle.arithmetic.rtol
     extra = counts.by_phase.get("redundancy", 0)
+    pilot = counts.by_phase.get("pilot", 0)
     notes = [
-        f"canonical method (float ratio grid): {counts.learning} learning queries ({extra} "
-        f"redundant, {ties} tie links), <= {bound} (without ties "
+        f"canonical method (float ratio grid): {counts.learning} learning queries ({pilot} "
+        f"pilot, the first u-group's, {len(discarded)} rescaling rounds discarded, u scale "
+        f"{scale:.4g}; {extra} redundant, {ties} tie links), <= {bound} (without ties or "
+        "rescaling "
         f"{float_query_bound(oracle.d, H, affine=affine)}; the follow-up's 4Hd^2 - 2H + 1 = "
         f"{follow_up_query_bound(oracle.d, H)}); float64 decoding, every learning answer "
         f"reproduced at rtol {rtol:g}",
@@ -914,7 +1029,14 @@ def learn_float(
         oracle.arithmetic,
         U,
         B,
-        {"F0": list(f0), "F": ans.tolist(), "ties": tie_answers, "ratios": ratios},
+        {
+            "F0": list(f0),
+            "F": ans.tolist(),
+            "ties": tie_answers,
+            "ratios": ratios,
+            "pilot": discarded,
+            "scale": scale,
+        },
         heads,
         beta,
         H,
@@ -1101,6 +1223,16 @@ def _certificate_data(
                 "U": [[dump_number(float(x)) for x in row] for row in U],
                 "B": [[dump_number(float(x)) for x in row] for row in B],
                 "ratios": [[k, m] for k, m in answers["ratios"]],
+                "u_scale": dump_number(float(answers["scale"])),
+                # The pilot's discarded rounds: counted, kept for the record (not decoded).
+                "pilot": [
+                    {
+                        "scale": dump_number(float(p["scale"])),
+                        "u": [dump_number(float(x)) for x in p["u"]],
+                        "answers": [[dump_number(float(a)) for a in row] for row in p["answers"]],
+                    }
+                    for p in answers["pilot"]
+                ],
             },
             "answers": {
                 "F0": [dump_number(float(a)) for a in answers["F0"]],
