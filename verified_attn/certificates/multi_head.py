@@ -143,17 +143,17 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
     ties = _ties(data, d, ncols)
     if arith.name == "float":
         # The float path's own design: per pair 2 H0 grid ratios plus the redundant ones;
-        # the first u-group's pairs in the pilot phase, with the pilot's discarded rounds.
+        # the d pilot pairs (u_k, b_k) in the pilot phase, with the pilot's discarded rounds.
         extra = _float_redundancy(H0)
         per_pair = 2 * H0 + extra
-        rounds = 1 + _float_pilot(data, arith, d, H0, affine, ncols, per_pair)
+        rounds = 1 + _float_pilot(data, arith, d, H0, affine, per_pair)
         phases = {
             "F(0)": ncols,
-            "pilot": rounds * ncols * per_pair,
-            "F(t)": (npairs - ncols) * 2 * H0,
+            "pilot": rounds * d * per_pair,
+            "F(t)": (npairs - d) * 2 * H0,
         }
         if extra:
-            phases["redundancy"] = (npairs - ncols) * extra
+            phases["redundancy"] = (npairs - d) * extra
     else:
         phases = {"F(0)": ncols, "F(k)": npairs * 2 * H0}
     if ties:
@@ -163,7 +163,7 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
     if arith.name == "float":
         per_pair = 2 * H0 + _float_redundancy(H0)
         bound += npairs * _float_redundancy(H0)
-        bound += (pilot_rounds(d, H0, affine) - 1) * ncols * per_pair
+        bound += (pilot_rounds(d, H0, affine) - 1) * d * per_pair
     q = check_counts(data, learning=learning, bound=bound, phases=phases)
     extra = set(q["by_phase"]) - {*phases, "verify"}
     if extra:
@@ -620,10 +620,9 @@ def _float_pilot(
     d: int,
     H0: int,
     affine: bool,
-    ncols: int,
     per_pair: int,
 ) -> int:
-    """design.pilot: the float pilot's discarded rounds (scale, u_1, answers), at most
+    """design.pilot: the float pilot's discarded rounds (scale, answers of its d pairs), at most
     ``pilot_rounds - 1`` of them; their number. design.u_scale: the kept scale, positive."""
     raw = get(data, "design.pilot")
     if not isinstance(raw, list) or len(raw) > pilot_rounds(d, H0, affine) - 1:
@@ -635,8 +634,7 @@ def _float_pilot(
         path = f"design.pilot[{i}]"
         if not number(get(row, "scale"), f"{path}.scale", arith) > 0:
             raise CertificateError(f"{path}.scale must be positive")
-        numbers(get(row, "u"), f"{path}.u", arith, d)
-        for r, ans in enumerate(as_list(get(row, "answers"), f"{path}.answers", ncols)):
+        for r, ans in enumerate(as_list(get(row, "answers"), f"{path}.answers", d)):
             numbers(ans, f"{path}.answers[{r}]", arith, per_pair)
     if not number(get(data, "design.u_scale"), "design.u_scale", arith) > 0:
         raise CertificateError("design.u_scale must be positive")

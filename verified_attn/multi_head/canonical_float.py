@@ -160,21 +160,20 @@ def base_query_limit(d: int, H: int, *, affine: bool = False) -> int:
 
 def float_query_limit(d: int, H: int, *, affine: bool = False) -> int:
     """The float path's worst case: :func:`base_query_limit` plus the pilot's discarded
-    rounds, each the first u-group's ``ncols (2H + redundancy(H))`` queries
+    rounds, each the ``d`` pilot pairs' ``d (2H + redundancy(H))`` queries
     (:func:`~.float_pilot.pilot_rounds` - 1 of them at most, so that the limit stays at most
     the follow-up's ``4Hd^2 - 2H + 1`` wherever :func:`base_query_limit` does).
 
     >>> float_query_limit(8, 6), float_query_limit(8, 6) < 4 * 6 * 8**2 - 2 * 6 + 1
     (1195, True)
     """
-    group = (d + (1 if affine else 0)) * (2 * H + redundancy(H))
-    extra = (pilot_rounds(d, H, affine) - 1) * group
+    extra = (pilot_rounds(d, H, affine) - 1) * d * (2 * H + redundancy(H))
     return base_query_limit(d, H, affine=affine) + extra
 
 
 def design_pairs(U: np.ndarray, ncols: int) -> list[tuple[np.ndarray, int]]:
     """The pairs of the float design: ``(u_k, b_j)`` row by row, then the halved links
-    ``((u_1 + u_k)/2, b_1)``; the first u-group (the pilot's) is the first ``ncols``.
+    ``((u_1 + u_k)/2, b_1)``.
 
     >>> [j for _, j in design_pairs(np.eye(2), 2)]
     [0, 1, 0, 1, 0]
@@ -813,6 +812,17 @@ def learning_sequences(
     return seqs, pairs
 
 
+def pilot_pairs(d: int, ncols: int) -> list[int]:
+    """The pilot's pairs, as indices into :func:`design_pairs`: ``(u_k, b_k)``, one per
+    u-group, so that its scores sample d different u and b (one u-group's scores share
+    ``u_1^T c_h``, and misjudge an affine box's spread by up to 2x).
+
+    >>> pilot_pairs(3, 4)
+    [0, 5, 10]
+    """
+    return [k * ncols + k for k in range(d)]
+
+
 def _pilot(
     oracle: Oracle,
     f0: np.ndarray,
@@ -821,30 +831,31 @@ def _pilot(
     seed: int,
     affine: bool,
 ) -> tuple[float, np.ndarray, list[dict[str, Any]]]:
-    """The pilot (phase ``"pilot"``, :mod:`.float_pilot`): the first u-group's queries at
-    the design scale; while their single-pair scores ask for another u scale (and rounds
+    """The pilot (phase ``"pilot"``, :mod:`.float_pilot`): the :func:`pilot_pairs`' queries
+    at the design scale; while their single-pair scores ask for another u scale (and rounds
     are left), the same queries again at that scale. Returns the kept scale, the kept
-    round's answers (the first group's, ``(ncols, len(ratios))``) and the discarded rounds
-    (their scale, u_1 and answers, for the certificate)."""
+    round's answers (``(d, len(ratios))``, those pairs' answers in the design) and the
+    discarded rounds (their scale and answers, for the certificate)."""
     d = oracle.d
     t0 = np.array([0.0] + [k / m for k, m in ratios])
     rounds = pilot_rounds(d, H, affine)
     scale, discarded = 1.0, []
     with oracle.phase("pilot"):
         for i in range(rounds):
-            U, B, _ = float_design(d, seed, affine, scale)
-            seqs = [float_sequence(U[0], b, k, m) for b in B for k, m in ratios]
-            got = np.array(oracle.query_many(seqs), dtype=np.float64).reshape(len(B), -1)
+            _, B, pairs = float_design(d, seed, affine, scale)
+            chosen = [pairs[p] for p in pilot_pairs(d, len(B))]
+            seqs = [float_sequence(u, B[j], k, m) for u, j in chosen for k, m in ratios]
+            got = np.array(oracle.query_many(seqs), dtype=np.float64).reshape(d, -1)
             if i == rounds - 1:
                 break
             scores = [
-                [s for s, _ in _float_poles(t0, np.concatenate([[f0[j]], got[j]]), H)]
-                for j in range(len(B))
+                [s for s, _ in _float_poles(t0, np.concatenate([[f0[j]], got[n]]), H)]
+                for n, (_, j) in enumerate(chosen)
             ]
             new = next_scale(np.array(scores), scale)
             if new is None:
                 break
-            discarded.append({"scale": scale, "u": U[0].tolist(), "answers": got.tolist()})
+            discarded.append({"scale": scale, "answers": got.tolist()})
             scale = new
     return scale, got, discarded
 
@@ -903,9 +914,10 @@ def learn_float(
         ncols = len(B)
         with oracle.phase("F(0)"):
             f0 = np.array(oracle.query_many(B[:, None, :]), dtype=np.float64)
-        scale, first, discarded = _pilot(oracle, f0, ratios, H, seed, affine)
+        scale, kept, discarded = _pilot(oracle, f0, ratios, H, seed, affine)
         U, B, pairs = float_design(d, seed, affine, scale)
-        rest = pairs[ncols:]  # the first u-group's answers are the pilot's kept round
+        piloted = pilot_pairs(d, ncols)
+        rest = [p for i, p in enumerate(pairs) if i not in set(piloted)]
         with oracle.phase("F(t)"):
             seqs = [float_sequence(u, B[j], k, m) for u, j in rest for k, m in ratios[:n_grid]]
             grid_ans = np.array(oracle.query_many(seqs), dtype=np.float64)
@@ -914,13 +926,11 @@ def learn_float(
             with oracle.phase("redundancy"):
                 seqs = [float_sequence(u, B[j], k, m) for u, j in rest for k, m in ratios[n_grid:]]
                 extra_ans = np.array(oracle.query_many(seqs), dtype=np.float64)
-        ans = np.vstack(
-            [
-                first,
-                np.hstack(
-                    [grid_ans.reshape(len(rest), n_grid), extra_ans.reshape(len(rest), n_extra)]
-                ),
-            ]
+        ans = np.empty((len(pairs), len(ratios)))
+        ans[piloted] = kept  # the pilot's kept round: those pairs' answers
+        others = [i for i in range(len(pairs)) if i not in set(piloted)]
+        ans[others] = np.hstack(
+            [grid_ans.reshape(len(rest), n_grid), extra_ans.reshape(len(rest), n_extra)]
         )
 
         def ask_ties(kj: list[tuple[int, int]]) -> list[float]:
@@ -1014,7 +1024,7 @@ def learn_float(
     pilot = counts.by_phase.get("pilot", 0)
     notes = [
         f"canonical method (float ratio grid): {counts.learning} learning queries ({pilot} "
-        f"pilot, the first u-group's, {len(discarded)} rescaling rounds discarded, u scale "
+        f"pilot, {len(discarded)} rescaling rounds of {d} pairs discarded, u scale "
         f"{scale:.4g}; {extra} redundant, {ties} tie links), <= {bound} (without ties or "
         "rescaling "
         f"{float_query_bound(oracle.d, H, affine=affine)}; the follow-up's 4Hd^2 - 2H + 1 = "
@@ -1228,7 +1238,6 @@ def _certificate_data(
                 "pilot": [
                     {
                         "scale": dump_number(float(p["scale"])),
-                        "u": [dump_number(float(x)) for x in p["u"]],
                         "answers": [[dump_number(float(a)) for a in row] for row in p["answers"]],
                     }
                     for p in answers["pilot"]
