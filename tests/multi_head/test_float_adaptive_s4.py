@@ -22,6 +22,7 @@ from verified_attn.errors import CertificateError, ModelClassMismatch, Precision
 from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head.canonical_float import (
     base_query_limit,
+    conditioning_rounds,
     float_query_bound,
     float_query_limit,
     random_float_box,
@@ -89,12 +90,16 @@ def test_module_scale_box_is_learned_only_with_the_pilot(monkeypatch: pytest.Mon
 def test_the_worst_case_stays_under_the_follow_up_count(d: int, H: int, affine: bool) -> None:
     rounds = pilot_rounds(d, H, affine)
     extra = (rounds - 1) * d * (2 * H + redundancy(H))
-    assert 1 <= rounds <= 3
-    assert float_query_limit(d, H, affine=affine) == base_query_limit(d, H, affine=affine) + extra
-    if base_query_limit(d, H, affine=affine) <= follow_up_query_bound(d, H):
-        assert float_query_limit(d, H, affine=affine) <= follow_up_query_bound(d, H)
-    else:  # no room: the pilot never discards a round
-        assert rounds == 1
+    cond = conditioning_rounds(d, H, affine)
+    # one conditioning round: a u-group's ncols pairs and at most d - 1 links through it
+    cost = (d + affine + d - 1) * (2 * H + redundancy(H))
+    assert 1 <= rounds <= 3 and 0 <= cond <= 2
+    limit = float_query_limit(d, H, affine=affine)
+    assert limit == base_query_limit(d, H, affine=affine) + extra + cond * cost
+    if base_query_limit(d, H, affine=affine) < follow_up_query_bound(d, H):
+        assert limit < follow_up_query_bound(d, H)
+    else:  # no room: the design is never extended
+        assert rounds == 1 and cond == 0
 
 
 def test_next_scale_rule() -> None:

@@ -80,6 +80,7 @@ from verified_attn.certificates.kernel import (
 )
 from verified_attn.errors import CertificateError, VerifiedAttnError
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
+from verified_attn.multi_head.canonical_float import conditioning_cost, conditioning_rounds
 from verified_attn.multi_head.float_pilot import pilot_rounds
 from verified_attn.rational_interpolation import interpolate, poles, to_arb
 from verified_attn.verification import agree, float_floor
@@ -154,6 +155,9 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
         }
         if extra:
             phases["redundancy"] = (npairs - d) * extra
+        conditioning = _float_conditioning(data, arith, d, H0, affine, per_pair)
+        if conditioning:
+            phases["conditioning"] = conditioning
     else:
         phases = {"F(0)": ncols, "F(k)": npairs * 2 * H0}
     if ties:
@@ -164,6 +168,7 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
         per_pair = 2 * H0 + _float_redundancy(H0)
         bound += npairs * _float_redundancy(H0)
         bound += (pilot_rounds(d, H0, affine) - 1) * d * per_pair
+        bound += conditioning_rounds(d, H0, affine) * conditioning_cost(d, H0, affine)
     q = check_counts(data, learning=learning, bound=bound, phases=phases)
     extra = set(q["by_phase"]) - {*phases, "verify"}
     if extra:
@@ -639,6 +644,35 @@ def _float_pilot(
     if not number(get(data, "design.u_scale"), "design.u_scale", arith) > 0:
         raise CertificateError("design.u_scale must be positive")
     return len(raw)
+
+
+def _float_conditioning(
+    data: dict[str, Any],
+    arith: Arithmetic,
+    d: int,
+    H0: int,
+    affine: bool,
+    per_pair: int,
+) -> int:
+    """design.conditioning: the float conditioning rounds (u-group k, factor, the replaced
+    answers: its ncols pairs, then the halved links through u_k), at most
+    ``conditioning_rounds``; the queries they asked."""
+    raw = get(data, "design.conditioning")
+    limit = conditioning_rounds(d, H0, affine)
+    if not isinstance(raw, list) or len(raw) > limit:
+        raise CertificateError(f"design.conditioning must list at most {limit} rounds")
+    ncols = d + (1 if affine else 0)
+    total = 0
+    for i, row in enumerate(raw):
+        path = f"design.conditioning[{i}]"
+        k = as_int(get(row, "k"), f"{path}.k", low=0, high=d - 1)
+        if not number(get(row, "factor"), f"{path}.factor", arith) > 0:
+            raise CertificateError(f"{path}.factor must be positive")
+        n = ncols + (d - 1 if k == 0 else 1)
+        for r, ans in enumerate(as_list(get(row, "answers"), f"{path}.answers", n)):
+            numbers(ans, f"{path}.answers[{r}]", arith, per_pair)
+        total += n * per_pair
+    return total
 
 
 def _float_sequence(u: np.ndarray, b: np.ndarray, k: int, m: int = 1) -> np.ndarray:

@@ -89,6 +89,12 @@ _MATCH_MARGIN = 10.0
 # the oracle's rtol (the tolerance the result states for its parameters).
 _PARAMETER_SAFETY = 1.0
 _LM_ITERATIONS = 60
+# Conditioning: a u-group whose pooled fit misses its answers (a local minimum the repairs
+# do not leave) is asked again with u_k scaled by _CONDITIONING_FACTOR (its scores and
+# residues move together, so the pairs' pole configuration changes), at most this many
+# rounds of one group each, within the follow-up's count.
+_CONDITIONING_ROUNDS = 2
+_CONDITIONING_FACTOR = 2.0**-0.5
 # Ambiguous residue matches are refit from at most this many candidate orders.
 _REFIT_ORDERS = 24
 # A pair's own fit is good when its residual is at most this times |F|; else restarts.
@@ -161,14 +167,40 @@ def base_query_limit(d: int, H: int, *, affine: bool = False) -> int:
 def float_query_limit(d: int, H: int, *, affine: bool = False) -> int:
     """The float path's worst case: :func:`base_query_limit` plus the pilot's discarded
     rounds, each the ``d`` pilot pairs' ``d (2H + redundancy(H))`` queries
-    (:func:`~.float_pilot.pilot_rounds` - 1 of them at most, so that the limit stays at most
-    the follow-up's ``4Hd^2 - 2H + 1`` wherever :func:`base_query_limit` does).
+    (:func:`~.float_pilot.pilot_rounds` - 1 of them at most), plus the conditioning rounds
+    (:func:`conditioning_rounds`, each at most :func:`conditioning_cost`), so that the limit
+    stays under the follow-up's ``4Hd^2 - 2H + 1`` wherever :func:`base_query_limit` does.
 
     >>> float_query_limit(8, 6), float_query_limit(8, 6) < 4 * 6 * 8**2 - 2 * 6 + 1
-    (1195, True)
+    (1390, True)
     """
     extra = (pilot_rounds(d, H, affine) - 1) * d * (2 * H + redundancy(H))
-    return base_query_limit(d, H, affine=affine) + extra
+    cond = conditioning_rounds(d, H, affine) * conditioning_cost(d, H, affine)
+    return base_query_limit(d, H, affine=affine) + extra + cond
+
+
+def conditioning_cost(d: int, H: int, affine: bool, k: int = 0) -> int:
+    """The queries of one conditioning round that replaces u-group ``k``: its ``ncols``
+    pairs and the halved links through u_k (all d - 1 of them for k = 0, else one).
+
+    >>> conditioning_cost(8, 6, False), conditioning_cost(8, 6, False, k=3)
+    (195, 117)
+    """
+    ncols = d + (1 if affine else 0)
+    links = d - 1 if k == 0 else 1
+    return (ncols + links) * (2 * H + redundancy(H))
+
+
+def conditioning_rounds(d: int, H: int, affine: bool) -> int:
+    """Conditioning rounds allowed: up to :data:`_CONDITIONING_ROUNDS`, as many as keep the
+    worst case (pilot included) under the follow-up's ``4Hd^2 - 2H + 1``.
+
+    >>> conditioning_rounds(8, 6, False), conditioning_rounds(16, 4, True)
+    (1, 2)
+    """
+    pilot = (pilot_rounds(d, H, affine) - 1) * d * (2 * H + redundancy(H))
+    room = follow_up_query_bound(d, H) - 1 - base_query_limit(d, H, affine=affine) - pilot
+    return max(0, min(_CONDITIONING_ROUNDS, room // conditioning_cost(d, H, affine)))
 
 
 def design_pairs(U: np.ndarray, ncols: int) -> list[tuple[np.ndarray, int]]:
@@ -545,6 +577,7 @@ class _Decoded:
     sigma_min: float  # the smallest singular value over the u-group Jacobians
     estimate: float | None  # first-order relative parameter error; None: failed (failure)
     failure: str = ""
+    bad: tuple[int, ...] = ()  # the u-groups whose pooled fit misses its answers (failed)
 
 
 def _decode_pooled(
@@ -692,6 +725,7 @@ def _decode_pooled(
             f"answers by {res_best[k]:.2e}, over {_GROUP_FIT:g} x its rounding floor "
             f"{floor[k]:.2e} ({len(bad)} of {d} groups): not {H} softmax heads, or too "
             "ill-conditioned",
+            tuple(bad),
         )
     ambiguous: list[str] = []
     # Heads with (nearly) equal residues at u_k (e.g. equal v) are interchangeable in the
@@ -891,6 +925,32 @@ def _not_reproduced(
     )
 
 
+def _condition(
+    oracle: Oracle,
+    U: np.ndarray,
+    B: np.ndarray,
+    ans: np.ndarray,
+    ratios: Sequence[tuple[int, int]],
+    k: int,
+) -> tuple[np.ndarray, np.ndarray, list[list[float]]]:
+    """One conditioning round (phase ``"conditioning"``): u_k scaled by
+    ``_CONDITIONING_FACTOR``, its pairs and the halved links through it asked again.
+    Returns the new U, the answers with those rows replaced, and the replaced rows."""
+    d, ncols = U.shape[0], len(B)
+    U = U.copy()
+    U[k] = U[k] * _CONDITIONING_FACTOR
+    pairs = design_pairs(U, ncols)
+    rows = [k * ncols + j for j in range(ncols)]
+    rows += [d * ncols + i - 1 for i in range(1, d) if k in (0, i)]  # the links through u_k
+    with oracle.phase("conditioning"):
+        seqs = [float_sequence(pairs[i][0], B[pairs[i][1]], a, m) for i in rows for a, m in ratios]
+        got = np.array(oracle.query_many(seqs), dtype=np.float64).reshape(len(rows), -1)
+    old = ans[rows].tolist()
+    ans = ans.copy()
+    ans[rows] = got
+    return U, ans, old
+
+
 def learn_float(
     oracle: Oracle,
     H: int,
@@ -943,6 +1003,15 @@ def learn_float(
             return measured
 
         dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties)
+        replaced: list[dict[str, Any]] = []
+        for _ in range(conditioning_rounds(d, H, affine)):
+            # Tie links were asked at the old u rows: a replaced row would orphan them.
+            if dec.estimate is not None or not dec.bad or tie_answers:
+                break
+            k = dec.bad[0]
+            U, ans, old = _condition(oracle, U, B, ans, ratios, k)
+            replaced.append({"k": k, "factor": _CONDITIONING_FACTOR, "answers": old})
+            dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties)
         ambiguous = dec.ambiguous
         # The learning answers as rows (u, b, log k, F): F(0) rows carry log k = -inf.
         us = [np.zeros(d)] * ncols + [u for u, _ in pairs for _ in ratios]
@@ -1022,11 +1091,12 @@ def learn_float(
     rtol = oracle.arithmetic.rtol
     extra = counts.by_phase.get("redundancy", 0)
     pilot = counts.by_phase.get("pilot", 0)
+    conditioning = counts.by_phase.get("conditioning", 0)
     notes = [
         f"canonical method (float ratio grid): {counts.learning} learning queries ({pilot} "
         f"pilot, {len(discarded)} rescaling rounds of {d} pairs discarded, u scale "
-        f"{scale:.4g}; {extra} redundant, {ties} tie links), <= {bound} (without ties or "
-        "rescaling "
+        f"{scale:.4g}; {conditioning} conditioning, {len(replaced)} u-groups asked again; "
+        f"{extra} redundant, {ties} tie links), <= {bound} (without ties or rescaling "
         f"{float_query_bound(oracle.d, H, affine=affine)}; the follow-up's 4Hd^2 - 2H + 1 = "
         f"{follow_up_query_bound(oracle.d, H)}); float64 decoding, every learning answer "
         f"reproduced at rtol {rtol:g}",
@@ -1046,6 +1116,7 @@ def learn_float(
             "ratios": ratios,
             "pilot": discarded,
             "scale": scale,
+            "conditioning": replaced,
         },
         heads,
         beta,
@@ -1241,6 +1312,16 @@ def _certificate_data(
                         "answers": [[dump_number(float(a)) for a in row] for row in p["answers"]],
                     }
                     for p in answers["pilot"]
+                ],
+                # Conditioning rounds: u-group k's row scaled by factor (U holds the result);
+                # the replaced answers (its pairs, then the links through it) for the record.
+                "conditioning": [
+                    {
+                        "k": c["k"],
+                        "factor": dump_number(float(c["factor"])),
+                        "answers": [[dump_number(float(a)) for a in row] for row in c["answers"]],
+                    }
+                    for c in answers["conditioning"]
                 ],
             },
             "answers": {

@@ -108,8 +108,8 @@ def next_scale(scores: np.ndarray, scale: float) -> float | None:
 
 
 def pilot_rounds(d: int, H: int, affine: bool) -> int:
-    """Pilot rounds allowed: up to 3, as many as keep the worst case at most the follow-up's
-    ``4Hd^2 - 2H + 1`` (at least 1: the first round is the first group's own queries).
+    """Pilot rounds allowed: up to 3, as many as keep the worst case under the follow-up's
+    ``4Hd^2 - 2H + 1`` (at least 1: the first round is the pilot pairs' own queries).
 
     >>> pilot_rounds(16, 8, True), pilot_rounds(1, 1, False)
     (3, 1)
@@ -119,5 +119,5 @@ def pilot_rounds(d: int, H: int, affine: bool) -> int:
     from verified_attn.multi_head.canonical_learner import follow_up_query_bound
 
     group = d * (2 * H + redundancy(H))
-    room = follow_up_query_bound(d, H) - base_query_limit(d, H, affine=affine)
+    room = follow_up_query_bound(d, H) - 1 - base_query_limit(d, H, affine=affine)
     return max(1, min(_MAX_ROUNDS, 1 + room // group))
