@@ -80,7 +80,7 @@ from verified_attn.certificates.kernel import (
 )
 from verified_attn.errors import CertificateError, VerifiedAttnError
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
-from verified_attn.multi_head.canonical_float import conditioning_cost, conditioning_rounds
+from verified_attn.multi_head.canonical_float import CONDITIONING_ROUNDS, float_query_limit
 from verified_attn.multi_head.float_pilot import pilot_rounds
 from verified_attn.rational_interpolation import interpolate, poles, to_arb
 from verified_attn.verification import agree, float_floor
@@ -163,13 +163,11 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
     if ties:
         phases["tie links"] = len(ties)
     learning = sum(phases.values())
-    bound = _limit(d, H0, affine)
-    if arith.name == "float":
-        per_pair = 2 * H0 + _float_redundancy(H0)
-        bound += npairs * _float_redundancy(H0)
-        bound += (pilot_rounds(d, H0, affine) - 1) * d * per_pair
-        bound += conditioning_rounds(d, H0, affine) * conditioning_cost(d, H0, affine)
+    # The float worst case includes the adaptive phases (the learner's own formula).
+    bound = float_query_limit(d, H0, affine=affine) if arith.name == "float" else _limit(d, H0, affine)
     q = check_counts(data, learning=learning, bound=bound, phases=phases)
+    if learning > bound:  # the float adaptive phases are held to the worst case
+        raise CertificateError(f"{learning} learning queries exceed the bound {bound}")
     extra = set(q["by_phase"]) - {*phases, "verify"}
     if extra:
         raise CertificateError(f"queries.by_phase has unknown phases {sorted(extra)}")
@@ -656,9 +654,9 @@ def _float_conditioning(
 ) -> int:
     """design.conditioning: the float conditioning rounds (u-group k, factor, the replaced
     answers: its ncols pairs, then the halved links through u_k), at most
-    ``conditioning_rounds``; the queries they asked."""
+    ``CONDITIONING_ROUNDS`` (their total is held to the bound); the queries they asked."""
     raw = get(data, "design.conditioning")
-    limit = conditioning_rounds(d, H0, affine)
+    limit = CONDITIONING_ROUNDS
     if not isinstance(raw, list) or len(raw) > limit:
         raise CertificateError(f"design.conditioning must list at most {limit} rounds")
     ncols = d + (1 if affine else 0)

@@ -92,8 +92,8 @@ _LM_ITERATIONS = 60
 # Conditioning: a u-group whose pooled fit misses its answers (a local minimum the repairs
 # do not leave) is asked again with u_k scaled by _CONDITIONING_FACTOR (its scores and
 # residues move together, so the pairs' pole configuration changes), at most this many
-# rounds of one group each, within the follow-up's count.
-_CONDITIONING_ROUNDS = 2
+# rounds of one group each, each only while it fits in the adaptive room left.
+CONDITIONING_ROUNDS = 3
 _CONDITIONING_FACTOR = 2.0**-0.5
 # Ambiguous residue matches are refit from at most this many candidate orders.
 _REFIT_ORDERS = 24
@@ -165,18 +165,29 @@ def base_query_limit(d: int, H: int, *, affine: bool = False) -> int:
 
 
 def float_query_limit(d: int, H: int, *, affine: bool = False) -> int:
-    """The float path's worst case: :func:`base_query_limit` plus the pilot's discarded
-    rounds, each the ``d`` pilot pairs' ``d (2H + redundancy(H))`` queries
-    (:func:`~.float_pilot.pilot_rounds` - 1 of them at most), plus the conditioning rounds
-    (:func:`conditioning_rounds`, each at most :func:`conditioning_cost`), so that the limit
-    stays under the follow-up's ``4Hd^2 - 2H + 1`` wherever :func:`base_query_limit` does.
+    """The float path's worst case: :func:`base_query_limit` plus the adaptive phases - the
+    pilot's discarded rounds (``d (2H + redundancy(H))`` queries each, at most
+    :func:`~.float_pilot.pilot_rounds` - 1) and up to :data:`CONDITIONING_ROUNDS`
+    conditioning rounds (each :func:`conditioning_cost`) - which share
+    :func:`adaptive_room`: the limit stays under the follow-up's ``4Hd^2 - 2H + 1`` wherever
+    :func:`base_query_limit` does.
 
     >>> float_query_limit(8, 6), float_query_limit(8, 6) < 4 * 6 * 8**2 - 2 * 6 + 1
-    (1390, True)
+    (1524, True)
     """
-    extra = (pilot_rounds(d, H, affine) - 1) * d * (2 * H + redundancy(H))
-    cond = conditioning_rounds(d, H, affine) * conditioning_cost(d, H, affine)
-    return base_query_limit(d, H, affine=affine) + extra + cond
+    pilot = (pilot_rounds(d, H, affine) - 1) * d * (2 * H + redundancy(H))
+    most = pilot + CONDITIONING_ROUNDS * conditioning_cost(d, H, affine)
+    return base_query_limit(d, H, affine=affine) + min(adaptive_room(d, H, affine), most)
+
+
+def adaptive_room(d: int, H: int, affine: bool) -> int:
+    """The queries the adaptive phases (pilot rounds discarded, conditioning) may add to
+    :func:`base_query_limit`: what keeps the total under the follow-up's count, or 0.
+
+    >>> adaptive_room(8, 6, False), adaptive_room(2, 2, False)
+    (537, 0)
+    """
+    return max(0, follow_up_query_bound(d, H) - 1 - base_query_limit(d, H, affine=affine))
 
 
 def conditioning_cost(d: int, H: int, affine: bool, k: int = 0) -> int:
@@ -189,18 +200,6 @@ def conditioning_cost(d: int, H: int, affine: bool, k: int = 0) -> int:
     ncols = d + (1 if affine else 0)
     links = d - 1 if k == 0 else 1
     return (ncols + links) * (2 * H + redundancy(H))
-
-
-def conditioning_rounds(d: int, H: int, affine: bool) -> int:
-    """Conditioning rounds allowed: up to :data:`_CONDITIONING_ROUNDS`, as many as keep the
-    worst case (pilot included) under the follow-up's ``4Hd^2 - 2H + 1``.
-
-    >>> conditioning_rounds(8, 6, False), conditioning_rounds(16, 4, True)
-    (1, 2)
-    """
-    pilot = (pilot_rounds(d, H, affine) - 1) * d * (2 * H + redundancy(H))
-    room = follow_up_query_bound(d, H) - 1 - base_query_limit(d, H, affine=affine) - pilot
-    return max(0, min(_CONDITIONING_ROUNDS, room // conditioning_cost(d, H, affine)))
 
 
 def design_pairs(U: np.ndarray, ncols: int) -> list[tuple[np.ndarray, int]]:
@@ -1004,11 +1003,15 @@ def learn_float(
 
         dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties)
         replaced: list[dict[str, Any]] = []
-        for _ in range(conditioning_rounds(d, H, affine)):
+        room = adaptive_room(d, H, affine) - len(discarded) * d * len(ratios)
+        for _ in range(CONDITIONING_ROUNDS):
             # Tie links were asked at the old u rows: a replaced row would orphan them.
             if dec.estimate is not None or not dec.bad or tie_answers:
                 break
             k = dec.bad[0]
+            room -= conditioning_cost(d, H, affine, k)
+            if room < 0:
+                break
             U, ans, old = _condition(oracle, U, B, ans, ratios, k)
             replaced.append({"k": k, "factor": _CONDITIONING_FACTOR, "answers": old})
             dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties)
