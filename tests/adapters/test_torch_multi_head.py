@@ -178,3 +178,29 @@ def test_docs_multi_head_section_runs() -> None:
     namespace: dict[str, Any] = {}
     exec(compile(blocks[0], "docs/pytorch.md", "exec"), namespace)
     assert namespace["rec2"].queries == GOLDEN[(4, 2)]
+
+
+@pytest.mark.parametrize(("E", "H", "seed"), [(4, 1, 0), (4, 1, 2), (4, 2, 0), (8, 2, 1)])
+def test_float32_modules_at_their_declared_rtol(E: int, H: int, seed: int) -> None:
+    # A float32 box declares rtol 1e-4. Measured (issue 12): (4, 1, 0) and (4, 1, 2) are
+    # learned, predictions within ~3e-6 of the float64 module on fresh sequences; the
+    # two-head ones are refused, their first-order parameter error estimate (1e-4 .. 1e-3)
+    # over the rtol. Either way: a returned result meets its rtol on fresh sequences of
+    # lengths 1-16 (checked here against the float64 module, independently of the learner),
+    # and a refusal names the figure.
+    mha = _module(E, H, seed, True)
+    r = _readout(E, seed + 100)
+    oracle = attention_oracle(mha, r, dtype="float32")
+    try:
+        rec = learn_multi_head(oracle, heads=H, seed=seed)
+    except PrecisionExhausted as exc:
+        assert "first-order parameter error estimate" in str(exc)
+        return
+    assert rec.verification.rtol == oracle.arithmetic.rtol == 1e-4
+    reference = attention_oracle(mha, r, dtype="float64")
+    rng = np.random.default_rng(77 + seed)
+    for n in range(1, 17):
+        X = rng.uniform(-1.5, 1.5, (n, E))
+        truth = reference.query(X)
+        got = float(rec.model.evaluate_batch(X[None])[0])
+        assert abs(got - truth) <= 1e-4 * max(1.0, abs(truth))
