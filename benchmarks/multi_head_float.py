@@ -299,12 +299,22 @@ def plot(summary: list[dict[str, Any]], out: Path) -> None:
                 label=f"{kind} {dtype} d={d}",
             )
     ax.axhline(1e-10, color="grey", ls="--", lw=0.8)
-    ax.set_xlabel("heads H")
-    ax.set_ylabel("worst relative parameter error")
-    ax.legend(fontsize=7)
-    ax.set_title("float multi-head: parameter error of returned results")
+    labels = ("heads H", "worst relative parameter error")
+    title = "float multi-head: parameter error of returned results"
+    _finish(fig, ax, labels, title, out / "multi_head_float_error.png", 7)
+
+
+def _finish(fig: Any, ax: Any, labels: tuple[str, str], title: str, path: Path, size: int) -> None:
+    """Axis labels, legend and title; save and close."""
+    import matplotlib.pyplot as plt
+
+    ax.set_xlabel(labels[0])
+    ax.set_ylabel(labels[1])
+    ax.legend(fontsize=size)
+    ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(out / "multi_head_float_error.png", dpi=120)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
@@ -323,14 +333,9 @@ def plot_conditioning(sweep: list[dict[str, Any]], out: Path) -> None:
         at = int(np.argmin(np.abs(np.log(np.array(c["scales"]) / c["pilot_scale"]))))
         ax.plot(c["scales"][at], c["estimate"][at], "o", color=line.get_color())
     ax.axhline(1e-6, color="grey", ls="--", lw=0.8)
-    ax.set_xlabel("u scale (1 = the fixed design)")
-    ax.set_ylabel("first-order parameter error at the truth")
-    ax.legend(fontsize=6)
-    ax.set_title("float multi-head: conditioning vs probe scale (dots: the pilot's pick)")
-    fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out / "multi_head_float_scale.png", dpi=120)
-    plt.close(fig)
+    labels = ("u scale (1 = the fixed design)", "first-order parameter error at the truth")
+    title = "float multi-head: conditioning vs probe scale (dots: the pilot's pick)"
+    _finish(fig, ax, labels, title, out / "multi_head_float_scale.png", 6)
 
 
 def main() -> None:

@@ -155,7 +155,7 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
         }
         if extra:
             phases["redundancy"] = (npairs - d) * extra
-        conditioning = _float_conditioning(data, arith, d, H0, affine, per_pair)
+        conditioning = _float_conditioning(data, arith, d, affine, per_pair)
         if conditioning:
             phases["conditioning"] = conditioning
     else:
@@ -617,6 +617,30 @@ def _float_fit(
     )
 
 
+def _float_rounds(
+    data: dict[str, Any],
+    arith: Arithmetic,
+    field: str,
+    limit: int,
+    size: str,
+    rows: Any,
+    per_pair: int,
+) -> list[Any]:
+    """The float design's adaptive rounds at ``field``: at most ``limit`` records, each
+    with a positive ``size`` (a scale or factor) and ``rows(record, path)`` rows of
+    ``per_pair`` answers (kept for the record; the learning count includes them)."""
+    raw = get(data, field)
+    if not isinstance(raw, list) or len(raw) > limit:
+        raise CertificateError(f"{field} must list at most {limit} rounds")
+    for i, row in enumerate(raw):
+        path = f"{field}[{i}]"
+        if not number(get(row, size), f"{path}.{size}", arith) > 0:
+            raise CertificateError(f"{path}.{size} must be positive")
+        for r, ans in enumerate(as_list(get(row, "answers"), f"{path}.answers", rows(row, path))):
+            numbers(ans, f"{path}.answers[{r}]", arith, per_pair)
+    return raw
+
+
 def _float_pilot(
     data: dict[str, Any],
     arith: Arithmetic,
@@ -625,20 +649,10 @@ def _float_pilot(
     affine: bool,
     per_pair: int,
 ) -> int:
-    """design.pilot: the float pilot's discarded rounds (scale, answers of its d pairs), at most
-    ``pilot_rounds - 1`` of them; their number. design.u_scale: the kept scale, positive."""
-    raw = get(data, "design.pilot")
-    if not isinstance(raw, list) or len(raw) > pilot_rounds(d, H0, affine) - 1:
-        raise CertificateError(
-            f"design.pilot must list at most {pilot_rounds(d, H0, affine) - 1} discarded "
-            "rounds of the float pilot"
-        )
-    for i, row in enumerate(raw):
-        path = f"design.pilot[{i}]"
-        if not number(get(row, "scale"), f"{path}.scale", arith) > 0:
-            raise CertificateError(f"{path}.scale must be positive")
-        for r, ans in enumerate(as_list(get(row, "answers"), f"{path}.answers", d)):
-            numbers(ans, f"{path}.answers[{r}]", arith, per_pair)
+    """design.pilot: the float pilot's discarded rounds (scale, answers of its d pairs), at
+    most ``pilot_rounds - 1``; their number. design.u_scale: the kept scale, positive."""
+    limit = pilot_rounds(d, H0, affine) - 1
+    raw = _float_rounds(data, arith, "design.pilot", limit, "scale", lambda *_: d, per_pair)
     if not number(get(data, "design.u_scale"), "design.u_scale", arith) > 0:
         raise CertificateError("design.u_scale must be positive")
     return len(raw)
@@ -648,29 +662,22 @@ def _float_conditioning(
     data: dict[str, Any],
     arith: Arithmetic,
     d: int,
-    H0: int,
     affine: bool,
     per_pair: int,
 ) -> int:
     """design.conditioning: the float conditioning rounds (u-group k, factor, the replaced
     answers: its ncols pairs, then the halved links through u_k), at most
     ``CONDITIONING_ROUNDS`` (their total is held to the bound); the queries they asked."""
-    raw = get(data, "design.conditioning")
-    limit = CONDITIONING_ROUNDS
-    if not isinstance(raw, list) or len(raw) > limit:
-        raise CertificateError(f"design.conditioning must list at most {limit} rounds")
     ncols = d + (1 if affine else 0)
-    total = 0
-    for i, row in enumerate(raw):
-        path = f"design.conditioning[{i}]"
+
+    def rows(row: Any, path: str) -> int:
         k = as_int(get(row, "k"), f"{path}.k", low=0, high=d - 1)
-        if not number(get(row, "factor"), f"{path}.factor", arith) > 0:
-            raise CertificateError(f"{path}.factor must be positive")
-        n = ncols + (d - 1 if k == 0 else 1)
-        for r, ans in enumerate(as_list(get(row, "answers"), f"{path}.answers", n)):
-            numbers(ans, f"{path}.answers[{r}]", arith, per_pair)
-        total += n * per_pair
-    return total
+        return ncols + (d - 1 if k == 0 else 1)
+
+    raw = _float_rounds(
+        data, arith, "design.conditioning", CONDITIONING_ROUNDS, "factor", rows, per_pair
+    )
+    return sum(rows(row, "") * per_pair for row in raw)
 
 
 def _float_sequence(u: np.ndarray, b: np.ndarray, k: int, m: int = 1) -> np.ndarray:
