@@ -334,7 +334,7 @@ def plot_conditioning(sweep: list[dict[str, Any]], out: Path) -> None:
         ax.plot(c["scales"][at], c["estimate"][at], "o", color=line.get_color())
     ax.axhline(1e-6, color="grey", ls="--", lw=0.8)
     labels = ("u scale (1 = the fixed design)", "first-order parameter error at the truth")
-    title = "float multi-head: conditioning vs probe scale (dots: the pilot's pick)"
+    title = "float multi-head: conditioning vs u scale (dots: the pilot's pick)"
     _finish(fig, ax, labels, title, out / "multi_head_float_scale.png", 6)
 
 

@@ -31,7 +31,7 @@ from verified_attn.multi_head.canonical_float import (
 )
 from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
 from verified_attn.multi_head.float_pilot import SCORE_TARGET, next_scale, pilot_rounds
-from verified_attn.serialize import dump_number
+from verified_attn.serialize import dump_number, load_number
 
 
 def _small_box(scale: float) -> MultiHeadAttention:
@@ -156,4 +156,34 @@ def test_rescaled_certificate_rechecks_and_tampering_is_refused() -> None:
     bad = copy.deepcopy(cert)
     bad["design"]["pilot"][0]["answers"][0] = bad["design"]["pilot"][0]["answers"][0][:-1]
     with pytest.raises(CertificateError, match="pilot"):
+        va.verify_certificate(bad)
+
+
+def test_a_stalled_group_is_asked_again_and_certified() -> None:
+    # d = 8, H = 5 (heads from default_rng(5000)): the pooled fit of u_4 stalls in a local
+    # minimum at the design (measured: refused before the conditioning phase). One
+    # conditioning round asks u_4's 8 pairs and its link again with u_4 scaled by 2^-1/2:
+    # 789 + 9 x 11 = 888 queries, and the heads come back to the stated rtol.
+    rng = np.random.default_rng(5000)
+    heads = [(rng.normal(0, 1 / np.sqrt(8), (8, 8)), rng.normal(0, 1, 8)) for _ in range(5)]
+    model = MultiHeadAttention([(W.tolist(), v.tolist()) for W, v in heads])
+    rec = learn_multi_head(va.Oracle(model, "float"), heads=5, seed=0)
+    assert rec.queries == float_query_bound(8, 5) + 9 * 11 == 888
+    assert rec.queries_by_phase["conditioning"] == 9 * 11
+    assert rec.queries <= rec.bound == float_query_limit(8, 5) < follow_up_query_bound(8, 5)
+    assert _fresh_error(rec, model, 8, 0) <= rec.verification.rtol
+    cert = rec.certificate()
+    assert va.verify_certificate(cert).ok
+    assert [c["k"] for c in cert["design"]["conditioning"]] == [3]
+    bad = copy.deepcopy(cert)
+    bad["design"]["conditioning"] = []  # hides the round: the counts no longer add up
+    with pytest.raises(CertificateError):
+        va.verify_certificate(bad)
+    bad = copy.deepcopy(cert)
+    bad["design"]["conditioning"][0]["k"] = 0  # u_1 has d - 1 links: a different count
+    with pytest.raises(CertificateError):
+        va.verify_certificate(bad)
+    bad = copy.deepcopy(cert)
+    bad["design"]["U"][3] = [dump_number(2 * float(load_number(x))) for x in bad["design"]["U"][3]]
+    with pytest.raises(CertificateError):  # the stored answers are not of this u_4
         va.verify_certificate(bad)
