@@ -345,6 +345,7 @@ def main() -> None:
     p.add_argument("--seeds", type=int, default=10, help="seeds 0..n-1 per size at d = 8")
     p.add_argument("--seeds-large", type=int, default=4, help="seeds at d = 16 and modules")
     p.add_argument("--seeds-huge", type=int, default=2, help="seeds at d >= 32")
+    p.add_argument("--max-d", type=int, default=64, help="skip the cells with a larger d")
     p.add_argument("--plot-only", action="store_true", help="redraw the plots from the JSON")
     args = p.parse_args()
     out = output_dir(args.out, args.quick, "multi_head_float")
@@ -374,6 +375,8 @@ def main() -> None:
         torch_sizes = torch32_sizes = [(4, 2, few)]
         sweep_boxes = [("random", 4, 2, 0), ("torch", 8, 2, 0)]
         scales = [2.0 ** (i / 2) for i in range(-2, 9)]
+    random_sizes = [c for c in random_sizes if c[0] <= args.max_d]
+    torch_sizes = [c for c in torch_sizes if c[0] <= args.max_d]
     started = time.perf_counter()
     sweep = [conditioning(kind, d, H, s, scales) for kind, d, H, s in sweep_boxes]
     for d, H, ss in random_sizes:
