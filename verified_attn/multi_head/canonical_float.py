@@ -51,6 +51,7 @@ from verified_attn.multi_head.float_fit import (
     sigma_min_groups,
     transposition_starts,
 )
+from verified_attn.multi_head.float_pilot import next_scale, pilot_rounds
 from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.recovery import MultiHeadRecovery
 from verified_attn.serialize import dump_number
@@ -88,6 +89,12 @@ _MATCH_MARGIN = 10.0
 # the oracle's rtol (the tolerance the result states for its parameters).
 _PARAMETER_SAFETY = 1.0
 _LM_ITERATIONS = 60
+# Conditioning: a u-group whose pooled fit misses its answers (a local minimum the repairs
+# do not leave) is asked again with u_k scaled by _CONDITIONING_FACTOR (its scores and
+# residues move together, so the pairs' pole configuration changes), at most this many
+# rounds of one group each, each only while it fits in the adaptive room left.
+CONDITIONING_ROUNDS = 3
+_CONDITIONING_FACTOR = 2.0**-0.5
 # Ambiguous residue matches are refit from at most this many candidate orders.
 _REFIT_ORDERS = 24
 # A pair's own fit is good when its residual is at most this times |F|; else restarts.
@@ -135,8 +142,8 @@ def _float_ratios(H: int) -> tuple[tuple[int, int], ...]:
 
 
 def float_query_bound(d: int, H: int, *, affine: bool = False) -> int:
-    """The float path's count without ties: the F(0) probes, then per pair 2H grid ratios
-    and ``redundancy(H)`` redundant samples.
+    """The float path's count without ties or a rescaling pilot: the F(0) probes, then per
+    pair 2H grid ratios and ``redundancy(H)`` redundant samples.
 
     >>> float_query_bound(8, 6), float_query_bound(3, 2, affine=True)
     (931, 74)
@@ -146,19 +153,74 @@ def float_query_bound(d: int, H: int, *, affine: bool = False) -> int:
     return ncols + npairs * (2 * H + redundancy(H))
 
 
-def float_query_limit(d: int, H: int, *, affine: bool = False) -> int:
-    """The float path's worst case: :func:`float_query_bound` plus one tie link per grid
-    pair with j > 1 (as in exact mode)."""
+def base_query_limit(d: int, H: int, *, affine: bool = False) -> int:
+    """:func:`float_query_bound` plus one tie link per grid pair with j > 1 (as in exact
+    mode): the worst case of a box the pilot keeps at the design scale.
+
+    >>> base_query_limit(8, 6)
+    987
+    """
     ties = d * d if affine else d * (d - 1)
     return float_query_bound(d, H, affine=affine) + (ties if H >= 2 else 0)
 
 
+def float_query_limit(d: int, H: int, *, affine: bool = False) -> int:
+    """The float path's worst case: :func:`base_query_limit` plus the adaptive phases - the
+    pilot's discarded rounds (``d (2H + redundancy(H))`` queries each, at most
+    :func:`~.float_pilot.pilot_rounds` - 1) and up to :data:`CONDITIONING_ROUNDS`
+    conditioning rounds (each :func:`conditioning_cost`) - which share
+    :func:`adaptive_room`: the limit stays under the follow-up's ``4Hd^2 - 2H + 1`` wherever
+    :func:`base_query_limit` does.
+
+    >>> float_query_limit(8, 6), float_query_limit(8, 6) < 4 * 6 * 8**2 - 2 * 6 + 1
+    (1524, True)
+    """
+    pilot = (pilot_rounds(d, H, affine) - 1) * d * (2 * H + redundancy(H))
+    most = pilot + CONDITIONING_ROUNDS * conditioning_cost(d, H, affine)
+    return base_query_limit(d, H, affine=affine) + min(adaptive_room(d, H, affine), most)
+
+
+def adaptive_room(d: int, H: int, affine: bool) -> int:
+    """The queries the adaptive phases (pilot rounds discarded, conditioning) may add to
+    :func:`base_query_limit`: what keeps the total under the follow-up's count, or 0.
+
+    >>> adaptive_room(8, 6, False), adaptive_room(2, 2, False)
+    (537, 0)
+    """
+    return max(0, follow_up_query_bound(d, H) - 1 - base_query_limit(d, H, affine=affine))
+
+
+def conditioning_cost(d: int, H: int, affine: bool, k: int = 0) -> int:
+    """The queries of one conditioning round that replaces u-group ``k``: its ``ncols``
+    pairs and the halved links through u_k (all d - 1 of them for k = 0, else one).
+
+    >>> conditioning_cost(8, 6, False), conditioning_cost(8, 6, False, k=3)
+    (195, 117)
+    """
+    ncols = d + (1 if affine else 0)
+    links = d - 1 if k == 0 else 1
+    return (ncols + links) * (2 * H + redundancy(H))
+
+
+def design_pairs(U: np.ndarray, ncols: int) -> list[tuple[np.ndarray, int]]:
+    """The pairs of the float design: ``(u_k, b_j)`` row by row, then the halved links
+    ``((u_1 + u_k)/2, b_1)``.
+
+    >>> [j for _, j in design_pairs(np.eye(2), 2)]
+    [0, 1, 0, 1, 0]
+    """
+    d = U.shape[0]
+    pairs = [(U[k], j) for k in range(d) for j in range(ncols)]
+    return pairs + [((U[0] + U[k]) / 2, 0) for k in range(1, d)]  # halved links
+
+
 def float_design(
-    d: int, seed: int, affine: bool
+    d: int, seed: int, affine: bool, scale: float = 1.0
 ) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, int]]]:
     """The float design: orthogonal probe bases (seeded), u rows of norm
     ``_U_NORM * d^(1/4)``, b rows of norm ``_B_NORM * d^(1/4)``; pairs as in exact mode
-    with halved links ``((u_1 + u_k)/2, b_1)``.
+    with halved links ``((u_1 + u_k)/2, b_1)``. ``scale`` multiplies every u row (the
+    pilot's factor, :mod:`.float_pilot`).
 
     Orthogonal bases make ``U^-1`` and ``M^-1`` (which carry the score errors into W)
     as well conditioned as a basis can be; the norms put the scores of heads with
@@ -175,7 +237,7 @@ def float_design(
         q, r = np.linalg.qr(rng.standard_normal((n, n)))
         return q * np.sign(np.diag(r))[None, :]
 
-    Uf = orthogonal(d) * (_U_NORM * d**0.25)
+    Uf = orthogonal(d) * (_U_NORM * d**0.25 * scale)
     Bf = orthogonal(d) * (_B_NORM * d**0.25)
     if affine:
         # A generic b_0 (not 0: there the scores are u^T c_h, equal for heads sharing c).
@@ -187,9 +249,7 @@ def float_design(
             if np.linalg.cond(M) <= 100.0 * d:
                 break
         Bf = np.vstack([Bf, b0])
-    pairs = [(Uf[k], j) for k in range(d) for j in range(len(Bf))]
-    pairs += [((Uf[0] + Uf[k]) / 2, 0) for k in range(1, d)]  # halved links
-    return Uf, Bf, pairs
+    return Uf, Bf, design_pairs(Uf, len(Bf))
 
 
 def random_float_box(d: int, H: int, seed: int) -> MultiHeadAttention:
@@ -516,6 +576,7 @@ class _Decoded:
     sigma_min: float  # the smallest singular value over the u-group Jacobians
     estimate: float | None  # first-order relative parameter error; None: failed (failure)
     failure: str = ""
+    bad: tuple[int, ...] = ()  # the u-groups whose pooled fit misses its answers (failed)
 
 
 def _decode_pooled(
@@ -663,6 +724,7 @@ def _decode_pooled(
             f"answers by {res_best[k]:.2e}, over {_GROUP_FIT:g} x its rounding floor "
             f"{floor[k]:.2e} ({len(bad)} of {d} groups): not {H} softmax heads, or too "
             "ill-conditioned",
+            tuple(bad),
         )
     ambiguous: list[str] = []
     # Heads with (nearly) equal residues at u_k (e.g. equal v) are interchangeable in the
@@ -777,12 +839,115 @@ def learning_sequences(
     U: np.ndarray, B: np.ndarray, affine: bool, H: int
 ) -> tuple[list[np.ndarray], list[tuple[np.ndarray, int]]]:
     """The F(0) queries [b_j], then per pair (u, b_j) the queries of :func:`float_ratios`."""
-    d = U.shape[0]
-    pairs = [(U[k], j) for k in range(d) for j in range(len(B))]
-    pairs += [((U[0] + U[k]) / 2, 0) for k in range(1, d)]
+    pairs = design_pairs(U, len(B))
     seqs = [B[j][None, :] for j in range(len(B))]
     seqs += [float_sequence(u, B[j], k, m) for u, j in pairs for k, m in float_ratios(H)]
     return seqs, pairs
+
+
+def pilot_pairs(d: int, ncols: int) -> list[int]:
+    """The pilot's pairs, as indices into :func:`design_pairs`: ``(u_k, b_k)``, one per
+    u-group, so that its scores sample d different u and b (one u-group's scores share
+    ``u_1^T c_h``, and misjudge an affine box's spread by up to 2x).
+
+    >>> pilot_pairs(3, 4)
+    [0, 5, 10]
+    """
+    return [k * ncols + k for k in range(d)]
+
+
+def _pilot(
+    oracle: Oracle,
+    f0: np.ndarray,
+    ratios: Sequence[tuple[int, int]],
+    H: int,
+    seed: int,
+    affine: bool,
+) -> tuple[float, np.ndarray, list[dict[str, Any]]]:
+    """The pilot (phase ``"pilot"``, :mod:`.float_pilot`): the :func:`pilot_pairs`' queries
+    at the design scale; while their single-pair scores ask for another u scale (and rounds
+    are left), the same queries again at that scale. Returns the kept scale, the kept
+    round's answers (``(d, len(ratios))``, those pairs' answers in the design) and the
+    discarded rounds (their scale and answers, for the certificate)."""
+    d = oracle.d
+    t0 = np.array([0.0] + [k / m for k, m in ratios])
+    rounds = pilot_rounds(d, H, affine)
+    scale, discarded = 1.0, []
+    with oracle.phase("pilot"):
+        for i in range(rounds):
+            _, B, pairs = float_design(d, seed, affine, scale)
+            chosen = [pairs[p] for p in pilot_pairs(d, len(B))]
+            seqs = [float_sequence(u, B[j], k, m) for u, j in chosen for k, m in ratios]
+            got = np.array(oracle.query_many(seqs), dtype=np.float64).reshape(d, -1)
+            if i == rounds - 1:
+                break
+            scores = [
+                [s for s, _ in _float_poles(t0, np.concatenate([[f0[j]], got[n]]), H)]
+                for n, (_, j) in enumerate(chosen)
+            ]
+            new = next_scale(np.array(scores), scale)
+            if new is None:
+                break
+            discarded.append({"scale": scale, "answers": got.tolist()})
+            scale = new
+    return scale, got, discarded
+
+
+def _not_reproduced(
+    exc: ModelClassMismatch,
+    where: str,
+    H: int,
+    arith: Arithmetic,
+    estimate: float,
+    figure: str,
+) -> PrecisionExhausted:
+    """The refusal after the fitted heads miss an answer of the box (learning or fresh).
+
+    >>> e = ModelClassMismatch("miss", query=np.zeros((3, 2)), observed=1.0, expected=1.5)
+    >>> from verified_attn.arithmetic import FloatArithmetic
+    >>> str(_not_reproduced(e, "a fresh sequence", 2, FloatArithmetic(), 1e-9, "s 1"))[:60]
+    'the fitted 2 heads do not reproduce the box on a fresh seque'
+    """
+    query = np.asarray(exc.query) if exc.query is not None else None
+    length = f" of length {query.shape[0]}" if query is not None and query.ndim == 2 else ""
+    try:
+        obs, exp = float(exc.observed), float(exc.expected)
+        gap = f"relative gap {abs(obs - exp) / max(1.0, abs(obs)):.2e}"
+    except (TypeError, ValueError):
+        gap = "a gap"
+    return PrecisionExhausted(
+        f"the fitted {H} heads do not reproduce the box on {where}{length} ({gap} > rtol "
+        f"{arith.rtol:g}): the pooled fit converged to wrong heads or is too ill-conditioned "
+        f"for a {box_precision(arith)} box (first-order parameter error estimate "
+        f"{estimate:.2e}, {figure}); the answers do not show the box is outside the class; "
+        "rerun with another seed"
+    )
+
+
+def _condition(
+    oracle: Oracle,
+    U: np.ndarray,
+    B: np.ndarray,
+    ans: np.ndarray,
+    ratios: Sequence[tuple[int, int]],
+    k: int,
+) -> tuple[np.ndarray, np.ndarray, list[list[float]]]:
+    """One conditioning round (phase ``"conditioning"``): u_k scaled by
+    ``_CONDITIONING_FACTOR``, its pairs and the halved links through it asked again.
+    Returns the new U, the answers with those rows replaced, and the replaced rows."""
+    d, ncols = U.shape[0], len(B)
+    U = U.copy()
+    U[k] = U[k] * _CONDITIONING_FACTOR
+    pairs = design_pairs(U, ncols)
+    rows = [k * ncols + j for j in range(ncols)]
+    rows += [d * ncols + i - 1 for i in range(1, d) if k in (0, i)]  # the links through u_k
+    with oracle.phase("conditioning"):
+        seqs = [float_sequence(pairs[i][0], B[pairs[i][1]], a, m) for i in rows for a, m in ratios]
+        got = np.array(oracle.query_many(seqs), dtype=np.float64).reshape(len(rows), -1)
+    old = ans[rows].tolist()
+    ans = ans.copy()
+    ans[rows] = got
+    return U, ans, old
 
 
 def learn_float(
@@ -804,21 +969,28 @@ def learn_float(
     tie_answers: list[dict[str, Any]] = []
     with oracle.run() as run:
         d = oracle.d
-        U, B, pairs = float_design(d, seed, affine)
+        U, B, _ = float_design(d, seed, affine)
+        ncols = len(B)
         with oracle.phase("F(0)"):
             f0 = np.array(oracle.query_many(B[:, None, :]), dtype=np.float64)
+        scale, kept, discarded = _pilot(oracle, f0, ratios, H, seed, affine)
+        U, B, pairs = float_design(d, seed, affine, scale)
+        piloted = pilot_pairs(d, ncols)
+        rest = [p for i, p in enumerate(pairs) if i not in set(piloted)]
         with oracle.phase("F(t)"):
-            seqs = [float_sequence(u, B[j], k, m) for u, j in pairs for k, m in ratios[:n_grid]]
+            seqs = [float_sequence(u, B[j], k, m) for u, j in rest for k, m in ratios[:n_grid]]
             grid_ans = np.array(oracle.query_many(seqs), dtype=np.float64)
         extra_ans = np.zeros(0)
         if n_extra:
             with oracle.phase("redundancy"):
-                seqs = [float_sequence(u, B[j], k, m) for u, j in pairs for k, m in ratios[n_grid:]]
+                seqs = [float_sequence(u, B[j], k, m) for u, j in rest for k, m in ratios[n_grid:]]
                 extra_ans = np.array(oracle.query_many(seqs), dtype=np.float64)
-        ans = np.hstack(
-            [grid_ans.reshape(len(pairs), n_grid), extra_ans.reshape(len(pairs), n_extra)]
+        ans = np.empty((len(pairs), len(ratios)))
+        ans[piloted] = kept  # the pilot's kept round: those pairs' answers
+        others = [i for i in range(len(pairs)) if i not in set(piloted)]
+        ans[others] = np.hstack(
+            [grid_ans.reshape(len(rest), n_grid), extra_ans.reshape(len(rest), n_extra)]
         )
-        ncols = len(B)
 
         def ask_ties(kj: list[tuple[int, int]]) -> list[float]:
             seqs = [float_sequence(U[k], (B[0] + B[j]) / 2, 1) for k, j in kj]
@@ -830,6 +1002,19 @@ def learn_float(
             return measured
 
         dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties)
+        replaced: list[dict[str, Any]] = []
+        room = adaptive_room(d, H, affine) - len(discarded) * d * len(ratios)
+        for _ in range(CONDITIONING_ROUNDS):
+            # Tie links were asked at the old u rows: a replaced row would orphan them.
+            if dec.estimate is not None or not dec.bad or tie_answers:
+                break
+            k = dec.bad[0]
+            room -= conditioning_cost(d, H, affine, k)
+            if room < 0:
+                break
+            U, ans, old = _condition(oracle, U, B, ans, ratios, k)
+            replaced.append({"k": k, "factor": _CONDITIONING_FACTOR, "answers": old})
+            dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties)
         ambiguous = dec.ambiguous
         # The learning answers as rows (u, b, log k, F): F(0) rows carry log k = -inf.
         us = [np.zeros(d)] * ncols + [u for u, _ in pairs for _ in ratios]
@@ -864,20 +1049,29 @@ def learn_float(
             candidate = MultiHeadAttention(
                 [tuple(x.tolist() for x in hd) for hd in heads], beta=beta
             )
-            _check_learning_fit(oracle.arithmetic, candidate, f0, ans, tie_answers, U, B, H, affine)
-            checked = (
-                verify_model(
-                    oracle,
-                    candidate,
-                    count=verify,
-                    seed=seed,
-                    lengths=lengths,
-                    bias=beta if affine else 0.0,
-                    what="the recovered canonical heads",
+            try:
+                where = "a learning query"
+                _check_learning_fit(
+                    oracle.arithmetic, candidate, f0, ans, tie_answers, U, B, H, affine
                 )
-                if verify
-                else None
-            )
+                where = "a fresh sequence"
+                checked = (
+                    verify_model(
+                        oracle,
+                        candidate,
+                        count=verify,
+                        seed=seed,
+                        lengths=lengths,
+                        bias=beta if affine else 0.0,
+                        what="the recovered canonical heads",
+                    )
+                    if verify
+                    else None
+                )
+            except ModelClassMismatch as exc:
+                # One miss shows the fit is wrong, not that the box is outside the class:
+                # that needs a residual no H-head fit can remove (too_few_heads_float).
+                raise _not_reproduced(exc, where, H, oracle.arithmetic, estimate, figure) from exc
         except (ModelClassMismatch, PrecisionExhausted) as exc:
             if not ambiguous:
                 raise
@@ -899,9 +1093,13 @@ def learn_float(
     ties = counts.by_phase.get("tie links", 0)
     rtol = oracle.arithmetic.rtol
     extra = counts.by_phase.get("redundancy", 0)
+    pilot = counts.by_phase.get("pilot", 0)
+    conditioning = counts.by_phase.get("conditioning", 0)
     notes = [
-        f"canonical method (float ratio grid): {counts.learning} learning queries ({extra} "
-        f"redundant, {ties} tie links), <= {bound} (without ties "
+        f"canonical method (float ratio grid): {counts.learning} learning queries ({pilot} "
+        f"pilot, {len(discarded)} rescaling rounds of {d} pairs discarded, u scale "
+        f"{scale:.4g}; {conditioning} conditioning, {len(replaced)} u-groups asked again; "
+        f"{extra} redundant, {ties} tie links), <= {bound} (without ties or rescaling "
         f"{float_query_bound(oracle.d, H, affine=affine)}; the follow-up's 4Hd^2 - 2H + 1 = "
         f"{follow_up_query_bound(oracle.d, H)}); float64 decoding, every learning answer "
         f"reproduced at rtol {rtol:g}",
@@ -914,7 +1112,15 @@ def learn_float(
         oracle.arithmetic,
         U,
         B,
-        {"F0": list(f0), "F": ans.tolist(), "ties": tie_answers, "ratios": ratios},
+        {
+            "F0": list(f0),
+            "F": ans.tolist(),
+            "ties": tie_answers,
+            "ratios": ratios,
+            "pilot": discarded,
+            "scale": scale,
+            "conditioning": replaced,
+        },
         heads,
         beta,
         H,
@@ -1101,6 +1307,25 @@ def _certificate_data(
                 "U": [[dump_number(float(x)) for x in row] for row in U],
                 "B": [[dump_number(float(x)) for x in row] for row in B],
                 "ratios": [[k, m] for k, m in answers["ratios"]],
+                "u_scale": dump_number(float(answers["scale"])),
+                # The pilot's discarded rounds: counted, kept for the record (not decoded).
+                "pilot": [
+                    {
+                        "scale": dump_number(float(p["scale"])),
+                        "answers": [[dump_number(float(a)) for a in row] for row in p["answers"]],
+                    }
+                    for p in answers["pilot"]
+                ],
+                # Conditioning rounds: u-group k's row scaled by factor (U holds the result);
+                # the replaced answers (its pairs, then the links through it) for the record.
+                "conditioning": [
+                    {
+                        "k": c["k"],
+                        "factor": dump_number(float(c["factor"])),
+                        "answers": [[dump_number(float(a)) for a in row] for row in c["answers"]],
+                    }
+                    for c in answers["conditioning"]
+                ],
             },
             "answers": {
                 "F0": [dump_number(float(a)) for a in answers["F0"]],
