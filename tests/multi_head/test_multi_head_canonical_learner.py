@@ -385,10 +385,12 @@ def test_property_float_never_a_wrong_answer(d: int, H: int, seed: int) -> None:
 
 
 def test_float_refusals_are_never_wrong_answers() -> None:
-    # Measured: this float-mode run (integer-size heads, scores far outside the ratio grid's
-    # window) stops with a refusal naming its reason, not with a model.
-    with pytest.raises((NotIdentifiable, PrecisionExhausted), match=r"head orders|ill-conditioned"):
-        learn_multi_head(va.Oracle(_model(5, 2, 52), "float"), heads=2)
+    # This float-mode run (integer-size heads, scores far outside the ratio grid's window)
+    # used to stop with a refusal; since the u-group repairs run until the fits reach the
+    # rounding floor (s4-fit) it is learned, and within the rtol it states (measured error
+    # 3.4e-8, estimate 2.3e-7, rtol 1e-6).
+    model = _model(5, 2, 52)
+    assert _float_error(learn_multi_head(va.Oracle(model, "float"), heads=2), model) <= 1e-6
     # (d, H) = (2, 3) used to be refused too; the ratio grid learns it, and accurately.
     model = _model(2, 3, 23)
     assert _float_error(learn_multi_head(va.Oracle(model, "float"), heads=3), model) <= 1e-10

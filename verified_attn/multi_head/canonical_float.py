@@ -491,6 +491,11 @@ _DENSE_POLISH = 100_000
 # floor (unit roundoff x the answers' norm); a link order wins only if the next one misses
 # the link by _MATCH_MARGIN times more than max(best, _LINK_FLOOR x floor).
 _GROUP_FIT = 1e5
+# A u-group fit counts as converged (no repair) when its residual is at most this many times
+# its rounding floor. Measured (d = 8, H = 5, 6, seeds 0-9): fits started at the true scores
+# and residues end at 0.8-3.7 x the floor, while local minima sit at 90 x - 4e5 x it with
+# score errors 1e-2 - 1e-1 (and a first-order estimate that cannot see them).
+_CONVERGED = 30.0
 _LINK_FLOOR = 10.0
 # Residue sources tried per u-group (its best-conditioned single pairs).
 _SOURCES = 3
@@ -501,6 +506,18 @@ _BASIN = 1e-6
 _TIE_RESIDUE = 1e-6
 # Rounds of the transposition repair of pairs stuck in a local minimum.
 _REPAIRS = 3
+# Two scores of one pair within this (log t units) are refitted swapped (a second solution?).
+_NEAR_GAP = 1e-2
+# A second solution whose residual is within this factor of the fit's (or of the rounding
+# floor) fits the answers as well. The first-order estimate takes the noise to be the
+# residual or the floor; under that noise a misfit 3 x larger is not rounding (fits at the
+# truth sit at 0.8-3.7 x the floor, measured). Measured twins: 0.98-1.01 x (a true second
+# solution, scores 6.7e-5 apart) against 6 x - 1e5 x for swaps that are not.
+_TWIN = 3.0
+# Levenberg-Marquardt steps per repair start: a pair with several crowded scores (four within
+# 0.5 at d = 8, H = 5, seed 2) needs ~300 from a start in the right basin (60 leave it in the
+# wrong one, with a score off by 0.15).
+_REPAIR_STEPS = 300
 # Random starts per repaired pair.
 _RANDOM_STARTS = 96
 # Scores a repair start may move one head to (log t units; the window is +-4.2).
@@ -518,33 +535,16 @@ class _Decoded:
     failure: str = ""
 
 
-def _decode_pooled(
-    U: np.ndarray,
-    B: np.ndarray,
-    f0: np.ndarray,
-    ans: np.ndarray,
-    t: np.ndarray,
-    H: int,
-    affine: bool,
-    arith: Arithmetic,
-    ask_ties: Any,
-) -> _Decoded:
-    """Decode the float answers by pooled u-group fits and predicted links.
-
-    1. Each grid pair alone (:func:`_float_poles`): starting points only.
-    2. Per u-group k, the pairs ``(u_k, b_j)`` fitted jointly with shared residues
-       (:func:`~.float_fit.fit_groups`), started from each of its ``_SOURCES``
-       best-conditioned pairs' residues (the widest score gaps), the best kept.
-    3. Group k's heads ordered against group 1 by the halved link ``((u_1 + u_k)/2, b_1)``:
-       every order predicts its answers outright (:func:`~.float_fit.link_orders`).
-    4. ``[W_h | c_h] = U^-1 S_h M^-1``, ``v_h = U^-1 r_h``; the first-order error
-       ``|dY| / sigma_min`` per group, carried through ``|U^-1|`` and ``|M^-1|``.
-    """
-    d, ncols, T = U.shape[0], B.shape[0], len(t)
+def _group_fits(
+    f0: np.ndarray, ans: np.ndarray, t: np.ndarray, H: int, d: int, unit: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Steps 1-2 of :func:`_decode_pooled`: every u-group's residues r (d, H), scores
+    s (d, J, H) (head order per group arbitrary), residual norms (d,) and rounding floors
+    (d,), from the grid answers ``ans`` (rows: pairs (u_k, b_j), k-major) and ``f0``."""
+    ncols, T = len(f0), len(t)
     lt = np.log(t)
     t0 = np.concatenate([[0.0], t])
     n_grid = d * ncols
-    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
     Y = (ans[:n_grid] - np.tile(f0, d)[:, None]).reshape(d, ncols, T)
     # The rounding floor of each group (answers and their F(0)), and of each link.
     floor = unit * np.sqrt(
@@ -614,7 +614,7 @@ def _decode_pooled(
         # heads' scores swapped, or merged poles), which also biases the shared residues.
         # Leave each pair out in turn (the best of these fits gives unbiased residues),
         # refit the pairs that then miss from many starts, then the whole group again.
-        bad_groups = [k for k in range(d) if not res_best[k] <= _GROUP_FIT * floor[k]]
+        bad_groups = [k for k in range(d) if not res_best[k] <= _CONVERGED * floor[k]]
         if not bad_groups or H == 1:
             break
         changed = False
@@ -629,7 +629,7 @@ def _decode_pooled(
                 sk[keep[jbest]] = loo.s[jbest]
             miss = np.linalg.norm(group_model(lt, rk[None], sk[None])[0] - Y[k], axis=-1)
             pf = pair_floor[k * ncols : (k + 1) * ncols]
-            jj = np.flatnonzero(~(miss <= _GROUP_FIT * pf))
+            jj = np.flatnonzero(~(miss <= _CONVERGED * pf))
             if len(jj):
                 rng = np.random.default_rng([k, H, 12])
                 starts = np.concatenate(
@@ -640,7 +640,9 @@ def _decode_pooled(
                     ],
                     axis=1,
                 )
-                sk[jj], _ = fit_scores(lt, Y[k, jj], np.repeat(rk[None], len(jj), 0), starts)
+                sk[jj], _ = fit_scores(
+                    lt, Y[k, jj], np.repeat(rk[None], len(jj), 0), starts, steps=_REPAIR_STEPS
+                )
             again = fit_groups(lt, Y[k][None], rk[None], sk[None], floor=floor[k : k + 1])
             again = polish_groups(lt, Y[k][None], again.r, again.s)
             if again.residual[0] < res_best[k]:
@@ -648,6 +650,38 @@ def _decode_pooled(
                 changed = True
         if not changed:
             break
+    return r, s, res_best, floor
+
+
+def _decode_pooled(
+    U: np.ndarray,
+    B: np.ndarray,
+    f0: np.ndarray,
+    ans: np.ndarray,
+    t: np.ndarray,
+    H: int,
+    affine: bool,
+    arith: Arithmetic,
+    ask_ties: Any,
+) -> _Decoded:
+    """Decode the float answers by pooled u-group fits and predicted links.
+
+    1. Each grid pair alone (:func:`_float_poles`): starting points only.
+    2. Per u-group k, the pairs ``(u_k, b_j)`` fitted jointly with shared residues
+       (:func:`~.float_fit.fit_groups`), started from each of its ``_SOURCES``
+       best-conditioned pairs' residues (the widest score gaps), the best kept.
+    3. Group k's heads ordered against group 1 by the halved link ``((u_1 + u_k)/2, b_1)``:
+       every order predicts its answers outright (:func:`~.float_fit.link_orders`).
+    4. ``[W_h | c_h] = U^-1 S_h M^-1``, ``v_h = U^-1 r_h``; the first-order error
+       ``|dY| / sigma_min`` per group, carried through ``|U^-1|`` and ``|M^-1|``.
+    """
+    d, ncols, T = U.shape[0], B.shape[0], len(t)
+    lt = np.log(t)
+    n_grid = d * ncols
+    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
+    r, s, res_best, floor = _group_fits(f0, ans, t, H, d, unit)
+    Y = (ans[:n_grid] - np.tile(f0, d)[:, None]).reshape(d, ncols, T)
+    r, s, res_best, spread, twins = _swap_alternatives(lt, Y, r, s, res_best, floor)
     gap = closest_gap(s)
     bad = [k for k in range(d) if not res_best[k] <= _GROUP_FIT * floor[k]]
     if bad:
@@ -729,13 +763,84 @@ def _decode_pooled(
     noise = np.sqrt(res_best**2 + floor**2)
     with np.errstate(divide="ignore"):
         err = np.where(sig > 0, noise / sig, math.inf)
+    # A second solution that fits as well is an error the first-order figure cannot see.
+    err = np.maximum(err, spread)
     err_S = float(np.sqrt((err**2).sum()))
     nU, nM = float(np.linalg.norm(Uinv, 2)), float(np.linalg.norm(Minv, 2))
     err_W, err_v = nU * err_S * nM, nU * err_S
     err_beta = float(np.linalg.norm(B[0])) * H * err_v + unit * abs(float(f0[0])) if affine else 0
     size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
     estimate = max(err_W, err_v, err_beta) / size
+    if estimate > arith.rtol:
+        ambiguous += [
+            f"the pair (u_{k + 1}, b_{j + 1}) cannot tell heads {a + 1} and {b + 1} (numbered "
+            f"at u_{k + 1}) apart in {_float_name(arith)}: their scores differ by {g:.1e}, and "
+            f"with the two swapped the u-group's fit meets its answers as well (the scores "
+            f"move by {dist:.1e})"
+            for k, j, a, b, g, dist in sorted(twins, key=lambda x: -x[5])
+        ]
     return _Decoded(heads, beta, ambiguous, gap, float(sig.min()), estimate)
+
+
+def _swap_alternatives(
+    lt: np.ndarray,
+    Y: np.ndarray,
+    r: np.ndarray,
+    s: np.ndarray,
+    res: np.ndarray,
+    floor: np.ndarray,
+) -> tuple[
+    np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int, int, int, float, float]]
+]:
+    """Second solutions of the u-group fits from swapping two close scores of one pair.
+
+    Two heads with scores ``m +- delta/2`` in one pair and residues fixed by the other pairs:
+    the swapped pair of scores can be moved so that ``sum_h r_h (s_h - m)^n`` matches for
+    n = 1, 2, so the swapped solution misses the answers only at third order, ~ delta^3:
+    at delta ~ 1e-4 that is the float64 floor, and both solutions have the same Jacobian
+    conditioning (the first-order estimate cannot see the other one). Measured at d = 8,
+    H = 6, seed 1: scores 4.8e-5 apart, the swapped fit 1.4 x the floor, the true one 1.6 x,
+    scores 6.7e-5 apart. So every pair with two scores within ``_NEAR_GAP`` is refitted
+    (the whole group, batched) from the swap: one that fits better by ``_TWIN`` x replaces
+    the fit; one within ``_TWIN`` x of the fit's residual (or of the floor) is a second
+    solution, and its distance (largest residue or score change) bounds the group's error
+    from below.
+
+    Returns r, s, the residuals, the per-group distance (d,) and the twins
+    ``(k, j, a, b, gap, distance)``.
+    """
+    d, J, H = s.shape
+    spread = np.zeros(d)
+    twins: list[tuple[int, int, int, int, float, float]] = []
+    if H < 2:
+        return r, s, res, spread, twins
+    cand = [
+        (k, j, a, b)
+        for k in range(d)
+        for j in range(J)
+        for a, b in itertools.combinations(range(H), 2)
+        if abs(s[k, j, a] - s[k, j, b]) <= _NEAR_GAP
+    ]
+    if not cand:
+        return r, s, res, spread, twins
+    idx = np.array([c[0] for c in cand])
+    s0 = s[idx].copy()
+    for i, (_, j, a, b) in enumerate(cand):
+        s0[i, j, [a, b]] = s0[i, j, [b, a]]
+    alt = fit_groups(lt, Y[idx], r[idx], s0, floor=floor[idx])
+    alt = polish_groups(lt, Y[idx], alt.r, alt.s)
+    r, s, res = r.copy(), s.copy(), res.copy()
+    first_r, first_s = r.copy(), s.copy()
+    for i, (k, j, a, b) in enumerate(cand):
+        dist = max(
+            float(np.abs(alt.r[i] - first_r[k]).max()), float(np.abs(alt.s[i] - first_s[k]).max())
+        )
+        if alt.residual[i] * _TWIN < res[k]:
+            r[k], s[k], res[k] = alt.r[i], alt.s[i], alt.residual[i]
+        elif alt.residual[i] <= _TWIN * max(res[k], floor[k]):
+            spread[k] = max(spread[k], dist)
+            twins.append((k, j, a, b, float(abs(first_s[k, j, a] - first_s[k, j, b])), dist))
+    return r, s, res, spread, twins
 
 
 def _assign(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
