@@ -255,13 +255,21 @@ def closest_gap(s: np.ndarray) -> float:
 
 
 def fit_scores(
-    lt: np.ndarray, Y: np.ndarray, r: np.ndarray, s0: np.ndarray, *, steps: int = 60
+    lt: np.ndarray,
+    Y: np.ndarray,
+    r: np.ndarray,
+    s0: np.ndarray,
+    *,
+    steps: int = 60,
+    prune: tuple[int, int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Scores alone with the residues fixed, from many starts: ``Y`` (P, T), ``r`` (P, H),
     ``s0`` (P, S, H); returns the best scores (P, H) and their residual norms (P,).
 
     Levenberg-Marquardt per (pair, start), batched; used to repair a pair whose pooled
     fit sits in a local minimum (two heads' scores swapped), from every transposition.
+    ``prune=(n, keep)``: after n steps only each pair's ``keep`` best starts go on (the
+    cost of many starts is in their first steps, a slow basin in its last ones).
 
     >>> lt = np.log(np.array([0.25, 0.5, 1.0, 2.0, 4.0]))
     >>> r = np.array([[1.0, 3.0]]); s = np.array([[0.5, -1.0]])
@@ -286,7 +294,10 @@ def fit_scores(
     mu = np.full(N, 1e-3)
     # Only the starts still moving are computed: most stop long before ``steps``.
     act = np.arange(N)
-    for _ in range(steps):
+    for step in range(steps):
+        if prune is not None and step == prune[0] and S > prune[1]:
+            rank = np.argsort(np.argsort(norm.reshape(P, S), axis=1), axis=1).ravel()
+            act = act[rank[act] < prune[1]]
         if not len(act):
             break
         Ja, Ra, m = J[act], R[act], mu[act]
