@@ -88,8 +88,12 @@ def _solve(
     eye = np.eye(H)
     # A tiny ridge keeps a singular block (a head with residue 0 has no score) solvable.
     A = A + 1e-300 * eye
-    Ai_C = np.linalg.solve(A, C)  # (G, J, H, H)
-    Ai_g = np.linalg.solve(A, gs[..., None])[..., 0]  # (G, J, H)
+    try:
+        Ai_C = np.linalg.solve(A, C)  # (G, J, H, H)
+        Ai_g = np.linalg.solve(A, gs[..., None])[..., 0]  # (G, J, H)
+    except np.linalg.LinAlgError:  # a saturated start: every sigmoid 0 or 1 in some pair
+        Ai = np.linalg.pinv(A)
+        Ai_C, Ai_g = Ai @ C, (Ai @ gs[..., None])[..., 0]
     CT = C.swapaxes(-1, -2)
     S = D - (CT @ Ai_C).sum(axis=1)
     rhs = -(gr - (CT @ Ai_g[..., None])[..., 0].sum(axis=1))
