@@ -9,8 +9,10 @@
 The exact path's pair structure on an orthogonal float design (scores of std ~2.9 for
 W ~ N(0, 1/d)) with a ratio grid per pair; the d (affine d + 1) pairs of one u are fitted
 jointly with shared residues (:mod:`.float_fit`: Levenberg-Marquardt with a Schur
-complement, then orthogonal Gauss-Newton, repairs of pairs in local minima), the u-groups
-ordered by predicting the halved links, and tie links where residues tie. The result is
+complement, then orthogonal Gauss-Newton, repairs of groups in local minima until they
+reach their rounding floor, second solutions of close scores found and counted in the
+error), the u-groups ordered by predicting the halved links, and tie links where residues
+tie. The result is
 returned only if its first-order parameter error estimate is at most the oracle's rtol and
 it reproduces every learning answer and every fresh verification answer under the one
 agreement rule (:func:`verified_attn.verification.agree`) at that rtol; the certificate
@@ -525,6 +527,8 @@ _REPAIR_STEPS = 300
 _REPAIR_PRUNE = (40, 8)
 # Rounds of joint restarts (one pair each) for a group still not converged after the repairs.
 _JOINT_ROUNDS = 3
+# Joint restarts kept after their first 30 steps.
+_JOINT_KEEP = 6
 # Shifts of one head's score tried by the joint restarts (log t units).
 _LOCAL_SHIFTS = np.array([-0.3, -0.1, -0.03, -0.01, 0.01, 0.03, 0.1, 0.3])
 # Random starts per repaired pair.
@@ -618,7 +622,13 @@ def _group_fits(
     r = fit.r.reshape(d, n_src, H)[np.arange(d), best]
     s = fit.s.reshape(d, n_src, ncols, H)[np.arange(d), best]
     res_best = res[np.arange(d), best]
-    for _ in range(_REPAIRS):
+    # Repairs cost ~10 s a group at d = 16, H = 8; when more groups than _repair_limit(d)
+    # miss after the pooled fits, the decoding is refused at once (measured at d = 16, H = 8:
+    # 10 of 16 groups at 1e4 x - 1e10 x the floor, where even fits started at the truth
+    # estimate errors up to 2e-6: the design's conditioning, not the starts).
+    n_bad = int(np.sum(~(res_best <= _CONVERGED * floor)))
+    rounds = _REPAIRS if n_bad <= _repair_limit(d) else 0
+    for _ in range(rounds):
         # A group whose pooled fit misses its answers has a pair in a local minimum (two
         # heads' scores swapped, or merged poles), which also biases the shared residues.
         # Leave each pair out in turn (the best of these fits gives unbiased residues),
@@ -664,7 +674,7 @@ def _group_fits(
                 changed = True
         if not changed:
             break
-    for k in range(d):
+    for k in range(d if rounds else 0):
         for _ in range(_JOINT_ROUNDS):
             if res_best[k] <= _CONVERGED * floor[k] or H == 1:
                 break
@@ -673,6 +683,15 @@ def _group_fits(
                 break
             r[k], s[k], res_best[k] = joint.r[0], joint.s[0], joint.residual[0]
     return r, s, res_best, floor
+
+
+def _repair_limit(d: int) -> int:
+    """How many u-groups missing after the pooled fits are repaired (more: refused at once).
+
+    >>> _repair_limit(8), _repair_limit(32)
+    (3, 8)
+    """
+    return max(3, d // 4)
 
 
 def _joint_restarts(
@@ -704,8 +723,13 @@ def _joint_restarts(
     s0 = np.repeat(s[None], len(starts), axis=0)
     s0[:, j] = starts
     n = len(starts)
-    fit = fit_groups(lt, np.repeat(Y[None], n, 0), np.repeat(r[None], n, 0), s0)
-    fit = polish_groups(lt, np.repeat(Y[None], n, 0), fit.r, fit.s)
+    # Every start for a few steps, then only the best few to convergence (the cost is in
+    # the starts: 228 group fits per round at H = 8).
+    fit = fit_groups(lt, np.repeat(Y[None], n, 0), np.repeat(r[None], n, 0), s0, steps=30)
+    best = np.argsort(fit.residual, kind="stable")[:_JOINT_KEEP]
+    m = len(best)
+    fit = fit_groups(lt, np.repeat(Y[None], m, 0), fit.r[best], fit.s[best])
+    fit = polish_groups(lt, np.repeat(Y[None], m, 0), fit.r, fit.s)
     i = int(np.argmin(fit.residual))
     return GroupFit(r=fit.r[i : i + 1], s=fit.s[i : i + 1], residual=fit.residual[i : i + 1])
 
@@ -726,11 +750,20 @@ def _decode_pooled(
     1. Each grid pair alone (:func:`_float_poles`): starting points only.
     2. Per u-group k, the pairs ``(u_k, b_j)`` fitted jointly with shared residues
        (:func:`~.float_fit.fit_groups`), started from each of its ``_SOURCES``
-       best-conditioned pairs' residues (the widest score gaps), the best kept.
-    3. Group k's heads ordered against group 1 by the halved link ``((u_1 + u_k)/2, b_1)``:
+       best-conditioned pairs' residues (the widest score gaps), the best kept; a group
+       above ``_CONVERGED`` x its rounding floor is repaired (leave-one-out residues,
+       scores-only restarts of its missing pairs, then joint restarts of its worst pair),
+       all in :func:`_group_fits`.
+    3. Gates: a group over ``_GROUP_FIT`` x its floor misses its answers; one over
+       ``_CONVERGED`` x the groups' median level is a local minimum (the first-order
+       estimate does not hold there); both are refused. Pairs with two close scores are
+       refitted swapped (:func:`_swap_alternatives`): a second solution that fits as well
+       enters the error estimate with its distance, and is named if the estimate fails.
+    4. Group k's heads ordered against group 1 by the halved link ``((u_1 + u_k)/2, b_1)``:
        every order predicts its answers outright (:func:`~.float_fit.link_orders`).
-    4. ``[W_h | c_h] = U^-1 S_h M^-1``, ``v_h = U^-1 r_h``; the first-order error
-       ``|dY| / sigma_min`` per group, carried through ``|U^-1|`` and ``|M^-1|``.
+    5. ``[W_h | c_h] = U^-1 S_h M^-1``, ``v_h = U^-1 r_h``; the error per group is the
+       larger of the first-order ``|dY| / sigma_min`` and a second solution's distance,
+       carried through ``|U^-1|`` and ``|M^-1|``.
     """
     d, ncols, T = U.shape[0], B.shape[0], len(t)
     lt = np.log(t)
