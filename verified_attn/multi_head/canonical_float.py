@@ -507,6 +507,8 @@ _SOURCES = 3
 _BASIN = 1e-6
 # Two residues of one u-group within this (relative) are a tie: a tie link decides.
 _TIE_RESIDUE = 1e-6
+# Starting-point fits with more (problem, start) rows than this are pruned (fit_scores).
+_PRUNE_ABOVE = 200_000
 # Rounds of the transposition repair of pairs stuck in a local minimum.
 _REPAIRS = 3
 # Two scores of one pair within this (log t units) are refitted swapped (a second solution?).
@@ -603,7 +605,13 @@ def _group_fits(
             worse = np.flatnonzero(~(miss <= target))
             if not len(worse):
                 break
-            got, got_miss = fit_scores(lt, Yr[worse], rr[worse], make(flat[worse]))
+            starts = make(flat[worse])
+            # Many problems (d = 32, H = 8: 3072 x 136 starts, 170 s) go on from their best
+            # 4 starts after 10 steps; the small boxes' fits are left as they were measured.
+            big = starts.shape[0] * starts.shape[1] > _PRUNE_ABOVE
+            got, got_miss = fit_scores(
+                lt, Yr[worse], rr[worse], starts, prune=(10, 4) if big else None
+            )
             keep = got_miss < miss[worse]
             flat[worse[keep]], miss[worse[keep]] = got[keep], got_miss[keep]
         s0 = flat.reshape(d, n_src, ncols, H)
@@ -769,7 +777,6 @@ def _decode_pooled(
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
     r, s, res_best, floor = _group_fits(f0, ans, t, H, d, unit)
     Y = (ans[:n_grid] - np.tile(f0, d)[:, None]).reshape(d, ncols, T)
-    r, s, res_best, spread, twins = _swap_alternatives(lt, Y, r, s, res_best, floor)
     gap = closest_gap(s)
     bad = [k for k in range(d) if not res_best[k] <= _GROUP_FIT * floor[k]]
     if bad:
@@ -786,6 +793,9 @@ def _decode_pooled(
             f"{floor[k]:.2e} ({len(bad)} of {d} groups): not {H} softmax heads, or too "
             "ill-conditioned",
         )
+    # (After the refusal above: the swaps cost a group fit each, 20 s at d = 32, H = 8.)
+    r, s, res_best, spread, twins = _swap_alternatives(lt, Y, r, s, res_best, floor)
+    gap = closest_gap(s)
     # The first-order estimate holds at a minimum whose residual is the answers' noise, not
     # at a local minimum: a group far above the others' level (each over its own floor; the
     # median adapts to a box noisier than its unit roundoff) is refused, not estimated.
