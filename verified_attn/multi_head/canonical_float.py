@@ -520,6 +520,9 @@ _NEAR_GAP = 1e-2
 # (a chi-square ratio of 4). Measured twins: 0.98-1.01 x (a true second solution, scores
 # 6.7e-5 apart, d = 8, H = 6, seed 1) against 2.9 x - 1e6 x for swaps that are not.
 _TWIN = 2.0
+# A second solution farther than this times the group's first-order error is asked about
+# (a tie link); closer ones are the fit itself, found again.
+_TWIN_SIGNIFICANT = 100.0
 # Levenberg-Marquardt steps per repair start: a pair with several crowded scores (four within
 # 0.5 at d = 8, H = 5, seed 2) needs ~300 from a start in the right basin (60 leave it in the
 # wrong one, with a score off by 0.15).
@@ -794,7 +797,11 @@ def _decode_pooled(
             "ill-conditioned",
         )
     # (After the refusal above: the swaps cost a group fit each, 20 s at d = 32, H = 8.)
-    r, s, res_best, spread, twins = _swap_alternatives(lt, Y, r, s, res_best, floor)
+    r, s, res_best, _, twins, alts = _swap_alternatives(lt, Y, r, s, res_best, floor)
+    twins = _resolve_twins(twins, alts, r, s, res_best, lt, f0, unit, ask_ties)
+    spread = np.zeros(d)
+    for tw in twins:
+        spread[tw[0]] = max(spread[tw[0]], tw[5])
     gap = closest_gap(s)
     # The first-order estimate holds at a minimum whose residual is the answers' noise, not
     # at a local minimum: a group far above the others' level (each over its own floor; the
@@ -909,7 +916,12 @@ def _swap_alternatives(
     res: np.ndarray,
     floor: np.ndarray,
 ) -> tuple[
-    np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int, int, int, float, float]]
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    np.ndarray,
+    list[tuple[int, int, int, int, float, float]],
+    list[GroupFit],
 ]:
     """Second solutions of the u-group fits from swapping two close scores of one pair.
 
@@ -925,14 +937,15 @@ def _swap_alternatives(
     solution, and its distance (largest residue or score change) bounds the group's error
     from below.
 
-    Returns r, s, the residuals, the per-group distance (d,) and the twins
-    ``(k, j, a, b, gap, distance)``.
+    Returns r, s, the residuals, the per-group distance (d,), the twins
+    ``(k, j, a, b, gap, distance)`` and their second solutions (one group each).
     """
     d, J, H = s.shape
     spread = np.zeros(d)
     twins: list[tuple[int, int, int, int, float, float]] = []
+    alts: list[GroupFit] = []
     if H < 2:
-        return r, s, res, spread, twins
+        return r, s, res, spread, twins, alts
     cand = [
         (k, j, a, b)
         for k in range(d)
@@ -941,7 +954,7 @@ def _swap_alternatives(
         if abs(s[k, j, a] - s[k, j, b]) <= _NEAR_GAP
     ]
     if not cand:
-        return r, s, res, spread, twins
+        return r, s, res, spread, twins, alts
     idx = np.array([c[0] for c in cand])
     s0 = s[idx].copy()
     for i, (_, j, a, b) in enumerate(cand):
@@ -959,7 +972,60 @@ def _swap_alternatives(
         elif alt.residual[i] <= _TWIN * max(res[k], floor[k]):
             spread[k] = max(spread[k], dist)
             twins.append((k, j, a, b, float(abs(first_s[k, j, a] - first_s[k, j, b])), dist))
-    return r, s, res, spread, twins
+            alts.append(GroupFit(alt.r[i], alt.s[i], alt.residual[i : i + 1]))
+    return r, s, res, spread, twins, alts
+
+
+def _resolve_twins(
+    twins: list[tuple[int, int, int, int, float, float]],
+    alts: list[GroupFit],
+    r: np.ndarray,
+    s: np.ndarray,
+    res: np.ndarray,
+    lt: np.ndarray,
+    f0: np.ndarray,
+    unit: float,
+    ask_ties: Any,
+) -> list[tuple[int, int, int, int, float, float]]:
+    """Decide second solutions by tie links: returns the twins still undecided.
+
+    The tie link ``(u_k, (b_1 + b_j)/2)`` at t = 1 (the query exact mode asks for tied
+    residues) sees the average of pairs 1 and j's scores, so a swap in pair j moves its
+    answer at first order (the swap's misfit on the grid is third order): each candidate
+    predicts it outright and the one that misses by ``_MATCH_MARGIN`` x less wins (the
+    second solution then replaces the group's fit, in r, s, res). Only twins farther from
+    the fit than ``_TWIN_SIGNIFICANT`` x its first-order error ask (the others are the same
+    solution), at most one link per twin and at most ``len(f0)`` links, in the phase
+    "tie links": a box without such twins asks nothing more. For j = 1 the link is
+    ``(b_1 + b_2)/2``.
+    """
+    ncols = len(f0)
+    if not twins or ncols < 2:
+        return twins
+    sig = sigma_min_groups(lt, r, s)
+    floor_g = np.maximum(res, 1e-300)
+    with np.errstate(divide="ignore"):
+        first = np.where(sig > 0, floor_g / sig, math.inf)
+    ask = [i for i, tw in enumerate(twins) if tw[5] > _TWIN_SIGNIFICANT * first[tw[0]]]
+    if not ask or len(ask) > ncols:
+        return twins
+    kj = [(twins[i][0], max(twins[i][1], 1)) for i in ask]
+    measured = ask_ties(kj)
+    undecided = [tw for i, tw in enumerate(twins) if i not in ask]
+    replaced: set[int] = set()
+    for i, (k, jj), y in zip(ask, kj, measured, strict=True):
+        base = (f0[0] + f0[jj]) / 2
+        alt = alts[i]
+        pc = base + float(r[k] @ _sigmoid((s[k, 0] + s[k, jj]) / 2))
+        pa = base + float(alt.r @ _sigmoid((alt.s[0] + alt.s[jj]) / 2))
+        mc, ma = abs(pc - y), abs(pa - y)
+        link_floor = _LINK_FLOOR * unit * math.sqrt(y * y + base * base)
+        if k in replaced or not max(mc, ma) > _MATCH_MARGIN * max(min(mc, ma), link_floor):
+            undecided.append(twins[i])
+        elif ma < mc:
+            r[k], s[k], res[k] = alt.r, alt.s, float(alt.residual[0])
+            replaced.add(k)
+    return undecided
 
 
 def _assign(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
