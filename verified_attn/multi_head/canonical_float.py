@@ -10,9 +10,9 @@ The exact path's pair structure on an orthogonal float design (scores of std ~2.
 W ~ N(0, 1/d)) with a ratio grid per pair; the d (affine d + 1) pairs of one u are fitted
 jointly with shared residues (:mod:`.float_fit`: Levenberg-Marquardt with a Schur
 complement, then orthogonal Gauss-Newton, repairs of groups in local minima until they
-reach their rounding floor, second solutions of close scores found and counted in the
-error), the u-groups ordered by predicting the halved links, and tie links where residues
-tie. The result is
+reach their rounding floor, second solutions of close scores found, decided by one tie
+link each or counted in the error), the u-groups ordered by predicting the halved links,
+and tie links where residues tie. The result is
 returned only if its first-order parameter error estimate is at most the oracle's rtol and
 it reproduces every learning answer and every fresh verification answer under the one
 agreement rule (:func:`verified_attn.verification.agree`) at that rtol; the certificate
@@ -767,7 +767,8 @@ def _decode_pooled(
        ``_CONVERGED`` x the groups' median level is a local minimum (the first-order
        estimate does not hold there); both are refused. Pairs with two close scores are
        refitted swapped (:func:`_swap_alternatives`): a second solution that fits as well
-       enters the error estimate with its distance, and is named if the estimate fails.
+       is decided by a tie link (:func:`_resolve_twins`), or enters the error estimate with
+       its distance, and is named if the estimate fails.
     4. Group k's heads ordered against group 1 by the halved link ``((u_1 + u_k)/2, b_1)``:
        every order predicts its answers outright (:func:`~.float_fit.link_orders`).
     5. ``[W_h | c_h] = U^-1 S_h M^-1``, ``v_h = U^-1 r_h``; the error per group is the
