@@ -512,7 +512,7 @@ _BASIN = 1e-6
 # Two residues of one u-group within this (relative) are a tie: a tie link decides.
 _TIE_RESIDUE = 1e-6
 # Starting-point fits with more (problem, start) rows than this are pruned (fit_scores).
-_PRUNE_ABOVE = 200_000
+_PRUNE_ABOVE = 50_000
 # Rounds of the transposition repair of pairs stuck in a local minimum.
 _REPAIRS = 3
 # Two scores of one pair within this (log t units) are refitted swapped (a second solution?).
@@ -614,10 +614,10 @@ def _group_fits(
                 break
             starts = make(flat[worse])
             # Many problems (d = 32, H = 8: 3072 x 136 starts, 170 s) go on from their best
-            # 4 starts after 10 steps; the small boxes' fits are left as they were measured.
+            # 4 starts after 5 steps; the small boxes' fits are left as they were measured.
             big = starts.shape[0] * starts.shape[1] > _PRUNE_ABOVE
             got, got_miss = fit_scores(
-                lt, Yr[worse], rr[worse], starts, prune=(10, 4) if big else None
+                lt, Yr[worse], rr[worse], starts, prune=(5, 4) if big else None
             )
             keep = got_miss < miss[worse]
             flat[worse[keep]], miss[worse[keep]] = got[keep], got_miss[keep]
