@@ -48,8 +48,8 @@ with the claimed head (exact ``==``; float to :data:`FLOAT_RTOL`); a dead subspa
 answers must be zero. The counts are the restricted ones summed under ``head<h>/``.
 
 Finally (every method) the verification answers are re-checked against the claimed model.
-Sizes are bounded (:data:`MAX_D`, :data:`MAX_HEADS`, :data:`MAX_WORKING_PRECISION`) before
-any work, so a hostile file is refused fast.
+Sizes are bounded (:data:`MAX_D`, :data:`MAX_HEADS`, :data:`MAX_FLOAT_HEADS`,
+:data:`MAX_WORKING_PRECISION`) before any work, so a hostile file is refused fast.
 """
 
 from __future__ import annotations
@@ -85,12 +85,23 @@ from verified_attn.multi_head.float_pilot import pilot_rounds
 from verified_attn.rational_interpolation import interpolate, poles, to_arb
 from verified_attn.verification import agree, float_floor
 
-__all__ = ["FLOAT_RTOL", "MAX_D", "MAX_HEADS", "MAX_WORKING_PRECISION", "verify"]
+__all__ = [
+    "FLOAT_RTOL",
+    "MAX_D",
+    "MAX_FLOAT_HEADS",
+    "MAX_HEADS",
+    "MAX_WORKING_PRECISION",
+    "verify",
+]
 
 #: Largest d a multi-head certificate may name (the canonical design has ~d^2 pairs).
 MAX_D = 32
-#: Largest number of heads (orders of heads are enumerated: H! per link).
+#: Largest number of heads of an exact or certified certificate (its re-decoding
+#: enumerates orders of heads: H! per link).
 MAX_HEADS = 6
+#: Largest number of heads of a float certificate (its answers are re-checked against the
+#: claimed heads; nothing is enumerated), the float learner's range.
+MAX_FLOAT_HEADS = 8
 #: Largest working precision (bits) of the ball re-decoding.
 MAX_WORKING_PRECISION = 8192
 #: Relative agreement required between claimed and re-lifted float heads (orthogonal).
@@ -133,7 +144,9 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
     d, arith = head.d, head.arith
     affine = as_bool(get(data, "affine"), "affine")
     heads_given = as_bool(get(data, "heads_given"), "heads_given")
-    H0 = as_int(get(data, "H0"), "H0", low=1, high=MAX_HEADS)
+    H0 = as_int(
+        get(data, "H0"), "H0", low=1, high=MAX_FLOAT_HEADS if arith.name == "float" else MAX_HEADS
+    )
     exact = as_bool(get(data, "result.exact"), "result.exact")
     if exact != (arith.name != "float"):
         raise CertificateError(f"result.exact is {exact} in {arith.name} arithmetic")
