@@ -1,8 +1,9 @@
 """Benchmark of the float multi-head path (issue 12): success, errors and queries vs H and d.
 
 Run ``python benchmarks/multi_head_float.py`` (full) or ``--quick`` (a few seeds, small
-sizes). Writes ``benchmarks/results/multi_head_float.json`` and
-``multi_head_float_success.png``.
+sizes). Writes ``benchmarks/results/multi_head_float.json``,
+``multi_head_float_success.png``, ``multi_head_float_error.png`` and
+``multi_head_float_scale.png``.
 
 1. Random float64 boxes: W_h ~ N(0, 1/d), v_h ~ N(0, 1) (seed s: ``default_rng(s)``, heads
    drawn in order), ``learn_multi_head(Oracle(model, "float"), heads=H, seed=s)``.
@@ -13,7 +14,13 @@ Per run: learned or the refusal's class and message; the parameter error (larges
 error of the canonical heads against the truth, best head order, relative to the largest
 true entry); the prediction error on 16 independent fresh sequences of lengths 1..16
 (another generator than the learner's, relative to max(|answer|, 1)); the learning queries
-against the follow-up's ``4Hd^2 - 2H + 1`` and the parameter count ``H (d^2 + d)``; seconds.
+against the follow-up's ``4Hd^2 - 2H + 1`` and the parameter count ``H (d^2 + d)``; the
+pilot's u scale and discarded rounds; seconds.
+
+3. The conditioning sweep (no learning): the first-order parameter error of the pooled fit
+   at the *true* heads, ``|U^-1| |M^-1| sqrt(sum_k (floor_k / sigma_min_k)^2)`` relative
+   (floor_k: the u-group's float64 rounding, sigma_min_k: the smallest singular value of
+   its Jacobian in (r, s)), against the u scale, with the scale the pilot picks.
 """
 
 from __future__ import annotations
@@ -34,7 +41,15 @@ from _common import metadata, output_dir, write_json
 import verified_attn as va
 from verified_attn.errors import VerifiedAttnError
 from verified_attn.models import MultiHeadAttention
+from verified_attn.multi_head.canonical_float import (
+    float_design,
+    float_query_limit,
+    float_ratios,
+    redundancy,
+)
 from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
+from verified_attn.multi_head.float_fit import sigma_min_groups
+from verified_attn.serialize import load_number
 
 
 def random_box(d: int, H: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -65,6 +80,13 @@ def prediction_error(predict: Any, answer: Any, d: int, seed: int) -> float:
     return worst
 
 
+def pilot_info(rec: Any, d: int, H: int) -> dict[str, Any]:
+    """The pilot's kept u scale and discarded rounds (from the certificate and the counts)."""
+    rounds = rec.queries_by_phase["pilot"] // (d * (2 * H + redundancy(H)))
+    scale = float(load_number(rec.certificate()["design"]["u_scale"]))
+    return {"u_scale": scale, "pilot_rounds_discarded": rounds - 1}
+
+
 def run_random(d: int, H: int, seed: int) -> dict[str, Any]:
     heads = random_box(d, H, seed)
     model = MultiHeadAttention([(W.tolist(), v.tolist()) for W, v in heads])
@@ -86,27 +108,34 @@ def run_random(d: int, H: int, seed: int) -> dict[str, Any]:
         row.update(
             learned=True,
             queries=rec.queries,
+            **pilot_info(rec, d, H),
             rtol=1e-6,
             parameter_error=parameter_error(rec.parameters["heads"], heads),
             prediction_error=prediction_error(predict, answer, d, seed),
         )
     row["seconds"] = time.perf_counter() - t0
     row["follow_up"] = follow_up_query_bound(d, H)
+    row["bound"] = float_query_limit(d, H)
     row["parameters"] = H * (d * d + d)
     return row
 
 
-def run_torch(E: int, H: int, seed: int, dtype: str) -> dict[str, Any]:
+def torch_box(E: int, H: int, seed: int) -> tuple[Any, np.ndarray]:
+    """``nn.MultiheadAttention(E, H)``, default initialisation, biases N(0, 1); readout r."""
     import torch
-
-    from verified_attn.adapters.torch import attention_oracle, attention_parameters
 
     torch.manual_seed(seed)
     mha = torch.nn.MultiheadAttention(E, num_heads=H, batch_first=True)
     with torch.no_grad():
         mha.in_proj_bias.normal_()
         mha.out_proj.bias.normal_()
-    r = np.random.default_rng(seed + 100).standard_normal(E)
+    return mha, np.random.default_rng(seed + 100).standard_normal(E)
+
+
+def run_torch(E: int, H: int, seed: int, dtype: str) -> dict[str, Any]:
+    from verified_attn.adapters.torch import attention_oracle, attention_parameters
+
+    mha, r = torch_box(E, H, seed)
     row: dict[str, Any] = {"kind": "torch", "d": E, "H": H, "seed": seed, "dtype": dtype}
     t0 = time.perf_counter()
     try:
@@ -126,14 +155,75 @@ def run_torch(E: int, H: int, seed: int, dtype: str) -> dict[str, Any]:
         row.update(
             learned=True,
             queries=rec.queries,
+            **pilot_info(rec, E, H),
             rtol=box.arithmetic.rtol,
             parameter_error=parameter_error(got, list(zip(truth.W, truth.v, strict=True))),
             prediction_error=prediction_error(predict, ref.query, E, seed),
         )
     row["seconds"] = time.perf_counter() - t0
     row["follow_up"] = follow_up_query_bound(E, H)
+    row["bound"] = float_query_limit(E, H, affine=True)
     row["parameters"] = H * (E * E + 2 * E) + 1
     return row
+
+
+def true_heads(
+    kind: str, d: int, H: int, seed: int
+) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, float]:
+    """(oracle, W (H, d, d), c (H, d), v (H, d), beta) of a benchmark box, float64."""
+    if kind == "random":
+        heads = random_box(d, H, seed)
+        model = MultiHeadAttention([(W.tolist(), v.tolist()) for W, v in heads])
+        W = np.array([h[0] for h in heads])
+        return va.Oracle(model, "float"), W, np.zeros((H, d)), np.array([h[1] for h in heads]), 0.0
+    from verified_attn.adapters.torch import attention_oracle, attention_parameters
+
+    mha, r = torch_box(d, H, seed)
+    p = attention_parameters(mha, r)
+    return attention_oracle(mha, r, dtype="float64"), p.W, p.c, p.v, p.beta
+
+
+def conditioning(kind: str, d: int, H: int, seed: int, scales: list[float]) -> dict[str, Any]:
+    """The pooled fit's first-order parameter error at the true heads vs the u scale, and
+    the scale the pilot picks (its own queries on the box)."""
+    from verified_attn.multi_head import canonical_float as cf
+
+    oracle, W, c, v, beta = true_heads(kind, d, H, seed)
+    affine = kind != "random"
+    ratios = float_ratios(H)
+    lt = np.log([k / m for k, m in ratios])
+    unit = 2.0**-53
+    size = max(
+        1.0, abs(beta), float(np.abs(W).max()), float(np.abs(c).max()), float(np.abs(v).max())
+    )
+    errors = []
+    for a in scales:
+        U, B, _ = float_design(d, seed, affine, a)
+        S = np.einsum("ki,hij,nj->knh", U, W, B) + (U @ c.T)[:, None, :]  # (d, ncols, H)
+        R = U @ v.T  # (d, H)
+        F0 = B @ v.sum(axis=0) + beta
+        sig = 0.5 * (1.0 + np.tanh(0.5 * (S[:, :, None, :] + lt[None, None, :, None])))
+        F = F0[None, :, None] + np.einsum("kjth,kh->kjt", sig, R)
+        floor = unit * np.sqrt((F**2).sum(axis=(1, 2)) + len(lt) * float(F0 @ F0))
+        sigma = sigma_min_groups(lt, R, S)
+        M = np.vstack([B.T, np.ones((1, len(B)))]) if affine else B.T
+        nU, nM = np.linalg.norm(np.linalg.inv(U), 2), np.linalg.norm(np.linalg.inv(M), 2)
+        with np.errstate(divide="ignore"):
+            err = float(nU * nM * np.sqrt(((floor / sigma) ** 2).sum())) / size
+        errors.append(err)
+    with oracle.phase("F(0)"):
+        _, B, _ = float_design(d, seed, affine)
+        f0 = np.array(oracle.query_many(B[:, None, :]), dtype=np.float64)
+    picked, _, _ = cf._pilot(oracle, f0, ratios, H, seed, affine)
+    return {
+        "kind": kind,
+        "d": d,
+        "H": H,
+        "seed": seed,
+        "scales": scales,
+        "estimate": errors,
+        "pilot_scale": picked,
+    }
 
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -159,6 +249,9 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "max_parameter_error": max((r["parameter_error"] for r in ok), default=None),
                 "max_prediction_error": max((r["prediction_error"] for r in ok), default=None),
                 "queries": ok[0]["queries"] if ok else None,
+                "max_queries": max((r["queries"] for r in ok), default=None),
+                "bound": group[0]["bound"],
+                "u_scales": sorted({round(r["u_scale"], 4) for r in ok}),
                 "follow_up": group[0]["follow_up"],
                 "parameters": group[0]["parameters"],
                 "refusals": sorted({r["refusal"] for r in group if not r["learned"]}),
@@ -206,13 +299,43 @@ def plot(summary: list[dict[str, Any]], out: Path) -> None:
                 label=f"{kind} {dtype} d={d}",
             )
     ax.axhline(1e-10, color="grey", ls="--", lw=0.8)
-    ax.set_xlabel("heads H")
-    ax.set_ylabel("worst relative parameter error")
-    ax.legend(fontsize=7)
-    ax.set_title("float multi-head: parameter error of returned results")
+    labels = ("heads H", "worst relative parameter error")
+    title = "float multi-head: parameter error of returned results"
+    _finish(fig, ax, labels, title, out / "multi_head_float_error.png", 7)
+
+
+def _finish(fig: Any, ax: Any, labels: tuple[str, str], title: str, path: Path, size: int) -> None:
+    """Axis labels, legend and title; save and close."""
+    import matplotlib.pyplot as plt
+
+    ax.set_xlabel(labels[0])
+    ax.set_ylabel(labels[1])
+    ax.legend(fontsize=size)
+    ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(out / "multi_head_float_error.png", dpi=120)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plot_conditioning(sweep: list[dict[str, Any]], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for c in sweep:
+        label = (
+            f"{'nn.MHA' if c['kind'] == 'torch' else 'random'} d={c['d']} H={c['H']} s={c['seed']}"
+        )
+        (line,) = ax.loglog(c["scales"], c["estimate"], label=label, lw=1)
+        at = int(np.argmin(np.abs(np.log(np.array(c["scales"]) / c["pilot_scale"]))))
+        ax.plot(c["scales"][at], c["estimate"][at], "o", color=line.get_color())
+    ax.axhline(1e-6, color="grey", ls="--", lw=0.8)
+    labels = ("u scale (1 = the fixed design)", "first-order parameter error at the truth")
+    title = "float multi-head: conditioning vs u scale (dots: the pilot's pick)"
+    _finish(fig, ax, labels, title, out / "multi_head_float_scale.png", 6)
 
 
 def main() -> None:
@@ -220,44 +343,72 @@ def main() -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", type=Path, default=None, help="output folder")
     p.add_argument("--seeds", type=int, default=10, help="seeds 0..n-1 per size at d = 8")
-    p.add_argument("--seeds-large", type=int, default=4, help="seeds at d >= 16 and modules")
+    p.add_argument("--seeds-large", type=int, default=4, help="seeds at d = 16 and modules")
+    p.add_argument("--seeds-huge", type=int, default=2, help="seeds at d >= 32")
+    p.add_argument("--max-d", type=int, default=64, help="skip the cells with a larger d")
     p.add_argument("--plot-only", action="store_true", help="redraw the plots from the JSON")
     args = p.parse_args()
     out = output_dir(args.out, args.quick, "multi_head_float")
     if args.plot_only:
         import json
 
-        plot(json.loads((out / "multi_head_float.json").read_text())["summary"], out)
+        data = json.loads((out / "multi_head_float.json").read_text())
+        plot(data["summary"], out)
+        plot_conditioning(data["conditioning"], out)
         return
     seeds = range(3) if args.quick else range(args.seeds)
     few = range(3) if args.quick else range(args.seeds_large)
+    huge = range(1) if args.quick else range(args.seeds_huge)
     rows = []
     random_sizes = [(8, H, seeds) for H in range(1, 9)] + [(16, H, few) for H in (2, 4, 6)]
-    torch_sizes = [(8, 2), (8, 4), (16, 2), (16, 4), (16, 8)]
-    torch32_sizes = [(8, 2), (8, 4), (16, 4)]
+    random_sizes += [(32, H, huge) for H in (2, 4)]
+    # nn.MultiheadAttention: E/H from 2 to 16 (E = 16: H = 2, 4, 8; E = 32, H = 8: 4;
+    # E = 64, H = 4: 16).
+    torch_sizes = [(8, 2, few), (8, 4, few), (16, 2, few), (16, 4, few), (16, 8, few)]
+    torch_sizes += [(32, 4, huge), (32, 8, huge), (64, 4, huge)]
+    torch32_sizes = [(8, 2, few), (8, 4, few), (16, 2, few), (16, 4, few)]
+    sweep_boxes = [("random", 8, 4, 0), ("random", 8, 6, 0)]
+    sweep_boxes += [("torch", 16, 4, s) for s in range(3)] + [("torch", 16, 8, 0)]
+    scales = [2.0 ** (i / 4) for i in range(-8, 21)]
     if args.quick:
         random_sizes = [(4, 2, seeds), (8, 3, seeds)]
-        torch_sizes = torch32_sizes = [(4, 2)]
+        torch_sizes = torch32_sizes = [(4, 2, few)]
+        sweep_boxes = [("random", 4, 2, 0), ("torch", 8, 2, 0)]
+        scales = [2.0 ** (i / 2) for i in range(-2, 9)]
+    random_sizes = [c for c in random_sizes if c[0] <= args.max_d]
+    torch_sizes = [c for c in torch_sizes if c[0] <= args.max_d]
+    started = time.perf_counter()
+    sweep = [conditioning(kind, d, H, s, scales) for kind, d, H, s in sweep_boxes]
     for d, H, ss in random_sizes:
         rows += [run_random(d, H, s) for s in ss]
         print(summarise([r for r in rows if (r["d"], r["H"]) == (d, H)]), flush=True)
-    for E, H in torch_sizes:
-        rows += [run_torch(E, H, s, "float64") for s in few]
-    for E, H in torch32_sizes:
-        rows += [run_torch(E, H, s, "float32") for s in few]
+    for E, H, ss in torch_sizes:
+        rows += [run_torch(E, H, s, "float64") for s in ss]
+        print(summarise([r for r in rows if (r["kind"], r["d"], r["H"]) == ("torch", E, H)]))
+    for E, H, ss in torch32_sizes:
+        rows += [run_torch(E, H, s, "float32") for s in ss]
     summary = summarise(rows)
     for s in summary:
         print(s)
     write_json(
         "multi_head_float",
         {
-            "meta": metadata(0, quick=args.quick, seeds=len(seeds), seeds_large=len(few)),
+            "meta": metadata(
+                0,
+                quick=args.quick,
+                seeds=len(seeds),
+                seeds_large=len(few),
+                seeds_huge=len(huge),
+                total_seconds=time.perf_counter() - started,
+            ),
             "summary": summary,
+            "conditioning": sweep,
             "runs": rows,
         },
         out,
     )
     plot(summary, out)
+    plot_conditioning(sweep, out)
 
 
 if __name__ == "__main__":

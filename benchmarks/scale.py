@@ -11,18 +11,25 @@ alone. The black box is fast and timed *inside* itself, so the learner's own ove
   256 bits (the box's own time is its ball evaluation; converting the query to an exact
   matrix is the oracle's, i.e. the learner's, side).
 
+- certified skeleton at d = 768 (``--skeleton-certified-fast``): the same exact head behind
+  :class:`verified_attn.boxes.FastCertifiedHead`, which returns the exact head's balls bit
+  for bit but computes the scores with a float64 product proved exact (the rational box
+  takes tens of milliseconds a query there, the fast one about one).
+
 The certificate is built on request, so it is timed separately (build, JSON size, check).
 ``--profile`` adds a cProfile run per size (in another subprocess, so it does not distort
 the timed run) and records the top learner-side costs (the box's own frames excluded;
 NumPy builtins the box calls, such as ``c_einsum``, cannot be told apart and are listed).
-The certified skeleton at d = 768 takes hours of box time, so ``--extrapolate 768:64``
-predicts it from the certified box's measured time per query there and the overhead ratio
-of the largest certified run (``skeleton_certified_extrapolated``). Run from the
-repository root::
+With the rational box the certified skeleton at d = 768 would take hours of box time, so
+``--extrapolate 768:64`` predicts that from the rational box's measured time per query there
+(and times the fast box on the same queries, checking the balls are the same), with the
+overhead ratio of the largest certified run (``skeleton_certified_extrapolated``). Run from
+the repository root::
 
     python benchmarks/scale.py                 # full: float d = 128..1024, certified 32..256,
                                                # skeleton float d = 384, 768, certified
-                                               # d = 128..384, d = 768 predicted (about 1 h)
+                                               # d = 128..384, d = 768 with the fast box
+                                               # (and predicted with the rational one)
     python benchmarks/scale.py --quick         # seconds; tiny sizes
     python benchmarks/scale.py --profile       # + cProfile top costs per size
     python benchmarks/scale.py --skeleton 768:64 --profile --append   # one size, kept with
@@ -74,12 +81,14 @@ FULL = {
     "float": [128, 256, 512, 768, 1024],
     "certified": [32, 64, 128, 256],  # 256: ~10 min, nearly all of it the box's
     "skeleton": [(384, 32), (768, 64)],
-    # d / r = 12 as in the GPT-2-sized head; d = 768 itself is predicted (about 2 h of box)
+    # d / r = 12 as in the GPT-2-sized head; d = 768 with the rational box is predicted
     "skeleton_certified": [(128, 11), (256, 21), (384, 32)],
+    # the GPT-2-sized head certified, with the fast box (the same balls as the exact head's)
+    "skeleton_certified_fast": [(768, 64)],
     "skeleton_certified_extrapolated": [(768, 64)],
 }
 QUICK = {"float": [8, 16], "certified": [4, 8], "skeleton": [(16, 2)], "skeleton_certified": [],
-         "skeleton_certified_extrapolated": []}
+         "skeleton_certified_fast": [(16, 2)], "skeleton_certified_extrapolated": []}
 
 
 # ---------------------------------------------------------------------------------------
@@ -157,18 +166,26 @@ def box_per_query(spec: dict[str, Any]) -> dict[str, Any]:
     """The certified box's own time per skeleton-shaped query [b + u; b] at this d (what a
     run too long to make is extrapolated from): ``n`` answers timed, as in a run."""
     import verified_attn as va
+    from verified_attn.boxes import FastCertifiedHead
     from verified_attn.low_rank.claims import random_low_rank_head
 
     d, r, n = spec["d"], spec["r"], spec.get("n", 24)
-    clock = type("Clock", (_Clock,), {})
-    oracle = va.Oracle(TimedModel(random_low_rank_head(d, r, spec.get("seed", 0), den=3), clock),
-                       "certified", precision=PRECISION)
+    model = random_low_rank_head(d, r, spec.get("seed", 0), den=3)
     rng = np.random.default_rng(1)
     u = rng.integers(0, 2, (n, d)).astype(float)
     b = rng.integers(-4096, 4097, (n, d)) / 4096
-    oracle.query_many(np.stack([b + u, b], axis=1))
+    per_query = {}
+    answers = {}
+    for name, box in (("rational", model), ("fast", FastCertifiedHead(model))):
+        clock = type("Clock", (_Clock,), {})
+        oracle = va.Oracle(TimedModel(box, clock), "certified", precision=PRECISION)
+        answers[name] = oracle.query_many(np.stack([b + u, b], axis=1))
+        per_query[name] = clock.seconds / n
+    same = all(x.mid() == y.mid() and x.rad() == y.rad()
+               for x, y in zip(answers["rational"], answers["fast"], strict=True))
     return {"kind": "certified_box", "d": d, "r": r, "queries": n,
-            "box_seconds_per_query": clock.seconds / n,
+            "box_seconds_per_query": per_query["rational"],
+            "fast_box_seconds_per_query": per_query["fast"], "same_balls": same,
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
@@ -178,7 +195,8 @@ def extrapolate(rows: list[dict[str, Any]], probe: dict[str, Any]) -> dict[str, 
     d, r = probe["d"], probe["r"]
     from verified_attn.low_rank.skeleton import skeleton_query_bound
 
-    ran = [x for x in rows if x["arithmetic"] == "certified"]
+    ran = [x for x in rows  # runs with the same (rational) box as the prediction
+           if x["arithmetic"] == "certified" and x.get("box", "rational") == "rational"]
     last = max(ran, key=lambda x: x["d"]) if ran else None
     queries = skeleton_query_bound(d, r) + 8
     box = queries * probe["box_seconds_per_query"]
@@ -186,6 +204,8 @@ def extrapolate(rows: list[dict[str, Any]], probe: dict[str, Any]) -> dict[str, 
     return {
         "d": d, "r": r, "queries_at_least": queries,
         "box_seconds_per_query": probe["box_seconds_per_query"],
+        "fast_box_seconds_per_query": probe.get("fast_box_seconds_per_query"),
+        "fast_box_same_balls": probe.get("same_balls"),
         "predicted_box_seconds": box,
         "overhead_ratio_used": ratio, "overhead_ratio_from_d": last["d"] if last else None,
         "predicted_seconds": None if ratio is None else box * (1 + ratio),
@@ -224,7 +244,12 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
             from verified_attn.low_rank.claims import random_low_rank_head
 
             model = random_low_rank_head(d, spec["r"], seed, den=3)
-        oracle = va.Oracle(TimedModel(model, clock), "certified", precision=PRECISION)
+        box = model
+        if spec.get("box") == "fast":  # the same balls, the scores by a proved-exact BLAS
+            from verified_attn.boxes import FastCertifiedHead
+
+            box = FastCertifiedHead(model)
+        oracle = va.Oracle(TimedModel(box, clock), "certified", precision=PRECISION)
         truth = model
     learn = va.learn_single_head if kind == "single_head" else va.learn_low_rank
     t0 = time.perf_counter()
@@ -252,12 +277,19 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     if kind == "skeleton":
         row["r"] = spec["r"]
         row["rank"] = rec.rank
+    if spec["arithmetic"] == "certified":
+        row["box"] = spec.get("box", "rational")
+        if row["box"] == "fast":
+            row["box_fast_queries"] = box.fast_queries
+            row["box_exact_integer_queries"] = box.exact_queries
     if isinstance(truth, np.ndarray):
         Wh = np.asarray(rec.W, dtype=np.float64)
         row["max_abs_error"] = float(np.max(np.abs(Wh - truth)))
         row["relative_error"] = float(np.linalg.norm(Wh - truth) / np.linalg.norm(truth))
     else:
         row["equal"] = bool(rec.exact and rec.W == truth.W and rec.v == truth.v)
+        if not rec.exact:  # balls: do they contain the true rationals, and how wide are they?
+            row.update(_ball_check(rec, truth))
     if spec.get("certificate"):
         t1 = time.perf_counter()
         with tempfile.TemporaryDirectory() as tmp:
@@ -280,6 +312,23 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def _ball_check(rec: Any, model: Any) -> dict[str, Any]:
+    """Whether every learned ball of W and v contains the true rational, and the widest."""
+    import flint
+
+    prec = flint.ctx.prec
+    flint.ctx.prec = 4 * PRECISION  # the true rationals as balls far narrower than ours
+    try:
+        pairs = [(x, y) for x, y in zip(np.ravel(np.asarray(rec.W, dtype=object)),
+                                         list(model.W), strict=True)]
+        pairs += list(zip(np.ravel(np.asarray(rec.v, dtype=object)), list(model.v), strict=True))
+        inside = all(b.contains(flint.arb(flint.fmpq(int(q.p), int(q.q)))) for b, q in pairs)
+        widest = max(float(b.rad()) for b, _ in pairs)
+    finally:
+        flint.ctx.prec = prec
+    return {"balls_contain_truth": inside, "max_ball_radius": widest}
+
+
 def _top_costs(profiler: cProfile.Profile, top: int = 12) -> list[dict[str, Any]]:
     """The learner-side functions with the largest own time (the box's frames excluded)."""
     stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
@@ -289,6 +338,8 @@ def _top_costs(profiler: cProfile.Profile, top: int = 12) -> list[dict[str, Any]
             continue  # the timed box itself
         if "models.py" in filename and func in ("_evaluate_rational", "evaluate_rational"):
             continue  # the certified box's ball evaluation
+        if filename.endswith("boxes.py"):
+            continue  # the fast certified box's own work (its NumPy calls cannot be told apart)
         where = f"{Path(filename).name}:{line}({func})" if line else func
         rows.append({"function": where, "calls": calls, "tottime": round(tottime, 3),
                      "cumtime": round(cumtime, 3)})
@@ -354,6 +405,9 @@ def run_benchmark(
     for d, r in sizes["skeleton_certified"]:
         specs.append(("skeleton", {"kind": "skeleton", "arithmetic": "certified", "d": d,
                                    "r": r}))
+    for d, r in sizes.get("skeleton_certified_fast", []):
+        specs.append(("skeleton", {"kind": "skeleton", "arithmetic": "certified", "d": d,
+                                   "r": r, "box": "fast"}))
     for group, spec in specs:
         spec["seed"] = seed
         row = run_child(spec)
@@ -364,8 +418,8 @@ def run_benchmark(
             row["profiled_peak_rss_mib"] = prof["peak_rss_mib"]  # no certificate built
         goal = FLOAT_GOAL if spec["arithmetic"] == "float" else CERTIFIED_GOAL
         row["goal_met"] = row["overhead_ratio"] <= goal
-        same = ("kind", "arithmetic", "d")
-        data[group] = [r for r in data[group] if any(r.get(k) != row[k] for k in same)]
+        same = ("kind", "arithmetic", "d", "box")
+        data[group] = [r for r in data[group] if any(r.get(k) != row.get(k) for k in same)]
         data[group].append(row)
         data[group].sort(key=lambda r: (r["arithmetic"], r["d"]))
         if out is not None:
@@ -406,16 +460,19 @@ def plot(data: dict[str, Any], out: Path) -> list[str]:
         ax1.plot(ds, [r["box_seconds"] for r in rows], marker=marker, linestyle="--",
                  label=f"{arith}: inside the box")
         ax2.plot(ds, [r["peak_rss_mib"] for r in rows], marker=marker, label=arith)
-    for arith, color in (("float", "tab:purple"), ("certified", "tab:brown")):
-        rows = sorted((r for r in data["skeleton"] if r["arithmetic"] == arith),
+    for arith, box, color in (("float", None, "tab:purple"), ("certified", "rational", "tab:brown"),
+                              ("certified", "fast", "tab:olive")):
+        rows = sorted((r for r in data["skeleton"] if r["arithmetic"] == arith
+                       and (box is None or r.get("box", "rational") == box)),
                       key=lambda r: r["d"])
         if not rows:
             continue
         ds = [r["d"] for r in rows]
-        label = f"skeleton {arith} (" + ", ".join(f"r={r['r']}" for r in rows) + ")"
+        kind = arith if box is None else f"{arith}, {box} box"
+        label = f"skeleton {kind} (" + ", ".join(f"r={r['r']}" for r in rows) + ")"
         ax1.plot(ds, [r["seconds"] for r in rows], marker="*", ms=10, color=color, label=label)
         ax1.plot(ds, [r["box_seconds"] for r in rows], marker="*", ms=8, ls="--", color=color,
-                 label=f"skeleton {arith}: inside the box")
+                 label=f"skeleton {kind}: inside the box")
         ax2.plot(ds, [r["peak_rss_mib"] for r in rows], marker="*", ms=10, color=color,
                  label=label + (": with its certificate built and checked"
                                 if any("certificate_bytes" in r for r in rows) else ""))
@@ -423,12 +480,13 @@ def plot(data: dict[str, Any], out: Path) -> list[str]:
         if alone:  # the profiled run builds no certificate: the learner's own peak
             ax2.plot([r["d"] for r in alone], [r["profiled_peak_rss_mib"] for r in alone],
                      marker="*", ms=8, ls="--", color=color,
-                     label=f"skeleton {arith}: learning only (no certificate)")
+                     label=f"skeleton {kind}: learning only (no certificate)")
     for r in data.get("skeleton_certified_extrapolated", []):
         if r.get("predicted_seconds"):
             ax1.scatter([r["d"]], [r["predicted_seconds"]], marker="*", s=140,
                         facecolors="none", edgecolors="tab:brown",
-                        label=f"skeleton certified d={r['d']} r={r['r']}: predicted, not run")
+                        label=f"skeleton certified d={r['d']} r={r['r']}, rational box: "
+                              "predicted, not run")
     for ax in (ax1, ax2):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -453,12 +511,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=None, help="output folder")
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--only", choices=["float", "certified", "skeleton", "skeleton_certified",
+                                      "skeleton_certified_fast",
                                       "skeleton_certified_extrapolated"],
                    action="append", help="run only these groups")
     p.add_argument("--float", type=int, nargs="*", help="float single-head sizes d")
     p.add_argument("--certified", type=int, nargs="*", help="certified single-head sizes d")
     p.add_argument("--skeleton", nargs="*", help="float skeleton sizes as D:R")
     p.add_argument("--skeleton-certified", nargs="*", help="certified skeleton sizes as D:R")
+    p.add_argument("--skeleton-certified-fast", nargs="*",
+                   help="certified skeleton sizes as D:R with the fast certified box "
+                        "(verified_attn.boxes.FastCertifiedHead: the same balls)")
     p.add_argument("--extrapolate", nargs="*",
                    help="certified skeleton sizes D:R predicted from the box's time per query")
     p.add_argument("--profile-max-d", type=int, default=1 << 30,
@@ -488,6 +550,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "skeleton_certified": None
         if args.skeleton_certified is None
         else [_pair(x) for x in args.skeleton_certified],
+        "skeleton_certified_fast": None
+        if args.skeleton_certified_fast is None
+        else [_pair(x) for x in args.skeleton_certified_fast],
         "skeleton_certified_extrapolated": None
         if args.extrapolate is None
         else [_pair(x) for x in args.extrapolate],

@@ -454,10 +454,10 @@ def test_window_box_is_a_head_on_short_sequences() -> None:
 def test_near_rational_passes_and_fails_without_the_high_precision_check(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import verified_attn.probing as probing
+    import verified_attn.verification as verification
 
     assert _run("thm-4.1/near-rational").passed
-    monkeypatch.setattr(probing, "VERIFY_PRECISION_FACTOR", 1)  # verify at the learning one
+    monkeypatch.setattr(verification, "HIGH_PRECISION_FACTOR", 1)  # verify at the learning one
     res = _run("thm-4.1/near-rational")
     assert not res.passed and "1/3 + 1e-80: exact=True" in res.detail
 

@@ -479,3 +479,35 @@ def test_benchmark_quick_run(tmp_path: Path, worktree_on_path: dict[str, str]) -
     below = [r for r in data["phase_transition"] if r["c"] == 1.0]
     assert at_claim and all(r["success_rate"] == 1.0 for r in at_claim)
     assert below and all(r["success_rate"] < 1.0 for r in below)
+
+
+def test_cells_in_one_process_hold_the_precision_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    # python-flint's working precision is process-wide: two certified cells in threads at
+    # once changed each other's precision (7 queries instead of 6, about 1 run in 200). So
+    # every cell holds the lock, and two threads never run cells at the same time.
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from verified_attn.arithmetic import PRECISION_LOCK
+
+    sweep_module = sys.modules["verified_attn.sweep"]  # va.sweep is the function
+
+    real = sweep_module.run_claim
+    seen: list[bool] = []
+    inside = [0]
+    overlap = threading.Event()
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        inside[0] += 1
+        if inside[0] > 1:
+            overlap.set()
+        seen.append(PRECISION_LOCK.locked())
+        try:
+            return real(*args, **kwargs)
+        finally:
+            inside[0] -= 1
+
+    monkeypatch.setattr(sweep_module, "run_claim", watched)
+    with ThreadPoolExecutor(2) as pool:
+        out = va.sweep("thm-4.1/query-count", sizes=[2, 3], seeds=[0, 1], executor=pool)
+    assert out["all_passed"] and seen == [True] * 4 and not overlap.is_set()

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from numbers import Integral
@@ -384,6 +385,15 @@ class CertifiedArithmetic(Arithmetic):
 
     def to_float(self, x: flint.arb) -> float:
         return float(x.mid())
+
+
+#: python-flint's working precision (``flint.ctx.prec``) is one value per process, set and
+#: restored around certified work all over the package: two threads doing certified work
+#: at once change each other's precision (measured: a certified single-head run in a thread
+#: pool met saturated probes and balls that did not reconstruct, 7 queries instead of 6,
+#: about 1 run in 200). Code that runs learners or claims in threads holds this lock around
+#: each run (:func:`verified_attn.sweep.sweep` does); processes need nothing.
+PRECISION_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -48,7 +49,41 @@ __all__ = ["Oracle", "QueryCounts", "Run", "TranscriptEntry"]
 _FLOAT_CHUNK = 1 << 14  # sequences per vectorised batch: bounds memory at large d
 
 
-_AUTO_RECORD_NUMBERS = 1 << 25  # record=None keeps at most this many query entries (~256 MB)
+_AUTO_RECORD_NUMBERS = 1 << 25  # record=None keeps at most this many query entries (<= 256 MB)
+
+
+class Scratch:
+    """A float64 buffer handed out again and again, but only while nobody else holds it.
+
+    >>> scratch = Scratch()
+    >>> a = scratch.take((2, 3)); a[:] = 1.0
+    >>> b = scratch.take((2, 3))                   # a is still held: a fresh buffer
+    >>> b is a or np.shares_memory(a, b)
+    False
+    >>> del a, b
+    >>> c = scratch.take((3, 2)); d = scratch.take((1, 2))
+    >>> np.shares_memory(c, d)                      # c still held: d is fresh
+    False
+
+    Query batches at large d are megabytes each, and fresh memory costs far more than
+    reused memory (the kernel must zero and map every new page), so the learners' batches
+    and the oracle's defensive copies are built in a reused buffer. Reuse is safe only when
+    no one kept the previous array: a box or a transcript that keeps a batch (or any view
+    of it; NumPy views hold a reference to the buffer that owns the memory) raises the
+    buffer's reference count, and then a fresh buffer is made instead.
+    """
+
+    def __init__(self) -> None:
+        self._buf: np.ndarray | None = None
+
+    def take(self, shape: tuple[int, ...]) -> np.ndarray:
+        """A writable float64 array of this shape (contents undefined) no one else holds."""
+        n = math.prod(shape)
+        buf = self._buf
+        # References: self._buf, the local ``buf`` and getrefcount's argument.
+        if buf is None or buf.size < n or sys.getrefcount(buf) > 3:
+            buf = self._buf = np.empty(max(n, 1))
+        return buf[:n].reshape(shape)
 
 
 @dataclass(frozen=True)
@@ -226,6 +261,7 @@ class Oracle:
         # Recorded batches (phase, queries, answers), expanded into entries on request: a
         # TranscriptEntry per query costs more than a fast box's answer at large d.
         self._batches: list[tuple[str, Sequence[Any], list[Any]]] = []
+        self._scratch = Scratch()  # the box's copies of batches not handed over (owned)
 
     # -- bookkeeping -----------------------------------------------------------------
     @property
@@ -263,8 +299,9 @@ class Oracle:
 
     def _entries(self) -> Iterator[TranscriptEntry]:
         for phase, queries, answers in self._batches:
+            compact = isinstance(queries, np.ndarray) and queries.dtype == np.float32
             for X, a in zip(queries, answers, strict=True):
-                yield TranscriptEntry(phase, X, a)
+                yield TranscriptEntry(phase, X.astype(np.float64) if compact else X, a)
 
     @contextlib.contextmanager
     def phase(self, name: str, *, verification: bool = False) -> Iterator[None]:
@@ -453,9 +490,7 @@ class Oracle:
                 f"each query must have shape (N >= 1, d = {self.d}); got a batch of shape "
                 f"{Xs.shape}"
             )
-        # The transcript keeps the batch itself: a copy, unless the caller handed the array
-        # over (owned), so that writing into it afterwards cannot alter the record.
-        Xs = Xs.astype(np.float64, copy=not owned and self._will_record(Xs.size))
+        Xs = Xs.astype(np.float64, copy=False)
         # A finite sum proves every entry finite (an inf or NaN makes it inf or NaN), in one
         # pass with no boolean temporary; only an overflowing sum needs the entrywise check.
         if not np.isfinite(np.add.reduce(Xs, axis=None)) and not np.all(np.isfinite(Xs)):
@@ -463,10 +498,12 @@ class Oracle:
         self._reserve(Xs.shape[0])
         lengths = [Xs.shape[1]] * Xs.shape[0]
         self._account(Xs.shape[0], lengths)
+        # The transcript keeps its own copy, made before the box sees the batch, so neither
+        # the caller nor a box writing into its input can alter the record.
+        kept = _kept_copy(Xs) if self._will_record(Xs.size) else Xs
         # The box may be handed the caller's array itself only if nobody reads it again.
-        copy = not owned or self._will_record(Xs.size)
-        answers = self._answer_array(Xs, copy=copy)
-        self._record(Xs, answers, lengths)  # type: ignore[arg-type]  # (B, N, d): B views
+        answers = self._answer_array(Xs, copy=not owned)
+        self._record(kept, answers, lengths)  # type: ignore[arg-type]  # (B, N, d): B views
         return answers
 
     def _answer_array(self, Xs: np.ndarray, *, copy: bool = True) -> list[Any]:
@@ -527,8 +564,13 @@ class Oracle:
 
     def _guarded_batch(self, Xs: np.ndarray, *, copy: bool = True) -> np.ndarray:
         assert self._batch_fn is not None
+        if copy:  # the box may write into its copy; it is reused only if the box kept none
+            given = self._scratch.take(Xs.shape)
+            np.copyto(given, Xs)
+        else:
+            given = Xs
         try:
-            out = np.asarray(self._batch_fn(Xs.copy() if copy else Xs))
+            out = np.asarray(self._batch_fn(given))
         except Exception as exc:
             raise OracleError(
                 f"the black box's batch_fn raised {type(exc).__name__}: {exc}"
@@ -658,6 +700,18 @@ def _dyadic_matrix(X: Any, d: int) -> flint.fmpq_mat | None:
             out = flint.fmpq_mat(ints)
             return out if k == 0 else out * flint.fmpq(1, 2**k)
     return None
+
+
+def _kept_copy(Xs: np.ndarray) -> np.ndarray:
+    """A copy of a float64 batch for the transcript: float32 if that is exact, else float64.
+
+    Probe batches are dyadic with small numerators, so float32 holds them exactly in half
+    the memory (fresh memory is what a large recorded batch costs); the comparison promotes
+    float32 back to float64, so equality is exactness. The transcript's entries are float64.
+    """
+    with np.errstate(over="ignore"):
+        small = Xs.astype(np.float32)
+    return small if np.array_equal(small, Xs) else Xs.copy()
 
 
 def _model_class_of(model: Any) -> str | None:

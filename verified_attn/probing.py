@@ -222,11 +222,6 @@ def ball_predictor(params: dict[str, Any]) -> Any:
     return predict
 
 
-#: Certified verification of a reconstructed rational result asks and predicts at this
-#: multiple of the learning precision, where the oracle allows it.
-VERIFY_PRECISION_FACTOR = 4
-
-
 def verify_reconstruction(
     oracle: Oracle,
     params: dict[str, Any],
@@ -242,13 +237,15 @@ def verify_reconstruction(
     """Verify a single-head result; a refuted rational reconstruction falls back to balls.
 
     Returns ``(verification or None, exact, params, note)``. In certified mode an exact
-    (reconstructed) candidate is checked at :data:`VERIFY_PRECISION_FACTOR` times the
+    (reconstructed) candidate is checked at
+    :data:`verified_attn.verification.HIGH_PRECISION_FACTOR` times the
     learning precision where the oracle allows it: a truth within 2^-(k p) of the candidate
     is the only thing that can still slip through. If the candidate is refuted there, the
     result is the certified balls (``exact=False``), checked against the same answers (no
     further queries); ``note`` says so. If those disagree too, the oracle is not a single head and
     :class:`~verified_attn.errors.ModelClassMismatch` propagates.
     """
+    from verified_attn import verification
     from verified_attn.verification import ask_fresh, check_record, verify_model
 
     if not count:
@@ -257,7 +254,7 @@ def verify_reconstruction(
     bias = params.get("beta", 0.0) if arith.name == "float" else 0.0
     if arith.name == "certified" and exact and balls is not None:
         assert arith.precision is not None
-        high = arith.precision * VERIFY_PRECISION_FACTOR
+        high = arith.precision * verification.HIGH_PRECISION_FACTOR
         record = ask_fresh(oracle, count=count, seed=seed, lengths=lengths, precision=high)
         try:
             return (

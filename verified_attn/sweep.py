@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import Executor
 from typing import Any
 
+from verified_attn.arithmetic import PRECISION_LOCK
 from verified_attn.checks import Claim
 from verified_attn.claims import all_claims, get_claim, run_claim
 from verified_attn.errors import InvalidArgument
@@ -42,8 +43,15 @@ __all__ = ["describe_executor", "sweep"]
 
 
 def _run_cell(claim_id: str, params: dict[str, int | float], seed: int) -> dict[str, Any]:
-    """One cell, run where the executor puts it (a top-level function: it pickles by name)."""
-    res = run_claim(get_claim(claim_id), seed, params)
+    """One cell, run where the executor puts it (a top-level function: it pickles by name).
+
+    Cells in one process run one at a time (:data:`~verified_attn.arithmetic.PRECISION_LOCK`:
+    python-flint's working precision is process-wide), so a thread pool, or a Dask worker
+    with several threads, gives the same cells as one process but no speed-up: use
+    processes (``--workers``, Dask workers started with ``--nthreads 1``) for that.
+    """
+    with PRECISION_LOCK:
+        res = run_claim(get_claim(claim_id), seed, params)
     return {
         "d": params.get("d"),
         "seed": seed,

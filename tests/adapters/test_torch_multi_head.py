@@ -1,11 +1,13 @@
 """Multi-head PyTorch modules: canonical heads from ``learn_multi_head`` on a float64 box.
 
 >>> GOLDEN[(4, 2)], GOLDEN[(6, 3)]
-(120, 336)
+(120, 378)
 
 The oracle declares the affine class (PyTorch heads have score biases and an output bias),
 so the float learner asks ``d + 1 + (2H + [H >= 2]) (d^2 + 2d - 1)`` queries (its ratio grid
-with one redundant sample per pair); the figures are written out.
+with one redundant sample per pair), plus ``d (2H + [H >= 2])`` per pilot round it discards
+(PyTorch's scores are ~3x smaller than the design's; at these sizes at most one such round
+fits under the follow-up's count); the figures are written out.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from verified_attn.errors import (  # noqa: E402
 )
 from verified_attn.multi_head.canonical_float import (  # noqa: E402
     float_query_bound,
+    float_query_limit,
     float_ratios,
 )
 from verified_attn.multi_head.canonical_learner import learn_multi_head  # noqa: E402
@@ -42,8 +45,14 @@ from verified_attn.recovery import Recovery  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
-# (E, H) -> learning queries, d + 1 + (2H + 1)(d^2 + 2d - 1) with d = E, written out.
-GOLDEN = {(2, 2): 38, (4, 2): 120, (8, 2): 404, (6, 3): 336}
+# (E, H) -> learning queries, d + 1 + (2H + 1)(d^2 + 2d - 1) with d = E, written out, plus
+# the pilot's discarded rounds. Changed in issue 12 (the adaptive pilot): E = 8, H = 2 from
+# 404 to 404 + 8 x 5 = 444 - the pilot sees scores ~3x below the design's and rescales u
+# once; E = 6, H = 3 from 336 to 336 + 6 x 7 = 378 likewise. E = 2, 4: a discarded round
+# would pass the follow-up's count, so the pilot keeps the design scale (no extra queries).
+GOLDEN = {(2, 2): 38, (4, 2): 120, (8, 2): 444, (6, 3): 378}
+# (E, H) -> the pilot rounds discarded in the GOLDEN runs.
+DISCARDED = {(2, 2): 0, (4, 2): 0, (8, 2): 1, (6, 3): 1}
 VERIFY = 8
 # Measured worst relative errors (float64, seeds 0-9, docs/pytorch.md): H = 1 1.5e-11,
 # H = 2 1.7e-8, H = 3 2.5e-8 (when learned). The bound leaves a margin of ~4x over those.
@@ -115,7 +124,11 @@ def test_canonical_heads_of_a_multi_head_module(E: int, H: int, seed: int, bias:
     r = _readout(E, seed + 100)
     oracle = attention_oracle(mha, r, dtype="float64")
     rec = learn_multi_head(oracle, heads=H, seed=seed)
-    assert rec.queries == GOLDEN[(E, H)] == float_query_bound(E, H, affine=True)
+    pilot_round = E * (2 * H + 1)  # the d pilot pairs' queries
+    extra = DISCARDED[(E, H)] * pilot_round
+    assert rec.queries == GOLDEN[(E, H)] == float_query_bound(E, H, affine=True) + extra
+    assert rec.queries_by_phase["pilot"] == (1 + DISCARDED[(E, H)]) * pilot_round
+    assert rec.queries <= rec.bound == float_query_limit(E, H, affine=True)
     assert oracle.queries == rec.queries + rec.verification_queries == GOLDEN[(E, H)] + VERIFY
     # max_length is the call's: the longest ratio-grid query k + m, or a fresh sequence (16).
     longest = max(k + m for k, m in float_ratios(H))
@@ -165,3 +178,29 @@ def test_docs_multi_head_section_runs() -> None:
     namespace: dict[str, Any] = {}
     exec(compile(blocks[0], "docs/pytorch.md", "exec"), namespace)
     assert namespace["rec2"].queries == GOLDEN[(4, 2)]
+
+
+@pytest.mark.parametrize(("E", "H", "seed"), [(4, 1, 0), (4, 1, 2), (4, 2, 0), (8, 2, 1)])
+def test_float32_modules_at_their_declared_rtol(E: int, H: int, seed: int) -> None:
+    # A float32 box declares rtol 1e-4. Measured (issue 12): (4, 1, 0) and (4, 1, 2) are
+    # learned, predictions within ~3e-6 of the float64 module on fresh sequences; the
+    # two-head ones are refused, their first-order parameter error estimate (1e-4 .. 1e-3)
+    # over the rtol. Either way: a returned result meets its rtol on fresh sequences of
+    # lengths 1-16 (checked here against the float64 module, independently of the learner),
+    # and a refusal names the figure.
+    mha = _module(E, H, seed, True)
+    r = _readout(E, seed + 100)
+    oracle = attention_oracle(mha, r, dtype="float32")
+    try:
+        rec = learn_multi_head(oracle, heads=H, seed=seed)
+    except PrecisionExhausted as exc:
+        assert "first-order parameter error estimate" in str(exc)
+        return
+    assert rec.verification.rtol == oracle.arithmetic.rtol == 1e-4
+    reference = attention_oracle(mha, r, dtype="float64")
+    rng = np.random.default_rng(77 + seed)
+    for n in range(1, 17):
+        X = rng.uniform(-1.5, 1.5, (n, E))
+        truth = reference.query(X)
+        got = float(rec.model.evaluate_batch(X[None])[0])
+        assert abs(got - truth) <= 1e-4 * max(1.0, abs(truth))

@@ -33,7 +33,9 @@ of at most r + 1 unknowns, so the check stays cheap at large d), then
 the stored next column ``next_b`` are the rank checks: each must agree with the claimed W
 (exact ``==``, certified overlap, float ``|m - u^T W b| <= rank_tol * scale``, the scale
 ``max(|m|, sum |u_i| |W_ij| |b_j|, 1e4 eps (1 + ||U^{-1} u||_1) max |v|)``). With the rank
-given, those checks are the declared verification phase ``rank``. (U, B and S are only the
+given, those checks are the declared verification phase ``rank``; probes in the phase
+``rank-check`` (the learner's second test of a rank-0 claim, always verification) are
+checks too, whatever their column. (U, B and S are only the
 coordinates the cross is solved in: any that the stored probes determine give the same W,
 so the checker needs no trust in them.)
 
@@ -100,6 +102,9 @@ RESIDUAL_ATOL = 1e-12
 MAX_REDUCED = 1200
 _EPS = float(np.finfo(np.float64).eps)
 METHODS = ("skeleton", "nuclear")
+#: The learner's second rank-0 test (a declared verification phase): a check, never an
+#: equation of the cross, whatever column it is on.
+RANK_CHECK = "rank-check"
 THEOREM = "thm-5.1"
 
 
@@ -393,7 +398,7 @@ class _Cross:
             bkey = keys.get(p.ib)
             if bkey is None:
                 bkey = keys[p.ib] = _key(p.b)
-            if next_b is not None and bkey == next_b:
+            if (next_b is not None and bkey == next_b) or p.phase == RANK_CHECK:
                 self.checks.append(i)
                 continue
             if self.rank_given is not None and p.phase == "rank":
@@ -714,7 +719,7 @@ def _verify_skeleton(data: dict[str, Any], head: Header) -> list[str]:
         raise CertificateError("rank_tol must be null outside float arithmetic")
     cross = _Cross(data, head)
     r = cross.rank
-    verification = {"rank"} if cross.rank_given is not None else set()
+    verification = {"rank", RANK_CHECK} if cross.rank_given is not None else {RANK_CHECK}
     learning, phases, in_ver = _count_phases(cross.probes, d, verification)
     if cross.rank_given is not None:
         g = cross.rank_given
@@ -727,7 +732,9 @@ def _verify_skeleton(data: dict[str, Any], head: Header) -> list[str]:
         learning=learning,
         bound=bound,
         phases=phases,
-        verification_phases=("verify", *sorted(verification), "rank-rescale"),
+        verification_phases=(
+            "verify", *sorted(verification), "rank-rescale", f"{RANK_CHECK}-rescale"
+        ),
     )
     extra = set(q["by_phase"]) - {*phases, "verify"}
     if extra:

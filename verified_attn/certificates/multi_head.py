@@ -48,8 +48,8 @@ with the claimed head (exact ``==``; float to :data:`FLOAT_RTOL`); a dead subspa
 answers must be zero. The counts are the restricted ones summed under ``head<h>/``.
 
 Finally (every method) the verification answers are re-checked against the claimed model.
-Sizes are bounded (:data:`MAX_D`, :data:`MAX_HEADS`, :data:`MAX_WORKING_PRECISION`) before
-any work, so a hostile file is refused fast.
+Sizes are bounded (:data:`MAX_D`, :data:`MAX_HEADS`, :data:`MAX_FLOAT_HEADS`,
+:data:`MAX_WORKING_PRECISION`) before any work, so a hostile file is refused fast.
 """
 
 from __future__ import annotations
@@ -80,15 +80,28 @@ from verified_attn.certificates.kernel import (
 )
 from verified_attn.errors import CertificateError, VerifiedAttnError
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
+from verified_attn.multi_head.canonical_float import CONDITIONING_ROUNDS, float_query_limit
+from verified_attn.multi_head.float_pilot import pilot_rounds
 from verified_attn.rational_interpolation import interpolate, poles, to_arb
 from verified_attn.verification import agree, float_floor
 
-__all__ = ["FLOAT_RTOL", "MAX_D", "MAX_HEADS", "MAX_WORKING_PRECISION", "verify"]
+__all__ = [
+    "FLOAT_RTOL",
+    "MAX_D",
+    "MAX_FLOAT_HEADS",
+    "MAX_HEADS",
+    "MAX_WORKING_PRECISION",
+    "verify",
+]
 
 #: Largest d a multi-head certificate may name (the canonical design has ~d^2 pairs).
 MAX_D = 32
-#: Largest number of heads (orders of heads are enumerated: H! per link).
+#: Largest number of heads of an exact or certified certificate (its re-decoding
+#: enumerates orders of heads: H! per link).
 MAX_HEADS = 6
+#: Largest number of heads of a float certificate (its answers are re-checked against the
+#: claimed heads; nothing is enumerated), the float learner's range.
+MAX_FLOAT_HEADS = 8
 #: Largest working precision (bits) of the ball re-decoding.
 MAX_WORKING_PRECISION = 8192
 #: Relative agreement required between claimed and re-lifted float heads (orthogonal).
@@ -131,7 +144,9 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
     d, arith = head.d, head.arith
     affine = as_bool(get(data, "affine"), "affine")
     heads_given = as_bool(get(data, "heads_given"), "heads_given")
-    H0 = as_int(get(data, "H0"), "H0", low=1, high=MAX_HEADS)
+    H0 = as_int(
+        get(data, "H0"), "H0", low=1, high=MAX_FLOAT_HEADS if arith.name == "float" else MAX_HEADS
+    )
     exact = as_bool(get(data, "result.exact"), "result.exact")
     if exact != (arith.name != "float"):
         raise CertificateError(f"result.exact is {exact} in {arith.name} arithmetic")
@@ -141,20 +156,31 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
     npairs = d * ncols + d - 1
     ties = _ties(data, d, ncols)
     if arith.name == "float":
-        # The float path's own design: per pair 2 H0 grid ratios plus the redundant ones.
+        # The float path's own design: per pair 2 H0 grid ratios plus the redundant ones;
+        # the d pilot pairs (u_k, b_k) in the pilot phase, with the pilot's discarded rounds.
         extra = _float_redundancy(H0)
-        phases = {"F(0)": ncols, "F(t)": npairs * 2 * H0}
+        per_pair = 2 * H0 + extra
+        rounds = 1 + _float_pilot(data, arith, d, H0, affine, per_pair)
+        phases = {
+            "F(0)": ncols,
+            "pilot": rounds * d * per_pair,
+            "F(t)": (npairs - d) * 2 * H0,
+        }
         if extra:
-            phases["redundancy"] = npairs * extra
+            phases["redundancy"] = (npairs - d) * extra
+        conditioning = _float_conditioning(data, arith, d, affine, per_pair)
+        if conditioning:
+            phases["conditioning"] = conditioning
     else:
         phases = {"F(0)": ncols, "F(k)": npairs * 2 * H0}
     if ties:
         phases["tie links"] = len(ties)
     learning = sum(phases.values())
-    bound = _limit(d, H0, affine) + (
-        (npairs * _float_redundancy(H0)) if arith.name == "float" else 0
-    )
+    # The float worst case includes the adaptive phases (the learner's own formula).
+    bound = float_query_limit(d, H0, affine=affine) if arith.name == "float" else _limit(d, H0, affine)
     q = check_counts(data, learning=learning, bound=bound, phases=phases)
+    if learning > bound:  # the float adaptive phases are held to the worst case
+        raise CertificateError(f"{learning} learning queries exceed the bound {bound}")
     extra = set(q["by_phase"]) - {*phases, "verify"}
     if extra:
         raise CertificateError(f"queries.by_phase has unknown phases {sorted(extra)}")
@@ -602,6 +628,69 @@ def _float_fit(
         f"{len(claimed)} heads reproduce all {len(seqs)} stored learning answers to rtol "
         f"{arith.rtol:g} (max relative gap {worst:.2e})"
     )
+
+
+def _float_rounds(
+    data: dict[str, Any],
+    arith: Arithmetic,
+    field: str,
+    limit: int,
+    size: str,
+    rows: Any,
+    per_pair: int,
+) -> list[Any]:
+    """The float design's adaptive rounds at ``field``: at most ``limit`` records, each
+    with a positive ``size`` (a scale or factor) and ``rows(record, path)`` rows of
+    ``per_pair`` answers (kept for the record; the learning count includes them)."""
+    raw = get(data, field)
+    if not isinstance(raw, list) or len(raw) > limit:
+        raise CertificateError(f"{field} must list at most {limit} rounds")
+    for i, row in enumerate(raw):
+        path = f"{field}[{i}]"
+        if not number(get(row, size), f"{path}.{size}", arith) > 0:
+            raise CertificateError(f"{path}.{size} must be positive")
+        for r, ans in enumerate(as_list(get(row, "answers"), f"{path}.answers", rows(row, path))):
+            numbers(ans, f"{path}.answers[{r}]", arith, per_pair)
+    return raw
+
+
+def _float_pilot(
+    data: dict[str, Any],
+    arith: Arithmetic,
+    d: int,
+    H0: int,
+    affine: bool,
+    per_pair: int,
+) -> int:
+    """design.pilot: the float pilot's discarded rounds (scale, answers of its d pairs), at
+    most ``pilot_rounds - 1``; their number. design.u_scale: the kept scale, positive."""
+    limit = pilot_rounds(d, H0, affine) - 1
+    raw = _float_rounds(data, arith, "design.pilot", limit, "scale", lambda *_: d, per_pair)
+    if not number(get(data, "design.u_scale"), "design.u_scale", arith) > 0:
+        raise CertificateError("design.u_scale must be positive")
+    return len(raw)
+
+
+def _float_conditioning(
+    data: dict[str, Any],
+    arith: Arithmetic,
+    d: int,
+    affine: bool,
+    per_pair: int,
+) -> int:
+    """design.conditioning: the float conditioning rounds (u-group k, factor, the replaced
+    answers: its ncols pairs, then the halved links through u_k), at most
+    ``CONDITIONING_ROUNDS`` (their total is held to the bound); the queries they asked."""
+    ncols = d + (1 if affine else 0)
+
+    def rows(row: Any, path: str) -> int:
+        k = as_int(get(row, "k"), f"{path}.k", low=0, high=d - 1)
+        return ncols + (d - 1 if k == 0 else 1)
+
+    raw = _float_rounds(
+        data, arith, "design.conditioning", CONDITIONING_ROUNDS, "factor", rows, per_pair
+    )
+    return sum(rows(row, "") * per_pair for row in raw)
 
 
 def _float_sequence(u: np.ndarray, b: np.ndarray, k: int, m: int = 1) -> np.ndarray:

@@ -543,7 +543,7 @@ def _near_rational(seed: int) -> ClaimResult:
     import flint
     import sympy
 
-    from verified_attn.probing import VERIFY_PRECISION_FACTOR
+    from verified_attn.verification import HIGH_PRECISION_FACTOR
 
     ok, rows = True, []
     for e in (20, 80):
@@ -576,7 +576,7 @@ def _near_rational(seed: int) -> ClaimResult:
     rec = learn_single_head(Oracle(slip, "certified", precision=64), seed=seed)
     ok &= (not rec.exact) or any("denominator" in a for a in rec.assumptions)
     rows.append(
-        f"64 bits, 1/3 + 1e-80 (within 2^-{VERIFY_PRECISION_FACTOR * 64} of 1/3): "
+        f"64 bits, 1/3 + 1e-80 (within 2^-{HIGH_PRECISION_FACTOR * 64} of 1/3): "
         f"exact={rec.exact} under the stated assumption"
     )
     return ClaimResult("thm-4.1/near-rational", REF, NEAR, ok, "; ".join(rows))

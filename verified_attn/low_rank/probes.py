@@ -26,7 +26,7 @@ import numpy as np
 
 from verified_attn.arithmetic import Arithmetic
 from verified_attn.errors import InvalidArgument
-from verified_attn.oracle import Oracle
+from verified_attn.oracle import Oracle, Scratch
 from verified_attn.probing import (
     MAX_RESCALES,
     RESCALE_FACTOR,
@@ -127,6 +127,11 @@ class Prober:
     _known: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
     _known_ids: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64), repr=False)
     _dots_f: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
+    _dots_exact: dict[int, Any] = field(default_factory=dict, repr=False)  # by vector index
+    # Reused buffers for the float batches (see oracle.Scratch: reused only when free).
+    _scratch: Scratch = field(default_factory=Scratch, repr=False)
+    _gather_u: Scratch = field(default_factory=Scratch, repr=False)
+    _gather_b: Scratch = field(default_factory=Scratch, repr=False)
 
     @classmethod
     def start(cls, oracle: Oracle) -> Prober:
@@ -240,10 +245,15 @@ class Prober:
         if n == 0:
             return measured_array(self.arith, [])
         d = self._table.shape[1]
-        X = np.empty((n, 2, d))
-        for half, ids in ((0, iu), (1, ib)):
-            X[:, half] = self._table[ids]  # one row broadcast for a shared index
-        X[:, 0] += X[:, 1]  # b + u: exact (dyadic entries)
+        # [b + u; b] written once into a reused buffer (fresh pages cost more than the
+        # writes at large d): a varying half is gathered into a second reused buffer, a
+        # shared one is a row broadcast.
+        X = self._scratch.take((n, 2, d))
+        tu = self._gather(iu, n, d, self._gather_u)
+        tb = self._gather(ib, n, d, self._gather_b)
+        X[:, 1] = tb
+        np.add(tu, tb, out=X[:, 0])  # b + u: exact (dyadic entries)
+        del tu, tb
         dots = self._vector_dots()
         us = _TableRows(self._table, iu) if iu.ndim else self._table[int(iu)].copy()
         bs = _TableRows(self._table, ib) if ib.ndim else self._table[int(ib)].copy()
@@ -252,6 +262,14 @@ class Prober:
         return self._measure_float(
             us, bs, n, phase, verification, (iu, ib), prepared=(X, uv, bv)  # type: ignore[arg-type]
         )
+
+    def _gather(self, ids: np.ndarray, n: int, d: int, scratch: Scratch) -> np.ndarray:
+        """The table rows ``ids`` (n of them) in a reused buffer, or the one shared row."""
+        if not ids.ndim:
+            return self._table[int(ids)]
+        out = scratch.take((n, d))
+        np.take(self._table, ids, axis=0, out=out, mode="clip")  # ids valid: unbuffered
+        return out
 
     def _vector_dots(self) -> np.ndarray:
         """x^T v for every vector of the table, each computed once."""
@@ -307,8 +325,10 @@ class Prober:
             return self._measure_float(us, bs, n, phase, verification, _ids)
         us_given, bs_given = us, bs
         us, bs = np.broadcast_to(us, (n, us.shape[-1])), np.broadcast_to(bs, (n, bs.shape[-1]))
-        uv = self._dots(us)
-        bv = self._dots(bs)
+        if _ids is not None:  # vectors of the table: x^T v once per vector, not per call
+            uv, bv = self._dots_of(_ids[0], n), self._dots_of(_ids[1], n)
+        else:
+            uv, bv = self._dots(us), self._dots(bs)
         scales = [Fraction(1)] * n
         with self.oracle.phase(phase, verification=verification):
             answers = self.oracle.query_many(np.stack([bs + us, bs], axis=1), owned=True)
@@ -413,6 +433,18 @@ class Prober:
                 verification,
             )
         )
+
+    def _dots_of(self, ids: np.ndarray, n: int) -> list[Any]:
+        """x^T v for the table vectors with these indices (one index shared by n probes),
+        each computed once per prober (the design columns recur in every column)."""
+        cache = self._dots_exact
+        out = []
+        for k in np.broadcast_to(ids, (n,)).tolist():
+            val = cache.get(k)
+            if val is None:
+                val = cache[k] = dot(self.arith, self.vectors[k], self.v)
+            out.append(val)
+        return out
 
     def _dots(self, xs: np.ndarray) -> list[Any]:
         """x_k^T v for every row, computed once per distinct row (rows repeat)."""

@@ -53,6 +53,8 @@ from verified_attn.probing import apply_exact, measured_array
 
 __all__ = ["SkeletonResult", "skeleton_query_bound", "skeleton_recover"]
 
+#: The phase of the second rank-0 test (a verification phase; see skeleton_recover).
+RANK_CHECK = "rank-check"
 _GENERIC_BITS = 12  # generic probe entries are j / 2^12, |j| <= 2^12: dyadic, in [-1, 1]
 _EPS = float(np.finfo(np.float64).eps)
 
@@ -125,15 +127,15 @@ class _Coordinates:
     U^{-1} is integral and u dyadic, so g is on the same grid: it is computed in float
     with a float inverse made once (for the default design from its structure, O(d^2)),
     rounded to the grid, and accepted only if the integer product ``U (2^12 g) == 2^12 u``
-    holds exactly (int64, no overflow at these sizes); otherwise exactly with the rational
-    inverse (made only then).
+    holds exactly (computed in float64, exact below 2^53); otherwise exactly with the
+    rational inverse (made only then).
     """
 
     def __init__(self, U: np.ndarray, design: Any) -> None:
         self.design = design
-        self.U_int = np.asarray(U, dtype=np.float64).astype(np.int64)
+        self.U_f = np.asarray(U, dtype=np.float64)
         self.inv: np.ndarray | None = None
-        if np.array_equal(self.U_int, U) and np.abs(self.U_int).max() <= 1:
+        if np.array_equal(self.U_f, np.round(self.U_f)) and np.abs(self.U_f).max() <= 1:
             fast = design.solve_float(np.eye(len(U)))  # U^{-T}, exactly (0/1 entries)
             self.inv = fast.T if fast is not None else np.linalg.inv(np.asarray(U, np.float64))
 
@@ -145,10 +147,10 @@ class _Coordinates:
         u_grid = _on_grid(u)
         if self.inv is not None and u_grid is not None:
             G = np.round((self.inv @ u) * 2**_GENERIC_BITS)
-            if np.abs(G).max() < 2**40:
-                G_int = G.astype(np.int64)
-                if np.array_equal(self.U_int @ G_int, u_grid):
-                    return G_int.astype(np.float64) / 2**_GENERIC_BITS
+            # U has entries in {-1, 0, 1} and G integer entries: U G in float64 (BLAS) is
+            # exact while d * max |G| < 2^53 (every partial sum is an integer below 2^53).
+            if len(G) * np.abs(G).max() < 2**53 and np.array_equal(self.U_f @ G, u_grid):
+                return G / 2**_GENERIC_BITS + 0.0  # + 0.0: no negative zeros
         return _exact_floats(self.u_inv * _fmpq_mat(u.reshape(-1, 1)))
 
 
@@ -275,7 +277,32 @@ def skeleton_recover(
                 "residual": rho,
             }
             tests.append(test)
-            if not decide.nonzero(rho, scale, f"the rank-{k} test's residual"):
+            zero = not decide.nonzero(rho, scale, f"the rank-{k} test's residual")
+            if zero and adaptive and k == 0:
+                # "W = 0" from one bilinear sample: u^T W b = 0 also when u lies in W's left
+                # null space (on the 2^-12 grid that has probability about 2^-13 per line
+                # at small d). A second test vector on the same b checks the claim; it is
+                # verification (the learning count stays d + 1). If it is nonzero, W b != 0
+                # and the first test's answer, a true measurement of u^T W b, is reused as
+                # one entry of the column b_1, exactly as a failing test is.
+                u2 = _draw_test_vector(rng, arith, v, v_mag, d)
+                t2 = prober.measure(u2[None, :], b[None, :], RANK_CHECK, verification=True)[0]
+                g2 = coordinates(u2)
+                noise2 = 1e4 * _EPS * (1 + float(np.abs(g2).sum()))
+                check = {"k": k, "u": u2.tolist(), "b": b.tolist(), "measured": t2,
+                         "predicted": pred, "residual": t2 - pred, "phase": RANK_CHECK}
+                tests.append(check)
+                zero = not decide.nonzero(
+                    t2 - pred, max(arith.magnitude(t2), noise2 * v_mag),
+                    f"the rank-{k} check's residual",
+                )
+                check["passed"] = zero
+                if not zero:
+                    notes.append(
+                        "the rank-0 test's u lay in W's left null space (u^T W b = 0); the "
+                        "check with a second test vector showed W b != 0"
+                    )
+            if zero:
                 test["passed"] = True
                 break
             test["passed"] = False

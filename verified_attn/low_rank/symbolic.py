@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from fractions import Fraction
 
 import flint
@@ -64,11 +65,18 @@ def _rational_matrix(rng: np.random.Generator, n: int, m: int) -> sympy.Matrix:
     )
 
 
-def skeleton_identity(d: int, r: int, *, seed: int = 0) -> SymbolicCheck:
+def skeleton_identity(
+    d: int,
+    r: int,
+    *,
+    seed: int = 0,
+    adjugate: Callable[[sympy.Matrix], sympy.Matrix] = sympy.Matrix.adjugate,
+) -> SymbolicCheck:
     """``C (U^T C)^{-1} U^T W == W`` for W = K^T Q with symbolic K, Q in R^{r x d}.
 
     B and U are random rationals; U^T C = (U^T K^T)(Q B) is invertible as a rational
     function (its determinant is a nonzero polynomial), so the identity is exact.
+    ``adjugate`` is the formula under test for det(M) M^-1 (tests pass wrong ones).
     """
     rng = np.random.default_rng(seed)
     K = sympy.Matrix(r, d, lambda i, j: sympy.Symbol(f"k{i}_{j}"))
@@ -81,7 +89,7 @@ def skeleton_identity(d: int, r: int, *, seed: int = 0) -> SymbolicCheck:
     det = sympy.expand(M.det())
     shown = sympy.factor(det) if r == 1 else det
     # Cleared of the denominator det(M): a polynomial identity, checked by expansion.
-    diff = (C * M.adjugate() * (U.T * W) - M.det() * W).applyfunc(sympy.expand)
+    diff = (C * adjugate(M) * (U.T * W) - M.det() * W).applyfunc(sympy.expand)
     holds = det != 0 and diff == sympy.zeros(d, d)
     return SymbolicCheck(
         "thm-5.1/skeleton-identity",
@@ -92,11 +100,18 @@ def skeleton_identity(d: int, r: int, *, seed: int = 0) -> SymbolicCheck:
     )
 
 
-def rank_r_dimension(d: int, r: int, *, seed: int = 0) -> SymbolicCheck:
+def rank_r_dimension(
+    d: int,
+    r: int,
+    *,
+    seed: int = 0,
+    dimension: Callable[[int, int], int] = lambda d, r: 2 * d * r - r * r,
+) -> SymbolicCheck:
     """Rank of the Jacobian of (K, Q) -> K^T Q at a random rational point, exactly.
 
     d^2 x 2rd; generic rank 2dr - r^2 (the map is invariant under (K, Q) -> (G K, G^{-T} Q),
-    an r^2-dimensional group, and that is the only degeneracy).
+    an r^2-dimensional group, and that is the only degeneracy). ``dimension`` is the
+    formula under test (tests pass wrong ones, e.g. 2dr without the group).
     """
     rng = np.random.default_rng(seed)
     K = sympy.Matrix(r, d, lambda i, j: sympy.Symbol(f"k{i}_{j}"))
@@ -117,7 +132,7 @@ def rank_r_dimension(d: int, r: int, *, seed: int = 0) -> SymbolicCheck:
     entries = [Fraction(int(x.p), int(x.q)) for x in Jq]
     fm = flint.fmpq_mat(Jq.rows, Jq.cols, [flint.fmpq(q.numerator, q.denominator) for q in entries])
     rank = fm.rank()
-    expected = 2 * d * r - r * r
+    expected = dimension(d, r)
     return SymbolicCheck(
         "thm-5.1/dimension",
         f"rank of d(K^T Q)/d(K, Q) at a random rational point = 2dr - r^2 (d = {d}, r = {r})",

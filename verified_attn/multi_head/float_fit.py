@@ -46,7 +46,7 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
 def group_model(lt: np.ndarray, r: np.ndarray, s: np.ndarray) -> np.ndarray:
     """``sum_h r[g, h] sigmoid(s[g, j, h] + lt[t])`` as an array (G, J, T)."""
     sig = _sigmoid(s[:, :, None, :] + lt[None, None, :, None])  # (G, J, T, H)
-    return np.einsum("gjth,gh->gjt", sig, r)
+    return (sig @ r[:, None, :, None])[..., 0]
 
 
 @dataclass
@@ -62,7 +62,7 @@ def _parts(
     lt: np.ndarray, Y: np.ndarray, r: np.ndarray, s: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     sig = _sigmoid(s[:, :, None, :] + lt[None, None, :, None])  # (G, J, T, H)
-    R = np.einsum("gjth,gh->gjt", sig, r) - Y
+    R = (sig @ r[:, None, :, None])[..., 0] - Y
     Js = sig * (1.0 - sig) * r[:, None, None, :]  # dF/ds
     return R, Js, sig  # sig = dF/dr
 
@@ -70,11 +70,13 @@ def _parts(
 def _normal(
     R: np.ndarray, Js: np.ndarray, Jr: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    A = np.einsum("gjta,gjtb->gjab", Js, Js)
-    C = np.einsum("gjta,gjtb->gjab", Js, Jr)
-    D = np.einsum("gjta,gjtb->gab", Jr, Jr)
-    gs = np.einsum("gjta,gjt->gja", Js, R)
-    gr = np.einsum("gjta,gjt->ga", Jr, R)
+    # Batched matrix products (BLAS), not einsum: this is the decoder's inner loop.
+    JsT, JrT = Js.swapaxes(-1, -2), Jr.swapaxes(-1, -2)
+    A = JsT @ Js
+    C = JsT @ Jr
+    D = (JrT @ Jr).sum(axis=1)
+    gs = (JsT @ R[..., None])[..., 0]
+    gr = (JrT @ R[..., None])[..., 0].sum(axis=1)
     return A, C, D, gs, gr
 
 
@@ -86,17 +88,22 @@ def _solve(
     eye = np.eye(H)
     # A tiny ridge keeps a singular block (a head with residue 0 has no score) solvable.
     A = A + 1e-300 * eye
-    Ai_C = np.linalg.solve(A, C)  # (G, J, H, H)
-    Ai_g = np.linalg.solve(A, gs[..., None])[..., 0]  # (G, J, H)
-    S = D - np.einsum("gjab,gjac->gbc", C, Ai_C)
-    rhs = -(gr - np.einsum("gjab,gja->gb", C, Ai_g))
+    try:
+        Ai_C = np.linalg.solve(A, C)  # (G, J, H, H)
+        Ai_g = np.linalg.solve(A, gs[..., None])[..., 0]  # (G, J, H)
+    except np.linalg.LinAlgError:  # a saturated start: every sigmoid 0 or 1 in some pair
+        Ai = np.linalg.pinv(A)
+        Ai_C, Ai_g = Ai @ C, (Ai @ gs[..., None])[..., 0]
+    CT = C.swapaxes(-1, -2)
+    S = D - (CT @ Ai_C).sum(axis=1)
+    rhs = -(gr - (CT @ Ai_g[..., None])[..., 0].sum(axis=1))
     try:
         dr = np.linalg.solve(S, rhs[..., None])[..., 0]
     except np.linalg.LinAlgError:
         dr = np.stack(
             [np.linalg.lstsq(Sg, bg, rcond=None)[0] for Sg, bg in zip(S, rhs, strict=True)]
         )
-    ds = -Ai_g - np.einsum("gjab,gb->gja", Ai_C, dr)
+    ds = -Ai_g - (Ai_C @ dr[:, None, :, None])[..., 0]
     return ds, dr
 
 
@@ -118,37 +125,40 @@ def fit_groups(
     and no longer falls by 0.1 % a step.
     """
     r, s = r0.astype(np.float64).copy(), s0.astype(np.float64).copy()
-    G = r.shape[0]
+    G, H = r.shape
+    eye = np.eye(H)
+    floor_g = np.broadcast_to(np.asarray(floor, dtype=np.float64), (G,))
     R, Js, Jr = _parts(lt, Y, r, s)
     norm = np.sqrt(np.einsum("gjt,gjt->g", R, R))
     mu = np.full(G, 1e-2)
-    active = np.ones(G, dtype=bool)
+    # Only the groups still moving are computed (a stopped group costs nothing).
+    act = np.flatnonzero(norm > 0)
     for _ in range(steps):
-        if not active.any():
+        if not len(act):
             break
-        A, C, D, gs, gr = _normal(R, Js, Jr)
-        dA = np.einsum("gjaa->gja", A)
-        dD = np.einsum("gaa->ga", D)
-        A = A + np.einsum("g,gja,ab->gjab", mu, dA + 1e-30, np.eye(A.shape[-1]))
-        D = D + np.einsum("g,ga,ab->gab", mu, dD + 1e-30, np.eye(D.shape[-1]))
+        A, C, D, gs, gr = _normal(R[act], Js[act], Jr[act])
+        m = mu[act]
+        dA = np.diagonal(A, axis1=-2, axis2=-1)
+        dD = np.diagonal(D, axis1=-2, axis2=-1)
+        A = A + (m[:, None, None] * (dA + 1e-30))[..., None] * eye
+        D = D + (m[:, None] * (dD + 1e-30))[..., None] * eye
         with np.errstate(all="ignore"):
             ds, dr = _solve(A, C, D, gs, gr)
         ds = np.where(np.isfinite(ds), np.clip(ds, -_MAX_SCORE_STEP, _MAX_SCORE_STEP), 0.0)
         dr = np.where(np.isfinite(dr), dr, 0.0)
-        ts = np.clip(s + ds * active[:, None, None], -40.0, 40.0)
-        tr = r + dr * active[:, None]
-        tR, tJs, tJr = _parts(lt, Y, tr, ts)
+        ts = np.clip(s[act] + ds, -40.0, 40.0)
+        tr = r[act] + dr
+        tR, tJs, tJr = _parts(lt, Y[act], tr, ts)
         tnorm = np.sqrt(np.einsum("gjt,gjt->g", tR, tR))
-        better = active & np.isfinite(tnorm) & (tnorm < norm)
-        small = better & (norm - tnorm <= 1e-3 * norm) & (tnorm <= floor)
-        s = np.where(better[:, None, None], ts, s)
-        r = np.where(better[:, None], tr, r)
-        R = np.where(better[:, None, None], tR, R)
-        Js = np.where(better[:, None, None, None], tJs, Js)
-        Jr = np.where(better[:, None, None, None], tJr, Jr)
-        norm = np.where(better, tnorm, norm)
-        mu = np.where(better, np.maximum(mu / 10.0, 1e-16), mu * 10.0)
-        active &= ~small & (mu < 1e10) & (norm > 0)
+        old = norm[act]
+        better = np.isfinite(tnorm) & (tnorm < old)
+        small = better & (old - tnorm <= 1e-3 * old) & (tnorm <= floor_g[act])
+        i = act[better]
+        s[i], r[i], R[i], Js[i], Jr[i], norm[i] = (
+            ts[better], tr[better], tR[better], tJs[better], tJr[better], tnorm[better]
+        )
+        mu[act] = np.where(better, np.maximum(m / 10.0, 1e-16), m * 10.0)
+        act = act[~small & (mu[act] < 1e10) & (norm[act] > 0)]
     return GroupFit(r=r, s=s, residual=norm)
 
 
@@ -249,13 +259,21 @@ def closest_gap(s: np.ndarray) -> float:
 
 
 def fit_scores(
-    lt: np.ndarray, Y: np.ndarray, r: np.ndarray, s0: np.ndarray, *, steps: int = 60
+    lt: np.ndarray,
+    Y: np.ndarray,
+    r: np.ndarray,
+    s0: np.ndarray,
+    *,
+    steps: int = 60,
+    prune: tuple[int, int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Scores alone with the residues fixed, from many starts: ``Y`` (P, T), ``r`` (P, H),
     ``s0`` (P, S, H); returns the best scores (P, H) and their residual norms (P,).
 
     Levenberg-Marquardt per (pair, start), batched; used to repair a pair whose pooled
     fit sits in a local minimum (two heads' scores swapped), from every transposition.
+    ``prune=(n, keep)``: after n steps only each pair's ``keep`` best starts go on (the
+    cost of many starts is in their first steps, a slow basin in its last ones).
 
     >>> lt = np.log(np.array([0.25, 0.5, 1.0, 2.0, 4.0]))
     >>> r = np.array([[1.0, 3.0]]); s = np.array([[0.5, -1.0]])
@@ -265,42 +283,49 @@ def fit_scores(
     True
     """
     P, S, H = s0.shape
-    s = s0.astype(np.float64).copy()
-    rr = np.repeat(r[:, None, :], S, axis=1)  # (P, S, H)
-    yy = Y[:, None, :]
-
-    def parts(sv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        sig = _sigmoid(sv[..., None, :] + lt[None, None, :, None])  # (P, S, T, H)
-        R = np.einsum("psth,psh->pst", sig, rr) - yy
-        return R, sig * (1.0 - sig) * rr[:, :, None, :]
-
-    R, J = parts(s)
-    norm = np.sqrt((R**2).sum(axis=-1))
-    mu = np.full((P, S), 1e-3)
+    N = P * S
+    s = s0.reshape(N, H).astype(np.float64).copy()
+    rr = np.repeat(r, S, axis=0)  # (N, H)
+    yy = np.repeat(Y, S, axis=0)  # (N, T)
     eye = np.eye(H)
-    for _ in range(steps):
-        A = np.einsum("psta,pstb->psab", J, J)
-        g = np.einsum("psta,pst->psa", J, R)
-        A = A + (mu[..., None] * (np.einsum("psaa->psa", A) + 1e-30))[..., None] * eye
+
+    def parts(sv: np.ndarray, rv: np.ndarray, yv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        sig = _sigmoid(sv[:, None, :] + lt[None, :, None])  # (n, T, H)
+        return (sig @ rv[:, :, None])[..., 0] - yv, sig * (1.0 - sig) * rv[:, None, :]
+
+    R, J = parts(s, rr, yy)
+    norm = np.sqrt((R**2).sum(axis=-1))
+    mu = np.full(N, 1e-3)
+    # Only the starts still moving are computed: most stop long before ``steps``.
+    act = np.arange(N)
+    for step in range(steps):
+        if prune is not None and step == prune[0] and S > prune[1]:
+            rank = np.argsort(np.argsort(norm.reshape(P, S), axis=1), axis=1).ravel()
+            act = act[rank[act] < prune[1]]
+        if not len(act):
+            break
+        Ja, Ra, m = J[act], R[act], mu[act]
+        JT = Ja.swapaxes(-1, -2)
+        A = JT @ Ja
+        g = (JT @ Ra[..., None])[..., 0]
+        A = A + (m[:, None] * (np.diagonal(A, axis1=-2, axis2=-1) + 1e-30))[..., None] * eye
         with np.errstate(all="ignore"):
             try:
                 ds = -np.linalg.solve(A, g[..., None])[..., 0]
             except np.linalg.LinAlgError:
-                ds = -np.einsum("psab,psb->psa", np.linalg.pinv(A), g)
+                ds = -(np.linalg.pinv(A) @ g[..., None])[..., 0]
         ds = np.where(np.isfinite(ds), np.clip(ds, -2.0, 2.0), 0.0)
-        ts = np.clip(s + ds, -40.0, 40.0)
-        tR, tJ = parts(ts)
+        ts = np.clip(s[act] + ds, -40.0, 40.0)
+        tR, tJ = parts(ts, rr[act], yy[act])
         tnorm = np.sqrt((tR**2).sum(axis=-1))
-        better = np.isfinite(tnorm) & (tnorm < norm)
-        s = np.where(better[..., None], ts, s)
-        R = np.where(better[..., None], tR, R)
-        J = np.where(better[..., None, None], tJ, J)
-        norm = np.where(better, tnorm, norm)
-        mu = np.where(better, np.maximum(mu / 10.0, 1e-16), mu * 10.0)
-        if (mu > 1e10).all():
-            break
+        better = np.isfinite(tnorm) & (tnorm < norm[act])
+        i = act[better]
+        s[i], R[i], J[i], norm[i] = ts[better], tR[better], tJ[better], tnorm[better]
+        mu[act] = np.where(better, np.maximum(m / 10.0, 1e-16), np.minimum(m * 10.0, 1e20))
+        act = act[mu[act] <= 1e10]
+    norm = norm.reshape(P, S)
     best = norm.argmin(axis=1)
-    return s[np.arange(P), best], norm[np.arange(P), best]
+    return s.reshape(P, S, H)[np.arange(P), best], norm[np.arange(P), best]
 
 
 def transposition_starts(s: np.ndarray) -> np.ndarray:
