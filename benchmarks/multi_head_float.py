@@ -109,7 +109,7 @@ def run_random(d: int, H: int, seed: int) -> dict[str, Any]:
             learned=True,
             queries=rec.queries,
             **pilot_info(rec, d, H),
-            rtol=1e-6,
+            rtol=rec.verification.rtol,
             parameter_error=parameter_error(rec.parameters["heads"], heads),
             prediction_error=prediction_error(predict, answer, d, seed),
         )
@@ -338,6 +338,43 @@ def plot_conditioning(sweep: list[dict[str, Any]], out: Path) -> None:
     _finish(fig, ax, labels, title, out / "multi_head_float_scale.png", 6)
 
 
+FAMILIES = ("random", "torch64", "torch32", "sweep")
+
+
+def _call(task: tuple[Any, ...]) -> Any:
+    """Run one benchmark task ``(function, *args)``."""
+    return task[0](*task[1:])
+
+
+class _Serial:
+    """The ``--jobs 1`` stand-in for a process pool: ``map`` in this process, in order."""
+
+    def __enter__(self) -> _Serial:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def map(self, fn: Any, items: list[Any]) -> Any:
+        return map(fn, items)
+
+
+def _pool(jobs: int) -> Any:
+    """Worker processes for the runs; results come back in task order either way."""
+    if jobs <= 1:
+        return _Serial()
+    import multiprocessing
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    # Fresh (spawned) single-threaded workers: jobs processes each with its own BLAS and
+    # torch thread pools would compete for the same cores and distort the seconds.
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+    ctx = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
@@ -347,7 +384,18 @@ def main() -> None:
     p.add_argument("--seeds-huge", type=int, default=2, help="seeds at d >= 32")
     p.add_argument("--max-d", type=int, default=64, help="skip the cells with a larger d")
     p.add_argument("--plot-only", action="store_true", help="redraw the plots from the JSON")
+    p.add_argument(
+        "--jobs", type=int, default=1, help="worker processes for the runs (each single-threaded)"
+    )
+    p.add_argument(
+        "--cells",
+        default=",".join(FAMILIES),
+        help=f"comma-separated cell families to run, of {', '.join(FAMILIES)}",
+    )
     args = p.parse_args()
+    families = set(args.cells.split(","))
+    if not families <= set(FAMILIES):
+        p.error(f"--cells: unknown families {sorted(families - set(FAMILIES))}")
     out = output_dir(args.out, args.quick, "multi_head_float")
     if args.plot_only:
         import json
@@ -378,15 +426,24 @@ def main() -> None:
     random_sizes = [c for c in random_sizes if c[0] <= args.max_d]
     torch_sizes = [c for c in torch_sizes if c[0] <= args.max_d]
     started = time.perf_counter()
-    sweep = [conditioning(kind, d, H, s, scales) for kind, d, H, s in sweep_boxes]
-    for d, H, ss in random_sizes:
-        rows += [run_random(d, H, s) for s in ss]
-        print(summarise([r for r in rows if (r["d"], r["H"]) == (d, H)]), flush=True)
-    for E, H, ss in torch_sizes:
-        rows += [run_torch(E, H, s, "float64") for s in ss]
-        print(summarise([r for r in rows if (r["kind"], r["d"], r["H"]) == ("torch", E, H)]))
-    for E, H, ss in torch32_sizes:
-        rows += [run_torch(E, H, s, "float32") for s in ss]
+    tasks: list[tuple[Any, ...]] = []
+    if "random" in families:
+        tasks += [(run_random, d, H, s) for d, H, ss in random_sizes for s in ss]
+    if "torch64" in families:
+        tasks += [(run_torch, E, H, s, "float64") for E, H, ss in torch_sizes for s in ss]
+    if "torch32" in families:
+        tasks += [(run_torch, E, H, s, "float32") for E, H, ss in torch32_sizes for s in ss]
+    if "sweep" not in families:
+        sweep_boxes = []
+    sweep_tasks = [(conditioning, kind, d, H, s, scales) for kind, d, H, s in sweep_boxes]
+    with _pool(args.jobs) as pool:
+        sweep = list(pool.map(_call, sweep_tasks))
+        for row in pool.map(_call, tasks):
+            rows.append(row)
+            print(
+                {k: row.get(k) for k in ("kind", "dtype", "d", "H", "seed", "learned", "seconds")},
+                flush=True,
+            )
     summary = summarise(rows)
     for s in summary:
         print(s)
@@ -399,6 +456,8 @@ def main() -> None:
                 seeds=len(seeds),
                 seeds_large=len(few),
                 seeds_huge=len(huge),
+                jobs=args.jobs,
+                cells=sorted(families),
                 total_seconds=time.perf_counter() - started,
             ),
             "summary": summary,
