@@ -1360,20 +1360,21 @@ def learn_float(
             if dec.estimate is not None or not dec.bad:
                 break
             # Every failing group of this decoding is asked again in one round (each its own
-            # record and cost), worst first while the room and CONDITIONING_GROUPS allow.
-            # Rows with tie links stay: the links were asked at the old u_k.
-            tied = {k for k, _ in asked_ties}
-            again: list[int] = []
-            for k in sorted(dec.bad, key=lambda g: -fits[2][g] / fits[3][g]):
-                cost = conditioning_cost(d, H, affine, k)
-                if k in tied or cost > room or len(replaced) >= CONDITIONING_GROUPS:
-                    continue
-                room -= cost
+            # record and cost), or none: a group left as it is keeps its fit (it depends on
+            # its own answers only), so the decoding would fail again on it. Rows with tie
+            # links cannot be asked again (the links were asked at the old u_k).
+            again = sorted(set(dec.bad))
+            cost = sum(conditioning_cost(d, H, affine, k) for k in again)
+            if (
+                cost > room
+                or len(replaced) + len(again) > CONDITIONING_GROUPS
+                or any(k in again for k, _ in asked_ties)
+            ):
+                break
+            room -= cost
+            for k in again:
                 U, ans, old = _condition(oracle, U, B, ans, ratios, k)
                 replaced.append({"k": k, "factor": _CONDITIONING_FACTOR, "answers": old})
-                again.append(k)
-            if not again:
-                break
             fits = _refit_groups(f0, ans, t, H, unit, fits, again)
             dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties, fits)
         ambiguous = dec.ambiguous
