@@ -80,7 +80,7 @@ from verified_attn.certificates.kernel import (
 )
 from verified_attn.errors import CertificateError, VerifiedAttnError
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
-from verified_attn.multi_head.canonical_float import CONDITIONING_ROUNDS, float_query_limit
+from verified_attn.multi_head.canonical_float import CONDITIONING_GROUPS, float_query_limit
 from verified_attn.multi_head.float_pilot import pilot_rounds
 from verified_attn.rational_interpolation import interpolate, poles, to_arb
 from verified_attn.verification import agree, float_floor
@@ -680,7 +680,7 @@ def _float_conditioning(
 ) -> int:
     """design.conditioning: the float conditioning rounds (u-group k, factor, the replaced
     answers: its ncols pairs, then the halved links through u_k), at most
-    ``CONDITIONING_ROUNDS`` (their total is held to the bound); the queries they asked."""
+    ``CONDITIONING_GROUPS`` (their total is held to the bound); the queries they asked."""
     ncols = d + (1 if affine else 0)
 
     def rows(row: Any, path: str) -> int:
@@ -688,7 +688,7 @@ def _float_conditioning(
         return ncols + (d - 1 if k == 0 else 1)
 
     raw = _float_rounds(
-        data, arith, "design.conditioning", CONDITIONING_ROUNDS, "factor", rows, per_pair
+        data, arith, "design.conditioning", CONDITIONING_GROUPS, "factor", rows, per_pair
     )
     return sum(rows(row, "") * per_pair for row in raw)
 

@@ -97,6 +97,10 @@ _LM_ITERATIONS = 60
 # residues move together, so the pairs' pole configuration changes), at most this many
 # rounds of one group each, each only while it fits in the adaptive room left.
 CONDITIONING_ROUNDS = 3
+# ... and at most this many u-groups asked again in all (each one record of the certificate;
+# a round asks every failing group while the room allows: at E = 16, H = 8, 3-6 of the 16
+# groups stall, and one group per round could not replace them all).
+CONDITIONING_GROUPS = 8
 _CONDITIONING_FACTOR = 2.0**-0.5
 # Ambiguous residue matches are refit from at most this many candidate orders.
 _REFIT_ORDERS = 24
@@ -170,8 +174,8 @@ def base_query_limit(d: int, H: int, *, affine: bool = False) -> int:
 def float_query_limit(d: int, H: int, *, affine: bool = False) -> int:
     """The float path's worst case: :func:`base_query_limit` plus the adaptive phases - the
     pilot's discarded rounds (``d (2H + redundancy(H))`` queries each, at most
-    :func:`~.float_pilot.pilot_rounds` - 1) and up to :data:`CONDITIONING_ROUNDS`
-    conditioning rounds (each :func:`conditioning_cost`) - which share
+    :func:`~.float_pilot.pilot_rounds` - 1) and up to :data:`CONDITIONING_GROUPS`
+    u-groups asked again (each at most :func:`conditioning_cost` of u_1) - which share
     :func:`adaptive_room`: the limit stays under the follow-up's ``4Hd^2 - 2H + 1`` wherever
     :func:`base_query_limit` does.
 
@@ -179,7 +183,7 @@ def float_query_limit(d: int, H: int, *, affine: bool = False) -> int:
     (1524, True)
     """
     pilot = (pilot_rounds(d, H, affine) - 1) * d * (2 * H + redundancy(H))
-    most = pilot + CONDITIONING_ROUNDS * conditioning_cost(d, H, affine)
+    most = pilot + CONDITIONING_GROUPS * conditioning_cost(d, H, affine)
     return base_query_limit(d, H, affine=affine) + min(adaptive_room(d, H, affine), most)
 
 
@@ -617,11 +621,26 @@ class _Decoded:
 
 
 def _group_fits(
-    f0: np.ndarray, ans: np.ndarray, t: np.ndarray, H: int, d: int, unit: float
+    f0: np.ndarray,
+    ans: np.ndarray,
+    t: np.ndarray,
+    H: int,
+    d: int,
+    unit: float,
+    *,
+    ids: Sequence[int] | None = None,
+    full_d: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Steps 1-2 of :func:`_decode_pooled`: every u-group's residues r (d, H), scores
     s (d, J, H) (head order per group arbitrary), residual norms (d,) and rounding floors
-    (d,), from the grid answers ``ans`` (rows: pairs (u_k, b_j), k-major) and ``f0``."""
+    (d,), from the grid answers ``ans`` (rows: pairs (u_k, b_j), k-major) and ``f0``.
+
+    ``ids`` (the groups' indices in the design, default ``range(d)``) and ``full_d`` (the
+    design's d) let a subset of the groups be refitted (:func:`_refit_groups`) exactly as
+    they are fitted among all d: the same sources, repair limit and seeded starts (only the
+    pruning of very large batches of starts depends on the batch's size)."""
+    ids = list(range(d)) if ids is None else list(ids)
+    full_d = d if full_d is None else full_d
     ncols, T = len(f0), len(t)
     lt = np.log(t)
     t0 = np.concatenate([[0.0], t])
@@ -642,7 +661,7 @@ def _group_fits(
     own_rel = np.linalg.norm(own, axis=-1) / np.maximum(np.linalg.norm(Y, axis=-1), 1e-300)
     gaps = np.diff(np.sort(ss, axis=-1), axis=-1).min(axis=-1) if H > 1 else np.ones((d, ncols))
     key = np.where(own_rel <= 1e-8, gaps, -own_rel)
-    n_src = min(ncols, max(_SOURCES, _SOURCE_WORK // (d * ncols)))
+    n_src = min(ncols, max(_SOURCES, _SOURCE_WORK // (full_d * ncols)))
     src = np.argsort(-key, axis=1, kind="stable")[:, :n_src]
     r0 = np.empty((d, n_src, H))
     s0 = np.empty((d, n_src, ncols, H))
@@ -701,7 +720,7 @@ def _group_fits(
     # 10 of 16 groups at 1e4 x - 1e10 x the floor, where even fits started at the truth
     # estimate errors up to 2e-6: the design's conditioning, not the starts).
     n_bad = int(np.sum(~(res_best <= _CONVERGED * floor)))
-    rounds = _REPAIRS if n_bad <= _repair_limit(d) else 0
+    rounds = _REPAIRS if n_bad <= _repair_limit(full_d) else 0
     for _ in range(rounds):
         # A group whose pooled fit misses its answers has a pair in a local minimum (two
         # heads' scores swapped, or merged poles), which also biases the shared residues.
@@ -724,7 +743,7 @@ def _group_fits(
             pf = pair_floor[k * ncols : (k + 1) * ncols]
             jj = np.flatnonzero(~(miss <= _CONVERGED * pf))
             if len(jj):
-                rng = np.random.default_rng([k, H, 12])
+                rng = np.random.default_rng([ids[k], H, 12])
                 starts = np.concatenate(
                     [
                         transposition_starts(sk[jj]),
@@ -757,6 +776,27 @@ def _group_fits(
                 break
             r[k], s[k], res_best[k] = joint.r[0], joint.s[0], joint.residual[0]
     return r, s, res_best, floor
+
+
+def _refit_groups(
+    f0: np.ndarray,
+    ans: np.ndarray,
+    t: np.ndarray,
+    H: int,
+    unit: float,
+    fits: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    groups: Sequence[int],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``fits`` (from :func:`_group_fits`) with the u-groups ``groups`` fitted again from
+    ``ans``: a conditioning round changes only the answers of the groups it asked again, and
+    each group's fit depends only on its own answers (the others keep theirs, at no cost)."""
+    d, ncols = len(fits[0]), len(f0)
+    rows = np.concatenate([ans[k * ncols : (k + 1) * ncols] for k in groups])
+    got = _group_fits(f0, rows, t, H, len(groups), unit, ids=groups, full_d=d)
+    out = tuple(x.copy() for x in fits)
+    for x, y in zip(out, got, strict=True):
+        x[list(groups)] = y
+    return out  # type: ignore[return-value]
 
 
 def _repair_limit(d: int) -> int:
@@ -818,8 +858,13 @@ def _decode_pooled(
     affine: bool,
     arith: Arithmetic,
     ask_ties: Any,
+    fits: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> _Decoded:
     """Decode the float answers by pooled u-group fits and predicted links.
+
+    ``fits``: the u-group fits of step 2 (:func:`_group_fits`: r, s, residuals, floors) if
+    already computed (a conditioning round refits only the groups it asked again); they are
+    not changed here.
 
     1. Each grid pair alone (:func:`_float_poles`): starting points only.
     2. Per u-group k, the pairs ``(u_k, b_j)`` fitted jointly with shared residues
@@ -844,7 +889,10 @@ def _decode_pooled(
     lt = np.log(t)
     n_grid = d * ncols
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
-    r, s, res_best, floor = _group_fits(f0, ans, t, H, d, unit)
+    if fits is None:
+        fits = _group_fits(f0, ans, t, H, d, unit)
+    # Copies: the steps below reorder and replace rows of r and s in place.
+    r, s, res_best, floor = (x.copy() for x in fits)
     Y = (ans[:n_grid] - np.tile(f0, d)[:, None]).reshape(d, ncols, T)
     gap = closest_gap(s)
     bad = [k for k in range(d) if not res_best[k] <= _GROUP_FIT * floor[k]]
@@ -890,6 +938,7 @@ def _decode_pooled(
             f"{res_best[k] / floor[k]:.3g} x its rounding floor, over {_CONVERGED:g} x the "
             f"groups' median {level:.3g} x ({len(stuck)} of {d} groups): a local minimum of "
             "the fit (the box is not shown out of class); rerun with another seed",
+            tuple(stuck),
         )
     ambiguous: list[str] = []
     # Heads with (nearly) equal residues at u_k (e.g. equal v) are interchangeable in the
@@ -1287,29 +1336,47 @@ def learn_float(
             [grid_ans.reshape(len(rest), n_grid), extra_ans.reshape(len(rest), n_extra)]
         )
 
-        def ask_ties(kj: list[tuple[int, int]]) -> list[float]:
-            seqs = [float_sequence(U[k], (B[0] + B[j]) / 2, 1) for k, j in kj]
-            with oracle.phase("tie links"):
-                measured = [float(y) for y in oracle.query_many(seqs)]
-            tie_answers.extend(
-                {"k": k, "j": j, "answer": y} for (k, j), y in zip(kj, measured, strict=True)
-            )
-            return measured
+        asked_ties: dict[tuple[int, int], float] = {}
 
-        dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties)
+        def ask_ties(kj: list[tuple[int, int]]) -> list[float]:
+            # A tie link already asked is not asked again (a decoding after a conditioning
+            # round meets the same ties): its row u_k is never replaced (below).
+            new = list(dict.fromkeys(x for x in kj if x not in asked_ties))
+            if new:
+                seqs = [float_sequence(U[k], (B[0] + B[j]) / 2, 1) for k, j in new]
+                with oracle.phase("tie links"):
+                    measured = [float(y) for y in oracle.query_many(seqs)]
+                for (k, j), y in zip(new, measured, strict=True):
+                    asked_ties[(k, j)] = y
+                    tie_answers.append({"k": k, "j": j, "answer": y})
+            return [asked_ties[x] for x in kj]
+
+        unit = float(getattr(oracle.arithmetic, "unit_roundoff", 2.0**-53))
+        fits = _group_fits(f0, ans, t, H, d, unit)
+        dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties, fits)
         replaced: list[dict[str, Any]] = []
         room = adaptive_room(d, H, affine) - len(discarded) * d * len(ratios)
         for _ in range(CONDITIONING_ROUNDS):
-            # Tie links were asked at the old u rows: a replaced row would orphan them.
-            if dec.estimate is not None or not dec.bad or tie_answers:
+            if dec.estimate is not None or not dec.bad:
                 break
-            k = dec.bad[0]
-            room -= conditioning_cost(d, H, affine, k)
-            if room < 0:
+            # Every failing group of this decoding is asked again in one round (each its own
+            # record and cost), or none: a group left as it is keeps its fit (it depends on
+            # its own answers only), so the decoding would fail again on it. Rows with tie
+            # links cannot be asked again (the links were asked at the old u_k).
+            again = sorted(set(dec.bad))
+            cost = sum(conditioning_cost(d, H, affine, k) for k in again)
+            if (
+                cost > room
+                or len(replaced) + len(again) > CONDITIONING_GROUPS
+                or any(k in again for k, _ in asked_ties)
+            ):
                 break
-            U, ans, old = _condition(oracle, U, B, ans, ratios, k)
-            replaced.append({"k": k, "factor": _CONDITIONING_FACTOR, "answers": old})
-            dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties)
+            room -= cost
+            for k in again:
+                U, ans, old = _condition(oracle, U, B, ans, ratios, k)
+                replaced.append({"k": k, "factor": _CONDITIONING_FACTOR, "answers": old})
+            fits = _refit_groups(f0, ans, t, H, unit, fits, again)
+            dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties, fits)
         ambiguous = dec.ambiguous
         # The learning answers as rows (u, b, log k, F): F(0) rows carry log k = -inf.
         us = [np.zeros(d)] * ncols + [u for u, _ in pairs for _ in ratios]
