@@ -80,7 +80,11 @@ from verified_attn.certificates.kernel import (
 )
 from verified_attn.errors import CertificateError, VerifiedAttnError
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
-from verified_attn.multi_head.canonical_float import CONDITIONING_ROUNDS, float_query_limit
+from verified_attn.multi_head.canonical_float import (
+    CONDITIONING_ROUNDS,
+    float_query_limit,
+    heads_error_estimate,
+)
 from verified_attn.multi_head.float_pilot import pilot_rounds
 from verified_attn.rational_interpolation import interpolate, poles, to_arb
 from verified_attn.verification import agree, float_floor
@@ -626,7 +630,67 @@ def _float_fit(
     return (
         f"fit (float: not re-decoded; the float fit is not cheaply reproducible): the claimed "
         f"{len(claimed)} heads reproduce all {len(seqs)} stored learning answers to rtol "
-        f"{arith.rtol:g} (max relative gap {worst:.2e})"
+        f"{arith.rtol:g} (max relative gap {worst:.2e}); "
+        + _float_parameter_tolerance(
+            data, arith, Ua, Ba, F0, F, ratios, claimed, bias, affine, ncols
+        )
+    )
+
+
+def _float_parameter_tolerance(
+    data: dict[str, Any],
+    arith: Arithmetic,
+    U: np.ndarray,
+    B: np.ndarray,
+    F0: list[Any],
+    F: list[list[Any]],
+    ratios: list[tuple[int, int]],
+    claimed: list[tuple[list[Any], ...]],
+    beta: float,
+    affine: bool,
+    ncols: int,
+) -> str:
+    """result.parameter_rtol, the tolerance stated for the float parameters (at least rtol,
+    below 1; a certificate without it states rtol), must cover the first-order parameter
+    error estimate recomputed from the stored grid answers and the claimed heads
+    (:func:`~verified_attn.multi_head.canonical_float.heads_error_estimate`), and the
+    stored estimate must be that recomputed figure (within a factor 2: the learner's own
+    estimate, from its fit, may be larger)."""
+    raw = get(data, "result").get("parameter_rtol")
+    stated = float(arith.rtol) if raw is None else float(number(raw, "result.parameter_rtol", arith))
+    if not arith.rtol <= stated < 1:
+        raise CertificateError(
+            f"result.parameter_rtol must be in [rtol, 1) = [{arith.rtol:g}, 1), got {stated!r}"
+        )
+    d = U.shape[0]
+    heads = [
+        (np.array(W, dtype=np.float64).reshape(d, d), np.array(v, dtype=np.float64))
+        + ((np.array(c, dtype=np.float64),) if affine else ())
+        for W, v, c in claimed
+    ]
+    t = np.array([k / m for k, m in ratios])
+    answers = np.array(F, dtype=np.float64)[: d * ncols]
+    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
+    estimate = heads_error_estimate(
+        U, B, np.array(F0, dtype=np.float64), answers, t, heads, beta, unit, affine
+    )
+    if not estimate <= stated:
+        raise CertificateError(
+            f"the claimed heads' first-order parameter error estimate {estimate:.3e} "
+            f"(recomputed from the stored answers) exceeds the stated parameter tolerance "
+            f"{stated:g}"
+        )
+    raw_est = get(data, "result").get("parameter_error_estimate")
+    if raw_est is not None:
+        told = float(number(raw_est, "result.parameter_error_estimate", arith))
+        if not (estimate / 2 <= told <= stated):
+            raise CertificateError(
+                f"result.parameter_error_estimate {told:.3e} must be in [recomputed / 2, "
+                f"parameter_rtol] = [{estimate / 2:.3e}, {stated:g}]"
+            )
+    return (
+        f"parameters stated to {stated:g} relative (first-order estimate {estimate:.2e}, "
+        "recomputed from the answers and the heads)"
     )
 
 

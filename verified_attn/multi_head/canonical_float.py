@@ -953,18 +953,9 @@ def _decode_pooled(
         heads.append(head)
     beta = float(f0[0] - B[0] @ sum(hd[1] for hd in heads)) if affine else 0.0
     sig = sigma_min_groups(lt, r, s)
-    noise = np.sqrt(res_best**2 + floor**2)
-    with np.errstate(divide="ignore"):
-        err = np.where(sig > 0, noise / sig, math.inf)
     # A second solution that fits as well is an error the first-order figure cannot see.
-    err = np.maximum(err, spread)
-    err_S = float(np.sqrt((err**2).sum()))
-    nU, nM = float(np.linalg.norm(Uinv, 2)), float(np.linalg.norm(Minv, 2))
-    err_W, err_v = nU * err_S * nM, nU * err_S
-    err_beta = float(np.linalg.norm(B[0])) * H * err_v + unit * abs(float(f0[0])) if affine else 0
-    size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
-    estimate = max(err_W, err_v, err_beta) / size
-    if estimate > arith.rtol:
+    estimate = _propagated_error(res_best, floor, sig, spread, U, B, f0, heads, beta, unit, affine)
+    if estimate > getattr(arith, "parameter_rtol", arith.rtol):
         ambiguous += [
             f"the pair (u_{k + 1}, b_{j + 1}) cannot tell heads {a + 1} and {b + 1} (numbered "
             f"at u_{k + 1}) apart in {_float_name(arith)}: their scores differ by {g:.1e}, and "
@@ -1316,6 +1307,10 @@ def learn_float(
         bs = [*B] + [B[j] for _, j in pairs for _ in ratios]
         logk = [-np.inf] * ncols + [math.log(k / m) for _ in pairs for k, m in ratios]
         ys = np.concatenate([f0, ans.ravel()])
+        # Predictions are verified at rtol; the parameters are stated at the box's
+        # parameter tolerance (rtol unless the box declares a looser one, e.g. float32).
+        prtol = float(getattr(oracle.arithmetic, "parameter_rtol", oracle.arithmetic.rtol))
+        unit = float(getattr(oracle.arithmetic, "unit_roundoff", 2.0**-53))
         try:
             if dec.estimate is None:
                 raise PrecisionExhausted(dec.failure)
@@ -1332,13 +1327,19 @@ def learn_float(
             else:
                 heads, beta_fit, estimate = dec.heads, dec.beta, dec.estimate
                 figure = f"smallest singular value {dec.sigma_min:.2e} of the u-group Jacobians"
-                if not estimate <= _PARAMETER_SAFETY * oracle.arithmetic.rtol:
-                    raise PrecisionExhausted(
-                        f"the pooled fit of {H} heads is too ill-conditioned for a "
-                        f"{box_precision(oracle.arithmetic)} box: first-order parameter error "
-                        f"estimate {estimate:.2e} relative > rtol {oracle.arithmetic.rtol:g} "
-                        f"({figure}, closest score gap {dec.gap:.2e})"
-                    )
+            # The same figure from the returned heads and the answers alone (what the
+            # certificate checker recomputes): the stated tolerance must cover both.
+            estimate = max(
+                estimate,
+                heads_error_estimate(U, B, f0, ans, t, heads, beta_fit, unit, affine),
+            )
+            if not estimate <= _PARAMETER_SAFETY * prtol:
+                raise PrecisionExhausted(
+                    f"the pooled fit of {H} heads is too ill-conditioned for a "
+                    f"{box_precision(oracle.arithmetic)} box: first-order parameter error "
+                    f"estimate {estimate:.2e} relative > the parameter tolerance {prtol:g} "
+                    f"({figure}, closest score gap {dec.gap:.2e})"
+                )
             heads.sort(key=lambda hd: tuple(hd[0].ravel()))  # the canonical order, by W row-major
             beta = beta_fit if affine else None
             candidate = MultiHeadAttention(
@@ -1399,7 +1400,8 @@ def learn_float(
         f"{follow_up_query_bound(oracle.d, H)}); float64 decoding, every learning answer "
         f"reproduced at rtol {rtol:g}",
         f"{H} canonical heads ({box_precision(oracle.arithmetic)} answers; not exact); "
-        f"first-order parameter error estimate {estimate:.2e} relative (<= rtol {rtol:g}; "
+        f"first-order parameter error estimate {estimate:.2e} relative (<= the parameter "
+        f"tolerance {prtol:g} stated for the heads; predictions verified at rtol {rtol:g}; "
         f"residual norm / {figure}; closest score gap {dec.gap:.2e})",
     ]
     certificate = functools.partial(
@@ -1424,6 +1426,7 @@ def learn_float(
         seed,
         counts,
         bound,
+        (prtol, estimate),
     )
     return MultiHeadRecovery.from_run(
         counts,
@@ -1441,6 +1444,8 @@ def learn_float(
         verification=checked,
         notes=notes,
         certificate_data=certificate,
+        parameter_rtol=prtol,
+        parameter_error_estimate=estimate,
     )
 
 
@@ -1515,15 +1520,89 @@ def _parameter_error_estimate(
     noise = float(np.sqrt(np.sum(residuals**2) + np.sum((unit * np.abs(ys)) ** 2)))
     size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
     estimate = math.inf if sigma_min <= 0 else noise / sigma_min / size
-    if not estimate <= _PARAMETER_SAFETY * arith.rtol:
+    prtol = float(getattr(arith, "parameter_rtol", arith.rtol))
+    if not estimate <= _PARAMETER_SAFETY * prtol:
         raise PrecisionExhausted(
-            f"the joint fit of {H} heads is too ill-conditioned in float64: first-order "
-            f"parameter error estimate {estimate:.2e} relative > rtol {arith.rtol:g} "
+            f"the joint fit of {H} heads is too ill-conditioned for a {box_precision(arith)} "
+            f"box: first-order parameter error estimate {estimate:.2e} relative > the "
+            f"parameter tolerance {prtol:g} "
             f"(residual norm {noise:.2e}, smallest singular value of the Jacobian "
             f"{sigma_min:.2e}); two heads nearly coincide, a residue is tiny, or the box has "
             "too few answers for its parameters"
         )
     return estimate
+
+
+def _propagated_error(
+    residual: np.ndarray,
+    floor: np.ndarray,
+    sig: np.ndarray,
+    spread: np.ndarray,
+    U: np.ndarray,
+    B: np.ndarray,
+    f0: np.ndarray,
+    heads: list[tuple[np.ndarray, ...]],
+    beta: float,
+    unit: float,
+    affine: bool,
+) -> float:
+    """The u-groups' first-order errors ``max(|dY_k| / sigma_min_k, spread_k)`` (``dY_k``:
+    the residual and the rounding floor) carried through ``|U^-1|`` and ``|M^-1|`` to the
+    heads, relative to max(1, largest parameter)."""
+    H = len(heads)
+    with np.errstate(divide="ignore"):
+        err = np.where(sig > 0, np.sqrt(residual**2 + floor**2) / sig, math.inf)
+    err_S = float(np.sqrt((np.maximum(err, spread) ** 2).sum()))
+    M = np.vstack([B.T, np.ones((1, B.shape[0]))]) if affine else B.T
+    nU, nM = float(np.linalg.norm(np.linalg.inv(U), 2)), float(np.linalg.norm(np.linalg.inv(M), 2))
+    err_W, err_v = nU * err_S * nM, nU * err_S
+    err_beta = float(np.linalg.norm(B[0])) * H * err_v + unit * abs(float(f0[0])) if affine else 0
+    size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
+    return max(err_W, err_v, err_beta) / size
+
+
+def heads_error_estimate(
+    U: np.ndarray,
+    B: np.ndarray,
+    f0: np.ndarray,
+    ans: np.ndarray,
+    t: np.ndarray,
+    heads: list[tuple[np.ndarray, ...]],
+    beta: float,
+    unit: float,
+    affine: bool,
+) -> float:
+    """The first-order parameter error of given heads against the grid answers, from the
+    answers and the heads alone (what a float certificate's stated parameter tolerance is
+    re-checked with): each u-group's residual at the heads' residues ``U v_h`` and scores
+    ``U [W_h | c_h] [B^T; 1]``, its rounding floor and its Jacobian's smallest singular
+    value, carried to the heads as in the decoder (:func:`_decode_pooled`, step 5).
+
+    >>> U, B = np.eye(2), np.eye(2)
+    >>> heads = [(np.array([[1.0, 0.0], [0.0, -1.0]]), np.array([1.0, 2.0]))]
+    >>> t = np.array([0.5, 2.0])
+    >>> r, s = U @ heads[0][1], U @ heads[0][0] @ B.T
+    >>> ans = np.array([[r[k] / (1 + np.exp(-s[k, j]) / x) for x in t] for k in (0, 1) for j in (0, 1)])
+    >>> e = heads_error_estimate(U, B, np.zeros(2), ans, t, heads, 0.0, 2.0**-53, False)
+    >>> bool(0 < e < 1e-14)
+    True
+    """
+    d, ncols, T = U.shape[0], B.shape[0], len(t)
+    n_grid = d * ncols
+    M = np.vstack([B.T, np.ones((1, ncols))]) if affine else B.T
+    r = np.stack([U @ hd[1] for hd in heads], axis=1)  # (d, H)
+    s = np.stack(
+        [U @ (np.column_stack([hd[0], hd[2]]) if affine else hd[0]) @ M for hd in heads], axis=2
+    )  # (d, J, H)
+    Y = (ans[:n_grid] - np.tile(f0, d)[:, None]).reshape(d, ncols, T)
+    lt = np.log(t)
+    miss = group_model(lt, r, s) - Y
+    residual = np.sqrt(np.einsum("gjt,gjt->g", miss, miss))
+    floor = unit * np.sqrt(
+        (ans[:n_grid] ** 2).sum(axis=1).reshape(d, ncols).sum(axis=1) + T * float(f0 @ f0)
+    )
+    sig = sigma_min_groups(lt, r, s)
+    return _propagated_error(residual, floor, sig, np.zeros(d), U, B, f0, heads, beta, unit, affine)
 
 
 def _check_learning_fit(
@@ -1577,8 +1656,10 @@ def _certificate_data(
     seed: int,
     counts: QueryCounts,
     bound: int,
+    tolerance: tuple[float, float],
 ) -> dict[str, Any]:
-    """The float canonical certificate: the float design, every answer bit-exact, the heads."""
+    """The float canonical certificate: the float design, every answer bit-exact, the heads,
+    the stated parameter tolerance and the first-order estimate it covers."""
     d = U.shape[0]
     data = certificate_base(
         kind="multi-head",
@@ -1635,6 +1716,10 @@ def _certificate_data(
                 "exact": False,
                 "heads": dump_heads(heads, d),
                 "beta": None if beta is None else dump_number(float(beta)),
+                # The parameters' stated tolerance (relative to max(1, largest parameter));
+                # the checker recomputes the estimate from the answers and the heads.
+                "parameter_rtol": dump_number(float(tolerance[0])),
+                "parameter_error_estimate": dump_number(float(tolerance[1])),
             },
         }
     )
