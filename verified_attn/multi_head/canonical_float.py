@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +49,7 @@ from verified_attn.multi_head.float_fit import (
     fit_scores,
     group_model,
     heads_named,
+    link_noise,
     link_orders,
     moved_starts,
     polish_groups,
@@ -91,6 +93,11 @@ _MATCH_MARGIN = 10.0
 # A returned result's first-order parameter error estimate must be at most this times
 # the oracle's rtol (the tolerance the result states for its parameters).
 _PARAMETER_SAFETY = 1.0
+# A halved link decides its u-group's head order when the runner-up order misses it by more
+# than _LINK_EXCLUDE x the noise: the larger of the first-order bound on the true order's
+# miss and the best order's miss (link_decided). 3: a first-order bound with a margin for
+# its second-order terms (relative 1e-3 at float32's worst group errors of 1e-3).
+_LINK_EXCLUDE = 3.0
 _LM_ITERATIONS = 60
 # Conditioning: a u-group whose pooled fit misses its answers (a local minimum the repairs
 # do not leave) is asked again with u_k scaled by _CONDITIONING_FACTOR (its scores and
@@ -415,6 +422,27 @@ def _ranked(errors: dict[tuple[int, ...], float]) -> list[tuple[int, ...]]:
     """The orders indistinguishable from the best one (within _MATCH_MARGIN of its error)."""
     best = min(errors.values())
     return [p for p, e in sorted(errors.items(), key=lambda x: x[1]) if e <= _MATCH_MARGIN * best]
+
+
+def link_decided(miss: np.ndarray, predicted: float) -> bool:
+    """Does a halved link fix its u-group's head order? ``miss``: the orders' misses, best
+    first; ``predicted``: the first-order bound on the true order's miss (its u-groups'
+    noise carried to the link, :func:`~.float_fit.link_noise`, and the link's own).
+
+    The noise is the larger of that bound and the best order's own miss (a miss beyond
+    the bound shows errors at least that large); the order is decided iff the runner-up
+    misses by more than _LINK_EXCLUDE x the noise. A bare ratio of the two misses does
+    not see the noise: it calls two orders that both miss within the noise decided, and
+    refuses a float32 link whose runner-up misses by 4 x the best (measured misses 2e-3
+    and 8e-3, E = 8, H = 4) when the noise allows 1e-4.
+
+    >>> link_decided(np.array([1e-12, 1e-3]), 1e-11), link_decided(np.array([2e-3, 8e-3]), 1e-4)
+    (True, True)
+    >>> link_decided(np.array([1e-12, 1e-9]), 1e-9)  # both within the noise: undecided
+    False
+    """
+    noise = max(float(predicted), float(miss[0]))
+    return bool(miss[1] > _LINK_EXCLUDE * noise)
 
 
 def _float_match(
@@ -892,6 +920,7 @@ def _decode_pooled(
             "the fit (the box is not shown out of class); rerun with another seed",
         )
     ambiguous: list[str] = []
+    noise = np.sqrt(res_best**2 + floor**2)  # each group's |dY|: residual and rounding
     # Heads with (nearly) equal residues at u_k (e.g. equal v) are interchangeable in the
     # group's fit pair by pair: one F(1) at (u_k, (b_1 + b_j)/2) per such pair j >= 1 (a
     # tie link, as in exact mode) decides which of pair j's scores goes with which of b_1's.
@@ -933,12 +962,16 @@ def _decode_pooled(
         link_floor = unit * math.sqrt(
             float(ans[n_grid + k - 1] @ ans[n_grid + k - 1]) + T * f0[0] ** 2
         )
-        if len(miss) > 1 and miss[1] <= _MATCH_MARGIN * max(miss[0], _LINK_FLOOR * link_floor):
+        # The miss the true order may have: groups 1 and k's noise carried to the link, and
+        # the link's own rounding (scaled like the groups' residuals over their floors).
+        predicted = link_noise(lt, r, s, k, orders[0], noise) + max(level, 1.0) * link_floor
+        if len(miss) > 1 and not link_decided(miss, predicted):
             a, b = heads_named(tuple(orders[0]), tuple(orders[1]))
             ambiguous.append(
                 f"the link ((u_1 + u_{k + 1})/2, b_1) cannot tell heads {a + 1} and {b + 1} "
                 f"(numbered at u_1) apart in {_float_name(arith)}: its best two head orders "
-                f"miss it by {miss[0]:.1e} and {miss[1]:.1e}"
+                f"miss it by {miss[0]:.1e} and {miss[1]:.1e}, within {_LINK_EXCLUDE:g} x the "
+                f"noise (first-order bound from its u-groups {predicted:.1e})"
             )
         p = orders[0]
         r[k], s[k] = r[k][p], s[k][:, p]
