@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
