@@ -16,7 +16,6 @@ from __future__ import annotations
 import copy
 import itertools
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -32,17 +31,10 @@ from verified_attn.serialize import dump_number, load_number
 
 torch = pytest.importorskip("torch")
 
+from tests.adapters.test_torch_multi_head import _one_thread  # noqa: E402, F401 (autouse)
 from verified_attn.adapters.torch import attention_oracle, attention_parameters  # noqa: E402
 
 pytestmark = pytest.mark.torch
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread() -> Iterator[None]:
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny modules: threads only add overhead on a shared machine
-    yield
-    torch.set_num_threads(old)
 
 
 def _module(E: int, H: int, seed: int) -> tuple[Any, np.ndarray]:

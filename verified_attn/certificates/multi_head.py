@@ -656,11 +656,12 @@ def _float_parameter_tolerance(
     (:func:`~verified_attn.multi_head.canonical_float.heads_error_estimate`), and the
     stored estimate must be that recomputed figure (within a factor 2: the learner's own
     estimate, from its fit, may be larger)."""
+    rtol = float(arith.rtol or 0.0)  # always set in float mode (the header's rtol)
     raw = get(data, "result").get("parameter_rtol")
-    stated = float(arith.rtol) if raw is None else float(number(raw, "result.parameter_rtol", arith))
-    if not arith.rtol <= stated < 1:
+    stated = rtol if raw is None else float(number(raw, "result.parameter_rtol", arith))
+    if not rtol <= stated < 1:
         raise CertificateError(
-            f"result.parameter_rtol must be in [rtol, 1) = [{arith.rtol:g}, 1), got {stated!r}"
+            f"result.parameter_rtol must be in [rtol, 1) = [{rtol:g}, 1), got {stated!r}"
         )
     d = U.shape[0]
     heads = [
