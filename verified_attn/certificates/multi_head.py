@@ -80,7 +80,12 @@ from verified_attn.certificates.kernel import (
 )
 from verified_attn.errors import CertificateError, VerifiedAttnError
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
-from verified_attn.multi_head.canonical_float import CONDITIONING_GROUPS, float_query_limit
+from verified_attn.multi_head.canonical_float import (
+    CONDITIONING_GROUPS,
+    float_query_limit,
+    heads_error_estimate,
+    joint_polish,
+)
 from verified_attn.multi_head.float_pilot import pilot_rounds
 from verified_attn.rational_interpolation import interpolate, poles, to_arb
 from verified_attn.verification import agree, float_floor
@@ -626,7 +631,92 @@ def _float_fit(
     return (
         f"fit (float: not re-decoded; the float fit is not cheaply reproducible): the claimed "
         f"{len(claimed)} heads reproduce all {len(seqs)} stored learning answers to rtol "
-        f"{arith.rtol:g} (max relative gap {worst:.2e})"
+        f"{arith.rtol:g} (max relative gap {worst:.2e}); "
+        + _float_parameter_tolerance(
+            data, arith, Ua, Ba, F0, F, ratios, claimed, bias, affine, ncols, H0
+        )
+    )
+
+
+def _float_parameter_tolerance(
+    data: dict[str, Any],
+    arith: Arithmetic,
+    U: np.ndarray,
+    B: np.ndarray,
+    F0: list[Any],
+    F: list[list[Any]],
+    ratios: list[tuple[int, int]],
+    claimed: list[tuple[list[Any], ...]],
+    beta: float,
+    affine: bool,
+    ncols: int,
+    H0: int,
+) -> str:
+    """result.parameter_rtol, the tolerance stated for the float parameters (in [rtol, 1);
+    a certificate without it states rtol), must cover the stored first-order estimate
+    (result.parameter_error_estimate). Of kind "u-groups" (and without a kind), the
+    estimate is recomputed from the stored grid answers and the claimed heads
+    (:func:`~verified_attn.multi_head.canonical_float.heads_error_estimate`): the stated
+    tolerance must cover it and the stored figure be at least half of it. Of kind
+    "joint" (the learner's dense polish of small boxes, on every answer) it is not
+    recomputed, and the summary says so; the kind follows from the sizes
+    (:func:`~verified_attn.multi_head.canonical_float.joint_polish`), so a file cannot
+    choose the unchecked one."""
+    rtol = float(arith.rtol or 0.0)  # always set in float mode (the header's rtol)
+    result = get(data, "result")
+    raw = result.get("parameter_rtol")
+    stated = rtol if raw is None else float(number(raw, "result.parameter_rtol", arith))
+    if not rtol <= stated < 1:
+        raise CertificateError(
+            f"result.parameter_rtol must be in [rtol, 1) = [{rtol:g}, 1), got {stated!r}"
+        )
+    raw_est = result.get("parameter_error_estimate")
+    told = None if raw_est is None else float(number(raw_est, "result.parameter_error_estimate", arith))
+    if told is not None and not 0 <= told <= stated:
+        raise CertificateError(
+            f"result.parameter_error_estimate {told!r} exceeds the stated parameter "
+            f"tolerance {stated:g}"
+        )
+    # Which figure the learner gave is fixed by the sizes (joint_polish), not by the file.
+    d = U.shape[0]
+    kind = "joint" if joint_polish(d, H0, affine, len(F0) + len(F) * len(ratios)) else "u-groups"
+    if result.get("parameter_error_estimate_kind", kind) != kind:
+        raise CertificateError(
+            f"result.parameter_error_estimate_kind must be {kind!r} at these sizes, got "
+            f"{result.get('parameter_error_estimate_kind')!r}"
+        )
+    if kind == "joint":
+        if told is None:
+            raise CertificateError("a joint parameter error estimate must be stored")
+        return (
+            f"parameters stated to {stated:g} relative (first-order estimate {told:.2e} of "
+            "the joint fit, stored, not recomputed)"
+        )
+    heads = [
+        (np.array(W, dtype=np.float64).reshape(d, d), np.array(v, dtype=np.float64))
+        + ((np.array(c, dtype=np.float64),) if affine else ())
+        for W, v, c in claimed
+    ]
+    t = np.array([k / m for k, m in ratios])
+    answers = np.array(F, dtype=np.float64)[: d * ncols]
+    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
+    estimate = heads_error_estimate(
+        U, B, np.array(F0, dtype=np.float64), answers, t, heads, beta, unit, affine
+    )
+    if not estimate <= stated:
+        raise CertificateError(
+            f"the claimed heads' first-order parameter error estimate {estimate:.3e} "
+            f"(recomputed from the stored answers) exceeds the stated parameter tolerance "
+            f"{stated:g}"
+        )
+    if told is not None and not estimate / 2 <= told:
+        raise CertificateError(
+            f"result.parameter_error_estimate {told:.3e} is under half the recomputed "
+            f"{estimate:.3e}"
+        )
+    return (
+        f"parameters stated to {stated:g} relative (first-order estimate {estimate:.2e}, "
+        "recomputed from the answers and the heads)"
     )
 
 

@@ -48,6 +48,7 @@ from verified_attn.multi_head.float_fit import (
     fit_scores,
     group_model,
     heads_named,
+    link_noise,
     link_orders,
     moved_starts,
     polish_groups,
@@ -91,6 +92,11 @@ _MATCH_MARGIN = 10.0
 # A returned result's first-order parameter error estimate must be at most this times
 # the oracle's rtol (the tolerance the result states for its parameters).
 _PARAMETER_SAFETY = 1.0
+# A halved link decides its u-group's head order when the runner-up order misses it by more
+# than _LINK_EXCLUDE x the noise: the larger of the first-order bound on the true order's
+# miss and the best order's miss (link_decided). 3: a first-order bound with a margin for
+# its second-order terms (relative 1e-3 at float32's worst group errors of 1e-3).
+_LINK_EXCLUDE = 3.0
 _LM_ITERATIONS = 60
 # Conditioning: a u-group whose pooled fit misses its answers (a local minimum the repairs
 # do not leave) is asked again with u_k scaled by _CONDITIONING_FACTOR (its scores and
@@ -419,6 +425,27 @@ def _ranked(errors: dict[tuple[int, ...], float]) -> list[tuple[int, ...]]:
     """The orders indistinguishable from the best one (within _MATCH_MARGIN of its error)."""
     best = min(errors.values())
     return [p for p, e in sorted(errors.items(), key=lambda x: x[1]) if e <= _MATCH_MARGIN * best]
+
+
+def link_decided(miss: np.ndarray, predicted: float) -> bool:
+    """Does a halved link fix its u-group's head order? ``miss``: the orders' misses, best
+    first; ``predicted``: the first-order bound on the true order's miss (its u-groups'
+    noise carried to the link, :func:`~.float_fit.link_noise`, and the link's own).
+
+    The noise is the larger of that bound and the best order's own miss (a miss beyond
+    the bound shows errors at least that large); the order is decided iff the runner-up
+    misses by more than _LINK_EXCLUDE x the noise. A bare ratio of the two misses does
+    not see the noise: it calls two orders that both miss within the noise decided, and
+    refuses a float32 link whose runner-up misses by 4 x the best (measured misses 2e-3
+    and 8e-3, E = 8, H = 4) when the noise allows 1e-4.
+
+    >>> link_decided(np.array([1e-12, 1e-3]), 1e-11), link_decided(np.array([2e-3, 8e-3]), 1e-4)
+    (True, True)
+    >>> link_decided(np.array([1e-12, 1e-9]), 1e-9)  # both within the noise: undecided
+    False
+    """
+    noise = max(float(predicted), float(miss[0]))
+    return bool(miss[1] > _LINK_EXCLUDE * noise)
 
 
 def _float_match(
@@ -941,6 +968,7 @@ def _decode_pooled(
             tuple(stuck),
         )
     ambiguous: list[str] = []
+    noise = np.sqrt(res_best**2 + floor**2)  # each group's |dY|: residual and rounding
     # Heads with (nearly) equal residues at u_k (e.g. equal v) are interchangeable in the
     # group's fit pair by pair: one F(1) at (u_k, (b_1 + b_j)/2) per such pair j >= 1 (a
     # tie link, as in exact mode) decides which of pair j's scores goes with which of b_1's.
@@ -982,12 +1010,16 @@ def _decode_pooled(
         link_floor = unit * math.sqrt(
             float(ans[n_grid + k - 1] @ ans[n_grid + k - 1]) + T * f0[0] ** 2
         )
-        if len(miss) > 1 and miss[1] <= _MATCH_MARGIN * max(miss[0], _LINK_FLOOR * link_floor):
+        # The miss the true order may have: groups 1 and k's noise carried to the link, and
+        # the link's own rounding (scaled like the groups' residuals over their floors).
+        predicted = link_noise(lt, r, s, k, orders[0], noise) + max(level, 1.0) * link_floor
+        if len(miss) > 1 and not link_decided(miss, predicted):
             a, b = heads_named(tuple(orders[0]), tuple(orders[1]))
             ambiguous.append(
                 f"the link ((u_1 + u_{k + 1})/2, b_1) cannot tell heads {a + 1} and {b + 1} "
                 f"(numbered at u_1) apart in {_float_name(arith)}: its best two head orders "
-                f"miss it by {miss[0]:.1e} and {miss[1]:.1e}"
+                f"miss it by {miss[0]:.1e} and {miss[1]:.1e}, within {_LINK_EXCLUDE:g} x the "
+                f"noise (first-order bound from its u-groups {predicted:.1e})"
             )
         p = orders[0]
         r[k], s[k] = r[k][p], s[k][:, p]
@@ -1002,18 +1034,9 @@ def _decode_pooled(
         heads.append(head)
     beta = float(f0[0] - B[0] @ sum(hd[1] for hd in heads)) if affine else 0.0
     sig = sigma_min_groups(lt, r, s)
-    noise = np.sqrt(res_best**2 + floor**2)
-    with np.errstate(divide="ignore"):
-        err = np.where(sig > 0, noise / sig, math.inf)
     # A second solution that fits as well is an error the first-order figure cannot see.
-    err = np.maximum(err, spread)
-    err_S = float(np.sqrt((err**2).sum()))
-    nU, nM = float(np.linalg.norm(Uinv, 2)), float(np.linalg.norm(Minv, 2))
-    err_W, err_v = nU * err_S * nM, nU * err_S
-    err_beta = float(np.linalg.norm(B[0])) * H * err_v + unit * abs(float(f0[0])) if affine else 0
-    size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
-    estimate = max(err_W, err_v, err_beta) / size
-    if estimate > arith.rtol:
+    estimate = _propagated_error(res_best, floor, sig, spread, U, B, f0, heads, beta, unit, affine)
+    if estimate > getattr(arith, "parameter_rtol", arith.rtol):
         ambiguous += [
             f"the pair (u_{k + 1}, b_{j + 1}) cannot tell heads {a + 1} and {b + 1} (numbered "
             f"at u_{k + 1}) apart in {_float_name(arith)}: their scores differ by {g:.1e}, and "
@@ -1383,11 +1406,14 @@ def learn_float(
         bs = [*B] + [B[j] for _, j in pairs for _ in ratios]
         logk = [-np.inf] * ncols + [math.log(k / m) for _ in pairs for k, m in ratios]
         ys = np.concatenate([f0, ans.ravel()])
+        # Predictions are verified at rtol; the parameters are stated at the box's
+        # parameter tolerance (rtol unless the box declares a looser one, e.g. float32).
+        prtol = float(getattr(oracle.arithmetic, "parameter_rtol", oracle.arithmetic.rtol))
+        unit = float(getattr(oracle.arithmetic, "unit_roundoff", 2.0**-53))
         try:
             if dec.estimate is None:
                 raise PrecisionExhausted(dec.failure)
-            n_params = parameter_count(d, H, affine)
-            if n_params * len(ys) <= _DENSE_POLISH:
+            if joint_polish(d, H, affine, len(ys)):
                 # Small boxes: a dense joint polish on every answer (links and F(0) too).
                 heads, beta_fit, residuals, sigma_min = _refine(
                     dec.heads, dec.beta, (np.array(us), np.array(bs), np.array(logk), ys), affine
@@ -1396,16 +1422,26 @@ def learn_float(
                     oracle.arithmetic, heads, beta_fit, residuals, ys, sigma_min, H
                 )
                 figure = f"smallest singular value {sigma_min:.2e} of the joint Jacobian"
+                kind = "joint"
             else:
                 heads, beta_fit, estimate = dec.heads, dec.beta, dec.estimate
                 figure = f"smallest singular value {dec.sigma_min:.2e} of the u-group Jacobians"
-                if not estimate <= _PARAMETER_SAFETY * oracle.arithmetic.rtol:
-                    raise PrecisionExhausted(
-                        f"the pooled fit of {H} heads is too ill-conditioned for a "
-                        f"{box_precision(oracle.arithmetic)} box: first-order parameter error "
-                        f"estimate {estimate:.2e} relative > rtol {oracle.arithmetic.rtol:g} "
-                        f"({figure}, closest score gap {dec.gap:.2e})"
-                    )
+                kind = "u-groups"
+                # The same figure from the returned heads and the answers alone (what the
+                # certificate checker recomputes): the stated tolerance covers both. (The
+                # joint figure is not the u-groups' one: it uses every answer, links and
+                # F(0) too, and is the smaller at (d, H) = (2, 3), 1.1e-6 against 1.6e-6.)
+                estimate = max(
+                    estimate,
+                    heads_error_estimate(U, B, f0, ans, t, heads, beta_fit, unit, affine),
+                )
+            if not estimate <= _PARAMETER_SAFETY * prtol:
+                raise PrecisionExhausted(
+                    f"the pooled fit of {H} heads is too ill-conditioned for a "
+                    f"{box_precision(oracle.arithmetic)} box: first-order parameter error "
+                    f"estimate {estimate:.2e} relative > the parameter tolerance {prtol:g} "
+                    f"({figure}, closest score gap {dec.gap:.2e})"
+                )
             heads.sort(key=lambda hd: tuple(hd[0].ravel()))  # the canonical order, by W row-major
             beta = beta_fit if affine else None
             candidate = MultiHeadAttention(
@@ -1466,7 +1502,8 @@ def learn_float(
         f"{follow_up_query_bound(oracle.d, H)}); float64 decoding, every learning answer "
         f"reproduced at rtol {rtol:g}",
         f"{H} canonical heads ({box_precision(oracle.arithmetic)} answers; not exact); "
-        f"first-order parameter error estimate {estimate:.2e} relative (<= rtol {rtol:g}; "
+        f"first-order parameter error estimate {estimate:.2e} relative (<= the parameter "
+        f"tolerance {prtol:g} stated for the heads; predictions verified at rtol {rtol:g}; "
         f"residual norm / {figure}; closest score gap {dec.gap:.2e})",
     ]
     certificate = functools.partial(
@@ -1491,6 +1528,7 @@ def learn_float(
         seed,
         counts,
         bound,
+        (prtol, estimate, kind),
     )
     return MultiHeadRecovery.from_run(
         counts,
@@ -1508,6 +1546,8 @@ def learn_float(
         verification=checked,
         notes=notes,
         certificate_data=certificate,
+        parameter_rtol=prtol,
+        parameter_error_estimate=estimate,
     )
 
 
@@ -1582,15 +1622,100 @@ def _parameter_error_estimate(
     noise = float(np.sqrt(np.sum(residuals**2) + np.sum((unit * np.abs(ys)) ** 2)))
     size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
     estimate = math.inf if sigma_min <= 0 else noise / sigma_min / size
-    if not estimate <= _PARAMETER_SAFETY * arith.rtol:
+    prtol = float(getattr(arith, "parameter_rtol", arith.rtol))
+    if not estimate <= _PARAMETER_SAFETY * prtol:
         raise PrecisionExhausted(
-            f"the joint fit of {H} heads is too ill-conditioned in float64: first-order "
-            f"parameter error estimate {estimate:.2e} relative > rtol {arith.rtol:g} "
+            f"the joint fit of {H} heads is too ill-conditioned for a {box_precision(arith)} "
+            f"box: first-order parameter error estimate {estimate:.2e} relative > the "
+            f"parameter tolerance {prtol:g} "
             f"(residual norm {noise:.2e}, smallest singular value of the Jacobian "
             f"{sigma_min:.2e}); two heads nearly coincide, a residue is tiny, or the box has "
             "too few answers for its parameters"
         )
     return estimate
+
+
+def joint_polish(d: int, H: int, affine: bool, answers: int) -> bool:
+    """Whether the float learner polishes jointly on every answer (small boxes: parameters
+    x answers <= _DENSE_POLISH) rather than keeping the u-group fits; the certificate
+    checker derives the kind of the stored parameter error estimate from it.
+
+    >>> joint_polish(2, 2, False, 30), joint_polish(8, 4, False, 647)
+    (True, False)
+    """
+    return parameter_count(d, H, affine) * answers <= _DENSE_POLISH
+
+
+def _propagated_error(
+    residual: np.ndarray,
+    floor: np.ndarray,
+    sig: np.ndarray,
+    spread: np.ndarray,
+    U: np.ndarray,
+    B: np.ndarray,
+    f0: np.ndarray,
+    heads: list[tuple[np.ndarray, ...]],
+    beta: float,
+    unit: float,
+    affine: bool,
+) -> float:
+    """The u-groups' first-order errors ``max(|dY_k| / sigma_min_k, spread_k)`` (``dY_k``:
+    the residual and the rounding floor) carried through ``|U^-1|`` and ``|M^-1|`` to the
+    heads, relative to max(1, largest parameter)."""
+    H = len(heads)
+    with np.errstate(divide="ignore"):
+        err = np.where(sig > 0, np.sqrt(residual**2 + floor**2) / sig, math.inf)
+    err_S = float(np.sqrt((np.maximum(err, spread) ** 2).sum()))
+    M = np.vstack([B.T, np.ones((1, B.shape[0]))]) if affine else B.T
+    nU, nM = float(np.linalg.norm(np.linalg.inv(U), 2)), float(np.linalg.norm(np.linalg.inv(M), 2))
+    err_W, err_v = nU * err_S * nM, nU * err_S
+    err_beta = float(np.linalg.norm(B[0])) * H * err_v + unit * abs(float(f0[0])) if affine else 0
+    size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
+    return max(err_W, err_v, err_beta) / size
+
+
+def heads_error_estimate(
+    U: np.ndarray,
+    B: np.ndarray,
+    f0: np.ndarray,
+    ans: np.ndarray,
+    t: np.ndarray,
+    heads: list[tuple[np.ndarray, ...]],
+    beta: float,
+    unit: float,
+    affine: bool,
+) -> float:
+    """The first-order parameter error of given heads against the grid answers, from the
+    answers and the heads alone (what a float certificate's stated parameter tolerance is
+    re-checked with): each u-group's residual at the heads' residues ``U v_h`` and scores
+    ``U [W_h | c_h] [B^T; 1]``, its rounding floor and its Jacobian's smallest singular
+    value, carried to the heads as in the decoder (:func:`_decode_pooled`, step 5).
+
+    >>> U, B = np.eye(2), np.eye(2)
+    >>> heads = [(np.array([[1.0, 0.0], [0.0, -1.0]]), np.array([1.0, 2.0]))]
+    >>> t = np.array([0.5, 2.0])
+    >>> r, s = U @ heads[0][1], U @ heads[0][0] @ B.T
+    >>> ans = np.array([[r[k] / (1 + np.exp(-s[k, j]) / x) for x in t] for k in (0, 1) for j in (0, 1)])
+    >>> e = heads_error_estimate(U, B, np.zeros(2), ans, t, heads, 0.0, 2.0**-53, False)
+    >>> bool(0 < e < 1e-14)
+    True
+    """
+    d, ncols, T = U.shape[0], B.shape[0], len(t)
+    n_grid = d * ncols
+    M = np.vstack([B.T, np.ones((1, ncols))]) if affine else B.T
+    r = np.stack([U @ hd[1] for hd in heads], axis=1)  # (d, H)
+    s = np.stack(
+        [U @ (np.column_stack([hd[0], hd[2]]) if affine else hd[0]) @ M for hd in heads], axis=2
+    )  # (d, J, H)
+    Y = (ans[:n_grid] - np.tile(f0, d)[:, None]).reshape(d, ncols, T)
+    lt = np.log(t)
+    miss = group_model(lt, r, s) - Y
+    residual = np.sqrt(np.einsum("gjt,gjt->g", miss, miss))
+    floor = unit * np.sqrt(
+        (ans[:n_grid] ** 2).sum(axis=1).reshape(d, ncols).sum(axis=1) + T * float(f0 @ f0)
+    )
+    sig = sigma_min_groups(lt, r, s)
+    return _propagated_error(residual, floor, sig, np.zeros(d), U, B, f0, heads, beta, unit, affine)
 
 
 def _check_learning_fit(
@@ -1644,8 +1769,10 @@ def _certificate_data(
     seed: int,
     counts: QueryCounts,
     bound: int,
+    tolerance: tuple[float, float, str],
 ) -> dict[str, Any]:
-    """The float canonical certificate: the float design, every answer bit-exact, the heads."""
+    """The float canonical certificate: the float design, every answer bit-exact, the heads,
+    the stated parameter tolerance and the first-order estimate it covers."""
     d = U.shape[0]
     data = certificate_base(
         kind="multi-head",
@@ -1702,6 +1829,11 @@ def _certificate_data(
                 "exact": False,
                 "heads": dump_heads(heads, d),
                 "beta": None if beta is None else dump_number(float(beta)),
+                # The parameters' stated tolerance (relative to max(1, largest parameter));
+                # the checker recomputes the estimate from the answers and the heads.
+                "parameter_rtol": dump_number(float(tolerance[0])),
+                "parameter_error_estimate": dump_number(float(tolerance[1])),
+                "parameter_error_estimate_kind": tolerance[2],  # "u-groups" or "joint"
             },
         }
     )
