@@ -170,16 +170,6 @@ def max_length(H: int) -> int:
     return max(k + m for k, m in _float_ratios(H))
 
 
-def ratio_window(ratios: Sequence[tuple[int, int]]) -> float:
-    """The window half-width in log t that the given ratios span: ``max |log(k/m)|`` (what
-    the decoder's moves across the window read, rather than a constant).
-
-    >>> round(ratio_window(float_ratios(2)) / math.log(2.0), 9)
-    8.0
-    """
-    return max(abs(math.log(k / m)) for k, m in ratios)
-
-
 def float_query_bound(d: int, H: int, *, affine: bool = False) -> int:
     """The float path's count without ties or a rescaling pilot: the F(0) probes, then per
     pair 2H grid ratios and ``redundancy(H)`` redundant samples.
@@ -636,8 +626,18 @@ _JOINT_ROUNDS = 3
 _LOCAL_SHIFTS = np.array([-0.3, -0.1, -0.03, -0.01, 0.01, 0.03, 0.1, 0.3])
 # Random starts per repaired pair.
 _RANDOM_STARTS = 96
-# Scores a repair start may move one head to (log t units; the window is +-4.2).
-_SCORE_GRID = np.arange(-8.0, 8.5, 1.0)
+
+
+def _score_grid(lt: np.ndarray) -> np.ndarray:
+    """Scores a repair start may move one head to (log t units): the window the ratios span
+    (``max |log t|``, rounded up) and 2 more either side, in steps of 1 - read from the
+    ratios, so that it follows the design's window (-8..8 for log2 t in [-8, 8]).
+
+    >>> _score_grid(np.log([1 / 256, 1.0, 256.0]))[[0, -1]].tolist()
+    [-8.0, 8.0]
+    """
+    edge = math.ceil(float(np.max(np.abs(lt[np.isfinite(lt)])))) + 2
+    return np.arange(-edge, edge + 0.5, 1.0)
 
 
 @dataclass
@@ -705,7 +705,7 @@ def _group_fits(
         flat = s0.reshape(-1, H)
         flat, miss = fit_scores(lt, Yr, rr, flat[:, None, :])
         target = _BASIN * np.maximum(np.linalg.norm(Yr, axis=1), 1e-300)
-        for make in (transposition_starts, lambda x: moved_starts(x, _SCORE_GRID)):
+        for make in (transposition_starts, lambda x: moved_starts(x, _score_grid(lt))):
             worse = np.flatnonzero(~(miss <= target))
             if not len(worse):
                 break
@@ -764,7 +764,7 @@ def _group_fits(
                 starts = np.concatenate(
                     [
                         transposition_starts(sk[jj]),
-                        moved_starts(sk[jj], _SCORE_GRID),
+                        moved_starts(sk[jj], _score_grid(lt)),
                         rng.uniform(-6.0, 6.0, (len(jj), _RANDOM_STARTS, H)),
                     ],
                     axis=1,
@@ -816,7 +816,7 @@ def _joint_restarts(
     local minimum biases them (measured: 3.6e-9 at d = 8, H = 5), enough that a crowded
     pair (four scores within 0.9) cannot reach its basin with them fixed. Here the worst
     pair (largest miss over its rounding floor) starts from every transposition, every
-    one-head move over ``_SCORE_GRID`` and every one-head shift by ``_LOCAL_SHIFTS`` while the other pairs keep their fit, and the whole
+    one-head move over ``_score_grid(lt)`` and every one-head shift by ``_LOCAL_SHIFTS`` while the other pairs keep their fit, and the whole
     group is refitted from each start (batched); returns the best (a GroupFit of one group).
     """
     miss = np.linalg.norm(group_model(lt, r[None], s[None])[0] - Y, axis=-1)
@@ -829,7 +829,7 @@ def _joint_restarts(
     starts = np.concatenate(
         [
             transposition_starts(s[j][None])[0],
-            moved_starts(s[j][None], _SCORE_GRID)[0],
+            moved_starts(s[j][None], _score_grid(lt))[0],
             shifted.reshape(-1, H),
         ]
     )
