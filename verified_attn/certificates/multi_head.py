@@ -84,6 +84,7 @@ from verified_attn.multi_head.canonical_float import (
     CONDITIONING_ROUNDS,
     float_query_limit,
     float_ratios,
+    max_length,
 )
 from verified_attn.multi_head.float_pilot import pilot_rounds
 from verified_attn.rational_interpolation import interpolate, poles, to_arb
@@ -724,7 +725,7 @@ def _float_ratios(data: dict[str, Any], H0: int) -> list[tuple[int, int]]:
     if out != want:
         raise CertificateError(
             f"design.ratios {out} are not the float design's ratios for H0 = {H0}: {want} "
-            f"(log2 t evenly spaced in the window, k + m <= {max(k + m for k, m in want)})"
+            f"(log2 t evenly spaced in the window, k + m <= {max_length(H0)})"
         )
     return out
 
