@@ -17,10 +17,12 @@ import math
 import numpy as np
 import pytest
 
+# The prediction error on fresh sequences, as the pilot's tests measure it (same directory).
+from test_float_adaptive_s4 import _fresh_error
+
 import verified_attn as va
 import verified_attn.multi_head.canonical_float as cf
 from verified_attn.errors import CertificateError, PrecisionExhausted
-from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head.canonical_learner import learn_multi_head
 from verified_attn.multi_head.float_fit import sigma_min_groups
 
@@ -151,18 +153,6 @@ def test_the_torch_box_reads_only_the_last_row() -> None:
         assert not np.allclose(got, got[0])  # the sequences differ: a real comparison
 
 
-def _fresh_error(rec: va.Recovery, model: MultiHeadAttention, d: int) -> float:
-    """Largest relative prediction error on fresh sequences of lengths 1-16 (own seed)."""
-    rng = np.random.default_rng(31337)
-    worst = 0.0
-    for n in range(1, 17):
-        X = rng.uniform(-1.5, 1.5, (n, d))
-        truth = float(model.evaluate_batch(X[None])[0])
-        got = float(rec.model.evaluate_batch(X[None])[0])
-        worst = max(worst, abs(got - truth) / max(1.0, abs(truth)))
-    return worst
-
-
 def test_a_box_the_old_window_refuses_is_learned(monkeypatch: pytest.MonkeyPatch) -> None:
     # d = 8, H = 7, random_float_box seed 0 (measured): with log2 t in [-6, 6] the pooled
     # fit of u_6 stalls at 8.9e3 x its rounding floor (PrecisionExhausted, also after the
@@ -171,7 +161,7 @@ def test_a_box_the_old_window_refuses_is_learned(monkeypatch: pytest.MonkeyPatch
     model = cf.random_float_box(8, 7, 0)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=7, seed=0)
     assert rec.queries == cf.float_query_bound(8, 7) == 1073
-    assert rec.verified and _fresh_error(rec, model, 8) <= 1e-9
+    assert rec.verified and _fresh_error(rec, model, 8, 0) <= 1e-9
     monkeypatch.setattr(cf, "_LOG2_WINDOW", 6.0)
     monkeypatch.setattr(cf, "_MAX_LENGTH", 65)
     cf._float_ratios.cache_clear()
