@@ -18,7 +18,12 @@ import pytest
 
 import verified_attn as va
 import verified_attn.multi_head.canonical_float as cf
-from verified_attn.errors import CertificateError, ModelClassMismatch, PrecisionExhausted
+from verified_attn.errors import (
+    CertificateError,
+    ModelClassMismatch,
+    NotIdentifiable,
+    PrecisionExhausted,
+)
 from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head.canonical_float import (
     CONDITIONING_GROUPS,
@@ -79,9 +84,12 @@ def test_module_scale_box_is_learned_only_with_the_pilot(monkeypatch: pytest.Mon
     assert "u scale 11.31" in rec.notes[0]
     assert _fresh_error(rec, model, 8, 0) <= rec.verification.rtol
     assert va.verify_certificate(rec.certificate()).ok
-    # The same box at the fixed design scale: poles crowded, refused with the figure.
+    # The same box at the fixed design scale: poles crowded, refused with the figure. With
+    # the window log2 t in [-8, 8] the estimate there is 1.2e-6 (just over the rtol 1e-6),
+    # and a refused fit names its pairs of close scores first (NotIdentifiable, the
+    # ill-conditioned figure quoted); with [-6, 6] it was PrecisionExhausted alone.
     monkeypatch.setattr(cf, "pilot_rounds", lambda *args: 1)
-    with pytest.raises(PrecisionExhausted, match="ill-conditioned"):
+    with pytest.raises((PrecisionExhausted, NotIdentifiable), match="too ill-conditioned"):
         learn_multi_head(va.Oracle(model, "float"), heads=4, seed=0)
 
 

@@ -329,8 +329,14 @@ def attention_oracle(
     if parameter_rtol is None and single:
         parameter_rtol = max(_FLOAT32_PARAMETER_RTOL, rtol)
 
+    first = bool(module.batch_first)
+
     def forward(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-        return m(x, x, x, need_weights=False)[0]
+        # Only token N's row is read: one query row, not N (the float design's sequences
+        # reach 257 tokens, where the N x N attention made a query ~10x slower); the same
+        # function, to a unit of rounding.
+        q = x[:, -1:] if first else x[-1:]
+        return m(q, x, x, need_weights=False)[0]
 
     return module_oracle(
         module,
@@ -436,7 +442,8 @@ def module_oracle(
             out = forward(box, x)
         if not batch_first:
             out = out.transpose(0, 1)
-        if tuple(out.shape) != Xs.shape:
+        # Every position, or only the last (a forward that asks for token N's row alone).
+        if tuple(out.shape) not in (Xs.shape, (Xs.shape[0], 1, Xs.shape[2])):
             raise ValueError(f"module output has shape {tuple(out.shape)}, expected {Xs.shape}")
         last = out[:, -1, :].to(torch.float64).numpy()
         return last @ r + b

@@ -83,8 +83,10 @@ from verified_attn.models import MultiHeadAttention, as_rational_sequence
 from verified_attn.multi_head.canonical_float import (
     CONDITIONING_GROUPS,
     float_query_limit,
+    float_ratios,
     heads_error_estimate,
     joint_polish,
+    max_length,
 )
 from verified_attn.multi_head.float_pilot import pilot_rounds
 from verified_attn.rational_interpolation import interpolate, poles, to_arb
@@ -793,17 +795,25 @@ def _float_redundancy(H0: int) -> int:
 
 
 def _float_ratios(data: dict[str, Any], H0: int) -> list[tuple[int, int]]:
-    """design.ratios: 2 H0 + redundancy distinct ratios k/m of positive integers <= 64."""
+    """design.ratios: the float design's ratios for H0 heads, as :func:`float_ratios` gives
+    them (2 H0 grid ratios in its window, then the redundant ones): a certificate that
+    names other ratios (a longer query, a ratio outside the window) is not this design's."""
     n = 2 * H0 + _float_redundancy(H0)
     rows = as_list(get(data, "design.ratios"), "design.ratios", n)
     out = []
     for i, row in enumerate(rows):
         pair = as_list(row, f"design.ratios[{i}]", 2)
-        k = as_int(pair[0], f"design.ratios[{i}][0]", low=1, high=64)
-        m = as_int(pair[1], f"design.ratios[{i}][1]", low=1, high=64)
+        k = as_int(pair[0], f"design.ratios[{i}][0]", low=1)
+        m = as_int(pair[1], f"design.ratios[{i}][1]", low=1)
         out.append((k, m))
     if len({Fraction(k, m) for k, m in out}) != n:
         raise CertificateError(f"design.ratios repeats a ratio: {out}")
+    want = float_ratios(H0)
+    if out != want:
+        raise CertificateError(
+            f"design.ratios {out} are not the float design's ratios for H0 = {H0}: {want} "
+            f"(log2 t evenly spaced in the window, k + m <= {max_length(H0)})"
+        )
     return out
 
 

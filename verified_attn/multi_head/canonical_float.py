@@ -82,8 +82,17 @@ _B_NORM = 1.21
 # sample when H >= 2 (its own phase). F is a rational function of t of degree H with
 # poles -1/lam_h; the Moebius variable w = (t - 1)/(t + 1) maps the samples to [-1, 1]
 # and the poles outside it, where a Chebyshev basis is well conditioned.
-_LOG2_WINDOW = 6.0
-_MAX_LENGTH = 65  # k + m: the longest per-pair query (k, m <= 64)
+# The window: a head's pole is seen only while its score lies in it (a saturated sigmoid is
+# flat), and W ~ N(0, 1/d) scores of std 2.9 leave [-6, 6] (log2; +-4.16 in log t) 15 % of
+# the time, 6 % [-8, 8]. Measured at the true heads (the u-groups' first-order error,
+# float64 rounding, the design scale; eval boxes default_rng(5000 + s)): d = 16, H = 6,
+# seeds 0-3: [-6, 6] 6.2e-8, 2.6e-10, 2.8e-10, 1.7e-10 -> [-8, 8] 4.5e-10, 2.3e-10,
+# 2.4e-10, 1.0e-10 (seed 0 was refused, a u-group stalled at 70x its floor); d = 16, H = 8
+# 2-7x better; d = 8, H = 5-7 (8 seeds) never worse; nn.MultiheadAttention E = 16, H = 8
+# 2.5-4x better. [-10, 10] gains little more at this scale and quadruples the longest query.
+# The count is unchanged (2H ratios per pair): only the longest query grows, 65 -> 257.
+_LOG2_WINDOW = 8.0
+_MAX_LENGTH = 257  # k + m: the longest per-pair query (k, m <= 256)
 # Matching in float: the order with the smallest mismatch wins only if every other order
 # misses by _MATCH_MARGIN times more (noise vs a real gap between heads); otherwise the
 # step is ambiguous (a tie link decides, or NotIdentifiable). Soundness comes from the
@@ -128,8 +137,8 @@ def float_ratios(H: int) -> list[tuple[int, int]]:
     """The (k, m) of the per-pair queries: 2H grid ratios, then the redundant ones.
 
     >>> float_ratios(1)
-    [(1, 64), (64, 1)]
-    >>> max(k + m for k, m in float_ratios(8)) <= 65
+    [(1, 256), (256, 1)]
+    >>> max(k + m for k, m in float_ratios(8)) <= 257
     True
     >>> float_ratios(2)[-1]
     (1, 1)
@@ -139,19 +148,36 @@ def float_ratios(H: int) -> list[tuple[int, int]]:
 
 @functools.lru_cache(maxsize=64)
 def _float_ratios(H: int) -> tuple[tuple[int, int], ...]:
-    """Cached: the search over ratios is quadratic in the longest query."""
+    """Cached. Per target ratio the candidates are, for each m, the k next to t m (the
+    nearest k for a given m is one of them, and a taken ratio has a neighbour): linear in
+    the longest query, where all k + m <= _MAX_LENGTH would be quadratic."""
     n = 2 * H
-    candidates = [(k, m) for k in range(1, _MAX_LENGTH) for m in range(1, _MAX_LENGTH - k + 1)]
     out: list[tuple[int, int]] = []
     for i in range(n):
         e = (-_LOG2_WINDOW + 2 * _LOG2_WINDOW * i / (n - 1)) * math.log(2.0)
+        candidates = {
+            (k, m)
+            for m in range(1, _MAX_LENGTH)
+            for k in range(math.floor(math.exp(e) * m) - 1, math.ceil(math.exp(e) * m) + 2)
+            if k >= 1 and k + m <= _MAX_LENGTH
+        }
         free = [c for c in candidates if all(c[0] * o[1] != c[1] * o[0] for o in out)]
-        # the nearest ratio in log t, then the shortest query
-        out.append(min(free, key=lambda c: (round(abs(math.log(c[0] / c[1]) - e), 9), sum(c))))
+        # the nearest ratio in log t, then the shortest query, then the smallest k
+        out.append(min(free, key=lambda c: (round(abs(math.log(c[0] / c[1]) - e), 9), sum(c), c)))
     out += [(1, 1)] * redundancy(H)
     if len({k / m for k, m in out}) != len(out):  # pragma: no cover - a design invariant
         raise AssertionError(f"the ratio grid for H = {H} repeats a ratio: {out}")
     return tuple(out)
+
+
+def max_length(H: int) -> int:
+    """The longest learning query of the float design: the largest k + m of its ratios
+    (the pilot, the grid, the redundancy and the conditioning all use these ratios).
+
+    >>> max_length(1), max_length(6) <= _MAX_LENGTH
+    (257, True)
+    """
+    return max(k + m for k, m in _float_ratios(H))
 
 
 def float_query_bound(d: int, H: int, *, affine: bool = False) -> int:
@@ -631,8 +657,18 @@ _JOINT_ROUNDS = 3
 _LOCAL_SHIFTS = np.array([-0.3, -0.1, -0.03, -0.01, 0.01, 0.03, 0.1, 0.3])
 # Random starts per repaired pair.
 _RANDOM_STARTS = 96
-# Scores a repair start may move one head to (log t units; the window is +-4.2).
-_SCORE_GRID = np.arange(-8.0, 8.5, 1.0)
+
+
+def _score_grid(lt: np.ndarray) -> np.ndarray:
+    """Scores a repair start may move one head to (log t units): the window the ratios span
+    (``max |log t|``, rounded up) and 2 more either side, in steps of 1 - read from the
+    ratios, so that it follows the design's window (-8..8 for log2 t in [-8, 8]).
+
+    >>> _score_grid(np.log([1 / 256, 1.0, 256.0]))[[0, -1]].tolist()
+    [-8.0, 8.0]
+    """
+    edge = math.ceil(float(np.max(np.abs(lt[np.isfinite(lt)])))) + 2
+    return np.arange(-edge, edge + 0.5, 1.0)
 
 
 @dataclass
@@ -715,7 +751,7 @@ def _group_fits(
         flat = s0.reshape(-1, H)
         flat, miss = fit_scores(lt, Yr, rr, flat[:, None, :])
         target = _BASIN * np.maximum(np.linalg.norm(Yr, axis=1), 1e-300)
-        for make in (transposition_starts, lambda x: moved_starts(x, _SCORE_GRID)):
+        for make in (transposition_starts, lambda x: moved_starts(x, _score_grid(lt))):
             worse = np.flatnonzero(~(miss <= target))
             if not len(worse):
                 break
@@ -774,7 +810,7 @@ def _group_fits(
                 starts = np.concatenate(
                     [
                         transposition_starts(sk[jj]),
-                        moved_starts(sk[jj], _SCORE_GRID),
+                        moved_starts(sk[jj], _score_grid(lt)),
                         rng.uniform(-6.0, 6.0, (len(jj), _RANDOM_STARTS, H)),
                     ],
                     axis=1,
@@ -847,7 +883,7 @@ def _joint_restarts(
     local minimum biases them (measured: 3.6e-9 at d = 8, H = 5), enough that a crowded
     pair (four scores within 0.9) cannot reach its basin with them fixed. Here the worst
     pair (largest miss over its rounding floor) starts from every transposition, every
-    one-head move over ``_SCORE_GRID`` and every one-head shift by ``_LOCAL_SHIFTS`` while the other pairs keep their fit, and the whole
+    one-head move over ``_score_grid(lt)`` and every one-head shift by ``_LOCAL_SHIFTS`` while the other pairs keep their fit, and the whole
     group is refitted from each start (batched); returns the best (a GroupFit of one group).
     """
     miss = np.linalg.norm(group_model(lt, r[None], s[None])[0] - Y, axis=-1)
@@ -860,7 +896,7 @@ def _joint_restarts(
     starts = np.concatenate(
         [
             transposition_starts(s[j][None])[0],
-            moved_starts(s[j][None], _SCORE_GRID)[0],
+            moved_starts(s[j][None], _score_grid(lt))[0],
             shifted.reshape(-1, H),
         ]
     )
