@@ -26,13 +26,19 @@ from verified_attn.errors import CertificateError, PrecisionExhausted
 from verified_attn.multi_head.canonical_learner import learn_multi_head
 from verified_attn.multi_head.float_fit import sigma_min_groups
 
-WINDOW_LOG2 = 8.0  # the stated window: log2 t in [-8, 8]
-LONGEST = 257  # the stated longest per-pair query k + m
+WINDOW_LOG2 = 8.0  # the stated window from H = 3 on: log2 t in [-8, 8]
+LONGEST = 257  # the stated longest per-pair query k + m from H = 3 on
+
+
+def _stated(H: int) -> tuple[float, int]:
+    """The stated (window, longest query) for H heads: up to two heads [-6, 6] and 65."""
+    return (6.0, 65) if H <= 2 else (WINDOW_LOG2, LONGEST)
 
 
 def _violations(ratios: list[tuple[int, int]], H: int) -> list[str]:
     """What is wrong with ``ratios`` as the design's for H heads (empty: nothing)."""
     out = []
+    window, longest = _stated(H)
     n = 2 * H + (1 if H >= 2 else 0)
     if len(ratios) != n:
         out.append(f"{len(ratios)} ratios, not {n}")
@@ -41,12 +47,12 @@ def _violations(ratios: list[tuple[int, int]], H: int) -> list[str]:
     for k, m in ratios:
         if k < 1 or m < 1:
             out.append(f"{k}/{m} is not a ratio of positive integers")
-        elif abs(math.log2(k / m)) > WINDOW_LOG2:
+        elif abs(math.log2(k / m)) > window:
             out.append(f"{k}/{m} outside the window")
-        if k + m > LONGEST:
+        if k + m > longest:
             out.append(f"{k}/{m} is a query of {k + m} tokens")
     grid = sorted(math.log2(k / m) for k, m in ratios[: 2 * H])
-    targets = np.linspace(-WINDOW_LOG2, WINDOW_LOG2, 2 * H)
+    targets = np.linspace(-window, window, 2 * H)
     # Integer ratios with k + m <= 257 come within 0.03 (log2) of an even grid of <= 16.
     if len(grid) == 2 * H and float(np.max(np.abs(np.array(grid) - targets))) > 0.03:
         out.append("not evenly spaced over the window")
@@ -59,10 +65,12 @@ def _violations(ratios: list[tuple[int, int]], H: int) -> list[str]:
 def test_ratios_span_the_stated_window_and_length(H: int) -> None:
     ratios = cf.float_ratios(H)
     assert _violations(ratios, H) == []
-    # The window's ends are reached exactly (1/256 and 256/1): the full width is used.
-    assert ratios[0] == (1, 256) and ratios[2 * H - 1] == (256, 1)
-    assert cf.max_length(H) == LONGEST
-    assert max(abs(math.log2(k / m)) for k, m in ratios) == WINDOW_LOG2
+    window, longest = _stated(H)
+    # The window's ends are reached exactly (1/256 and 256/1 from H = 3 on, 1/64 and 64/1
+    # below): the full width is used.
+    assert ratios[0] == (1, longest - 1) and ratios[2 * H - 1] == (longest - 1, 1)
+    assert cf.max_length(H) == longest
+    assert max(abs(math.log2(k / m)) for k, m in ratios) == window
 
 
 def test_wrong_ratio_variants_fail_the_check() -> None:
@@ -113,7 +121,8 @@ def test_the_wider_window_is_better_conditioned_at_the_true_heads(
 
 
 def _certificate() -> dict:
-    rec = learn_multi_head(va.Oracle(cf.random_float_box(4, 2, 0), "float"), heads=2, seed=0)
+    # Three heads: the first count whose window is [-8, 8] (longest query 257).
+    rec = learn_multi_head(va.Oracle(cf.random_float_box(4, 3, 0), "float"), heads=3, seed=0)
     assert rec.verified and rec.max_length == LONGEST
     return rec.certificate()
 
@@ -121,7 +130,7 @@ def _certificate() -> dict:
 def test_certificates_of_the_design_recheck_and_tampered_ratios_are_refused() -> None:
     cert = _certificate()
     assert va.verify_certificate(cert).ok
-    assert [tuple(r) for r in cert["design"]["ratios"]] == cf.float_ratios(2)
+    assert [tuple(r) for r in cert["design"]["ratios"]] == cf.float_ratios(3)
     for i, bad_ratio in ((0, [1, 64]), (0, [1, 512]), (1, [2, 511]), (4, [2, 2])):
         bad = copy.deepcopy(cert)
         bad["design"]["ratios"][i] = bad_ratio

@@ -93,6 +93,27 @@ _B_NORM = 1.21
 # The count is unchanged (2H ratios per pair): only the longest query grows, 65 -> 257.
 _LOG2_WINDOW = 8.0
 _MAX_LENGTH = 257  # k + m: the longest per-pair query (k, m <= 256)
+# Up to two heads the grid has only 2H = 2 or 4 ratios: over [-8, 8] they sit 5.3 to 16
+# log2 units apart, wider than a sigmoid (about 1.4 log2 units from 12 % to 88 %), so the
+# poles fall between the samples. There the window stays [-6, 6] (k, m <= 64): at the true
+# heads H = 1 loses 2.4x at [-8, 8] (random d = 8 and nn.MultiheadAttention E = 8, 4 seeds
+# each), H = 2 is even, and float32 nn.MultiheadAttention E = 8, H = 2 modules (the
+# independent check's seeds 0-9) were learned 4/10 with [-6, 6] against 1/10 with [-8, 8].
+_NARROW_HEADS = 2
+_NARROW_LOG2_WINDOW = 6.0
+_NARROW_MAX_LENGTH = 65
+
+
+def ratio_window(H: int) -> tuple[float, int]:
+    """The ratio grid's window for H heads: (w, n) with log2 t in [-w, w] and k + m <= n.
+
+    >>> ratio_window(2), ratio_window(3)
+    ((6.0, 65), (8.0, 257))
+    """
+    if H <= _NARROW_HEADS:
+        return _NARROW_LOG2_WINDOW, _NARROW_MAX_LENGTH
+    return _LOG2_WINDOW, _MAX_LENGTH
+
 # Matching in float: the order with the smallest mismatch wins only if every other order
 # misses by _MATCH_MARGIN times more (noise vs a real gap between heads); otherwise the
 # step is ambiguous (a tie link decides, or NotIdentifiable). Soundness comes from the
@@ -150,16 +171,17 @@ def float_ratios(H: int) -> list[tuple[int, int]]:
 def _float_ratios(H: int) -> tuple[tuple[int, int], ...]:
     """Cached. Per target ratio the candidates are, for each m, the k next to t m (the
     nearest k for a given m is one of them, and a taken ratio has a neighbour): linear in
-    the longest query, where all k + m <= _MAX_LENGTH would be quadratic."""
+    the longest query, where all k + m up to the longest query would be quadratic."""
     n = 2 * H
+    window, longest = ratio_window(H)
     out: list[tuple[int, int]] = []
     for i in range(n):
-        e = (-_LOG2_WINDOW + 2 * _LOG2_WINDOW * i / (n - 1)) * math.log(2.0)
+        e = (-window + 2 * window * i / (n - 1)) * math.log(2.0)
         candidates = {
             (k, m)
-            for m in range(1, _MAX_LENGTH)
+            for m in range(1, longest)
             for k in range(math.floor(math.exp(e) * m) - 1, math.ceil(math.exp(e) * m) + 2)
-            if k >= 1 and k + m <= _MAX_LENGTH
+            if k >= 1 and k + m <= longest
         }
         free = [c for c in candidates if all(c[0] * o[1] != c[1] * o[0] for o in out)]
         # the nearest ratio in log t, then the shortest query, then the smallest k
@@ -175,7 +197,7 @@ def max_length(H: int) -> int:
     (the pilot, the grid, the redundancy and the conditioning all use these ratios).
 
     >>> max_length(1), max_length(6) <= _MAX_LENGTH
-    (257, True)
+    (65, True)
     """
     return max(k + m for k, m in _float_ratios(H))
 
