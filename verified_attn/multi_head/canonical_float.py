@@ -157,8 +157,8 @@ def redundancy(H: int) -> int:
 def float_ratios(H: int) -> list[tuple[int, int]]:
     """The (k, m) of the per-pair queries: 2H grid ratios, then the redundant ones.
 
-    >>> float_ratios(1)
-    [(1, 256), (256, 1)]
+    >>> float_ratios(1), float_ratios(3)[0]  # the window: ratio_window(H)
+    ([(1, 64), (64, 1)], (1, 256))
     >>> max(k + m for k, m in float_ratios(8)) <= 257
     True
     >>> float_ratios(2)[-1]
