@@ -416,7 +416,12 @@ class FloatArithmetic(Arithmetic):
     name = "float"
     rtol: float  # always set, unlike the base class's optional one
 
-    def __init__(self, rtol: float = 1e-6, unit_roundoff: float = 2.0**-53) -> None:
+    def __init__(
+        self,
+        rtol: float = 1e-6,
+        unit_roundoff: float = 2.0**-53,
+        parameter_rtol: float | None = None,
+    ) -> None:
         if not (isinstance(rtol, float | int) and 0 < rtol < 1):
             raise InvalidArgument(f"rtol must be a number in (0, 1), got {rtol!r}")
         if not (isinstance(unit_roundoff, float | int) and 0 < unit_roundoff <= rtol):
@@ -427,6 +432,19 @@ class FloatArithmetic(Arithmetic):
         #: The unit roundoff of the box's own arithmetic (2^-53 float64, 2^-24 float32):
         #: the rounding its answers carry on a large output bias is measured in it.
         self.unit_roundoff = float(unit_roundoff)
+        if parameter_rtol is None:
+            parameter_rtol = rtol
+        if isinstance(parameter_rtol, bool) or not (
+            isinstance(parameter_rtol, float | int) and rtol <= parameter_rtol < 1
+        ):
+            raise InvalidArgument(
+                f"parameter_rtol must be a number in [rtol, 1), got {parameter_rtol!r}"
+            )
+        #: The loosest relative tolerance a learner may state for float *parameters*
+        #: (relative to max(1, largest parameter)), apart from the predictions' rtol: a box
+        #: whose answers are rounded coarsely (float32) pins the predictions at rtol while
+        #: the decoding amplifies the rounding in the parameters. Default: rtol.
+        self.parameter_rtol = float(parameter_rtol)
 
     def rational(self, q: Fraction) -> float:
         return float(q)

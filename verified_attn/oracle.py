@@ -212,6 +212,7 @@ class Oracle:
         model_class: str | None = None,
         rtol: float = 1e-6,
         unit_roundoff: float = 2.0**-53,
+        parameter_rtol: float | None = None,
     ) -> Oracle:
         """Wrap ``fn(X: ndarray (N, d)) -> float`` as a float-mode oracle.
 
@@ -221,7 +222,8 @@ class Oracle:
         ``rtol`` is the relative agreement learners' verification asks of its answers (raise
         it for a box that computes in lower precision, e.g. float32); ``unit_roundoff`` is
         that arithmetic's unit roundoff (2^-24 for float32), which bounds the rounding on
-        a large output bias.
+        a large output bias; ``parameter_rtol`` (default ``rtol``) is the loosest tolerance
+        a learner may state for the parameters it decodes from such answers.
 
         >>> oracle = Oracle.from_callable(lambda X: float(X.sum()), d=2)
         >>> oracle.query([[1, 2]]), oracle.queries
@@ -233,7 +235,7 @@ class Oracle:
             raise InvalidArgument(f"batch_fn must be callable, got {type(batch_fn).__name__}")
         self = cls.__new__(cls)
         self.model = None
-        self.arithmetic = FloatArithmetic(rtol, unit_roundoff)
+        self.arithmetic = FloatArithmetic(rtol, unit_roundoff, parameter_rtol)
         self.d = _positive_int(d, "d")
         self._fn = fn
         self._batch_fn = batch_fn

@@ -334,6 +334,19 @@ class MultiHeadRecovery(Recovery):
     kind: ClassVar[str] = "multi-head"
     #: "canonical" (learn_multi_head) or "orthogonal" (learn_orthogonal_heads).
     method: str = ""
+    #: Float canonical results: the relative tolerance stated for the parameters (relative
+    #: to max(1, largest parameter); the box's ``parameter_rtol``, which is its rtol unless
+    #: it declares a looser one, e.g. a float32 module), apart from the predictions' rtol
+    #: in :attr:`verification`; None otherwise.
+    parameter_rtol: float | None = None
+    #: The first-order parameter error estimate that tolerance covers (float), else None.
+    parameter_error_estimate: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = super().to_dict()
+        data["parameter_rtol"] = self.parameter_rtol
+        data["parameter_error_estimate"] = self.parameter_error_estimate
+        return data
 
     @property
     def heads(self) -> Any:

@@ -18,10 +18,15 @@ import pytest
 
 import verified_attn as va
 import verified_attn.multi_head.canonical_float as cf
-from verified_attn.errors import CertificateError, ModelClassMismatch, PrecisionExhausted
+from verified_attn.errors import (
+    CertificateError,
+    ModelClassMismatch,
+    NotIdentifiable,
+    PrecisionExhausted,
+)
 from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head.canonical_float import (
-    CONDITIONING_ROUNDS,
+    CONDITIONING_GROUPS,
     adaptive_room,
     base_query_limit,
     float_query_bound,
@@ -79,9 +84,12 @@ def test_module_scale_box_is_learned_only_with_the_pilot(monkeypatch: pytest.Mon
     assert "u scale 11.31" in rec.notes[0]
     assert _fresh_error(rec, model, 8, 0) <= rec.verification.rtol
     assert va.verify_certificate(rec.certificate()).ok
-    # The same box at the fixed design scale: poles crowded, refused with the figure.
+    # The same box at the fixed design scale: poles crowded, refused with the figure. With
+    # the window log2 t in [-8, 8] the estimate there is 1.2e-6 (just over the rtol 1e-6),
+    # and a refused fit names its pairs of close scores first (NotIdentifiable, the
+    # ill-conditioned figure quoted); with [-6, 6] it was PrecisionExhausted alone.
     monkeypatch.setattr(cf, "pilot_rounds", lambda *args: 1)
-    with pytest.raises(PrecisionExhausted, match="ill-conditioned"):
+    with pytest.raises((PrecisionExhausted, NotIdentifiable), match="too ill-conditioned"):
         learn_multi_head(va.Oracle(model, "float"), heads=4, seed=0)
 
 
@@ -91,13 +99,13 @@ def test_module_scale_box_is_learned_only_with_the_pilot(monkeypatch: pytest.Mon
 def test_the_worst_case_stays_under_the_follow_up_count(d: int, H: int, affine: bool) -> None:
     rounds = pilot_rounds(d, H, affine)
     pilot = (rounds - 1) * d * (2 * H + redundancy(H))
-    # one conditioning round: a u-group's ncols pairs and at most d - 1 links through it
+    # one u-group asked again: its ncols pairs and at most d - 1 links through it
     cost = (d + affine + d - 1) * (2 * H + redundancy(H))
     room = adaptive_room(d, H, affine)
     assert 1 <= rounds <= 3 and pilot <= room
     limit = float_query_limit(d, H, affine=affine)
     base = base_query_limit(d, H, affine=affine)
-    assert limit == base + min(room, pilot + CONDITIONING_ROUNDS * cost)
+    assert limit == base + min(room, pilot + CONDITIONING_GROUPS * cost)
     if base < follow_up_query_bound(d, H):
         assert limit < follow_up_query_bound(d, H)
     else:  # no room: the design is never extended

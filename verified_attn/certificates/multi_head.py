@@ -80,7 +80,14 @@ from verified_attn.certificates.kernel import (
 )
 from verified_attn.errors import CertificateError, VerifiedAttnError
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
-from verified_attn.multi_head.canonical_float import CONDITIONING_ROUNDS, float_query_limit
+from verified_attn.multi_head.canonical_float import (
+    CONDITIONING_GROUPS,
+    float_query_limit,
+    float_ratios,
+    heads_error_estimate,
+    joint_polish,
+    max_length,
+)
 from verified_attn.multi_head.float_pilot import pilot_rounds
 from verified_attn.rational_interpolation import interpolate, poles, to_arb
 from verified_attn.verification import agree, float_floor
@@ -626,7 +633,92 @@ def _float_fit(
     return (
         f"fit (float: not re-decoded; the float fit is not cheaply reproducible): the claimed "
         f"{len(claimed)} heads reproduce all {len(seqs)} stored learning answers to rtol "
-        f"{arith.rtol:g} (max relative gap {worst:.2e})"
+        f"{arith.rtol:g} (max relative gap {worst:.2e}); "
+        + _float_parameter_tolerance(
+            data, arith, Ua, Ba, F0, F, ratios, claimed, bias, affine, ncols, H0
+        )
+    )
+
+
+def _float_parameter_tolerance(
+    data: dict[str, Any],
+    arith: Arithmetic,
+    U: np.ndarray,
+    B: np.ndarray,
+    F0: list[Any],
+    F: list[list[Any]],
+    ratios: list[tuple[int, int]],
+    claimed: list[tuple[list[Any], ...]],
+    beta: float,
+    affine: bool,
+    ncols: int,
+    H0: int,
+) -> str:
+    """result.parameter_rtol, the tolerance stated for the float parameters (in [rtol, 1);
+    a certificate without it states rtol), must cover the stored first-order estimate
+    (result.parameter_error_estimate). Of kind "u-groups" (and without a kind), the
+    estimate is recomputed from the stored grid answers and the claimed heads
+    (:func:`~verified_attn.multi_head.canonical_float.heads_error_estimate`): the stated
+    tolerance must cover it and the stored figure be at least half of it. Of kind
+    "joint" (the learner's dense polish of small boxes, on every answer) it is not
+    recomputed, and the summary says so; the kind follows from the sizes
+    (:func:`~verified_attn.multi_head.canonical_float.joint_polish`), so a file cannot
+    choose the unchecked one."""
+    rtol = float(arith.rtol or 0.0)  # always set in float mode (the header's rtol)
+    result = get(data, "result")
+    raw = result.get("parameter_rtol")
+    stated = rtol if raw is None else float(number(raw, "result.parameter_rtol", arith))
+    if not rtol <= stated < 1:
+        raise CertificateError(
+            f"result.parameter_rtol must be in [rtol, 1) = [{rtol:g}, 1), got {stated!r}"
+        )
+    raw_est = result.get("parameter_error_estimate")
+    told = None if raw_est is None else float(number(raw_est, "result.parameter_error_estimate", arith))
+    if told is not None and not 0 <= told <= stated:
+        raise CertificateError(
+            f"result.parameter_error_estimate {told!r} exceeds the stated parameter "
+            f"tolerance {stated:g}"
+        )
+    # Which figure the learner gave is fixed by the sizes (joint_polish), not by the file.
+    d = U.shape[0]
+    kind = "joint" if joint_polish(d, H0, affine, len(F0) + len(F) * len(ratios)) else "u-groups"
+    if result.get("parameter_error_estimate_kind", kind) != kind:
+        raise CertificateError(
+            f"result.parameter_error_estimate_kind must be {kind!r} at these sizes, got "
+            f"{result.get('parameter_error_estimate_kind')!r}"
+        )
+    if kind == "joint":
+        if told is None:
+            raise CertificateError("a joint parameter error estimate must be stored")
+        return (
+            f"parameters stated to {stated:g} relative (first-order estimate {told:.2e} of "
+            "the joint fit, stored, not recomputed)"
+        )
+    heads = [
+        (np.array(W, dtype=np.float64).reshape(d, d), np.array(v, dtype=np.float64))
+        + ((np.array(c, dtype=np.float64),) if affine else ())
+        for W, v, c in claimed
+    ]
+    t = np.array([k / m for k, m in ratios])
+    answers = np.array(F, dtype=np.float64)[: d * ncols]
+    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
+    estimate = heads_error_estimate(
+        U, B, np.array(F0, dtype=np.float64), answers, t, heads, beta, unit, affine
+    )
+    if not estimate <= stated:
+        raise CertificateError(
+            f"the claimed heads' first-order parameter error estimate {estimate:.3e} "
+            f"(recomputed from the stored answers) exceeds the stated parameter tolerance "
+            f"{stated:g}"
+        )
+    if told is not None and not estimate / 2 <= told:
+        raise CertificateError(
+            f"result.parameter_error_estimate {told:.3e} is under half the recomputed "
+            f"{estimate:.3e}"
+        )
+    return (
+        f"parameters stated to {stated:g} relative (first-order estimate {estimate:.2e}, "
+        "recomputed from the answers and the heads)"
     )
 
 
@@ -680,7 +772,7 @@ def _float_conditioning(
 ) -> int:
     """design.conditioning: the float conditioning rounds (u-group k, factor, the replaced
     answers: its ncols pairs, then the halved links through u_k), at most
-    ``CONDITIONING_ROUNDS`` (their total is held to the bound); the queries they asked."""
+    ``CONDITIONING_GROUPS`` (their total is held to the bound); the queries they asked."""
     ncols = d + (1 if affine else 0)
 
     def rows(row: Any, path: str) -> int:
@@ -688,7 +780,7 @@ def _float_conditioning(
         return ncols + (d - 1 if k == 0 else 1)
 
     raw = _float_rounds(
-        data, arith, "design.conditioning", CONDITIONING_ROUNDS, "factor", rows, per_pair
+        data, arith, "design.conditioning", CONDITIONING_GROUPS, "factor", rows, per_pair
     )
     return sum(rows(row, "") * per_pair for row in raw)
 
@@ -703,17 +795,25 @@ def _float_redundancy(H0: int) -> int:
 
 
 def _float_ratios(data: dict[str, Any], H0: int) -> list[tuple[int, int]]:
-    """design.ratios: 2 H0 + redundancy distinct ratios k/m of positive integers <= 64."""
+    """design.ratios: the float design's ratios for H0 heads, as :func:`float_ratios` gives
+    them (2 H0 grid ratios in its window, then the redundant ones): a certificate that
+    names other ratios (a longer query, a ratio outside the window) is not this design's."""
     n = 2 * H0 + _float_redundancy(H0)
     rows = as_list(get(data, "design.ratios"), "design.ratios", n)
     out = []
     for i, row in enumerate(rows):
         pair = as_list(row, f"design.ratios[{i}]", 2)
-        k = as_int(pair[0], f"design.ratios[{i}][0]", low=1, high=64)
-        m = as_int(pair[1], f"design.ratios[{i}][1]", low=1, high=64)
+        k = as_int(pair[0], f"design.ratios[{i}][0]", low=1)
+        m = as_int(pair[1], f"design.ratios[{i}][1]", low=1)
         out.append((k, m))
     if len({Fraction(k, m) for k, m in out}) != n:
         raise CertificateError(f"design.ratios repeats a ratio: {out}")
+    want = float_ratios(H0)
+    if out != want:
+        raise CertificateError(
+            f"design.ratios {out} are not the float design's ratios for H0 = {H0}: {want} "
+            f"(log2 t evenly spaced in the window, k + m <= {max_length(H0)})"
+        )
     return out
 
 

@@ -48,6 +48,7 @@ from verified_attn.multi_head.float_fit import (
     fit_scores,
     group_model,
     heads_named,
+    link_noise,
     link_orders,
     moved_starts,
     polish_groups,
@@ -81,8 +82,38 @@ _B_NORM = 1.21
 # sample when H >= 2 (its own phase). F is a rational function of t of degree H with
 # poles -1/lam_h; the Moebius variable w = (t - 1)/(t + 1) maps the samples to [-1, 1]
 # and the poles outside it, where a Chebyshev basis is well conditioned.
-_LOG2_WINDOW = 6.0
-_MAX_LENGTH = 65  # k + m: the longest per-pair query (k, m <= 64)
+# The window: a head's pole is seen only while its score lies in it (a saturated sigmoid is
+# flat), and W ~ N(0, 1/d) scores of std 2.9 leave [-6, 6] (log2; +-4.16 in log t) 15 % of
+# the time, 6 % [-8, 8]. Measured at the true heads (the u-groups' first-order error,
+# float64 rounding, the design scale; eval boxes default_rng(5000 + s)): d = 16, H = 6,
+# seeds 0-3: [-6, 6] 6.2e-8, 2.6e-10, 2.8e-10, 1.7e-10 -> [-8, 8] 4.5e-10, 2.3e-10,
+# 2.4e-10, 1.0e-10 (seed 0 was refused, a u-group stalled at 70x its floor); d = 16, H = 8
+# 2-7x better; d = 8, H = 5-7 (8 seeds) never worse; nn.MultiheadAttention E = 16, H = 8
+# 2.5-4x better. [-10, 10] gains little more at this scale and quadruples the longest query.
+# The count is unchanged (2H ratios per pair): only the longest query grows, 65 -> 257.
+_LOG2_WINDOW = 8.0
+_MAX_LENGTH = 257  # k + m: the longest per-pair query (k, m <= 256)
+# Up to two heads the grid has only 2H = 2 or 4 ratios: over [-8, 8] they sit 5.3 to 16
+# log2 units apart, wider than a sigmoid (about 1.4 log2 units from 12 % to 88 %), so the
+# poles fall between the samples. There the window stays [-6, 6] (k, m <= 64): at the true
+# heads H = 1 loses 2.4x at [-8, 8] (random d = 8 and nn.MultiheadAttention E = 8, 4 seeds
+# each), H = 2 is even, and float32 nn.MultiheadAttention E = 8, H = 2 modules (the
+# independent check's seeds 0-9) were learned 4/10 with [-6, 6] against 1/10 with [-8, 8].
+_NARROW_HEADS = 2
+_NARROW_LOG2_WINDOW = 6.0
+_NARROW_MAX_LENGTH = 65
+
+
+def ratio_window(H: int) -> tuple[float, int]:
+    """The ratio grid's window for H heads: (w, n) with log2 t in [-w, w] and k + m <= n.
+
+    >>> ratio_window(2), ratio_window(3)
+    ((6.0, 65), (8.0, 257))
+    """
+    if H <= _NARROW_HEADS:
+        return _NARROW_LOG2_WINDOW, _NARROW_MAX_LENGTH
+    return _LOG2_WINDOW, _MAX_LENGTH
+
 # Matching in float: the order with the smallest mismatch wins only if every other order
 # misses by _MATCH_MARGIN times more (noise vs a real gap between heads); otherwise the
 # step is ambiguous (a tie link decides, or NotIdentifiable). Soundness comes from the
@@ -91,12 +122,21 @@ _MATCH_MARGIN = 10.0
 # A returned result's first-order parameter error estimate must be at most this times
 # the oracle's rtol (the tolerance the result states for its parameters).
 _PARAMETER_SAFETY = 1.0
+# A halved link decides its u-group's head order when the runner-up order misses it by more
+# than _LINK_EXCLUDE x the noise: the larger of the first-order bound on the true order's
+# miss and the best order's miss (link_decided). 3: a first-order bound with a margin for
+# its second-order terms (relative 1e-3 at float32's worst group errors of 1e-3).
+_LINK_EXCLUDE = 3.0
 _LM_ITERATIONS = 60
 # Conditioning: a u-group whose pooled fit misses its answers (a local minimum the repairs
 # do not leave) is asked again with u_k scaled by _CONDITIONING_FACTOR (its scores and
 # residues move together, so the pairs' pole configuration changes), at most this many
 # rounds of one group each, each only while it fits in the adaptive room left.
 CONDITIONING_ROUNDS = 3
+# ... and at most this many u-groups asked again in all (each one record of the certificate;
+# a round asks every failing group while the room allows: at E = 16, H = 8, 3-6 of the 16
+# groups stall, and one group per round could not replace them all).
+CONDITIONING_GROUPS = 8
 _CONDITIONING_FACTOR = 2.0**-0.5
 # Ambiguous residue matches are refit from at most this many candidate orders.
 _REFIT_ORDERS = 24
@@ -117,9 +157,9 @@ def redundancy(H: int) -> int:
 def float_ratios(H: int) -> list[tuple[int, int]]:
     """The (k, m) of the per-pair queries: 2H grid ratios, then the redundant ones.
 
-    >>> float_ratios(1)
-    [(1, 64), (64, 1)]
-    >>> max(k + m for k, m in float_ratios(8)) <= 65
+    >>> float_ratios(1), float_ratios(3)[0]  # the window: ratio_window(H)
+    ([(1, 64), (64, 1)], (1, 256))
+    >>> max(k + m for k, m in float_ratios(8)) <= 257
     True
     >>> float_ratios(2)[-1]
     (1, 1)
@@ -129,19 +169,37 @@ def float_ratios(H: int) -> list[tuple[int, int]]:
 
 @functools.lru_cache(maxsize=64)
 def _float_ratios(H: int) -> tuple[tuple[int, int], ...]:
-    """Cached: the search over ratios is quadratic in the longest query."""
+    """Cached. Per target ratio the candidates are, for each m, the k next to t m (the
+    nearest k for a given m is one of them, and a taken ratio has a neighbour): linear in
+    the longest query, where all k + m up to the longest query would be quadratic."""
     n = 2 * H
-    candidates = [(k, m) for k in range(1, _MAX_LENGTH) for m in range(1, _MAX_LENGTH - k + 1)]
+    window, longest = ratio_window(H)
     out: list[tuple[int, int]] = []
     for i in range(n):
-        e = (-_LOG2_WINDOW + 2 * _LOG2_WINDOW * i / (n - 1)) * math.log(2.0)
+        e = (-window + 2 * window * i / (n - 1)) * math.log(2.0)
+        candidates = {
+            (k, m)
+            for m in range(1, longest)
+            for k in range(math.floor(math.exp(e) * m) - 1, math.ceil(math.exp(e) * m) + 2)
+            if k >= 1 and k + m <= longest
+        }
         free = [c for c in candidates if all(c[0] * o[1] != c[1] * o[0] for o in out)]
-        # the nearest ratio in log t, then the shortest query
-        out.append(min(free, key=lambda c: (round(abs(math.log(c[0] / c[1]) - e), 9), sum(c))))
+        # the nearest ratio in log t, then the shortest query, then the smallest k
+        out.append(min(free, key=lambda c: (round(abs(math.log(c[0] / c[1]) - e), 9), sum(c), c)))
     out += [(1, 1)] * redundancy(H)
     if len({k / m for k, m in out}) != len(out):  # pragma: no cover - a design invariant
         raise AssertionError(f"the ratio grid for H = {H} repeats a ratio: {out}")
     return tuple(out)
+
+
+def max_length(H: int) -> int:
+    """The longest learning query of the float design: the largest k + m of its ratios
+    (the pilot, the grid, the redundancy and the conditioning all use these ratios).
+
+    >>> max_length(1), max_length(6) <= _MAX_LENGTH
+    (65, True)
+    """
+    return max(k + m for k, m in _float_ratios(H))
 
 
 def float_query_bound(d: int, H: int, *, affine: bool = False) -> int:
@@ -170,8 +228,8 @@ def base_query_limit(d: int, H: int, *, affine: bool = False) -> int:
 def float_query_limit(d: int, H: int, *, affine: bool = False) -> int:
     """The float path's worst case: :func:`base_query_limit` plus the adaptive phases - the
     pilot's discarded rounds (``d (2H + redundancy(H))`` queries each, at most
-    :func:`~.float_pilot.pilot_rounds` - 1) and up to :data:`CONDITIONING_ROUNDS`
-    conditioning rounds (each :func:`conditioning_cost`) - which share
+    :func:`~.float_pilot.pilot_rounds` - 1) and up to :data:`CONDITIONING_GROUPS`
+    u-groups asked again (each at most :func:`conditioning_cost` of u_1) - which share
     :func:`adaptive_room`: the limit stays under the follow-up's ``4Hd^2 - 2H + 1`` wherever
     :func:`base_query_limit` does.
 
@@ -179,7 +237,7 @@ def float_query_limit(d: int, H: int, *, affine: bool = False) -> int:
     (1524, True)
     """
     pilot = (pilot_rounds(d, H, affine) - 1) * d * (2 * H + redundancy(H))
-    most = pilot + CONDITIONING_ROUNDS * conditioning_cost(d, H, affine)
+    most = pilot + CONDITIONING_GROUPS * conditioning_cost(d, H, affine)
     return base_query_limit(d, H, affine=affine) + min(adaptive_room(d, H, affine), most)
 
 
@@ -417,6 +475,27 @@ def _ranked(errors: dict[tuple[int, ...], float]) -> list[tuple[int, ...]]:
     return [p for p, e in sorted(errors.items(), key=lambda x: x[1]) if e <= _MATCH_MARGIN * best]
 
 
+def link_decided(miss: np.ndarray, predicted: float) -> bool:
+    """Does a halved link fix its u-group's head order? ``miss``: the orders' misses, best
+    first; ``predicted``: the first-order bound on the true order's miss (its u-groups'
+    noise carried to the link, :func:`~.float_fit.link_noise`, and the link's own).
+
+    The noise is the larger of that bound and the best order's own miss (a miss beyond
+    the bound shows errors at least that large); the order is decided iff the runner-up
+    misses by more than _LINK_EXCLUDE x the noise. A bare ratio of the two misses does
+    not see the noise: it calls two orders that both miss within the noise decided, and
+    refuses a float32 link whose runner-up misses by 4 x the best (measured misses 2e-3
+    and 8e-3, E = 8, H = 4) when the noise allows 1e-4.
+
+    >>> link_decided(np.array([1e-12, 1e-3]), 1e-11), link_decided(np.array([2e-3, 8e-3]), 1e-4)
+    (True, True)
+    >>> link_decided(np.array([1e-12, 1e-9]), 1e-9)  # both within the noise: undecided
+    False
+    """
+    noise = max(float(predicted), float(miss[0]))
+    return bool(miss[1] > _LINK_EXCLUDE * noise)
+
+
 def _float_match(
     base: list[tuple[float, float]],
     other: list[tuple[float, float]],
@@ -600,8 +679,18 @@ _JOINT_ROUNDS = 3
 _LOCAL_SHIFTS = np.array([-0.3, -0.1, -0.03, -0.01, 0.01, 0.03, 0.1, 0.3])
 # Random starts per repaired pair.
 _RANDOM_STARTS = 96
-# Scores a repair start may move one head to (log t units; the window is +-4.2).
-_SCORE_GRID = np.arange(-8.0, 8.5, 1.0)
+
+
+def _score_grid(lt: np.ndarray) -> np.ndarray:
+    """Scores a repair start may move one head to (log t units): the window the ratios span
+    (``max |log t|``, rounded up) and 2 more either side, in steps of 1 - read from the
+    ratios, so that it follows the design's window (-8..8 for log2 t in [-8, 8]).
+
+    >>> _score_grid(np.log([1 / 256, 1.0, 256.0]))[[0, -1]].tolist()
+    [-8.0, 8.0]
+    """
+    edge = math.ceil(float(np.max(np.abs(lt[np.isfinite(lt)])))) + 2
+    return np.arange(-edge, edge + 0.5, 1.0)
 
 
 @dataclass
@@ -617,11 +706,26 @@ class _Decoded:
 
 
 def _group_fits(
-    f0: np.ndarray, ans: np.ndarray, t: np.ndarray, H: int, d: int, unit: float
+    f0: np.ndarray,
+    ans: np.ndarray,
+    t: np.ndarray,
+    H: int,
+    d: int,
+    unit: float,
+    *,
+    ids: Sequence[int] | None = None,
+    full_d: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Steps 1-2 of :func:`_decode_pooled`: every u-group's residues r (d, H), scores
     s (d, J, H) (head order per group arbitrary), residual norms (d,) and rounding floors
-    (d,), from the grid answers ``ans`` (rows: pairs (u_k, b_j), k-major) and ``f0``."""
+    (d,), from the grid answers ``ans`` (rows: pairs (u_k, b_j), k-major) and ``f0``.
+
+    ``ids`` (the groups' indices in the design, default ``range(d)``) and ``full_d`` (the
+    design's d) let a subset of the groups be refitted (:func:`_refit_groups`) exactly as
+    they are fitted among all d: the same sources, repair limit and seeded starts (only the
+    pruning of very large batches of starts depends on the batch's size)."""
+    ids = list(range(d)) if ids is None else list(ids)
+    full_d = d if full_d is None else full_d
     ncols, T = len(f0), len(t)
     lt = np.log(t)
     t0 = np.concatenate([[0.0], t])
@@ -642,7 +746,7 @@ def _group_fits(
     own_rel = np.linalg.norm(own, axis=-1) / np.maximum(np.linalg.norm(Y, axis=-1), 1e-300)
     gaps = np.diff(np.sort(ss, axis=-1), axis=-1).min(axis=-1) if H > 1 else np.ones((d, ncols))
     key = np.where(own_rel <= 1e-8, gaps, -own_rel)
-    n_src = min(ncols, max(_SOURCES, _SOURCE_WORK // (d * ncols)))
+    n_src = min(ncols, max(_SOURCES, _SOURCE_WORK // (full_d * ncols)))
     src = np.argsort(-key, axis=1, kind="stable")[:, :n_src]
     r0 = np.empty((d, n_src, H))
     s0 = np.empty((d, n_src, ncols, H))
@@ -669,7 +773,7 @@ def _group_fits(
         flat = s0.reshape(-1, H)
         flat, miss = fit_scores(lt, Yr, rr, flat[:, None, :])
         target = _BASIN * np.maximum(np.linalg.norm(Yr, axis=1), 1e-300)
-        for make in (transposition_starts, lambda x: moved_starts(x, _SCORE_GRID)):
+        for make in (transposition_starts, lambda x: moved_starts(x, _score_grid(lt))):
             worse = np.flatnonzero(~(miss <= target))
             if not len(worse):
                 break
@@ -701,7 +805,7 @@ def _group_fits(
     # 10 of 16 groups at 1e4 x - 1e10 x the floor, where even fits started at the truth
     # estimate errors up to 2e-6: the design's conditioning, not the starts).
     n_bad = int(np.sum(~(res_best <= _CONVERGED * floor)))
-    rounds = _REPAIRS if n_bad <= _repair_limit(d) else 0
+    rounds = _REPAIRS if n_bad <= _repair_limit(full_d) else 0
     for _ in range(rounds):
         # A group whose pooled fit misses its answers has a pair in a local minimum (two
         # heads' scores swapped, or merged poles), which also biases the shared residues.
@@ -724,11 +828,11 @@ def _group_fits(
             pf = pair_floor[k * ncols : (k + 1) * ncols]
             jj = np.flatnonzero(~(miss <= _CONVERGED * pf))
             if len(jj):
-                rng = np.random.default_rng([k, H, 12])
+                rng = np.random.default_rng([ids[k], H, 12])
                 starts = np.concatenate(
                     [
                         transposition_starts(sk[jj]),
-                        moved_starts(sk[jj], _SCORE_GRID),
+                        moved_starts(sk[jj], _score_grid(lt)),
                         rng.uniform(-6.0, 6.0, (len(jj), _RANDOM_STARTS, H)),
                     ],
                     axis=1,
@@ -759,6 +863,27 @@ def _group_fits(
     return r, s, res_best, floor
 
 
+def _refit_groups(
+    f0: np.ndarray,
+    ans: np.ndarray,
+    t: np.ndarray,
+    H: int,
+    unit: float,
+    fits: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    groups: Sequence[int],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``fits`` (from :func:`_group_fits`) with the u-groups ``groups`` fitted again from
+    ``ans``: a conditioning round changes only the answers of the groups it asked again, and
+    each group's fit depends only on its own answers (the others keep theirs, at no cost)."""
+    d, ncols = len(fits[0]), len(f0)
+    rows = np.concatenate([ans[k * ncols : (k + 1) * ncols] for k in groups])
+    got = _group_fits(f0, rows, t, H, len(groups), unit, ids=groups, full_d=d)
+    out = tuple(x.copy() for x in fits)
+    for x, y in zip(out, got, strict=True):
+        x[list(groups)] = y
+    return out  # type: ignore[return-value]
+
+
 def _repair_limit(d: int) -> int:
     """How many u-groups missing after the pooled fits are repaired (more: refused at once).
 
@@ -780,7 +905,7 @@ def _joint_restarts(
     local minimum biases them (measured: 3.6e-9 at d = 8, H = 5), enough that a crowded
     pair (four scores within 0.9) cannot reach its basin with them fixed. Here the worst
     pair (largest miss over its rounding floor) starts from every transposition, every
-    one-head move over ``_SCORE_GRID`` and every one-head shift by ``_LOCAL_SHIFTS`` while the other pairs keep their fit, and the whole
+    one-head move over ``_score_grid(lt)`` and every one-head shift by ``_LOCAL_SHIFTS`` while the other pairs keep their fit, and the whole
     group is refitted from each start (batched); returns the best (a GroupFit of one group).
     """
     miss = np.linalg.norm(group_model(lt, r[None], s[None])[0] - Y, axis=-1)
@@ -793,7 +918,7 @@ def _joint_restarts(
     starts = np.concatenate(
         [
             transposition_starts(s[j][None])[0],
-            moved_starts(s[j][None], _SCORE_GRID)[0],
+            moved_starts(s[j][None], _score_grid(lt))[0],
             shifted.reshape(-1, H),
         ]
     )
@@ -818,8 +943,13 @@ def _decode_pooled(
     affine: bool,
     arith: Arithmetic,
     ask_ties: Any,
+    fits: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> _Decoded:
     """Decode the float answers by pooled u-group fits and predicted links.
+
+    ``fits``: the u-group fits of step 2 (:func:`_group_fits`: r, s, residuals, floors) if
+    already computed (a conditioning round refits only the groups it asked again); they are
+    not changed here.
 
     1. Each grid pair alone (:func:`_float_poles`): starting points only.
     2. Per u-group k, the pairs ``(u_k, b_j)`` fitted jointly with shared residues
@@ -844,7 +974,10 @@ def _decode_pooled(
     lt = np.log(t)
     n_grid = d * ncols
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
-    r, s, res_best, floor = _group_fits(f0, ans, t, H, d, unit)
+    if fits is None:
+        fits = _group_fits(f0, ans, t, H, d, unit)
+    # Copies: the steps below reorder and replace rows of r and s in place.
+    r, s, res_best, floor = (x.copy() for x in fits)
     Y = (ans[:n_grid] - np.tile(f0, d)[:, None]).reshape(d, ncols, T)
     gap = closest_gap(s)
     bad = [k for k in range(d) if not res_best[k] <= _GROUP_FIT * floor[k]]
@@ -890,8 +1023,10 @@ def _decode_pooled(
             f"{res_best[k] / floor[k]:.3g} x its rounding floor, over {_CONVERGED:g} x the "
             f"groups' median {level:.3g} x ({len(stuck)} of {d} groups): a local minimum of "
             "the fit (the box is not shown out of class); rerun with another seed",
+            tuple(stuck),
         )
     ambiguous: list[str] = []
+    noise = np.sqrt(res_best**2 + floor**2)  # each group's |dY|: residual and rounding
     # Heads with (nearly) equal residues at u_k (e.g. equal v) are interchangeable in the
     # group's fit pair by pair: one F(1) at (u_k, (b_1 + b_j)/2) per such pair j >= 1 (a
     # tie link, as in exact mode) decides which of pair j's scores goes with which of b_1's.
@@ -933,12 +1068,16 @@ def _decode_pooled(
         link_floor = unit * math.sqrt(
             float(ans[n_grid + k - 1] @ ans[n_grid + k - 1]) + T * f0[0] ** 2
         )
-        if len(miss) > 1 and miss[1] <= _MATCH_MARGIN * max(miss[0], _LINK_FLOOR * link_floor):
+        # The miss the true order may have: groups 1 and k's noise carried to the link, and
+        # the link's own rounding (scaled like the groups' residuals over their floors).
+        predicted = link_noise(lt, r, s, k, orders[0], noise) + max(level, 1.0) * link_floor
+        if len(miss) > 1 and not link_decided(miss, predicted):
             a, b = heads_named(tuple(orders[0]), tuple(orders[1]))
             ambiguous.append(
                 f"the link ((u_1 + u_{k + 1})/2, b_1) cannot tell heads {a + 1} and {b + 1} "
                 f"(numbered at u_1) apart in {_float_name(arith)}: its best two head orders "
-                f"miss it by {miss[0]:.1e} and {miss[1]:.1e}"
+                f"miss it by {miss[0]:.1e} and {miss[1]:.1e}, within {_LINK_EXCLUDE:g} x the "
+                f"noise (first-order bound from its u-groups {predicted:.1e})"
             )
         p = orders[0]
         r[k], s[k] = r[k][p], s[k][:, p]
@@ -953,18 +1092,9 @@ def _decode_pooled(
         heads.append(head)
     beta = float(f0[0] - B[0] @ sum(hd[1] for hd in heads)) if affine else 0.0
     sig = sigma_min_groups(lt, r, s)
-    noise = np.sqrt(res_best**2 + floor**2)
-    with np.errstate(divide="ignore"):
-        err = np.where(sig > 0, noise / sig, math.inf)
     # A second solution that fits as well is an error the first-order figure cannot see.
-    err = np.maximum(err, spread)
-    err_S = float(np.sqrt((err**2).sum()))
-    nU, nM = float(np.linalg.norm(Uinv, 2)), float(np.linalg.norm(Minv, 2))
-    err_W, err_v = nU * err_S * nM, nU * err_S
-    err_beta = float(np.linalg.norm(B[0])) * H * err_v + unit * abs(float(f0[0])) if affine else 0
-    size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
-    estimate = max(err_W, err_v, err_beta) / size
-    if estimate > arith.rtol:
+    estimate = _propagated_error(res_best, floor, sig, spread, U, B, f0, heads, beta, unit, affine)
+    if estimate > getattr(arith, "parameter_rtol", arith.rtol):
         ambiguous += [
             f"the pair (u_{k + 1}, b_{j + 1}) cannot tell heads {a + 1} and {b + 1} (numbered "
             f"at u_{k + 1}) apart in {_float_name(arith)}: their scores differ by {g:.1e}, and "
@@ -1287,40 +1417,61 @@ def learn_float(
             [grid_ans.reshape(len(rest), n_grid), extra_ans.reshape(len(rest), n_extra)]
         )
 
-        def ask_ties(kj: list[tuple[int, int]]) -> list[float]:
-            seqs = [float_sequence(U[k], (B[0] + B[j]) / 2, 1) for k, j in kj]
-            with oracle.phase("tie links"):
-                measured = [float(y) for y in oracle.query_many(seqs)]
-            tie_answers.extend(
-                {"k": k, "j": j, "answer": y} for (k, j), y in zip(kj, measured, strict=True)
-            )
-            return measured
+        asked_ties: dict[tuple[int, int], float] = {}
 
-        dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties)
+        def ask_ties(kj: list[tuple[int, int]]) -> list[float]:
+            # A tie link already asked is not asked again (a decoding after a conditioning
+            # round meets the same ties): its row u_k is never replaced (below).
+            new = list(dict.fromkeys(x for x in kj if x not in asked_ties))
+            if new:
+                seqs = [float_sequence(U[k], (B[0] + B[j]) / 2, 1) for k, j in new]
+                with oracle.phase("tie links"):
+                    measured = [float(y) for y in oracle.query_many(seqs)]
+                for (k, j), y in zip(new, measured, strict=True):
+                    asked_ties[(k, j)] = y
+                    tie_answers.append({"k": k, "j": j, "answer": y})
+            return [asked_ties[x] for x in kj]
+
+        unit = float(getattr(oracle.arithmetic, "unit_roundoff", 2.0**-53))
+        fits = _group_fits(f0, ans, t, H, d, unit)
+        dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties, fits)
         replaced: list[dict[str, Any]] = []
         room = adaptive_room(d, H, affine) - len(discarded) * d * len(ratios)
         for _ in range(CONDITIONING_ROUNDS):
-            # Tie links were asked at the old u rows: a replaced row would orphan them.
-            if dec.estimate is not None or not dec.bad or tie_answers:
+            if dec.estimate is not None or not dec.bad:
                 break
-            k = dec.bad[0]
-            room -= conditioning_cost(d, H, affine, k)
-            if room < 0:
+            # Every failing group of this decoding is asked again in one round (each its own
+            # record and cost), or none: a group left as it is keeps its fit (it depends on
+            # its own answers only), so the decoding would fail again on it. Rows with tie
+            # links cannot be asked again (the links were asked at the old u_k).
+            again = sorted(set(dec.bad))
+            cost = sum(conditioning_cost(d, H, affine, k) for k in again)
+            if (
+                cost > room
+                or len(replaced) + len(again) > CONDITIONING_GROUPS
+                or any(k in again for k, _ in asked_ties)
+            ):
                 break
-            U, ans, old = _condition(oracle, U, B, ans, ratios, k)
-            replaced.append({"k": k, "factor": _CONDITIONING_FACTOR, "answers": old})
-            dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties)
+            room -= cost
+            for k in again:
+                U, ans, old = _condition(oracle, U, B, ans, ratios, k)
+                replaced.append({"k": k, "factor": _CONDITIONING_FACTOR, "answers": old})
+            fits = _refit_groups(f0, ans, t, H, unit, fits, again)
+            dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties, fits)
         ambiguous = dec.ambiguous
         # The learning answers as rows (u, b, log k, F): F(0) rows carry log k = -inf.
         us = [np.zeros(d)] * ncols + [u for u, _ in pairs for _ in ratios]
         bs = [*B] + [B[j] for _, j in pairs for _ in ratios]
         logk = [-np.inf] * ncols + [math.log(k / m) for _ in pairs for k, m in ratios]
         ys = np.concatenate([f0, ans.ravel()])
+        # Predictions are verified at rtol; the parameters are stated at the box's
+        # parameter tolerance (rtol unless the box declares a looser one, e.g. float32).
+        prtol = float(getattr(oracle.arithmetic, "parameter_rtol", oracle.arithmetic.rtol))
+        unit = float(getattr(oracle.arithmetic, "unit_roundoff", 2.0**-53))
         try:
             if dec.estimate is None:
                 raise PrecisionExhausted(dec.failure)
-            n_params = parameter_count(d, H, affine)
-            if n_params * len(ys) <= _DENSE_POLISH:
+            if joint_polish(d, H, affine, len(ys)):
                 # Small boxes: a dense joint polish on every answer (links and F(0) too).
                 heads, beta_fit, residuals, sigma_min = _refine(
                     dec.heads, dec.beta, (np.array(us), np.array(bs), np.array(logk), ys), affine
@@ -1329,16 +1480,26 @@ def learn_float(
                     oracle.arithmetic, heads, beta_fit, residuals, ys, sigma_min, H
                 )
                 figure = f"smallest singular value {sigma_min:.2e} of the joint Jacobian"
+                kind = "joint"
             else:
                 heads, beta_fit, estimate = dec.heads, dec.beta, dec.estimate
                 figure = f"smallest singular value {dec.sigma_min:.2e} of the u-group Jacobians"
-                if not estimate <= _PARAMETER_SAFETY * oracle.arithmetic.rtol:
-                    raise PrecisionExhausted(
-                        f"the pooled fit of {H} heads is too ill-conditioned for a "
-                        f"{box_precision(oracle.arithmetic)} box: first-order parameter error "
-                        f"estimate {estimate:.2e} relative > rtol {oracle.arithmetic.rtol:g} "
-                        f"({figure}, closest score gap {dec.gap:.2e})"
-                    )
+                kind = "u-groups"
+                # The same figure from the returned heads and the answers alone (what the
+                # certificate checker recomputes): the stated tolerance covers both. (The
+                # joint figure is not the u-groups' one: it uses every answer, links and
+                # F(0) too, and is the smaller at (d, H) = (2, 3), 1.1e-6 against 1.6e-6.)
+                estimate = max(
+                    estimate,
+                    heads_error_estimate(U, B, f0, ans, t, heads, beta_fit, unit, affine),
+                )
+            if not estimate <= _PARAMETER_SAFETY * prtol:
+                raise PrecisionExhausted(
+                    f"the pooled fit of {H} heads is too ill-conditioned for a "
+                    f"{box_precision(oracle.arithmetic)} box: first-order parameter error "
+                    f"estimate {estimate:.2e} relative > the parameter tolerance {prtol:g} "
+                    f"({figure}, closest score gap {dec.gap:.2e})"
+                )
             heads.sort(key=lambda hd: tuple(hd[0].ravel()))  # the canonical order, by W row-major
             beta = beta_fit if affine else None
             candidate = MultiHeadAttention(
@@ -1399,7 +1560,8 @@ def learn_float(
         f"{follow_up_query_bound(oracle.d, H)}); float64 decoding, every learning answer "
         f"reproduced at rtol {rtol:g}",
         f"{H} canonical heads ({box_precision(oracle.arithmetic)} answers; not exact); "
-        f"first-order parameter error estimate {estimate:.2e} relative (<= rtol {rtol:g}; "
+        f"first-order parameter error estimate {estimate:.2e} relative (<= the parameter "
+        f"tolerance {prtol:g} stated for the heads; predictions verified at rtol {rtol:g}; "
         f"residual norm / {figure}; closest score gap {dec.gap:.2e})",
     ]
     certificate = functools.partial(
@@ -1424,6 +1586,7 @@ def learn_float(
         seed,
         counts,
         bound,
+        (prtol, estimate, kind),
     )
     return MultiHeadRecovery.from_run(
         counts,
@@ -1441,6 +1604,8 @@ def learn_float(
         verification=checked,
         notes=notes,
         certificate_data=certificate,
+        parameter_rtol=prtol,
+        parameter_error_estimate=estimate,
     )
 
 
@@ -1515,15 +1680,100 @@ def _parameter_error_estimate(
     noise = float(np.sqrt(np.sum(residuals**2) + np.sum((unit * np.abs(ys)) ** 2)))
     size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
     estimate = math.inf if sigma_min <= 0 else noise / sigma_min / size
-    if not estimate <= _PARAMETER_SAFETY * arith.rtol:
+    prtol = float(getattr(arith, "parameter_rtol", arith.rtol))
+    if not estimate <= _PARAMETER_SAFETY * prtol:
         raise PrecisionExhausted(
-            f"the joint fit of {H} heads is too ill-conditioned in float64: first-order "
-            f"parameter error estimate {estimate:.2e} relative > rtol {arith.rtol:g} "
+            f"the joint fit of {H} heads is too ill-conditioned for a {box_precision(arith)} "
+            f"box: first-order parameter error estimate {estimate:.2e} relative > the "
+            f"parameter tolerance {prtol:g} "
             f"(residual norm {noise:.2e}, smallest singular value of the Jacobian "
             f"{sigma_min:.2e}); two heads nearly coincide, a residue is tiny, or the box has "
             "too few answers for its parameters"
         )
     return estimate
+
+
+def joint_polish(d: int, H: int, affine: bool, answers: int) -> bool:
+    """Whether the float learner polishes jointly on every answer (small boxes: parameters
+    x answers <= _DENSE_POLISH) rather than keeping the u-group fits; the certificate
+    checker derives the kind of the stored parameter error estimate from it.
+
+    >>> joint_polish(2, 2, False, 30), joint_polish(8, 4, False, 647)
+    (True, False)
+    """
+    return parameter_count(d, H, affine) * answers <= _DENSE_POLISH
+
+
+def _propagated_error(
+    residual: np.ndarray,
+    floor: np.ndarray,
+    sig: np.ndarray,
+    spread: np.ndarray,
+    U: np.ndarray,
+    B: np.ndarray,
+    f0: np.ndarray,
+    heads: list[tuple[np.ndarray, ...]],
+    beta: float,
+    unit: float,
+    affine: bool,
+) -> float:
+    """The u-groups' first-order errors ``max(|dY_k| / sigma_min_k, spread_k)`` (``dY_k``:
+    the residual and the rounding floor) carried through ``|U^-1|`` and ``|M^-1|`` to the
+    heads, relative to max(1, largest parameter)."""
+    H = len(heads)
+    with np.errstate(divide="ignore"):
+        err = np.where(sig > 0, np.sqrt(residual**2 + floor**2) / sig, math.inf)
+    err_S = float(np.sqrt((np.maximum(err, spread) ** 2).sum()))
+    M = np.vstack([B.T, np.ones((1, B.shape[0]))]) if affine else B.T
+    nU, nM = float(np.linalg.norm(np.linalg.inv(U), 2)), float(np.linalg.norm(np.linalg.inv(M), 2))
+    err_W, err_v = nU * err_S * nM, nU * err_S
+    err_beta = float(np.linalg.norm(B[0])) * H * err_v + unit * abs(float(f0[0])) if affine else 0
+    size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
+    return max(err_W, err_v, err_beta) / size
+
+
+def heads_error_estimate(
+    U: np.ndarray,
+    B: np.ndarray,
+    f0: np.ndarray,
+    ans: np.ndarray,
+    t: np.ndarray,
+    heads: list[tuple[np.ndarray, ...]],
+    beta: float,
+    unit: float,
+    affine: bool,
+) -> float:
+    """The first-order parameter error of given heads against the grid answers, from the
+    answers and the heads alone (what a float certificate's stated parameter tolerance is
+    re-checked with): each u-group's residual at the heads' residues ``U v_h`` and scores
+    ``U [W_h | c_h] [B^T; 1]``, its rounding floor and its Jacobian's smallest singular
+    value, carried to the heads as in the decoder (:func:`_decode_pooled`, step 5).
+
+    >>> U, B = np.eye(2), np.eye(2)
+    >>> heads = [(np.array([[1.0, 0.0], [0.0, -1.0]]), np.array([1.0, 2.0]))]
+    >>> t = np.array([0.5, 2.0])
+    >>> r, s = U @ heads[0][1], U @ heads[0][0] @ B.T
+    >>> ans = np.array([[r[k] / (1 + np.exp(-s[k, j]) / x) for x in t] for k in (0, 1) for j in (0, 1)])
+    >>> e = heads_error_estimate(U, B, np.zeros(2), ans, t, heads, 0.0, 2.0**-53, False)
+    >>> bool(0 < e < 1e-14)
+    True
+    """
+    d, ncols, T = U.shape[0], B.shape[0], len(t)
+    n_grid = d * ncols
+    M = np.vstack([B.T, np.ones((1, ncols))]) if affine else B.T
+    r = np.stack([U @ hd[1] for hd in heads], axis=1)  # (d, H)
+    s = np.stack(
+        [U @ (np.column_stack([hd[0], hd[2]]) if affine else hd[0]) @ M for hd in heads], axis=2
+    )  # (d, J, H)
+    Y = (ans[:n_grid] - np.tile(f0, d)[:, None]).reshape(d, ncols, T)
+    lt = np.log(t)
+    miss = group_model(lt, r, s) - Y
+    residual = np.sqrt(np.einsum("gjt,gjt->g", miss, miss))
+    floor = unit * np.sqrt(
+        (ans[:n_grid] ** 2).sum(axis=1).reshape(d, ncols).sum(axis=1) + T * float(f0 @ f0)
+    )
+    sig = sigma_min_groups(lt, r, s)
+    return _propagated_error(residual, floor, sig, np.zeros(d), U, B, f0, heads, beta, unit, affine)
 
 
 def _check_learning_fit(
@@ -1577,8 +1827,10 @@ def _certificate_data(
     seed: int,
     counts: QueryCounts,
     bound: int,
+    tolerance: tuple[float, float, str],
 ) -> dict[str, Any]:
-    """The float canonical certificate: the float design, every answer bit-exact, the heads."""
+    """The float canonical certificate: the float design, every answer bit-exact, the heads,
+    the stated parameter tolerance and the first-order estimate it covers."""
     d = U.shape[0]
     data = certificate_base(
         kind="multi-head",
@@ -1635,6 +1887,11 @@ def _certificate_data(
                 "exact": False,
                 "heads": dump_heads(heads, d),
                 "beta": None if beta is None else dump_number(float(beta)),
+                # The parameters' stated tolerance (relative to max(1, largest parameter));
+                # the checker recomputes the estimate from the answers and the heads.
+                "parameter_rtol": dump_number(float(tolerance[0])),
+                "parameter_error_estimate": dump_number(float(tolerance[1])),
+                "parameter_error_estimate_kind": tolerance[2],  # "u-groups" or "joint"
             },
         }
     )

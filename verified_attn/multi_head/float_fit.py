@@ -31,7 +31,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["GroupFit", "fit_groups", "group_model", "link_orders", "sigma_min_groups"]
+__all__ = [
+    "GroupFit",
+    "fit_groups",
+    "group_model",
+    "link_noise",
+    "link_orders",
+    "sigma_min_groups",
+]
 
 _LM_STEPS = 200
 # A score moves at most this far per step (a trust region in log t: the sigmoids have width
@@ -176,11 +183,7 @@ def sigma_min_groups(lt: np.ndarray, r: np.ndarray, s: np.ndarray) -> np.ndarray
     if J * T * (H + J * H) <= 400_000:
         out = np.empty(G)
         for g in range(G):
-            full = np.zeros((J * T, H + J * H))
-            for j in range(J):
-                full[j * T : (j + 1) * T, :H] = Jr[g, j]
-                full[j * T : (j + 1) * T, H + j * H : H + (j + 1) * H] = Js[g, j]
-            out[g] = np.linalg.svd(full, compute_uv=False)[-1]
+            out[g] = np.linalg.svd(_dense_jacobian(Jr[g], Js[g]), compute_uv=False)[-1]
         return out
     A, C, D, _, _ = _normal(np.zeros((G, J, T)), Js, Jr)
     rng = np.random.default_rng(0)
@@ -195,6 +198,54 @@ def sigma_min_groups(lt: np.ndarray, r: np.ndarray, s: np.ndarray) -> np.ndarray
         xs, xr = ys, yr
     with np.errstate(all="ignore"):
         return np.where(np.isfinite(lam) & (lam > 0), 1.0 / np.sqrt(np.abs(lam)), 0.0)
+
+
+def _dense_jacobian(Jr: np.ndarray, Js: np.ndarray) -> np.ndarray:
+    """One group's (J T) x (H + J H) Jacobian in (r, s) from its blocks (J, T, H)."""
+    J, T, H = Js.shape
+    full = np.zeros((J * T, H + J * H))
+    for j in range(J):
+        full[j * T : (j + 1) * T, :H] = Jr[j]
+        full[j * T : (j + 1) * T, H + j * H : H + (j + 1) * H] = Js[j]
+    return full
+
+
+def link_noise(
+    lt: np.ndarray,
+    r: np.ndarray,
+    s: np.ndarray,
+    k: int,
+    p: np.ndarray,
+    noise: np.ndarray,
+) -> float:
+    """First-order bound on the miss of the TRUE head order's prediction of the halved link
+    ``((u_1 + u_k) / 2, b_1)`` caused by the noise of groups 1 and k (without the link's own).
+
+    A change dY_g of group g's answers moves its least-squares (r_g, s_g) by ``J_g^+ dY_g``
+    and the link prediction of order ``p`` by ``L_g J_g^+ dY_g`` (``L_g``: the prediction's
+    Jacobian in group g's parameters), at most ``|L_g J_g^+| |dY_g|``; ``noise[g]`` is
+    ``|dY_g|`` (the group's residual and rounding floor). ``r`` (G, H), ``s`` (G, J, H): the
+    fitted groups; ``p``: group k's order against group 1.
+
+    >>> lt = np.log(np.array([0.25, 0.5, 1.0, 2.0, 4.0]))
+    >>> r = np.array([[1.0, -2.0], [0.5, 1.5]]); s = np.array([[[0.3, -0.4]], [[1.1, 0.2]]])
+    >>> b = link_noise(lt, r, s, 1, np.array([0, 1]), np.array([1e-8, 2e-8]))
+    >>> bool(1e-7 < b < 1e-5), bool(link_noise(lt, r, s, 1, np.array([0, 1]), np.zeros(2)) == 0)
+    (True, True)
+    """
+    H, J = r.shape[1], s.shape[1]
+    R = (r[0] + r[k][p]) / 2
+    sig = _sigmoid((s[0, 0] + s[k, 0][p])[None, :] / 2 + lt[:, None])  # (T, H)
+    dr, ds = sig / 2, R[None, :] * sig * (1.0 - sig) / 2  # the link in r_h, s_0h of a group
+    bound = 0.0
+    for g, cols in ((0, np.arange(H)), (k, p)):
+        # The link's head h is group g's head cols[h] (group 1: h itself; group k: p[h]).
+        _, Js, Jr = _parts(lt, np.zeros((1, J, len(lt))), r[g][None], s[g][None])
+        L = np.zeros((len(lt), H + J * H))
+        L[:, cols], L[:, H + cols] = dr, ds
+        gain = np.linalg.norm(L @ np.linalg.pinv(_dense_jacobian(Jr[0], Js[0])), 2)
+        bound += float(gain) * float(noise[g])
+    return bound
 
 
 def link_orders(

@@ -11,8 +11,8 @@ True
 
 The float path reads each head's score ``s_h = u^T (W_h b + c_h)`` and residue
 ``r_h = u^T v_h`` off the poles of ``F(t) = c + sum_h r_h sigmoid(s_h + log t)`` on a
-ratio window ``|log2 t| <= 6``. The poles are separated by the score gaps
-``|s_h - s_h'|``; a pole is seen only while ``-s_h`` lies in the window. Both scale with
+ratio window ``|log2 t| <= 8`` (the design's ratios). The poles are separated by the
+score gaps ``|s_h - s_h'|``; a pole is seen only while ``-s_h`` lies in the window. Both scale with
 ``|u|`` (and the residues with it), so one factor on every u row moves the whole picture:
 too small and the poles crowd together (the fit's error grows like 1/gap^(2H - 1)), too
 large and they leave the window. The fixed design puts the scores of W ~ N(0, 1/d) at a
