@@ -94,8 +94,9 @@ _B_NORM = 1.21
 _LOG2_WINDOW = 8.0
 _MAX_LENGTH = 257  # k + m: the longest per-pair query (k, m <= 256)
 # Up to two heads the grid has only 2H = 2 or 4 ratios: over [-8, 8] they sit 5.3 to 16
-# log2 units apart, wider than a sigmoid (about 1.4 log2 units from 12 % to 88 %), so the
-# poles fall between the samples. There the window stays [-6, 6] (k, m <= 64): at the true
+# log2 units apart, about a sigmoid's whole rise (5.8 log2 units from 12 % to 88 %) or
+# more, so a pole is seen on its slope by one or two samples at most (4 to 12 apart at
+# [-6, 6]). There the window stays [-6, 6] (k, m <= 64): at the true
 # heads H = 1 loses 2.4x at [-8, 8] (random d = 8 and nn.MultiheadAttention E = 8, 4 seeds
 # each), H = 2 is even, and float32 nn.MultiheadAttention E = 8, H = 2 modules (the
 # independent check's seeds 0-9) were learned 4/10 with [-6, 6] against 1/10 with [-8, 8].

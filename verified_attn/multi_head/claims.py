@@ -399,7 +399,7 @@ _RECOVERY_SIZES: dict[str, Any] = {
 
 def _mh_positions(seed: int) -> ClaimResult:
     # The rotary box is already inconsistent with the learning answers (refused there).
-    # The float ratio grid asks sequences up to 24 tokens: a window of 4 makes its
+    # The float ratio grid asks sequences up to 65 tokens at one head: a window of 4 makes its
     # answers inconsistent with any sum of heads, and the joint fit refuses first
     # (PrecisionExhausted: no consistent heads); never a result.
     ok, detail = soundness.position_check(
