@@ -48,7 +48,6 @@ from verified_attn.multi_head.canonical_float import (
     redundancy,
 )
 from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
-from verified_attn.multi_head.float_fit import sigma_min_groups
 from verified_attn.serialize import load_number
 
 
@@ -195,26 +194,22 @@ def conditioning(kind: str, d: int, H: int, seed: int, scales: list[float]) -> d
     ratios = float_ratios(H)
     lt = np.log([k / m for k, m in ratios])
     unit = 2.0**-53
-    size = max(
-        1.0, abs(beta), float(np.abs(W).max()), float(np.abs(c).max()), float(np.abs(v).max())
-    )
+    heads = [(W[h], v[h], c[h]) if affine else (W[h], v[h]) for h in range(H)]
+    extra = cf.extra_columns(d, H, affine)
+    t = np.array([k / m for k, m in ratios])
     errors = []
     for a in scales:
-        U, B, _ = float_design(d, seed, affine, a)
+        # The learner's own figure (heads_error_estimate) on the design's exact answers at
+        # the true heads: no residual, only the rounding floor.
+        U, B, _ = float_design(d, seed, affine, a, extra)
         S = np.einsum("ki,hij,nj->knh", U, W, B) + (U @ c.T)[:, None, :]  # (d, ncols, H)
-        R = U @ v.T  # (d, H)
         F0 = B @ v.sum(axis=0) + beta
         sig = 0.5 * (1.0 + np.tanh(0.5 * (S[:, :, None, :] + lt[None, None, :, None])))
-        F = F0[None, :, None] + np.einsum("kjth,kh->kjt", sig, R)
-        floor = unit * np.sqrt((F**2).sum(axis=(1, 2)) + len(lt) * float(F0 @ F0))
-        sigma = sigma_min_groups(lt, R, S)
-        M = np.vstack([B.T, np.ones((1, len(B)))]) if affine else B.T
-        nU, nM = np.linalg.norm(np.linalg.inv(U), 2), np.linalg.norm(np.linalg.inv(M), 2)
-        with np.errstate(divide="ignore"):
-            err = float(nU * nM * np.sqrt(((floor / sigma) ** 2).sum())) / size
-        errors.append(err)
+        F = F0[None, :, None] + np.einsum("kjth,kh->kjt", sig, U @ v.T)
+        ans = F.reshape(-1, len(lt))
+        errors.append(cf.heads_error_estimate(U, B, F0, ans, t, heads, beta, unit, affine))
     with oracle.phase("F(0)"):
-        _, B, _ = float_design(d, seed, affine)
+        _, B, _ = float_design(d, seed, affine, extra=extra)
         f0 = np.array(oracle.query_many(B[:, None, :]), dtype=np.float64)
     picked, _, _ = cf._pilot(oracle, f0, ratios, H, seed, affine)
     return {

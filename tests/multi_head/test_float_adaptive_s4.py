@@ -63,12 +63,13 @@ def _fresh_error(rec: va.Recovery, model: Any, d: int, seed: int) -> float:
 def test_random_box_keeps_the_design_scale_at_no_cost() -> None:
     # d = 8, H = 6: the pilot's 8 pairs x 13 queries are the design's own; nothing discarded.
     rec = learn_multi_head(va.Oracle(random_float_box(8, 6, 0), "float"), heads=6, seed=0)
-    assert rec.queries == float_query_bound(8, 6) == 931
+    assert rec.queries == float_query_bound(8, 6) == 1141
     assert {k: v for k, v in rec.queries_by_phase.items() if k != "verify"} == {
-        "F(0)": 8,
+        # 10 columns (2 redundant): 8 x 10 grid pairs + 7 links = 87 pairs, 8 in the pilot.
+        "F(0)": 10,
         "pilot": 8 * 13,
-        "F(t)": (71 - 8) * 12,
-        "redundancy": 71 - 8,
+        "F(t)": (87 - 8) * 12,
+        "redundancy": 87 - 8,
     }
     assert "0 rescaling rounds" in rec.notes[0] and "u scale 1;" in rec.notes[0]
 

@@ -166,7 +166,9 @@ def test_a_box_the_old_window_refuses_is_learned(monkeypatch: pytest.MonkeyPatch
     # d = 8, H = 7, random_float_box seed 0 (measured): with log2 t in [-6, 6] the pooled
     # fit of u_6 stalls at 8.9e3 x its rounding floor (PrecisionExhausted, also after the
     # conditioning rounds); with [-8, 8] it is learned with the design count 1073 (no tie
-    # link, no conditioning round: the count is the old design's, 8 + 15 x 71).
+    # link, no conditioning round: the count is the old design's, 8 + 15 x 71). The square
+    # design (no redundant columns): this test is about its window.
+    monkeypatch.setattr(cf, "REDUNDANT_FROM_HEADS", 9)
     model = cf.random_float_box(8, 7, 0)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=7, seed=0)
     assert rec.queries == cf.float_query_bound(8, 7) == 1073

@@ -128,7 +128,9 @@ def test_a_local_minimum_is_asked_again_and_learned(monkeypatch: pytest.MonkeyPa
     # were asked again. Now u_8 is asked a second time (each round its 8 pairs and its link,
     # 15 ratios: 135 queries; 1073 + 270 = 1343 < the follow-up's 1779) and the heads come
     # back within the rtol (first-order estimate 3.6e-7, fresh error 1.6e-8).
-    # (Seed 3, this test's box before the window [-8, 8], is now learned at once.)
+    # (Seed 3, this test's box before the window [-8, 8], is now learned at once.) The
+    # square design: with redundant columns this box is learned at once (test_float_wide_s6).
+    monkeypatch.setattr(cf, "REDUNDANT_FROM_HEADS", 9)
     real = cf._decode_pooled
     first: list[Any] = []
 

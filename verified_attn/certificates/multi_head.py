@@ -87,6 +87,7 @@ from verified_attn.multi_head.canonical_float import (
     heads_error_estimate,
     joint_polish,
     max_length,
+    probe_columns,
 )
 from verified_attn.multi_head.float_pilot import pilot_rounds
 from verified_attn.rational_interpolation import interpolate, poles, to_arb
@@ -159,7 +160,8 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
         raise CertificateError(f"result.exact is {exact} in {arith.name} arithmetic")
     if arith.name == "float" and not heads_given:
         raise CertificateError("a float canonical certificate must have heads_given true")
-    ncols = d + (1 if affine else 0)
+    # The float design's columns follow from the sizes (redundant ones from six heads on).
+    ncols = probe_columns(d, H0, affine) if arith.name == "float" else d + (1 if affine else 0)
     npairs = d * ncols + d - 1
     ties = _ties(data, d, ncols)
     if arith.name == "float":
@@ -175,7 +177,7 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
         }
         if extra:
             phases["redundancy"] = (npairs - d) * extra
-        conditioning = _float_conditioning(data, arith, d, affine, per_pair)
+        conditioning = _float_conditioning(data, arith, d, ncols, per_pair)
         if conditioning:
             phases["conditioning"] = conditioning
     else:
@@ -767,13 +769,12 @@ def _float_conditioning(
     data: dict[str, Any],
     arith: Arithmetic,
     d: int,
-    affine: bool,
+    ncols: int,
     per_pair: int,
 ) -> int:
     """design.conditioning: the float conditioning rounds (u-group k, factor, the replaced
     answers: its ncols pairs, then the halved links through u_k), at most
     ``CONDITIONING_GROUPS`` (their total is held to the bound); the queries they asked."""
-    ncols = d + (1 if affine else 0)
 
     def rows(row: Any, path: str) -> int:
         k = as_int(get(row, "k"), f"{path}.k", low=0, high=d - 1)

@@ -45,17 +45,21 @@ from verified_attn.multi_head.float_fit import (
     GroupFit,
     closest_gap,
     fit_groups,
+    fit_linear_groups,
     fit_scores,
     group_model,
     heads_named,
+    linear_start,
     link_noise,
     link_orders,
     moved_starts,
     polish_groups,
+    score_weights,
     sigma_min_groups,
+    sigma_min_linear,
     transposition_starts,
 )
-from verified_attn.multi_head.float_pilot import next_scale, pilot_rounds
+from verified_attn.multi_head.float_pilot import MAX_ROUNDS, next_scale, pilot_rounds
 from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.recovery import MultiHeadRecovery
 from verified_attn.serialize import dump_number
@@ -203,14 +207,59 @@ def max_length(H: int) -> int:
     return max(k + m for k, m in _float_ratios(H))
 
 
+# Redundant probe columns (more b's than the d, affine d + 1, a square design needs) from
+# this many heads on: where the free per-pair scores crowd (nn.MultiheadAttention E = 16,
+# H = 8: the u-groups' sigma_min 1e-10 .. 1e-5) the scores' linearity in b pins a pair's
+# close scores through the other pairs (float_fit.fit_linear_groups). Fewer heads keep the
+# square design (learned at d = 8 for H <= 5 in 100 of 100 seeds without it).
+REDUNDANT_FROM_HEADS = 6
+
+
+def _limit_at(d: int, H: int, affine: bool, extra: int) -> int:
+    """The count of :func:`base_query_limit` with ``extra`` redundant probe columns."""
+    ncols = d + (1 if affine else 0) + extra
+    npairs = d * ncols + d - 1
+    ties = d * (ncols - 1) if H >= 2 else 0
+    return ncols + npairs * (2 * H + redundancy(H)) + ties
+
+
+def extra_columns(d: int, H: int, affine: bool) -> int:
+    """Redundant probe columns of the float design: from :data:`REDUNDANT_FROM_HEADS` heads
+    on, as many as the room under the follow-up's ``4Hd^2 - 2H + 1`` holds once the
+    pilot's discarded rounds are reserved (each column costs its F(0), d pairs and d tie
+    links at most), at most d; else 0. A function of the sizes alone, so that a
+    certificate's design is fixed by them.
+
+    >>> extra_columns(8, 5, False), extra_columns(8, 6, False), extra_columns(16, 8, True)
+    (0, 2, 8)
+    """
+    if H < REDUNDANT_FROM_HEADS:
+        return 0
+    per_pair = 2 * H + redundancy(H)
+    room = follow_up_query_bound(d, H) - 1 - _limit_at(d, H, affine, 0)
+    reserve = (MAX_ROUNDS - 1) * d * per_pair
+    column = 1 + d * per_pair + d
+    return max(0, min(d, (room - reserve) // column))
+
+
+def probe_columns(d: int, H: int, affine: bool) -> int:
+    """The float design's probe columns b_j: d (affine d + 1) plus :func:`extra_columns`.
+
+    >>> probe_columns(8, 4, True), probe_columns(16, 8, True)
+    (9, 25)
+    """
+    return d + (1 if affine else 0) + extra_columns(d, H, affine)
+
+
 def float_query_bound(d: int, H: int, *, affine: bool = False) -> int:
     """The float path's count without ties or a rescaling pilot: the F(0) probes, then per
-    pair 2H grid ratios and ``redundancy(H)`` redundant samples.
+    pair 2H grid ratios and ``redundancy(H)`` redundant samples (:func:`probe_columns`
+    columns).
 
-    >>> float_query_bound(8, 6), float_query_bound(3, 2, affine=True)
-    (931, 74)
+    >>> float_query_bound(8, 5), float_query_bound(3, 2, affine=True), float_query_bound(8, 6)
+    (789, 74, 1141)
     """
-    ncols = d + (1 if affine else 0)
+    ncols = probe_columns(d, H, affine)
     npairs = d * ncols + d - 1
     return ncols + npairs * (2 * H + redundancy(H))
 
@@ -219,11 +268,10 @@ def base_query_limit(d: int, H: int, *, affine: bool = False) -> int:
     """:func:`float_query_bound` plus one tie link per grid pair with j > 1 (as in exact
     mode): the worst case of a box the pilot keeps at the design scale.
 
-    >>> base_query_limit(8, 6)
-    987
+    >>> base_query_limit(8, 5), base_query_limit(8, 6)
+    (845, 1213)
     """
-    ties = d * d if affine else d * (d - 1)
-    return float_query_bound(d, H, affine=affine) + (ties if H >= 2 else 0)
+    return _limit_at(d, H, affine, extra_columns(d, H, affine))
 
 
 def float_query_limit(d: int, H: int, *, affine: bool = False) -> int:
@@ -247,7 +295,7 @@ def adaptive_room(d: int, H: int, affine: bool) -> int:
     :func:`base_query_limit`: what keeps the total under the follow-up's count, or 0.
 
     >>> adaptive_room(8, 6, False), adaptive_room(2, 2, False)
-    (537, 0)
+    (311, 0)
     """
     return max(0, follow_up_query_bound(d, H) - 1 - base_query_limit(d, H, affine=affine))
 
@@ -257,11 +305,21 @@ def conditioning_cost(d: int, H: int, affine: bool, k: int = 0) -> int:
     pairs and the halved links through u_k (all d - 1 of them for k = 0, else one).
 
     >>> conditioning_cost(8, 6, False), conditioning_cost(8, 6, False, k=3)
-    (195, 117)
+    (221, 143)
     """
-    ncols = d + (1 if affine else 0)
+    ncols = probe_columns(d, H, affine)
     links = d - 1 if k == 0 else 1
     return (ncols + links) * (2 * H + redundancy(H))
+
+
+def float_probe_matrix(B: np.ndarray, affine: bool) -> np.ndarray:
+    """M = B^T (affine: B^T over a row of ones), p x J: pair j's scores are ``M[:, j]^T w``
+    with p = d (d + 1). Square for the basis, wide with redundant columns.
+
+    >>> float_probe_matrix(np.eye(2), True).tolist()
+    [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+    """
+    return np.vstack([B.T, np.ones((1, B.shape[0]))]) if affine else B.T
 
 
 def design_pairs(U: np.ndarray, ncols: int) -> list[tuple[np.ndarray, int]]:
@@ -277,12 +335,13 @@ def design_pairs(U: np.ndarray, ncols: int) -> list[tuple[np.ndarray, int]]:
 
 
 def float_design(
-    d: int, seed: int, affine: bool, scale: float = 1.0
+    d: int, seed: int, affine: bool, scale: float = 1.0, extra: int = 0
 ) -> tuple[np.ndarray, np.ndarray, list[tuple[np.ndarray, int]]]:
     """The float design: orthogonal probe bases (seeded), u rows of norm
     ``_U_NORM * d^(1/4)``, b rows of norm ``_B_NORM * d^(1/4)``; pairs as in exact mode
     with halved links ``((u_1 + u_k)/2, b_1)``. ``scale`` multiplies every u row (the
-    pilot's factor, :mod:`.float_pilot`).
+    pilot's factor, :mod:`.float_pilot`); ``extra`` redundant b rows (random directions of
+    the same norm, :func:`extra_columns`) follow the basis.
 
     Orthogonal bases make ``U^-1`` and ``M^-1`` (which carry the score errors into W)
     as well conditioned as a basis can be; the norms put the scores of heads with
@@ -311,6 +370,9 @@ def float_design(
             if np.linalg.cond(M) <= 100.0 * d:
                 break
         Bf = np.vstack([Bf, b0])
+    if extra:
+        more = rng.standard_normal((extra, d))
+        Bf = np.vstack([Bf, more / np.linalg.norm(more, axis=1, keepdims=True) * (_B_NORM * d**0.25)])
     return Uf, Bf, design_pairs(Uf, len(Bf))
 
 
@@ -676,6 +738,9 @@ _REPAIR_STEPS = 300
 _REPAIR_PRUNE = (40, 8)
 # Rounds of joint restarts (one pair each) for a group still not converged after the repairs.
 _JOINT_ROUNDS = 3
+# The redundant design's fit (_linear_stage) restarts a group still off its floor this many
+# times, from its pairs' scores refitted alone with the linear fit's residues.
+_LINEAR_ROUNDS = 2
 # Shifts of one head's score tried by the joint restarts (log t units).
 _LOCAL_SHIFTS = np.array([-0.3, -0.1, -0.03, -0.01, 0.01, 0.03, 0.1, 0.3])
 # Random starts per repaired pair.
@@ -716,10 +781,15 @@ def _group_fits(
     *,
     ids: Sequence[int] | None = None,
     full_d: int | None = None,
+    Mt: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Steps 1-2 of :func:`_decode_pooled`: every u-group's residues r (d, H), scores
     s (d, J, H) (head order per group arbitrary), residual norms (d,) and rounding floors
     (d,), from the grid answers ``ans`` (rows: pairs (u_k, b_j), k-major) and ``f0``.
+
+    ``Mt`` (J, p): the probe columns (:func:`float_probe_matrix` transposed). With more pairs
+    than p (redundant columns) the free fits are only the starts of the fit in (r, w) with
+    ``s = Mt w`` (:func:`_linear_stage`), whose scores are returned.
 
     ``ids`` (the groups' indices in the design, default ``range(d)``) and ``full_d`` (the
     design's d) let a subset of the groups be refitted (:func:`_refit_groups`) exactly as
@@ -747,6 +817,19 @@ def _group_fits(
     own_rel = np.linalg.norm(own, axis=-1) / np.maximum(np.linalg.norm(Y, axis=-1), 1e-300)
     gaps = np.diff(np.sort(ss, axis=-1), axis=-1).min(axis=-1) if H > 1 else np.ones((d, ncols))
     key = np.where(own_rel <= 1e-8, gaps, -own_rel)
+    if Mt is not None and Mt.shape[0] > Mt.shape[1] and H > 1 and ncols > 3:
+        # Redundant columns, many heads: a single pair's residues are often far off (2H
+        # unknowns from 2H + 1 answers), and its score gap does not say which. The pairs
+        # whose residues agree with other pairs' are the sources: key = minus the median
+        # distance to its 3 nearest (sorted residues, relative). Measured (nn.MHA E = 16,
+        # H = 8): in groups whose widest-gap sources were off by 0.5 - 2, three pairs agreed
+        # to 2e-4 with residues 3e-5 - 2e-4 from the truth.
+        srt = np.sort(sr, axis=-1)
+        scale_r = np.maximum(np.abs(srt).max(axis=-1), 1e-300)
+        dist = np.abs(srt[:, :, None, :] - srt[:, None, :, :]).max(axis=-1) / scale_r[:, :, None]
+        dist[:, np.arange(ncols), np.arange(ncols)] = np.inf
+        near = np.sort(dist, axis=-1)[:, :, :3]
+        key = np.where(np.isfinite(near).all(axis=-1), -np.median(near, axis=-1), -np.inf)
     n_src = min(ncols, max(_SOURCES, _SOURCE_WORK // (full_d * ncols)))
     src = np.argsort(-key, axis=1, kind="stable")[:, :n_src]
     r0 = np.empty((d, n_src, H))
@@ -796,6 +879,14 @@ def _group_fits(
         floor=np.repeat(floor, n_src),
     )
     fit = polish_groups(lt, np.repeat(Y, n_src, axis=0), fit.r, fit.s)
+    wide = Mt is not None and Mt.shape[0] > Mt.shape[1]
+    if wide:
+        # Redundant columns: every source's free fit starts a fit in (r, w); the best is
+        # kept (a group still off its floor goes through the free repairs below).
+        r_lin, s_lin, res_lin = _linear_stage(
+            lt, np.repeat(Y, n_src, axis=0), Mt, fit.r, fit.s, np.repeat(floor, n_src)
+        )
+        fit = GroupFit(r=r_lin, s=s_lin, residual=res_lin)
     res = fit.residual.reshape(d, n_src)
     best = res.argmin(axis=1)
     r = fit.r.reshape(d, n_src, H)[np.arange(d), best]
@@ -807,6 +898,9 @@ def _group_fits(
     # estimate errors up to 2e-6: the design's conditioning, not the starts).
     n_bad = int(np.sum(~(res_best <= _CONVERGED * floor)))
     rounds = _REPAIRS if n_bad <= _repair_limit(full_d) else 0
+    # With redundant columns the repairs below work on the free fit (off the plane): the
+    # groups they change are fitted on the plane again afterwards, from the repaired scores.
+    on_plane = (r.copy(), s.copy(), res_best.copy())
     for _ in range(rounds):
         # A group whose pooled fit misses its answers has a pair in a local minimum (two
         # heads' scores swapped, or merged poles), which also biases the shared residues.
@@ -861,7 +955,61 @@ def _group_fits(
             if not joint.residual[0] < res_best[k]:
                 break
             r[k], s[k], res_best[k] = joint.r[0], joint.s[0], joint.residual[0]
+    if wide:
+        r_rep, s_rep = r, s  # the repaired free fits
+        moved = np.flatnonzero(res_best < on_plane[2])
+        r, s, res_best = on_plane
+        if len(moved):
+            # Measured (random d = 8, H = 6, benchmark seeds 4 and 12): one u-group left at
+            # 1e9 x its floor by the fit on the plane, which the free repairs' starts reach.
+            got = _linear_stage(lt, Y[moved], Mt, r_rep[moved], s_rep[moved], floor[moved])
+            better = got[2] < res_best[moved]
+            i = moved[better]
+            r[i], s[i], res_best[i] = got[0][better], got[1][better], got[2][better]
     return r, s, res_best, floor
+
+
+def _linear_stage(
+    lt: np.ndarray,
+    Y: np.ndarray,
+    Mt: np.ndarray,
+    r: np.ndarray,
+    s: np.ndarray,
+    floor: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The redundant design's fit in (r, w), ``s = Mt w`` (:func:`~.float_fit.fit_linear_groups`),
+    started from the free fits' scores with the pairs off the plane left out
+    (:func:`~.float_fit.linear_start`). A group still over ``_CONVERGED`` x its floor is
+    started again, up to ``_LINEAR_ROUNDS`` times, from its pairs' scores refitted alone
+    with the linear fit's residues (from the plane's scores, every transposition and one
+    head moved across the window): the plane then predicts a wrong-basin pair's scores
+    far better than its own free fit did. Returns r, s = Mt w and the residuals."""
+    ncols, H = s.shape[1:]
+    fit = fit_linear_groups(
+        lt, Y, Mt, r, linear_start(Mt, s, score_weights(lt, r, s)), floor=floor
+    )
+    r, s, res = fit.r, fit.s, fit.residual
+    for _ in range(_LINEAR_ROUNDS):
+        bad = np.flatnonzero(~(res <= _CONVERGED * floor))
+        if not len(bad) or H == 1:
+            break
+        # Each pair of the bad groups refitted alone with the group's residues.
+        Yb = Y[bad].reshape(-1, Y.shape[-1])
+        rb = np.repeat(r[bad], ncols, axis=0)
+        sb = s[bad].reshape(-1, H)
+        starts = np.concatenate(
+            [sb[:, None, :], transposition_starts(sb), moved_starts(sb, _score_grid(lt))], axis=1
+        )
+        got, _ = fit_scores(lt, Yb, rb, starts, prune=_REPAIR_PRUNE)
+        s_free = got.reshape(len(bad), ncols, H)
+        start = linear_start(Mt, s_free, score_weights(lt, r[bad], s_free))
+        again = fit_linear_groups(lt, Y[bad], Mt, r[bad], start, floor=floor[bad])
+        better = again.residual < res[bad]
+        if not better.any():
+            break
+        i = bad[better]
+        r[i], s[i], res[i] = again.r[better], again.s[better], again.residual[better]
+    return r, s, res
 
 
 def _refit_groups(
@@ -872,13 +1020,14 @@ def _refit_groups(
     unit: float,
     fits: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     groups: Sequence[int],
+    Mt: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``fits`` (from :func:`_group_fits`) with the u-groups ``groups`` fitted again from
     ``ans``: a conditioning round changes only the answers of the groups it asked again, and
     each group's fit depends only on its own answers (the others keep theirs, at no cost)."""
     d, ncols = len(fits[0]), len(f0)
     rows = np.concatenate([ans[k * ncols : (k + 1) * ncols] for k in groups])
-    got = _group_fits(f0, rows, t, H, len(groups), unit, ids=groups, full_d=d)
+    got = _group_fits(f0, rows, t, H, len(groups), unit, ids=groups, full_d=d, Mt=Mt)
     out = tuple(x.copy() for x in fits)
     for x, y in zip(out, got, strict=True):
         x[list(groups)] = y
@@ -958,7 +1107,10 @@ def _decode_pooled(
        best-conditioned pairs' residues (the widest score gaps), the best kept; a group
        above ``_CONVERGED`` x its rounding floor is repaired (leave-one-out residues,
        scores-only restarts of its missing pairs, then joint restarts of its worst pair),
-       all in :func:`_group_fits`.
+       all in :func:`_group_fits`. With redundant columns (:func:`extra_columns`) each
+       source's fit is the start of the fit in (r, w), ``s = M^T w``
+       (:func:`_linear_stage`), a group the repairs change is fitted on the plane again
+       from them, and step 3's swaps are not needed.
     3. Gates: a group over ``_GROUP_FIT`` x its floor misses its answers; one over
        ``_CONVERGED`` x the groups' median level is a local minimum (the first-order
        estimate does not hold there); both are refused. Pairs with two close scores are
@@ -997,9 +1149,16 @@ def _decode_pooled(
             "ill-conditioned",
             tuple(bad),
         )
+    M = float_probe_matrix(B, affine)
+    wide = M.shape[1] > M.shape[0]
     # (After the refusal above: the swaps cost a group fit each, 20 s at d = 32, H = 8.)
-    r, s, res_best, _, twins, alts = _swap_alternatives(lt, Y, r, s, res_best, floor)
-    twins = _resolve_twins(twins, alts, r, s, res_best, lt, f0, unit, ask_ties)
+    # With redundant columns a pair's two close scores are fixed by the others through
+    # s = M^T w: swapping them leaves the plane, so there is no second solution to look for;
+    # what is left of their closeness is in the linear fit's sigma_min (the estimate).
+    twins: list[tuple[int, int, int, int, float, float]] = []
+    if not wide:
+        r, s, res_best, _, twins, alts = _swap_alternatives(lt, Y, r, s, res_best, floor)
+        twins = _resolve_twins(twins, alts, r, s, res_best, lt, f0, unit, ask_ties)
     spread = np.zeros(d)
     for tw in twins:
         spread[tw[0]] = max(spread[tw[0]], tw[5])
@@ -1082,8 +1241,8 @@ def _decode_pooled(
             )
         p = orders[0]
         r[k], s[k] = r[k][p], s[k][:, p]
-    M = np.vstack([B.T, np.ones((1, ncols))]) if affine else B.T
-    Uinv, Minv = np.linalg.inv(U), np.linalg.inv(M)
+    Uinv = np.linalg.inv(U)
+    Minv = np.linalg.pinv(M) if wide else np.linalg.inv(M)
     heads: list[tuple[np.ndarray, ...]] = []
     for h in range(H):
         Wc = Uinv @ s[:, :, h] @ Minv
@@ -1092,7 +1251,7 @@ def _decode_pooled(
             head = (*head, Wc[:, d])
         heads.append(head)
     beta = float(f0[0] - B[0] @ sum(hd[1] for hd in heads)) if affine else 0.0
-    sig = sigma_min_groups(lt, r, s)
+    sig = _sigma_min(lt, M, r, s)
     # A second solution that fits as well is an error the first-order figure cannot see.
     estimate = _propagated_error(res_best, floor, sig, spread, U, B, f0, heads, beta, unit, affine)
     if estimate > getattr(arith, "parameter_rtol", arith.rtol):
@@ -1301,7 +1460,7 @@ def _pilot(
     scale, discarded = 1.0, []
     with oracle.phase("pilot"):
         for i in range(rounds):
-            _, B, pairs = float_design(d, seed, affine, scale)
+            _, B, pairs = float_design(d, seed, affine, scale, extra_columns(d, H, affine))
             chosen = [pairs[p] for p in pilot_pairs(d, len(B))]
             seqs = [float_sequence(u, B[j], k, m) for u, j in chosen for k, m in ratios]
             got = np.array(oracle.query_many(seqs), dtype=np.float64).reshape(d, -1)
@@ -1395,12 +1554,14 @@ def learn_float(
     tie_answers: list[dict[str, Any]] = []
     with oracle.run() as run:
         d = oracle.d
-        U, B, _ = float_design(d, seed, affine)
+        wide = extra_columns(d, H, affine)
+        U, B, _ = float_design(d, seed, affine, extra=wide)
         ncols = len(B)
         with oracle.phase("F(0)"):
             f0 = np.array(oracle.query_many(B[:, None, :]), dtype=np.float64)
         scale, kept, discarded = _pilot(oracle, f0, ratios, H, seed, affine)
-        U, B, pairs = float_design(d, seed, affine, scale)
+        U, B, pairs = float_design(d, seed, affine, scale, wide)
+        Mt = float_probe_matrix(B, affine).T
         piloted = pilot_pairs(d, ncols)
         rest = [p for i, p in enumerate(pairs) if i not in set(piloted)]
         with oracle.phase("F(t)"):
@@ -1434,7 +1595,7 @@ def learn_float(
             return [asked_ties[x] for x in kj]
 
         unit = float(getattr(oracle.arithmetic, "unit_roundoff", 2.0**-53))
-        fits = _group_fits(f0, ans, t, H, d, unit)
+        fits = _group_fits(f0, ans, t, H, d, unit, Mt=Mt)
         dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties, fits)
         replaced: list[dict[str, Any]] = []
         room = adaptive_room(d, H, affine) - len(discarded) * d * len(ratios)
@@ -1457,7 +1618,7 @@ def learn_float(
             for k in again:
                 U, ans, old = _condition(oracle, U, B, ans, ratios, k)
                 replaced.append({"k": k, "factor": _CONDITIONING_FACTOR, "answers": old})
-            fits = _refit_groups(f0, ans, t, H, unit, fits, again)
+            fits = _refit_groups(f0, ans, t, H, unit, fits, again, Mt=Mt)
             dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties, fits)
         ambiguous = dec.ambiguous
         # The learning answers as rows (u, b, log k, F): F(0) rows carry log k = -inf.
@@ -1720,13 +1881,16 @@ def _propagated_error(
 ) -> float:
     """The u-groups' first-order errors ``max(|dY_k| / sigma_min_k, spread_k)`` (``dY_k``:
     the residual and the rounding floor) carried through ``|U^-1|`` and ``|M^-1|`` to the
-    heads, relative to max(1, largest parameter)."""
+    heads, relative to max(1, largest parameter). With redundant columns sigma_min is the
+    fit's in (r, w) (:func:`_sigma_min`), whose w is ``[W_h | c_h]^T u_k`` itself: no
+    ``|M^-1|``."""
     H = len(heads)
     with np.errstate(divide="ignore"):
         err = np.where(sig > 0, np.sqrt(residual**2 + floor**2) / sig, math.inf)
     err_S = float(np.sqrt((np.maximum(err, spread) ** 2).sum()))
-    M = np.vstack([B.T, np.ones((1, B.shape[0]))]) if affine else B.T
-    nU, nM = float(np.linalg.norm(np.linalg.inv(U), 2)), float(np.linalg.norm(np.linalg.inv(M), 2))
+    M = float_probe_matrix(B, affine)
+    nU = float(np.linalg.norm(np.linalg.inv(U), 2))
+    nM = 1.0 if M.shape[1] > M.shape[0] else float(np.linalg.norm(np.linalg.inv(M), 2))
     err_W, err_v = nU * err_S * nM, nU * err_S
     err_beta = float(np.linalg.norm(B[0])) * H * err_v + unit * abs(float(f0[0])) if affine else 0
     size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
@@ -1761,7 +1925,7 @@ def heads_error_estimate(
     """
     d, ncols, T = U.shape[0], B.shape[0], len(t)
     n_grid = d * ncols
-    M = np.vstack([B.T, np.ones((1, ncols))]) if affine else B.T
+    M = float_probe_matrix(B, affine)
     r = np.stack([U @ hd[1] for hd in heads], axis=1)  # (d, H)
     s = np.stack(
         [U @ (np.column_stack([hd[0], hd[2]]) if affine else hd[0]) @ M for hd in heads], axis=2
@@ -1773,8 +1937,18 @@ def heads_error_estimate(
     floor = unit * np.sqrt(
         (ans[:n_grid] ** 2).sum(axis=1).reshape(d, ncols).sum(axis=1) + T * float(f0 @ f0)
     )
-    sig = sigma_min_groups(lt, r, s)
+    sig = _sigma_min(lt, M, r, s)
     return _propagated_error(residual, floor, sig, np.zeros(d), U, B, f0, heads, beta, unit, affine)
+
+
+def _sigma_min(lt: np.ndarray, M: np.ndarray, r: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Each u-group's conditioning figure: the free fit's sigma_min in (r, s) for a square
+    design, the linear fit's in (r, w) with w = the least-squares ``s = M^T w`` for a wide
+    one (redundant columns; their scores are on that plane)."""
+    if M.shape[1] <= M.shape[0]:
+        return sigma_min_groups(lt, r, s)
+    w = np.einsum("aj,gjh->gah", np.linalg.pinv(M.T), s)
+    return sigma_min_linear(lt, M.T, r, w)
 
 
 def _check_learning_fit(

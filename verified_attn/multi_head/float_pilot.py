@@ -67,7 +67,7 @@ NOISE_LOG2 = 4.2
 _STEP_LOG2 = 0.25
 _MIN_LOG2, _MAX_LOG2 = -4.0, 6.0
 # Rounds of the pilot at most (the last one is always kept).
-_MAX_ROUNDS = 3
+MAX_ROUNDS = 3
 # Single-pair scores beyond this are lost poles (the pair fit clips at 27.6), not spread.
 _LOST_POLE = 12.0
 
@@ -120,4 +120,4 @@ def pilot_rounds(d: int, H: int, affine: bool) -> int:
 
     group = d * (2 * H + redundancy(H))
     room = follow_up_query_bound(d, H) - 1 - base_query_limit(d, H, affine=affine)
-    return max(1, min(_MAX_ROUNDS, 1 + room // group))
+    return max(1, min(MAX_ROUNDS, 1 + room // group))

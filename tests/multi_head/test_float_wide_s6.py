@@ -1,0 +1,211 @@
+"""The float design's redundant probe columns (six heads on): their count, the fit in (r, w)
+with scores linear in b, its conditioning figure, and the learner and certificate on them."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+
+# The sibling test modules' helpers (pytest puts this directory on sys.path).
+from test_float_adaptive_s4 import _fresh_error
+from test_float_extraction_s3 import _box, _model
+
+import verified_attn as va
+from verified_attn.errors import CertificateError
+from verified_attn.multi_head.canonical_float import (
+    REDUNDANT_FROM_HEADS,
+    _limit_at,
+    adaptive_room,
+    base_query_limit,
+    extra_columns,
+    float_design,
+    float_query_bound,
+    float_query_limit,
+    probe_columns,
+    random_float_box,
+    redundancy,
+)
+from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
+from verified_attn.multi_head.float_fit import (
+    fit_linear_groups,
+    group_model,
+    linear_jacobian,
+    linear_start,
+    sigma_min_groups,
+    sigma_min_linear,
+)
+from verified_attn.multi_head.float_pilot import MAX_ROUNDS, pilot_rounds
+
+SIZES = [
+    (d, H, a)
+    for d in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+    for H in range(1, 9)
+    for a in (False, True)
+]
+
+
+@pytest.mark.parametrize(
+    ("d", "H", "affine", "extra"),
+    [
+        (8, 5, False, 0),
+        (8, 6, False, 2),
+        (8, 6, True, 1),
+        (8, 7, False, 3),
+        (8, 8, False, 3),
+        (16, 6, True, 7),
+        (16, 8, True, 8),
+        (16, 8, False, 9),
+        (32, 8, True, 21),
+        (4, 6, False, 0),
+        (2, 8, True, 0),
+    ],
+)
+def test_extra_columns_golden(d: int, H: int, affine: bool, extra: int) -> None:
+    assert extra_columns(d, H, affine) == extra
+    assert probe_columns(d, H, affine) == d + int(affine) + extra
+    assert len(float_design(d, 0, affine, extra=extra)[1]) == probe_columns(d, H, affine)
+
+
+def test_golden_counts_of_the_wide_design() -> None:
+    # d = 8, H = 6: 10 columns, 8 x 10 + 7 pairs x 13 + 10 F(0) = 1141 (square: 931).
+    assert float_query_bound(8, 6) == 10 + (8 * 10 + 7) * 13 == 1141
+    assert base_query_limit(8, 6) == 1141 + 8 * 9 == 1213
+    assert float_query_limit(8, 6) == 1524 < follow_up_query_bound(8, 6) == 1525
+    assert adaptive_room(8, 6, False) == 311
+
+
+@pytest.mark.parametrize(("d", "H", "affine"), SIZES)
+def test_the_columns_leave_the_pilot_its_rounds_under_the_follow_up(
+    d: int, H: int, affine: bool
+) -> None:
+    extra = extra_columns(d, H, affine)
+    assert 0 <= extra <= d
+    if H < REDUNDANT_FROM_HEADS:
+        assert extra == 0
+    if not extra:
+        return
+    per_pair = 2 * H + redundancy(H)
+    reserve = (MAX_ROUNDS - 1) * d * per_pair
+    cap = follow_up_query_bound(d, H) - 1
+    assert base_query_limit(d, H, affine=affine) + reserve <= cap
+    assert float_query_limit(d, H, affine=affine) <= cap
+    assert pilot_rounds(d, H, affine) == MAX_ROUNDS
+    # The wrong variant: one column more breaks the reserve (unless the cap of d binds).
+    if extra < d:
+        assert _limit_at(d, H, affine, extra + 1) + reserve > cap
+
+
+def _plane(seed: int, J: int = 5, p: int = 3, H: int = 2) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    Mt = rng.standard_normal((J, p))
+    r = rng.standard_normal((1, H)) * 2
+    w = rng.standard_normal((1, p, H))
+    lt = np.log(2.0 ** np.linspace(-6, 6, 2 * H + 1))
+    return lt, Mt, r, w
+
+
+def test_linear_jacobian_matches_finite_differences() -> None:
+    lt, Mt, r, w = _plane(0)
+    J = linear_jacobian(lt, Mt, r, w)[0]
+    H, n = r.shape[1], r.shape[1] + w.size
+
+    def f(theta: np.ndarray) -> np.ndarray:
+        rr, ww = theta[:H][None], theta[H:].reshape(w.shape)
+        return group_model(lt, rr, np.einsum("ja,gah->gjh", Mt, ww))[0].ravel()
+
+    theta = np.concatenate([r[0], w.ravel()])
+    fd = np.empty((J.shape[0], n))
+    for i in range(n):
+        e = np.zeros(n)
+        e[i] = 1e-6
+        fd[:, i] = (f(theta + e) - f(theta - e)) / 2e-6
+    assert np.abs(J - fd).max() < 1e-8
+    # A wrong variant (w's columns in the other order, h * p + a) fails the same check.
+    p = w.shape[1]
+    wrong = np.concatenate(
+        [J[:, :H], J[:, H:].reshape(-1, p, H).transpose(0, 2, 1).reshape(-1, p * H)], axis=1
+    )
+    assert np.abs(wrong - fd).max() > 1e-3
+
+
+def test_fit_linear_groups_reaches_the_floor_of_noisy_answers() -> None:
+    lt, Mt, r, w = _plane(1, J=7, p=3, H=3)
+    Y = group_model(lt, r, np.einsum("ja,gah->gjh", Mt, w))
+    noise = np.random.default_rng(2).standard_normal(Y.shape) * 1e-13
+    fit = fit_linear_groups(lt, Y + noise, Mt, r + 0.03, w - 0.03)
+    assert fit.residual[0] <= 2 * np.linalg.norm(noise)
+    assert np.abs(fit.r - r).max() < 1e-9
+    assert np.abs(fit.s - np.einsum("ja,gah->gjh", Mt, w)).max() < 1e-9
+
+
+def test_linear_start_leaves_out_a_pair_off_the_plane() -> None:
+    _, Mt, _, w = _plane(3, J=8, p=3, H=3)
+    s = np.einsum("ja,gah->gjh", Mt, w)
+    s[0, 5] = s[0, 5, [1, 0, 2]]  # pair 6's first two heads swapped (a wrong basin)
+    assert np.abs(linear_start(Mt, s) - w).max() < 1e-12
+    # The wrong variant: least squares over every pair is biased by the swapped pair.
+    plain = np.linalg.lstsq(Mt, s[0], rcond=None)[0]
+    assert np.abs(plain - w[0]).max() > 1e-2
+
+
+def test_the_plane_pins_a_pair_with_close_scores() -> None:
+    # One pair's two scores 1e-4 apart: the free fit's sigma_min (scores per pair) falls
+    # with the gap, the linear fit's (w shared by the pairs) does not.
+    lt, Mt, r, w = _plane(4, J=6, p=3, H=2)
+    s = np.einsum("ja,gah->gjh", Mt, w)
+    # Move w so that pair 1's two scores nearly coincide: w_2 += (s_1 - s_2 + 1e-4) m / |m|^2.
+    m = Mt[0]
+    w[0, :, 1] += (s[0, 0, 0] - s[0, 0, 1] + 1e-4) * m / (m @ m)
+    s = np.einsum("ja,gah->gjh", Mt, w)
+    assert abs(s[0, 0, 0] - s[0, 0, 1]) < 2e-4
+    free = float(sigma_min_groups(lt, r, s)[0])
+    lin = float(sigma_min_linear(lt, Mt, r, w)[0])
+    assert lin > 100 * free
+
+
+def test_a_six_head_box_is_learned_with_the_wide_design_and_its_certificate_rechecks() -> None:
+    model = random_float_box(8, 6, 0)
+    rec = learn_multi_head(va.Oracle(model, "float"), heads=6, seed=0)
+    assert rec.queries == float_query_bound(8, 6) == 1141
+    assert rec.parameter_error_estimate <= rec.parameter_rtol
+    assert _fresh_error(rec, model, 8, 0) <= rec.verification.rtol
+    cert = rec.certificate()
+    assert len(cert["design"]["B"]) == probe_columns(8, 6, False) == 10
+    assert va.verify_certificate(cert).ok
+    # Without its redundant columns the design is not this one: refused by name.
+    bad = copy.deepcopy(cert)
+    bad["design"]["B"] = bad["design"]["B"][:8]
+    with pytest.raises(CertificateError, match=r"design\.B"):
+        va.verify_certificate(bad)
+    # The two redundant columns swapped: the stored answers no longer match the queries.
+    moved = copy.deepcopy(cert)
+    rows = moved["design"]["B"]
+    rows[8], rows[9] = rows[9], rows[8]
+    with pytest.raises(CertificateError):
+        va.verify_certificate(moved)
+
+
+def test_the_plane_needs_no_tie_link_for_two_close_scores() -> None:
+    # random_float_box(8, 6, 1): two true scores of one pair 4.8e-5 apart. The square design
+    # finds a second solution there and asks a tie link (test_float_decoder_s4); with the
+    # redundant columns the other pairs fix that pair's scores: no tie link, the design's
+    # count. (Measured: fresh error 3.0e-11, estimate 3.9e-10.)
+    model = random_float_box(8, 6, 1)
+    rec = learn_multi_head(va.Oracle(model, "float"), heads=6, seed=1)
+    assert "tie links" not in rec.queries_by_phase
+    assert rec.queries == float_query_bound(8, 6)
+    assert _fresh_error(rec, model, 8, 1) <= 1e-10
+
+
+def test_a_square_design_local_minimum_is_learned_at_once() -> None:
+    # 7 heads at d = 8, heads from default_rng(5000) (the independent check's seed 0): the
+    # square design needs two conditioning rounds (test_float_many_heads_s5); the wide one
+    # (3 redundant columns) learns it from its first decoding.
+    model = _model(_box(8, 7, 5000))
+    rec = learn_multi_head(va.Oracle(model, "float"), heads=7, seed=0)
+    assert "conditioning" not in rec.queries_by_phase
+    assert rec.queries == float_query_bound(8, 7) == 1436 < follow_up_query_bound(8, 7)
+    assert _fresh_error(rec, model, 8, 0) <= 1e-10
+    assert va.verify_certificate(rec.certificate()).ok
