@@ -209,3 +209,23 @@ def test_a_square_design_local_minimum_is_learned_at_once() -> None:
     assert rec.queries == float_query_bound(8, 7) == 1436 < follow_up_query_bound(8, 7)
     assert _fresh_error(rec, model, 8, 0) <= 1e-10
     assert va.verify_certificate(rec.certificate()).ok
+
+
+def test_the_structured_normal_equations_are_the_dense_ones() -> None:
+    # _linear_normal forms J^T J and J^T R from the pairs' H x H blocks (the fit's inner
+    # loop); they must equal the products of the dense linear_jacobian.
+    from verified_attn.multi_head.float_fit import _linear_normal
+
+    rng = np.random.default_rng(7)
+    lt, Mt, r, w = _plane(5, J=7, p=4, H=3)
+    r, w = np.repeat(r, 2, axis=0), np.concatenate([w, w + 0.1])
+    R = rng.standard_normal((2, Mt.shape[0] * len(lt)))
+    A, g = _linear_normal(lt, Mt, R, r, w)
+    J = linear_jacobian(lt, Mt, r, w)
+    assert np.abs(A - J.swapaxes(1, 2) @ J).max() < 1e-12
+    assert np.abs(g - (J.swapaxes(1, 2) @ R[..., None])[..., 0]).max() < 1e-12
+    # The wrong variant: the (r, w) block with w's columns in the other order (h * p + a).
+    H, p = r.shape[1], w.shape[1]
+    wrong = A.copy()
+    wrong[:, :H, H:] = wrong[:, :H, H:].reshape(2, H, p, H).transpose(0, 1, 3, 2).reshape(2, H, -1)
+    assert np.abs(wrong - J.swapaxes(1, 2) @ J).max() > 1e-3

@@ -898,9 +898,10 @@ def _group_fits(
     # estimate errors up to 2e-6: the design's conditioning, not the starts).
     n_bad = int(np.sum(~(res_best <= _CONVERGED * floor)))
     rounds = _REPAIRS if n_bad <= _repair_limit(full_d) else 0
-    # With redundant columns the repairs below work on the free fit (off the plane): the
-    # groups they change are fitted on the plane again afterwards, from the repaired scores.
-    on_plane = (r.copy(), s.copy(), res_best.copy())
+    if wide:
+        # The repairs below work on the free fit (off the plane): the groups they change
+        # are fitted on the plane again afterwards, from the repaired scores.
+        on_plane = (r.copy(), s.copy(), res_best.copy())
     for _ in range(rounds):
         # A group whose pooled fit misses its answers has a pair in a local minimum (two
         # heads' scores swapped, or merged poles), which also biases the shared residues.

@@ -34,10 +34,12 @@ import numpy as np
 __all__ = [
     "GroupFit",
     "fit_groups",
+    "fit_linear_groups",
     "group_model",
     "link_noise",
     "link_orders",
     "sigma_min_groups",
+    "sigma_min_linear",
 ]
 
 _LM_STEPS = 200
@@ -633,8 +635,9 @@ def linear_start(
     ``|r_h| |sigmoid'(s_jh + log t)|``; default 1). Each head's plane is fitted with these
     weights and a pair's miss is its largest weighted one: a saturated head (its score far
     outside the ratio window) has a free fit anywhere and must neither bend the plane nor
-    count as a wrong basin (measured, nn.MultiheadAttention E = 16, H = 8: 10 - 17 of 25
-    pairs had such a score, the unweighted plane was off by 0.5 - 3).
+    count as a wrong basin. (Not measured apart: at nn.MultiheadAttention E = 16, H = 8 the
+    failing groups had 10 - 17 of 25 pairs in wrong basins, and the plane was off by 0.5 - 3
+    with or without the weights; the benchmark's learned cells ran with them.)
 
     >>> Mt = np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8], [0.8, -0.6]])
     >>> w = np.array([[[0.5, -1.0], [1.5, 0.25]]]); s = np.einsum("ja,gah->gjh", Mt, w)
