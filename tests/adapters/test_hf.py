@@ -666,3 +666,33 @@ def test_readme_pytorch_and_huggingface_snippets_run() -> None:
             exec(compile(block, "README.md", "exec"), namespace)
     assert namespace["rec"].queries == 81 and namespace["rec2"].queries == 404
     assert "LlamaAttention: ModelClassMismatch" in out.getvalue()
+
+
+def test_float32_boxes_declare_the_parameter_tolerance_of_the_torch_adapter() -> None:
+    """A float32 HuggingFace box (or one whose eager softmax rounds to float32) states the
+    multi-head decoding's parameter tolerance 1e-3, as ``nn.MultiheadAttention`` boxes do;
+    float64 keeps rtol. Before, these boxes held the parameters to rtol (1e-4), which the
+    float32 multi-head decoding's estimates (8e-5 .. 4e-3 at E = 8, H = 2) cannot meet."""
+    import torch
+
+    from verified_attn.adapters.torch import attention_oracle as torch_oracle
+
+    E = 8
+    mha = torch.nn.MultiheadAttention(E, 2, batch_first=True)
+    for dtype in ("float32", "float64"):
+        hf = attention_oracle(_gpt2(E, 2, seed=3), np.ones(E), dtype=dtype).arithmetic
+        pt = torch_oracle(mha, np.ones(E), dtype=dtype).arithmetic
+        assert (hf.rtol, hf.parameter_rtol) == (pt.rtol, pt.parameter_rtol)
+    f32 = attention_oracle(_gpt2(E, 2, seed=3), np.ones(E), dtype="float32").arithmetic
+    assert (f32.rtol, f32.parameter_rtol) == (1e-4, 1e-3)
+    f64 = attention_oracle(_gpt2(E, 2, seed=3), np.ones(E)).arithmetic
+    assert (f64.rtol, f64.parameter_rtol) == (1e-6, 1e-6)
+    llama = _llama(E, 2, 1, seed=1)
+    llama.config._attn_implementation = "eager"
+    eager = attention_oracle(llama, np.ones(E)).arithmetic
+    assert (eager.rtol, eager.parameter_rtol) == (1e-4, 1e-3)
+    # A stated tolerance is kept, and one below rtol is refused by name.
+    kept = attention_oracle(_gpt2(E, 2, seed=3), np.ones(E), dtype="float32", parameter_rtol=2e-4)
+    assert kept.arithmetic.parameter_rtol == 2e-4
+    with pytest.raises(va.InvalidArgument, match="parameter_rtol"):
+        attention_oracle(_gpt2(E, 2, seed=3), np.ones(E), dtype="float32", parameter_rtol=1e-5)

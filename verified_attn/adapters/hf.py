@@ -89,6 +89,7 @@ except ImportError as _exc:  # the optional extra is not installed
 
 from verified_attn.adapters.torch import (
     HeadParameters,
+    float_tolerances,
     head_parameters,
     module_oracle,
     readout_vector,
@@ -305,6 +306,7 @@ def attention_oracle(
     budget: int | None = None,
     record: bool | None = None,
     rtol: float | None = None,
+    parameter_rtol: float | None = None,
 ) -> Oracle:
     """A float-mode :class:`Oracle` answering ``r^T module(X)_N + b`` for (N, E) queries.
 
@@ -322,7 +324,10 @@ def attention_oracle(
     are outside the class). ``rtol`` (the agreement asked by verification) defaults to 1e-6
     in float64 and 1e-4 in float32, as in :mod:`verified_attn.adapters.torch`; also 1e-4
     for a module whose ``"eager"`` attention rounds to float32 whatever its dtype (Llama;
-    GPT-2 with ``reorder_and_upcast_attn``).
+    GPT-2 with ``reorder_and_upcast_attn``). ``parameter_rtol`` (the loosest tolerance a
+    learner may state for the parameters it decodes) defaults to rtol in float64 and to
+    1e-3 wherever rtol defaults to 1e-4, by the same rule as
+    :func:`verified_attn.adapters.torch.attention_oracle` (``float_tolerances``).
 
     >>> from transformers import BertConfig
     >>> _ = torch.manual_seed(0)
@@ -333,8 +338,9 @@ def attention_oracle(
     """
     E = _check_module(module)
     dt = torch_dtype(dtype)
-    if rtol is None:
-        rtol = 1e-4 if dt == torch.float32 or _float32_softmax(module) else 1e-6
+    rtol, parameter_rtol = float_tolerances(
+        dt == torch.float32 or _float32_softmax(module), rtol, parameter_rtol
+    )
     rotary = (
         LlamaRotaryEmbedding(config=copy.deepcopy(_config(module)))
         if isinstance(module, _ROTARY)
@@ -361,5 +367,6 @@ def attention_oracle(
         record=record,
         model_class="single-head-affine",
         rtol=rtol,
+        parameter_rtol=parameter_rtol,
         prepare=_sdpa_if_unset,
     )

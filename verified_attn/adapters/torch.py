@@ -59,6 +59,7 @@ __all__ = [
     "HeadParameters",
     "attention_oracle",
     "attention_parameters",
+    "float_tolerances",
     "head_parameters",
     "module_oracle",
     "readout_vector",
@@ -142,6 +143,26 @@ def _check_mha(module: Any) -> int:
             f"sequence); got kdim = {module.kdim}, vdim = {module.vdim}"
         )
     return E
+
+
+def float_tolerances(
+    single: bool, rtol: float | None, parameter_rtol: float | None
+) -> tuple[float, float | None]:
+    """The tolerances a module's box declares (the PyTorch and HuggingFace adapters' one
+    rule): ``rtol`` default 1e-6, or 1e-4 where the module computes in float32 (``single``);
+    ``parameter_rtol`` default None (the box's rtol), or 1e-3 (at least rtol) in float32.
+    Given values are kept.
+
+    >>> float_tolerances(False, None, None), float_tolerances(True, None, None)
+    ((1e-06, None), (0.0001, 0.001))
+    >>> float_tolerances(True, 1e-2, None), float_tolerances(True, None, 2e-4)
+    ((0.01, 0.01), (0.0001, 0.0002))
+    """
+    if rtol is None:
+        rtol = 1e-4 if single else 1e-6
+    if parameter_rtol is None and single:
+        parameter_rtol = max(_FLOAT32_PARAMETER_RTOL, rtol)
+    return rtol, parameter_rtol
 
 
 def torch_dtype(dtype: Any) -> torch.dtype:
@@ -323,11 +344,9 @@ def attention_oracle(
     (0.0, 1, 'single-head-affine')
     """
     E = _check_mha(module)
-    single = torch_dtype(dtype) == torch.float32
-    if rtol is None:
-        rtol = 1e-4 if single else 1e-6
-    if parameter_rtol is None and single:
-        parameter_rtol = max(_FLOAT32_PARAMETER_RTOL, rtol)
+    rtol, parameter_rtol = float_tolerances(
+        torch_dtype(dtype) == torch.float32, rtol, parameter_rtol
+    )
 
     first = bool(module.batch_first)
 
