@@ -14,11 +14,13 @@ from test_float_extraction_s3 import _box, _model
 
 import verified_attn as va
 from verified_attn.errors import CertificateError
+from verified_attn.multi_head import canonical_float as cf
 from verified_attn.multi_head.canonical_float import (
     REDUNDANT_FROM_HEADS,
     _limit_at,
     adaptive_room,
     base_query_limit,
+    conditioning_partners,
     extra_columns,
     float_design,
     float_query_bound,
@@ -37,6 +39,7 @@ from verified_attn.multi_head.float_fit import (
     sigma_min_linear,
 )
 from verified_attn.multi_head.float_pilot import MAX_ROUNDS, pilot_rounds
+from verified_attn.serialize import dump_number, load_number
 
 SIZES = [
     (d, H, a)
@@ -229,3 +232,63 @@ def test_the_structured_normal_equations_are_the_dense_ones() -> None:
     wrong = A.copy()
     wrong[:, :H, H:] = wrong[:, :H, H:].reshape(2, H, p, H).transpose(0, 1, 3, 2).reshape(2, H, -1)
     assert np.abs(wrong - J.swapaxes(1, 2) @ J).max() > 1e-3
+
+
+def test_a_conditioning_round_of_the_wide_design_turns_the_row(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # d = 8, H = 6 (learned at once with 1141 queries): the first decoding is made to report
+    # u_4 stalled. The redundant design's round turns u_4 by pi/4 toward u_1 (the lowest row
+    # never asked again) at the same norm, asks its 10 pairs and its halved link again
+    # (11 x 13 = 143 queries) and decodes once more; the result must still be the box, and
+    # its certificate must hold U with the turned row.
+    real = cf._decode_pooled
+    calls: list[np.ndarray] = []
+
+    def stalls_once(U: np.ndarray, *args: object, **kwargs: object) -> object:
+        calls.append(U.copy())
+        dec = real(U, *args, **kwargs)  # type: ignore[arg-type]
+        if len(calls) > 1:
+            return dec
+        return cf._Decoded([], 0.0, [], dec.gap, 0.0, None, "u_4 misses (simulated)", (3,))
+
+    monkeypatch.setattr(cf, "_decode_pooled", stalls_once)
+    model = random_float_box(8, 6, 0)
+    rec = learn_multi_head(va.Oracle(model, "float"), heads=6, seed=0)
+    assert len(calls) == 2
+    before, after = calls
+    assert rec.queries_by_phase["conditioning"] == cf.conditioning_cost(8, 6, False, 3) == 143
+    assert rec.queries == float_query_bound(8, 6) + 143 <= rec.bound
+    # The turned row: same norm, cos(pi/4) of the old row and sin(pi/4) of u_1 (scaled to
+    # its norm), every other row unchanged. A scaled row (the square design's round) fails.
+    norm = np.linalg.norm(before[3])
+    assert np.isclose(np.linalg.norm(after[3]), norm, rtol=1e-14)
+    turned = (before[3] + before[0] * norm / np.linalg.norm(before[0])) / np.sqrt(2)
+    assert np.allclose(after[3], turned, rtol=0, atol=1e-14 * norm)
+    assert not np.allclose(after[3], before[3] * 2**-0.5)
+    assert np.array_equal(np.delete(after, 3, axis=0), np.delete(before, 3, axis=0))
+    assert _fresh_error(rec, model, 8, 0) <= rec.verification.rtol
+    cert = rec.certificate()
+    assert va.verify_certificate(cert).ok
+    (round_,) = cert["design"]["conditioning"]
+    assert (round_["k"], round_["partner"]) == (3, 0)
+    assert [float(load_number(x)) for x in cert["design"]["U"][3]] == after[3].tolist()
+    # The row put back as it was: the stored answers no longer match its queries.
+    back = copy.deepcopy(cert)
+    back["design"]["U"][3] = _dump_row(before[3], cert["design"]["U"][3])
+    with pytest.raises(CertificateError):
+        va.verify_certificate(back)
+
+
+def _dump_row(row: np.ndarray, like: list[object]) -> list[object]:
+    """``row`` in the certificate's number format (the format of ``like``'s entries)."""
+    assert len(like) == len(row)
+    return [dump_number(float(x)) for x in row]
+
+
+def test_the_partners_are_rows_that_stay_and_differ() -> None:
+    got = conditioning_partners(16, [4, 7, 8], [{"k": 2, "partner": 0}])
+    assert got == [0, 1, 3]
+    assert not set(got) & {4, 7, 8, 2} and len(set(got)) == 3
+    # A group asked again a second time gets a partner it has not had.
+    assert conditioning_partners(16, [4], [{"k": 4, "partner": 0}]) == [1]

@@ -143,6 +143,16 @@ CONDITIONING_ROUNDS = 3
 # groups stall, and one group per round could not replace them all).
 CONDITIONING_GROUPS = 8
 _CONDITIONING_FACTOR = 2.0**-0.5
+# The redundant design's rounds turn u_k instead, toward a row that stays, by this angle at
+# the same norm: its residues u_k^T v_h change one by one (a scale moves them together, and
+# moves every score with them, which helps a group only if its scores were too crowded or
+# too spread). Measured: random d = 8, H = 8, benchmark seeds 1 and 2 (one u-group stalled
+# each, the scaled round refused both) learned with one turned round (1830 queries); at
+# nn.MultiheadAttention E = 16, H = 8 (module seed 0, u_12, 2.6e13 x its floor after every
+# repair) turned toward u_1 or u_4 by pi/4 it met its floor (14 x, 13 x), by pi/8 toward u_1
+# too and toward u_4 not; scaled by 2^-1/2 it met it, by 2^1/2 not; u_5 of seed 3 the other
+# way (2^-1/2 not; 1.5 and 2 yes).
+_CONDITIONING_ANGLE = math.pi / 4
 # Ambiguous residue matches are refit from at most this many candidate orders.
 _REFIT_ORDERS = 24
 # A pair's own fit is good when its residual is at most this times |F|; else restarts.
@@ -229,6 +239,11 @@ def extra_columns(d: int, H: int, affine: bool) -> int:
     pilot's discarded rounds are reserved (each column costs its F(0), d pairs and d tie
     links at most), at most d; else 0. A function of the sizes alone, so that a
     certificate's design is fixed by them.
+
+    The conditioning rounds get what room is left. Measured against keeping room for three
+    rounds at E = 16, H = 8 (4 columns instead of 8; nn.MultiheadAttention module seeds 0
+    and 3 of the independent check): 4 and 5 of the 16 u-groups stalled after the fits
+    instead of 2 and 3, and seed 0 was refused all the same.
 
     >>> extra_columns(8, 5, False), extra_columns(8, 6, False), extra_columns(16, 8, True)
     (0, 2, 8)
@@ -1517,13 +1532,23 @@ def _condition(
     ans: np.ndarray,
     ratios: Sequence[tuple[int, int]],
     k: int,
+    partner: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[list[float]]]:
-    """One conditioning round (phase ``"conditioning"``): u_k scaled by
-    ``_CONDITIONING_FACTOR``, its pairs and the halved links through it asked again.
-    Returns the new U, the answers with those rows replaced, and the replaced rows."""
+    """One conditioning round (phase ``"conditioning"``) for u-group k: its row u_k scaled
+    by ``_CONDITIONING_FACTOR`` or, with ``partner`` j, turned by ``_CONDITIONING_ANGLE``
+    toward u_j at the same norm (``cos a u_k + sin a u_j |u_k| / |u_j|``, rescaled to
+    |u_k|); its pairs and the halved links through it asked again. Returns the new U, the
+    answers with those rows replaced, and the replaced rows."""
     d, ncols = U.shape[0], len(B)
     U = U.copy()
-    U[k] = U[k] * _CONDITIONING_FACTOR
+    if partner is None:
+        U[k] = U[k] * _CONDITIONING_FACTOR
+    else:
+        norm = float(np.linalg.norm(U[k]))
+        turned = math.cos(_CONDITIONING_ANGLE) * U[k] + math.sin(_CONDITIONING_ANGLE) * U[
+            partner
+        ] * (norm / float(np.linalg.norm(U[partner])))
+        U[k] = turned * (norm / float(np.linalg.norm(turned)))
     pairs = design_pairs(U, ncols)
     rows = [k * ncols + j for j in range(ncols)]
     rows += [d * ncols + i - 1 for i in range(1, d) if k in (0, i)]  # the links through u_k
@@ -1534,6 +1559,36 @@ def _condition(
     ans = ans.copy()
     ans[rows] = got
     return U, ans, old
+
+
+def conditioning_partners(
+    d: int, again: Sequence[int], replaced: Sequence[dict[str, Any]]
+) -> list[int | None]:
+    """The rows the u-groups ``again`` are turned toward in a conditioning round of the
+    redundant design (:func:`_condition`), from the rows never asked again (not in
+    ``again``, no earlier round's ``k``), the lowest first: U stays invertible (a turned row
+    is its own plus a multiple of a row that stays). A group's partner is one no other group
+    of the round and no earlier round of this group has had, while there is one; else any
+    row it has not had; else None (the group is scaled instead).
+
+    >>> conditioning_partners(6, [1, 4], []), conditioning_partners(4, [0, 1, 2], [{"k": 3}])
+    ([0, 2], [None, None, None])
+    >>> conditioning_partners(4, [1], [{"k": 1, "partner": 0}])
+    [2]
+    """
+    asked = set(again) | {int(r["k"]) for r in replaced}
+    free = [i for i in range(d) if i not in asked]
+    taken: set[int] = set()
+    out: list[int | None] = []
+    for k in again:
+        had = {int(r["partner"]) for r in replaced if r["k"] == k and r.get("partner") is not None}
+        fresh = [i for i in free if i not in had and i not in taken]
+        other = [i for i in free if i not in had]
+        j = fresh[0] if fresh else (other[0] if other else None)
+        if j is not None:
+            taken.add(j)
+        out.append(j)
+    return out
 
 
 def learn_float(
@@ -1616,9 +1671,19 @@ def learn_float(
             ):
                 break
             room -= cost
-            for k in again:
-                U, ans, old = _condition(oracle, U, B, ans, ratios, k)
-                replaced.append({"k": k, "factor": _CONDITIONING_FACTOR, "answers": old})
+            # The redundant design turns each group's row toward one that stays; the square
+            # design scales it (measured there: 6/10 learned at d = 8, H = 7, see above).
+            partners = (
+                conditioning_partners(d, again, replaced) if wide else [None] * len(again)
+            )
+            for k, j in zip(again, partners, strict=True):
+                U, ans, old = _condition(oracle, U, B, ans, ratios, k, j)
+                record: dict[str, Any] = {"k": k, "answers": old}
+                if j is None:
+                    record["factor"] = _CONDITIONING_FACTOR
+                else:
+                    record.update(factor=1.0, partner=j, angle=_CONDITIONING_ANGLE)
+                replaced.append(record)
             fits = _refit_groups(f0, ans, t, H, unit, fits, again, Mt=Mt)
             dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties, fits)
         ambiguous = dec.ambiguous
@@ -2040,12 +2105,18 @@ def _certificate_data(
                     }
                     for p in answers["pilot"]
                 ],
-                # Conditioning rounds: u-group k's row scaled by factor (U holds the result);
-                # the replaced answers (its pairs, then the links through it) for the record.
+                # Conditioning rounds: u-group k's row scaled by factor, or (redundant design)
+                # turned by angle toward row partner (U holds the result); the replaced
+                # answers (its pairs, then the links through it) for the record.
                 "conditioning": [
                     {
                         "k": c["k"],
                         "factor": dump_number(float(c["factor"])),
+                        **(
+                            {"partner": c["partner"], "angle": dump_number(float(c["angle"]))}
+                            if "partner" in c
+                            else {}
+                        ),
                         "answers": [[dump_number(float(a)) for a in row] for row in c["answers"]],
                     }
                     for c in answers["conditioning"]
