@@ -275,15 +275,9 @@ def test_a_conditioning_round_of_the_wide_design_turns_the_row(
     assert [float(load_number(x)) for x in cert["design"]["U"][3]] == after[3].tolist()
     # The row put back as it was: the stored answers no longer match its queries.
     back = copy.deepcopy(cert)
-    back["design"]["U"][3] = _dump_row(before[3], cert["design"]["U"][3])
+    back["design"]["U"][3] = [dump_number(float(x)) for x in before[3]]
     with pytest.raises(CertificateError):
         va.verify_certificate(back)
-
-
-def _dump_row(row: np.ndarray, like: list[object]) -> list[object]:
-    """``row`` in the certificate's number format (the format of ``like``'s entries)."""
-    assert len(like) == len(row)
-    return [dump_number(float(x)) for x in row]
 
 
 def test_the_partners_are_rows_that_stay_and_differ() -> None:
