@@ -267,6 +267,7 @@ def test_a_conditioning_round_of_the_wide_design_turns_the_row(
     assert np.allclose(after[3], turned, rtol=0, atol=1e-14 * norm)
     assert not np.allclose(after[3], before[3] * 2**-0.5)
     assert np.array_equal(np.delete(after, 3, axis=0), np.delete(before, 3, axis=0))
+    assert np.linalg.matrix_rank(after) == 8  # U stays invertible
     assert _fresh_error(rec, model, 8, 0) <= rec.verification.rtol
     cert = rec.certificate()
     assert va.verify_certificate(cert).ok

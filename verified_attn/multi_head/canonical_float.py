@@ -1545,9 +1545,8 @@ def _condition(
         U[k] = U[k] * _CONDITIONING_FACTOR
     else:
         norm = float(np.linalg.norm(U[k]))
-        turned = math.cos(_CONDITIONING_ANGLE) * U[k] + math.sin(_CONDITIONING_ANGLE) * U[
-            partner
-        ] * (norm / float(np.linalg.norm(U[partner])))
+        toward = U[partner] * (norm / float(np.linalg.norm(U[partner])))
+        turned = math.cos(_CONDITIONING_ANGLE) * U[k] + math.sin(_CONDITIONING_ANGLE) * toward
         U[k] = turned * (norm / float(np.linalg.norm(turned)))
     pairs = design_pairs(U, ncols)
     rows = [k * ncols + j for j in range(ncols)]
