@@ -248,6 +248,8 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "max_prediction_error": max((r["prediction_error"] for r in ok), default=None),
                 "queries": ok[0]["queries"] if ok else None,
                 "max_queries": max((r["queries"] for r in ok), default=None),
+                # Learned runs whose conditioning rounds took them to the follow-up's count.
+                "over_follow_up": sum(r["queries"] >= r["follow_up"] for r in ok),
                 "bound": group[0]["bound"],
                 "u_scales": sorted({round(r["u_scale"], 4) for r in ok}),
                 "follow_up": group[0]["follow_up"],

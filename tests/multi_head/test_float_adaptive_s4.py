@@ -29,6 +29,7 @@ from verified_attn.multi_head.canonical_float import (
     CONDITIONING_GROUPS,
     adaptive_room,
     base_query_limit,
+    extra_columns,
     float_query_bound,
     float_query_limit,
     random_float_box,
@@ -97,15 +98,22 @@ def test_module_scale_box_is_learned_only_with_the_pilot(monkeypatch: pytest.Mon
 @pytest.mark.parametrize("d", [1, 2, 3, 4, 8, 16, 32])
 @pytest.mark.parametrize("H", [1, 2, 4, 6, 8])
 @pytest.mark.parametrize("affine", [False, True])
-def test_the_worst_case_stays_under_the_follow_up_count(d: int, H: int, affine: bool) -> None:
+def test_the_worst_case_of_the_adaptive_phases(d: int, H: int, affine: bool) -> None:
     rounds = pilot_rounds(d, H, affine)
     pilot = (rounds - 1) * d * (2 * H + redundancy(H))
     # one u-group asked again: its ncols pairs and at most d - 1 links through it
-    cost = (d + affine + d - 1) * (2 * H + redundancy(H))
+    extra = extra_columns(d, H, affine)
+    cost = (d + affine + extra + d - 1) * (2 * H + redundancy(H))
     room = adaptive_room(d, H, affine)
     assert 1 <= rounds <= 3 and pilot <= room
     limit = float_query_limit(d, H, affine=affine)
     base = base_query_limit(d, H, affine=affine)
+    if extra:
+        # The redundant design: the design and the pilot's rounds under the follow-up's
+        # count, the conditioning rounds at their whole worst case on top.
+        assert limit == base + pilot + CONDITIONING_GROUPS * cost
+        assert base + pilot < follow_up_query_bound(d, H) < limit
+        return
     assert limit == base + min(room, pilot + CONDITIONING_GROUPS * cost)
     if base < follow_up_query_bound(d, H):
         assert limit < follow_up_query_bound(d, H)

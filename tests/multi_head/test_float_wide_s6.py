@@ -74,9 +74,11 @@ def test_extra_columns_golden(d: int, H: int, affine: bool, extra: int) -> None:
 def test_golden_counts_of_the_wide_design() -> None:
     # d = 8, H = 6: 10 columns, 8 x 10 + 7 pairs x 13 + 10 F(0) = 1141 (square: 931).
     assert float_query_bound(8, 6) == 10 + (8 * 10 + 7) * 13 == 1141
-    assert base_query_limit(8, 6) == 1141 + 8 * 9 == 1213
-    assert float_query_limit(8, 6) == 1524 < follow_up_query_bound(8, 6) == 1525
-    assert adaptive_room(8, 6, False) == 311
+    # No tie links in the redundant design; the conditioning's worst case on top: two
+    # pilot rounds of 8 pairs and 8 u-groups of 10 pairs and 7 links, 13 queries each.
+    assert base_query_limit(8, 6) == 1141
+    assert float_query_limit(8, 6) == 1141 + 2 * 8 * 13 + 8 * 17 * 13 == 3117
+    assert adaptive_room(8, 6, False) == 1525 - 1 - 1141 == 383
 
 
 @pytest.mark.parametrize(("d", "H", "affine"), SIZES)
@@ -93,11 +95,13 @@ def test_the_columns_leave_the_pilot_its_rounds_under_the_follow_up(
     reserve = (MAX_ROUNDS - 1) * d * per_pair
     cap = follow_up_query_bound(d, H) - 1
     assert base_query_limit(d, H, affine=affine) + reserve <= cap
-    assert float_query_limit(d, H, affine=affine) <= cap
     assert pilot_rounds(d, H, affine) == MAX_ROUNDS
-    # The wrong variant: one column more breaks the reserve (unless the cap of d binds).
+    # The sizing counts d tie links per column (as the design was measured), though the
+    # redundant design asks none; one column more breaks the reserve (unless d binds).
+    column = 1 + d * per_pair + d
+    assert _limit_at(d, H, affine, 0) + extra * column + reserve <= cap
     if extra < d:
-        assert _limit_at(d, H, affine, extra + 1) + reserve > cap
+        assert _limit_at(d, H, affine, 0) + (extra + 1) * column + reserve > cap
 
 
 def _plane(seed: int, J: int = 5, p: int = 3, H: int = 2) -> tuple[np.ndarray, ...]:
@@ -188,6 +192,11 @@ def test_a_six_head_box_is_learned_with_the_wide_design_and_its_certificate_rech
     rows[8], rows[9] = rows[9], rows[8]
     with pytest.raises(CertificateError):
         va.verify_certificate(moved)
+    # A tie answer in it: the redundant design asks none (the plane fixes the head order).
+    tied = copy.deepcopy(cert)
+    tied["answers"]["ties"] = [{"k": 0, "j": 1, "answer": tied["answers"]["F0"][0]}]
+    with pytest.raises(CertificateError, match="asks no tie links"):
+        va.verify_certificate(tied)
 
 
 def test_the_plane_needs_no_tie_link_for_two_close_scores() -> None:
@@ -287,3 +296,32 @@ def test_the_partners_are_rows_that_stay_and_differ() -> None:
     assert not set(got) & {4, 7, 8, 2} and len(set(got)) == 3
     # A group asked again a second time gets a partner it has not had.
     assert conditioning_partners(16, [4], [{"k": 4, "partner": 0}]) == [1]
+
+
+def test_the_wide_design_conditions_past_the_follow_up_count(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # d = 8, H = 6 again, the first decoding made to report u_2, u_4 and u_6 stalled: one
+    # round of the three costs 3 x 143 = 429 queries, more than the 383 left under the
+    # follow-up's count (the square design's rule would refuse). The redundant design asks
+    # them (its bound holds every round's worst case) and the count says it is past the
+    # follow-up's.
+    real = cf._decode_pooled
+    calls: list[np.ndarray] = []
+
+    def stalls_once(U: np.ndarray, *args: object, **kwargs: object) -> object:
+        calls.append(U.copy())
+        dec = real(U, *args, **kwargs)  # type: ignore[arg-type]
+        if len(calls) > 1:
+            return dec
+        return cf._Decoded([], 0.0, [], dec.gap, 0.0, None, "simulated", (1, 3, 5))
+
+    monkeypatch.setattr(cf, "_decode_pooled", stalls_once)
+    model = random_float_box(8, 6, 0)
+    rec = learn_multi_head(va.Oracle(model, "float"), heads=6, seed=0)
+    assert 3 * cf.conditioning_cost(8, 6, False, 3) == 429 > adaptive_room(8, 6, False) == 383
+    assert rec.queries_by_phase["conditioning"] == 429
+    assert follow_up_query_bound(8, 6) < rec.queries == 1141 + 429 <= rec.bound
+    assert _fresh_error(rec, model, 8, 0) <= rec.verification.rtol
+    assert va.verify_certificate(rec.certificate()).ok
+    assert "the follow-up's 4Hd^2 - 2H + 1 = 1525, not under it (+45)" in rec.notes[0]

@@ -164,6 +164,12 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
     ncols = probe_columns(d, H0, affine) if arith.name == "float" else d + (1 if affine else 0)
     npairs = d * ncols + d - 1
     ties = _ties(data, d, ncols)
+    if ties and ncols > d + (1 if affine else 0):
+        # The redundant design fixes each head's order by the plane s = M^T w: no tie link.
+        raise CertificateError(
+            f"answers.ties has {len(ties)} entries; the float design with redundant probe "
+            "columns asks no tie links"
+        )
     if arith.name == "float":
         # The float path's own design: per pair 2 H0 grid ratios plus the redundant ones;
         # the d pilot pairs (u_k, b_k) in the pilot phase, with the pilot's discarded rounds.
