@@ -108,8 +108,9 @@ def next_scale(scores: np.ndarray, scale: float) -> float | None:
 
 
 def pilot_rounds(d: int, H: int, affine: bool) -> int:
-    """Pilot rounds allowed: up to 3, as many as keep the worst case under the follow-up's
-    ``4Hd^2 - 2H + 1`` (at least 1: the first round is the pilot pairs' own queries).
+    """Pilot rounds allowed: up to 3, as many as keep :func:`base_query_limit` and the
+    discarded rounds under the follow-up's ``4Hd^2 - 2H + 1`` (at least 1: the first round
+    is the pilot pairs' own queries).
 
     >>> pilot_rounds(16, 8, True), pilot_rounds(1, 1, False)
     (3, 1)
