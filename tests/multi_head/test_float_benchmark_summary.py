@@ -1,0 +1,61 @@
+"""The float benchmark's summary (benchmarks/multi_head_float.py): what each cell counts."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "multi_head_float.py"
+
+
+def _summarise() -> Any:
+    spec = importlib.util.spec_from_file_location("multi_head_float_bench", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.summarise
+
+
+def _row(seed: int, queries: int | None, *, perr: float = 1e-12, prtol: float = 1e-6) -> dict:
+    row: dict[str, Any] = {
+        "kind": "random",
+        "dtype": "float64",
+        "d": 8,
+        "H": 8,
+        "seed": seed,
+        "follow_up": 2033,
+        "bound": 4346,
+        "parameters": 576,
+        "seconds": 1.0,
+    }
+    if queries is None:
+        return {**row, "learned": False, "refusal": "PrecisionExhausted"}
+    return {
+        **row,
+        "learned": True,
+        "queries": queries,
+        "u_scale": 1.0,
+        "rtol": 1e-6,
+        "parameter_rtol": prtol,
+        "parameter_error": perr,
+        "prediction_error": 1e-12,
+    }
+
+
+def test_a_cell_counts_learned_wrong_and_past_the_follow_up() -> None:
+    rows = [
+        _row(0, 1626),
+        _row(1, 2033),  # at the follow-up's count: not under it
+        _row(2, 2034, perr=2e-6),  # off by more than its stated parameter tolerance: wrong
+        _row(3, None),
+    ]
+    (cell,) = _summarise()(rows)
+    assert (cell["runs"], cell["learned"], cell["learned_1e-10"]) == (4, 3, 2)
+    assert cell["wrong"] == 1 and cell["over_follow_up"] == 2
+    assert cell["max_queries"] == 2034 and cell["refusals"] == ["PrecisionExhausted"]
+    # One query fewer is under the follow-up's count: no longer counted.
+    rows[1] = _row(1, 2032)
+    assert _summarise()(rows)[0]["over_follow_up"] == 1
