@@ -49,6 +49,25 @@ def _small_box(scale: float) -> MultiHeadAttention:
     return MultiHeadAttention([(W.tolist(), v.tolist()) for W, v in heads])
 
 
+def stall_first_decoding(
+    monkeypatch: pytest.MonkeyPatch, groups: tuple[int, ...]
+) -> list[np.ndarray]:
+    """Make the learner's first decoding report the u-groups ``groups`` stalled (the later
+    ones run as they are); returns the U of every decoding, in order."""
+    real = cf._decode_pooled
+    calls: list[np.ndarray] = []
+
+    def stalls_once(U: np.ndarray, *args: Any, **kwargs: Any) -> Any:
+        calls.append(U.copy())
+        dec = real(U, *args, **kwargs)
+        if len(calls) > 1:
+            return dec
+        return cf._Decoded([], 0.0, [], dec.gap, 0.0, None, "simulated stall", groups)
+
+    monkeypatch.setattr(cf, "_decode_pooled", stalls_once)
+    return calls
+
+
 def _fresh_error(rec: va.Recovery, model: Any, d: int, seed: int) -> float:
     """Largest relative prediction error on fresh sequences of lengths 1-16 (own seeds)."""
     rng = np.random.default_rng(4242 + seed)
@@ -183,17 +202,7 @@ def test_a_stalled_group_is_asked_again_and_certified(monkeypatch: pytest.Monkey
     # is made to report that stall (u_4 missing its answers), and the phase must do what
     # it did then: one conditioning round asks u_4's 8 pairs and its link again with u_4
     # scaled by 2^-1/2, 789 + 9 x 11 = 888 queries, and the heads come back to the rtol.
-    real = cf._decode_pooled
-    calls: list[int] = []
-
-    def stalls_once(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        dec = real(*args, **kwargs)
-        if len(calls) > 1:
-            return dec
-        return cf._Decoded([], 0.0, [], dec.gap, 0.0, None, "u_4 misses (simulated)", (3,))
-
-    monkeypatch.setattr(cf, "_decode_pooled", stalls_once)
+    calls = stall_first_decoding(monkeypatch, (3,))
     rng = np.random.default_rng(5000)
     heads = [(rng.normal(0, 1 / np.sqrt(8), (8, 8)), rng.normal(0, 1, 8)) for _ in range(5)]
     model = MultiHeadAttention([(W.tolist(), v.tolist()) for W, v in heads])

@@ -16,7 +16,7 @@ import pytest
 
 # The sibling test modules' helpers (pytest puts this directory on sys.path): the seeded
 # random box, the model, the fresh-sequence error.
-from test_float_adaptive_s4 import _fresh_error
+from test_float_adaptive_s4 import _fresh_error, stall_first_decoding
 from test_float_extraction_s3 import REFUSALS, _box, _model
 
 import verified_attn as va
@@ -39,22 +39,14 @@ def test_every_failing_group_is_asked_again_in_one_round(monkeypatch: pytest.Mon
     # by 2^-1/2: 2 x 9 x 11 queries, 789 + 198 = 987), refit only those two groups, and
     # decode once more; with one group per round (the design before) it would decode three
     # times and ask 99 queries per decoding.
-    real_decode, real_refit = cf._decode_pooled, cf._refit_groups
-    calls: list[int] = []
+    real_refit = cf._refit_groups
+    calls = stall_first_decoding(monkeypatch, (3, 5))
     refits: list[list[int]] = []
-
-    def stalls_once(*args: Any, **kwargs: Any) -> Any:
-        calls.append(1)
-        dec = real_decode(*args, **kwargs)
-        if len(calls) > 1:
-            return dec
-        return cf._Decoded([], 0.0, [], dec.gap, 0.0, None, "u_4, u_6 miss (simulated)", (3, 5))
 
     def refit(*args: Any, **kwargs: Any) -> Any:
         refits.append(list(args[-1]))
         return real_refit(*args, **kwargs)
 
-    monkeypatch.setattr(cf, "_decode_pooled", stalls_once)
     monkeypatch.setattr(cf, "_refit_groups", refit)
     heads = _box(8, 5, 5000)
     model = _model(heads)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 # The sibling test modules' helpers (pytest puts this directory on sys.path).
-from test_float_adaptive_s4 import _fresh_error
+from test_float_adaptive_s4 import _fresh_error, stall_first_decoding
 from test_float_extraction_s3 import _box, _model
 
 import verified_attn as va
@@ -251,17 +251,7 @@ def test_a_conditioning_round_of_the_wide_design_turns_the_row(
     # never asked again) at the same norm, asks its 10 pairs and its halved link again
     # (11 x 13 = 143 queries) and decodes once more; the result must still be the box, and
     # its certificate must hold U with the turned row.
-    real = cf._decode_pooled
-    calls: list[np.ndarray] = []
-
-    def stalls_once(U: np.ndarray, *args: object, **kwargs: object) -> object:
-        calls.append(U.copy())
-        dec = real(U, *args, **kwargs)  # type: ignore[arg-type]
-        if len(calls) > 1:
-            return dec
-        return cf._Decoded([], 0.0, [], dec.gap, 0.0, None, "u_4 misses (simulated)", (3,))
-
-    monkeypatch.setattr(cf, "_decode_pooled", stalls_once)
+    calls = stall_first_decoding(monkeypatch, (3,))
     model = random_float_box(8, 6, 0)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=6, seed=0)
     assert len(calls) == 2
@@ -306,17 +296,7 @@ def test_the_wide_design_conditions_past_the_follow_up_count(
     # follow-up's count (the square design's rule would refuse). The redundant design asks
     # them (its bound holds every round's worst case) and the count says it is past the
     # follow-up's.
-    real = cf._decode_pooled
-    calls: list[np.ndarray] = []
-
-    def stalls_once(U: np.ndarray, *args: object, **kwargs: object) -> object:
-        calls.append(U.copy())
-        dec = real(U, *args, **kwargs)  # type: ignore[arg-type]
-        if len(calls) > 1:
-            return dec
-        return cf._Decoded([], 0.0, [], dec.gap, 0.0, None, "simulated", (1, 3, 5))
-
-    monkeypatch.setattr(cf, "_decode_pooled", stalls_once)
+    stall_first_decoding(monkeypatch, (1, 3, 5))
     model = random_float_box(8, 6, 0)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=6, seed=0)
     assert 3 * cf.conditioning_cost(8, 6, False, 3) == 429 > adaptive_room(8, 6, False) == 383
