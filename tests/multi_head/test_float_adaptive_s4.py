@@ -109,7 +109,7 @@ def test_module_scale_box_is_learned_only_with_the_pilot(monkeypatch: pytest.Mon
     # the window log2 t in [-8, 8] the estimate there is 1.2e-6 (just over the rtol 1e-6),
     # and a refused fit names its pairs of close scores first (NotIdentifiable, the
     # ill-conditioned figure quoted); with [-6, 6] it was PrecisionExhausted alone.
-    monkeypatch.setattr(cf, "pilot_rounds", lambda *args: 1)
+    monkeypatch.setattr(cf, "pilot_rounds", lambda *args, **kwargs: 1)
     with pytest.raises((PrecisionExhausted, NotIdentifiable), match="too ill-conditioned"):
         learn_multi_head(va.Oracle(model, "float"), heads=4, seed=0)
 

@@ -161,7 +161,13 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
     if arith.name == "float" and not heads_given:
         raise CertificateError("a float canonical certificate must have heads_given true")
     # The float design's columns follow from the sizes (redundant ones from six heads on).
-    ncols = probe_columns(d, H0, affine) if arith.name == "float" else d + (1 if affine else 0)
+    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
+    # (and from two heads on for a coarse box, float32: its recorded unit roundoff)
+    ncols = (
+        probe_columns(d, H0, affine, unit=unit)
+        if arith.name == "float"
+        else d + (1 if affine else 0)
+    )
     npairs = d * ncols + d - 1
     ties = _ties(data, d, ncols)
     if ties and ncols > d + (1 if affine else 0):
@@ -192,7 +198,11 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
         phases["tie links"] = len(ties)
     learning = sum(phases.values())
     # The float worst case includes the adaptive phases (the learner's own formula).
-    bound = float_query_limit(d, H0, affine=affine) if arith.name == "float" else _limit(d, H0, affine)
+    bound = (
+        float_query_limit(d, H0, affine=affine, unit=unit)
+        if arith.name == "float"
+        else _limit(d, H0, affine)
+    )
     q = check_counts(data, learning=learning, bound=bound, phases=phases)
     if learning > bound:  # the float adaptive phases are held to the worst case
         raise CertificateError(f"{learning} learning queries exceed the bound {bound}")
@@ -764,7 +774,7 @@ def _float_pilot(
 ) -> int:
     """design.pilot: the float pilot's discarded rounds (scale, answers of its d pairs), at
     most ``pilot_rounds - 1``; their number. design.u_scale: the kept scale, positive."""
-    limit = pilot_rounds(d, H0, affine) - 1
+    limit = pilot_rounds(d, H0, affine, unit=float(getattr(arith, "unit_roundoff", 2.0**-53))) - 1
     raw = _float_rounds(data, arith, "design.pilot", limit, "scale", lambda *_: d, per_pair)
     if not number(get(data, "design.u_scale"), "design.u_scale", arith) > 0:
         raise CertificateError("design.u_scale must be positive")

@@ -54,6 +54,7 @@ from verified_attn.multi_head.float_fit import (
     link_orders,
     moved_starts,
     polish_groups,
+    row_sensitivities,
     score_weights,
     sigma_min_groups,
     sigma_min_linear,
@@ -224,6 +225,23 @@ def max_length(H: int) -> int:
 # close scores through the other pairs (float_fit.fit_linear_groups). Fewer heads keep the
 # square design (learned at d = 8 for H <= 5 in 100 of 100 seeds without it).
 REDUNDANT_FROM_HEADS = 6
+# A box whose unit roundoff is at least COARSE_UNIT (float32: 2^-24) has answers too coarse
+# for the square design from two heads on: there it takes d redundant columns, the most
+# extra_columns gives, past the follow-up's count. Measured (nn.MultiheadAttention in
+# float32, module seeds 0-5, H = 2): E = 8 learned 5/6 with d columns, 4/6 with d/2, 1/6
+# square; E = 16 5/6, 5/6, 3/6 (with the per-entry estimate of _propagated_error in each);
+# the u-groups' sigma_min grew about 10x. Predictions within 3.6e-5 of the float64 module.
+COARSE_UNIT = 2.0**-30
+_DOUBLE_UNIT = 2.0**-53
+
+
+def coarse(unit: float) -> bool:
+    """Whether answers with this unit roundoff take the coarse design (:data:`COARSE_UNIT`).
+
+    >>> coarse(2.0**-53), coarse(2.0**-24)
+    (False, True)
+    """
+    return unit >= COARSE_UNIT
 
 
 def _limit_at(d: int, H: int, affine: bool, extra: int) -> int:
@@ -235,12 +253,13 @@ def _limit_at(d: int, H: int, affine: bool, extra: int) -> int:
     return ncols + npairs * (2 * H + redundancy(H)) + ties
 
 
-def extra_columns(d: int, H: int, affine: bool) -> int:
+def extra_columns(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> int:
     """Redundant probe columns of the float design: from :data:`REDUNDANT_FROM_HEADS` heads
     on, as many as the room under the follow-up's ``4Hd^2 - 2H + 1`` holds once the
     pilot's discarded rounds are reserved, each column sized at its F(0), d pairs and d
-    tie links, at most d; else 0. A function of the sizes alone, so that a certificate's
-    design is fixed by them. (The redundant design asks no tie links, see
+    tie links, at most d; else 0. A box of unit roundoff ``unit`` >= :data:`COARSE_UNIT`
+    (float32) takes d from two heads on. A function of the sizes and the box's unit
+    roundoff alone, so that a certificate's design is fixed by them. (The redundant design asks no tie links, see
     :func:`_decode_pooled`; the sizing still counts them, as the design was measured, and
     the conditioning rounds get that room.)
 
@@ -251,7 +270,11 @@ def extra_columns(d: int, H: int, affine: bool) -> int:
 
     >>> extra_columns(8, 5, False), extra_columns(8, 6, False), extra_columns(16, 8, True)
     (0, 2, 8)
+    >>> extra_columns(8, 2, True, unit=2.0**-24), extra_columns(8, 1, True, unit=2.0**-24)
+    (8, 0)
     """
+    if coarse(unit) and H >= 2:
+        return d
     if H < REDUNDANT_FROM_HEADS:
         return 0
     per_pair = 2 * H + redundancy(H)
@@ -261,16 +284,16 @@ def extra_columns(d: int, H: int, affine: bool) -> int:
     return max(0, min(d, (room - reserve) // column))
 
 
-def probe_columns(d: int, H: int, affine: bool) -> int:
+def probe_columns(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> int:
     """The float design's probe columns b_j: d (affine d + 1) plus :func:`extra_columns`.
 
     >>> probe_columns(8, 4, True), probe_columns(16, 8, True)
     (9, 25)
     """
-    return d + (1 if affine else 0) + extra_columns(d, H, affine)
+    return d + (1 if affine else 0) + extra_columns(d, H, affine, unit=unit)
 
 
-def float_query_bound(d: int, H: int, *, affine: bool = False) -> int:
+def float_query_bound(d: int, H: int, *, affine: bool = False, unit: float = _DOUBLE_UNIT) -> int:
     """The float path's count without ties or a rescaling pilot: the F(0) probes, then per
     pair 2H grid ratios and ``redundancy(H)`` redundant samples (:func:`probe_columns`
     columns).
@@ -278,12 +301,12 @@ def float_query_bound(d: int, H: int, *, affine: bool = False) -> int:
     >>> float_query_bound(8, 5), float_query_bound(3, 2, affine=True), float_query_bound(8, 6)
     (789, 74, 1141)
     """
-    ncols = probe_columns(d, H, affine)
+    ncols = probe_columns(d, H, affine, unit=unit)
     npairs = d * ncols + d - 1
     return ncols + npairs * (2 * H + redundancy(H))
 
 
-def base_query_limit(d: int, H: int, *, affine: bool = False) -> int:
+def base_query_limit(d: int, H: int, *, affine: bool = False, unit: float = _DOUBLE_UNIT) -> int:
     """:func:`float_query_bound` plus, in the square design, one tie link per grid pair with
     j > 1 (as in exact mode; the redundant design asks none): the worst case of a box the
     pilot keeps at the design scale.
@@ -291,10 +314,10 @@ def base_query_limit(d: int, H: int, *, affine: bool = False) -> int:
     >>> base_query_limit(8, 5), base_query_limit(8, 6) == float_query_bound(8, 6)
     (845, True)
     """
-    return _limit_at(d, H, affine, extra_columns(d, H, affine))
+    return _limit_at(d, H, affine, extra_columns(d, H, affine, unit=unit))
 
 
-def float_query_limit(d: int, H: int, *, affine: bool = False) -> int:
+def float_query_limit(d: int, H: int, *, affine: bool = False, unit: float = _DOUBLE_UNIT) -> int:
     """The float path's worst case: :func:`base_query_limit` plus the adaptive phases - the
     pilot's discarded rounds (``d (2H + redundancy(H))`` queries each, at most
     :func:`~.float_pilot.pilot_rounds` - 1) and up to :data:`CONDITIONING_GROUPS`
@@ -315,31 +338,36 @@ def float_query_limit(d: int, H: int, *, affine: bool = False) -> int:
     >>> float_query_limit(8, 6) - base_query_limit(8, 6) == 2 * 8 * 13 + 8 * conditioning_cost(8, 6, False)
     True
     """
-    pilot = (pilot_rounds(d, H, affine) - 1) * d * (2 * H + redundancy(H))
-    most = pilot + CONDITIONING_GROUPS * conditioning_cost(d, H, affine)
-    if extra_columns(d, H, affine):
-        return base_query_limit(d, H, affine=affine) + most
-    return base_query_limit(d, H, affine=affine) + min(adaptive_room(d, H, affine), most)
+    pilot = (pilot_rounds(d, H, affine, unit=unit) - 1) * d * (2 * H + redundancy(H))
+    most = pilot + CONDITIONING_GROUPS * conditioning_cost(d, H, affine, unit=unit)
+    base = base_query_limit(d, H, affine=affine, unit=unit)
+    if extra_columns(d, H, affine, unit=unit):
+        return base + most
+    return base + min(adaptive_room(d, H, affine, unit=unit), most)
 
 
-def adaptive_room(d: int, H: int, affine: bool) -> int:
+def adaptive_room(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> int:
     """The queries the adaptive phases (pilot rounds discarded, conditioning) may add to
     :func:`base_query_limit`: what keeps the total under the follow-up's count, or 0.
 
     >>> adaptive_room(8, 6, False), adaptive_room(2, 2, False)
     (383, 0)
     """
-    return max(0, follow_up_query_bound(d, H) - 1 - base_query_limit(d, H, affine=affine))
+    return max(
+        0, follow_up_query_bound(d, H) - 1 - base_query_limit(d, H, affine=affine, unit=unit)
+    )
 
 
-def conditioning_cost(d: int, H: int, affine: bool, k: int = 0) -> int:
+def conditioning_cost(
+    d: int, H: int, affine: bool, k: int = 0, *, unit: float = _DOUBLE_UNIT
+) -> int:
     """The queries of one conditioning round that replaces u-group ``k``: its ``ncols``
     pairs and the halved links through u_k (all d - 1 of them for k = 0, else one).
 
     >>> conditioning_cost(8, 6, False), conditioning_cost(8, 6, False, k=3)
     (221, 143)
     """
-    ncols = probe_columns(d, H, affine)
+    ncols = probe_columns(d, H, affine, unit=unit)
     links = d - 1 if k == 0 else 1
     return (ncols + links) * (2 * H + redundancy(H))
 
@@ -633,7 +661,7 @@ def _refine(
     beta: float,
     rows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     affine: bool,
-) -> tuple[list[tuple[np.ndarray, ...]], float, np.ndarray, float]:
+) -> tuple[list[tuple[np.ndarray, ...]], float, np.ndarray, float, float]:
     """Levenberg-Marquardt on all learning answers at once, from the per-pair decoding.
 
     Each pair alone is a square (2H + 1)-point fit whose poles are ill-conditioned when two
@@ -641,8 +669,9 @@ def _refine(
     H (d^2 + 2d) + 1 parameters (``F = beta + sum_h b^T v_h + u^T v_h sigmoid(u^T (W_h b +
     c_h) + log k)``, and ``F(0) = beta + sum_h b^T v_h``), so the joint least-squares fit is
     far better conditioned. Returns the iterate with the smallest residual (never worse
-    than the start), its residuals and the smallest singular value of the Jacobian there
-    (0 if it is rank deficient): the conditioning figure of the parameter error estimate.
+    than the start), its residuals, the smallest singular value of the Jacobian there
+    (0 if it is rank deficient; the conditioning figure) and the largest row norm of its
+    pseudo-inverse (inf if rank deficient; what the parameter error estimate multiplies).
     """
     u, b, logk, y = rows  # (n, d), (n, d), (n,) log t, -inf for F(0), (n,)
     d, H = u.shape[1], len(heads)
@@ -716,8 +745,13 @@ def _refine(
                 break
     hs, bt = unpack(best)
     res, J = residual_and_jacobian(best)
-    sv = np.linalg.svd(J, compute_uv=False)
-    return hs, bt, res, float(sv[-1]) if len(sv) == J.shape[1] else 0.0
+    _, sv, Vt = np.linalg.svd(J, full_matrices=False)
+    if len(sv) < J.shape[1] or not sv[-1] > 0:
+        return hs, bt, res, 0.0, math.inf
+    # Row i of J^+ = V diag(1/sv) U^T has norm |V[i] / sv|: how far parameter i moves, to
+    # first order, per unit of answer change (at most 1 / sigma_min, for every i).
+    sensitivity = float(np.sqrt(((Vt / sv[:, None]) ** 2).sum(axis=0)).max())
+    return hs, bt, res, float(sv[-1]), sensitivity
 
 
 # Joint dense polish (all answers, (W, v) parametrisation) only when parameters x answers is
@@ -1290,7 +1324,9 @@ def _decode_pooled(
     beta = float(f0[0] - B[0] @ sum(hd[1] for hd in heads)) if affine else 0.0
     sig = _sigma_min(lt, M, r, s)
     # A second solution that fits as well is an error the first-order figure cannot see.
-    estimate = _propagated_error(res_best, floor, sig, spread, U, B, f0, heads, beta, unit, affine)
+    estimate = _propagated_error(
+        res_best, floor, lt, r, s, spread, U, B, f0, heads, beta, unit, affine
+    )
     if estimate > getattr(arith, "parameter_rtol", arith.rtol):
         ambiguous += [
             f"the pair (u_{k + 1}, b_{j + 1}) cannot tell heads {a + 1} and {b + 1} (numbered "
@@ -1493,11 +1529,12 @@ def _pilot(
     discarded rounds (their scale and answers, for the certificate)."""
     d = oracle.d
     t0 = np.array([0.0] + [k / m for k, m in ratios])
-    rounds = pilot_rounds(d, H, affine)
+    unit = float(getattr(oracle.arithmetic, "unit_roundoff", _DOUBLE_UNIT))
+    rounds = pilot_rounds(d, H, affine, unit=unit)
     scale, discarded = 1.0, []
     with oracle.phase("pilot"):
         for i in range(rounds):
-            _, B, pairs = float_design(d, seed, affine, scale, extra_columns(d, H, affine))
+            _, B, pairs = float_design(d, seed, affine, scale, extra_columns(d, H, affine, unit=unit))
             chosen = [pairs[p] for p in pilot_pairs(d, len(B))]
             seqs = [float_sequence(u, B[j], k, m) for u, j in chosen for k, m in ratios]
             got = np.array(oracle.query_many(seqs), dtype=np.float64).reshape(d, -1)
@@ -1622,7 +1659,8 @@ def learn_float(
 ) -> MultiHeadRecovery:
     """The float path of :func:`~.canonical_learner.learn_multi_head` (arguments already
     validated there)."""
-    bound = float_query_limit(oracle.d, H, affine=affine)
+    box_unit = float(getattr(oracle.arithmetic, "unit_roundoff", _DOUBLE_UNIT))
+    bound = float_query_limit(oracle.d, H, affine=affine, unit=box_unit)
     oracle.require_remaining(bound, verify, "learn_multi_head")
     ratios = float_ratios(H)
     n_grid, n_extra = 2 * H, redundancy(H)
@@ -1630,7 +1668,7 @@ def learn_float(
     tie_answers: list[dict[str, Any]] = []
     with oracle.run() as run:
         d = oracle.d
-        wide = extra_columns(d, H, affine)
+        wide = extra_columns(d, H, affine, unit=box_unit)
         U, B, _ = float_design(d, seed, affine, extra=wide)
         ncols = len(B)
         with oracle.phase("F(0)"):
@@ -1676,7 +1714,9 @@ def learn_float(
         replaced: list[dict[str, Any]] = []
         # The adaptive phases' share of the bound (float_query_limit), less the pilot's.
         room = (
-            bound - base_query_limit(d, H, affine=affine) - len(discarded) * d * len(ratios)
+            bound
+            - base_query_limit(d, H, affine=affine, unit=box_unit)
+            - len(discarded) * d * len(ratios)
         )
         for _ in range(CONDITIONING_ROUNDS):
             if dec.estimate is not None or not dec.bad:
@@ -1686,7 +1726,7 @@ def learn_float(
             # its own answers only), so the decoding would fail again on it. Rows with tie
             # links cannot be asked again (the links were asked at the old u_k).
             again = sorted(set(dec.bad))
-            cost = sum(conditioning_cost(d, H, affine, k) for k in again)
+            cost = sum(conditioning_cost(d, H, affine, k, unit=box_unit) for k in again)
             if (
                 cost > room
                 or len(replaced) + len(again) > CONDITIONING_GROUPS
@@ -1724,11 +1764,11 @@ def learn_float(
                 raise PrecisionExhausted(dec.failure)
             if joint_polish(d, H, affine, len(ys)):
                 # Small boxes: a dense joint polish on every answer (links and F(0) too).
-                heads, beta_fit, residuals, sigma_min = _refine(
+                heads, beta_fit, residuals, sigma_min, sensitivity = _refine(
                     dec.heads, dec.beta, (np.array(us), np.array(bs), np.array(logk), ys), affine
                 )
                 estimate = _parameter_error_estimate(
-                    oracle.arithmetic, heads, beta_fit, residuals, ys, sigma_min, H
+                    oracle.arithmetic, heads, beta_fit, residuals, ys, sigma_min, sensitivity, H
                 )
                 figure = f"smallest singular value {sigma_min:.2e} of the joint Jacobian"
                 kind = "joint"
@@ -1803,17 +1843,24 @@ def learn_float(
     pilot = counts.by_phase.get("pilot", 0)
     conditioning = counts.by_phase.get("conditioning", 0)
     over = counts.learning - follow_up_query_bound(oracle.d, H)
-    past = f", not under it ({over:+d}) with the conditioning rounds" if over >= 0 else ""
+    why = (
+        f"the coarse design's {wide} redundant probe columns"
+        if wide and coarse(box_unit)
+        else "the conditioning rounds"
+    )
+    past = f", not under it ({over:+d}) with {why}" if over >= 0 else ""
     notes = [
         f"canonical method (float ratio grid): {counts.learning} learning queries ({pilot} "
         f"pilot, {len(discarded)} rescaling rounds of {d} pairs discarded, u scale "
         f"{scale:.4g}; {conditioning} conditioning, {len(replaced)} u-groups asked again; "
         f"{extra} redundant, {ties} tie links), <= {bound} (without ties or rescaling "
-        f"{float_query_bound(oracle.d, H, affine=affine)}; the follow-up's 4Hd^2 - 2H + 1 = "
+        f"{float_query_bound(oracle.d, H, affine=affine, unit=box_unit)}; the follow-up's "
+        "4Hd^2 - 2H + 1 = "
         f"{follow_up_query_bound(oracle.d, H)}{past}); float64 decoding, every learning "
         f"answer reproduced at rtol {rtol:g}",
         f"{H} canonical heads ({box_precision(oracle.arithmetic)} answers; not exact); "
-        f"first-order parameter error estimate {estimate:.2e} relative (<= the parameter "
+        f"first-order parameter error estimate {estimate:.2e} relative (the worst case of "
+        f"one parameter under the answers' noise; <= the parameter "
         f"tolerance {prtol:g} stated for the heads; predictions verified at rtol {rtol:g}; "
         f"residual norm / {figure}; closest score gap {dec.gap:.2e})",
     ]
@@ -1917,12 +1964,15 @@ def _parameter_error_estimate(
     residuals: np.ndarray,
     ys: np.ndarray,
     sigma_min: float,
+    sensitivity: float,
     H: int,
 ) -> float:
     """The fit's first-order parameter error, relative to max(1, largest parameter).
 
     To first order a change dy of the answers moves the least-squares parameters by
-    ``J^+ dy``, at most ``|dy| / sigma_min(J)``. dy is what separates the answers from an
+    ``J^+ dy``, parameter i by at most ``|dy| |row i of J^+|`` (attained by dy along that
+    row; ``sensitivity`` is the largest row norm, never more than ``1 / sigma_min(J)``,
+    which bounds all parameters at once). dy is what separates the answers from an
     exact sum of H heads: the fit's residuals, and at least the box's rounding
     (``unit_roundoff * |y|`` per answer). A returned result's estimate is at most the
     oracle's rtol; otherwise PrecisionExhausted, with the figure. This is what catches a
@@ -1932,7 +1982,7 @@ def _parameter_error_estimate(
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
     noise = float(np.sqrt(np.sum(residuals**2) + np.sum((unit * np.abs(ys)) ** 2)))
     size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
-    estimate = math.inf if sigma_min <= 0 else noise / sigma_min / size
+    estimate = math.inf if not sigma_min > 0 else noise * sensitivity / size
     prtol = float(getattr(arith, "parameter_rtol", arith.rtol))
     if not estimate <= _PARAMETER_SAFETY * prtol:
         raise PrecisionExhausted(
@@ -1960,7 +2010,9 @@ def joint_polish(d: int, H: int, affine: bool, answers: int) -> bool:
 def _propagated_error(
     residual: np.ndarray,
     floor: np.ndarray,
-    sig: np.ndarray,
+    lt: np.ndarray,
+    r: np.ndarray,
+    s: np.ndarray,
     spread: np.ndarray,
     U: np.ndarray,
     B: np.ndarray,
@@ -1970,22 +2022,45 @@ def _propagated_error(
     unit: float,
     affine: bool,
 ) -> float:
-    """The u-groups' first-order errors ``max(|dY_k| / sigma_min_k, spread_k)`` (``dY_k``:
-    the residual and the rounding floor) carried through ``|U^-1|`` and ``|M^-1|`` to the
-    heads, relative to max(1, largest parameter). With redundant columns sigma_min is the
-    fit's in (r, w) (:func:`_sigma_min`), whose w is ``[W_h | c_h]^T u_k`` itself: no
-    ``|M^-1|``."""
+    """The largest first-order error of one head parameter, relative to max(1, largest
+    parameter): the worst case, entry by entry, of the answers' noise ``|dY_k|`` (each
+    u-group's residual and rounding floor) moving the u-groups' least-squares fits.
+
+    Each answer belongs to one u-group, and a group's fit moves by ``J_k^+ dY_k``; entry
+    ``a`` of ``[W_h | c_h]`` is ``sum_k U^-1[a, k] x`` (entry b of ``[W_h | c_h]^T u_k``,
+    a linear functional of group k's fit), so it moves by at most
+    ``sum_k |U^-1[a, k]| |dY_k| |l_kb^T J_k^+|`` (:func:`~.float_fit.row_sensitivities`),
+    and that is attained (each dY_k along its row). ``v_h = U^-1 r_h`` and ``beta = F(0)_1
+    - b_1^T sum_h v_h`` likewise (beta also carries F(0)_1's rounding). A second solution's
+    distance (``spread``, a score move) enters a group's term when it is the larger. This is
+    never more than the operator-norm bound ``|U^-1| |M^-1| (sum_k (|dY_k| /
+    sigma_min_k)^2)^(1/2)``, which bounds every parameter at once; it is what one parameter
+    can err by, the measure the stated parameter tolerance is held to."""
     H = len(heads)
-    with np.errstate(divide="ignore"):
-        err = np.where(sig > 0, np.sqrt(residual**2 + floor**2) / sig, math.inf)
-    err_S = float(np.sqrt((np.maximum(err, spread) ** 2).sum()))
     M = float_probe_matrix(B, affine)
-    nU = float(np.linalg.norm(np.linalg.inv(U), 2))
-    nM = 1.0 if M.shape[1] > M.shape[0] else float(np.linalg.norm(np.linalg.inv(M), 2))
-    err_W, err_v = nU * err_S * nM, nU * err_S
-    err_beta = float(np.linalg.norm(B[0])) * H * err_v + unit * abs(float(f0[0])) if affine else 0
+    wide = M.shape[1] > M.shape[0]
+    Minv = np.linalg.pinv(M) if wide else np.linalg.inv(M)  # (J, p)
+    if wide:
+        w_sens, r_sens, t_sens = row_sensitivities(lt, r, s, None, M.T)
+    else:
+        w_sens, r_sens, t_sens = row_sensitivities(lt, r, s, Minv, None)
+    noise = np.sqrt(residual**2 + floor**2)
+    # A second solution moves a group's scores by up to spread_k: entry b of
+    # [W_h | c_h]^T u_k by at most spread_k sum_j |Minv[j, b]|, a residue by spread_k.
+    m1 = np.abs(Minv).sum(axis=0)  # (p,)
+    with np.errstate(invalid="ignore"):
+        per_w = np.maximum(noise[:, None, None] * w_sens, spread[:, None, None] * m1[None, :, None])
+        per_r = np.maximum(noise[:, None] * r_sens, spread[:, None])
+        per_t = np.maximum(noise * t_sens, H * spread)
+    Ua = np.abs(np.linalg.inv(U))  # (d, G): entry a of a head row from group k
+    err_W = float(np.einsum("ak,kbh->abh", Ua, per_w).max())
+    err_v = float((Ua @ per_r).max())
+    err_beta = (
+        float(np.abs(B[0] @ np.linalg.inv(U)) @ per_t) + unit * abs(float(f0[0])) if affine else 0.0
+    )
     size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
-    return max(err_W, err_v, err_beta) / size
+    out = max(err_W, err_v, err_beta) / size
+    return out if math.isfinite(out) else math.inf
 
 
 def heads_error_estimate(
@@ -2028,8 +2103,9 @@ def heads_error_estimate(
     floor = unit * np.sqrt(
         (ans[:n_grid] ** 2).sum(axis=1).reshape(d, ncols).sum(axis=1) + T * float(f0 @ f0)
     )
-    sig = _sigma_min(lt, M, r, s)
-    return _propagated_error(residual, floor, sig, np.zeros(d), U, B, f0, heads, beta, unit, affine)
+    return _propagated_error(
+        residual, floor, lt, r, s, np.zeros(d), U, B, f0, heads, beta, unit, affine
+    )
 
 
 def _sigma_min(lt: np.ndarray, M: np.ndarray, r: np.ndarray, s: np.ndarray) -> np.ndarray:

@@ -38,6 +38,7 @@ __all__ = [
     "group_model",
     "link_noise",
     "link_orders",
+    "row_sensitivities",
     "sigma_min_groups",
     "sigma_min_linear",
 ]
@@ -200,6 +201,64 @@ def sigma_min_groups(lt: np.ndarray, r: np.ndarray, s: np.ndarray) -> np.ndarray
         xs, xr = ys, yr
     with np.errstate(all="ignore"):
         return np.where(np.isfinite(lam) & (lam > 0), 1.0 / np.sqrt(np.abs(lam)), 0.0)
+
+
+def row_sensitivities(
+    lt: np.ndarray, r: np.ndarray, s: np.ndarray, Minv: np.ndarray | None, Mt: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """How far one unit of answer noise can move each head parameter a u-group fixes.
+
+    For group g the least-squares fit moves by ``J_g^+ dY_g`` to first order; a linear
+    functional ``l`` of its parameters moves by at most ``|l^T J_g^+| |dY_g|``, with
+    ``|l^T J_g^+|^2 = l^T (J_g^T J_g)^-1 l`` (attained by dY_g along that row). Returned:
+    ``w`` (G, p, H), the norm for entry ``a`` of ``[W_h | c_h]^T u_g`` (square design:
+    ``sum_j Minv[j, a] s[g, j, h]``; redundant design, ``Mt`` given: the fit's own
+    ``w[g, a, h]``); ``res`` (G, H), for the residue ``r[g, h]``; ``total`` (G,), for
+    ``sum_h r[g, h]``. A rank-deficient group gets inf. Exactly one of ``Minv`` (J, p) and
+    ``Mt`` (J, p, the redundant design's probe rows) is given.
+
+    >>> lt = np.log(np.array([0.25, 0.5, 1.0, 2.0, 4.0]))
+    >>> r = np.array([[1.0, -2.0]]); s = np.array([[[0.3, -0.4]]])
+    >>> w, res, total = row_sensitivities(lt, r, s, np.eye(1), None)
+    >>> _, Js, Jr = _parts(lt, np.zeros((1, 1, 5)), r, s)
+    >>> J = _dense_jacobian(Jr[0], Js[0])  # the group's Jacobian in (r, s)
+    >>> bool(np.isclose(res[0, 0], np.linalg.norm(np.linalg.pinv(J)[0])))
+    True
+    """
+    G, J, H = s.shape
+    T = len(lt)
+    if (Minv is None) == (Mt is None):  # pragma: no cover - a caller's error
+        raise ValueError("row_sensitivities needs exactly one of Minv and Mt")
+    if Mt is not None:
+        p = Mt.shape[1]
+        w = np.einsum("aj,gjh->gah", np.linalg.pinv(Mt), s)
+        Jfull = linear_jacobian(lt, Mt, r, w)
+    elif Minv is not None:
+        p = Minv.shape[1]
+        _, Js, Jr = _parts(lt, np.zeros((G, J, T)), r, s)
+        Jfull = np.stack([_dense_jacobian(Jr[g], Js[g]) for g in range(G)])
+    # By the SVD J = W S V^T (not the normal equations, which square the conditioning):
+    # (J^T J)^-1 = V S^-2 V^T. Rank deficient: sigma_min <= (rows) x eps x sigma_max.
+    _, sv, Vt = np.linalg.svd(Jfull, full_matrices=False)
+    ok = (sv.shape[1] == Jfull.shape[2]) & (
+        sv[:, -1] > Jfull.shape[1] * np.finfo(np.float64).eps * sv[:, 0]
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv2 = np.where(ok[:, None], 1.0 / np.where(sv > 0, sv, 1.0) ** 2, 0.0)
+    P = (Vt.swapaxes(1, 2) * inv2[:, None, :]) @ Vt  # (J^T J)^-1 per group
+    Prr = P[:, :H, :H]
+    res = np.sqrt(np.maximum(np.einsum("ghh->gh", Prr), 0.0))
+    total = np.sqrt(np.maximum(Prr.sum(axis=(1, 2)), 0.0))
+    if Minv is None:
+        Pw = P[:, H:, H:].reshape(G, p, H, p, H)
+        w_out = np.sqrt(np.maximum(np.einsum("gahah->gah", Pw), 0.0))
+    else:
+        Ps = P[:, H:, H:].reshape(G, J, H, J, H)
+        Ph = np.einsum("gjhkh->ghjk", Ps)  # (G, H, J, J): head h's scores across the pairs
+        w_out = np.sqrt(np.maximum(np.einsum("ja,ghjk,ka->gah", Minv, Ph, Minv), 0.0))
+    bad = ~ok
+    w_out[bad], res[bad], total[bad] = math.inf, math.inf, math.inf
+    return w_out, res, total
 
 
 def _dense_jacobian(Jr: np.ndarray, Js: np.ndarray) -> np.ndarray:

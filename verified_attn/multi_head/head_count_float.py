@@ -521,7 +521,8 @@ def learn_float_max_heads(
     counting = head_count_queries(max_heads)
     # The worst case (the decoding at max_heads heads): a budget is checked against it
     # before any query, so a too-small budget leaves nothing half-done.
-    bound = counting + float_query_limit(oracle.d, max_heads, affine=affine)
+    unit = float(getattr(oracle.arithmetic, "unit_roundoff", 2.0**-53))
+    bound = counting + float_query_limit(oracle.d, max_heads, affine=affine, unit=unit)
     oracle.require_remaining(bound, verify, "learn_multi_head")
     with oracle.run() as run:
         found = count_heads(oracle, max_heads, seed=seed)
