@@ -1559,19 +1559,24 @@ def _not_reproduced(
     arith: Arithmetic,
     estimate: float,
     figure: str,
+    bias: float = 0.0,
 ) -> PrecisionExhausted:
     """The refusal after the fitted heads miss an answer of the box (learning or fresh).
 
-    >>> e = ModelClassMismatch("miss", query=np.zeros((3, 2)), observed=1.0, expected=1.5)
+    The relative gap is the agreement rule's (:func:`verified_attn.verification.agree`:
+    relative to the answer less the bias ``bias``), the rule that failed.
+
+    >>> e = ModelClassMismatch("miss", query=np.zeros((3, 2)), observed=0.02, expected=0.0201)
     >>> from verified_attn.arithmetic import FloatArithmetic
-    >>> str(_not_reproduced(e, "a fresh sequence", 2, FloatArithmetic(), 1e-9, "s 1"))[:60]
-    'the fitted 2 heads do not reproduce the box on a fresh seque'
+    >>> msg = str(_not_reproduced(e, "a fresh sequence", 2, FloatArithmetic(), 1e-9, "s 1"))
+    >>> msg[:60], "(relative gap 5.00e-03 > rtol 1e-06)" in msg
+    ('the fitted 2 heads do not reproduce the box on a fresh seque', True)
     """
     query = np.asarray(exc.query) if exc.query is not None else None
     length = f" of length {query.shape[0]}" if query is not None and query.ndim == 2 else ""
     try:
         obs, exp = float(exc.observed), float(exc.expected)
-        gap = f"relative gap {abs(obs - exp) / max(1.0, abs(obs)):.2e}"
+        gap = f"relative gap {agree(arith, obs, exp, bias=bias)[1]:.2e}"
     except (TypeError, ValueError):
         gap = "a gap"
     return PrecisionExhausted(
@@ -1818,7 +1823,9 @@ def learn_float(
             except ModelClassMismatch as exc:
                 # One miss shows the fit is wrong, not that the box is outside the class:
                 # that needs a residual no H-head fit can remove (too_few_heads_float).
-                raise _not_reproduced(exc, where, H, oracle.arithmetic, estimate, figure) from exc
+                raise _not_reproduced(
+                    exc, where, H, oracle.arithmetic, estimate, figure, beta if affine else 0.0
+                ) from exc
         except (ModelClassMismatch, PrecisionExhausted) as exc:
             if not ambiguous:
                 raise
