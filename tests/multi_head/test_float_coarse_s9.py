@@ -54,8 +54,9 @@ def test_coarse_golden_columns_and_counts(
     assert extra_columns(d, H, affine, unit=F32) == extra
     assert probe_columns(d, H, affine, unit=F32) == columns
     assert float_query_bound(d, H, affine=affine, unit=F32) == bound
-    # float64 keeps the square design below six heads (the wrong variant for float32).
-    assert extra_columns(d, H, affine) == 0
+    # float64 takes what the room under the follow-up's count holds (the wrong variant
+    # for float32: fewer columns, none at d = 8, H = 2).
+    assert extra_columns(d, H, affine) < max(extra, 1)
 
 
 def test_coarse_pilot_and_limit() -> None:

@@ -39,6 +39,7 @@ def test_every_failing_group_is_asked_again_in_one_round(monkeypatch: pytest.Mon
     # by 2^-1/2: 2 x 9 x 11 queries, 789 + 198 = 987), refit only those two groups, and
     # decode once more; with one group per round (the design before) it would decode three
     # times and ask 99 queries per decoding.
+    monkeypatch.setattr(cf, "REDUNDANT_FROM_HEADS", 9)  # the square design's mechanism
     real_refit = cf._refit_groups
     calls = stall_first_decoding(monkeypatch, (3, 5))
     refits: list[list[int]] = []
@@ -79,6 +80,7 @@ def test_the_groups_asked_again_are_held_to_the_room(
     def always(*args: Any, **kwargs: Any) -> Any:
         return cf._Decoded([], 0.0, [], 1.0, 0.0, None, "groups miss (simulated)", stalled)
 
+    monkeypatch.setattr(cf, "REDUNDANT_FROM_HEADS", 9)  # the square design's mechanism
     monkeypatch.setattr(cf, "_decode_pooled", always)
     oracle = va.Oracle(_model(_box(8, 4, 1)), "float")
     with pytest.raises(PrecisionExhausted, match="simulated"):

@@ -52,7 +52,12 @@ SIZES = [
 @pytest.mark.parametrize(
     ("d", "H", "affine", "extra"),
     [
-        (8, 5, False, 0),
+        (8, 2, False, 0),  # no room for a column: the square design
+        (8, 3, False, 1),
+        (8, 4, True, 1),
+        (8, 5, False, 2),
+        (16, 4, False, 6),
+        (32, 4, False, 16),
         (8, 6, False, 2),
         (8, 6, True, 1),
         (8, 7, False, 3),

@@ -220,11 +220,20 @@ def max_length(H: int) -> int:
 
 
 # Redundant probe columns (more b's than the d, affine d + 1, a square design needs) from
-# this many heads on: where the free per-pair scores crowd (nn.MultiheadAttention E = 16,
-# H = 8: the u-groups' sigma_min 1e-10 .. 1e-5) the scores' linearity in b pins a pair's
-# close scores through the other pairs (float_fit.fit_linear_groups). Fewer heads keep the
-# square design (learned at d = 8 for H <= 5 in 100 of 100 seeds without it).
-REDUNDANT_FROM_HEADS = 6
+# this many heads on, as many as the room under the follow-up's count holds: where the
+# free per-pair scores crowd (nn.MultiheadAttention E = 16, H = 8: the u-groups' sigma_min
+# 1e-10 .. 1e-5) the scores' linearity in b pins a pair's close scores through the other
+# pairs (float_fit.fit_linear_groups). Until this version only from six heads on; measured
+# with them from two heads on (float64, the float benchmark's seeds): random d = 32, H = 4
+# 2/2 learned (the square design 0/2: two scores 1.5e-5 apart, a fit at a wrong solution),
+# every other cell H = 2-5 as learned as before (d = 8 60/60, d = 16 12/12, modules E = 8
+# 6/6, E = 16 12/12, E = 32 2/2) with parameters 3x to 300x closer (d = 16, H = 4 5.4e-14
+# against 1.5e-11), at up to 1.3x the square design's queries, under the follow-up's count.
+# Where the room holds no column (d <= 4, d = 8 with H = 2) the design stays square.
+REDUNDANT_FROM_HEADS = 2
+# The conditioning rounds are held to the room under the follow-up's count up to five
+# heads; from this many heads on they get their whole worst case (float_query_limit).
+UNBOUNDED_ROUNDS_FROM_HEADS = 6
 # A box whose unit roundoff is at least COARSE_UNIT (float32: 2^-24) has answers too coarse
 # for the square design from two heads on: there it takes d redundant columns, the most
 # extra_columns gives, past the follow-up's count. Measured (nn.MultiheadAttention in
@@ -269,7 +278,9 @@ def extra_columns(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -
     instead of 2 and 3, and seed 0 was refused all the same.
 
     >>> extra_columns(8, 5, False), extra_columns(8, 6, False), extra_columns(16, 8, True)
-    (0, 2, 8)
+    (2, 2, 8)
+    >>> extra_columns(8, 2, False), extra_columns(4, 4, False)  # no room: the square design
+    (0, 0)
     >>> extra_columns(8, 2, True, unit=2.0**-24), extra_columns(8, 1, True, unit=2.0**-24)
     (8, 0)
     """
@@ -288,7 +299,7 @@ def probe_columns(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -
     """The float design's probe columns b_j: d (affine d + 1) plus :func:`extra_columns`.
 
     >>> probe_columns(8, 4, True), probe_columns(16, 8, True)
-    (9, 25)
+    (10, 25)
     """
     return d + (1 if affine else 0) + extra_columns(d, H, affine, unit=unit)
 
@@ -299,7 +310,7 @@ def float_query_bound(d: int, H: int, *, affine: bool = False, unit: float = _DO
     columns).
 
     >>> float_query_bound(8, 5), float_query_bound(3, 2, affine=True), float_query_bound(8, 6)
-    (789, 74, 1141)
+    (967, 74, 1141)
     """
     ncols = probe_columns(d, H, affine, unit=unit)
     npairs = d * ncols + d - 1
@@ -312,7 +323,9 @@ def base_query_limit(d: int, H: int, *, affine: bool = False, unit: float = _DOU
     pilot keeps at the design scale.
 
     >>> base_query_limit(8, 5), base_query_limit(8, 6) == float_query_bound(8, 6)
-    (845, True)
+    (967, True)
+    >>> base_query_limit(8, 2)  # no room for a column: square, 363 and 56 tie links
+    419
     """
     return _limit_at(d, H, affine, extra_columns(d, H, affine, unit=unit))
 
@@ -323,15 +336,16 @@ def float_query_limit(d: int, H: int, *, affine: bool = False, unit: float = _DO
     :func:`~.float_pilot.pilot_rounds` - 1) and up to :data:`CONDITIONING_GROUPS`
     u-groups asked again (each at most :func:`conditioning_cost` of u_1).
 
-    The square design (no :func:`extra_columns`) gives them :func:`adaptive_room`: its
-    limit stays under the follow-up's ``4Hd^2 - 2H + 1`` wherever :func:`base_query_limit`
-    does. The redundant design gives them their whole worst case: there a u-group that
-    stalls is learned only by asking it again, and at nn.MultiheadAttention E = 16, H = 8
-    the room under the follow-up's count holds one round where two to six groups stall
-    (measured, the float benchmark's modules with E = 16 and 32, H = 8: 4 of 4 learned with
-    the rounds they needed, up to 1.22 x the follow-up's count; 0 of 4 within the room). A
-    run asks them only where a group stalls; its note gives its count against the
-    follow-up's.
+    Up to five heads (:data:`UNBOUNDED_ROUNDS_FROM_HEADS`) it gives them
+    :func:`adaptive_room`: the limit stays under the follow-up's ``4Hd^2 - 2H + 1``
+    wherever :func:`base_query_limit` does. From six heads on, and for a coarse box
+    (float32, past that count by design), the redundant design gives them their whole
+    worst case: there a u-group that stalls is learned only by asking it again, and at
+    nn.MultiheadAttention E = 16, H = 8 the room under the follow-up's count holds one round
+    where two to six groups stall (measured, the float benchmark's modules with E = 16 and
+    32, H = 8: 4 of 4 learned with the rounds they needed, up to 1.22 x the follow-up's
+    count; 0 of 4 within the room). A run asks them only where a group stalls; its note
+    gives its count against the follow-up's.
 
     >>> float_query_limit(8, 5), float_query_limit(8, 5) < 4 * 5 * 8**2 - 2 * 5 + 1
     (1270, True)
@@ -341,7 +355,9 @@ def float_query_limit(d: int, H: int, *, affine: bool = False, unit: float = _DO
     pilot = (pilot_rounds(d, H, affine, unit=unit) - 1) * d * (2 * H + redundancy(H))
     most = pilot + CONDITIONING_GROUPS * conditioning_cost(d, H, affine, unit=unit)
     base = base_query_limit(d, H, affine=affine, unit=unit)
-    if extra_columns(d, H, affine, unit=unit):
+    if extra_columns(d, H, affine, unit=unit) and (
+        H >= UNBOUNDED_ROUNDS_FROM_HEADS or coarse(unit)
+    ):
         return base + most
     return base + min(adaptive_room(d, H, affine, unit=unit), most)
 
