@@ -237,9 +237,10 @@ UNBOUNDED_ROUNDS_FROM_HEADS = 6
 # A box whose unit roundoff is at least COARSE_UNIT (float32: 2^-24) has answers too coarse
 # for the square design from two heads on: there it takes d redundant columns, the most
 # extra_columns gives, past the follow-up's count. Measured (nn.MultiheadAttention in
-# float32, module seeds 0-5, H = 2): E = 8 learned 5/6 with d columns, 4/6 with d/2, 1/6
-# square; E = 16 5/6, 5/6, 3/6 (with the per-entry estimate of _propagated_error in each);
-# the u-groups' sigma_min grew about 10x. Predictions within 3.6e-5 of the float64 module.
+# float32, module seeds 0-5, H = 2, the per-entry estimate of _propagated_error in each):
+# E = 8 learned 5/6 with d columns, 4/6 with d/2, 1/6 square; E = 16 5/6, 5/6, 3/6 at the
+# design scale, 6/6 with d columns and the pilot's three rounds (float_pilot.pilot_rounds);
+# the u-groups' sigma_min grew about 10x; predictions within 3.1e-5 of the float64 module.
 COARSE_UNIT = 2.0**-30
 _DOUBLE_UNIT = 2.0**-53
 
@@ -268,9 +269,9 @@ def extra_columns(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -
     pilot's discarded rounds are reserved, each column sized at its F(0), d pairs and d
     tie links, at most d; else 0. A box of unit roundoff ``unit`` >= :data:`COARSE_UNIT`
     (float32) takes d from two heads on. A function of the sizes and the box's unit
-    roundoff alone, so that a certificate's design is fixed by them. (The redundant design asks no tie links, see
-    :func:`_decode_pooled`; the sizing still counts them, as the design was measured, and
-    the conditioning rounds get that room.)
+    roundoff alone, so that a certificate's design is fixed by them. (The redundant design
+    asks no tie links, see :func:`_decode_pooled`; the sizing still counts them, as the
+    design was measured, and the conditioning rounds get that room.)
 
     The conditioning rounds get what room is left. Measured against keeping room for three
     rounds at E = 16, H = 8 (4 columns instead of 8; nn.MultiheadAttention module seeds 0
