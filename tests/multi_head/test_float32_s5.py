@@ -69,19 +69,24 @@ def _parameter_error(rec: Any, mha: Any, r: np.ndarray) -> float:
     return max(best, abs(float(rec.parameters["beta"]) - truth.beta)) / size
 
 
+def learned32(E: int, H: int, seed: int) -> tuple[Any, Any, np.ndarray]:
+    """(result, module, readout) of the float32 module ``_module(E, H, seed)``, learned with
+    the same seed."""
+    mha, r = _module(E, H, seed)
+    return learn_multi_head(attention_oracle(mha, r, dtype="float32"), heads=H, seed=seed), mha, r
+
+
 @pytest.fixture(scope="module")
 def learned() -> tuple[Any, Any, np.ndarray]:
     # Measured: learned in 3 s (772 queries), estimate 3.9e-6, parameter error 3.9e-7.
-    mha, r = _module(8, 2, 4)
-    return learn_multi_head(attention_oracle(mha, r, dtype="float32"), heads=2, seed=4), mha, r
+    return learned32(8, 2, 4)
 
 
 @pytest.fixture(scope="module")
 def joint() -> tuple[Any, Any, np.ndarray]:
     # E = 4, H = 2 (parameters x answers <= 1e5: polished jointly). Measured: 204 queries,
     # estimate 3.5e-4, parameter error 1.5e-5.
-    mha, r = _module(4, 2, 0)
-    return learn_multi_head(attention_oracle(mha, r, dtype="float32"), heads=2, seed=0), mha, r
+    return learned32(4, 2, 0)
 
 
 def test_a_float32_module_is_learned_at_its_declared_tolerances(learned: Any) -> None:

@@ -30,7 +30,11 @@ from verified_attn.verification import DEFAULT_VERIFY
 torch = pytest.importorskip("torch")
 
 from tests.adapters.test_torch_multi_head import _one_thread  # noqa: E402, F401 (autouse)
-from tests.multi_head.test_float32_s5 import _module, _parameter_error  # noqa: E402
+from tests.multi_head.test_float32_s5 import (  # noqa: E402
+    _module,
+    _parameter_error,
+    learned32,
+)
 from tests.multi_head.test_float_extraction_s3 import REFUSALS  # noqa: E402
 from verified_attn.adapters.torch import attention_oracle  # noqa: E402
 
@@ -72,8 +76,7 @@ def test_coarse_pilot_and_limit() -> None:
 @pytest.fixture(scope="module")
 def learned() -> tuple[Any, Any, np.ndarray]:
     # Module seed 3 (the float32 tests' modules): refused with the square design (below).
-    mha, r = _module(8, 2, 3)
-    return learn_multi_head(attention_oracle(mha, r, dtype="float32"), heads=2, seed=3), mha, r
+    return learned32(8, 2, 3)
 
 
 def test_a_float32_module_is_learned_with_the_coarse_design(learned: Any) -> None:

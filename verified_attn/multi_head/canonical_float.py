@@ -1681,8 +1681,9 @@ def learn_float(
 ) -> MultiHeadRecovery:
     """The float path of :func:`~.canonical_learner.learn_multi_head` (arguments already
     validated there)."""
-    box_unit = float(getattr(oracle.arithmetic, "unit_roundoff", _DOUBLE_UNIT))
-    bound = float_query_limit(oracle.d, H, affine=affine, unit=box_unit)
+    # The box's unit roundoff: its design (coarse or not), the fits' rounding floors.
+    unit = float(getattr(oracle.arithmetic, "unit_roundoff", _DOUBLE_UNIT))
+    bound = float_query_limit(oracle.d, H, affine=affine, unit=unit)
     oracle.require_remaining(bound, verify, "learn_multi_head")
     ratios = float_ratios(H)
     n_grid, n_extra = 2 * H, redundancy(H)
@@ -1690,7 +1691,7 @@ def learn_float(
     tie_answers: list[dict[str, Any]] = []
     with oracle.run() as run:
         d = oracle.d
-        wide = extra_columns(d, H, affine, unit=box_unit)
+        wide = extra_columns(d, H, affine, unit=unit)
         U, B, _ = float_design(d, seed, affine, extra=wide)
         ncols = len(B)
         with oracle.phase("F(0)"):
@@ -1730,14 +1731,13 @@ def learn_float(
                     tie_answers.append({"k": k, "j": j, "answer": y})
             return [asked_ties[x] for x in kj]
 
-        unit = float(getattr(oracle.arithmetic, "unit_roundoff", 2.0**-53))
         fits = _group_fits(f0, ans, t, H, d, unit, Mt=Mt)
         dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties, fits)
         replaced: list[dict[str, Any]] = []
         # The adaptive phases' share of the bound (float_query_limit), less the pilot's.
         room = (
             bound
-            - base_query_limit(d, H, affine=affine, unit=box_unit)
+            - base_query_limit(d, H, affine=affine, unit=unit)
             - len(discarded) * d * len(ratios)
         )
         for _ in range(CONDITIONING_ROUNDS):
@@ -1748,7 +1748,7 @@ def learn_float(
             # its own answers only), so the decoding would fail again on it. Rows with tie
             # links cannot be asked again (the links were asked at the old u_k).
             again = sorted(set(dec.bad))
-            cost = sum(conditioning_cost(d, H, affine, k, unit=box_unit) for k in again)
+            cost = sum(conditioning_cost(d, H, affine, k, unit=unit) for k in again)
             if (
                 cost > room
                 or len(replaced) + len(again) > CONDITIONING_GROUPS
@@ -1780,7 +1780,6 @@ def learn_float(
         # Predictions are verified at rtol; the parameters are stated at the box's
         # parameter tolerance (rtol unless the box declares a looser one, e.g. float32).
         prtol = float(getattr(oracle.arithmetic, "parameter_rtol", oracle.arithmetic.rtol))
-        unit = float(getattr(oracle.arithmetic, "unit_roundoff", 2.0**-53))
         try:
             if dec.estimate is None:
                 raise PrecisionExhausted(dec.failure)
@@ -1869,7 +1868,7 @@ def learn_float(
     over = counts.learning - follow_up_query_bound(oracle.d, H)
     why = (
         f"the coarse design's {wide} redundant probe columns"
-        if wide and coarse(box_unit)
+        if wide and coarse(unit)
         else "the conditioning rounds"
     )
     past = f", not under it ({over:+d}) with {why}" if over >= 0 else ""
@@ -1878,7 +1877,7 @@ def learn_float(
         f"pilot, {len(discarded)} rescaling rounds of {d} pairs discarded, u scale "
         f"{scale:.4g}; {conditioning} conditioning, {len(replaced)} u-groups asked again; "
         f"{extra} redundant, {ties} tie links), <= {bound} (without ties or rescaling "
-        f"{float_query_bound(oracle.d, H, affine=affine, unit=box_unit)}; the follow-up's "
+        f"{float_query_bound(oracle.d, H, affine=affine, unit=unit)}; the follow-up's "
         "4Hd^2 - 2H + 1 = "
         f"{follow_up_query_bound(oracle.d, H)}{past}); float64 decoding, every learning "
         f"answer reproduced at rtol {rtol:g}",
