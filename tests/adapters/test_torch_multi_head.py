@@ -200,7 +200,9 @@ def test_float32_modules_at_their_declared_rtol(E: int, H: int, seed: int) -> No
     # A float32 box declares rtol 1e-4 (predictions) and parameter_rtol 1e-3 (parameters).
     # Measured (issue 12): (4, 1, 0) and (4, 1, 2) are learned, predictions within ~3e-6 of
     # the float64 module on fresh sequences; the two-head ones are refused (their first-order
-    # parameter error estimate over 1e-3, or a fresh sequence missed). Either way: a
+    # parameter error estimate over 1e-3, or two standard deviations of the prediction error
+    # over what the agreement rule allows at one of the 64 sequences it is bounded on: (8, 2,
+    # 1) at 2.7x, (4, 2, 0) at 1.1x; before that bound, (8, 2, 1) was learned). Either way: a
     # returned result meets its rtol on fresh sequences of lengths 1-16 and its parameter
     # tolerance against the module's weights (both checked here, independently of the
     # learner), and a refusal names the figure.
@@ -210,7 +212,7 @@ def test_float32_modules_at_their_declared_rtol(E: int, H: int, seed: int) -> No
     try:
         rec = learn_multi_head(oracle, heads=H, seed=seed)
     except PrecisionExhausted as exc:
-        assert "first-order parameter error estimate" in str(exc)
+        assert re.search("first-order parameter error estimate|predictions are too uncertain", str(exc))
         return
     assert rec.verification.rtol == oracle.arithmetic.rtol == 1e-4
     assert rec.parameter_rtol == oracle.arithmetic.parameter_rtol == 1e-3

@@ -84,9 +84,11 @@ def learned() -> tuple[Any, Any, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def joint() -> tuple[Any, Any, np.ndarray]:
-    # E = 4, H = 2 (parameters x answers <= 1e5: polished jointly). Measured: 204 queries,
-    # estimate 3.5e-4, parameter error 1.5e-5.
-    return learned32(4, 2, 0)
+    # E = 4, H = 2 (parameters x answers <= 1e5: polished jointly). Module seed 7 (seed 0,
+    # estimate 3.5e-4, is refused since the prediction bound: 2 standard deviations of its
+    # prediction error are 1.1x what the rule allows at one sequence). Measured: estimate
+    # 4.8e-4 (over the rtol 1e-4, under the parameter tolerance 1e-3).
+    return learned32(4, 2, 7)
 
 
 def test_a_float32_module_is_learned_at_its_declared_tolerances(learned: Any) -> None:
@@ -138,8 +140,9 @@ def test_a_joint_estimate_is_stored_and_bounded(joint: Any) -> None:
 def _rounded_box(parameter_rtol: float) -> tuple[va.Oracle, Any]:
     """A random d = 8, H = 3 box whose answers are rounded to float32, declared as such
     (rtol 1e-4): decoded by u-groups, with the coarse design. Measured: estimate 1.3e-4
-    (box seed 10; seeds 0-19 were all learned, the other estimates 2.6e-6 .. 5.5e-5, under
-    the rtol: this one is over it, which is what the tests below need)."""
+    (box seed 10, over the rtol: refused at parameter_rtol 1e-4 for that; at 1e-3 refused
+    since the prediction bound, 2 standard deviations of its prediction error being 195x what
+    the rule allows at a sequence whose prediction is -5.7e-5)."""
     model = random_float_box(8, 3, 10)
 
     def batch(Xs: np.ndarray) -> np.ndarray:
@@ -159,21 +162,16 @@ def _rounded_box(parameter_rtol: float) -> tuple[va.Oracle, Any]:
 
 @pytest.fixture(scope="module")
 def rounded() -> Any:
-    box, model = _rounded_box(1e-3)
-    return learn_multi_head(box, heads=3, seed=0), model
+    # A u-groups result whose estimate is over the rtol and under the parameter tolerance:
+    # module seed 5 (measured: estimate 1.65e-4, 732 queries). (Until the prediction bound
+    # this was the rounded box above, now refused.)
+    return learned32(8, 2, 5)
 
 
 def test_the_u_group_estimate_is_recomputed_by_the_checker(rounded: Any) -> None:
-    rec, model = rounded
+    rec, mha, r = rounded
     assert rec.verification.rtol < rec.parameter_error_estimate <= rec.parameter_rtol == 1e-3
-    truth = [np.concatenate([np.ravel(x) for x in hd]) for hd in model.heads]
-    got = [np.concatenate([np.ravel(x) for x in hd]) for hd in rec.parameters["heads"]]
-    size = max(1.0, *(float(np.abs(x).max()) for x in truth))
-    error = min(
-        max(float(np.abs(got[p[h]] - truth[h]).max()) for h in range(3))
-        for p in itertools.permutations(range(3))
-    )
-    assert error / size <= rec.parameter_error_estimate
+    assert _parameter_error(rec, mha, r) <= rec.parameter_error_estimate
     data = rec.certificate()
     assert data["result"]["parameter_error_estimate_kind"] == "u-groups"
     check = va.verify_certificate(data)
@@ -206,7 +204,7 @@ def test_the_u_group_estimate_is_recomputed_by_the_checker(rounded: Any) -> None
 def test_heads_off_by_more_than_the_noise_raise_the_recomputed_estimate(rounded: Any) -> None:
     # The checker's figure sees the heads: a head moved by 1e-3 leaves residuals far over
     # the noise and an estimate over the stated tolerance (the fit check at rtol sees it too).
-    rec, _ = rounded
+    rec, _, _ = rounded
     data = rec.certificate()
     d = 8
     U = np.array([[load_number(x) for x in row] for row in data["design"]["U"]])
@@ -215,11 +213,15 @@ def test_heads_off_by_more_than_the_noise_raise_the_recomputed_estimate(rounded:
     ans = np.array([[load_number(x) for x in row] for row in data["answers"]["F"]])
     t = np.array([k / m for k, m in data["design"]["ratios"]])
     heads = [tuple(np.array(x) for x in hd) for hd in rec.parameters["heads"]]
+    beta = float(rec.parameters["beta"])
     grid = ans[: d * len(B)]
-    good = heads_error_estimate(U, B, f0, grid, t, heads, 0.0, 2.0**-24, False)
-    assert good <= rec.parameter_error_estimate  # the stored one is the larger of two figures
-    moved = [(heads[0][0], heads[0][1] + 1e-3), *heads[1:]]
-    assert heads_error_estimate(U, B, f0, grid, t, moved, 0.0, 2.0**-24, False) > 10 * good
+    good = heads_error_estimate(U, B, f0, grid, t, heads, beta, 2.0**-24, True)
+    # The stored one is the larger of two figures, here this one itself (computed before the
+    # heads were put in canonical order: the sums run in another order, a few ulps apart).
+    stored = rec.parameter_error_estimate
+    assert good <= stored or good == pytest.approx(stored, rel=1e-12)
+    moved = [(heads[0][0], heads[0][1] + 1e-3, heads[0][2]), *heads[1:]]
+    assert heads_error_estimate(U, B, f0, grid, t, moved, beta, 2.0**-24, True) > 10 * good
 
 
 def test_a_float32_module_over_its_parameter_tolerance_is_refused() -> None:

@@ -327,9 +327,10 @@ def attention_oracle(
     decodes (relative to max(1, largest parameter)). Default: rtol in float64; 1e-3 in
     float32, where the multi-head decoding amplifies the answers' rounding by the design's
     conditioning: first-order parameter error estimates 8e-5 to 4e-3 measured at E = 8,
-    H = 2 (the actual errors 3 to 100 x smaller). 10 x rtol, not more: a returned result's
-    parameter error then stays about an order below rtol in its predictions, so the fresh
-    sequences (still checked at rtol) are not its only guard.
+    H = 2 (the actual errors 3 to 100 x smaller). 10 x rtol, not more. The predictions are
+    held to rtol on their own: by the fresh sequences, and off them by the multi-head
+    learner's first-order prediction bound on 64 more (docs/multi_head.md, The prediction
+    bound), since parameters to 2.1e-4 were measured to give predictions off by 2.0e-4.
 
     ``module``: a ``torch.nn.MultiheadAttention`` (any head count, bias on or off,
     ``batch_first`` either way, kdim = vdim = embed_dim). ``readout``: a vector of length E

@@ -78,7 +78,12 @@ from verified_attn.certificates.kernel import (
     parse_header,
     rational,
 )
-from verified_attn.errors import CertificateError, VerifiedAttnError
+from verified_attn.errors import (
+    CertificateError,
+    InvalidArgument,
+    PrecisionExhausted,
+    VerifiedAttnError,
+)
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
 from verified_attn.multi_head.canonical_float import (
     CONDITIONING_GROUPS,
@@ -87,10 +92,13 @@ from verified_attn.multi_head.canonical_float import (
     heads_error_estimate,
     joint_polish,
     max_length,
+    prediction_check,
     probe_columns,
 )
 from verified_attn.multi_head.float_pilot import pilot_rounds
+from verified_attn.multi_head.prediction_bound import PREDICTION_SEQUENCES, PREDICTION_SIGMAS
 from verified_attn.rational_interpolation import interpolate, poles, to_arb
+from verified_attn.validation import check_lengths, check_seed
 from verified_attn.verification import agree, float_floor
 
 __all__ = [
@@ -655,6 +663,95 @@ def _float_fit(
         + _float_parameter_tolerance(
             data, arith, Ua, Ba, F0, F, ratios, claimed, bias, affine, ncols, H0
         )
+        + "; "
+        + _float_prediction_bound(
+            data, arith, Ua, Ba, F0, F, ratios, claimed, bias, affine, ncols, H0
+        )
+    )
+
+
+def _float_prediction_bound(
+    data: dict[str, Any],
+    arith: Arithmetic,
+    U: np.ndarray,
+    B: np.ndarray,
+    F0: list[Any],
+    F: list[list[Any]],
+    ratios: list[tuple[int, int]],
+    claimed: list[tuple[list[Any], ...]],
+    beta: float,
+    affine: bool,
+    ncols: int,
+    H0: int,
+) -> str:
+    """result.prediction_bound: the learner's first-order bound on the predictions
+    (docs/multi_head.md, The prediction bound). Of kind "u-groups" it is recomputed from the
+    stored grid answers and the claimed heads on the same sequences
+    (:func:`~verified_attn.multi_head.canonical_float.prediction_check`): the recomputed
+    figure must be within what the rule allows and the stored one at least half of it. Of
+    kind "joint" it is stored, not recomputed. A certificate without the field (written
+    before the bound) states no bound, and the summary says so."""
+    result = get(data, "result")
+    raw = result.get("prediction_bound")
+    if raw is None:
+        return "prediction bound: not stated (a certificate written before it)"
+    if not isinstance(raw, dict):
+        raise CertificateError("result.prediction_bound must be a mapping")
+    seed, lengths, count = raw.get("seed"), raw.get("lengths"), raw.get("sequences")
+    if (
+        count != PREDICTION_SEQUENCES
+        or float(number(raw.get("sigmas"), "result.prediction_bound.sigmas", arith))
+        != PREDICTION_SIGMAS
+    ):
+        raise CertificateError(
+            f"result.prediction_bound must be over {PREDICTION_SEQUENCES} sequences at "
+            f"{PREDICTION_SIGMAS:g} standard deviations, got {count!r} and {raw.get('sigmas')!r}"
+        )
+    try:
+        seed = check_seed(seed)
+        lengths = check_lengths(lengths)
+    except InvalidArgument as exc:
+        raise CertificateError(f"result.prediction_bound: {exc}") from exc
+    told = float(number(raw.get("ratio"), "result.prediction_bound.ratio", arith))
+    if not 0 <= told <= 1:
+        raise CertificateError(f"result.prediction_bound.ratio {told!r} is not in [0, 1]")
+    d = U.shape[0]
+    if joint_polish(d, H0, affine, len(F0) + len(F) * len(ratios)):
+        return (
+            f"prediction bound {told:.3g} x the rule's allowance ({PREDICTION_SIGMAS:g} standard "
+            "deviations, of the joint fit, stored, not recomputed)"
+        )
+    heads = [
+        (np.array(W, dtype=np.float64).reshape(d, d), np.array(v, dtype=np.float64))
+        + ((np.array(c, dtype=np.float64),) if affine else ())
+        for W, v, c in claimed
+    ]
+    t = np.array([k / m for k, m in ratios])
+    answers = np.array(F, dtype=np.float64)[: d * ncols]
+    try:
+        ratio, worst = prediction_check(
+            arith,
+            U,
+            B,
+            np.array(F0, dtype=np.float64),
+            answers,
+            t,
+            heads,
+            beta,
+            affine,
+            seed,
+            lengths,
+        )
+    except PrecisionExhausted as exc:
+        raise CertificateError(f"the claimed heads' prediction bound (recomputed): {exc}") from exc
+    if not ratio / 2 <= told:
+        raise CertificateError(
+            f"result.prediction_bound.ratio {told:.3e} is under half the recomputed {ratio:.3e}"
+        )
+    return (
+        f"prediction bound {ratio:.3g} x the rule's allowance ({PREDICTION_SIGMAS:g} standard "
+        f"deviations; worst case {worst:.3g} x) on {PREDICTION_SEQUENCES} sequences, "
+        "recomputed from the answers and the heads"
     )
 
 
@@ -691,7 +788,11 @@ def _float_parameter_tolerance(
             f"result.parameter_rtol must be in [rtol, 1) = [{rtol:g}, 1), got {stated!r}"
         )
     raw_est = result.get("parameter_error_estimate")
-    told = None if raw_est is None else float(number(raw_est, "result.parameter_error_estimate", arith))
+    told = (
+        None
+        if raw_est is None
+        else float(number(raw_est, "result.parameter_error_estimate", arith))
+    )
     if told is not None and not 0 <= told <= stated:
         raise CertificateError(
             f"result.parameter_error_estimate {told!r} exceeds the stated parameter "

@@ -61,10 +61,23 @@ from verified_attn.multi_head.float_fit import (
     transposition_starts,
 )
 from verified_attn.multi_head.float_pilot import MAX_ROUNDS, next_scale, pilot_rounds
+from verified_attn.multi_head.prediction_bound import (
+    PREDICTION_SEQUENCES,
+    PREDICTION_SIGMAS,
+    groups_prediction_bound,
+    joint_prediction_bound,
+)
 from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.recovery import MultiHeadRecovery
 from verified_attn.serialize import dump_number
-from verified_attn.verification import Verification, agree, float_floor, verify_model
+from verified_attn.verification import (
+    Verification,
+    agree,
+    float_floor,
+    fresh_sequences,
+    tolerance,
+    verify_model,
+)
 
 __all__ = [
     "float_design",
@@ -119,6 +132,7 @@ def ratio_window(H: int) -> tuple[float, int]:
     if H <= _NARROW_HEADS:
         return _NARROW_LOG2_WINDOW, _NARROW_MAX_LENGTH
     return _LOG2_WINDOW, _MAX_LENGTH
+
 
 # Matching in float: the order with the smallest mismatch wins only if every other order
 # misses by _MATCH_MARGIN times more (noise vs a real gap between heads); otherwise the
@@ -449,7 +463,9 @@ def float_design(
         Bf = np.vstack([Bf, b0])
     if extra:
         more = rng.standard_normal((extra, d))
-        Bf = np.vstack([Bf, more / np.linalg.norm(more, axis=1, keepdims=True) * (_B_NORM * d**0.25)])
+        Bf = np.vstack(
+            [Bf, more / np.linalg.norm(more, axis=1, keepdims=True) * (_B_NORM * d**0.25)]
+        )
     return Uf, Bf, design_pairs(Uf, len(Bf))
 
 
@@ -678,7 +694,7 @@ def _refine(
     beta: float,
     rows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     affine: bool,
-) -> tuple[list[tuple[np.ndarray, ...]], float, np.ndarray, float, float]:
+) -> tuple[list[tuple[np.ndarray, ...]], float, np.ndarray, float, float, np.ndarray]:
     """Levenberg-Marquardt on all learning answers at once, from the per-pair decoding.
 
     Each pair alone is a square (2H + 1)-point fit whose poles are ill-conditioned when two
@@ -688,7 +704,9 @@ def _refine(
     far better conditioned. Returns the iterate with the smallest residual (never worse
     than the start), its residuals, the smallest singular value of the Jacobian there
     (0 if it is rank deficient; the conditioning figure) and the largest row norm of its
-    pseudo-inverse (inf if rank deficient; what the parameter error estimate multiplies).
+    pseudo-inverse (inf if rank deficient; what the parameter error estimate multiplies),
+    and ``S^-1 V^T`` of its SVD (``|g^T J^+| = |S^-1 V^T g|``: how far a functional ``g`` of
+    the parameters moves per unit of answer change; empty if rank deficient).
     """
     u, b, logk, y = rows  # (n, d), (n, d), (n,) log t, -inf for F(0), (n,)
     d, H = u.shape[1], len(heads)
@@ -764,11 +782,11 @@ def _refine(
     res, J = residual_and_jacobian(best)
     _, sv, Vt = np.linalg.svd(J, full_matrices=False)
     if len(sv) < J.shape[1] or not sv[-1] > 0:
-        return hs, bt, res, 0.0, math.inf
+        return hs, bt, res, 0.0, math.inf, np.zeros((0, J.shape[1]))
     # Row i of J^+ = V diag(1/sv) U^T has norm |V[i] / sv|: how far parameter i moves, to
     # first order, per unit of answer change (at most 1 / sigma_min, for every i).
     sensitivity = float(np.sqrt(((Vt / sv[:, None]) ** 2).sum(axis=0)).max())
-    return hs, bt, res, float(sv[-1]), sensitivity
+    return hs, bt, res, float(sv[-1]), sensitivity, Vt / sv[:, None]
 
 
 # Joint dense polish (all answers, (W, v) parametrisation) only when parameters x answers is
@@ -1069,9 +1087,7 @@ def _linear_stage(
     head moved across the window): the plane then predicts a wrong-basin pair's scores
     far better than its own free fit did. Returns r, s = Mt w and the residuals."""
     ncols, H = s.shape[1:]
-    fit = fit_linear_groups(
-        lt, Y, Mt, r, linear_start(Mt, s, score_weights(lt, r, s)), floor=floor
-    )
+    fit = fit_linear_groups(lt, Y, Mt, r, linear_start(Mt, s, score_weights(lt, r, s)), floor=floor)
     r, s, res = fit.r, fit.s, fit.residual
     for _ in range(_LINEAR_ROUNDS):
         bad = np.flatnonzero(~(res <= _CONVERGED * floor))
@@ -1551,7 +1567,9 @@ def _pilot(
     scale, discarded = 1.0, []
     with oracle.phase("pilot"):
         for i in range(rounds):
-            _, B, pairs = float_design(d, seed, affine, scale, extra_columns(d, H, affine, unit=unit))
+            _, B, pairs = float_design(
+                d, seed, affine, scale, extra_columns(d, H, affine, unit=unit)
+            )
             chosen = [pairs[p] for p in pilot_pairs(d, len(B))]
             seqs = [float_sequence(u, B[j], k, m) for u, j in chosen for k, m in ratios]
             got = np.array(oracle.query_many(seqs), dtype=np.float64).reshape(d, -1)
@@ -1758,9 +1776,7 @@ def learn_float(
             room -= cost
             # The redundant design turns each group's row toward one that stays; the square
             # design scales it (measured there: 6/10 learned at d = 8, H = 7, see above).
-            partners = (
-                conditioning_partners(d, again, replaced) if wide else [None] * len(again)
-            )
+            partners = conditioning_partners(d, again, replaced) if wide else [None] * len(again)
             for k, j in zip(again, partners, strict=True):
                 U, ans, old = _condition(oracle, U, B, ans, ratios, k, j)
                 record: dict[str, Any] = {"k": k, "answers": old}
@@ -1785,7 +1801,7 @@ def learn_float(
                 raise PrecisionExhausted(dec.failure)
             if joint_polish(d, H, affine, len(ys)):
                 # Small boxes: a dense joint polish on every answer (links and F(0) too).
-                heads, beta_fit, residuals, sigma_min, sensitivity = _refine(
+                heads, beta_fit, residuals, sigma_min, sensitivity, rows = _refine(
                     dec.heads, dec.beta, (np.array(us), np.array(bs), np.array(logk), ys), affine
                 )
                 estimate = _parameter_error_estimate(
@@ -1811,6 +1827,20 @@ def learn_float(
                     f"{box_precision(oracle.arithmetic)} box: first-order parameter error "
                     f"estimate {estimate:.2e} relative > the parameter tolerance {prtol:g} "
                     f"({figure}, closest score gap {dec.gap:.2e})"
+                )
+            # The predictions' own first-order bound, on the verification's sequences and
+            # more from the same generator (none is asked): the parameter estimate bounds
+            # each parameter, a prediction combines them all.
+            if kind == "joint":
+                sequences = fresh_sequences(d, PREDICTION_SEQUENCES, seed=seed, lengths=lengths)
+                noise = float(np.sqrt(np.sum(residuals**2) + np.sum((unit * np.abs(ys)) ** 2)))
+                bounds = joint_prediction_bound(heads, sequences, affine, rows, noise, len(ys))
+                prediction = _prediction_ratio(
+                    oracle.arithmetic, heads, beta_fit if affine else 0.0, affine, sequences, bounds
+                )
+            else:
+                prediction = prediction_check(
+                    oracle.arithmetic, U, B, f0, ans, t, heads, beta_fit, affine, seed, lengths
                 )
             heads.sort(key=lambda hd: tuple(hd[0].ravel()))  # the canonical order, by W row-major
             beta = beta_fit if affine else None
@@ -1884,7 +1914,10 @@ def learn_float(
         f"{H} canonical heads ({box_precision(oracle.arithmetic)} answers; not exact); "
         f"first-order parameter error estimate {estimate:.2e} relative (the worst case of "
         f"one parameter under the answers' noise; <= the parameter "
-        f"tolerance {prtol:g} stated for the heads; predictions verified at rtol {rtol:g}; "
+        f"tolerance {prtol:g} stated for the heads; predictions verified at rtol {rtol:g}, "
+        f"and to first order on {PREDICTION_SEQUENCES} sequences of the verification's "
+        f"generator ({PREDICTION_SIGMAS:g} standard deviations of the prediction error at most "
+        f"{prediction[0]:.3g} x what the rule allows, the worst case {prediction[1]:.3g} x); "
         f"residual norm / {figure}; closest score gap {dec.gap:.2e})",
     ]
     certificate = functools.partial(
@@ -1910,6 +1943,14 @@ def learn_float(
         counts,
         bound,
         (prtol, estimate, kind),
+        {
+            "sequences": PREDICTION_SEQUENCES,
+            "seed": seed,
+            "lengths": list(lengths),
+            "sigmas": PREDICTION_SIGMAS,
+            "ratio": prediction[0],
+            "worst_case": prediction[1],
+        },
     )
     return MultiHeadRecovery.from_run(
         counts,
@@ -1930,6 +1971,46 @@ def learn_float(
         parameter_rtol=prtol,
         parameter_error_estimate=estimate,
     )
+
+
+def _prediction_ratio(
+    arith: Arithmetic,
+    heads: list[tuple[np.ndarray, ...]],
+    beta: float,
+    affine: bool,
+    sequences: Sequence[np.ndarray],
+    bounds: np.ndarray,
+) -> tuple[float, float]:
+    """The largest ``PREDICTION_SIGMAS`` standard deviations of the prediction error, and the
+    largest worst-case bound, over what the agreement rule allows an answer to differ from
+    the prediction (:func:`~verified_attn.verification.tolerance`, with the floor of these
+    predictions; ``bounds``: per sequence, worst case and standard deviation, from
+    :mod:`.prediction_bound`); PrecisionExhausted, naming the sequence, if the first is over
+    1. So a result claims of its predictions on sequences it did not ask what it verified on
+    those it asked: agreement under the one rule, here to first order in the answers' noise."""
+    model = MultiHeadAttention(
+        [tuple(x.tolist() for x in hd) for hd in heads], beta=beta if affine else None
+    )
+    preds = np.array([float(model.evaluate_batch(X[None])[0]) for X in sequences])
+    floor = float_floor(preds, beta)
+    allowed = np.array([tolerance(arith, y, bias=beta, floor=floor) for y in preds])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratios = PREDICTION_SIGMAS * bounds[:, 1] / allowed
+        worst_case = float(np.max(bounds[:, 0] / allowed))
+    worst = int(np.argmax(np.where(np.isnan(ratios), np.inf, ratios)))
+    ratio = float(ratios[worst])
+    if not ratio <= 1.0:
+        raise PrecisionExhausted(
+            f"the fitted {len(heads)} heads' predictions are too uncertain for a "
+            f"{box_precision(arith)} box: at the sequence of length "
+            f"{sequences[worst].shape[0]} (no. {worst + 1} of the {len(sequences)} the "
+            f"first-order bound is evaluated on, none asked) {PREDICTION_SIGMAS:g} standard "
+            f"deviations of the prediction error under the answers' noise are "
+            f"{PREDICTION_SIGMAS * bounds[worst, 1]:.2e}, {ratio:.3g} x what the agreement "
+            f"rule at rtol {arith.rtol:g} allows there ({allowed[worst]:.2e}; prediction "
+            f"{preds[worst]:.6g}; worst case {bounds[worst, 0]:.2e})"
+        )
+    return ratio, worst_case
 
 
 def too_few_heads_float(
@@ -2112,6 +2193,24 @@ def heads_error_estimate(
     >>> bool(0 < e < 1e-14)
     True
     """
+    lt, r, s, residual, floor = _groups_at(U, B, f0, ans, t, heads, unit, affine)
+    return _propagated_error(
+        residual, floor, lt, r, s, np.zeros(U.shape[0]), U, B, f0, heads, beta, unit, affine
+    )
+
+
+def _groups_at(
+    U: np.ndarray,
+    B: np.ndarray,
+    f0: np.ndarray,
+    ans: np.ndarray,
+    t: np.ndarray,
+    heads: list[tuple[np.ndarray, ...]],
+    unit: float,
+    affine: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The u-groups at given heads: (log t, residues r (d, H), scores s (d, J, H), each
+    group's residual against its grid answers, its rounding floor)."""
     d, ncols, T = U.shape[0], B.shape[0], len(t)
     n_grid = d * ncols
     M = float_probe_matrix(B, affine)
@@ -2126,8 +2225,61 @@ def heads_error_estimate(
     floor = unit * np.sqrt(
         (ans[:n_grid] ** 2).sum(axis=1).reshape(d, ncols).sum(axis=1) + T * float(f0 @ f0)
     )
-    return _propagated_error(
-        residual, floor, lt, r, s, np.zeros(d), U, B, f0, heads, beta, unit, affine
+    return lt, r, s, residual, floor
+
+
+def prediction_check(
+    arith: Arithmetic,
+    U: np.ndarray,
+    B: np.ndarray,
+    f0: np.ndarray,
+    ans: np.ndarray,
+    t: np.ndarray,
+    heads: list[tuple[np.ndarray, ...]],
+    beta: float,
+    affine: bool,
+    seed: int,
+    lengths: Sequence[int],
+) -> tuple[float, float]:
+    """The u-groups' prediction bound of given heads (:func:`heads_prediction_bound`) on the
+    ``PREDICTION_SEQUENCES`` sequences ``fresh_sequences(d, ., seed, lengths)``, as
+    fractions of what the agreement rule allows: (``PREDICTION_SIGMAS`` standard
+    deviations, worst case), the largest over the sequences; PrecisionExhausted if the first
+    is over 1. What the learner holds a u-groups result to and the certificate checker
+    recomputes from the stored answers."""
+    unit = float(getattr(arith, "unit_roundoff", _DOUBLE_UNIT))
+    sequences = fresh_sequences(U.shape[0], PREDICTION_SEQUENCES, seed=seed, lengths=lengths)
+    bounds = heads_prediction_bound(U, B, f0, ans, t, heads, unit, affine, sequences)
+    return _prediction_ratio(arith, heads, beta if affine else 0.0, affine, sequences, bounds)
+
+
+def heads_prediction_bound(
+    U: np.ndarray,
+    B: np.ndarray,
+    f0: np.ndarray,
+    ans: np.ndarray,
+    t: np.ndarray,
+    heads: list[tuple[np.ndarray, ...]],
+    unit: float,
+    affine: bool,
+    sequences: Sequence[np.ndarray],
+) -> np.ndarray:
+    """Per sequence, the first-order bound on the prediction error of given heads from the
+    grid answers alone (:func:`~.prediction_bound.groups_prediction_bound`: each u-group's
+    residual and rounding floor carried through its fit to ``y(X)``)."""
+    lt, r, s, residual, floor = _groups_at(U, B, f0, ans, t, heads, unit, affine)
+    return groups_prediction_bound(
+        heads,
+        sequences,
+        affine,
+        U=U,
+        B=B,
+        M=float_probe_matrix(B, affine),
+        lt=lt,
+        r=r,
+        s=s,
+        noise=np.sqrt(residual**2 + floor**2),
+        f0_noise=unit * abs(float(f0[0])) if affine else 0.0,
     )
 
 
@@ -2193,9 +2345,11 @@ def _certificate_data(
     counts: QueryCounts,
     bound: int,
     tolerance: tuple[float, float, str],
+    prediction: dict[str, Any],
 ) -> dict[str, Any]:
     """The float canonical certificate: the float design, every answer bit-exact, the heads,
-    the stated parameter tolerance and the first-order estimate it covers."""
+    the stated parameter tolerance and the first-order estimate it covers, and the
+    prediction bound (its sequences' seed and lengths, its figures)."""
     d = U.shape[0]
     data = certificate_base(
         kind="multi-head",
@@ -2263,6 +2417,10 @@ def _certificate_data(
                 "parameter_rtol": dump_number(float(tolerance[0])),
                 "parameter_error_estimate": dump_number(float(tolerance[1])),
                 "parameter_error_estimate_kind": tolerance[2],  # "u-groups" or "joint"
+                "prediction_bound": {
+                    k: dump_number(float(v)) if k in ("ratio", "worst_case", "sigmas") else v
+                    for k, v in prediction.items()
+                },
             },
         }
     )

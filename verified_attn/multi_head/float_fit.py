@@ -36,6 +36,7 @@ __all__ = [
     "fit_groups",
     "fit_linear_groups",
     "group_model",
+    "inverse_grams",
     "link_noise",
     "link_orders",
     "row_sensitivities",
@@ -165,7 +166,12 @@ def fit_groups(
         small = better & (old - tnorm <= 1e-3 * old) & (tnorm <= floor_g[act])
         i = act[better]
         s[i], r[i], R[i], Js[i], Jr[i], norm[i] = (
-            ts[better], tr[better], tR[better], tJs[better], tJr[better], tnorm[better]
+            ts[better],
+            tr[better],
+            tR[better],
+            tJs[better],
+            tJr[better],
+            tnorm[better],
         )
         mu[act] = np.where(better, np.maximum(m / 10.0, 1e-16), m * 10.0)
         act = act[~small & (mu[act] < 1e10) & (norm[act] > 0)]
@@ -226,26 +232,8 @@ def row_sensitivities(
     True
     """
     G, J, H = s.shape
-    T = len(lt)
-    if (Minv is None) == (Mt is None):  # pragma: no cover - a caller's error
-        raise ValueError("row_sensitivities needs exactly one of Minv and Mt")
-    if Mt is not None:
-        p = Mt.shape[1]
-        w = np.einsum("aj,gjh->gah", np.linalg.pinv(Mt), s)
-        Jfull = linear_jacobian(lt, Mt, r, w)
-    elif Minv is not None:
-        p = Minv.shape[1]
-        _, Js, Jr = _parts(lt, np.zeros((G, J, T)), r, s)
-        Jfull = np.stack([_dense_jacobian(Jr[g], Js[g]) for g in range(G)])
-    # By the SVD J = W S V^T (not the normal equations, which square the conditioning):
-    # (J^T J)^-1 = V S^-2 V^T. Rank deficient: sigma_min <= (rows) x eps x sigma_max.
-    _, sv, Vt = np.linalg.svd(Jfull, full_matrices=False)
-    ok = (sv.shape[1] == Jfull.shape[2]) & (
-        sv[:, -1] > Jfull.shape[1] * np.finfo(np.float64).eps * sv[:, 0]
-    )
-    with np.errstate(divide="ignore", invalid="ignore"):
-        inv2 = np.where(ok[:, None], 1.0 / np.where(sv > 0, sv, 1.0) ** 2, 0.0)
-    P = (Vt.swapaxes(1, 2) * inv2[:, None, :]) @ Vt  # (J^T J)^-1 per group
+    P, ok = inverse_grams(lt, r, s, Minv, Mt)
+    p = (P.shape[1] - H) // H  # the probe matrix's width (square: J = p)
     Prr = P[:, :H, :H]
     res = np.sqrt(np.maximum(np.einsum("ghh->gh", Prr), 0.0))
     total = np.sqrt(np.maximum(Prr.sum(axis=(1, 2)), 0.0))
@@ -259,6 +247,38 @@ def row_sensitivities(
     bad = ~ok
     w_out[bad], res[bad], total[bad] = math.inf, math.inf, math.inf
     return w_out, res, total
+
+
+def inverse_grams(
+    lt: np.ndarray, r: np.ndarray, s: np.ndarray, Minv: np.ndarray | None, Mt: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each u-group's ``(J_g^T J_g)^-1`` and whether J_g has full column rank.
+
+    The Jacobian is in (r, s) for the square design (``Minv`` given; columns: the H residues,
+    then the scores pair-major, ``j * H + h``) or in (r, w) for the redundant one (``Mt``
+    given, :func:`linear_jacobian`'s columns). By the SVD ``J = W S V^T`` (not the normal
+    equations, which square the conditioning): ``(J^T J)^-1 = V S^-2 V^T``; a group with
+    ``sigma_min <= (rows) x eps x sigma_max`` counts as rank deficient (its rows are 0 and
+    ``ok`` is False). A linear functional ``l`` of group g's fit moves by at most
+    ``sqrt(l^T P_g l) |dY_g|`` under an answer change ``dY_g``, to first order.
+    """
+    G, J, _ = s.shape
+    T = len(lt)
+    if (Minv is None) == (Mt is None):  # pragma: no cover - a caller's error
+        raise ValueError("inverse_grams needs exactly one of Minv and Mt")
+    if Mt is not None:
+        w = np.einsum("aj,gjh->gah", np.linalg.pinv(Mt), s)
+        Jfull = linear_jacobian(lt, Mt, r, w)
+    else:
+        _, Js, Jr = _parts(lt, np.zeros((G, J, T)), r, s)
+        Jfull = np.stack([_dense_jacobian(Jr[g], Js[g]) for g in range(G)])
+    _, sv, Vt = np.linalg.svd(Jfull, full_matrices=False)
+    ok = (sv.shape[1] == Jfull.shape[2]) & (
+        sv[:, -1] > Jfull.shape[1] * np.finfo(np.float64).eps * sv[:, 0]
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv2 = np.where(ok[:, None], 1.0 / np.where(sv > 0, sv, 1.0) ** 2, 0.0)
+    return (Vt.swapaxes(1, 2) * inv2[:, None, :]) @ Vt, ok
 
 
 def _dense_jacobian(Jr: np.ndarray, Js: np.ndarray) -> np.ndarray:
@@ -605,10 +625,14 @@ def fit_linear_groups(
         diag = np.diagonal(A, axis1=1, axis2=2) + 1e-30
         with np.errstate(all="ignore"):
             try:
-                step = -np.linalg.solve(A + mu[act][:, None, None] * diag[:, None, :] * eye, g[..., None])[..., 0]
+                step = -np.linalg.solve(
+                    A + mu[act][:, None, None] * diag[:, None, :] * eye, g[..., None]
+                )[..., 0]
             except np.linalg.LinAlgError:
                 step = -np.einsum(
-                    "gab,gb->ga", np.linalg.pinv(A + mu[act][:, None, None] * diag[:, None, :] * eye), g
+                    "gab,gb->ga",
+                    np.linalg.pinv(A + mu[act][:, None, None] * diag[:, None, :] * eye),
+                    g,
                 )
         step = np.where(np.isfinite(step), step, 0.0)
         dr, dw = step[:, :H], step[:, H:].reshape(-1, p, H)
@@ -714,7 +738,9 @@ def linear_start(
             wg = np.empty((p, H))
             for h in range(H):
                 sw = weight[g, keep, h]
-                wg[:, h] = np.linalg.lstsq(Mt[keep] * sw[:, None], s[g, keep, h] * sw, rcond=None)[0]
+                wg[:, h] = np.linalg.lstsq(Mt[keep] * sw[:, None], s[g, keep, h] * sw, rcond=None)[
+                    0
+                ]
             miss = (np.abs(Mt[keep] @ wg - s[g, keep]) * weight[g, keep]).max(axis=1)
             worst = int(np.argmax(miss))
             if miss[worst] <= tol or len(keep) <= p + 1:
