@@ -721,13 +721,7 @@ def _float_prediction_bound(
             f"prediction bound {told:.3g} x the rule's allowance ({PREDICTION_SIGMAS:g} standard "
             "deviations, of the joint fit, stored, not recomputed)"
         )
-    heads = [
-        (np.array(W, dtype=np.float64).reshape(d, d), np.array(v, dtype=np.float64))
-        + ((np.array(c, dtype=np.float64),) if affine else ())
-        for W, v, c in claimed
-    ]
-    t = np.array([k / m for k, m in ratios])
-    answers = np.array(F, dtype=np.float64)[: d * ncols]
+    heads, t, answers = _float_grid(claimed, F, ratios, d, ncols, affine)
     try:
         ratio, worst = prediction_check(
             arith,
@@ -753,6 +747,25 @@ def _float_prediction_bound(
         f"deviations; worst case {worst:.3g} x) on {PREDICTION_SEQUENCES} sequences, "
         "recomputed from the answers and the heads"
     )
+
+
+def _float_grid(
+    claimed: list[tuple[list[Any], ...]],
+    F: list[list[Any]],
+    ratios: list[tuple[int, int]],
+    d: int,
+    ncols: int,
+    affine: bool,
+) -> tuple[list[tuple[np.ndarray, ...]], np.ndarray, np.ndarray]:
+    """The claimed heads as float64 arrays, the ratio grid t and the grid answers (the
+    first d x ncols rows of F): what the float figures are recomputed from."""
+    heads = [
+        (np.array(W, dtype=np.float64).reshape(d, d), np.array(v, dtype=np.float64))
+        + ((np.array(c, dtype=np.float64),) if affine else ())
+        for W, v, c in claimed
+    ]
+    t = np.array([k / m for k, m in ratios])
+    return heads, t, np.array(F, dtype=np.float64)[: d * ncols]
 
 
 def _float_parameter_tolerance(
@@ -813,13 +826,7 @@ def _float_parameter_tolerance(
             f"parameters stated to {stated:g} relative (first-order estimate {told:.2e} of "
             "the joint fit, stored, not recomputed)"
         )
-    heads = [
-        (np.array(W, dtype=np.float64).reshape(d, d), np.array(v, dtype=np.float64))
-        + ((np.array(c, dtype=np.float64),) if affine else ())
-        for W, v, c in claimed
-    ]
-    t = np.array([k / m for k, m in ratios])
-    answers = np.array(F, dtype=np.float64)[: d * ncols]
+    heads, t, answers = _float_grid(claimed, F, ratios, d, ncols, affine)
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
     estimate = heads_error_estimate(
         U, B, np.array(F0, dtype=np.float64), answers, t, heads, beta, unit, affine
