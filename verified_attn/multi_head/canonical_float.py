@@ -13,10 +13,13 @@ complement, then orthogonal Gauss-Newton, repairs of groups in local minima unti
 reach their rounding floor, second solutions of close scores found, decided by one tie
 link each or counted in the error), the u-groups ordered by predicting the halved links,
 and tie links where residues tie. The result is
-returned only if its first-order parameter error estimate is at most the oracle's rtol and
-it reproduces every learning answer and every fresh verification answer under the one
-agreement rule (:func:`verified_attn.verification.agree`) at that rtol; the certificate
-checker re-checks the answers, since the float fit is not cheaply reproducible.
+returned only if its first-order parameter error estimate is at most the box's parameter
+tolerance (its rtol unless it declares a looser one), two standard deviations of its
+first-order prediction error are within what the agreement rule allows on 64 sequences it
+does not ask (:mod:`.prediction_bound`), and it reproduces every learning answer and every
+fresh verification answer under the one agreement rule
+(:func:`verified_attn.verification.agree`) at that rtol; the certificate checker re-checks
+the answers and recomputes both figures, since the float fit is not cheaply reproducible.
 """
 
 from __future__ import annotations
