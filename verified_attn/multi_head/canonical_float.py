@@ -2244,34 +2244,17 @@ def prediction_check(
     seed: int,
     lengths: Sequence[int],
 ) -> tuple[float, float]:
-    """The u-groups' prediction bound of given heads (:func:`heads_prediction_bound`) on the
-    ``PREDICTION_SEQUENCES`` sequences ``fresh_sequences(d, ., seed, lengths)``, as
-    fractions of what the agreement rule allows: (``PREDICTION_SIGMAS`` standard
-    deviations, worst case), the largest over the sequences; PrecisionExhausted if the first
-    is over 1. What the learner holds a u-groups result to and the certificate checker
-    recomputes from the stored answers."""
+    """The u-groups' prediction bound of given heads from the grid answers alone
+    (:func:`~.prediction_bound.groups_prediction_bound`: each u-group's residual and
+    rounding floor carried through its fit to ``y(X)``) on the ``PREDICTION_SEQUENCES``
+    sequences ``fresh_sequences(d, ., seed, lengths)``, as fractions of what the agreement
+    rule allows: (``PREDICTION_SIGMAS`` standard deviations, worst case), the largest over
+    the sequences; PrecisionExhausted if the first is over 1. What the learner holds a
+    u-groups result to and the certificate checker recomputes from the stored answers."""
     unit = float(getattr(arith, "unit_roundoff", _DOUBLE_UNIT))
     sequences = fresh_sequences(U.shape[0], PREDICTION_SEQUENCES, seed=seed, lengths=lengths)
-    bounds = heads_prediction_bound(U, B, f0, ans, t, heads, unit, affine, sequences)
-    return _prediction_ratio(arith, heads, beta if affine else 0.0, affine, sequences, bounds)
-
-
-def heads_prediction_bound(
-    U: np.ndarray,
-    B: np.ndarray,
-    f0: np.ndarray,
-    ans: np.ndarray,
-    t: np.ndarray,
-    heads: list[tuple[np.ndarray, ...]],
-    unit: float,
-    affine: bool,
-    sequences: Sequence[np.ndarray],
-) -> np.ndarray:
-    """Per sequence, the first-order bound on the prediction error of given heads from the
-    grid answers alone (:func:`~.prediction_bound.groups_prediction_bound`: each u-group's
-    residual and rounding floor carried through its fit to ``y(X)``)."""
     lt, r, s, residual, floor = _groups_at(U, B, f0, ans, t, heads, unit, affine)
-    return groups_prediction_bound(
+    bounds = groups_prediction_bound(
         heads,
         sequences,
         affine,
@@ -2284,6 +2267,7 @@ def heads_prediction_bound(
         noise=np.sqrt(residual**2 + floor**2),
         f0_noise=unit * abs(float(f0[0])) if affine else 0.0,
     )
+    return _prediction_ratio(arith, heads, beta if affine else 0.0, affine, sequences, bounds)
 
 
 def _sigma_min(lt: np.ndarray, M: np.ndarray, r: np.ndarray, s: np.ndarray) -> np.ndarray:
