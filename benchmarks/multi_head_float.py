@@ -376,6 +376,13 @@ def _pool(jobs: int) -> Any:
     return ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
 
 
+def _family(row: dict[str, Any]) -> str:
+    """The cell family (``--cells``) a run row belongs to."""
+    if row["kind"] == "random":
+        return "random"
+    return "torch32" if row["dtype"] == "float32" else "torch64"
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
@@ -395,6 +402,11 @@ def main() -> None:
         "--cells",
         default=",".join(FAMILIES),
         help=f"comma-separated cell families to run, of {', '.join(FAMILIES)}",
+    )
+    p.add_argument(
+        "--keep-other-cells",
+        action="store_true",
+        help="keep the rows (and sweep) of the families not run from the existing JSON",
     )
     args = p.parse_args()
     families = set(args.cells.split(","))
@@ -455,6 +467,17 @@ def main() -> None:
                 flush=True,
             )
         rows += [done[i] for i in range(len(tasks))]
+    other_cells_from = None
+    if args.keep_other_cells:
+        # A run of some families only (e.g. --cells torch32 after a change to the float32
+        # path): the other families' rows and the sweep come from the last full run.
+        import json
+
+        old = json.loads((out / "multi_head_float.json").read_text())
+        rows = [r for r in old["runs"] if _family(r) not in families] + rows
+        other_cells_from = old["meta"].get("date")
+        if "sweep" not in families:
+            sweep = old["conditioning"]
     summary = summarise(rows)
     for s in summary:
         print(s)
@@ -470,6 +493,7 @@ def main() -> None:
                 seeds_many=len(many),
                 jobs=args.jobs,
                 cells=sorted(families),
+                other_cells_from=other_cells_from,
                 total_seconds=time.perf_counter() - started,
             ),
             "summary": summary,

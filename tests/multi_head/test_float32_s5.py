@@ -39,6 +39,7 @@ from verified_attn.serialize import dump_number, load_number
 torch = pytest.importorskip("torch")
 
 from tests.adapters.test_torch_multi_head import _one_thread  # noqa: E402, F401 (autouse)
+from tests.multi_head.polish_pin import no_polish  # noqa: E402, F401 (autouse: u-group figures)
 from verified_attn.adapters.torch import attention_oracle, attention_parameters  # noqa: E402
 
 pytestmark = pytest.mark.torch

@@ -30,6 +30,7 @@ from verified_attn.verification import DEFAULT_VERIFY
 torch = pytest.importorskip("torch")
 
 from tests.adapters.test_torch_multi_head import _one_thread  # noqa: E402, F401 (autouse)
+from tests.multi_head.polish_pin import no_polish  # noqa: E402, F401 (autouse: u-group figures)
 from tests.multi_head.test_float32_s5 import (  # noqa: E402
     _module,
     _parameter_error,

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import verified_attn as va
+from tests.multi_head.polish_pin import no_polish  # noqa: F401 (autouse: u-group figures)
 from verified_attn.errors import PrecisionExhausted
 from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head import canonical_float as cf
@@ -206,13 +207,20 @@ def test_a_box_whose_predictions_the_bound_cannot_vouch_for_is_refused() -> None
     from multi_head_float import torch_box
 
     from verified_attn.adapters.torch import attention_oracle
+    from verified_attn.errors import NotIdentifiable
 
     mha, r = torch_box(8, 2, 0)
-    with pytest.raises(PrecisionExhausted, match="predictions are too uncertain"):
+    # (With numpy 2.4.6 one of its links is ambiguous, so the refusal is NotIdentifiable
+    # naming the link, with this failure of the fit from the best order.)
+    with pytest.raises(
+        (PrecisionExhausted, NotIdentifiable), match="predictions are too uncertain"
+    ):
         va.learn_multi_head(attention_oracle(mha, r, dtype="float32"), heads=2, seed=0)
 
 
-def test_the_result_once_off_by_more_than_its_rtol_is_refused() -> None:
+def test_the_result_once_off_by_more_than_its_rtol_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """nn.MultiheadAttention E = 16, H = 4, float32, module seed 4: before the prediction
     bound it was returned with predictions off by 2.0e-4 relative (rtol 1e-4) on sequences
     it had not asked; its standard deviation is 2.2x what the rule allows, so it is refused
@@ -227,9 +235,16 @@ def test_the_result_once_off_by_more_than_its_rtol_is_refused() -> None:
     from verified_attn.adapters.torch import attention_oracle
     from verified_attn.errors import NotIdentifiable
 
+    # The design it was returned with: the 257-token window (a coarse box now keeps 65).
+    original = cf.ratio_window
+    monkeypatch.setattr(cf, "ratio_window", lambda H, *, unit=2.0**-53: original(H))
     mha, r = torch_box(16, 4, 4)
+    # Refused by a first-order gate: the prediction bound where the decoding meets the
+    # heads as on the machine that measured it; with numpy 2.4.6 the fit from the best link
+    # order lands farther off and the parameter estimate (7.2e-3 > 1e-3) refuses it first.
     with pytest.raises(
-        (PrecisionExhausted, NotIdentifiable), match="predictions are too uncertain"
+        (PrecisionExhausted, NotIdentifiable),
+        match=r"predictions are too uncertain|parameter error estimate",
     ):
         va.learn_multi_head(attention_oracle(mha, r, dtype="float32"), heads=4, seed=4)
 

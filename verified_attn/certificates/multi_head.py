@@ -62,7 +62,13 @@ from typing import Any
 import flint
 import numpy as np
 
-from verified_attn.arithmetic import Arithmetic, arb_bounds, fmpq_matrix, reconstruct_rational
+from verified_attn.arithmetic import (
+    Arithmetic,
+    FloatArithmetic,
+    arb_bounds,
+    fmpq_matrix,
+    reconstruct_rational,
+)
 from verified_attn.certificates import CertificateCheck
 from verified_attn.certificates.kernel import (
     Header,
@@ -92,11 +98,14 @@ from verified_attn.multi_head.canonical_float import (
     heads_error_estimate,
     joint_polish,
     max_length,
+    polish_count,
+    polish_figures,
     prediction_check,
     probe_columns,
 )
 from verified_attn.multi_head.float_pilot import pilot_rounds
 from verified_attn.multi_head.prediction_bound import PREDICTION_SEQUENCES, PREDICTION_SIGMAS
+from verified_attn.multi_head.sequence_fit import SequenceRows, compress, polish_sequences
 from verified_attn.rational_interpolation import interpolate, poles, to_arb
 from verified_attn.validation import check_lengths, check_seed
 from verified_attn.verification import agree, float_floor
@@ -200,6 +209,9 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
         conditioning = _float_conditioning(data, arith, d, ncols, per_pair)
         if conditioning:
             phases["conditioning"] = conditioning
+        polish = polish_count(d, H0, affine, unit=unit)
+        if polish:
+            phases["polish"] = polish
     else:
         phases = {"F(0)": ncols, "F(k)": npairs * 2 * H0}
     if ties:
@@ -635,7 +647,7 @@ def _float_fit(
     arith = head.arith
     U, B = _design(data, head, ncols)
     Ua, Ba = np.array(U, dtype=np.float64), np.array(B, dtype=np.float64)
-    ratios = _float_ratios(data, H0)
+    ratios = _float_ratios(data, H0, float(getattr(arith, "unit_roundoff", 2.0**-53)))
     F0, F = _samples(data, arith, ncols, npairs, len(ratios))
     pairs = _pairs(list(Ua), ncols, half=True)
     seqs = [Ba[j][None, :] for j in range(ncols)]
@@ -643,6 +655,12 @@ def _float_fit(
     seqs += [_float_sequence(Ua[t["k"]], (Ba[0] + Ba[t["j"]]) / 2, 1) for t in ties]
     observed = [*F0, *(a for row in F for a in row)]
     observed += [number(t["answer"], t["path"], arith) for t in ties]
+    # The sequence polish's random sequences (a coarse box): regenerated from the seed.
+    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
+    polish = polish_count(Ua.shape[0], H0, affine, unit=unit)
+    if polish:
+        seqs += polish_sequences(Ua.shape[0], polish, as_int(get(data, "seed"), "seed", low=0))
+        observed += numbers(get(data, "answers.polish"), "answers.polish", arith, polish)
     model = _model(claimed, beta, affine)
     bias = float(beta) if affine else 0.0
     floor = float_floor(observed, bias)
@@ -660,13 +678,84 @@ def _float_fit(
         f"fit (float: not re-decoded; the float fit is not cheaply reproducible): the claimed "
         f"{len(claimed)} heads reproduce all {len(seqs)} stored learning answers to rtol "
         f"{arith.rtol:g} (max relative gap {worst:.2e}); "
-        + _float_parameter_tolerance(
-            data, arith, Ua, Ba, F0, F, ratios, claimed, bias, affine, ncols, H0
+        + (
+            _float_polish(data, arith, compress(seqs, observed), claimed, bias, affine, polish)
+            if polish
+            else _float_parameter_tolerance(
+                data, arith, Ua, Ba, F0, F, ratios, claimed, bias, affine, ncols, H0
+            )
+            + "; "
+            + _float_prediction_bound(
+                data, arith, Ua, Ba, F0, F, ratios, claimed, bias, affine, ncols, H0
+            )
         )
-        + "; "
-        + _float_prediction_bound(
-            data, arith, Ua, Ba, F0, F, ratios, claimed, bias, affine, ncols, H0
+    )
+
+
+def _float_polish(
+    data: dict[str, Any],
+    arith: Arithmetic,
+    rows: SequenceRows,
+    claimed: list[tuple[list[Any], ...]],
+    beta: float,
+    affine: bool,
+    polish: int,
+) -> str:
+    """A polished result (a coarse box: the sequence polish on every answer, ``polish`` of
+    them on random sequences): its parameter error estimate and prediction bound are
+    recomputed from every stored answer at the claimed heads
+    (:func:`~verified_attn.multi_head.canonical_float.polish_figures`); the stated parameter
+    tolerance must cover the estimate, the recomputed prediction bound be within the rule's
+    allowance, and each stored figure be at least half the recomputed one."""
+    rtol = float(arith.rtol or 0.0)
+    result = get(data, "result")
+    stated = float(number(get(result, "parameter_rtol"), "result.parameter_rtol", arith))
+    if not rtol <= stated < 1:
+        raise CertificateError(
+            f"result.parameter_rtol must be in [rtol, 1) = [{rtol:g}, 1), got {stated!r}"
         )
+    if result.get("parameter_error_estimate_kind") != "sequences":
+        raise CertificateError(
+            "result.parameter_error_estimate_kind must be 'sequences' for a box the sequence "
+            f"polish takes, got {result.get('parameter_error_estimate_kind')!r}"
+        )
+    told = float(
+        number(get(result, "parameter_error_estimate"), "result.parameter_error_estimate", arith)
+    )
+    raw = get(result, "prediction_bound")
+    if not isinstance(raw, dict):
+        raise CertificateError("result.prediction_bound must be a mapping")
+    told_ratio = float(number(raw.get("ratio"), "result.prediction_bound.ratio", arith))
+    try:
+        seed, lengths = check_seed(raw.get("seed")), check_lengths(raw.get("lengths"))
+    except InvalidArgument as exc:
+        raise CertificateError(f"result.prediction_bound: {exc}") from exc
+    d = rows.queries.shape[1]
+    heads, _, _ = _float_grid(claimed, [], [], d, 0, affine)
+    # The recomputation holds the claim to the tolerance it states, not to the header's.
+    held = FloatArithmetic(arith.rtol, getattr(arith, "unit_roundoff", 2.0**-53), stated)
+    try:
+        estimate, (ratio, worst), sigma_min = polish_figures(
+            held, heads, beta, affine, rows, seed, lengths
+        )
+    except PrecisionExhausted as exc:
+        raise CertificateError(f"the claimed heads' polish figures (recomputed): {exc}") from exc
+    if not estimate / 2 <= told <= stated:
+        raise CertificateError(
+            f"result.parameter_error_estimate {told:.3e} is not between half the recomputed "
+            f"{estimate:.3e} and the stated parameter tolerance {stated:g}"
+        )
+    if not ratio / 2 <= told_ratio <= 1:
+        raise CertificateError(
+            f"result.prediction_bound.ratio {told_ratio:.3e} is not between half the "
+            f"recomputed {ratio:.3e} and 1"
+        )
+    return (
+        f"parameters stated to {stated:g} relative (first-order estimate {estimate:.2e} of "
+        f"the sequence polish on all {len(rows)} answers, {polish} on random sequences, "
+        f"smallest singular value {sigma_min:.2e}, recomputed); prediction bound "
+        f"{ratio:.3g} x the rule's allowance ({PREDICTION_SIGMAS:g} standard deviations; "
+        f"worst case {worst:.3g} x) on {PREDICTION_SEQUENCES} sequences, recomputed"
     )
 
 
@@ -919,7 +1008,7 @@ def _float_redundancy(H0: int) -> int:
     return 1 if H0 >= 2 else 0
 
 
-def _float_ratios(data: dict[str, Any], H0: int) -> list[tuple[int, int]]:
+def _float_ratios(data: dict[str, Any], H0: int, unit: float) -> list[tuple[int, int]]:
     """design.ratios: the float design's ratios for H0 heads, as :func:`float_ratios` gives
     them (2 H0 grid ratios in its window, then the redundant ones): a certificate that
     names other ratios (a longer query, a ratio outside the window) is not this design's."""
@@ -933,11 +1022,11 @@ def _float_ratios(data: dict[str, Any], H0: int) -> list[tuple[int, int]]:
         out.append((k, m))
     if len({Fraction(k, m) for k, m in out}) != n:
         raise CertificateError(f"design.ratios repeats a ratio: {out}")
-    want = float_ratios(H0)
+    want = float_ratios(H0, unit=unit)
     if out != want:
         raise CertificateError(
             f"design.ratios {out} are not the float design's ratios for H0 = {H0}: {want} "
-            f"(log2 t evenly spaced in the window, k + m <= {max_length(H0)})"
+            f"(log2 t evenly spaced in the window, k + m <= {max_length(H0, unit=unit)})"
         )
     return out
 

@@ -70,6 +70,15 @@ from verified_attn.multi_head.prediction_bound import (
     groups_prediction_bound,
     joint_prediction_bound,
 )
+from verified_attn.multi_head.sequence_fit import (
+    POLISH_PER_PARAMETER,
+    SequenceRows,
+    compress,
+    covariance_rows,
+    fit_sequences,
+    normal_equations,
+    polish_sequences,
+)
 from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.recovery import MultiHeadRecovery
 from verified_attn.serialize import dump_number
@@ -126,13 +135,18 @@ _NARROW_LOG2_WINDOW = 6.0
 _NARROW_MAX_LENGTH = 65
 
 
-def ratio_window(H: int) -> tuple[float, int]:
+def ratio_window(H: int, *, unit: float = 2.0**-53) -> tuple[float, int]:
     """The ratio grid's window for H heads: (w, n) with log2 t in [-w, w] and k + m <= n.
+    A coarse box (float32, :func:`coarse`) keeps the narrow window at every H: its answers'
+    rounding grows with the query's length (nn.MultiheadAttention E = 8, H = 4 in float32,
+    the same ratio at lengths 2 to 256: 3e-7 to 5e-6 from the float64 module, the median;
+    at 257 tokens up to 1e-4, more than its rtol 1e-4 allows of the heads' part), and its
+    sequence polish, not the grid, gives the precision.
 
-    >>> ratio_window(2), ratio_window(3)
-    ((6.0, 65), (8.0, 257))
+    >>> ratio_window(2), ratio_window(3), ratio_window(4, unit=2.0**-24)
+    ((6.0, 65), (8.0, 257), (6.0, 65))
     """
-    if H <= _NARROW_HEADS:
+    if H <= _NARROW_HEADS or coarse(unit):
         return _NARROW_LOG2_WINDOW, _NARROW_MAX_LENGTH
     return _LOG2_WINDOW, _MAX_LENGTH
 
@@ -188,26 +202,27 @@ def redundancy(H: int) -> int:
     return 1 if H >= 2 else 0
 
 
-def float_ratios(H: int) -> list[tuple[int, int]]:
-    """The (k, m) of the per-pair queries: 2H grid ratios, then the redundant ones.
+def float_ratios(H: int, *, unit: float = 2.0**-53) -> list[tuple[int, int]]:
+    """The (k, m) of the per-pair queries: 2H grid ratios, then the redundant ones, in the
+    window of :func:`ratio_window` (a function of H and the box's unit roundoff).
 
     >>> float_ratios(1), float_ratios(3)[0]  # the window: ratio_window(H)
     ([(1, 64), (64, 1)], (1, 256))
     >>> max(k + m for k, m in float_ratios(8)) <= 257
     True
-    >>> float_ratios(2)[-1]
-    (1, 1)
+    >>> float_ratios(2)[-1], max(k + m for k, m in float_ratios(4, unit=2.0**-24))
+    ((1, 1), 65)
     """
-    return list(_float_ratios(H))
+    return list(_float_ratios(H, ratio_window(H, unit=unit)))
 
 
 @functools.lru_cache(maxsize=64)
-def _float_ratios(H: int) -> tuple[tuple[int, int], ...]:
+def _float_ratios(H: int, window_length: tuple[float, int]) -> tuple[tuple[int, int], ...]:
     """Cached. Per target ratio the candidates are, for each m, the k next to t m (the
     nearest k for a given m is one of them, and a taken ratio has a neighbour): linear in
     the longest query, where all k + m up to the longest query would be quadratic."""
     n = 2 * H
-    window, longest = ratio_window(H)
+    window, longest = window_length
     out: list[tuple[int, int]] = []
     for i in range(n):
         e = (-window + 2 * window * i / (n - 1)) * math.log(2.0)
@@ -226,14 +241,14 @@ def _float_ratios(H: int) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-def max_length(H: int) -> int:
+def max_length(H: int, *, unit: float = 2.0**-53) -> int:
     """The longest learning query of the float design: the largest k + m of its ratios
     (the pilot, the grid, the redundancy and the conditioning all use these ratios).
 
-    >>> max_length(1), max_length(6) <= _MAX_LENGTH
-    (65, True)
+    >>> max_length(1), max_length(6) <= _MAX_LENGTH, max_length(6, unit=2.0**-24)
+    (65, True, 65)
     """
-    return max(k + m for k, m in _float_ratios(H))
+    return max(k + m for k, m in float_ratios(H, unit=unit))
 
 
 # Redundant probe columns (more b's than the d, affine d + 1, a square design needs) from
@@ -322,6 +337,27 @@ def probe_columns(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -
     return d + (1 if affine else 0) + extra_columns(d, H, affine, unit=unit)
 
 
+#: The sequence polish takes boxes of at most this many canonical parameters (its normal
+#: equations are P x P, formed anew at each Levenberg-Marquardt step: nn.MultiheadAttention
+#: E = 16, H = 8 has 2305).
+POLISH_PARAMETERS = 2400
+
+
+def polish_count(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> int:
+    """The random sequences the sequence polish asks (phase ``polish``,
+    :mod:`.sequence_fit`): :data:`~.sequence_fit.POLISH_PER_PARAMETER` per canonical
+    parameter for a coarse box (:func:`coarse`, float32) from two heads on, up to
+    :data:`POLISH_PARAMETERS` parameters; else 0 (the u-group figures stand).
+
+    >>> polish_count(8, 4, True, unit=2.0**-24), polish_count(8, 4, True), polish_count(8, 1, True, unit=2.0**-24)
+    (642, 0, 0)
+    """
+    P = parameter_count(d, H, affine)
+    if coarse(unit) and H >= 2 and P <= POLISH_PARAMETERS:
+        return POLISH_PER_PARAMETER * P
+    return 0
+
+
 def float_query_bound(d: int, H: int, *, affine: bool = False, unit: float = _DOUBLE_UNIT) -> int:
     """The float path's count without ties or a rescaling pilot: the F(0) probes, then per
     pair 2H grid ratios and ``redundancy(H)`` redundant samples (:func:`probe_columns`
@@ -332,7 +368,7 @@ def float_query_bound(d: int, H: int, *, affine: bool = False, unit: float = _DO
     """
     ncols = probe_columns(d, H, affine, unit=unit)
     npairs = d * ncols + d - 1
-    return ncols + npairs * (2 * H + redundancy(H))
+    return ncols + npairs * (2 * H + redundancy(H)) + polish_count(d, H, affine, unit=unit)
 
 
 def base_query_limit(d: int, H: int, *, affine: bool = False, unit: float = _DOUBLE_UNIT) -> int:
@@ -345,7 +381,8 @@ def base_query_limit(d: int, H: int, *, affine: bool = False, unit: float = _DOU
     >>> base_query_limit(8, 2)  # no room for a column: square, 363 and 56 tie links
     419
     """
-    return _limit_at(d, H, affine, extra_columns(d, H, affine, unit=unit))
+    extra = extra_columns(d, H, affine, unit=unit)
+    return _limit_at(d, H, affine, extra) + polish_count(d, H, affine, unit=unit)
 
 
 def float_query_limit(d: int, H: int, *, affine: bool = False, unit: float = _DOUBLE_UNIT) -> int:
@@ -1530,12 +1567,13 @@ def _float_name(arith: Arithmetic) -> str:
 
 
 def learning_sequences(
-    U: np.ndarray, B: np.ndarray, affine: bool, H: int
+    U: np.ndarray, B: np.ndarray, affine: bool, H: int, *, unit: float = 2.0**-53
 ) -> tuple[list[np.ndarray], list[tuple[np.ndarray, int]]]:
     """The F(0) queries [b_j], then per pair (u, b_j) the queries of :func:`float_ratios`."""
     pairs = design_pairs(U, len(B))
     seqs = [B[j][None, :] for j in range(len(B))]
-    seqs += [float_sequence(u, B[j], k, m) for u, j in pairs for k, m in float_ratios(H)]
+    ratios = float_ratios(H, unit=unit)
+    seqs += [float_sequence(u, B[j], k, m) for u, j in pairs for k, m in ratios]
     return seqs, pairs
 
 
@@ -1706,7 +1744,7 @@ def learn_float(
     unit = float(getattr(oracle.arithmetic, "unit_roundoff", _DOUBLE_UNIT))
     bound = float_query_limit(oracle.d, H, affine=affine, unit=unit)
     oracle.require_remaining(bound, verify, "learn_multi_head")
-    ratios = float_ratios(H)
+    ratios = float_ratios(H, unit=unit)
     n_grid, n_extra = 2 * H, redundancy(H)
     t = np.array([k / m for k, m in ratios])
     tie_answers: list[dict[str, Any]] = []
@@ -1799,10 +1837,36 @@ def learn_float(
         # Predictions are verified at rtol; the parameters are stated at the box's
         # parameter tolerance (rtol unless the box declares a looser one, e.g. float32).
         prtol = float(getattr(oracle.arithmetic, "parameter_rtol", oracle.arithmetic.rtol))
+        polish = polish_count(d, H, affine, unit=unit)
+        polish_seqs: list[np.ndarray] = []
+        polish_ans = np.zeros(0)
         try:
             if dec.estimate is None:
                 raise PrecisionExhausted(dec.failure)
-            if joint_polish(d, H, affine, len(ys)):
+            if polish:
+                # A coarse (float32) box: the decoded heads start a fit of every parameter
+                # on every answer, the design's and those of random sequences, whose
+                # Jacobian is far better conditioned than the u-groups' (sequence_fit).
+                polish_seqs = polish_sequences(d, polish, seed)
+                with oracle.phase("polish"):
+                    polish_ans = np.array(oracle.query_many(polish_seqs), dtype=np.float64)
+                design_seqs, _ = learning_sequences(U, B, affine, H, unit=unit)
+                design_seqs += [
+                    float_sequence(U[t["k"]], (B[0] + B[t["j"]]) / 2, 1) for t in tie_answers
+                ]
+                tie_ys = [float(t["answer"]) for t in tie_answers]
+                seq_rows = compress(design_seqs + polish_seqs, [*ys, *tie_ys, *polish_ans])
+                fit = fit_sequences(dec.heads, dec.beta, seq_rows, affine=affine)
+                heads, beta_fit = fit.heads, fit.beta
+                estimate, prediction, sigma_min = polish_figures(
+                    oracle.arithmetic, heads, beta_fit, affine, seq_rows, seed, lengths
+                )
+                figure = (
+                    f"smallest singular value {sigma_min:.2e} of the Jacobian on all "
+                    f"{len(seq_rows)} answers, {polish} of them on random sequences"
+                )
+                kind = "sequences"
+            elif joint_polish(d, H, affine, len(ys)):
                 # Small boxes: a dense joint polish on every answer (links and F(0) too).
                 heads, beta_fit, residuals, sigma_min, sensitivity, rows = _refine(
                     dec.heads, dec.beta, (np.array(us), np.array(bs), np.array(logk), ys), affine
@@ -1833,7 +1897,7 @@ def learn_float(
                 )
             # The predictions' own first-order bound, on the verification's sequences and
             # more from the same generator (none is asked): the parameter estimate bounds
-            # each parameter, a prediction combines them all.
+            # each parameter, a prediction combines them all (the polish's: polish_figures).
             if kind == "joint":
                 sequences = fresh_sequences(d, PREDICTION_SEQUENCES, seed=seed, lengths=lengths)
                 noise = float(np.sqrt(np.sum(residuals**2) + np.sum((unit * np.abs(ys)) ** 2)))
@@ -1841,7 +1905,7 @@ def learn_float(
                 prediction = _prediction_ratio(
                     oracle.arithmetic, heads, beta_fit if affine else 0.0, affine, sequences, bounds
                 )
-            else:
+            elif kind == "u-groups":
                 prediction = prediction_check(
                     oracle.arithmetic, U, B, f0, ans, t, heads, beta_fit, affine, seed, lengths
                 )
@@ -1853,7 +1917,16 @@ def learn_float(
             try:
                 where = "a learning query"
                 _check_learning_fit(
-                    oracle.arithmetic, candidate, f0, ans, tie_answers, U, B, H, affine
+                    oracle.arithmetic,
+                    candidate,
+                    f0,
+                    ans,
+                    tie_answers,
+                    U,
+                    B,
+                    H,
+                    affine,
+                    (polish_seqs, polish_ans),
                 )
                 where = "a fresh sequence"
                 checked = (
@@ -1936,6 +2009,7 @@ def learn_float(
             "pilot": discarded,
             "scale": scale,
             "conditioning": replaced,
+            "polish": polish_ans.tolist(),
         },
         heads,
         beta,
@@ -2231,6 +2305,34 @@ def _groups_at(
     return lt, r, s, residual, floor
 
 
+def polish_figures(
+    arith: Arithmetic,
+    heads: list[tuple[np.ndarray, ...]],
+    beta: float,
+    affine: bool,
+    rows: SequenceRows,
+    seed: int,
+    lengths: Sequence[int],
+) -> tuple[float, tuple[float, float], float]:
+    """The sequence polish's figures at given heads, from every answer in ``rows``
+    (:mod:`.sequence_fit`): the first-order parameter error estimate (PrecisionExhausted
+    over the parameter tolerance), the prediction bound on the ``PREDICTION_SEQUENCES``
+    sequences ``fresh_sequences(d, ., seed, lengths)`` as fractions of what the agreement
+    rule allows (PrecisionExhausted over 1), and the Jacobian's smallest singular value.
+    What the learner holds a polished result to and the certificate checker recomputes."""
+    unit = float(getattr(arith, "unit_roundoff", _DOUBLE_UNIT))
+    residuals, A, _ = normal_equations(heads, beta, rows, affine)
+    cov_rows, sigma_min, sensitivity = covariance_rows(A)
+    estimate = _parameter_error_estimate(
+        arith, heads, beta, residuals, rows.answers, sigma_min, sensitivity, len(heads)
+    )
+    sequences = fresh_sequences(rows.queries.shape[1], PREDICTION_SEQUENCES, seed=seed, lengths=lengths)
+    noise = float(np.sqrt(np.sum(residuals**2) + np.sum((unit * rows.answers) ** 2)))
+    bounds = joint_prediction_bound(heads, sequences, affine, cov_rows, noise, len(rows))
+    prediction = _prediction_ratio(arith, heads, beta if affine else 0.0, affine, sequences, bounds)
+    return estimate, prediction, sigma_min
+
+
 def prediction_check(
     arith: Arithmetic,
     U: np.ndarray,
@@ -2290,16 +2392,21 @@ def _check_learning_fit(
     B: np.ndarray,
     H: int,
     affine: bool,
+    polish: tuple[list[np.ndarray], np.ndarray] = ([], np.zeros(0)),
 ) -> None:
-    """Every learning answer must agree with the fitted heads under the one float rule.
+    """Every learning answer (the sequence polish's too) must agree with the fitted heads
+    under the one float rule.
 
     The fit minimises the residual but nothing bounds it; a fit that misses its own data by
     more than rtol is out of class or ill-conditioned, and is refused (the certificate
     checker re-checks exactly this).
     """
-    seqs, _ = learning_sequences(U, B, affine, H)
+    unit = float(getattr(arith, "unit_roundoff", _DOUBLE_UNIT))
+    seqs, _ = learning_sequences(U, B, affine, H, unit=unit)
     seqs += [float_sequence(U[t["k"]], (B[0] + B[t["j"]]) / 2, 1) for t in tie_answers]
     observed = [*f0.tolist(), *ans.ravel().tolist(), *(float(t["answer"]) for t in tie_answers)]
+    seqs += polish[0]
+    observed += [float(y) for y in polish[1]]
     beta = float(candidate.beta) if affine else 0.0
     floor = float_floor(observed, beta)
     for X, y in zip(seqs, observed, strict=True):
@@ -2394,6 +2501,12 @@ def _certificate_data(
                     {"k": t["k"], "j": t["j"], "answer": dump_number(float(t["answer"]))}
                     for t in answers["ties"]
                 ],
+                # The sequence polish's answers (a coarse box), on polish_sequences(d, ., seed).
+                **(
+                    {"polish": [dump_number(float(a)) for a in answers["polish"]]}
+                    if answers["polish"]
+                    else {}
+                ),
             },
             "result": {
                 "exact": False,
@@ -2403,7 +2516,8 @@ def _certificate_data(
                 # the checker recomputes the estimate from the answers and the heads.
                 "parameter_rtol": dump_number(float(tolerance[0])),
                 "parameter_error_estimate": dump_number(float(tolerance[1])),
-                "parameter_error_estimate_kind": tolerance[2],  # "u-groups" or "joint"
+                # "u-groups", "joint" or "sequences" (the sequence polish)
+                "parameter_error_estimate_kind": tolerance[2],
                 "prediction_bound": {
                     k: dump_number(float(v)) if k in ("ratio", "worst_case", "sigmas") else v
                     for k, v in prediction.items()

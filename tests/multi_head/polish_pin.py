@@ -1,0 +1,21 @@
+"""A fixture for the tests that pin a float32 box's decoding figures (u-groups, joint).
+
+Below ``canonical_float.POLISH_PARAMETERS`` a float32 box takes the sequence polish
+(tests/multi_head/test_sequence_polish_s11.py); these tests check the figures a float32 box
+past it keeps (e.g. E = 32, H = 4), on smaller boxes: import ``no_polish`` (autouse).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from verified_attn.multi_head import canonical_float as cf
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_polish() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cf, "POLISH_PARAMETERS", 0)
+        yield
