@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 import re
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -88,14 +90,14 @@ def test_jacobian_against_central_differences(affine: bool) -> None:
     heads = _heads(3, 2, 1, affine)
     seqs = [*sf.polish_sequences(3, 5, seed=2), cf.float_sequence(np.ones(3), -np.ones(3), 3, 2)]
     rows = sf.compress(seqs, np.zeros(len(seqs)))
-    theta = sf._pack(heads, 0.3, affine)
+    theta = sf.pack_parameters(heads, 0.3, affine)
     _, J = sf._jacobian(heads, rows, affine)
     num = np.empty_like(J)
     for i in range(len(theta)):
         e = np.zeros_like(theta)
         e[i] = 1e-6
-        hp, bp = sf._unpack(theta + e, 2, 3, affine)
-        hm, bm = sf._unpack(theta - e, 2, 3, affine)
+        hp, bp = sf.unpack_parameters(theta + e, 2, 3, affine)
+        hm, bm = sf.unpack_parameters(theta - e, 2, 3, affine)
         num[:, i] = (
             sf.model_values(hp, bp, rows, affine) - sf.model_values(hm, bm, rows, affine)
         ) / 2e-6
@@ -185,13 +187,11 @@ from verified_attn.adapters.torch import attention_oracle  # noqa: E402
 
 
 def _bench_module(E: int, H: int, seed: int) -> tuple[Any, np.ndarray]:
-    """The float benchmark's modules: default initialisation, biases N(0, 1)."""
-    torch.manual_seed(seed)
-    mha = torch.nn.MultiheadAttention(E, num_heads=H, batch_first=True)
-    with torch.no_grad():
-        mha.in_proj_bias.normal_()
-        mha.out_proj.bias.normal_()
-    return mha, np.random.default_rng(seed + 100).standard_normal(E)
+    """The float benchmark's modules (benchmarks/multi_head_float.py, torch_box)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from multi_head_float import torch_box
+
+    return torch_box(E, H, seed)
 
 
 @pytest.fixture(scope="module")
@@ -244,6 +244,11 @@ def test_the_polished_certificate_rechecks_and_tampering_is_rejected(four_heads:
     bad = copy.deepcopy(data)
     del bad["answers"]["polish"]
     with pytest.raises(CertificateError, match="polish"):
+        va.verify_certificate(bad)
+    # The prediction bound stated over fewer sequences than it is computed on: rejected.
+    bad = copy.deepcopy(data)
+    bad["result"]["prediction_bound"]["sequences"] = 3
+    with pytest.raises(CertificateError, match="must be over 64 sequences"):
         va.verify_certificate(bad)
     # An estimate stated over the stated tolerance: rejected.
     bad = copy.deepcopy(data)

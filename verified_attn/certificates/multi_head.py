@@ -707,13 +707,8 @@ def _float_polish(
     (:func:`~verified_attn.multi_head.canonical_float.polish_figures`); the stated parameter
     tolerance must cover the estimate, the recomputed prediction bound be within the rule's
     allowance, and each stored figure be at least half the recomputed one."""
-    rtol = float(arith.rtol or 0.0)
     result = get(data, "result")
-    stated = float(number(get(result, "parameter_rtol"), "result.parameter_rtol", arith))
-    if not rtol <= stated < 1:
-        raise CertificateError(
-            f"result.parameter_rtol must be in [rtol, 1) = [{rtol:g}, 1), got {stated!r}"
-        )
+    stated = _stated_parameter_rtol(result, arith)
     if result.get("parameter_error_estimate_kind") != "sequences":
         raise CertificateError(
             "result.parameter_error_estimate_kind must be 'sequences' for a box the sequence "
@@ -722,16 +717,8 @@ def _float_polish(
     told = float(
         number(get(result, "parameter_error_estimate"), "result.parameter_error_estimate", arith)
     )
-    raw = get(result, "prediction_bound")
-    if not isinstance(raw, dict):
-        raise CertificateError("result.prediction_bound must be a mapping")
-    told_ratio = float(number(raw.get("ratio"), "result.prediction_bound.ratio", arith))
-    try:
-        seed, lengths = check_seed(raw.get("seed")), check_lengths(raw.get("lengths"))
-    except InvalidArgument as exc:
-        raise CertificateError(f"result.prediction_bound: {exc}") from exc
-    d = rows.queries.shape[1]
-    heads, _, _ = _float_grid(claimed, [], [], d, 0, affine)
+    seed, lengths, told_ratio = _stated_prediction_bound(get(result, "prediction_bound"), arith)
+    heads = _claimed_arrays(claimed, rows.queries.shape[1], affine)
     # The recomputation holds the claim to the tolerance it states, not to the header's.
     held = FloatArithmetic(arith.rtol, getattr(arith, "unit_roundoff", 2.0**-53), stated)
     try:
@@ -745,10 +732,10 @@ def _float_polish(
             f"result.parameter_error_estimate {told:.3e} is not between half the recomputed "
             f"{estimate:.3e} and the stated parameter tolerance {stated:g}"
         )
-    if not ratio / 2 <= told_ratio <= 1:
+    if not ratio / 2 <= told_ratio:
         raise CertificateError(
-            f"result.prediction_bound.ratio {told_ratio:.3e} is not between half the "
-            f"recomputed {ratio:.3e} and 1"
+            f"result.prediction_bound.ratio {told_ratio:.3e} is under half the recomputed "
+            f"{ratio:.3e}"
         )
     return (
         f"parameters stated to {stated:g} relative (first-order estimate {estimate:.2e} of "
@@ -780,30 +767,10 @@ def _float_prediction_bound(
     figure must be within what the rule allows and the stored one at least half of it. Of
     kind "joint" it is stored, not recomputed. A certificate without the field (written
     before the bound) states no bound, and the summary says so."""
-    result = get(data, "result")
-    raw = result.get("prediction_bound")
+    raw = get(data, "result").get("prediction_bound")
     if raw is None:
         return "prediction bound: not stated (a certificate written before it)"
-    if not isinstance(raw, dict):
-        raise CertificateError("result.prediction_bound must be a mapping")
-    seed, lengths, count = raw.get("seed"), raw.get("lengths"), raw.get("sequences")
-    if (
-        count != PREDICTION_SEQUENCES
-        or float(number(raw.get("sigmas"), "result.prediction_bound.sigmas", arith))
-        != PREDICTION_SIGMAS
-    ):
-        raise CertificateError(
-            f"result.prediction_bound must be over {PREDICTION_SEQUENCES} sequences at "
-            f"{PREDICTION_SIGMAS:g} standard deviations, got {count!r} and {raw.get('sigmas')!r}"
-        )
-    try:
-        seed = check_seed(seed)
-        lengths = check_lengths(lengths)
-    except InvalidArgument as exc:
-        raise CertificateError(f"result.prediction_bound: {exc}") from exc
-    told = float(number(raw.get("ratio"), "result.prediction_bound.ratio", arith))
-    if not 0 <= told <= 1:
-        raise CertificateError(f"result.prediction_bound.ratio {told!r} is not in [0, 1]")
+    seed, lengths, told = _stated_prediction_bound(raw, arith)
     d = U.shape[0]
     if joint_polish(d, H0, affine, len(F0) + len(F) * len(ratios)):
         return (
@@ -838,6 +805,56 @@ def _float_prediction_bound(
     )
 
 
+def _stated_prediction_bound(raw: Any, arith: Arithmetic) -> tuple[int, list[int], float]:
+    """result.prediction_bound as stated: over ``PREDICTION_SEQUENCES`` sequences at
+    ``PREDICTION_SIGMAS`` standard deviations, its seed, lengths and ratio (in [0, 1])."""
+    if not isinstance(raw, dict):
+        raise CertificateError("result.prediction_bound must be a mapping")
+    count = raw.get("sequences")
+    if (
+        count != PREDICTION_SEQUENCES
+        or float(number(raw.get("sigmas"), "result.prediction_bound.sigmas", arith))
+        != PREDICTION_SIGMAS
+    ):
+        raise CertificateError(
+            f"result.prediction_bound must be over {PREDICTION_SEQUENCES} sequences at "
+            f"{PREDICTION_SIGMAS:g} standard deviations, got {count!r} and {raw.get('sigmas')!r}"
+        )
+    try:
+        seed = check_seed(raw.get("seed"))
+        lengths = list(check_lengths(raw.get("lengths")))
+    except InvalidArgument as exc:
+        raise CertificateError(f"result.prediction_bound: {exc}") from exc
+    told = float(number(raw.get("ratio"), "result.prediction_bound.ratio", arith))
+    if not 0 <= told <= 1:
+        raise CertificateError(f"result.prediction_bound.ratio {told!r} is not in [0, 1]")
+    return seed, lengths, told
+
+
+def _stated_parameter_rtol(result: dict[str, Any], arith: Arithmetic) -> float:
+    """result.parameter_rtol, the tolerance stated for the float parameters, in [rtol, 1)
+    (a certificate without it states rtol)."""
+    rtol = float(arith.rtol or 0.0)  # always set in float mode (the header's rtol)
+    raw = result.get("parameter_rtol")
+    stated = rtol if raw is None else float(number(raw, "result.parameter_rtol", arith))
+    if not rtol <= stated < 1:
+        raise CertificateError(
+            f"result.parameter_rtol must be in [rtol, 1) = [{rtol:g}, 1), got {stated!r}"
+        )
+    return stated
+
+
+def _claimed_arrays(
+    claimed: list[tuple[list[Any], ...]], d: int, affine: bool
+) -> list[tuple[np.ndarray, ...]]:
+    """The claimed heads as float64 arrays (W, v, and c if affine)."""
+    return [
+        (np.array(W, dtype=np.float64).reshape(d, d), np.array(v, dtype=np.float64))
+        + ((np.array(c, dtype=np.float64),) if affine else ())
+        for W, v, c in claimed
+    ]
+
+
 def _float_grid(
     claimed: list[tuple[list[Any], ...]],
     F: list[list[Any]],
@@ -848,13 +865,8 @@ def _float_grid(
 ) -> tuple[list[tuple[np.ndarray, ...]], np.ndarray, np.ndarray]:
     """The claimed heads as float64 arrays, the ratio grid t and the grid answers (the
     first d x ncols rows of F): what the float figures are recomputed from."""
-    heads = [
-        (np.array(W, dtype=np.float64).reshape(d, d), np.array(v, dtype=np.float64))
-        + ((np.array(c, dtype=np.float64),) if affine else ())
-        for W, v, c in claimed
-    ]
     t = np.array([k / m for k, m in ratios])
-    return heads, t, np.array(F, dtype=np.float64)[: d * ncols]
+    return _claimed_arrays(claimed, d, affine), t, np.array(F, dtype=np.float64)[: d * ncols]
 
 
 def _float_parameter_tolerance(
@@ -881,14 +893,8 @@ def _float_parameter_tolerance(
     recomputed, and the summary says so; the kind follows from the sizes
     (:func:`~verified_attn.multi_head.canonical_float.joint_polish`), so a file cannot
     choose the unchecked one."""
-    rtol = float(arith.rtol or 0.0)  # always set in float mode (the header's rtol)
     result = get(data, "result")
-    raw = result.get("parameter_rtol")
-    stated = rtol if raw is None else float(number(raw, "result.parameter_rtol", arith))
-    if not rtol <= stated < 1:
-        raise CertificateError(
-            f"result.parameter_rtol must be in [rtol, 1) = [{rtol:g}, 1), got {stated!r}"
-        )
+    stated = _stated_parameter_rtol(result, arith)
     raw_est = result.get("parameter_error_estimate")
     told = (
         None

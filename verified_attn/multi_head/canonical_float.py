@@ -77,7 +77,9 @@ from verified_attn.multi_head.sequence_fit import (
     covariance_rows,
     fit_sequences,
     normal_equations,
+    pack_parameters,
     polish_sequences,
+    unpack_parameters,
 )
 from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.recovery import MultiHeadRecovery
@@ -753,25 +755,8 @@ def _refine(
     has_k = np.isfinite(logk)
     lk = np.where(has_k, logk, 0.0)
 
-    def unpack(theta: np.ndarray) -> tuple[list[tuple[np.ndarray, ...]], float]:
-        out, pos = [], 0
-        for _ in range(H):
-            W = theta[pos : pos + d * d].reshape(d, d)
-            v = theta[pos + d * d : pos + d * d + d]
-            pos += d * d + d
-            if affine:
-                out.append((W, v, theta[pos : pos + d]))
-                pos += d
-            else:
-                out.append((W, v))
-        return out, (float(theta[pos]) if affine else 0.0)
-
-    def pack(hs: list[tuple[np.ndarray, ...]], bt: float) -> np.ndarray:
-        parts = [np.concatenate([h[0].ravel(), *h[1:]]) for h in hs]
-        return np.concatenate([*parts, [bt] if affine else []])
-
     def residual_and_jacobian(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        hs, bt = unpack(theta)
+        hs, bt = unpack_parameters(theta, H, d, affine)
         F = np.full(len(y), bt)
         cols = []
         for h in hs:
@@ -792,7 +777,7 @@ def _refine(
             cols.append(np.ones((len(y), 1)))
         return F - y, np.hstack(cols)
 
-    theta = pack(heads, beta)
+    theta = pack_parameters(heads, beta, affine)
     res, J = residual_and_jacobian(theta)
     best, best_norm = theta, float(np.linalg.norm(res))
     mu = 1e-3
@@ -818,7 +803,7 @@ def _refine(
             mu *= 10.0
             if mu > 1e8:
                 break
-    hs, bt = unpack(best)
+    hs, bt = unpack_parameters(best, H, d, affine)
     res, J = residual_and_jacobian(best)
     _, sv, Vt = np.linalg.svd(J, full_matrices=False)
     if len(sv) < J.shape[1] or not sv[-1] > 0:
@@ -1850,12 +1835,10 @@ def learn_float(
                 polish_seqs = polish_sequences(d, polish, seed)
                 with oracle.phase("polish"):
                     polish_ans = np.array(oracle.query_many(polish_seqs), dtype=np.float64)
-                design_seqs, _ = learning_sequences(U, B, affine, H, unit=unit)
-                design_seqs += [
-                    float_sequence(U[t["k"]], (B[0] + B[t["j"]]) / 2, 1) for t in tie_answers
-                ]
-                tie_ys = [float(t["answer"]) for t in tie_answers]
-                seq_rows = compress(design_seqs + polish_seqs, [*ys, *tie_ys, *polish_ans])
+                design_seqs, design_ys = _design_answers(
+                    U, B, f0, ans, tie_answers, H, affine, unit
+                )
+                seq_rows = compress(design_seqs + polish_seqs, [*design_ys, *polish_ans])
                 fit = fit_sequences(dec.heads, dec.beta, seq_rows, affine=affine)
                 heads, beta_fit = fit.heads, fit.beta
                 estimate, prediction, sigma_min = polish_figures(
@@ -2326,7 +2309,9 @@ def polish_figures(
     estimate = _parameter_error_estimate(
         arith, heads, beta, residuals, rows.answers, sigma_min, sensitivity, len(heads)
     )
-    sequences = fresh_sequences(rows.queries.shape[1], PREDICTION_SEQUENCES, seed=seed, lengths=lengths)
+    sequences = fresh_sequences(
+        rows.queries.shape[1], PREDICTION_SEQUENCES, seed=seed, lengths=lengths
+    )
     noise = float(np.sqrt(np.sum(residuals**2) + np.sum((unit * rows.answers) ** 2)))
     bounds = joint_prediction_bound(heads, sequences, affine, cov_rows, noise, len(rows))
     prediction = _prediction_ratio(arith, heads, beta if affine else 0.0, affine, sequences, bounds)
@@ -2382,6 +2367,24 @@ def _sigma_min(lt: np.ndarray, M: np.ndarray, r: np.ndarray, s: np.ndarray) -> n
     return sigma_min_linear(lt, M.T, r, w)
 
 
+def _design_answers(
+    U: np.ndarray,
+    B: np.ndarray,
+    f0: np.ndarray,
+    ans: np.ndarray,
+    tie_answers: list[dict[str, Any]],
+    H: int,
+    affine: bool,
+    unit: float,
+) -> tuple[list[np.ndarray], list[float]]:
+    """Every learning query of the design (F(0), the pairs' ratios, the tie links) with its
+    answer, in that order."""
+    seqs, _ = learning_sequences(U, B, affine, H, unit=unit)
+    seqs += [float_sequence(U[t["k"]], (B[0] + B[t["j"]]) / 2, 1) for t in tie_answers]
+    observed = [*f0.tolist(), *ans.ravel().tolist(), *(float(t["answer"]) for t in tie_answers)]
+    return seqs, observed
+
+
 def _check_learning_fit(
     arith: Arithmetic,
     candidate: MultiHeadAttention,
@@ -2402,9 +2405,7 @@ def _check_learning_fit(
     checker re-checks exactly this).
     """
     unit = float(getattr(arith, "unit_roundoff", _DOUBLE_UNIT))
-    seqs, _ = learning_sequences(U, B, affine, H, unit=unit)
-    seqs += [float_sequence(U[t["k"]], (B[0] + B[t["j"]]) / 2, 1) for t in tie_answers]
-    observed = [*f0.tolist(), *ans.ravel().tolist(), *(float(t["answer"]) for t in tie_answers)]
+    seqs, observed = _design_answers(U, B, f0, ans, tie_answers, H, affine, unit)
     seqs += polish[0]
     observed += [float(y) for y in polish[1]]
     beta = float(candidate.beta) if affine else 0.0

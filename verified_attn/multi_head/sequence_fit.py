@@ -48,7 +48,9 @@ __all__ = [
     "fit_sequences",
     "model_values",
     "normal_equations",
+    "pack_parameters",
     "polish_sequences",
+    "unpack_parameters",
 ]
 
 #: Random polish sequences per canonical parameter (measured at the truth, float32 modules:
@@ -146,7 +148,10 @@ def compress(sequences: Sequence[np.ndarray], answers: Sequence[float]) -> Seque
     return SequenceRows(tokens, logc, queries, np.asarray(answers, dtype=np.float64))
 
 
-def _unpack(theta: np.ndarray, H: int, d: int, affine: bool) -> tuple[list[Head], float]:
+def unpack_parameters(
+    theta: np.ndarray, H: int, d: int, affine: bool
+) -> tuple[list[Head], float]:
+    """The heads and beta (0 bias-free) of a parameter vector (:func:`pack_parameters`)."""
     out: list[Head] = []
     pos = 0
     for _ in range(H):
@@ -161,7 +166,7 @@ def _unpack(theta: np.ndarray, H: int, d: int, affine: bool) -> tuple[list[Head]
     return out, (float(theta[pos]) if affine else 0.0)
 
 
-def _pack(heads: Sequence[Head], beta: float, affine: bool) -> np.ndarray:
+def pack_parameters(heads: Sequence[Head], beta: float, affine: bool) -> np.ndarray:
     """Per head W row-major, v, then c if affine; beta last if affine (the order of
     :func:`~.prediction_bound.parameter_gradient`)."""
     parts = [np.concatenate([np.ravel(h[0]), *h[1:]]) for h in heads]
@@ -219,7 +224,7 @@ def normal_equations(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Residuals (model minus answers), ``J^T J`` and ``J^T r`` at the heads, in chunks of
     rows (the Jacobian itself is never held whole)."""
-    P = len(_pack(heads, beta, affine))
+    P = len(pack_parameters(heads, beta, affine))
     step = max(1, _CHUNK // max(P, 1))
     A = np.zeros((P, P))
     g = np.zeros(P)
@@ -254,8 +259,8 @@ def fit_sequences(
     worse than the start). Its figures are :func:`covariance_rows` of
     :func:`normal_equations` there."""
     H, d = len(heads), rows.queries.shape[1]
-    theta = _pack(heads, beta, affine)
-    res, A, g = normal_equations(*_unpack(theta, H, d, affine), rows, affine)
+    theta = pack_parameters(heads, beta, affine)
+    res, A, g = normal_equations(*unpack_parameters(theta, H, d, affine), rows, affine)
     cost = float(res @ res)
     mu = 1e-3
     for _ in range(_LM_ITERATIONS):
@@ -267,7 +272,7 @@ def fit_sequences(
             mu *= 10.0
             continue
         trial = theta + step
-        hs, bt = _unpack(trial, H, d, affine)
+        hs, bt = unpack_parameters(trial, H, d, affine)
         t_res = model_values(hs, bt, rows, affine) - rows.answers
         t_cost = float(t_res @ t_res)
         if math.isfinite(t_cost) and t_cost < cost:
@@ -281,5 +286,5 @@ def fit_sequences(
             mu *= 10.0
             if mu > 1e10:
                 break
-    hs, bt = _unpack(theta, H, d, affine)
+    hs, bt = unpack_parameters(theta, H, d, affine)
     return SequenceFit([tuple(np.array(x) for x in h) for h in hs], bt, res)
