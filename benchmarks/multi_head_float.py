@@ -80,10 +80,15 @@ def prediction_error(predict: Any, answer: Any, d: int, seed: int) -> float:
 
 
 def pilot_info(rec: Any, d: int, H: int) -> dict[str, Any]:
-    """The pilot's kept u scale and discarded rounds (from the certificate and the counts)."""
+    """The pilot's kept u scale and discarded rounds (from the certificate and the counts),
+    and the sequence polish's queries."""
     rounds = rec.queries_by_phase["pilot"] // (d * (2 * H + redundancy(H)))
     scale = float(load_number(rec.certificate()["design"]["u_scale"]))
-    return {"u_scale": scale, "pilot_rounds_discarded": rounds - 1}
+    return {
+        "u_scale": scale,
+        "pilot_rounds_discarded": rounds - 1,
+        "polish": rec.queries_by_phase.get("polish", 0),
+    }
 
 
 def run_random(d: int, H: int, seed: int) -> dict[str, Any]:
@@ -239,6 +244,10 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "runs": len(group),
                 "learned": len(ok),
                 "learned_1e-10": sum(r["parameter_error"] <= 1e-10 for r in ok),
+                "learned_1e-12": sum(r["parameter_error"] <= 1e-12 for r in ok),
+                # Learned runs that asked the sequence polish (float32: all; float64: the
+                # precision polish where the decoded estimate was above its target).
+                "polished": sum(r.get("polish", 0) > 0 for r in ok),
                 # A returned result off by more than a tolerance it states (must be 0): its
                 # parameters against its parameter tolerance, its predictions against rtol.
                 "wrong": sum(
@@ -300,6 +309,7 @@ def plot(summary: list[dict[str, Any]], out: Path) -> None:
                 label=f"{kind} {dtype} d={d}",
             )
     ax.axhline(1e-10, color="grey", ls="--", lw=0.8)
+    ax.axhline(1e-12, color="grey", ls=":", lw=0.8)  # canonical_float.PRECISION_TARGET
     labels = ("heads H", "worst relative parameter error")
     title = "float multi-head: parameter error of returned results"
     _finish(fig, ax, labels, title, out / "multi_head_float_error.png", 7)

@@ -59,3 +59,14 @@ def test_a_cell_counts_learned_wrong_and_past_the_follow_up() -> None:
     # One query fewer is under the follow-up's count: no longer counted.
     rows[1] = _row(1, 2032)
     assert _summarise()(rows)[0]["over_follow_up"] == 1
+
+
+def test_a_cell_counts_runs_within_1e_12_and_polished() -> None:
+    rows = [_row(0, 1680, perr=1e-12), _row(1, 1626, perr=3e-12), _row(2, None)]
+    rows[0]["polish"] = 54  # the precision polish's queries
+    (cell,) = _summarise()(rows)
+    assert (cell["learned_1e-10"], cell["learned_1e-12"], cell["polished"]) == (2, 1, 1)
+    # A run without the field (or with 0) asked no polish; a refusal is never counted.
+    rows[1]["polish"] = 0
+    rows[2]["polish"] = 54
+    assert _summarise()(rows)[0]["polished"] == 1

@@ -136,7 +136,8 @@ def test_second_solution_is_decided_by_one_tie_link(monkeypatch: pytest.MonkeyPa
     rec = learn_multi_head(va.Oracle(model, "float"), heads=6, seed=1)
     # The one extra query, in its own phase, within the float path's worst case.
     assert rec.queries_by_phase["tie links"] == 1
-    assert rec.queries == cf.float_query_bound(8, 6) + 1  # learning queries
+    # Learning queries: the design, the link and the precision polish (ceil(432 / 8)).
+    assert rec.queries == cf.float_query_bound(8, 6) + 1 + cf.precision_polish_count(8, 6, False)
     assert _error(rec, model) <= min(_estimate(rec), 1e-10)
     # The tie link's answer is in the certificate, which re-checks without the oracle.
     assert va.verify_certificate(rec.certificate()).ok

@@ -100,6 +100,7 @@ from verified_attn.multi_head.canonical_float import (
     max_length,
     polish_count,
     polish_figures,
+    precision_polish_count,
     prediction_check,
     probe_columns,
 )
@@ -209,7 +210,7 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
         conditioning = _float_conditioning(data, arith, d, ncols, per_pair)
         if conditioning:
             phases["conditioning"] = conditioning
-        polish = polish_count(d, H0, affine, unit=unit)
+        polish = _float_polish_count(data, d, H0, affine, unit)
         if polish:
             phases["polish"] = polish
     else:
@@ -232,7 +233,9 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
     lines = [
         head.describe() + (" (affine)" if affine else "") + ", method canonical",
         f"queries: {learning} learning (F(0) {ncols}, F(k) {npairs} pairs x {2 * H0}, "
-        f"{len(ties)} tie links) <= bound {bound}; {q['verification']} verification",
+        f"{len(ties)} tie links"
+        + (f", {phases['polish']} polish" if "polish" in phases else "")
+        + f") <= bound {bound}; {q['verification']} verification",
     ]
     claimed, beta = _claimed_heads(data, head, affine, H0)
     if arith.name == "float":
@@ -655,9 +658,9 @@ def _float_fit(
     seqs += [_float_sequence(Ua[t["k"]], (Ba[0] + Ba[t["j"]]) / 2, 1) for t in ties]
     observed = [*F0, *(a for row in F for a in row)]
     observed += [number(t["answer"], t["path"], arith) for t in ties]
-    # The sequence polish's random sequences (a coarse box): regenerated from the seed.
+    # The sequence polish's random sequences: regenerated from the seed.
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
-    polish = polish_count(Ua.shape[0], H0, affine, unit=unit)
+    polish = _float_polish_count(data, Ua.shape[0], H0, affine, unit)
     if polish:
         seqs += polish_sequences(Ua.shape[0], polish, as_int(get(data, "seed"), "seed", low=0))
         observed += numbers(get(data, "answers.polish"), "answers.polish", arith, polish)
@@ -692,6 +695,26 @@ def _float_fit(
     )
 
 
+def _float_polish_count(data: dict[str, Any], d: int, H0: int, affine: bool, unit: float) -> int:
+    """How many random sequences the result's sequence polish asked: a coarse box's
+    (:func:`~verified_attn.multi_head.canonical_float.polish_count`, always), else the
+    precision polish's (:func:`~verified_attn.multi_head.canonical_float.precision_polish_count`)
+    or none, as ``answers.polish`` holds (a certificate without the field holds none)."""
+    always = polish_count(d, H0, affine, unit=unit)
+    if always:
+        return always
+    raw = get(data, "answers").get("polish", [])
+    if not isinstance(raw, list):
+        raise CertificateError("answers.polish must be a list")
+    allowed = precision_polish_count(d, H0, affine, unit=unit)
+    if len(raw) not in (0, allowed):
+        raise CertificateError(
+            f"answers.polish has {len(raw)} answers; the precision polish asks {allowed} "
+            "random sequences or none"
+        )
+    return len(raw)
+
+
 def _float_polish(
     data: dict[str, Any],
     arith: Arithmetic,
@@ -701,9 +724,9 @@ def _float_polish(
     affine: bool,
     polish: int,
 ) -> str:
-    """A polished result (a coarse box: the sequence polish on every answer, ``polish`` of
-    them on random sequences): its parameter error estimate and prediction bound are
-    recomputed from every stored answer at the claimed heads
+    """A polished result (the sequence polish on every answer, ``polish`` of them on random
+    sequences: a coarse box's, or a float64 box's precision polish): its parameter error
+    estimate and prediction bound are recomputed from every stored answer at the claimed heads
     (:func:`~verified_attn.multi_head.canonical_float.polish_figures`); the stated parameter
     tolerance must cover the estimate, the recomputed prediction bound be within the rule's
     allowance, and each stored figure be at least half the recomputed one."""

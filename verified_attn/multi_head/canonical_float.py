@@ -12,7 +12,9 @@ jointly with shared residues (:mod:`.float_fit`: Levenberg-Marquardt with a Schu
 complement, then orthogonal Gauss-Newton, repairs of groups in local minima until they
 reach their rounding floor, second solutions of close scores found, decided by one tie
 link each or counted in the error), the u-groups ordered by predicting the halved links,
-and tie links where residues tie. The result is
+and tie links where residues tie. A float32 box's decoded heads, and a float64 box's whose
+first-order estimate is above :data:`PRECISION_TARGET`, are then refitted on every answer
+and on random sequences (:mod:`.sequence_fit`, phase ``polish``). The result is
 returned only if its first-order parameter error estimate is at most the box's parameter
 tolerance (its rtol unless it declares a looser one), two standard deviations of its
 first-order prediction error are within what the agreement rule allows on 64 sequences it
@@ -358,6 +360,47 @@ def polish_count(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) ->
     if coarse(unit) and H >= 2 and P <= POLISH_PARAMETERS:
         return POLISH_PER_PARAMETER * P
     return 0
+
+
+#: A float64 result whose first-order parameter error estimate is above this takes the
+#: precision polish (:func:`precision_polish_count`) when the run's bound holds it.
+PRECISION_TARGET = 1e-12
+#: The precision polish asks one random sequence per this many canonical parameters
+#: (measured, float64 boxes at d = 8, 16, H = 1 - 8, the decoded heads refitted on every
+#: answer: with P / 16 sequences parameters to 1e-12 - 2e-15, with P / 8 to 5e-13 - 4e-16,
+#: from 2e-13 - 3e-9 before; the float benchmark's runs).
+PRECISION_PARAMETERS_PER_SEQUENCE = 8
+
+
+def precision_polish_count(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> int:
+    """The random sequences of the precision polish (phase ``polish``): a box that is not
+    coarse (float64) whose decoded heads' first-order parameter error estimate is above
+    :data:`PRECISION_TARGET` is refitted on every answer and ``ceil(P / 8)`` random
+    sequences (:mod:`.sequence_fit`), when the queries the run has left under its bound
+    (:func:`float_query_limit`, unchanged) hold them. 0 for a coarse box (always polished,
+    :func:`polish_count`) and past :data:`POLISH_PARAMETERS`.
+
+    >>> precision_polish_count(8, 6, False), precision_polish_count(8, 4, True, unit=2.0**-24)
+    (54, 0)
+    """
+    P = parameter_count(d, H, affine)
+    if coarse(unit) or P > POLISH_PARAMETERS:
+        return 0
+    return -(-P // PRECISION_PARAMETERS_PER_SEQUENCE)
+
+
+def _within_parameter_tolerance(
+    estimate: float, prtol: float, H: int, arith: Arithmetic, figure: str, gap: float
+) -> None:
+    """PrecisionExhausted unless the first-order parameter error estimate is within the
+    parameter tolerance."""
+    if not estimate <= _PARAMETER_SAFETY * prtol:
+        raise PrecisionExhausted(
+            f"the pooled fit of {H} heads is too ill-conditioned for a "
+            f"{box_precision(arith)} box: first-order parameter error "
+            f"estimate {estimate:.2e} relative > the parameter tolerance {prtol:g} "
+            f"({figure}, closest score gap {gap:.2e})"
+        )
 
 
 def float_query_bound(d: int, H: int, *, affine: bool = False, unit: float = _DOUBLE_UNIT) -> int:
@@ -1825,31 +1868,35 @@ def learn_float(
         polish = polish_count(d, H, affine, unit=unit)
         polish_seqs: list[np.ndarray] = []
         polish_ans = np.zeros(0)
-        try:
-            if dec.estimate is None:
-                raise PrecisionExhausted(dec.failure)
-            if polish:
-                # A coarse (float32) box: the decoded heads start a fit of every parameter
-                # on every answer, the design's and those of random sequences, whose
-                # Jacobian is far better conditioned than the u-groups' (sequence_fit).
-                polish_seqs = polish_sequences(d, polish, seed)
-                with oracle.phase("polish"):
-                    polish_ans = np.array(oracle.query_many(polish_seqs), dtype=np.float64)
-                design_seqs, design_ys = _design_answers(
-                    U, B, f0, ans, tie_answers, H, affine, unit
-                )
-                seq_rows = compress(design_seqs + polish_seqs, [*design_ys, *polish_ans])
-                fit = fit_sequences(dec.heads, dec.beta, seq_rows, affine=affine)
-                heads, beta_fit = fit.heads, fit.beta
-                estimate, prediction, sigma_min = polish_figures(
-                    oracle.arithmetic, heads, beta_fit, affine, seq_rows, seed, lengths
-                )
-                figure = (
-                    f"smallest singular value {sigma_min:.2e} of the Jacobian on all "
-                    f"{len(seq_rows)} answers, {polish} of them on random sequences"
-                )
-                kind = "sequences"
-            elif joint_polish(d, H, affine, len(ys)):
+
+        def sequence_polish(
+            count: int, start: list[tuple[np.ndarray, ...]], start_beta: float
+        ) -> tuple[list[tuple[np.ndarray, ...]], float, float, tuple[float, float], str]:
+            # The heads start a fit of every parameter on every answer, the design's and
+            # those of ``count`` random sequences, whose Jacobian is far better conditioned
+            # than the u-groups' (sequence_fit); the figures are this fit's.
+            nonlocal polish_seqs, polish_ans
+            polish_seqs = polish_sequences(d, count, seed)
+            with oracle.phase("polish"):
+                polish_ans = np.array(oracle.query_many(polish_seqs), dtype=np.float64)
+            design_seqs, design_ys = _design_answers(U, B, f0, ans, tie_answers, H, affine, unit)
+            seq_rows = compress(design_seqs + polish_seqs, [*design_ys, *polish_ans])
+            fit = fit_sequences(start, start_beta, seq_rows, affine=affine)
+            estimate, prediction, sigma_min = polish_figures(
+                oracle.arithmetic, fit.heads, fit.beta, affine, seq_rows, seed, lengths
+            )
+            figure = (
+                f"smallest singular value {sigma_min:.2e} of the Jacobian on all "
+                f"{len(seq_rows)} answers, {count} of them on random sequences"
+            )
+            return fit.heads, fit.beta, estimate, prediction, figure
+
+        def decoded_figures() -> tuple[
+            list[tuple[np.ndarray, ...]], float, float, tuple[float, float], str, str
+        ]:
+            # The decoded heads with the figures of the joint polish (small boxes) or of the
+            # u-groups; PrecisionExhausted over the parameter tolerance or the rule.
+            if joint_polish(d, H, affine, len(ys)):
                 # Small boxes: a dense joint polish on every answer (links and F(0) too).
                 heads, beta_fit, residuals, sigma_min, sensitivity, rows = _refine(
                     dec.heads, dec.beta, (np.array(us), np.array(bs), np.array(logk), ys), affine
@@ -1871,13 +1918,7 @@ def learn_float(
                     estimate,
                     heads_error_estimate(U, B, f0, ans, t, heads, beta_fit, unit, affine),
                 )
-            if not estimate <= _PARAMETER_SAFETY * prtol:
-                raise PrecisionExhausted(
-                    f"the pooled fit of {H} heads is too ill-conditioned for a "
-                    f"{box_precision(oracle.arithmetic)} box: first-order parameter error "
-                    f"estimate {estimate:.2e} relative > the parameter tolerance {prtol:g} "
-                    f"({figure}, closest score gap {dec.gap:.2e})"
-                )
+            _within_parameter_tolerance(estimate, prtol, H, oracle.arithmetic, figure, dec.gap)
             # The predictions' own first-order bound, on the verification's sequences and
             # more from the same generator (none is asked): the parameter estimate bounds
             # each parameter, a prediction combines them all (the polish's: polish_figures).
@@ -1888,10 +1929,40 @@ def learn_float(
                 prediction = _prediction_ratio(
                     oracle.arithmetic, heads, beta_fit if affine else 0.0, affine, sequences, bounds
                 )
-            elif kind == "u-groups":
+            else:
                 prediction = prediction_check(
                     oracle.arithmetic, U, B, f0, ans, t, heads, beta_fit, affine, seed, lengths
                 )
+            return heads, beta_fit, estimate, prediction, figure, kind
+
+        try:
+            if dec.estimate is None:
+                raise PrecisionExhausted(dec.failure)
+            precision = precision_polish_count(d, H, affine, unit=unit)
+            if polish:
+                # A coarse (float32) box: always polished (the u-groups' figures are 1e-3).
+                heads, beta_fit, estimate, prediction, figure = sequence_polish(
+                    polish, dec.heads, dec.beta
+                )
+                kind = "sequences"
+            else:
+                try:
+                    found = decoded_figures()
+                except PrecisionExhausted as exc:
+                    found, refusal = None, exc
+                left = bound - run.counts.learning  # the last learning phase: what is left
+                if (found is None or found[2] > PRECISION_TARGET) and 0 < precision <= left:
+                    # The precision polish: the conditioning asks for it, the bound allows it.
+                    start = (found[0], found[1]) if found else (dec.heads, dec.beta)
+                    heads, beta_fit, estimate, prediction, figure = sequence_polish(
+                        precision, *start
+                    )
+                    kind = "sequences"
+                elif found is None:
+                    raise refusal
+                else:
+                    heads, beta_fit, estimate, prediction, figure, kind = found
+            _within_parameter_tolerance(estimate, prtol, H, oracle.arithmetic, figure, dec.gap)
             heads.sort(key=lambda hd: tuple(hd[0].ravel()))  # the canonical order, by W row-major
             beta = beta_fit if affine else None
             candidate = MultiHeadAttention(
@@ -1954,18 +2025,20 @@ def learn_float(
     extra = counts.by_phase.get("redundancy", 0)
     pilot = counts.by_phase.get("pilot", 0)
     conditioning = counts.by_phase.get("conditioning", 0)
+    polished = counts.by_phase.get("polish", 0)
     over = counts.learning - follow_up_query_bound(oracle.d, H)
     why = (
         f"the coarse design's {wide} redundant probe columns"
         if wide and coarse(unit)
-        else "the conditioning rounds"
+        else "the conditioning rounds" + (" and the precision polish" if polished else "")
     )
     past = f", not under it ({over:+d}) with {why}" if over >= 0 else ""
     notes = [
         f"canonical method (float ratio grid): {counts.learning} learning queries ({pilot} "
         f"pilot, {len(discarded)} rescaling rounds of {d} pairs discarded, u scale "
         f"{scale:.4g}; {conditioning} conditioning, {len(replaced)} u-groups asked again; "
-        f"{extra} redundant, {ties} tie links), <= {bound} (without ties or rescaling "
+        f"{extra} redundant, {ties} tie links, {polished} polish), <= {bound} (without ties, "
+        "rescaling or a precision polish "
         f"{float_query_bound(oracle.d, H, affine=affine, unit=unit)}; the follow-up's "
         "4Hd^2 - 2H + 1 = "
         f"{follow_up_query_bound(oracle.d, H)}{past}); float64 decoding, every learning "
