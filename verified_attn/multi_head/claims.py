@@ -513,6 +513,89 @@ FLOAT_COUNT = (
 )
 
 
+def _float_precision(seed: int) -> ClaimResult:
+    """Float64 boxes learned to 1e-12 of their heads (the precision polish where it is
+    asked), predictions on independent fresh sequences to 1e-11, under the follow-up's count;
+    the same box unpolished, and a learned parameter moved by 1e-11, fail the check."""
+    import itertools
+    import math
+    from unittest import mock
+
+    import numpy as np
+
+    from verified_attn.multi_head import canonical_float
+
+    d = 8
+
+    def box(H: int, s: int) -> tuple[MultiHeadAttention, list[Any]]:
+        rng = np.random.default_rng(s)  # the float benchmark's random boxes
+        hs = [(rng.normal(0, d**-0.5, (d, d)), rng.normal(0, 1, d)) for _ in range(H)]
+        return MultiHeadAttention([(W.tolist(), v.tolist()) for W, v in hs]), hs
+
+    def errors(got: list[Any], truth: list[Any], model: MultiHeadAttention, s: int) -> Any:
+        flat = [np.concatenate([np.ravel(x) for x in h[:2]]) for h in got]
+        true = [np.concatenate([np.ravel(x) for x in h]) for h in truth]
+        ref = max(float(np.abs(x).max()) for x in true)
+        perr = min(
+            max(float(np.abs(flat[p[h]] - true[h]).max()) for h in range(len(true)))
+            for p in itertools.permutations(range(len(true)))
+        ) / ref
+        learned = MultiHeadAttention([tuple(x.tolist() for x in h[:2]) for h in got])
+        rng, pred = np.random.default_rng([seed, s, 0x7072]), 0.0
+        for n in range(1, 17):
+            for _ in range(2):
+                X = rng.normal(0.0, 1.0, (n, d))
+                y = float(model.evaluate_batch(X[None])[0])
+                got_y = float(learned.evaluate_batch(X[None])[0])
+                pred = max(pred, abs(got_y - y) / max(1.0, abs(y)))
+        return perr, pred
+
+    rows, ok = [], True
+    # (H, box seed): d = 8, H = 1 seed 13 is the box the pilot rescales (its decoded heads
+    # are 1e-9 off); the others are the float benchmark's seeds 0 and 1.
+    cases = [(1, 13), (1, 0), (2, 0), (2, 1), (3, 0), (4, 1)]
+    for H, s in cases:
+        model, truth = box(H, s)
+        rec = learn_multi_head(Oracle(model, "float"), heads=H, seed=s)
+        perr, pred = errors(rec.parameters["heads"], truth, model, s)
+        polish = rec.queries_by_phase.get("polish", 0)
+        under = rec.queries < follow_up_query_bound(d, H)
+        ok &= perr <= 1e-12 and pred <= 1e-11 and under and verify_certificate(
+            rec.certificate()
+        ).ok
+        rows.append(
+            f"H={H} seed {s}: {rec.queries} queries ({polish} polish; follow-up "
+            f"{follow_up_query_bound(d, H)}), parameters {perr:.1e}, predictions {pred:.1e}"
+        )
+        if (H, s) == (1, 13):
+            # The deliberately wrong variants: a learned parameter moved by 1e-11 relative,
+            # and the same box with the polish never asked (its target out of reach).
+            W, v = (np.array(x) for x in rec.parameters["heads"][0][:2])
+            scale = max(float(np.abs(x).max()) for x in truth[0])  # errors are relative to it
+            moved = [(W + 1e-11 * scale, v)]
+            moved_err = errors(moved, truth, model, s)[0]
+            with mock.patch.object(canonical_float, "PRECISION_TARGET", math.inf):
+                bare = learn_multi_head(Oracle(model, "float"), heads=H, seed=s)
+            bare_err = errors(bare.parameters["heads"], truth, model, s)[0]
+            ok &= polish > 0 and moved_err > 1e-12 and bare_err > 1e-12
+            rows.append(
+                f"wrong variants: a parameter moved by 1e-11 {moved_err:.1e}, unpolished "
+                f"{bare_err:.1e}"
+            )
+    return ClaimResult("prop-7.1/float-precision", "ours", FLOAT_PRECISION, ok, "; ".join(rows))
+
+
+FLOAT_PRECISION = (
+    "The canonical multi-head learner on float64 black boxes (d = 8, H = 1-4, heads W ~ N(0, "
+    "1/d), v ~ N(0, 1)) returns the canonical heads within 1e-12 relative of the true heads, "
+    "predictions on 32 independent sequences of lengths 1-16 within 1e-11, in fewer "
+    "queries than the follow-up's 4Hd^2 - 2H + 1, with a certificate that re-checks; a "
+    "box whose decoded heads are 1e-9 off is brought within 1e-12 by the precision polish "
+    "(random sequences, asked because its first-order estimate is above 1e-12), and off "
+    "by more without it."
+)
+
+
 _TWO = MultiHeadAttention([([[1, 0], [0, 1]], [1, 2]), ([[0, 1], [1, 0]], [2, -1])])
 
 
@@ -614,6 +697,12 @@ CLAIMS = [
         "ours (docs/multi_head.md, How many heads? (float))",
         FLOAT_COUNT,
         _float_head_count,
+    ),
+    Claim(
+        "prop-7.1/float-precision",
+        "ours (docs/multi_head.md, Float black boxes: precision polish)",
+        FLOAT_PRECISION,
+        _float_precision,
     ),
     Claim("prop-7.1/out-of-class", REF, MH_OOC, _mh_out_of_class),
     Claim("prop-7.1/certificate-tamper", REF, MH_TAMPER, _mh_certificate_tamper),
