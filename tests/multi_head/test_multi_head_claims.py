@@ -23,6 +23,7 @@ EXPECTED = {
     "prop-7.1/position-dependent",
     "prop-7.1/near-rational",
     "prop-7.1/float-head-count",
+    "prop-7.1/float-precision",
     "prop-7.1/out-of-class",
     "prop-7.1/certificate-tamper",
 }
@@ -97,3 +98,12 @@ def test_float_head_count_claim_fails_with_a_wrong_floor(monkeypatch: pytest.Mon
         monkeypatch.setattr(head_count_float, "NOISE_FACTOR", factor)
         res = mh_claims._float_head_count(0)
         assert not res.passed, res.detail
+
+
+def test_float_precision_claim_fails_without_the_polish(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The precision polish never asked: the d = 8, H = 1, seed 13 box stays 1e-9 off.
+    from verified_attn.multi_head import canonical_float
+
+    monkeypatch.setattr(canonical_float, "PRECISION_TARGET", float("inf"))
+    res = mh_claims._float_precision(0)
+    assert not res.passed and "H=1 seed 13: 166 queries (0 polish" in res.detail
