@@ -15,7 +15,9 @@ error of the canonical heads against the truth, best head order, relative to the
 true entry); the prediction error on 16 independent fresh sequences of lengths 1..16
 (another generator than the learner's, relative to max(|answer|, 1)); the learning queries
 against the follow-up's ``4Hd^2 - 2H + 1`` and the parameter count ``H (d^2 + d)``; the
-pilot's u scale and discarded rounds; seconds.
+pilot's u scale and discarded rounds; seconds; the peak resident memory (``peak_rss_mib``:
+with ``--jobs`` >= 2 each run has a fresh worker process, so it is the run's own peak,
+the box and the interpreter included; with ``--jobs 1`` the process's peak so far).
 
 3. The conditioning sweep (no learning): the first-order parameter error of the pooled fit
    at the *true* heads, ``|U^-1| |M^-1| sqrt(sum_k (floor_k / sigma_min_k)^2)`` relative
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import resource
 import sys
 import time
 from pathlib import Path
@@ -91,6 +94,11 @@ def pilot_info(rec: Any, d: int, H: int) -> dict[str, Any]:
     }
 
 
+def peak_rss_mib() -> float:
+    """This process's peak resident memory so far, MiB (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def run_random(d: int, H: int, seed: int) -> dict[str, Any]:
     heads = random_box(d, H, seed)
     model = MultiHeadAttention([(W.tolist(), v.tolist()) for W, v in heads])
@@ -122,6 +130,7 @@ def run_random(d: int, H: int, seed: int) -> dict[str, Any]:
     row["follow_up"] = follow_up_query_bound(d, H)
     row["bound"] = float_query_limit(d, H)
     row["parameters"] = H * (d * d + d)
+    row["peak_rss_mib"] = peak_rss_mib()
     return row
 
 
@@ -171,6 +180,7 @@ def run_torch(E: int, H: int, seed: int, dtype: str) -> dict[str, Any]:
     unit = 2.0**-24 if dtype == "float32" else 2.0**-53  # the adapter's declared unit roundoff
     row["bound"] = float_query_limit(E, H, affine=True, unit=unit)
     row["parameters"] = H * (E * E + 2 * E) + 1
+    row["peak_rss_mib"] = peak_rss_mib()
     return row
 
 
@@ -266,6 +276,10 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "parameters": group[0]["parameters"],
                 "refusals": sorted({r["refusal"] for r in group if not r["learned"]}),
                 "median_seconds": float(np.median([r["seconds"] for r in group])),
+                # Rows of runs before it was measured have no figure.
+                "max_peak_rss_mib": max(
+                    (r["peak_rss_mib"] for r in group if "peak_rss_mib" in r), default=None
+                ),
             }
         )
     return out
@@ -383,7 +397,8 @@ def _pool(jobs: int) -> Any:
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = "1"
     ctx = multiprocessing.get_context("spawn")
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=ctx)
+    # One run per worker process: its peak RSS (peak_rss_mib) is then the run's own.
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, max_tasks_per_child=1)
 
 
 def _family(row: dict[str, Any]) -> str:

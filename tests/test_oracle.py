@@ -318,3 +318,37 @@ def test_certified_answers_are_balls_at_the_oracle_precision() -> None:
     assert isinstance(ball, flint.arb) and flint.ctx.prec == before
     lo, hi = arb_bounds(ball)
     assert 0 < hi - lo < Fraction(1, 2**60)
+
+
+@pytest.mark.parametrize("as_array", [True, False])
+@pytest.mark.parametrize("boxed", [True, False])
+def test_float_batches_are_bounded_in_entries(
+    monkeypatch: pytest.MonkeyPatch, as_array: bool, boxed: bool
+) -> None:
+    # A box's temporaries scale with the batch's entries, not its sequence count: long
+    # queries are split into smaller batches (order kept, every answer the one-by-one one).
+    monkeypatch.setattr(oracle_module, "_FLOAT_CHUNK_ENTRIES", 60)
+    sizes: list[int] = []
+    evaluate = MODEL.evaluate_batch
+
+    def batch(Xs: np.ndarray) -> np.ndarray:
+        sizes.append(Xs.shape[0] * Xs.shape[1] * Xs.shape[2])
+        return evaluate(Xs)
+
+    rng = np.random.default_rng(3)
+    long = rng.integers(-4, 5, size=(7, 9, 3)) / 2  # 27 entries each: 2 per batch
+    short = rng.integers(-4, 5, size=(5, 2, 3)) / 2  # 6 entries each: 5 per batch
+    Xs: Any = long if as_array else [*long, *short, long[0]]
+    if boxed:
+        oracle = va.Oracle.from_callable(MODEL, d=3, batch_fn=batch)
+    else:
+        model = va.SingleHeadAttention(MODEL.W, MODEL.v)
+        monkeypatch.setattr(model, "evaluate_batch", batch, raising=False)
+        oracle = va.Oracle(model, "float")
+    got = oracle.query_many(Xs)
+    assert sizes and max(sizes) <= 60
+    # The array: 7 long queries in 4 batches; the list: its 8 long ones (one length) in 4,
+    # its 5 short ones in 1.
+    assert len(sizes) == (4 if as_array else 4 + 1)
+    want = [float(evaluate(np.asarray(X, dtype=float)[None])[0]) for X in Xs]
+    assert got == pytest.approx(want, rel=1e-15, abs=1e-15)

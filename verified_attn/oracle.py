@@ -47,6 +47,22 @@ from verified_attn.types import Answer, Queries, SequenceLike
 __all__ = ["Oracle", "QueryCounts", "Run", "TranscriptEntry"]
 
 _FLOAT_CHUNK = 1 << 14  # sequences per vectorised batch: bounds memory at large d
+# Query entries (N x d numbers) per vectorised batch: a box's own temporaries scale with
+# them (nn.MultiheadAttention's key/value projections are 2x the batch), so a batch of
+# 2^14 sequences of 257 tokens at d = 64 (2.1 GB, and 4.3 GB of projections) is split.
+# Measured, nn.MultiheadAttention E = 64, H = 4 learned in float64: peak RSS 14.1 GB
+# with sequence-count chunks alone.
+_FLOAT_CHUNK_ENTRIES = 1 << 22
+
+
+def _chunk_size(shape: tuple[int, ...]) -> int:
+    """Sequences per vectorised batch of (N, d) queries: at most :data:`_FLOAT_CHUNK`, and
+    at most :data:`_FLOAT_CHUNK_ENTRIES` entries (at least one sequence).
+
+    >>> _chunk_size((257, 64)), _chunk_size((2, 3))
+    (255, 16384)
+    """
+    return max(1, min(_FLOAT_CHUNK, _FLOAT_CHUNK_ENTRIES // max(1, shape[0] * shape[1])))
 
 
 _AUTO_RECORD_NUMBERS = 1 << 25  # record=None keeps at most this many query entries (<= 256 MB)
@@ -517,15 +533,17 @@ class Oracle:
         else:
             return self._answer(list(Xs))
         out: list[Any] = []
-        for start in range(0, Xs.shape[0], _FLOAT_CHUNK):
-            out.extend(fn(Xs[start : start + _FLOAT_CHUNK]))
+        step = _chunk_size(Xs.shape[1:])
+        for start in range(0, Xs.shape[0], step):
+            out.extend(fn(Xs[start : start + step]))
         return out
 
     def _answer_batch_fn(self, Xs: np.ndarray, copy: bool) -> list[float]:
         """A black box's batch answers, checked as arrays (one pass), else one by one."""
         out: list[float] = []
-        for start in range(0, Xs.shape[0], _FLOAT_CHUNK):
-            chunk = Xs[start : start + _FLOAT_CHUNK]
+        step = _chunk_size(Xs.shape[1:])
+        for start in range(0, Xs.shape[0], step):
+            chunk = Xs[start : start + step]
             raw = self._guarded_batch(chunk, copy=copy)
             if raw.dtype.kind in "fiu" and bool(np.isfinite(raw).all()):
                 out.extend(raw.astype(np.float64).tolist())
@@ -734,8 +752,9 @@ def _batched(converted: list[np.ndarray], fn: Callable[[np.ndarray], np.ndarray]
     for i, X in enumerate(converted):
         by_length.setdefault(X.shape[0], []).append(i)
     for idx in by_length.values():
-        for start in range(0, len(idx), _FLOAT_CHUNK):
-            chunk = idx[start : start + _FLOAT_CHUNK]
+        step = _chunk_size(converted[idx[0]].shape)
+        for start in range(0, len(idx), step):
+            chunk = idx[start : start + step]
             values = fn(np.stack([converted[i] for i in chunk]))
             for i, val in zip(chunk, values, strict=True):
                 out[i] = val

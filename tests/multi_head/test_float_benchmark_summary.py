@@ -70,3 +70,12 @@ def test_a_cell_counts_runs_within_1e_12_and_polished() -> None:
     rows[1]["polish"] = 0
     rows[2]["polish"] = 54
     assert _summarise()(rows)[0]["polished"] == 1
+
+
+def test_a_cell_reports_its_largest_peak_memory() -> None:
+    rows = [{**_row(0, 1626), "peak_rss_mib": 300.0}, {**_row(1, None), "peak_rss_mib": 900.5}]
+    rows.append(_row(2, 1700))  # a row from a run before the memory was measured
+    (cell,) = _summarise()(rows)
+    assert cell["max_peak_rss_mib"] == 900.5  # refused runs' memory counts too
+    (old,) = _summarise()([_row(3, 1626)])
+    assert old["max_peak_rss_mib"] is None

@@ -317,3 +317,42 @@ def test_the_wide_design_conditions_past_the_follow_up_count(
         "the follow-up's 4Hd^2 - 2H + 1 = 1525, not under it (+99) with the conditioning "
         "rounds and the precision polish" in rec.notes[0]
     )
+
+
+def test_gauss_newton_steps_in_blocks_of_groups_are_the_whole_batch_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The dense Jacobians are formed for blocks of groups (memory bounded at large d); each
+    # group's step is its own, so blocks of one group give the whole batch's steps, and a
+    # fit through them the same figures.
+    from verified_attn.multi_head import float_fit
+
+    lt, Mt, _, _ = _plane(5, J=7, p=3, H=3)
+    rng = np.random.default_rng(6)
+    r = rng.standard_normal((5, 3)) * 2
+    w = rng.standard_normal((5, 3, 3))
+    Y = group_model(lt, r, np.einsum("ja,gah->gjh", Mt, w))
+    Y = Y + rng.standard_normal(Y.shape) * 1e-9
+    R = (group_model(lt, r + 0.01, np.einsum("ja,gah->gjh", Mt, w - 0.01)) - Y).reshape(5, -1)
+    whole = float_fit._gauss_newton_steps(lt, Mt, r + 0.01, w - 0.01, R)
+    fit = fit_linear_groups(lt, Y, Mt, r + 0.02, w - 0.02)
+    n = Mt.shape[0] * len(lt) * (3 + 9)
+    for limit, blocks in [(n, 5), (2 * n, 3)]:
+        monkeypatch.setattr(float_fit, "_JACOBIAN_ENTRIES", limit)
+        calls: list[int] = []
+
+        def counted(*args: np.ndarray, calls: list[int] = calls) -> np.ndarray:
+            calls.append(args[2].shape[0])  # the block's groups
+            return linear_jacobian(*args)
+
+        monkeypatch.setattr(float_fit, "linear_jacobian", counted)
+        blocked = float_fit._gauss_newton_steps(lt, Mt, r + 0.01, w - 0.01, R)
+        assert len(calls) == blocks and max(calls) <= limit // n
+        assert whole is not None and blocked is not None
+        assert np.array_equal(blocked, whole)
+        again = fit_linear_groups(lt, Y, Mt, r + 0.02, w - 0.02)
+        assert np.array_equal(again.s, fit.s) and np.array_equal(again.residual, fit.residual)
+        monkeypatch.setattr(float_fit, "linear_jacobian", linear_jacobian)
+    # The wrong variant: a step solved from another group's Jacobian is not the group's.
+    swapped = float_fit._gauss_newton_steps(lt, Mt, (r + 0.01)[::-1], (w - 0.01)[::-1], R)
+    assert swapped is not None and not np.allclose(swapped, whole)

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -653,22 +654,30 @@ def _float_fit(
     ratios = _float_ratios(data, H0, float(getattr(arith, "unit_roundoff", 2.0**-53)))
     F0, F = _samples(data, arith, ncols, npairs, len(ratios))
     pairs = _pairs(list(Ua), ncols, half=True)
-    seqs = [Ba[j][None, :] for j in range(ncols)]
-    seqs += [_float_sequence(u, Ba[j], k, m) for u, j in pairs for k, m in ratios]
-    seqs += [_float_sequence(Ua[t["k"]], (Ba[0] + Ba[t["j"]]) / 2, 1) for t in ties]
     observed = [*F0, *(a for row in F for a in row)]
     observed += [number(t["answer"], t["path"], arith) for t in ties]
     # The sequence polish's random sequences: regenerated from the seed.
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
     polish = _float_polish_count(data, Ua.shape[0], H0, affine, unit)
     if polish:
-        seqs += polish_sequences(Ua.shape[0], polish, as_int(get(data, "seed"), "seed", low=0))
         observed += numbers(get(data, "answers.polish"), "answers.polish", arith, polish)
+    seed = as_int(get(data, "seed"), "seed", low=0)
+
+    def rebuilt() -> Iterator[np.ndarray]:
+        # Every learning query, built as it is read (at nn.MultiheadAttention E = 64, H = 4
+        # they are 3.9 GB of float64 together).
+        yield from (Ba[j][None, :] for j in range(ncols))
+        for u, j in pairs:
+            yield from (_float_sequence(u, Ba[j], k, m) for k, m in ratios)
+        yield from (_float_sequence(Ua[t["k"]], (Ba[0] + Ba[t["j"]]) / 2, 1) for t in ties)
+        if polish:
+            yield from polish_sequences(Ua.shape[0], polish, seed)
+
     model = _model(claimed, beta, affine)
     bias = float(beta) if affine else 0.0
     floor = float_floor(observed, bias)
     worst = 0.0
-    for i, (X, y) in enumerate(zip(seqs, observed, strict=True)):
+    for i, (X, y) in enumerate(zip(rebuilt(), observed, strict=True)):
         expected = float(model.evaluate_batch(X[None])[0])
         ok, gap = agree(arith, y, expected, bias=bias, floor=floor)
         if not ok or not math.isfinite(expected):
@@ -679,10 +688,12 @@ def _float_fit(
         worst = max(worst, gap)
     return (
         f"fit (float: not re-decoded; the float fit is not cheaply reproducible): the claimed "
-        f"{len(claimed)} heads reproduce all {len(seqs)} stored learning answers to rtol "
+        f"{len(claimed)} heads reproduce all {len(observed)} stored learning answers to rtol "
         f"{arith.rtol:g} (max relative gap {worst:.2e}); "
         + (
-            _float_polish(data, arith, compress(seqs, observed), claimed, bias, affine, polish)
+            _float_polish(
+                data, arith, compress(list(rebuilt()), observed), claimed, bias, affine, polish
+            )
             if polish
             else _float_parameter_tolerance(
                 data, arith, Ua, Ba, F0, F, ratios, claimed, bias, affine, ncols, H0

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,6 +96,7 @@ from verified_attn.verification import (
 )
 
 __all__ = [
+    "ask_pairs",
     "float_design",
     "float_sequence",
     "learn_float",
@@ -596,6 +597,41 @@ def box_precision(arith: Any) -> str:
 def float_sequence(u: np.ndarray, b: np.ndarray, k: int, m: int = 1) -> np.ndarray:
     """``[b + u] * k + [b] * m``: each head sees the ratio t = k / m of the two tokens."""
     return np.vstack([np.tile(b + u, (k, 1)), np.tile(b, (m, 1))])
+
+
+#: Query entries (tokens x d) built at once when the design's pairs are asked
+#: (:func:`ask_pairs`): the F(t) queries of nn.MultiheadAttention E = 64, H = 4 are 3.9 GB
+#: of float64 together.
+_BLOCK_ENTRIES = 1 << 24
+
+
+def ask_pairs(
+    oracle: Oracle,
+    pairs: Sequence[tuple[np.ndarray, int]],
+    B: np.ndarray,
+    ratios: Sequence[tuple[int, int]],
+) -> np.ndarray:
+    """The answers, ``(len(pairs), len(ratios))``, to :func:`float_sequence` ``(u, B[j], k,
+    m)`` for every pair ``(u, j)`` and ratio ``(k, m)``, asked pair by pair in the oracle's
+    current phase, in blocks of pairs of at most :data:`_BLOCK_ENTRIES` query entries (the
+    same queries in the same order as one list; memory bounded at any d).
+
+    >>> from verified_attn import MultiHeadAttention, Oracle
+    >>> box = Oracle(MultiHeadAttention([([[1.0]], [2.0])]), "float")
+    >>> ask_pairs(box, [(np.array([0.0]), 0)], np.ones((1, 1)), [(1, 1), (2, 1)]).tolist()
+    [[2.0, 2.0]]
+    >>> box.queries
+    2
+    """
+    per_pair = max(1, sum(k + m for k, m in ratios) * B.shape[1])
+    step = max(1, _BLOCK_ENTRIES // per_pair)
+    out = np.empty((len(pairs), len(ratios)))
+    for start in range(0, len(pairs), step):
+        block = pairs[start : start + step]
+        seqs = [float_sequence(u, B[j], k, m) for u, j in block for k, m in ratios]
+        got = np.array(oracle.query_many(seqs), dtype=np.float64)
+        out[start : start + len(block)] = got.reshape(len(block), len(ratios))
+    return out
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -1595,14 +1631,26 @@ def _float_name(arith: Arithmetic) -> str:
 
 
 def learning_sequences(
-    U: np.ndarray, B: np.ndarray, affine: bool, H: int, *, unit: float = 2.0**-53
-) -> tuple[list[np.ndarray], list[tuple[np.ndarray, int]]]:
-    """The F(0) queries [b_j], then per pair (u, b_j) the queries of :func:`float_ratios`."""
-    pairs = design_pairs(U, len(B))
-    seqs = [B[j][None, :] for j in range(len(B))]
+    U: np.ndarray,
+    B: np.ndarray,
+    H: int,
+    ties: Sequence[dict[str, Any]] = (),
+    *,
+    unit: float = 2.0**-53,
+) -> Iterator[np.ndarray]:
+    """The design's learning queries, one at a time: the F(0) queries [b_j], then per pair
+    (u, b_j) the queries of :func:`float_ratios`, then the tie links ``ties`` (their ``k``
+    and ``j``). Built as they are read, never all at once (nn.MultiheadAttention E = 64,
+    H = 4: 3.9 GB of float64 together).
+
+    >>> [X.shape[0] for X in learning_sequences(np.eye(1), np.eye(1), 1, [{"k": 0, "j": 0}])]
+    [1, 65, 65, 2]
+    """
     ratios = float_ratios(H, unit=unit)
-    seqs += [float_sequence(u, B[j], k, m) for u, j in pairs for k, m in ratios]
-    return seqs, pairs
+    yield from (B[j][None, :] for j in range(len(B)))
+    for u, j in design_pairs(U, len(B)):
+        yield from (float_sequence(u, B[j], k, m) for k, m in ratios)
+    yield from (float_sequence(U[t["k"]], (B[0] + B[t["j"]]) / 2, 1) for t in ties)
 
 
 def pilot_pairs(d: int, ncols: int) -> list[int]:
@@ -1640,8 +1688,7 @@ def _pilot(
                 d, seed, affine, scale, extra_columns(d, H, affine, unit=unit)
             )
             chosen = [pairs[p] for p in pilot_pairs(d, len(B))]
-            seqs = [float_sequence(u, B[j], k, m) for u, j in chosen for k, m in ratios]
-            got = np.array(oracle.query_many(seqs), dtype=np.float64).reshape(d, -1)
+            got = ask_pairs(oracle, chosen, B, ratios)
             if i == rounds - 1:
                 break
             scores = [
@@ -1719,8 +1766,7 @@ def _condition(
     rows = [k * ncols + j for j in range(ncols)]
     rows += [d * ncols + i - 1 for i in range(1, d) if k in (0, i)]  # the links through u_k
     with oracle.phase("conditioning"):
-        seqs = [float_sequence(pairs[i][0], B[pairs[i][1]], a, m) for i in rows for a, m in ratios]
-        got = np.array(oracle.query_many(seqs), dtype=np.float64).reshape(len(rows), -1)
+        got = ask_pairs(oracle, [pairs[i] for i in rows], B, ratios)
     old = ans[rows].tolist()
     ans = ans.copy()
     ans[rows] = got
@@ -1789,19 +1835,15 @@ def learn_float(
         piloted = pilot_pairs(d, ncols)
         rest = [p for i, p in enumerate(pairs) if i not in set(piloted)]
         with oracle.phase("F(t)"):
-            seqs = [float_sequence(u, B[j], k, m) for u, j in rest for k, m in ratios[:n_grid]]
-            grid_ans = np.array(oracle.query_many(seqs), dtype=np.float64)
-        extra_ans = np.zeros(0)
+            grid_ans = ask_pairs(oracle, rest, B, ratios[:n_grid])
+        extra_ans = np.zeros((len(rest), 0))
         if n_extra:
             with oracle.phase("redundancy"):
-                seqs = [float_sequence(u, B[j], k, m) for u, j in rest for k, m in ratios[n_grid:]]
-                extra_ans = np.array(oracle.query_many(seqs), dtype=np.float64)
+                extra_ans = ask_pairs(oracle, rest, B, ratios[n_grid:])
         ans = np.empty((len(pairs), len(ratios)))
         ans[piloted] = kept  # the pilot's kept round: those pairs' answers
         others = [i for i in range(len(pairs)) if i not in set(piloted)]
-        ans[others] = np.hstack(
-            [grid_ans.reshape(len(rest), n_grid), extra_ans.reshape(len(rest), n_extra)]
-        )
+        ans[others] = np.hstack([grid_ans, extra_ans])
 
         asked_ties: dict[tuple[int, int], float] = {}
 
@@ -1879,8 +1921,8 @@ def learn_float(
             polish_seqs = polish_sequences(d, count, seed)
             with oracle.phase("polish"):
                 polish_ans = np.array(oracle.query_many(polish_seqs), dtype=np.float64)
-            design_seqs, design_ys = _design_answers(U, B, f0, ans, tie_answers, H, affine, unit)
-            seq_rows = compress(design_seqs + polish_seqs, [*design_ys, *polish_ans])
+            design_seqs, design_ys = _design_answers(U, B, f0, ans, tie_answers, H, unit)
+            seq_rows = compress([*design_seqs, *polish_seqs], [*design_ys, *polish_ans])
             fit = fit_sequences(start, start_beta, seq_rows, affine=affine)
             estimate, prediction, sigma_min = polish_figures(
                 oracle.arithmetic, fit.heads, fit.beta, affine, seq_rows, seed, lengths
@@ -2447,13 +2489,11 @@ def _design_answers(
     ans: np.ndarray,
     tie_answers: list[dict[str, Any]],
     H: int,
-    affine: bool,
     unit: float,
-) -> tuple[list[np.ndarray], list[float]]:
-    """Every learning query of the design (F(0), the pairs' ratios, the tie links) with its
-    answer, in that order."""
-    seqs, _ = learning_sequences(U, B, affine, H, unit=unit)
-    seqs += [float_sequence(U[t["k"]], (B[0] + B[t["j"]]) / 2, 1) for t in tie_answers]
+) -> tuple[Iterator[np.ndarray], list[float]]:
+    """Every learning query of the design (F(0), the pairs' ratios, the tie links), built
+    as it is read (:func:`learning_sequences`), with its answer, in that order."""
+    seqs = learning_sequences(U, B, H, tie_answers, unit=unit)
     observed = [*f0.tolist(), *ans.ravel().tolist(), *(float(t["answer"]) for t in tie_answers)]
     return seqs, observed
 
@@ -2478,8 +2518,8 @@ def _check_learning_fit(
     checker re-checks exactly this).
     """
     unit = float(getattr(arith, "unit_roundoff", _DOUBLE_UNIT))
-    seqs, observed = _design_answers(U, B, f0, ans, tie_answers, H, affine, unit)
-    seqs += polish[0]
+    design, observed = _design_answers(U, B, f0, ans, tie_answers, H, unit)
+    seqs = itertools.chain(design, polish[0])
     observed += [float(y) for y in polish[1]]
     beta = float(candidate.beta) if affine else 0.0
     floor = float_floor(observed, beta)

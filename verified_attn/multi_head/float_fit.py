@@ -653,17 +653,10 @@ def fit_linear_groups(
         idx = np.flatnonzero(~(norm <= floor_g))  # the groups at their floor are done
         if not len(idx):
             break
-        J = linear_jacobian(lt, Mt, r[idx], w[idx])
-        cn = np.linalg.norm(J, axis=1, keepdims=True)
-        cn = np.where(cn > 0, cn, 1.0)
-        Q, Rm = np.linalg.qr(J / cn)
-        with np.errstate(all="ignore"):
-            try:
-                rhs = -(Q.swapaxes(1, 2) @ R[idx][..., None])
-                step = np.linalg.solve(Rm, rhs)[..., 0] / cn[:, 0, :]
-            except np.linalg.LinAlgError:
-                break
-        step = np.where(np.isfinite(step), step, 0.0)
+        found = _gauss_newton_steps(lt, Mt, r[idx], w[idx], R[idx])
+        if found is None:
+            break
+        step = np.where(np.isfinite(found), found, 0.0)
         tr, tw = r[idx] + step[:, :H], w[idx] + step[:, H:].reshape(-1, p, H)
         tR = residual(tr, tw, Y[idx])
         tnorm = np.linalg.norm(tR, axis=1)
@@ -673,6 +666,37 @@ def fit_linear_groups(
         i = idx[ok]
         r[i], w[i], R[i], norm[i] = tr[ok], tw[ok], tR[ok], tnorm[ok]
     return GroupFit(r=r, s=np.einsum("ja,gah->gjh", Mt, w), residual=norm)
+
+
+#: Numbers in the dense group Jacobians formed at once by the Gauss-Newton steps
+#: (:func:`_gauss_newton_steps`): at nn.MultiheadAttention E = 64, H = 4 all 64 groups' are
+#: 157 MB each (the QR's Q as large again), 2 - 3 GB with the temporaries.
+_JACOBIAN_ENTRIES = 1 << 23
+
+
+def _gauss_newton_steps(
+    lt: np.ndarray, Mt: np.ndarray, r: np.ndarray, w: np.ndarray, R: np.ndarray
+) -> np.ndarray | None:
+    """Each group's Gauss-Newton step in (r, w) by QR of its column-scaled Jacobian
+    (:func:`linear_jacobian`), (G, H + p H); formed for blocks of groups of at most
+    :data:`_JACOBIAN_ENTRIES` numbers (each group's step is its own). None if a triangular
+    factor is singular. ``R`` (G, J T): the residuals."""
+    G, p, H = w.shape
+    size = max(1, _JACOBIAN_ENTRIES // (Mt.shape[0] * len(lt) * (H + p * H)))
+    out = np.empty((G, H + p * H))
+    for start in range(0, G, size):
+        part = slice(start, start + size)
+        J = linear_jacobian(lt, Mt, r[part], w[part])
+        cn = np.linalg.norm(J, axis=1, keepdims=True)
+        cn = np.where(cn > 0, cn, 1.0)
+        Q, Rm = np.linalg.qr(J / cn)
+        with np.errstate(all="ignore"):
+            try:
+                rhs = -(Q.swapaxes(1, 2) @ R[part][..., None])
+                out[part] = np.linalg.solve(Rm, rhs)[..., 0] / cn[:, 0, :]
+            except np.linalg.LinAlgError:
+                return None
+    return out
 
 
 def _linear_normal(
