@@ -661,7 +661,7 @@ def _float_fit(
     polish = _float_polish_count(data, Ua.shape[0], H0, affine, unit)
     if polish:
         observed += numbers(get(data, "answers.polish"), "answers.polish", arith, polish)
-    seed = as_int(get(data, "seed"), "seed", low=0)
+        seed = as_int(get(data, "seed"), "seed", low=0)
 
     def rebuilt() -> Iterator[np.ndarray]:
         # Every learning query, built as it is read (at nn.MultiheadAttention E = 64, H = 4
