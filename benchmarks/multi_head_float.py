@@ -451,8 +451,8 @@ def main() -> None:
     many = seeds if args.quick or args.seeds_many is None else range(args.seeds_many)
     rows = []
     random_sizes = [(8, H, seeds if H <= 6 else many) for H in range(1, 9)]
-    random_sizes += [(16, H, few) for H in (2, 4, 6)]
-    random_sizes += [(32, H, huge) for H in (2, 4)]
+    random_sizes += [(16, H, few) for H in (2, 4, 6, 8)]
+    random_sizes += [(32, H, huge) for H in (2, 4, 6, 8)]
     # nn.MultiheadAttention: E/H from 2 to 16 (E = 16: H = 2, 4, 8; E = 32, H = 8: 4;
     # E = 64, H = 4: 16).
     torch_sizes = [(8, 2, few), (8, 4, few), (16, 2, few), (16, 4, few), (16, 8, huge)]

@@ -18,4 +18,7 @@ from verified_attn.multi_head import canonical_float as cf
 def no_polish() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(cf, "POLISH_PARAMETERS", 0)
+        # ... and the float64 precision polish, which has its own limit (a float32 box
+        # made not coarse, the wrong variants', would take it).
+        mp.setattr(cf, "PRECISION_POLISH_PARAMETERS", 0)
         yield

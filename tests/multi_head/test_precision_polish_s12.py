@@ -43,10 +43,16 @@ def test_golden_precision_polish_counts(d: int, H: int, affine: bool, count: int
     assert (cf.polish_count(d, H, affine, unit=F32) > 0) == (H >= 2)
 
 
-def test_no_precision_polish_past_the_polish_parameters() -> None:
-    assert cf.parameter_count(32, 4, True) == 4353 > cf.POLISH_PARAMETERS
-    assert precision_polish_count(32, 4, True) == 0
-    assert precision_polish_count(16, 8, True) > 0
+def test_no_precision_polish_past_the_precision_polish_parameters() -> None:
+    # Up to d = 32 with eight heads (nn.MultiheadAttention E = 32, H = 8: 8705 parameters,
+    # ceil(8705 / 8) sequences); E = 64, H = 4 (16,897) is past it.
+    assert cf.parameter_count(32, 8, True) == 8705 <= cf.PRECISION_POLISH_PARAMETERS
+    assert precision_polish_count(32, 8, True) == 1089
+    assert precision_polish_count(32, 6, False) == 792
+    assert cf.parameter_count(64, 4, True) == 16897 > cf.PRECISION_POLISH_PARAMETERS
+    assert precision_polish_count(64, 4, True) == 0
+    # The coarse polish keeps its own limit: float32 E = 32, H = 4 is past it.
+    assert cf.polish_count(32, 4, True, unit=F32) == 0 < cf.polish_count(16, 8, True, unit=F32)
 
 
 @pytest.fixture(scope="module")

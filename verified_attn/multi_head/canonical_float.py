@@ -371,6 +371,14 @@ PRECISION_TARGET = 1e-12
 #: answer: with P / 16 sequences parameters to 1e-12 - 2e-15, with P / 8 to 5e-13 - 4e-16,
 #: from 2e-13 - 3e-9 before; the float benchmark's runs).
 PRECISION_PARAMETERS_PER_SEQUENCE = 8
+#: The precision polish takes float64 boxes of at most this many canonical parameters
+#: (d = 32 with eight heads: 8448; nn.MultiheadAttention E = 32, H = 8: 8705). Its normal
+#: equations are P x P (600 MB at this size, a few held at once) and each of its
+#: Levenberg-Marquardt steps costs about (answers) x P^2: measured, random d = 32, H = 6
+#: seed 1 (P = 6336) 292 s and 3.2 GB peak against 134 s and 0.7 GB unpolished, its
+#: parameters from 4.8e-12 to 2.0e-15 and its predictions from 1.3e-10 to 1.3e-13. The
+#: coarse (float32) polish keeps :data:`POLISH_PARAMETERS`: it asks 2 P sequences, not P / 8.
+PRECISION_POLISH_PARAMETERS = 8800
 
 
 def precision_polish_count(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> int:
@@ -379,13 +387,13 @@ def precision_polish_count(d: int, H: int, affine: bool, *, unit: float = _DOUBL
     :data:`PRECISION_TARGET` is refitted on every answer and ``ceil(P / 8)`` random
     sequences (:mod:`.sequence_fit`), when the queries the run has left under its bound
     (:func:`float_query_limit`, unchanged) hold them. 0 for a coarse box (always polished,
-    :func:`polish_count`) and past :data:`POLISH_PARAMETERS`.
+    :func:`polish_count`) and past :data:`PRECISION_POLISH_PARAMETERS`.
 
     >>> precision_polish_count(8, 6, False), precision_polish_count(8, 4, True, unit=2.0**-24)
     (54, 0)
     """
     P = parameter_count(d, H, affine)
-    if coarse(unit) or P > POLISH_PARAMETERS:
+    if coarse(unit) or P > PRECISION_POLISH_PARAMETERS:
         return 0
     return -(-P // PRECISION_PARAMETERS_PER_SEQUENCE)
 
