@@ -149,7 +149,6 @@ def test_the_fit_reaches_the_heads_from_a_nearby_start() -> None:
     assert all(np.array_equal(a, b) for a, b in zip(none.heads[0], start[0], strict=True))
 
 
-
 def _trials(monkeypatch: pytest.MonkeyPatch, seed: int) -> tuple[int, float]:
     """The fit's trial evaluations (model_values calls) from a start 1e-6 off, and its
     largest parameter error (d = 4, H = 3, affine, exact float64 answers)."""
