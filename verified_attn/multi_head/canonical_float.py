@@ -49,6 +49,7 @@ from verified_attn.multi_head.canonical_learner import (
 from verified_attn.multi_head.float_fit import (
     GroupFit,
     closest_gap,
+    consensus_start,
     fit_groups,
     fit_linear_groups,
     fit_scores,
@@ -954,6 +955,8 @@ _JOINT_ROUNDS = 3
 # The redundant design's fit (_linear_stage) restarts a group still off its floor this many
 # times, from its pairs' scores refitted alone with the linear fit's residues.
 _LINEAR_ROUNDS = 2
+# Seeds consensus_start's random subsets (with the sizes), where there are too many to try.
+_CONSENSUS_SEED = 0x636F6E
 # Shifts of one head's score tried by the joint restarts (log t units).
 _LOCAL_SHIFTS = np.array([-0.3, -0.1, -0.03, -0.01, 0.01, 0.03, 0.1, 0.3])
 # Random starts per repaired pair.
@@ -1200,7 +1203,21 @@ def _linear_stage(
     far better than its own free fit did. Returns r, s = Mt w and the residuals."""
     ncols, H = s.shape[1:]
     fit = fit_linear_groups(lt, Y, Mt, r, linear_start(Mt, s, score_weights(lt, r, s)), floor=floor)
+    r_free, s_free = r, s
     r, s, res = fit.r, fit.s, fit.residual
+    bad = np.flatnonzero(~(res <= _CONVERGED * floor))
+    if len(bad) and H > 1:
+        # A group off its floor starts again from its free scores' consensus planes: with
+        # few redundant pairs the greedy start bends toward a wrong-basin pair (measured,
+        # float_fit.consensus_start). Seeded by the sizes alone: a group's fit does not
+        # depend on the batch it is fitted in (_refit_groups).
+        rng = np.random.default_rng([ncols, Mt.shape[1], H, _CONSENSUS_SEED])
+        weight = score_weights(lt, r_free[bad], s_free[bad])
+        start = consensus_start(Mt, s_free[bad], weight, rng)
+        again = fit_linear_groups(lt, Y[bad], Mt, r_free[bad], start, floor=floor[bad])
+        better = again.residual < res[bad]
+        i = bad[better]
+        r[i], s[i], res[i] = again.r[better], again.s[better], again.residual[better]
     for _ in range(_LINEAR_ROUNDS):
         bad = np.flatnonzero(~(res <= _CONVERGED * floor))
         if not len(bad) or H == 1:
