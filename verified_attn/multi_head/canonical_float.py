@@ -1197,7 +1197,8 @@ def _linear_stage(
     """The redundant design's fit in (r, w), ``s = Mt w`` (:func:`~.float_fit.fit_linear_groups`),
     started from the free fits' scores with the pairs off the plane left out
     (:func:`~.float_fit.linear_start`). A group still over ``_CONVERGED`` x its floor is
-    started again, up to ``_LINEAR_ROUNDS`` times, from its pairs' scores refitted alone
+    started again from its free scores' consensus planes (:func:`~.float_fit.consensus_start`),
+    then, up to ``_LINEAR_ROUNDS`` times, from its pairs' scores refitted alone
     with the linear fit's residues (from the plane's scores, every transposition and one
     head moved across the window): the plane then predicts a wrong-basin pair's scores
     far better than its own free fit did. Returns r, s = Mt w and the residuals."""

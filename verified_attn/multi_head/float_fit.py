@@ -794,9 +794,11 @@ def consensus_start(
     :func:`linear_start` leaves out the worst pair one at a time, but with few redundant
     pairs (J - p = 3 at d = 8, H = 8) a least-squares plane through a wrong-basin pair
     spreads its miss over the others, and a good pair goes first. A plane through p good
-    pairs alone does not bend. Measured (random float64 boxes, d = 8, H = 8 seeds 1, 4 and
-    d = 16, H = 8 seed 1, the u-groups that stalled): from the greedy start 6 of 6 groups
-    stayed at 1e11 - 1e13 x their rounding floor, from this one 5 of 6 reached 1 - 2 x it.
+    pairs alone does not bend. Measured (the float benchmark's random float64 boxes d = 8,
+    H = 8 seeds 1, 4 and d = 16, H = 8 seeds 1, 5: the eight u-groups that stalled, each
+    meeting its answers at 2 - 4 x its rounding floor at the true heads): from the greedy
+    start all eight stayed at 4e11 - 2e13 x the floor, from this one 7 of 8 reached 1 - 2 x
+    it (the eighth has only p good pairs in some heads: no consensus to find).
     Per head, because a wrong basin is usually two or three heads of a pair (a swap), not
     all of them. ``weight``: as in :func:`linear_start`.
 
