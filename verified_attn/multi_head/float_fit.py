@@ -815,13 +815,13 @@ def consensus_start(
         subsets = np.array(list(itertools.combinations(range(J), p)))
     else:
         subsets = np.array([rng.choice(J, p, replace=False) for _ in range(CONSENSUS_SUBSETS)])
-    A = Mt[subsets]  # (n, p, p)
+    with np.errstate(all="ignore"):
+        solve = np.linalg.pinv(Mt[subsets])  # (n, p, p): the subsets' planes, once for all groups
     extra = (J - p) // 2
     rank = p + extra - 1  # the scored miss: a plane must meet half the pairs beyond its own
     out = np.empty((G, p, H))
     for g in range(G):
-        with np.errstate(all="ignore"):
-            x = np.linalg.pinv(A) @ s[g][subsets]  # (n, p, H): one plane per subset and head
+        x = solve @ s[g][subsets]  # (n, p, H): one plane per subset and head
         miss = np.abs(np.einsum("ja,nah->njh", Mt, x) - s[g][None]) * weight[g][None]
         miss = np.where(np.isfinite(miss), miss, np.inf)
         score = np.sort(miss, axis=1)[:, rank, :]  # (n, H)
