@@ -41,7 +41,10 @@ from verified_attn.multi_head.canonical_float import (  # noqa: E402
     float_ratios,
     precision_polish_count,
 )
-from verified_attn.multi_head.canonical_learner import learn_multi_head  # noqa: E402
+from verified_attn.multi_head.canonical_learner import (  # noqa: E402
+    follow_up_query_bound,
+    learn_multi_head,
+)
 from verified_attn.recovery import Recovery  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -131,8 +134,10 @@ def _entry_error(rec: Recovery, truth: HeadParameters) -> float:
     [
         (2, 2, 0, True, False),
         (2, 2, 0, False, False),
-        (4, 2, 1, True, True),
-        (4, 2, 1, False, True),
+        # Decoded estimate 5.5e-11: the polish would take it past the follow-up's 125
+        # queries, and the estimate is within 1e-10 (canonical_float.polish_wanted).
+        (4, 2, 1, True, False),
+        (4, 2, 1, False, False),
         (8, 2, 2, True, False),
         (8, 2, 2, False, False),
         (6, 3, 0, True, True),
@@ -205,7 +210,8 @@ def test_docs_multi_head_section_runs() -> None:
     assert len(blocks) == 1
     namespace: dict[str, Any] = {}
     exec(compile(blocks[0], "docs/pytorch.md", "exec"), namespace)
-    assert namespace["rec2"].queries == GOLDEN[(4, 2)] + POLISH[(4, 2)]
+    assert namespace["rec2"].queries == GOLDEN[(4, 2)] < follow_up_query_bound(4, 2)
+    assert GOLDEN[(4, 2)] + POLISH[(4, 2)] > follow_up_query_bound(4, 2)  # why no polish
 
 
 @pytest.mark.parametrize(("E", "H", "seed"), [(4, 1, 0), (4, 1, 2), (4, 2, 0), (8, 2, 1)])

@@ -105,5 +105,6 @@ def test_float_precision_claim_fails_without_the_polish(monkeypatch: pytest.Monk
     from verified_attn.multi_head import canonical_float
 
     monkeypatch.setattr(canonical_float, "PRECISION_TARGET", float("inf"))
+    monkeypatch.setattr(canonical_float, "PRECISION_REQUIRED", float("inf"))
     res = mh_claims._float_precision(0)
     assert not res.passed and "H=1 seed 13: 166 queries (0 polish" in res.detail

@@ -76,8 +76,10 @@ def test_a_box_above_the_target_is_polished_to_its_heads(polished: Any) -> None:
 def test_without_the_precision_polish_the_same_box_is_off_by_more(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # The wrong variant: a target no estimate exceeds. The decoded heads stand, 1e-9 off.
+    # The wrong variant: a target (and a requirement) no estimate exceeds. The decoded
+    # heads stand, 1e-9 off.
     monkeypatch.setattr(cf, "PRECISION_TARGET", float("inf"))
+    monkeypatch.setattr(cf, "PRECISION_REQUIRED", float("inf"))
     model, truth = _learned_box(8, 1, 13)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=1, seed=13)
     assert "polish" not in rec.queries_by_phase and rec.queries == 166

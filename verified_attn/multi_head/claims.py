@@ -574,7 +574,9 @@ def _float_precision(seed: int) -> ClaimResult:
             scale = max(float(np.abs(x).max()) for x in truth[0])  # errors are relative to it
             moved = [(W + 1e-11 * scale, v)]
             moved_err = errors(moved, truth, model, s)[0]
-            with mock.patch.object(canonical_float, "PRECISION_TARGET", math.inf):
+            with mock.patch.multiple(
+                canonical_float, PRECISION_TARGET=math.inf, PRECISION_REQUIRED=math.inf
+            ):
                 bare = learn_multi_head(Oracle(model, "float"), heads=H, seed=s)
             bare_err = errors(bare.parameters["heads"], truth, model, s)[0]
             ok &= polish > 0 and moved_err > 1e-12 and bare_err > 1e-12
