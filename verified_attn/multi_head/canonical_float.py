@@ -68,6 +68,7 @@ from verified_attn.multi_head.float_fit import (
     transposition_starts,
 )
 from verified_attn.multi_head.float_pilot import MAX_ROUNDS, next_scale, pilot_rounds
+from verified_attn.multi_head.float_rescue import head_subspaces, subspace_starts
 from verified_attn.multi_head.prediction_bound import (
     PREDICTION_SEQUENCES,
     PREDICTION_SIGMAS,
@@ -1296,6 +1297,67 @@ def _refit_groups(
     return out  # type: ignore[return-value]
 
 
+# Seeds the low-rank restarts' random tuples (rank > 2), with the group and the sizes.
+_SUBSPACE_SEED = 0x6C6F77
+
+
+def _stalled(res: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """The u-groups :func:`_decode_pooled` refuses: a fit over ``_GROUP_FIT`` x its rounding
+    floor, or over ``_CONVERGED`` x the groups' median level (a local minimum)."""
+    level = float(np.median(res / floor)) if len(res) > 1 else 1.0
+    return ~((res <= _GROUP_FIT * floor) & (res <= _CONVERGED * max(level, 1.0) * floor))
+
+
+def _low_rank_restarts(
+    f0: np.ndarray,
+    ans: np.ndarray,
+    t: np.ndarray,
+    H: int,
+    fits: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    Mt: np.ndarray,
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], list[int], int]:
+    """``fits`` with the stalled u-groups (:func:`_stalled`) fitted again from starts in the
+    heads' plane subspaces, where the converged groups' planes show the heads have a low rank
+    (:mod:`.float_rescue`; redundant design only: a square design's plane is every pair's).
+    No query: the stalled groups' own answers, started elsewhere. A group's new fit is kept
+    if it is better, and it counts as restarted once it is no longer stalled. Returns the
+    fits, the restarted groups and the rank found (0: none)."""
+    r, s, res, floor = fits
+    ncols = len(f0)
+    stalled = _stalled(res, floor)
+    if H < 2 or Mt.shape[0] <= Mt.shape[1] or not stalled.any():
+        return fits, [], 0
+    good = np.flatnonzero(~stalled)
+    planes = np.linalg.lstsq(Mt, np.moveaxis(s[good], 0, 1).reshape(ncols, -1), rcond=None)[0]
+    found = head_subspaces(planes.reshape(Mt.shape[1], len(good), H).transpose(1, 0, 2))
+    if found is None:
+        return fits, [], 0
+    r, s, res = r.copy(), s.copy(), res.copy()
+    lt = np.log(t)
+    t0 = np.concatenate([[0.0], t])
+    level = float(np.median(res / floor))
+    restarted = []
+    for k in np.flatnonzero(stalled):
+        rows = ans[k * ncols : (k + 1) * ncols]
+        Y = rows - f0[:, None]
+        # The group's single-pair scores: each pair's poles alone (as _group_fits' starts).
+        cand = np.array(
+            [
+                [x[0] for x in _float_poles(t0, np.concatenate([[f0[j]], rows[j]]), H)]
+                for j in range(ncols)
+            ]
+        )
+        rng = np.random.default_rng([int(k), H, ncols, _SUBSPACE_SEED])
+        for r0, w0 in subspace_starts(lt, Y, Mt, cand, found, rng):
+            fit = fit_linear_groups(lt, Y[None], Mt, r0[None], w0[None], floor=floor[k : k + 1])
+            if fit.residual[0] < res[k]:
+                r[k], s[k], res[k] = fit.r[0], fit.s[0], fit.residual[0]
+            if res[k] <= min(_GROUP_FIT, _CONVERGED * max(level, 1.0)) * floor[k]:
+                restarted.append(int(k))
+                break
+    return (r, s, res, floor), restarted, found.rank
+
+
 def _repair_limit(d: int) -> int:
     """How many u-groups missing after the pooled fits are repaired (more: refused at once).
 
@@ -1919,6 +1981,9 @@ def learn_float(
             return [asked_ties[x] for x in kj]
 
         fits = _group_fits(f0, ans, t, H, d, unit, Mt=Mt)
+        # Stalled groups restarted from the converged groups' low-rank head planes (no
+        # query) before any is asked again.
+        fits, restarted, rank = _low_rank_restarts(f0, ans, t, H, fits, Mt)
         dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties, fits)
         replaced: list[dict[str, Any]] = []
         # The adaptive phases' share of the bound (float_query_limit), less the pilot's.
@@ -1955,6 +2020,8 @@ def learn_float(
                     record.update(factor=1.0, partner=j, angle=_CONDITIONING_ANGLE)
                 replaced.append(record)
             fits = _refit_groups(f0, ans, t, H, unit, fits, again, Mt=Mt)
+            fits, more, more_rank = _low_rank_restarts(f0, ans, t, H, fits, Mt)
+            restarted, rank = restarted + more, max(rank, more_rank)
             dec = _decode_pooled(U, B, f0, ans, t, H, affine, oracle.arithmetic, ask_ties, fits)
         ambiguous = dec.ambiguous
         # The learning answers as rows (u, b, log k, F): F(0) rows carry log k = -inf.
