@@ -12,9 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import verified_attn as va
+from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head import canonical_float as cf
 from verified_attn.multi_head import float_rescue as fr
+from verified_attn.multi_head.canonical_learner import learn_multi_head
 from verified_attn.multi_head.float_fit import fit_linear_groups, group_model
+from verified_attn.verification import fresh_sequences
 
 
 def _bases(rng: np.random.Generator, H: int, rank: int, p: int) -> list[np.ndarray]:
@@ -242,3 +246,36 @@ def test_stalled_is_the_decoders_rule() -> None:
     assert cf._stalled(res, floor).tolist() == [False, False, False, False, False]
     res = np.array([1e4, 1e4, 1e4, 1e4, 2e5])
     assert cf._stalled(res, floor).tolist() == [False, False, False, False, True]
+
+
+def _rank_two_box(seed: int, d: int = 8, H: int = 8) -> MultiHeadAttention:
+    """H heads with rank-2 W_h (entries of the variance of W ~ N(0, 1/d)), v ~ N(0, 1)."""
+    rng = np.random.default_rng(seed)
+    sig = (1.0 / np.sqrt(2 * d)) ** 0.5
+    heads = [
+        (
+            (rng.normal(0, sig, (d, 2)) @ rng.normal(0, sig, (2, d))).tolist(),
+            rng.normal(size=d).tolist(),
+        )
+        for _ in range(H)
+    ]
+    return MultiHeadAttention(heads)
+
+
+def test_learner_restarts_a_stalled_group_of_a_rank_two_box() -> None:
+    # Golden: d = 8, H = 8, rank-2 heads, seed 6: u_3 stalls after the fits, is restarted
+    # from the 7 converged groups' rank-2 planes, and no group is asked again (1698 queries
+    # against the follow-up's 2033).
+    model = _rank_two_box(6)
+    rec = learn_multi_head(va.Oracle(model, "float"), heads=8, seed=6)
+    assert rec.queries == 1698 and "conditioning" not in rec.queries_by_phase
+    cert = rec.certificate()
+    assert cert["design"]["low_rank_restarts"] == {"groups": [2], "rank": 2}
+    assert "1 restarted from the other groups' rank-2 head planes" in rec.notes[0]
+    va.verify_certificate(cert)
+    worst = 0.0
+    for X in fresh_sequences(8, 32, seed=4242, lengths=list(range(1, 17))):
+        y = float(model.evaluate_batch(X[None])[0])
+        got = float(rec.model.evaluate_batch(X[None])[0])
+        worst = max(worst, abs(got - y) / max(1.0, abs(y)))
+    assert worst <= 1e-10

@@ -2208,7 +2208,13 @@ def learn_float(
     notes = [
         f"canonical method (float ratio grid): {counts.learning} learning queries ({pilot} "
         f"pilot, {len(discarded)} rescaling rounds of {d} pairs discarded, u scale "
-        f"{scale:.4g}; {conditioning} conditioning, {len(replaced)} u-groups asked again; "
+        f"{scale:.4g}; {conditioning} conditioning, {len(replaced)} u-groups asked again"
+        + (
+            f", {len(restarted)} restarted from the other groups' rank-{rank} head planes"
+            if restarted
+            else ""
+        )
+        + "; "
         f"{extra} redundant, {ties} tie links, {polished} polish), <= {bound} (without ties, "
         "rescaling or a precision polish "
         f"{float_query_bound(oracle.d, H, affine=affine, unit=unit)}; the follow-up's "
@@ -2237,6 +2243,7 @@ def learn_float(
             "pilot": discarded,
             "scale": scale,
             "conditioning": replaced,
+            "restarts": {"groups": restarted, "rank": rank},
             "polish": polish_ans.tolist(),
         },
         heads,
@@ -2737,6 +2744,12 @@ def _certificate_data(
                     }
                     for c in answers["conditioning"]
                 ],
+                # The stalled u-groups whose fit was started again from the other groups'
+                # low-rank head planes (no query; float_rescue), and that rank: for the record.
+                "low_rank_restarts": {
+                    "groups": [int(k) for k in answers["restarts"]["groups"]],
+                    "rank": int(answers["restarts"]["rank"]),
+                },
             },
             "answers": {
                 "F0": [dump_number(float(a)) for a in answers["F0"]],
