@@ -147,9 +147,10 @@ def _stalled_group(seed: int, good_pairs: int, weak_head_pairs: int | None = Non
 def _fits_from(lt, Y, Mt, starts) -> list[float]:
     floor = 2.0**-53 * float(np.linalg.norm(Y))
     out = []
-    for r0, w0 in starts:
-        fit = fit_linear_groups(lt, Y[None], Mt, r0[None], w0[None], floor=np.array([floor]))
-        out.append(float(fit.residual[0] / floor))
+    for r0, w0 in starts:  # each a batch: its best fit
+        n = len(r0)
+        fit = fit_linear_groups(lt, np.repeat(Y[None], n, 0), Mt, r0, w0, floor=np.full(n, floor))
+        out.append(float(fit.residual.min() / floor))
     return out
 
 
@@ -164,7 +165,7 @@ def test_subspace_starts_bring_stalled_groups_to_their_floor() -> None:
         starts = list(fr.subspace_starts(lt, Y, Mt, cand, found, np.random.default_rng(0)))
         if _fits_from(lt, Y, Mt, starts[:1])[0] < 30:
             met += 1
-            assert np.abs(Mt @ (starts[0][1] - w)).max() < 2 * fr.INLIER
+            assert np.abs(Mt @ (starts[0][1][0] - w)).max() < 2 * fr.INLIER
         # The wrong variant: the group's free scores as they are (least squares on the plane).
         assert np.abs(np.linalg.lstsq(Mt, cand, rcond=None)[0] - w).max() > 1e-2
     assert met >= 9
@@ -175,8 +176,9 @@ def test_the_grid_start_finds_a_head_too_few_pairs_agree_on() -> None:
     # start misses; the grid over head 0's two coefficients finds it.
     lt, Y, Mt, cand, found, _, w = _stalled_group(12, good_pairs=9, weak_head_pairs=1)
     starts = list(fr.subspace_starts(lt, Y, Mt, cand, found, np.random.default_rng(0)))
-    assert len(starts) == 1 + 4  # the consensus, then one grid per head
-    assert np.abs(starts[0][1][:, 0] - w[:, 0]).max() > 1e-2
+    # The consensus start, then one batch of GRID_STARTS grid points per head.
+    assert [len(r0) for r0, _ in starts] == [1] + [fr.GRID_STARTS] * 4
+    assert np.abs(starts[0][1][0][:, 0] - w[:, 0]).max() > 1e-2
     got = _fits_from(lt, Y, Mt, starts)
     assert got[0] > 1e3
     assert got[1] < 30  # head 0 has the least support: searched first

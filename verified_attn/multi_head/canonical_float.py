@@ -1349,9 +1349,14 @@ def _low_rank_restarts(
         )
         rng = np.random.default_rng([int(k), H, ncols, _SUBSPACE_SEED])
         for r0, w0 in subspace_starts(lt, Y, Mt, cand, found, rng):
-            fit = fit_linear_groups(lt, Y[None], Mt, r0[None], w0[None], floor=floor[k : k + 1])
-            if fit.residual[0] < res[k]:
-                r[k], s[k], res[k] = fit.r[0], fit.s[0], fit.residual[0]
+            # One batch: the consensus start, or one head's best grid points (float_rescue).
+            n = len(r0)
+            fit = fit_linear_groups(
+                lt, np.repeat(Y[None], n, 0), Mt, r0, w0, floor=np.repeat(floor[k], n)
+            )
+            i = int(np.argmin(fit.residual))
+            if fit.residual[i] < res[k]:
+                r[k], s[k], res[k] = fit.r[i], fit.s[i], fit.residual[i]
             if res[k] <= min(_GROUP_FIT, _CONVERGED * max(level, 1.0)) * floor[k]:
                 restarted.append(int(k))
                 break
