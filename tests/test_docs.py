@@ -218,6 +218,8 @@ def commands_match(readme: str, ci: str) -> list[str]:
     problems = []
     if main != f"pip install . && {settings.get('MAIN_COMMAND')}":
         problems.append(f"README main command {main!r} != 'pip install . && ' + MAIN_COMMAND")
+    if main != settings.get("FRONT_DOOR"):
+        problems.append(f"README main command {main!r} != .ci/run's FRONT_DOOR (run verbatim)")
     m = re.fullmatch(r"pip install -e '\.\[([\w,]+)\]' && (.*)", tests)
     if m is None:
         problems.append(f"README test command {tests!r} is not `pip install -e '.[..]' && ...`")
@@ -230,8 +232,8 @@ def commands_match(readme: str, ci: str) -> list[str]:
         ci_extras = set(settings.get("EXTRAS", "").split(","))
         if not extras <= ci_extras:
             problems.append(f"README installs extras {extras}, .ci/run only {ci_extras}")
-    for name in ("TEST_COMMAND", "MAIN_COMMAND"):
-        if f'bash -euo pipefail -c "${name}"' not in ci:
+    for name in ("FRONT_DOOR", "TEST_COMMAND", "SLOW_COMMAND", "MAIN_COMMAND"):
+        if f'run_command "${name}"' not in ci:
             problems.append(f".ci/run defines {name} but does not run it")
     return problems
 
@@ -246,13 +248,16 @@ def test_command_check_detects_a_changed_readme() -> None:
     changed = readme.replace("HYPOTHESIS_PROFILE=ci python -m pytest", "python -m pytest", 1)
     assert changed != readme
     assert commands_match(changed, ci)
-    assert commands_match(readme, ci.replace('bash -euo pipefail -c "$MAIN_COMMAND"', "true"))
+    assert commands_match(readme, ci.replace('run_command "$MAIN_COMMAND"', "true"))
+    assert commands_match(readme, ci.replace('run_command "$FRONT_DOOR"', "true"))
+    plain = ci.replace('FRONT_DOOR="pip install . &&', 'FRONT_DOOR="pip install -e . &&')
+    assert commands_match(readme, plain), "an editable front door is not the README's"
 
 
 def test_ci_run_fails_on_errors_and_installs_what_it_needs() -> None:
     ci = CI_RUN.read_text()
     assert "set -euo pipefail" in ci
-    assert re.search(r"pip install --quiet -e \"\.\[\$EXTRAS\]\"", ci)
+    assert re.search(r"pip install --quiet -c \.ci/constraints\.txt -e \"\.\[\$EXTRAS\]\"", ci)
     assert "mkdocs build --strict" in ci
     assert re.search(r'"\$rc" -eq 5', ci), ".ci/run must treat pytest's exit 5 as failure"
 

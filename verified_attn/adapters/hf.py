@@ -84,7 +84,7 @@ try:
 except ImportError as _exc:  # the optional extra is not installed
     raise ImportError(
         "verified_attn.adapters.hf needs transformers and PyTorch; install the extra with "
-        "pip install 'verified-attn[hf]' (transformers, torch==2.13.0)"
+        "pip install 'verified-attn[hf]' (transformers >= 5, torch >= 2.4)"
     ) from _exc
 
 from verified_attn.adapters.torch import (

@@ -48,7 +48,7 @@ try:
 except ImportError as _exc:  # the optional extra is not installed
     raise ImportError(
         "verified_attn.adapters.torch needs PyTorch; install the extra with "
-        "pip install 'verified-attn[torch]' (torch==2.13.0)"
+        "pip install 'verified-attn[torch]' (torch >= 2.4)"
     ) from _exc
 
 from verified_attn.errors import InvalidArgument
