@@ -70,7 +70,17 @@ def test_check_selected_ids_and_seed(capsys, fake_claims) -> None:
 def test_check_unknown_id_is_a_usage_error(capsys, fake_claims) -> None:
     code, _, err = run(capsys, "check", "no/such-claim")
     assert code == 2
-    assert "unknown claim id 'no/such-claim'" in err and "fake/one" in err
+    assert "unknown claim id 'no/such-claim'" in err and "lists the 2 claim ids" in err
+    assert "did you mean" not in err
+
+
+def test_check_unknown_id_suggests_the_close_one(capsys, fake_claims) -> None:
+    code, _, err = run(capsys, "check", "fake/tow")
+    assert code == 2
+    assert err.splitlines()[0].startswith("usage: verified-attn check")
+    assert err.splitlines()[-1] == (
+        "verified-attn: error: unknown claim id 'fake/tow'; did you mean 'fake/two'?"
+    )
 
 
 def test_check_writes_json_and_markdown(capsys, fake_claims, tmp_path) -> None:
