@@ -105,7 +105,7 @@ def load_certificate(
         source = name
     else:
         raise InvalidArgument(
-            "path_or_dict must be a path, a binary stream or a dict, got "
+            "path_or_dict must be a path or a dict (or a binary stream), got "
             f"{type(source).__name__} {short_repr(source)}"
         )
     try:
