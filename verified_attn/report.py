@@ -112,8 +112,9 @@ def _table(rows: list[list[str]], width: int, right: Sequence[int] = ()) -> str 
     dashes = box.Box("    \n    \n -  \n    \n    \n    \n    \n    \n", ascii=True)
     table = Table(box=dashes, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
     for i, name in enumerate(rows[0]):
-        justify = "right" if i in right else "left"
-        table.add_column(name, justify=justify, overflow="fold", no_wrap=i != 2)
+        table.add_column(
+            name, justify="right" if i in right else "left", overflow="fold", no_wrap=i != 2
+        )
     for row in rows[1:]:
         table.add_row(*(Text(cell) for cell in row))  # Text: no markup in statements
     out = io.StringIO()
