@@ -33,15 +33,11 @@ from verified_attn.cli.kinds import (
     LEARN_KINDS,
     LearnKind,
     LearnOutcome,
-    compare_with_truth,
     random_single_head,
 )
 from verified_attn.errors import InvalidArgument, VerifiedAttnError
 
 __all__ = ["LEARN_KINDS", "LearnKind", "LearnOutcome", "main", "random_single_head"]
-
-#: The name the tests and older callers use for :func:`compare_with_truth`.
-_compare_with_truth = compare_with_truth
 
 
 def _attach_negative_numbers(argv: list[str]) -> list[str]:
