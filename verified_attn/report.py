@@ -88,7 +88,11 @@ def _counts(r: ClaimResult) -> str:
 
 
 def terminal_width() -> int:
-    """The width to render for: ``COLUMNS`` if set, else the terminal's, else 80."""
+    """The width to render for: ``COLUMNS`` if set, else the terminal's, else 80.
+
+    >>> terminal_width() >= 20  # never narrower: a line must hold a word or two
+    True
+    """
     return max(20, shutil.get_terminal_size((80, 24)).columns)
 
 

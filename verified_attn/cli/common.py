@@ -40,7 +40,11 @@ EXIT_INTERRUPTED = 130
 
 
 class UsageError(Exception):
-    """Bad command-line usage (exit status 2); ``usage`` is the usage line to print first."""
+    """Bad command-line usage (exit status 2); ``usage`` is the usage line to print first.
+
+    >>> UsageError("--rank must be <= --d", "usage: verified-attn learn low-rank ...").usage
+    'usage: verified-attn learn low-rank ...'
+    """
 
     def __init__(self, message: str, usage: str | None = None) -> None:
         super().__init__(message)
@@ -60,7 +64,16 @@ _INVALID_CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (
 
 class Parser(argparse.ArgumentParser):
     """An ArgumentParser that raises :class:`UsageError` (with its usage line and a "did you
-    mean" for a mistyped subcommand, choice or option) instead of exiting."""
+    mean" for a mistyped subcommand, choice or option) instead of exiting.
+
+    >>> p = Parser(prog="demo")
+    >>> _ = p.add_argument("--seed")
+    >>> try:
+    ...     p.parse_args(["--sed", "1"])
+    ... except UsageError as exc:
+    ...     print(exc)
+    unrecognized arguments: --sed 1; did you mean '--seed'?
+    """
 
     def error(self, message: str) -> NoReturn:
         match = _INVALID_CHOICE.search(message)
@@ -143,6 +156,12 @@ def int_list(text: str) -> list[int]:
 
 
 def write_text(path: Path, text: str, out: Any = None) -> None:
-    """Write ``text`` to ``path`` and say so (on ``out``, default standard output)."""
+    """Write ``text`` to ``path`` and say so (on ``out``, default standard output).
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     write_text(Path(folder) / "x.txt", "hi")  # doctest: +ELLIPSIS
+    wrote .../x.txt
+    """
     path.write_text(text)
     print(f"wrote {path}", file=out or sys.stdout)
