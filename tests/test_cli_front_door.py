@@ -152,6 +152,13 @@ def test_unknown_id_without_a_close_match_does_not_list_every_id(capsys) -> None
     assert len(last) < 120
 
 
+def test_sweep_unknown_claim_suggests(capsys) -> None:
+    code, _, err = run(capsys, "sweep", "thm-4.1/query-cont", "--sizes", "4")
+    assert code == 2 and err.splitlines()[0].startswith("usage: verified-attn sweep")
+    assert err.splitlines()[-1].endswith("; did you mean 'thm-4.1/query-count'?")
+    assert "thm-5.1" not in err
+
+
 def test_no_error_message_is_empty_or_starts_with_a_colon(capsys) -> None:
     code, _, err = run(capsys, "sweep", "thm-4.1/length-one", "--sizes", "4")
     assert code == 2

@@ -233,6 +233,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     from verified_attn.sweep import sweep
 
+    _unknown_claim_ids([args.claim])
+
     def run(executor: Any) -> dict[str, Any]:
         try:
             return sweep(args.claim, sizes=args.sizes, seeds=args.seeds, executor=executor)
