@@ -70,7 +70,17 @@ def test_check_selected_ids_and_seed(capsys, fake_claims) -> None:
 def test_check_unknown_id_is_a_usage_error(capsys, fake_claims) -> None:
     code, _, err = run(capsys, "check", "no/such-claim")
     assert code == 2
-    assert "unknown claim id 'no/such-claim'" in err and "fake/one" in err
+    assert "unknown claim id 'no/such-claim'" in err and "lists the 2 claim ids" in err
+    assert "did you mean" not in err
+
+
+def test_check_unknown_id_suggests_the_close_one(capsys, fake_claims) -> None:
+    code, _, err = run(capsys, "check", "fake/tow")
+    assert code == 2
+    assert err.splitlines()[0].startswith("usage: verified-attn check")
+    assert err.splitlines()[-1] == (
+        "verified-attn: error: unknown claim id 'fake/tow'; did you mean 'fake/two'?"
+    )
 
 
 def test_check_writes_json_and_markdown(capsys, fake_claims, tmp_path) -> None:
@@ -272,14 +282,14 @@ def test_unwritable_output_is_an_error_not_a_traceback(capsys, tmp_path) -> None
 
 def test_comparison_with_the_truth_can_say_no() -> None:
     from verified_attn import Oracle, learn_single_head
-    from verified_attn.cli import _compare_with_truth
+    from verified_attn.cli.kinds import compare_with_truth
 
     truth, other = random_single_head(3, seed=2), random_single_head(3, seed=3)
     for arithmetic, kw in [("exact", {}), ("certified", {"denominator_bound": 1})]:
         oracle = Oracle(truth, arithmetic, precision=128 if arithmetic == "certified" else None)
         rec = learn_single_head(oracle, **kw)
-        assert _compare_with_truth(rec, truth.parameters())[0] is True
-        assert _compare_with_truth(rec, other.parameters())[0] is False
+        assert compare_with_truth(rec, truth.parameters())[0] is True
+        assert compare_with_truth(rec, other.parameters())[0] is False
 
 
 @pytest.mark.parametrize(("adversary", "kind"), [("worst-case", "noisy"), ("labels", "labels")])

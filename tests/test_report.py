@@ -34,8 +34,19 @@ RESULTS = [
 MODEL = SingleHeadAttention([[Fraction(1, 2), -2], [3, 0]], [0, 5])
 
 
+def _words_in_order(sentence: str, text: str) -> bool:
+    """Every word of ``sentence`` in ``text``, in order (wrapping and columns undone)."""
+    flat, at = " ".join(text.split()), 0
+    for word in sentence.split():
+        at = flat.find(word, at)
+        if at < 0:
+            return False
+        at += len(word)
+    return True
+
+
 def test_table_rows_and_counts() -> None:
-    lines = claims_table(RESULTS).splitlines()
+    lines = claims_table(RESULTS, width=120).splitlines()
     assert lines[0].split() == [
         "id",
         "paper",
@@ -51,15 +62,24 @@ def test_table_rows_and_counts() -> None:
     assert row.startswith("a/pass") and "30 (30)" in row and "PASS" in row and row.endswith("0.50")
     fail = lines[3]
     assert "FAIL" in fail and fail.endswith("1.25")
-    assert "..." in fail and "until it is cut" not in fail  # shortened statement
-    assert lines[5] == "2 passed, 1 failed"
-    assert lines[6] == "FAIL b/fail: counterexample at d = 2"
+    body = "\n".join(lines[3 : lines.index("2 passed, 1 failed")])
+    assert _words_in_order(LONG, body) and "..." not in body  # wrapped, not cut
+    assert lines[-2:] == ["2 passed, 1 failed", "FAIL b/fail: counterexample at d = 2"]
+    assert max(len(line) for line in lines) <= 120
 
 
 def test_table_columns_align() -> None:
-    lines = claims_table(RESULTS).splitlines()[:5]
-    starts = {line.index("PASS") if "PASS" in line else line.index("FAIL") for line in lines[2:]}
-    assert len(starts) == 1
+    rows = claims_table(RESULTS, width=120).splitlines()
+    lines = [line for line in rows if line.split()[0] in ("a/pass", "b/fail", "c/data")]
+    starts = {line.index("PASS") if "PASS" in line else line.index("FAIL") for line in lines}
+    assert len(lines) == 3 and len(starts) == 1
+
+
+@pytest.mark.parametrize("width", [30, 50, 80, 120])
+def test_table_fits_the_width(width: int) -> None:
+    text = claims_table(RESULTS, width=width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    assert _words_in_order(LONG, text)  # the statement whole
 
 
 def test_markdown_has_full_statements_and_escapes_pipes() -> None:
@@ -86,11 +106,15 @@ def test_json_header_and_every_field() -> None:
 
 def test_claim_lists() -> None:
     claims = [Claim("x/y", "Thm 1", LONG, lambda seed: RESULTS[0])]
-    text = claim_list_text(claims)
-    assert text.splitlines()[2].startswith("x/y  Thm 1") and text.endswith(
-        "...  checked on instances"
+    text = claim_list_text(claims, width=100)
+    assert text.splitlines()[2].startswith("x/y  Thm 1") and text.splitlines()[2].endswith(
+        "  checked on instances"
     )
+    assert _words_in_order(LONG, text)
     assert text.splitlines()[0].split() == ["id", "paper", "ref", "statement", "level"]
+    narrow = claim_list_text(claims, width=40).splitlines()
+    assert narrow[0] == "x/y (Thm 1), checked on instances"
+    assert max(map(len, narrow)) <= 40 and narrow[1].startswith("  A statement")
     assert claim_list_markdown(claims).splitlines()[2] == f"| `x/y` | Thm 1 | {LONG} |"
 
 

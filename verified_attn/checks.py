@@ -180,14 +180,15 @@ class Claim:
 
         assert self.sizes is not None
         unknown = sorted(set(params) - set(self.sizes))
+        where = f"{what}: " if what else ""
         if unknown:
             raise InvalidArgument(
-                f"{what}: claim {self.id!r} has no size parameter {unknown[0]!r}; "
+                f"{where}claim {self.id!r} has no size parameter {unknown[0]!r}; "
                 f"its size parameters: {', '.join(self.sizes)}"
             )
         if complete and set(params) != set(self.sizes):
             missing = sorted(set(self.sizes) - set(params))
-            raise InvalidArgument(f"{what}: claim {self.id!r} needs {', '.join(missing)}")
+            raise InvalidArgument(f"{where}claim {self.id!r} needs {', '.join(missing)}")
         out: SizeParams = {}
         for key, value in params.items():
             name = f"{what} {key}" if what else key

@@ -3,10 +3,14 @@
 >>> from verified_attn.checks import ClaimResult
 >>> r = ClaimResult("thm-4.1/query-count", "Thm 4.1", "d^2 + d queries suffice.", True,
 ...                 queries=72, bound=72, seconds=0.25)
->>> print(claims_table([r]))
+>>> print(claims_table([r], width=100))
 id                   paper ref  statement                 queries (bound)  result  seconds
--------------------  ---------  ------------------------  ---------------  ------  -------
+-------------------- ---------- ------------------------- ---------------- ------- -------
 thm-4.1/query-count  Thm 4.1    d^2 + d queries suffice.  72 (72)          PASS       0.25
+1 passed, 0 failed
+>>> print(claims_table([r], width=60))  # too narrow for a table: one block per claim
+PASS thm-4.1/query-count (Thm 4.1), 0.25 s, queries 72 (72)
+  d^2 + d queries suffice.
 1 passed, 0 failed
 >>> print(claims_markdown([r]).splitlines()[2])
 | `thm-4.1/query-count` | Thm 4.1 | d^2 + d queries suffice. | 72 (72) | PASS | 0.25 |
@@ -19,7 +23,10 @@ versions of everything involved (:func:`verified_attn.recovery.versions`) and th
 from __future__ import annotations
 
 import datetime
+import io
 import math
+import shutil
+import textwrap
 from collections.abc import Sequence
 from dataclasses import asdict
 from fractions import Fraction
@@ -37,15 +44,15 @@ from verified_attn.serialize import dump_number
 __all__ = [
     "claim_list_markdown",
     "claim_list_text",
+    "claim_list_verbose",
     "claims_json",
     "claims_markdown",
     "claims_table",
     "claims_verbose",
     "format_number",
     "jsonable",
+    "terminal_width",
 ]
-
-STATEMENT_WIDTH = 60
 
 
 def _verdict(r: ClaimResult) -> str:
@@ -72,16 +79,6 @@ def _summary(results: Sequence[ClaimResult]) -> tuple[str, list[ClaimResult]]:
     return text, failed
 
 
-def _shorten(text: str, width: int = STATEMENT_WIDTH) -> str:
-    """One line of at most ``width`` characters ("..." marks a cut).
-
-    >>> _shorten("a  b\\nc", 10), _shorten("x" * 12, 10)
-    ('a b c', 'xxxxxxx...')
-    """
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
 def _counts(r: ClaimResult) -> str:
     if r.queries is None and r.bound is None:
         return "-"
@@ -90,63 +87,111 @@ def _counts(r: ClaimResult) -> str:
     return f"{used} ({bound})"
 
 
-def _align(rows: list[list[str]], right: Sequence[int] = ()) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = []
-    for n, row in enumerate(rows):
-        cells = [
-            cell.rjust(w) if i in right else cell.ljust(w)
-            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ]
-        lines.append("  ".join(cells).rstrip())
-        if n == 0:
-            lines.append("  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+def terminal_width() -> int:
+    """The width to render for: ``COLUMNS`` if set, else the terminal's, else 80.
+
+    >>> terminal_width() >= 20  # never narrower: a line must hold a word or two
+    True
+    """
+    return max(20, shutil.get_terminal_size((80, 24)).columns)
 
 
-def claims_table(results: Sequence[ClaimResult]) -> str:
-    """A plain-text table, one row per claim, with a pass/fail count; failures' details
-    follow the table, since that is what one needs to read next."""
+#: A table whose statement column would be narrower than this is printed as a list,
+#: one claim per block (its head line, then the statement indented).
+MIN_STATEMENT_WIDTH = 30
+
+
+def _table(rows: list[list[str]], width: int, right: Sequence[int] = ()) -> str | None:
+    """``rows`` (the first is the header; column 2 the statement) as a plain-text table at
+    most ``width`` wide, the statement wrapped, the other columns whole; None if the
+    statement column would be narrower than :data:`MIN_STATEMENT_WIDTH`."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    fixed = sum(max(len(row[i]) for row in rows) + 2 for i in range(len(rows[0])) if i != 2)
+    if width - fixed < MIN_STATEMENT_WIDTH:
+        return None
+    dashes = box.Box("    \n    \n -  \n    \n    \n    \n    \n    \n", ascii=True)
+    table = Table(box=dashes, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    for i, name in enumerate(rows[0]):
+        table.add_column(
+            name, justify="right" if i in right else "left", overflow="fold", no_wrap=i != 2
+        )
+    for row in rows[1:]:
+        table.add_row(*(Text(cell) for cell in row))  # Text: no markup in statements
+    out = io.StringIO()
+    Console(file=out, width=width, color_system=None, highlight=False).print(table)
+    return "\n".join(line.rstrip() for line in out.getvalue().splitlines())
+
+
+def _wrapped(text: str, width: int, indent: str = "") -> list[str]:
+    """``text`` on lines of at most ``width`` characters, all indented by ``indent`` (a
+    head line: its continuations by two spaces); ids are not split at their hyphens."""
+    return textwrap.wrap(
+        " ".join(str(text).split()),
+        max(width, 20),
+        initial_indent=indent,
+        subsequent_indent=indent or "  ",
+        break_on_hyphens=False,
+    ) or [""]
+
+
+def _result_head(r: ClaimResult) -> str:
+    head = f"{_verdict(r)} {r.id} ({r.paper_ref}), {r.seconds:.2f} s"
+    if r.queries is not None or r.bound is not None:
+        head += f", queries {_counts(r)}"
+    return head
+
+
+def claims_table(results: Sequence[ClaimResult], width: int | None = None) -> str:
+    """A plain-text table at most ``width`` characters wide (default the terminal's), one
+    row per claim, statements wrapped, with a pass/fail count; failures' details follow
+    the table, since that is what one needs to read next. Too narrow for a table: one
+    block per claim (as :func:`claims_verbose` without the details)."""
+    width = width or terminal_width()
     header = ["id", "paper ref", "statement", "queries (bound)", "result", "seconds"]
     rows = [header] + [
         [
             r.id,
             r.paper_ref,
-            _shorten(r.statement),
+            " ".join(r.statement.split()),
             _counts(r),
             _verdict(r),
             f"{r.seconds:.2f}",
         ]
         for r in results
     ]
+    table = _table(rows, width, right=[5])
+    if table is None:
+        table = claims_verbose(results, width, details=False)
     summary, failed = _summary(results)
-    lines = [_align(rows, right=[5]), summary]
-    lines.extend(f"FAIL {r.id}: {r.detail}" for r in failed)
+    lines = [table, *_wrapped(summary, width)]
+    for r in failed:
+        lines += _wrapped(f"FAIL {r.id}: {r.detail}", width)
     return "\n".join(lines)
 
 
-def claims_verbose(results: Sequence[ClaimResult]) -> str:
-    """Every claim in full: id, reference, the whole statement, counts, result and detail.
+def claims_verbose(
+    results: Sequence[ClaimResult], width: int | None = None, *, details: bool = True
+) -> str:
+    """Every claim in full: id, reference, the whole statement, counts, result and detail,
+    wrapped to ``width`` (default the terminal's).
 
     >>> from verified_attn.checks import ClaimResult
-    >>> print(claims_verbose([ClaimResult("a/b", "Thm 1", "x " * 40, True, "ok")]))
+    >>> print(claims_verbose([ClaimResult("a/b", "Thm 1", "x " * 40, True, "ok")], width=90))
     PASS a/b (Thm 1), 0.00 s
       x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x x
       detail: ok
     """
-    import textwrap
-
-    blocks = []
+    width = width or terminal_width()
+    lines: list[str] = []
     for r in results:
-        head = f"{_verdict(r)} {r.id} ({r.paper_ref}), {r.seconds:.2f} s"
-        if r.queries is not None or r.bound is not None:
-            head += f", queries {_counts(r)}"
-        body = textwrap.wrap(" ".join(r.statement.split()), 88) or [""]
-        lines = [head, *(f"  {line}" for line in body)]
-        if r.detail:
-            lines.append(f"  detail: {' '.join(r.detail.split())}")
-        blocks.append("\n".join(lines))
-    return "\n".join(blocks)
+        lines += [*_wrapped(_result_head(r), width), *_wrapped(r.statement, width, "  ")]
+        if details and r.detail:
+            lines += _wrapped(f"detail: {r.detail}", width, "  ")
+    return "\n".join(lines)
 
 
 def _md_cell(text: str) -> str:
@@ -185,12 +230,51 @@ def claims_json(results: Sequence[ClaimResult], *, seed: int) -> dict[str, Any]:
     }
 
 
-def claim_list_text(claims: Sequence[Claim]) -> str:
-    """The registered claims as a text table (id, paper ref, shortened statement, level:
-    proved for all d in Coq, symbolic at every d up to a size, or checked on instances)."""
+def claim_list_text(claims: Sequence[Claim], width: int | None = None) -> str:
+    """The registered claims as a text table at most ``width`` wide (default the
+    terminal's): id, paper ref, statement (wrapped), level (proved for all d in Coq,
+    symbolic at every d up to a size, or checked on instances). Too narrow for a table:
+    one block per claim, its head line then the statement."""
+    width = width or terminal_width()
     rows = [["id", "paper ref", "statement", "level"]]
-    rows += [[c.id, c.paper_ref, _shorten(c.statement), c.level] for c in claims]
-    return _align(rows)
+    rows += [[c.id, c.paper_ref, " ".join(c.statement.split()), c.level] for c in claims]
+    table = _table(rows, width)
+    if table is not None:
+        return table
+    lines: list[str] = []
+    for c in claims:
+        lines += _wrapped(f"{c.id} ({c.paper_ref}), {c.level}", width)
+        lines += _wrapped(c.statement, width, "  ")
+    return "\n".join(lines)
+
+
+def claim_list_verbose(claims: Sequence[Claim], width: int | None = None) -> str:
+    """Each claim in full: id and reference, the whole statement, and how it is checked.
+
+    >>> from verified_attn.checks import Claim
+    >>> print(claim_list_verbose([Claim("x/y", "Thm 1", "a b " * 12, lambda s: None)], 40))
+    x/y (Thm 1)
+      a b a b a b a b a b a b a b a b a b a
+        b a b a b
+      checked: checked on instances, at its
+        one built-in size
+    """
+    width = width or terminal_width()
+    lines: list[str] = []
+    for c in claims:
+        how = f"checked: {c.level}"
+        if c.sizes is not None and c.presets is not None:
+            presets = "; ".join(f"{name} {_params(p)}" for name, p in c.presets.items())
+            how += f", at a chosen size (default {_params(c.sizes)}; presets {presets})"
+        else:
+            how += ", at its one built-in size"
+        lines += _wrapped(f"{c.id} ({c.paper_ref})", width)
+        lines += [*_wrapped(c.statement, width, "  "), *_wrapped(how, width, "  ")]
+    return "\n".join(lines)
+
+
+def _params(params: Any) -> str:
+    return ", ".join(f"{k} = {v}" for k, v in dict(params).items())
 
 
 def claim_list_markdown(claims: Sequence[Claim]) -> str:

@@ -26,16 +26,22 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from verified_attn.certificates.kernel import FORMAT
+from verified_attn.certificates.reading import MAX_FILE_BYTES, read_bounded, read_path
 from verified_attn.errors import CertificateError, InvalidArgument, VerifiedAttnError
 from verified_attn.serialize import short_repr
+from verified_attn.validation import check_int
 
-__all__ = ["FORMAT", "VERIFIERS", "CertificateCheck", "load_certificate", "verify_certificate"]
-
-#: Largest certificate file read (bytes): a d = 512 single-head certificate is ~30 MB.
-MAX_FILE_BYTES = 1 << 30
+__all__ = [
+    "FORMAT",
+    "MAX_FILE_BYTES",
+    "VERIFIERS",
+    "CertificateCheck",
+    "load_certificate",
+    "verify_certificate",
+]
 
 #: kind -> "module:function"; the function takes the certificate dict and returns a
 #: :class:`CertificateCheck` or raises :class:`CertificateError`. Imported lazily so a
@@ -70,8 +76,15 @@ class CertificateCheck:
         return "\n".join([head, *(f"  {line}" for line in self.summary)])
 
 
-def load_certificate(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
-    """The certificate as a dict, from a path or a dict; CertificateError if unreadable.
+def load_certificate(
+    source: str | Path | Mapping[str, Any] | BinaryIO, *, max_bytes: int = MAX_FILE_BYTES
+) -> dict[str, Any]:
+    """The certificate as a dict, from a path, a binary stream or a dict.
+
+    A path must be a regular file of at most ``max_bytes`` bytes (default
+    :data:`MAX_FILE_BYTES`, 256 MiB), checked before it is read; a stream (such as
+    ``sys.stdin.buffer``) is read in bounded chunks and refused past ``max_bytes``.
+    CertificateError if unreadable, too large or not a JSON object.
 
     >>> load_certificate("/nonexistent/cert.json")
     Traceback (most recent call last):
@@ -80,20 +93,21 @@ def load_certificate(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
     """
     if isinstance(source, Mapping):
         return dict(source)
-    if not isinstance(source, str | Path):
+    max_bytes = check_int(max_bytes, "max_bytes", low=1)
+    if isinstance(source, str | Path):
+        text = read_path(source, max_bytes=max_bytes)
+    elif callable(getattr(source, "read", None)):
+        name = str(getattr(source, "name", "<stream>"))
+        try:
+            text = read_bounded(source, name, max_bytes=max_bytes)
+        except OSError as exc:
+            raise CertificateError(f"cannot read certificate {name!r}: {exc}") from exc
+        source = name
+    else:
         raise InvalidArgument(
-            f"path_or_dict must be a path or a dict, got {type(source).__name__} {short_repr(source)}"
+            "path_or_dict must be a path or a dict (or a binary stream), got "
+            f"{type(source).__name__} {short_repr(source)}"
         )
-    try:
-        path = Path(source)
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise CertificateError(
-                f"certificate {str(source)!r} is larger than {MAX_FILE_BYTES} bytes"
-            )
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise CertificateError(f"cannot read certificate {str(source)!r}: {reason}") from exc
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:  # ValueError: also ints past 4300 digits
@@ -106,13 +120,17 @@ def load_certificate(source: str | Path | Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
-def verify_certificate(path_or_dict: str | Path | Mapping[str, Any]) -> CertificateCheck:
-    """Re-check a certificate (a JSON file path or the dict itself) without any oracle.
+def verify_certificate(
+    path_or_dict: str | Path | Mapping[str, Any] | BinaryIO, *, max_bytes: int = MAX_FILE_BYTES
+) -> CertificateCheck:
+    """Re-check a certificate (a JSON file path, a binary stream or the dict) without any oracle.
 
     Returns a :class:`CertificateCheck` with ``ok=True`` and a summary; raises
-    :class:`CertificateError` naming the first thing that fails.
+    :class:`CertificateError` naming the first thing that fails. A file or stream larger
+    than ``max_bytes`` (default :data:`MAX_FILE_BYTES`, 256 MiB) is refused before it is
+    parsed (see :func:`load_certificate`).
     """
-    data = load_certificate(path_or_dict)
+    data = load_certificate(path_or_dict, max_bytes=max_bytes)
     fmt = data.get("format")
     if fmt != FORMAT:
         raise CertificateError(
