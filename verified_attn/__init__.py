@@ -50,6 +50,7 @@ from verified_attn.recovery import (
     SingleHeadRecovery,
     TransformerRecovery,
 )
+from verified_attn.recovery_io import load_recovery
 from verified_attn.sweep import sweep
 from verified_attn.transformer import learn_relu_ffn, learn_transformer
 from verified_attn.verification import Verification
@@ -98,6 +99,7 @@ __all__ = [
     "learn_relu_ffn",
     "learn_single_head",
     "learn_transformer",
+    "load_recovery",
     "sweep",
     "verify_certificate",
 ]

@@ -171,7 +171,9 @@ def _field(data: Any, path: str, types: Any = None) -> Any:
         if not isinstance(cur, dict) or key not in cur:
             raise _Bad(f"missing field {path!r}")
         cur = cur[key]
-    if types is not None and (not isinstance(cur, types) or isinstance(cur, bool) != (types is bool)):
+    if types is not None and (
+        not isinstance(cur, types) or isinstance(cur, bool) != (types is bool)
+    ):
         raise _Bad(f"field {path!r} has the wrong type ({type(cur).__name__})")
     return cur
 
@@ -265,9 +267,7 @@ def _parameters(obj: Any, exact: bool) -> dict[str, Any]:
         if name == "heads":
             if not isinstance(val, list) or not all(isinstance(h, list) for h in val):
                 raise _Bad("field 'parameters.heads' must be a list of [W, v] or [W, v, c]")
-            out[name] = [
-                tuple(_parameter(x, exact, i > 0) for i, x in enumerate(h)) for h in val
-            ]
+            out[name] = [tuple(_parameter(x, exact, i > 0) for i, x in enumerate(h)) for h in val]
         else:
             out[name] = _parameter(val, exact, name in _VECTORS)
     return out
