@@ -244,7 +244,7 @@ def test_a_float32_summary_holds_its_own_rule(float32_head: va.Recovery) -> None
     assert rec.queries == 545 and rec.bound == 289 + 256
     assert rec.bound_terms == {
         "d^2 + 2d + 1": 289,
-        "refine round of a low-precision box (at most d^2)": 256,
+        "refine round of a low-precision box, at most d^2": 256,
     }
     ver = rec.verification
     assert ver is not None and ver.max_gap is not None and ver.max_gap > ver.rtol  # the case

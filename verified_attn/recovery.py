@@ -131,7 +131,7 @@ class Recovery:
     assumptions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     #: The bound's terms where it has more than one, e.g. ``{"d^2 + d": 272, "refine round
-    #: of a low-precision box (at most d^2)": 256}`` (empty: the bound is one formula).
+    #: of a low-precision box, at most d^2": 256}`` (empty: the bound is one formula).
     bound_terms: dict[str, int] = field(default_factory=dict)
     # A dict, or a zero-argument callable that builds it on first use (large runs).
     certificate_data: dict[str, Any] | Callable[[], dict[str, Any]] | None = field(

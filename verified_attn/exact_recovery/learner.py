@@ -265,7 +265,7 @@ def learn_single_head(
     counts = run.counts
     refine = arith.name == "float" and (arith.rtol or 0.0) >= LOW_PRECISION_RTOL
     formula = "d^2 + 2d + 1" if affine else "d^2 + d"
-    terms = {formula: bound, "refine round of a low-precision box (at most d^2)": d * d}
+    terms = {formula: bound, "refine round of a low-precision box, at most d^2": d * d}
     notes = [refuted] if refuted else []
     if counts.by_phase.get("rescale"):
         notes.append(
