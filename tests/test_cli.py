@@ -12,7 +12,6 @@ import pytest
 import verified_attn.claims
 from verified_attn.checks import Claim, ClaimResult
 from verified_attn.cli import LEARN_KINDS, main, random_single_head
-from verified_attn.serialize import load_number
 
 
 def _claim(claim_id: str, passed: bool) -> Claim:
@@ -175,7 +174,7 @@ def test_learn_affine_with_paths(capsys, tmp_path) -> None:
     assert "certified at 128 bits" in out
     data = json.loads(rec.read_text())
     truth = random_single_head(2, seed=4, affine=True)
-    got = [[load_number(x) for x in row] for row in data["parameters"]["W"]]
+    got = [[Fraction(x) for x in row] for row in data["parameters"]["W"]]
     assert got == [[Fraction(int(q.p), int(q.q)) for q in row] for row in truth.W.tolist()]
     assert json.loads(cert.read_text())["affine"] is True
 

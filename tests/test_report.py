@@ -167,7 +167,8 @@ def test_recovery_text_balls_and_floats() -> None:
     rec = learn_single_head(Oracle(MODEL, "float"))
     text = recovery_text(rec)
     assert "parameters are float64 approximations" in text
-    assert "relative gap <= rtol 1e-06; max relative gap" in text
+    assert "|answer - prediction| <= rtol * max(|answer - beta|, floor) + allowance, with rtol 1e-06" in text
+    assert "allowance 0 (no output bias); max relative gap" in text
     assert repr(float(rec.W[0, 0])) in text  # floats printed in full
 
 
@@ -183,6 +184,6 @@ def test_recovery_json_is_lossless() -> None:
     data = json.loads(json.dumps(recovery_json(rec)))
     assert data["queries"]["learning"] == 6 and data["queries"]["bound"] == 6
     assert data["exact"] is True and data["assumptions"]  # reconstructed: D is assumed
-    W = [[load_number(x) for x in row] for row in data["parameters"]["W"]]
+    W = [[Fraction(x) for x in row] for row in data["parameters"]["W"]]
     assert W == [[Fraction(1, 2), -2], [3, 0]]
     assert "numpy" in data["versions"]

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
         SingleHeadRecovery,
         TransformerRecovery,
     )
+    from verified_attn.recovery_io import load_recovery
     from verified_attn.sweep import sweep
     from verified_attn.transformer import learn_relu_ffn, learn_transformer
     from verified_attn.verification import Verification
@@ -99,6 +100,7 @@ _LAZY: dict[str, str] = {
     "ReluFFNRecovery": "verified_attn.recovery",
     "SingleHeadRecovery": "verified_attn.recovery",
     "TransformerRecovery": "verified_attn.recovery",
+    "load_recovery": "verified_attn.recovery_io",
     "sweep": "verified_attn.sweep",
     "learn_relu_ffn": "verified_attn.transformer",
     "learn_transformer": "verified_attn.transformer",
@@ -181,6 +183,7 @@ __all__ = [
     "learn_relu_ffn",
     "learn_single_head",
     "learn_transformer",
+    "load_recovery",
     "sweep",
     "verify_certificate",
 ]

@@ -94,7 +94,7 @@ def count_fields(counts: QueryCounts) -> dict[str, Any]:
         "max_length": counts.max_length,
     }
 
-@dataclass
+@dataclass(repr=False)
 class Recovery:
     """A learned model with its provenance (see the module docstring for the contract).
 
@@ -106,6 +106,8 @@ class Recovery:
     """
 
     kind: ClassVar[str] = "recovery"
+    #: The kind's own fields, stored by :meth:`to_dict` at its top level.
+    extra_fields: ClassVar[tuple[str, ...]] = ()
 
     theorem: str
     parameters: dict[str, Any]
@@ -128,6 +130,9 @@ class Recovery:
     enclosures: dict[str, Any] | None = None
     assumptions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The bound's terms where it has more than one, e.g. ``{"d^2 + d": 272, "refine round
+    #: of a low-precision box, at most d^2": 256}`` (empty: the bound is one formula).
+    bound_terms: dict[str, int] = field(default_factory=dict)
     # A dict, or a zero-argument callable that builds it on first use (large runs).
     certificate_data: dict[str, Any] | Callable[[], dict[str, Any]] | None = field(
         default=None, repr=False
@@ -162,7 +167,7 @@ class Recovery:
         """A few lines for people: counts against the bound, exactness, verification."""
         lines = [
             f"{self.theorem} ({self.kind}): {self.queries} learning queries (bound "
-            f"{self.bound}, parameters {self.parameter_count}), "
+            f"{self.bound_text()}, parameters {self.parameter_count}), "
             f"{self.verification_queries} verification",
             f"  by phase: {self.queries_by_phase}",
             f"  arithmetic: {self.arithmetic}"
@@ -177,37 +182,66 @@ class Recovery:
         lines.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(lines)
 
-    def to_dict(self) -> dict[str, Any]:
-        """Everything as JSON-ready data (numbers in the lossless form of certificates)."""
-        from verified_attn.serialize import dump_value
+    def bound_text(self) -> str:
+        """The bound, with its terms where it has several (what summaries print).
 
-        return {
-            "kind": self.kind,
-            "theorem": self.theorem,
-            "arithmetic": self.arithmetic,
-            "precision": self.precision,
-            "exact": self.exact,
-            "verified": self.verified,
-            "parameters": {k: dump_value(v) for k, v in self.parameters.items()},
-            "queries": {
-                "learning": self.queries,
-                "verification": self.verification_queries,
-                "by_phase": dict(self.queries_by_phase),
-                "verification_phases": list(self.verification_phases),
-                "bound": self.bound,
-            },
-            "parameter_count": self.parameter_count,
-            "seed": self.seed,
-            "tokens_sent": self.tokens_sent,
-            "max_length": self.max_length,
-            "rounds": self.rounds,
-            "verification": None if self.verification is None else self.verification.to_dict(),
-            "enclosures": None
-            if self.enclosures is None
-            else {k: dump_value(v) for k, v in self.enclosures.items()},
-            "assumptions": list(self.assumptions),
-            "notes": list(self.notes),
-        }
+        >>> import verified_attn as va
+        >>> va.learn_single_head(va.Oracle(va.SingleHeadAttention([[2]], [3]), "float")).bound_text()
+        '2'
+        """
+        if not self.bound_terms:
+            return str(self.bound)
+        terms = " + ".join(f"{n} ({what})" for what, n in self.bound_terms.items())
+        return f"{self.bound} = {terms}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything as JSON-ready data; :meth:`from_dict` reads it back.
+
+        Numbers are "p/q" strings where exact (rationals), floats in float mode, balls
+        ``{"mid": "p/q", "rad": "p/q"}`` (exact dyadic rationals); vectors flat lists,
+        matrices lists of rows (see :mod:`verified_attn.recovery_io`).
+
+        >>> import verified_attn as va
+        >>> rec = va.learn_single_head(va.Oracle(va.SingleHeadAttention([[2]], [3]), "exact"))
+        >>> rec.to_dict()["parameters"]
+        {'v': ['3'], 'W': [['2']]}
+        """
+        from verified_attn.recovery_io import recovery_to_dict
+
+        return recovery_to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Any:
+        """The result :meth:`to_dict` gave (its model rebuilt; no certificate data).
+
+        Raises :class:`~verified_attn.errors.InvalidArgument` naming the problem for a dict
+        that is not such a result, or one of another kind than ``cls``.
+
+        >>> import verified_attn as va
+        >>> rec = va.learn_single_head(va.Oracle(va.SingleHeadAttention([[2]], [3]), "exact"))
+        >>> again = va.Recovery.from_dict(rec.to_dict())
+        >>> again.to_dict() == rec.to_dict(), again.model.W == rec.model.W
+        (True, True)
+        """
+        from verified_attn.recovery_io import recovery_from_dict
+
+        return recovery_from_dict(data, cls)
+
+    def to_torch(self) -> Any:
+        """The learned head(s) as ``(nn.MultiheadAttention, nn.Linear(E, 1))`` (float64).
+
+        Single- and multi-head results; needs the ``torch`` extra. See
+        :func:`verified_attn.adapters.torch_export.to_torch`.
+        """
+        from verified_attn.adapters.torch_export import to_torch
+
+        return to_torch(self)
+
+    def __repr__(self) -> str:
+        """One line: kind, sizes, arithmetic, queries against the bound, verified."""
+        from verified_attn.recovery_io import recovery_repr
+
+        return recovery_repr(self)
 
     def certificate(self, path: str | Path | None = None) -> dict[str, Any]:
         """The certificate as a dict; also written as JSON to ``path`` if given.
@@ -236,7 +270,7 @@ class Recovery:
         return "```\n" + self.summary() + "\n```"
 
 
-@dataclass
+@dataclass(repr=False)
 class SingleHeadRecovery(Recovery):
     """Theorem 4.1: one head. Parameters ``W`` (d x d), ``v`` (d x 1); affine: ``c``
     (d x 1) and ``beta``. ``model`` is a :class:`~verified_attn.models.SingleHeadAttention`."""
@@ -260,7 +294,7 @@ class SingleHeadRecovery(Recovery):
         return self.parameters.get("beta")
 
 
-@dataclass
+@dataclass(repr=False)
 class LowRankRecovery(SingleHeadRecovery):
     """Theorem 5.1: a head with rank(W) <= r. Parameters ``W`` (d x d) and ``v`` (d x 1).
 
@@ -271,20 +305,14 @@ class LowRankRecovery(SingleHeadRecovery):
     """
 
     kind: ClassVar[str] = "low-rank"
+    extra_fields: ClassVar[tuple[str, ...]] = ("rank", "rank_given", "method", "residual")
     rank: int = 0
     rank_given: int | None = None
     method: str = "skeleton"
     residual: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out = super().to_dict()
-        out.update(
-            rank=self.rank, rank_given=self.rank_given, method=self.method, residual=self.residual
-        )
-        return out
 
-
-@dataclass
+@dataclass(repr=False)
 class NoisyRecovery(SingleHeadRecovery):
     """Theorem 6.1: a head learned from answers within a tolerance; ``enclosures`` hold the
     per-entry intervals ``"W"``, ``"v"`` that contain the truth under the assumptions, and
@@ -294,6 +322,7 @@ class NoisyRecovery(SingleHeadRecovery):
     ``repeats`` how often each query was asked (the answers averaged)."""
 
     kind: ClassVar[str] = "noisy"
+    extra_fields: ClassVar[tuple[str, ...]] = ("tolerance", "repeats")
     tolerance: Any = None
     repeats: int = 1
 
@@ -306,7 +335,7 @@ class NoisyRecovery(SingleHeadRecovery):
         return None if self.enclosures is None else self.enclosures.get("v_error")
 
 
-@dataclass
+@dataclass(repr=False)
 class LabelRecovery(SingleHeadRecovery):
     """Appendix B: a head learned from labels sign(f); v only up to a positive scale.
 
@@ -317,11 +346,12 @@ class LabelRecovery(SingleHeadRecovery):
     """
 
     kind: ClassVar[str] = "labels"
+    extra_fields: ClassVar[tuple[str, ...]] = ("p", "bits")
     p: int = 0
     bits: int = 0
 
 
-@dataclass
+@dataclass(repr=False)
 class MultiHeadRecovery(Recovery):
     """Proposition 7.1 and its follow-up: the canonical form of a multi-head model.
 
@@ -332,6 +362,7 @@ class MultiHeadRecovery(Recovery):
     """
 
     kind: ClassVar[str] = "multi-head"
+    extra_fields: ClassVar[tuple[str, ...]] = ("method", "parameter_rtol", "parameter_error_estimate")
     #: "canonical" (learn_multi_head) or "orthogonal" (learn_orthogonal_heads).
     method: str = ""
     #: Float canonical results: the relative tolerance stated for the parameters (relative
@@ -341,12 +372,6 @@ class MultiHeadRecovery(Recovery):
     parameter_rtol: float | None = None
     #: The first-order parameter error estimate that tolerance covers (float), else None.
     parameter_error_estimate: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        data = super().to_dict()
-        data["parameter_rtol"] = self.parameter_rtol
-        data["parameter_error_estimate"] = self.parameter_error_estimate
-        return data
 
     @property
     def heads(self) -> Any:
@@ -361,7 +386,7 @@ class MultiHeadRecovery(Recovery):
         return len(self.parameters["heads"])
 
 
-@dataclass
+@dataclass(repr=False)
 class TransformerRecovery(Recovery):
     """A one-layer Transformer: parameters ``W`` (d x d), ``v_eff`` (= V A w_o, d x 1), and
     the canonical FFN ``A`` (d x m), ``w_o`` (m x 1), exact SymPy matrices. ``model`` is a
@@ -375,6 +400,7 @@ class TransformerRecovery(Recovery):
     """
 
     kind: ClassVar[str] = "transformer"
+    extra_fields: ClassVar[tuple[str, ...]] = ("method", "attention_queries", "ffn_queries", "attention_bound", "network")
     method: str = ""
     attention_queries: int = 0
     ffn_queries: int = 0
@@ -408,7 +434,7 @@ class TransformerRecovery(Recovery):
         return self.parameters["w_o"]
 
 
-@dataclass
+@dataclass(repr=False)
 class ReluFFNRecovery(Recovery):
     """A bias-free ReLU FFN in canonical form: parameters ``A`` (d x m) and ``w_o`` (m x 1),
     exact SymPy matrices. ``model`` is a :class:`~verified_attn.models.ReluFFN`.
@@ -420,6 +446,7 @@ class ReluFFNRecovery(Recovery):
     """
 
     kind: ClassVar[str] = "relu-ffn"
+    extra_fields: ClassVar[tuple[str, ...]] = ("network", "attempts")
     network: Any = None
     attempts: int = 1
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+import flint
 import numpy as np
 import sympy
 
@@ -35,19 +36,33 @@ _MEANING = {
 }
 
 
+def _number(x: Any) -> str:
+    """A number for a parameter table: balls as ``mid +/- rad`` without flint's brackets.
+
+    >>> import flint
+    >>> _number(flint.arb(1, 0.25)), _number(flint.arb(0, 0.25))
+    ('1e+0 +/- 0.251', '0 +/- 0.251')
+    """
+    text = format_number(x)
+    if isinstance(x, flint.arb) and text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+        return "0 " + text if text.startswith("+/-") else text
+    return text
+
+
 def _entries(val: Any) -> tuple[list[list[str]], bool]:
     """Parameter entries as rows of strings, and whether it is a vector/scalar (one row)."""
     if isinstance(val, sympy.MatrixBase):
         rows = val.tolist()
         if val.shape[1] == 1:
-            return [[format_number(x) for x in val]], True
-        return [[format_number(x) for x in row] for row in rows], False
+            return [[_number(x) for x in val]], True
+        return [[_number(x) for x in row] for row in rows], False
     arr = np.asarray(val, dtype=object)
     if arr.ndim == 0:
-        return [[format_number(arr.item())]], True
+        return [[_number(arr.item())]], True
     if arr.ndim == 1:
-        return [[format_number(x) for x in arr]], True
-    return [[format_number(x) for x in row] for row in arr.tolist()], False
+        return [[_number(x) for x in arr]], True
+    return [[_number(x) for x in row] for row in arr.tolist()], False
 
 
 def _format_parameter(name: str, val: Any) -> list[str]:
@@ -104,7 +119,7 @@ def recovery_text(rec: Recovery, *, parameters: bool = True) -> str:
     lines = [
         f"{rec.theorem} ({rec.kind}): recovered {', '.join(rec.parameters)} "
         f"({rec.parameter_count} numbers)",
-        f"queries: {rec.queries} learning (bound {rec.bound}; {versus}), "
+        f"queries: {rec.queries} learning (bound {rec.bound_text()}; {versus}), "
         f"{rec.verification_queries} verification",
         f"  by phase: {phases}",
         f"  tokens sent {rec.tokens_sent}, longest query {rec.max_length}, rounds {rec.rounds}",

@@ -63,6 +63,7 @@ __all__ = [
     "Verification",
     "agree",
     "ask_fresh",
+    "bias_allowance",
     "check_positions",
     "check_record",
     "float_floor",
@@ -197,9 +198,20 @@ def tolerance(
     beta = float(bias)
     rtol = float(getattr(arith, "rtol", 1e-6))
     size = max(abs(float(observed) - beta), floor, 1e-300)
+    return rtol * size + bias_allowance(arith, beta)
+
+
+def bias_allowance(arith: Arithmetic, bias: float) -> float:
+    """The float rule's allowance for rounding on the bias: BIAS_ULPS ulps of |beta|.
+
+    An ulp is 2 unit roundoffs of the box's arithmetic (2^-24 for a float32 module).
+
+    >>> from verified_attn.arithmetic import FloatArithmetic
+    >>> bias_allowance(FloatArithmetic(1e-6), 1.0) == 2 * BIAS_ULPS * 2.0**-53
+    True
+    """
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
-    rounding = BIAS_ULPS * 2 * unit * abs(beta)  # BIAS_ULPS ulps (an ulp is 2 unit roundoffs)
-    return rtol * size + rounding
+    return BIAS_ULPS * 2 * unit * abs(float(bias))
 
 
 @dataclass
@@ -224,29 +236,68 @@ class Verification:
     max_ratio: float | None = None
     #: The arithmetic the answers were given in (the oracle's, or at the raised precision).
     working: Arithmetic | None = field(default=None, repr=False, compare=False)
+    #: Float mode: the terms of the rule as applied (:meth:`rule`): the output bias beta,
+    #: the floor, the box's unit roundoff and the bias-rounding allowance; None otherwise.
+    bias: float | None = None
+    floor: float | None = None
+    unit_roundoff: float | None = None
+    allowance: float | None = None
+    #: Float mode: the sequence closest to the limit, ``{"length", "gap", "size",
+    #: "allowed"}`` (|answer - prediction|, max(|answer - beta|, floor), what the rule allows).
+    tightest: dict[str, float] | None = None
+    #: The distinct lengths sent, where the sequences are not kept (a loaded result).
+    lengths_sent: tuple[int, ...] | None = None
 
     @property
     def lengths_used(self) -> tuple[int, ...]:
         """The distinct lengths actually sent (fewer than ``lengths`` if count is small)."""
+        if not self.sequences and self.lengths_sent is not None:
+            return tuple(self.lengths_sent)
         return tuple(sorted({int(X.shape[0]) for X in self.sequences}))
+
+    def rule(self) -> str:
+        """The agreement rule exactly as :func:`agree` applied it, with its figures.
+
+        >>> Verification(1, 0, (1,), None, "exact", None, None).rule()
+        '=='
+        """
+        if self.arithmetic != "float":
+            return {"exact": "==", "certified": "balls overlap"}.get(self.arithmetic, "?")
+        if self.rtol is None:  # a learner's own rule (its describe() states it)
+            return "the learner's own rule"
+        if self.floor is None or self.allowance is None:
+            return f"relative gap <= rtol {self.rtol:g}"
+        unit = _power_of_two(self.unit_roundoff or 2.0**-53)
+        source = (
+            f"{BIAS_ULPS} ulps of |beta| = {abs(self.bias or 0.0):.4g} at unit roundoff {unit}"
+            if self.allowance
+            else "no output bias"
+        )
+        return (
+            "|answer - prediction| <= rtol * max(|answer - beta|, floor) + allowance, with "
+            f"rtol {self.rtol:g}, floor {self.floor:.4g} ({FLOOR:g} x the median "
+            f"|answer - beta|), allowance {self.allowance:.4g} ({source})"
+        )
 
     def describe(self) -> str:
         """One line for summaries."""
         if self.count == 0:
             return "not verified (verify=0)"
-        rule = (
-            f"relative gap <= rtol {self.rtol:g}"
-            if self.arithmetic == "float"
-            else {"exact": "==", "certified": "balls overlap"}[self.arithmetic]
-        )
         text = (
             f"{self.count} fresh sequences (seed {self.seed}, lengths "
-            f"{', '.join(map(str, self.lengths_used))}), {rule}"
+            f"{', '.join(map(str, self.lengths_used))}), {self.rule()}"
         )
         if self.precision is not None:
             text += f", asked and predicted at {self.precision} bits"
         if self.max_gap is not None:
-            text += f"; max relative gap {self.max_gap:.3e}"
+            text += f"; max relative gap {self.max_gap:.4g}"
+        t = self.tightest
+        if t is not None and self.rtol is not None and self.allowance is not None:
+            text += (
+                f"; closest to the limit (length {int(t['length'])}): |answer - prediction| "
+                f"{t['gap']:.4g} <= {self.rtol:g} * {t['size']:.4g} + {self.allowance:.4g} "
+                f"= {t['allowed']:.4g}"
+            )
         return text
 
     def to_dict(self) -> dict[str, Any]:
@@ -261,6 +312,12 @@ class Verification:
             "rtol": self.rtol,
             "max_gap": self.max_gap,
             "max_ratio": self.max_ratio,
+            "rule_text": self.rule(),
+            "bias": self.bias,
+            "floor": self.floor,
+            "unit_roundoff": self.unit_roundoff,
+            "allowance": self.allowance,
+            "tightest": None if self.tightest is None else dict(self.tightest),
         }
 
 
@@ -345,6 +402,7 @@ def check_record(
     beta = float(bias) if arith.name == "float" else 0.0
     floor = float_floor(record.answers, beta) if arith.name == "float" else 0.0
     worst = ratio = 0.0
+    tightest: dict[str, float] | None = None
     with arith.context():
         check_positions(record, arith, bias=beta, floor=floor)
         for X, observed in zip(record.sequences, record.answers, strict=True):
@@ -362,11 +420,24 @@ def check_record(
             worst = max(worst, gap)
             if arith.name == "float":
                 allowed = tolerance(arith, observed, bias=beta, floor=floor)
-                ratio = max(ratio, abs(float(observed) - float(expected)) / allowed)
+                diff = abs(float(observed) - float(expected))
+                if tightest is None or diff / allowed > ratio:
+                    size = max(abs(float(observed) - beta), floor, 1e-300)
+                    tightest = {"length": X.shape[0], "gap": diff, "size": size, "allowed": allowed}
+                ratio = max(ratio, diff / allowed)
     if arith.name == "float" and record.sequences:
         record.max_gap = worst
         record.max_ratio = ratio
+        record.bias, record.floor, record.tightest = beta, floor, tightest
+        record.unit_roundoff = float(getattr(arith, "unit_roundoff", 2.0**-53))
+        record.allowance = bias_allowance(arith, beta)
     return record
+
+
+def _power_of_two(x: float) -> str:
+    """``2^-24`` for a power of two, else the number."""
+    m, e = np.frexp(x)
+    return f"2^{int(e) - 1}" if m == 0.5 else f"{x:g}"
 
 
 #: Certified verification of a reconstructed (rational) result asks and predicts at this

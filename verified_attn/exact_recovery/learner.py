@@ -263,6 +263,9 @@ def learn_single_head(
         )
 
     counts = run.counts
+    refine = arith.name == "float" and (arith.rtol or 0.0) >= LOW_PRECISION_RTOL
+    formula = "d^2 + 2d + 1" if affine else "d^2 + d"
+    terms = {formula: bound, "refine round of a low-precision box, at most d^2": d * d}
     notes = [refuted] if refuted else []
     if counts.by_phase.get("rescale"):
         notes.append(
@@ -296,7 +299,8 @@ def learn_single_head(
         arithmetic=arith.name,
         precision=arith.precision,
         exact=exact,
-        bound=bound,
+        bound=bound + d * d if refine else bound,
+        bound_terms=terms if refine else {},
         parameter_count=bound,
         seed=seed,
         rounds=2 + (1 if counts.by_phase.get("rescale") else 0),
