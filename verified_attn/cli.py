@@ -142,7 +142,7 @@ def _run_single_head(args: argparse.Namespace) -> LearnOutcome:
 
     model = random_single_head(args.d, seed=args.seed, affine=args.affine)
     oracle = Oracle(model, args.arithmetic, precision=args.precision)
-    rec = learn_single_head(oracle, seed=args.seed)
+    rec = learn_single_head(oracle, seed=args.seed, progress=args.progress)
     equal, lines = _compare_with_truth(rec, model.parameters())
     return LearnOutcome(rec, equal, lines)
 
@@ -186,6 +186,7 @@ def _run_low_rank(args: argparse.Namespace) -> LearnOutcome:
         seed=args.seed,
         verify=args.verify,
         measurements=args.measurements,
+        progress=args.progress,
     )
     equal, lines = _compare_with_truth(rec, model.parameters())
     return LearnOutcome(rec, equal, lines)
@@ -203,7 +204,7 @@ def _run_transformer(args: argparse.Namespace) -> LearnOutcome:
 
     T = random_transformer(args.d, args.width, np.random.default_rng(args.seed))
     oracle = Oracle(T, args.arithmetic, precision=args.precision)
-    rec = learn_transformer(oracle, method=args.method, seed=args.seed)
+    rec = learn_transformer(oracle, method=args.method, seed=args.seed, progress=args.progress)
     same = rec.W == T.W and rec.network == canonical_network(T)
     line = f"W and the canonical FFN g equal the truth exactly (==): {'yes' if same else 'NO'}"
     return LearnOutcome(rec, same, [line])
@@ -240,6 +241,7 @@ def _run_noisy(args: argparse.Namespace) -> LearnOutcome:
         target_error=args.target_error,
         bits=args.bits,
         seed=args.seed,
+        progress=args.progress,
     )
     return LearnOutcome(out["recovery"], out["within_bound"], out["lines"])
 
@@ -269,7 +271,9 @@ def _run_multi_head(args: argparse.Namespace) -> LearnOutcome:
         model = random_multi_head(args.d, args.heads, args.seed)
     oracle = Oracle(model, args.arithmetic, precision=args.precision)
     count = {"max_heads": args.heads} if args.find_heads else {"heads": args.heads}
-    rec = learn_multi_head(oracle, seed=args.seed, verify=args.verify, **count)
+    rec = learn_multi_head(
+        oracle, seed=args.seed, verify=args.verify, progress=args.progress, **count
+    )
     truth = canonical_form(model).heads
     found = []
     if args.find_heads:
@@ -394,10 +398,18 @@ def _build_parser() -> argparse.ArgumentParser:
     claims = sub.add_parser("claims", help="list the registered claims")
     claims.add_argument("--markdown", action="store_true", help="print the CLAIMS.md table")
 
-    learn = sub.add_parser("learn", help="learn a seeded random model and write a certificate")
+    from verified_attn.phases import glossary_text
+
+    glossary: dict[str, Any] = {
+        "epilog": glossary_text(),
+        "formatter_class": argparse.RawDescriptionHelpFormatter,
+    }
+    learn = sub.add_parser(
+        "learn", help="learn a seeded random model and write a certificate", **glossary
+    )
     kinds = learn.add_subparsers(dest="kind", metavar="KIND", parser_class=_Parser)
     for kind in LEARN_KINDS.values():
-        p = kinds.add_parser(kind.name, help=kind.help)
+        p = kinds.add_parser(kind.name, help=kind.help, **glossary)
         p.add_argument("--d", type=_int_at_least(1), required=True, help="token dimension d >= 1")
         if kind.arithmetics:
             p.add_argument(
@@ -421,7 +433,8 @@ def _build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--show-parameters", action="store_true", help="print the learned parameters too"
         )
-        p.set_defaults(arithmetic=None, precision=None)
+        # A progress bar on standard error when it is a terminal.
+        p.set_defaults(arithmetic=None, precision=None, progress=sys.stderr.isatty())
         kind.add_arguments(p)
 
     from verified_attn.hypotheses import ALIASES, HYPOTHESES, THEOREMS
@@ -654,7 +667,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     def run(executor: Any) -> dict[str, Any]:
         try:
-            return sweep(args.claim, sizes=args.sizes, seeds=args.seeds, executor=executor)
+            return sweep(
+                args.claim,
+                sizes=args.sizes,
+                seeds=args.seeds,
+                executor=executor,
+                progress=sys.stderr.isatty(),
+            )
         except InvalidArgument as exc:
             raise _UsageError(str(exc)) from exc
 
