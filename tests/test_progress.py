@@ -135,6 +135,26 @@ def test_a_bar_on_stderr_when_asked(monkeypatch) -> None:
     assert fake.getvalue() == ""
 
 
+def test_the_bar_ticks_between_steps_and_stops(monkeypatch) -> None:
+    import threading
+    import time
+
+    import verified_attn.progress as progress
+
+    fake = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", fake)
+    monkeypatch.setattr(progress, "TICK_SECONDS", 0.01)
+    before = set(threading.enumerate())
+    r = Reporter(True, desc="ticking", total=5)
+    time.sleep(0.2)  # no step counted: the bar is redrawn all the same
+    assert fake.getvalue().count("ticking") >= 3
+    r.close()
+    assert set(threading.enumerate()) == before  # the ticker has stopped
+    quiet = Reporter(lambda *a: None, desc="d", total=None)  # a callback: no thread
+    assert set(threading.enumerate()) == before
+    quiet.close()
+
+
 def test_a_tqdm_object_is_advanced_and_shows_the_phase() -> None:
     out = io.StringIO()
     with tqdm(file=out, mininterval=0) as bar:

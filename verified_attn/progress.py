@@ -6,7 +6,8 @@ Every learner takes ``progress=`` (off by default):
 - ``True``: a tqdm bar on standard error over the call's queries (learning and
   verification), showing the current phase (see :mod:`verified_attn.phases`); its total is
   the learner's worst case where it declares one (``oracle.require_remaining``), else the
-  bar only counts;
+  bar only counts; it is redrawn every second, so its clock runs while the learner
+  computes between batches (a float multi-head fit can take most of a run);
 - a tqdm-like object (anything with ``update(n)``): advanced by the queries counted, its
   postfix set to the phase (``set_postfix_str``) where it has one; it is not closed;
 - a callable ``progress(phase, done, total)``: called after each counted batch with the
@@ -35,12 +36,16 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 from verified_attn.errors import InvalidArgument
 
-__all__ = ["Reporter", "check_progress", "reporting"]
+__all__ = ["TICK_SECONDS", "Reporter", "check_progress", "reporting"]
+
+#: How often a bar opened by ``progress=True`` is redrawn while no step is counted.
+TICK_SECONDS = 1.0
 
 
 def check_progress(progress: Any, name: str = "progress") -> Any:
@@ -87,23 +92,41 @@ class Reporter:
         self._fn: Any = None
         self._bar: Any = None
         self._owned = progress is True
+        self._title = desc, unit
         if progress is True:
-            from tqdm import tqdm
-
-            self._bar = tqdm(
-                total=total, desc=desc, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True
-            )
+            if total is not None:  # else opened when the total is declared, or at a first step
+                self._open()
         elif callable(getattr(progress, "update", None)):
             self._bar = progress
         else:
             self._fn = progress
+
+    def _open(self) -> None:
+        from tqdm import tqdm
+
+        desc, unit = self._title
+        self._bar = tqdm(
+            total=self.total, desc=desc, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True
+        )
+        # Between batches a learner may compute for minutes (a float multi-head fit): the
+        # bar is redrawn every second meanwhile, so its clock shows the call is alive.
+        self._stop = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, name="verified-attn-progress")
+        self._ticker.daemon = True
+        self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(TICK_SECONDS):
+            self._bar.refresh()
 
     def expect(self, total: int) -> None:
         """Take ``total`` as the number of steps, unless one is already known."""
         if self.total is not None:
             return
         self.total = int(total)
-        if self._owned:
+        if self._owned and self._bar is None:
+            self._open()
+        elif self._owned:
             self._bar.total = self.total
             self._bar.refresh()
 
@@ -113,6 +136,8 @@ class Reporter:
         if self._fn is not None:
             self._fn(label, self.done, self.total)
             return
+        if self._owned and self._bar is None:
+            self._open()
         if label != self._label and callable(getattr(self._bar, "set_postfix_str", None)):
             self._bar.set_postfix_str(f"{self._kind} {label}", refresh=False)
         self._label = label
@@ -120,7 +145,9 @@ class Reporter:
 
     def close(self) -> None:
         """Close the bar this reporter opened (a caller's own object stays open)."""
-        if self._owned:
+        if self._owned and self._bar is not None:
+            self._stop.set()
+            self._ticker.join()
             self._bar.close()
 
 
