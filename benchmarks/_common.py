@@ -1,4 +1,4 @@
-"""Shared helpers for benchmark scripts: metadata, JSON output, medians, plots.
+"""Shared helpers for benchmark scripts: metadata, JSON output, medians, plots, progress.
 
 Every benchmark writes ``benchmarks/results/<name>.json`` with the seed, versions, machine
 and arithmetic settings next to its figures, and (if matplotlib is installed) PNG plots.
@@ -13,13 +13,45 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from verified_attn.recovery import versions
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+T = TypeVar("T")
+
+
+def show_progress() -> bool:
+    """Whether benchmarks draw progress bars: standard error is a terminal (silent in logs,
+    pipes and CI)."""
+    return sys.stderr.isatty()
+
+
+def learner_progress() -> bool:
+    """``progress=`` for a learner call in a benchmark: a bar over its queries when standard
+    error is a terminal and this is the main process (worker processes stay silent: their
+    bars would interleave with the cells' bar)."""
+    import multiprocessing
+
+    return show_progress() and multiprocessing.parent_process() is None
+
+
+def progress(
+    items: Iterable[T], desc: str, *, total: int | None = None, unit: str = "cell"
+) -> Iterator[T]:
+    """``items`` with a tqdm bar over them on standard error when it is a terminal, else
+    ``items`` as they are (nothing is written)."""
+    if not show_progress():
+        yield from items
+        return
+    from tqdm import tqdm
+
+    yield from tqdm(
+        items, desc=desc, total=total, unit=unit, file=sys.stderr, leave=False, dynamic_ncols=True
+    )
 
 
 def metadata(seed: int, **settings: Any) -> dict[str, Any]:

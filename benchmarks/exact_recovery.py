@@ -45,7 +45,7 @@ import numpy as np
 # or loaded from a path (as the smoke test does).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, metadata, output_dir, timed
+from _common import RESULTS, metadata, output_dir, progress, timed
 
 import verified_attn as va
 
@@ -299,7 +299,7 @@ def run_benchmark(sizes: dict[str, list[int]], seed: int, quick: bool) -> dict[s
     times: list[dict[str, Any]] = []
     float_runs: dict[int, Run] = {}
     for mode, make in (("certified", certified_run), ("float", float_run)):
-        for d in sizes[mode]:
+        for d in progress(sizes[mode], f"time {mode}", unit="size"):
             fn = make(d, seed)
             cpus: list[float] = []
             boxes: list[float] = []
@@ -323,7 +323,7 @@ def run_benchmark(sizes: dict[str, list[int]], seed: int, quick: bool) -> dict[s
             )
 
     rows = []
-    for d in sizes["sweep"]:
+    for d in progress(sizes["sweep"], "count", unit="size"):
         # The timing runs already counted their sizes; reuse them rather than re-run.
         run = float_runs[d] if d in float_runs else float_run(d, seed)()
         rows.append(query_row(run))

@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import metadata, output_dir, write_json
+from _common import metadata, output_dir, progress, write_json
 
 import verified_attn as va
 from verified_attn.errors import VerifiedAttnError
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     dims = (4,) if args.quick else (4, 8, 16)
     max_H = 3 if args.quick else 8
     rows: list[dict[str, Any]] = []
-    for d in dims:
+    for d in progress(dims, "random boxes", unit="d"):
         for H in range(1, max_H + 1):
             for H0 in range(H, max_H + 1):
                 for s in seeds:
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     except ImportError:  # pragma: no cover - the torch extra is optional
         pass
     else:
-        for E in dims:
+        for E in progress(dims, "torch modules", unit="E"):
             for H in [h for h in range(1, max_H + 1) if E % h == 0]:
                 for dtype in ("float64", "float32"):
                     for H0 in sorted({H, max_H}):
@@ -254,7 +254,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if args.quick
         else [(4, H) for H in (1, 2, 3, 4)] + [(8, H) for H in (1, 2, 3)]
     )
-    e2e = [end_to_end(d, H, s) for d, H in e2e_sizes for s in seeds]
+    e2e_cells = [(d, H, s) for d, H in e2e_sizes for s in seeds]
+    e2e = [end_to_end(d, H, s) for d, H, s in progress(e2e_cells, "end to end")]
     summary = summarise(rows)
     for s in summary:
         print(s)

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
 import torch
 import transformers
-from _common import metadata, output_dir
+from _common import learner_progress, metadata, output_dir, progress
 from transformers import BertConfig, GPT2Config, LlamaConfig
 from transformers.models.bert.modeling_bert import BertLayer, BertSelfAttention
 from transformers.models.gpt2.modeling_gpt2 import GPT2Attention, GPT2Block
@@ -143,9 +143,10 @@ def prediction_error(oracle: va.Oracle, model: HeadParameters, seed: int) -> flo
 
 def learned_rows(sizes: Sequence[int], seeds: int, seed: int) -> list[dict[str, Any]]:
     rows = []
-    for kind, E, H, dtype in itertools.product(
+    grid = itertools.product(
         ("GPT2Attention", "BertSelfAttention"), sizes, (1, 2), ("float64", "float32")
-    ):
+    )
+    for kind, E, H, dtype in progress(list(grid), "learned"):
         if H == 2 and dtype == "float32":
             continue  # two float32 heads are mostly refused (docs/pytorch.md); not measured here
         bound = E * E + 2 * E + 1 if H == 1 else float_query_bound(E, H, affine=True)
@@ -157,9 +158,9 @@ def learned_rows(sizes: Sequence[int], seeds: int, seed: int) -> list[dict[str, 
             t0 = time.perf_counter()
             try:
                 if H == 1:
-                    rec = va.learn_single_head(oracle)
+                    rec = va.learn_single_head(oracle, progress=learner_progress())
                 else:
-                    rec = va.learn_multi_head(oracle, heads=H)
+                    rec = va.learn_multi_head(oracle, heads=H, progress=learner_progress())
             except REFUSALS as exc:
                 outcomes[type(exc).__name__] = outcomes.get(type(exc).__name__, 0) + 1
                 continue
@@ -210,9 +211,9 @@ def _llama_identity(module: torch.nn.Module, r: np.ndarray, Xs: np.ndarray) -> n
 def mapping_rows(sizes: Sequence[int], seed: int) -> list[dict[str, Any]]:
     rows = []
     rng = np.random.default_rng(seed)
-    for kind, E, H in itertools.product(
-        ("GPT2Attention", "BertSelfAttention", "LlamaAttention"), sizes, (1, 2)
-    ):
+    modules = ("GPT2Attention", "BertSelfAttention", "LlamaAttention")
+    grid = itertools.product(modules, sizes, (1, 2))
+    for kind, E, H in progress(list(grid), "mapping"):
         module = build(kind, E, H, seed)
         r = rng.standard_normal(E)
         Xs = [rng.standard_normal((4, n, E)) for n in (1, 2, 5, 8)]
@@ -233,13 +234,14 @@ def mapping_rows(sizes: Sequence[int], seed: int) -> list[dict[str, Any]]:
 
 def outside_rows(E: int, seeds: int, seed: int) -> list[dict[str, Any]]:
     rows = []
-    for kind, H, learner in (
+    cases = [
         ("LlamaAttention", 1, "learn_single_head"),
         ("LlamaAttention", 2, "learn_multi_head"),
         ("GPT2Block", 1, "learn_single_head"),
         ("BertLayer", 1, "learn_single_head"),
         ("LlamaDecoderLayer", 1, "learn_single_head"),
-    ):
+    ]
+    for kind, H, learner in progress(cases, "outside"):
         outcomes: dict[str, int] = {}
         queries = []
         for s in range(seed, seed + seeds):

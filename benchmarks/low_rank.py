@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import metadata, output_dir, plot_path, timed, write_json
+from _common import metadata, output_dir, plot_path, progress, timed, write_json
 
 from verified_attn import verify_certificate
 from verified_attn.low_rank import learn_low_rank, skeleton_query_bound
@@ -63,7 +63,7 @@ def skeleton_timings(seed: int, quick: bool) -> list[dict[str, Any]]:
         ]
     )
     out = []
-    for arith, d, r in cases:
+    for arith, d, r in progress(cases, "skeleton timings"):
         model = (
             _well_conditioned_head(d, r, seed)
             if arith == "float"
@@ -115,7 +115,7 @@ def phase_transition(seed: int, quick: bool) -> dict[str, Any]:
     rows = []
     thresholds = []
     t_start = time.perf_counter()
-    for d in ds:
+    for d in progress(ds, "phase transition", unit="d"):
         for r in rs:
             first95 = None
             for c in grid:
@@ -173,7 +173,7 @@ def queries_vs_d(seed: int, quick: bool, thresholds: list[dict[str, Any]]) -> li
     c95 = [t["c_at_95"] for t in thresholds if t["r"] == r and t["c_at_95"] is not None]
     c = max(c95) if c95 else None
     out = []
-    for d in ds:
+    for d in progress(ds, "queries vs d", unit="d"):
         model = _well_conditioned_head(d, r, seed + d)
         t0 = time.perf_counter()
         rec = learn_low_rank(Oracle(model, "float", record=False), rank=r, seed=seed)

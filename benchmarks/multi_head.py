@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import metadata, output_dir, plot_path, write_json
+from _common import metadata, output_dir, plot_path, progress, write_json
 
 from verified_attn.certificates import verify_certificate
 from verified_attn.errors import PrecisionExhausted
@@ -48,7 +48,7 @@ from verified_attn.oracle import Oracle
 
 def canonical_sweep(sizes: list[tuple[int, int]], seed: int) -> list[dict[str, Any]]:
     rows = []
-    for d, H in sizes:
+    for d, H in progress(sizes, "canonical"):
         model = random_multi_head(d, H, seed + 31 * d + H)
         for prec in (256, 512, 1024):
             t0 = time.perf_counter()
@@ -99,7 +99,7 @@ def _variant(d: int, H: int, seed: int, *, equal_v: bool, affine: bool) -> Multi
 def variant_sweep(sizes: list[tuple[int, int]], seed: int) -> list[dict[str, Any]]:
     """Equal-v (worst case: all tie links) and affine heads, certified, 256 bits."""
     rows = []
-    for d, H in sizes:
+    for d, H in progress(sizes, "variants"):
         for equal_v, affine in ((True, False), (False, True), (True, True)):
             model = _variant(d, H, seed + 31 * d + H, equal_v=equal_v, affine=affine)
             t0 = time.perf_counter()
@@ -126,7 +126,7 @@ def variant_sweep(sizes: list[tuple[int, int]], seed: int) -> list[dict[str, Any
 
 def orthogonal_sweep(cases: list[tuple[int, list[int]]], seed: int) -> list[dict[str, Any]]:
     rows = []
-    for d, ranks in cases:
+    for d, ranks in progress(cases, "orthogonal"):
         model, bases = orthogonal_heads_model(d, ranks, seed + d)
         t0 = time.perf_counter()
         rec = learn_orthogonal_heads(Oracle(model, "certified"), bases, seed=seed)
@@ -148,7 +148,8 @@ def orthogonal_sweep(cases: list[tuple[int, list[int]]], seed: int) -> list[dict
 
 def dimension_times(sizes: list[tuple[int, int]], seed: int) -> list[dict[str, Any]]:
     rows = []
-    for kind in ("permutation", "shared-score-split", "dead-head", "cancelling-values"):
+    kinds = ("permutation", "shared-score-split", "dead-head", "cancelling-values")
+    for kind in progress(kinds, "dimension times", unit="kind"):
         for d, H in sizes:
             pair = counterexample("multi-head", d=d, heads=H, kind=kind, seed=seed)
             for arith in ("exact", "certified"):

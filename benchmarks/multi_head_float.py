@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import metadata, output_dir, write_json
+from _common import learner_progress, metadata, output_dir, progress, write_json
 
 import verified_attn as va
 from verified_attn.errors import VerifiedAttnError
@@ -105,7 +105,8 @@ def run_random(d: int, H: int, seed: int) -> dict[str, Any]:
     row: dict[str, Any] = {"kind": "random", "d": d, "H": H, "seed": seed, "dtype": "float64"}
     t0 = time.perf_counter()
     try:
-        rec = learn_multi_head(va.Oracle(model, "float"), heads=H, seed=seed)
+        oracle = va.Oracle(model, "float")
+        rec = learn_multi_head(oracle, heads=H, seed=seed, progress=learner_progress())
     except VerifiedAttnError as exc:
         row.update(learned=False, refusal=type(exc).__name__, message=str(exc)[:300])
     else:
@@ -154,7 +155,7 @@ def run_torch(E: int, H: int, seed: int, dtype: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
         box = attention_oracle(mha, r, dtype=dtype)
-        rec = learn_multi_head(box, heads=H, seed=seed)
+        rec = learn_multi_head(box, heads=H, seed=seed, progress=learner_progress())
     except VerifiedAttnError as exc:
         row.update(learned=False, refusal=type(exc).__name__, message=str(exc)[:300])
     else:
@@ -483,9 +484,10 @@ def main() -> None:
     # the rows are put back in the cells' order.
     order = sorted(range(len(tasks)), key=lambda i: -(tasks[i][1] ** 2) * tasks[i][2] ** 2)
     with _pool(args.jobs) as pool:
-        sweep = list(pool.map(_call, sweep_tasks))
+        sweep = list(progress(pool.map(_call, sweep_tasks), "sweep", total=len(sweep_tasks)))
         done = {}
-        for i, row in zip(order, pool.map(_call, [tasks[i] for i in order]), strict=True):
+        rows_done = progress(pool.map(_call, [tasks[i] for i in order]), "cells", total=len(order))
+        for i, row in zip(order, rows_done, strict=True):
             done[i] = row
             print(
                 {k: row.get(k) for k in ("kind", "dtype", "d", "H", "seed", "learned", "seconds")},

@@ -53,7 +53,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import metadata, output_dir  # noqa: E402  (the benchmarks' shared helpers, by path)
+from _common import metadata, output_dir, progress  # noqa: E402  (the benchmarks' shared helpers, by path)
 
 #: mutmut's exit codes (``mutmut.stats.status_by_exit_code``), as counted here.
 STATUS = {
@@ -434,7 +434,10 @@ def _claims_side(names: dict[str, list[str]], args: argparse.Namespace) -> dict:
     }
     if controls != {"original": "survived", "fail": "killed"}:
         raise SystemExit(f"verified-attn check in mutants/ is not usable: {controls}")
-    outcome = {n: check_claims(n, CLAIM_IDS, args.claims_timeout) for n in chosen}
+    outcome = {
+        n: check_claims(n, CLAIM_IDS, args.claims_timeout)
+        for n in progress(chosen, "claims on mutants", unit="mutant")
+    }
     return {
         "controls": controls,
         "ids": CLAIM_IDS,

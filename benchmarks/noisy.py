@@ -44,7 +44,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import metadata, output_dir, timed
+from _common import metadata, output_dir, progress, timed
 
 import verified_attn as va
 from verified_attn.errors import NotIdentifiable
@@ -87,7 +87,7 @@ QUICK = {
 def error_vs_tau(cfg: dict[str, Any], seed: int) -> tuple[list[dict[str, Any]], bool]:
     rows, ok = [], True
     model = random_instance(cfg["d"], seed)
-    for tau in cfg["taus"]:
+    for tau in progress(cfg["taus"], "error vs tau", unit="tau"):
         for kind, make in adversarial_oracles(model, tau, seed).items():
             rec = learn_noisy(make(), tolerance=tau, w_bound=1, margin=1, seed=seed)
             err = float(np.abs(rec.W - model.float_parameters()["W"]).max())
@@ -171,7 +171,7 @@ def designs(cfg: dict[str, Any], seed: int) -> list[dict[str, Any]]:
     W = np.array(
         [[0.25, -0.25, 0, 0], [0.25, 0, 0.125, 0], [0, 0, 0.125, 0.125], [0, -0.125, 0, 0.25]]
     )
-    for delta in cfg["deltas"]:
+    for delta in progress(cfg["deltas"], "designs", unit="delta"):
         v = np.array([2.0, 1.0, -1.0, delta])
         model = va.SingleHeadAttention(W, v)
         steps = cfg["bisection_steps"]
@@ -192,7 +192,7 @@ def stochastic(cfg: dict[str, Any], seed: int) -> tuple[list[dict[str, Any]], bo
     d, sigma, delta = 2, 0.01, 1e-3
     model = random_instance(d, seed)
     rows, ok = [], True
-    for eps in cfg["sto_eps"]:
+    for eps in progress(cfg["sto_eps"], "stochastic", unit="eps"):
         tau = tolerance_for_error(eps, 1.0, 1.0, d)
         n = repeats_for(sigma, tau, query_bound(d) + 4, delta)
         row: dict[str, Any] = {
@@ -218,7 +218,7 @@ def labels(cfg: dict[str, Any], seed: int) -> tuple[list[dict[str, Any]], bool]:
     v = np.array([3.0, -2.0, 1.0])
     model = va.SingleHeadAttention(W, v)
     rows, ok = [], True
-    for bits in cfg["bits"]:
+    for bits in progress(cfg["bits"], "labels", unit="bits"):
         oracle = LabelOracle(va.Oracle(model, "certified"))
         rec, t, _ = timed(lambda o=oracle, b=bits: learn_from_labels(o, w_bound=1, bits=b), 1)
         lo, hi = rec.enclosures["W"]["lower"], rec.enclosures["W"]["upper"]
@@ -240,7 +240,7 @@ def labels(cfg: dict[str, Any], seed: int) -> tuple[list[dict[str, Any]], bool]:
 
 def times(cfg: dict[str, Any], seed: int) -> list[dict[str, Any]]:
     rows = []
-    for d in cfg["times_d"]:
+    for d in progress(cfg["times_d"], "times", unit="d"):
         model = random_instance(d, seed + d)
 
         def run(model: va.SingleHeadAttention = model) -> Any:

@@ -68,7 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 # This checkout's package (not whichever one is installed), here and in the children.
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
-from _common import metadata, output_dir
+from _common import metadata, output_dir, progress
 
 NAME = "scale"
 ROOT = Path(__file__).resolve().parent.parent
@@ -408,7 +408,7 @@ def run_benchmark(
     for d, r in sizes.get("skeleton_certified_fast", []):
         specs.append(("skeleton", {"kind": "skeleton", "arithmetic": "certified", "d": d,
                                    "r": r, "box": "fast"}))
-    for group, spec in specs:
+    for group, spec in progress(specs, "sizes", unit="size"):
         spec["seed"] = seed
         row = run_child(spec)
         if profile and spec["d"] <= profile_max_d:

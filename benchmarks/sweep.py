@@ -41,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import metadata, output_dir
+from _common import metadata, output_dir, show_progress
 
 import verified_attn as va
 
@@ -81,7 +81,7 @@ def _pool(workers: int) -> ProcessPoolExecutor:
 
 def timed_sweep(executor: Executor, sizes: list[dict[str, Any]], seeds: list[int]) -> Any:
     t0 = time.perf_counter()
-    out = va.sweep(CLAIM, sizes=sizes, seeds=seeds, executor=executor)
+    out = va.sweep(CLAIM, sizes=sizes, seeds=seeds, executor=executor, progress=show_progress())
     return out, time.perf_counter() - t0
 
 

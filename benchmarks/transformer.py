@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, metadata, output_dir, plot_path, timed, write_json
+from _common import RESULTS, metadata, output_dir, plot_path, progress, timed, write_json
 
 import verified_attn as va
 from verified_attn.transformer import learn_transformer
@@ -99,10 +99,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = parser.parse_args(argv)
     args.out = output_dir(args.out, args.quick, NAME)
     sizes = QUICK if args.quick else FULL
+    cells = [(d, m, method) for d, m in sizes for method in ("paper", "direct")]
     rows = [
         run_one(d, m, method, args.seed, 1 if args.quick else 3)
-        for d, m in sizes
-        for method in ("paper", "direct")
+        for d, m, method in progress(cells, "cells")
     ]
     target_rows = [r for r in rows if (r["d"], r["m"]) == TARGET[0]]
     data = {

@@ -48,7 +48,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, metadata, output_dir, plot_path
+from _common import RESULTS, metadata, output_dir, plot_path, progress
 
 import verified_attn as va
 
@@ -180,7 +180,7 @@ def _student(
     curve = [[0, _function_error(predict, ys, xs)]]
     train_s = 0.0
     step = 0
-    for step in range(1, steps + 1):
+    for step in progress(range(1, steps + 1), f"student d = {d}", total=steps, unit="step"):
         t0 = time.perf_counter()
         x_np = rng.standard_normal((BATCH, 1 + (step - 1) % MAX_LEN, d))
         y = torch.tensor(oracle.query_many(x_np), dtype=torch.float64)
@@ -343,7 +343,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     size = QUICK if args.quick else FULL
     steps = size["steps"]
     rows = []
-    for d in size["dims"]:
+    for d in progress(size["dims"], "dims", unit="d"):
         xs = _eval_set(d, args.seed)
         from verified_attn.adapters.torch import attention_oracle
 

@@ -274,6 +274,7 @@ class Oracle:
         self._phase = "other"
         self._in_verification = False
         self._runs: list[Run] = []
+        self.progress_hook: Any = None  # a learner call's verified_attn.progress.Reporter
         self.tokens_sent = 0
         self.max_length = 0
         # Recorded batches (phase, queries, answers), expanded into entries on request: a
@@ -390,6 +391,8 @@ class Oracle:
         verified_attn.errors.QueryBudgetExceeded: demo needs 2 learning + 2 verification queries; the oracle has 3 left
         """
         needed = learning + verification
+        if self.progress_hook is not None and not self._runs:  # a call's own, not a part's
+            self.progress_hook.expect(needed)
         if self.remaining is not None and self.remaining < needed:
             raise QueryBudgetExceeded(
                 f"{purpose} needs {learning} learning + {verification} verification queries; "
@@ -411,6 +414,8 @@ class Oracle:
 
     def _account(self, n_queries: int, lengths: Sequence[int]) -> None:
         self._counts[self._phase] += n_queries
+        if self.progress_hook is not None:
+            self.progress_hook.advance(n_queries, self._phase)
         self.tokens_sent += int(sum(lengths))
         if lengths:
             longest = int(max(lengths))

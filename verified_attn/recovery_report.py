@@ -23,6 +23,7 @@ import flint
 import numpy as np
 import sympy
 
+from verified_attn.phases import phase_glossary
 from verified_attn.recovery import Recovery, versions
 from verified_attn.report import format_number
 
@@ -128,6 +129,7 @@ def recovery_text(rec: Recovery, *, parameters: bool = True) -> str:
     ]
     lines.extend(f"assumption: {a}" for a in rec.assumptions)
     lines.extend(f"note: {n}" for n in rec.notes)
+    lines.extend(phase_glossary(rec.queries_by_phase))
     if parameters:
         lines.append("parameters:")
         for name, val in rec.parameters.items():

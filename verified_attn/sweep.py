@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from concurrent.futures import Executor
+from concurrent.futures import Executor, as_completed
 from typing import Any
 
 from verified_attn.arithmetic import PRECISION_LOCK
 from verified_attn.checks import Claim
 from verified_attn.claims import all_claims, get_claim, run_claim
 from verified_attn.errors import InvalidArgument
+from verified_attn.progress import Reporter, check_progress
 from verified_attn.recovery import versions
 from verified_attn.validation import check_seed, is_int
 
@@ -123,12 +124,45 @@ def _grid(claim: Claim, sizes: Any, seeds: Any) -> tuple[list[dict[str, int | fl
     return params, sorted(seed_list)
 
 
+def _cell_label(params: Mapping[str, int | float], seed: int) -> str:
+    """A cell for people: ``"d = 8, seed 0"``."""
+    return ", ".join(f"{k} = {v}" for k, v in params.items()) + f", seed {seed}"
+
+
+def _run_grid(
+    claim_id: str,
+    grid: list[tuple[dict[str, int | float], int]],
+    executor: Executor | None,
+    reporter: Reporter | None,
+) -> list[dict[str, Any] | BaseException]:
+    """Every cell's outcome in grid order; ``reporter`` advanced as each cell finishes."""
+    if executor is None:
+        outcomes: list[dict[str, Any] | BaseException] = []
+        for p, s in grid:
+            outcomes.append(_run_cell(claim_id, p, s))
+            if reporter is not None:
+                reporter.advance(1, _cell_label(p, s))
+        return outcomes
+    futures = {executor.submit(_run_cell, claim_id, p, s): (p, s) for p, s in grid}
+    if reporter is not None:
+        for future in as_completed(futures):
+            reporter.advance(1, _cell_label(*futures[future]))
+    outcomes = []
+    for future in futures:
+        try:
+            outcomes.append(future.result())
+        except Exception as exc:  # a lost worker is a failed cell, reported as such
+            outcomes.append(exc)
+    return outcomes
+
+
 def sweep(
     claim_id: str,
     *,
     sizes: Iterable[int | Mapping[str, int | float]],
     seeds: Iterable[int],
     executor: Executor | None = None,
+    progress: Any = False,
 ) -> dict[str, Any]:
     """Check ``claim_id`` at every size and seed; one JSON-ready dict of cells.
 
@@ -140,7 +174,9 @@ def sweep(
     whose check raises, or whose worker fails, is a failed cell with the error in
     ``detail``. The dict also has the claim's reference and statement, the grid, pass
     counts, ``versions`` (of this process), ``versions_agree`` (every worker reported the
-    same versions), ``executor`` and the wall ``seconds``.
+    same versions), ``executor`` and the wall ``seconds``. ``progress``: a bar or callback
+    over the cells as they finish (:mod:`verified_attn.progress`; a callback's label is the
+    cell, e.g. ``"d = 8, seed 0"``).
 
     Raises InvalidArgument for an unknown claim id (naming the known ones), a claim
     without size support, or a bad size or seed (naming the entry).
@@ -152,20 +188,17 @@ def sweep(
             f"executor must be a concurrent.futures.Executor (with submit), got "
             f"{type(executor).__name__}"
         )
+    progress = check_progress(progress)
     grid = [(p, s) for p in params for s in seed_list]
     t0 = time.perf_counter()
-    if executor is None:
-        outcomes: list[dict[str, Any] | BaseException] = [
-            _run_cell(claim.id, p, s) for p, s in grid
-        ]
-    else:
-        futures = [executor.submit(_run_cell, claim.id, p, s) for p, s in grid]
-        outcomes = []
-        for future in futures:
-            try:
-                outcomes.append(future.result())
-            except Exception as exc:  # a lost worker is a failed cell, reported as such
-                outcomes.append(exc)
+    reporter: Reporter | None = None
+    if progress is not False:
+        reporter = Reporter(progress, desc=claim.id, total=len(grid), unit="cell", kind="cell")
+    try:
+        outcomes = _run_grid(claim.id, grid, executor, reporter)
+    finally:
+        if reporter is not None:
+            reporter.close()
     seconds = time.perf_counter() - t0
     here = versions()
     cells: list[dict[str, Any]] = []

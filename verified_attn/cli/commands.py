@@ -237,7 +237,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     def run(executor: Any) -> dict[str, Any]:
         try:
-            return sweep(args.claim, sizes=args.sizes, seeds=args.seeds, executor=executor)
+            return sweep(
+                args.claim,
+                sizes=args.sizes,
+                seeds=args.seeds,
+                executor=executor,
+                progress=sys.stderr.isatty(),
+            )
         except InvalidArgument as exc:
             raise UsageError(str(exc)) from exc
 

@@ -122,7 +122,7 @@ def _run_single_head(args: argparse.Namespace) -> LearnOutcome:
 
     model = random_single_head(args.d, seed=args.seed, affine=args.affine)
     oracle = Oracle(model, args.arithmetic, precision=args.precision)
-    rec = learn_single_head(oracle, seed=args.seed)
+    rec = learn_single_head(oracle, seed=args.seed, progress=args.progress)
     equal, lines = compare_with_truth(rec, model.parameters())
     return LearnOutcome(rec, equal, lines)
 
@@ -166,6 +166,7 @@ def _run_low_rank(args: argparse.Namespace) -> LearnOutcome:
         seed=args.seed,
         verify=args.verify,
         measurements=args.measurements,
+        progress=args.progress,
     )
     equal, lines = compare_with_truth(rec, model.parameters())
     return LearnOutcome(rec, equal, lines)
@@ -185,7 +186,7 @@ def _run_transformer(args: argparse.Namespace) -> LearnOutcome:
 
     T = random_transformer(args.d, args.width, np.random.default_rng(args.seed))
     oracle = Oracle(T, args.arithmetic, precision=args.precision)
-    rec = learn_transformer(oracle, method=args.method, seed=args.seed)
+    rec = learn_transformer(oracle, method=args.method, seed=args.seed, progress=args.progress)
     same = rec.W == T.W and rec.network == canonical_network(T)
     line = f"W and the canonical FFN g equal the truth exactly (==): {'yes' if same else 'NO'}"
     return LearnOutcome(rec, same, [line])
@@ -220,6 +221,7 @@ def _run_noisy(args: argparse.Namespace) -> LearnOutcome:
         target_error=args.target_error,
         bits=args.bits,
         seed=args.seed,
+        progress=args.progress,
     )
     return LearnOutcome(out["recovery"], out["within_bound"], out["lines"])
 
@@ -251,7 +253,9 @@ def _run_multi_head(args: argparse.Namespace) -> LearnOutcome:
         model = random_multi_head(args.d, args.heads, args.seed)
     oracle = Oracle(model, args.arithmetic, precision=args.precision)
     count = {"max_heads": args.heads} if args.find_heads else {"heads": args.heads}
-    rec = learn_multi_head(oracle, seed=args.seed, verify=args.verify, **count)
+    rec = learn_multi_head(
+        oracle, seed=args.seed, verify=args.verify, progress=args.progress, **count
+    )
     truth = canonical_form(model).heads
     found = []
     if args.find_heads:

@@ -9,7 +9,9 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import Any
 
 from verified_attn.cli.common import (
     PROG,
@@ -68,11 +70,20 @@ def _add_check(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_learn(sub: argparse._SubParsersAction) -> None:
-    learn = sub.add_parser("learn", help="learn a seeded random model and write a certificate")
+    from verified_attn.phases import glossary_text
+
+    # `learn --help` and `learn KIND --help` end with what each query phase is.
+    glossary: dict[str, Any] = {
+        "epilog": glossary_text(),
+        "formatter_class": argparse.RawDescriptionHelpFormatter,
+    }
+    learn = sub.add_parser(
+        "learn", help="learn a seeded random model and write a certificate", **glossary
+    )
     learn.set_defaults(parser=learn)
     kinds = learn.add_subparsers(dest="kind", metavar="KIND", parser_class=Parser)
     for kind in LEARN_KINDS.values():
-        p = kinds.add_parser(kind.name, help=kind.help)
+        p = kinds.add_parser(kind.name, help=kind.help, **glossary)
         p.add_argument("--d", type=int_at_least(1), required=True, help="token dimension d >= 1")
         if kind.arithmetics:
             p.add_argument(
@@ -99,7 +110,8 @@ def _add_learn(sub: argparse._SubParsersAction) -> None:
         p.add_argument(
             "--show-parameters", action="store_true", help="print the learned parameters too"
         )
-        p.set_defaults(arithmetic=None, precision=None, parser=p)
+        # A progress bar on standard error when it is a terminal.
+        p.set_defaults(arithmetic=None, precision=None, parser=p, progress=sys.stderr.isatty())
         kind.add_arguments(p)
 
 

@@ -57,6 +57,7 @@ from verified_attn.probing import (
     saturated,
     verify_reconstruction,
 )
+from verified_attn.progress import check_progress, reporting
 from verified_attn.recovery import SingleHeadRecovery, enclosures_from_balls
 from verified_attn.validation import (
     check_bool,
@@ -197,6 +198,7 @@ def learn_single_head(
     seed: int = 0,
     lengths: Sequence[int] = DEFAULT_LENGTHS,
     denominator_bound: int | None = None,
+    progress: Any = False,
 ) -> SingleHeadRecovery:
     """Recover (W, v) — and (c, beta) for the affine model — from black-box queries.
 
@@ -207,6 +209,7 @@ def learn_single_head(
     (0: not verified, and the result says so). ``denominator_bound``: certified mode
     reconstructs each entry as the unique rational with denominator at most this (default
     2^(precision/4)) inside its ball, then verifies; the result records that assumption.
+    ``progress``: a bar or callback over the queries (:mod:`verified_attn.progress`).
 
     Raises :class:`NotIdentifiable` if v = 0, :class:`ModelClassMismatch` if the oracle is
     not a single head, :class:`QueryBudgetExceeded` (before any query) if the budget is too
@@ -220,6 +223,7 @@ def learn_single_head(
     seed = check_seed(seed)
     lengths = check_lengths(lengths)
     denominator_bound = check_denominator_bound(denominator_bound)
+    progress = check_progress(progress)
     arith = oracle.arithmetic
     d = oracle.d
     bound = query_bound(d, affine=affine)
@@ -229,7 +233,11 @@ def learn_single_head(
     )
     oracle.require_remaining(bound, verify, f"learn_single_head at d = {d}")
 
-    with oracle.run() as run, arith.context():
+    with (
+        reporting(oracle, progress, "learn_single_head", total=bound + verify),
+        oracle.run() as run,
+        arith.context(),
+    ):
         answers: dict[str, Any] = {}
         if affine:
             with oracle.phase("beta"):

@@ -49,6 +49,7 @@ from verified_attn.probing import (
     public_params,
     reconstruction_assumptions,
 )
+from verified_attn.progress import check_progress, reporting
 from verified_attn.recovery import LowRankRecovery, enclosures_from_balls
 from verified_attn.serialize import dump_number, dump_rational
 from verified_attn.validation import (
@@ -98,6 +99,7 @@ def learn_low_rank(
     measurements: int | None = None,
     tol: float = 1e-9,
     max_iter: int = 5000,
+    progress: Any = False,
 ) -> LowRankRecovery:
     """Recover (W, v) of a head whose W has rank <= ``rank`` (found if None).
 
@@ -114,7 +116,8 @@ def learn_low_rank(
     ``verify`` fresh sequences of the given ``lengths`` (in turn) are checked against the
     result (0: not verified, and the result says so; with the rank given, the one rank
     test still guards the class and is counted as verification). Every argument is checked before any
-    query: a bad one raises :class:`~verified_attn.errors.InvalidArgument`.
+    query: a bad one raises :class:`~verified_attn.errors.InvalidArgument`. ``progress``: a
+    bar or callback over the queries (:mod:`verified_attn.progress`).
     """
     check_oracle(oracle)
     if oracle.model_class == "single-head-affine":
@@ -128,33 +131,39 @@ def learn_low_rank(
     verify = check_verify(verify)
     seed = check_seed(seed)
     lengths = check_lengths(lengths)
+    progress = check_progress(progress)
     if method == "nuclear":
         from verified_attn.low_rank.nuclear import learn_nuclear
 
         if denominator_bound is not None:
             raise InvalidArgument("denominator_bound applies to method='skeleton' only")
-        return learn_nuclear(
-            oracle,
-            rank,
-            measurements=check_int(measurements, "measurements", low=1, allow_none=True),
-            verify=verify,
-            seed=seed,
-            lengths=lengths,
-            tol=check_real(tol, "tol", low=0, high=1, low_open=True, high_open=True),
-            max_iter=check_int(max_iter, "max_iter", low=1),
-        )
+        with reporting(oracle, progress, "learn_low_rank"):
+            return learn_nuclear(
+                oracle,
+                rank,
+                measurements=check_int(measurements, "measurements", low=1, allow_none=True),
+                verify=verify,
+                seed=seed,
+                lengths=lengths,
+                tol=check_real(tol, "tol", low=0, high=1, low_open=True, high_open=True),
+                max_iter=check_int(max_iter, "max_iter", low=1),
+            )
     if measurements is not None:
         raise InvalidArgument("measurements applies to method='nuclear' only")
     rank_tol = float(check_real(rank_tol, "rank_tol", low=0, high=1, low_open=True, high_open=True))
     denominator_bound = check_denominator_bound(denominator_bound)
+    total = None
     if rank is not None:
-        oracle.require_remaining(
-            skeleton_query_bound(d, rank, rank_given=True),
-            verify + (1 if rank < d else 0),
-            f"learn_low_rank (rank {rank})",
-        )
+        learning = skeleton_query_bound(d, rank, rank_given=True)
+        checks = verify + (1 if rank < d else 0)
+        oracle.require_remaining(learning, checks, f"learn_low_rank (rank {rank})")
+        total = learning + checks
     arith = oracle.arithmetic
-    with oracle.run() as run, arith.context():
+    with (
+        reporting(oracle, progress, "learn_low_rank", total=total),
+        oracle.run() as run,
+        arith.context(),
+    ):
         prober = Prober.start(oracle)
         result = skeleton_recover(prober, rank, seed=seed, rank_tol=rank_tol)
         params = {"W": result.W, "v": result.v}

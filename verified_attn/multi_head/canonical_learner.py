@@ -60,6 +60,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import Any
 
 import flint
 import numpy as np
@@ -67,6 +68,7 @@ import numpy as np
 from verified_attn.arithmetic import fmpq_matrix
 from verified_attn.errors import InvalidArgument, NotIdentifiable, PrecisionExhausted
 from verified_attn.oracle import Oracle
+from verified_attn.progress import check_progress, reporting
 from verified_attn.recovery import MultiHeadRecovery
 from verified_attn.validation import (
     check_bool,
@@ -207,6 +209,7 @@ def learn_multi_head(
     lengths: Sequence[int] = DEFAULT_LENGTHS,
     denominator_bound: int | None = None,
     affine: bool | None = None,
+    progress: Any = False,
 ) -> MultiHeadRecovery:
     """Recover the canonical form of a multi-head oracle (exact, certified or float).
 
@@ -232,7 +235,8 @@ def learn_multi_head(
     records that assumption. Returns a :class:`~verified_attn.recovery.MultiHeadRecovery`
     (``method == "canonical"``) whose ``model`` is the canonical
     :class:`~verified_attn.models.MultiHeadAttention` and whose ``certificate()`` stores
-    every answer for :mod:`verified_attn.certificates.multi_head`.
+    every answer for :mod:`verified_attn.certificates.multi_head`. ``progress``: a bar or
+    callback over the queries (:mod:`verified_attn.progress`).
 
     >>> import verified_attn as va
     >>> rec = learn_multi_head(va.Oracle(va.SingleHeadAttention([[1]], [1]), "float"), heads=1)
@@ -246,7 +250,6 @@ def learn_multi_head(
     (2, 48, True)
     """
     check_oracle(oracle)
-    arith = oracle.arithmetic
     if (heads is None) == (max_heads is None):
         raise InvalidArgument("give exactly one of heads= (known H) or max_heads= (an upper bound)")
     H0 = check_int(
@@ -267,7 +270,34 @@ def learn_multi_head(
             f"affine=False, but the oracle declares model class {oracle.model_class!r} "
             "(score or output biases): pass affine=True or leave it None"
         )
-    if arith.name == "float" and heads is None:
+    progress = check_progress(progress)
+    with reporting(oracle, progress, "learn_multi_head"):
+        return _learn(
+            oracle,
+            H0,
+            degree_known=heads is not None,
+            verify=verify,
+            seed=seed,
+            lengths=lengths,
+            denominator_bound=denominator_bound,
+            affine=affine,
+        )
+
+
+def _learn(
+    oracle: Oracle,
+    H0: int,
+    *,
+    degree_known: bool,
+    verify: int,
+    seed: int,
+    lengths: Sequence[int],
+    denominator_bound: int | None,
+    affine: bool,
+) -> MultiHeadRecovery:
+    """:func:`learn_multi_head` by arithmetic (arguments validated there)."""
+    arith = oracle.arithmetic
+    if arith.name == "float" and not degree_known:
         # The count first (its own probes, the Loewner rule), then the float decoding with it.
         from verified_attn.multi_head.head_count_float import learn_float_max_heads
 
@@ -293,7 +323,7 @@ def learn_multi_head(
     return learn_certified(
         oracle,
         H0,
-        degree_known=heads is not None,
+        degree_known=degree_known,
         verify=verify,
         seed=seed,
         lengths=lengths,

@@ -43,6 +43,7 @@ from verified_attn.exact_recovery import learn_single_head
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
 from verified_attn.multi_head.canonical_certified import dump_heads
 from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.progress import check_progress, reporting
 from verified_attn.recovery import MultiHeadRecovery, SingleHeadRecovery
 from verified_attn.serialize import dump_number, dump_rational
 from verified_attn.validation import (
@@ -164,6 +165,7 @@ def learn_orthogonal_heads(
     seed: int = 0,
     lengths: Sequence[int] = DEFAULT_LENGTHS,
     denominator_bound: int | None = None,
+    progress: Any = False,
 ) -> MultiHeadRecovery:
     """Recover every head living in one of the known, pairwise orthogonal subspaces.
 
@@ -174,6 +176,7 @@ def learn_orthogonal_heads(
     (inside Thm 4.1) and then the whole model (0: not verified, and the result says so).
     Returns a :class:`~verified_attn.recovery.MultiHeadRecovery` (``method ==
     "orthogonal"``) with ``model`` the learned :class:`~verified_attn.models.MultiHeadAttention`.
+    ``progress``: a bar or callback over the queries (:mod:`verified_attn.progress`).
 
     >>> import verified_attn as va
     >>> learn_orthogonal_heads(va.Oracle(va.SingleHeadAttention([[1]], [1])), [[[1]], [[1]]])
@@ -193,6 +196,7 @@ def learn_orthogonal_heads(
     seed = check_seed(seed)
     lengths = check_lengths(lengths)
     denominator_bound = check_denominator_bound(denominator_bound)
+    progress = check_progress(progress)
     Bs = _bases(bases, oracle.d)
     ranks = [B.ncols() for B in Bs]
     bound = orthogonal_query_bound(ranks)
@@ -202,7 +206,8 @@ def learn_orthogonal_heads(
     notes: list[str] = []
     parts: list[dict[str, Any]] = []  # per subspace, for the certificate
     exact = arith.name != "float"
-    with oracle.run() as run:
+    total = bound + verify * (len(Bs) + 1)
+    with reporting(oracle, progress, "learn_orthogonal_heads", total=total), oracle.run() as run:
         for h, B in enumerate(Bs):
             adapter = _Restricted(oracle, B, f"head{h + 1}")
             inner = Oracle(adapter, arith, model_class="single-head", record=False)

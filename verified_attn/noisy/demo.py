@@ -39,6 +39,7 @@ def run(
     target_error: float = 0.05,
     bits: int = 30,
     seed: int = 0,
+    progress: Any = False,
 ) -> dict[str, Any]:
     """Learn a random head (||W||_F <= w_bound, |v_i| >= margin) behind ``adversary``.
 
@@ -46,7 +47,8 @@ def run(
     (noise scale ``tolerance``, averaged until ``target_error``), ``labels`` (App. B,
     ``bits`` per unknown). Returns the Recovery and the figures a report prints: queries,
     bound, max actual error, max guaranteed bound (for labels: the max enclosure width),
-    whether the truth is within the guarantee, and ``lines`` for a report.
+    whether the truth is within the guarantee, and ``lines`` for a report. ``progress``: as
+    for the learners (:mod:`verified_attn.progress`).
     """
     d = check_int(d, "d", low=1)
     adversary = check_choice(adversary, "adversary", ADVERSARY_CHOICES)
@@ -57,7 +59,11 @@ def run(
     truth = model.float_parameters()
     if adversary == "labels":
         rec = learn_from_labels(
-            LabelOracle(Oracle(model, "certified")), w_bound=w_bound, bits=bits, seed=seed
+            LabelOracle(Oracle(model, "certified")),
+            w_bound=w_bound,
+            bits=bits,
+            seed=seed,
+            progress=progress,
         )
         lo, hi = rec.enclosures["W"]["lower"], rec.enclosures["W"]["upper"]
         bound = float((hi - lo).max())
@@ -78,6 +84,7 @@ def run(
                 margin=margin,
                 design=design,
                 seed=seed,
+                progress=progress,
             )
         else:
             rec = learn_noisy(
@@ -87,6 +94,7 @@ def run(
                 margin=margin,
                 design=design,
                 seed=seed,
+                progress=progress,
             )
         bound = float(rec.enclosures["W_error"].max())
         inside = bool((np.abs(rec.W - truth["W"]) <= rec.enclosures["W_error"]).all())

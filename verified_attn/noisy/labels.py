@@ -63,6 +63,7 @@ from verified_attn.errors import (
 from verified_attn.models import SingleHeadAttention
 from verified_attn.noisy.verification import LabelVerification, verify_labels
 from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.progress import check_progress, reporting
 from verified_attn.recovery import LabelRecovery
 from verified_attn.serialize import dump_number, dump_rational
 from verified_attn.validation import (
@@ -237,6 +238,7 @@ def learn_from_labels(
     verify: int = DEFAULT_LABEL_VERIFY,
     seed: int = 0,
     lengths: Sequence[int] = DEFAULT_LENGTHS,
+    progress: Any = False,
 ) -> LabelRecovery:
     """Recover v up to a positive scale and W from sign labels, ``bits`` bits each.
 
@@ -260,7 +262,8 @@ def learn_from_labels(
     - ``"p"``: the normalising coordinate.
 
     ``verify``: fresh sequences (lengths 1 to 16 in turn) whose predicted sign is certain
-    must get that label; verified only if at least one was decided.
+    must get that label; verified only if at least one was decided. ``progress``: a bar or
+    callback over the queries (:mod:`verified_attn.progress`).
 
     Raises :class:`NotIdentifiable` if v = 0 (every label is +1), if some v_i = 0 (the W
     probes divide by v_i), or if a ratio is beyond 2^bits; :class:`ModelClassMismatch`
@@ -273,13 +276,15 @@ def learn_from_labels(
     verify = check_verify(verify)
     seed = check_seed(seed)
     lengths = check_lengths(lengths)
+    progress = check_progress(progress)
     d = oracle.d
     bound = label_query_bound(d, bits)
     oracle.require_remaining(bound, verify, f"learn_from_labels at d = {d}")
     eye = np.eye(d)
     transcript: dict[str, Any] = {"signs": [], "v": [], "W": []}
 
-    with oracle.run() as run:
+    total = bound + verify
+    with reporting(oracle, progress, "learn_from_labels", total=total), oracle.run() as run:
         with oracle.phase("signs"):
             signs = []
             for i in range(d):

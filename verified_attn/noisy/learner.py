@@ -76,6 +76,7 @@ from verified_attn.noisy.planning import (
 from verified_attn.noisy.verification import ToleranceVerification, verify_within_tolerance
 from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.oracle_wrappers import worst_case_direction, worst_case_oracle
+from verified_attn.progress import reporting
 from verified_attn.recovery import NoisyRecovery
 from verified_attn.serialize import dump_number, dump_rational
 from verified_attn.validation import (
@@ -286,6 +287,7 @@ def learn_noisy(
     verify: int = DEFAULT_VERIFY,
     seed: int = 0,
     lengths: Sequence[int] = DEFAULT_LENGTHS,
+    progress: Any = False,
 ) -> NoisyRecovery:
     """Estimate (W, v) with per-entry guaranteed error bounds from d^2 + d noisy queries.
 
@@ -301,7 +303,8 @@ def learn_noisy(
     asked this many times and the answers averaged exactly (for stochastic noise;
     ``tolerance`` then bounds the averages). ``verify``: fresh sequences of the given
     ``lengths`` (:func:`verified_attn.verification.fresh_sequences`) whose answers must lie
-    within ``tolerance`` of the recovered model's enclosure (0: not verified).
+    within ``tolerance`` of the recovered model's enclosure (0: not verified). ``progress``:
+    a bar or callback over the queries (:mod:`verified_attn.progress`).
 
     Returns a :class:`~verified_attn.recovery.NoisyRecovery`: ``parameters`` ``W`` (d x d)
     and ``v`` (d) are float64 estimates, ``model`` the float
@@ -349,7 +352,8 @@ def learn_noisy(
     bound = repeats * query_bound(d)
     oracle.require_remaining(bound, repeats * verify, f"learn_noisy (repeats={repeats})")
 
-    with oracle.run() as run:
+    total = bound + repeats * verify
+    with reporting(oracle, progress, "learn_noisy", total=total), oracle.run() as run:
         with oracle.phase("v"):
             raw_v = _ask(oracle, np.eye(d)[:, None, :], repeats)
         v_hat = [_mean(a) for a in raw_v]
@@ -517,6 +521,7 @@ def learn_stochastic(
     verify: int = DEFAULT_VERIFY,
     seed: int = 0,
     lengths: Sequence[int] = DEFAULT_LENGTHS,
+    progress: Any = False,
 ) -> NoisyRecovery:
     """Zero-mean Gaussian noise of scale sigma: repeat, average, then Thm 6.1.
 
@@ -531,6 +536,7 @@ def learn_stochastic(
     (:func:`~verified_attn.noisy.planning.tolerance_for_error`), and n repeats so every
     average is within tau with probability >= 1 - failure_probability
     (:func:`~verified_attn.noisy.planning.repeats_for`); queries = n (d^2 + d).
+    ``progress``: a bar or callback over the queries (:mod:`verified_attn.progress`).
 
     **What is certified.** Gaussian noise is unbounded, so no tolerance holds surely: the
     statement is *probabilistic*. With probability >= 1 - failure_probability (over the
@@ -568,6 +574,7 @@ def learn_stochastic(
         verify=verify,
         seed=seed,
         lengths=lengths,
+        progress=progress,
     )
     statement = (
         f"probabilistic, not certified: the noise is assumed zero-mean Gaussian of scale "

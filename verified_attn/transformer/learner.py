@@ -67,6 +67,7 @@ from verified_attn.errors import (
 from verified_attn.exact_recovery import learn_single_head
 from verified_attn.models import OneLayerTransformer, as_rational_sequence
 from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.progress import reporting
 from verified_attn.recovery import ReluFFNRecovery, SingleHeadRecovery, TransformerRecovery
 from verified_attn.serialize import dump_number, dump_rational
 from verified_attn.transformer.relu import ReluNetwork, Vec, learn_relu_ffn
@@ -176,6 +177,7 @@ def learn_transformer(
     seed: int = 0,
     lengths: Sequence[int] = DEFAULT_LENGTHS,
     denominator_bound: int | None = None,
+    progress: Any = False,
 ) -> TransformerRecovery:
     """Learn ``T(X) = w_o^T ReLU(A^T V^T X^T softmax(X W x_N))`` exactly from queries.
 
@@ -185,7 +187,8 @@ def learn_transformer(
     too). ``verify``: fresh sequences per stage (the FFN on length 1, the head, and the
     whole Transformer on sequences of the given ``lengths`` in turn); 0: not verified.
     ``denominator_bound``: certified answers and parameters are reconstructed as rationals
-    with at most this denominator (the result records the assumption).
+    with at most this denominator (the result records the assumption). ``progress``: a bar
+    or callback over the queries (:mod:`verified_attn.progress`).
 
     The result's parameters are ``W``, ``v_eff`` (= V A w_o) and the canonical FFN ``A``,
     ``w_o``; ``rec.model`` is ``OneLayerTransformer(W, I, A, w_o)``, equal to the oracle as
@@ -209,7 +212,7 @@ def learn_transformer(
             f"arithmetic={arith.name!r}"
         )
     d = oracle.d
-    with oracle.run() as run:
+    with reporting(oracle, progress, "learn_transformer"), oracle.run() as run:
         ffn = learn_relu_ffn(
             oracle, verify=verify, seed=seed, lengths=(1,), denominator_bound=denominator_bound
         )

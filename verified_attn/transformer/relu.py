@@ -83,6 +83,7 @@ from verified_attn.errors import (
 )
 from verified_attn.models import OneLayerTransformer, ReluFFN
 from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.progress import reporting
 from verified_attn.recovery import ReluFFNRecovery
 from verified_attn.serialize import dump_number, dump_rational
 from verified_attn.validation import (
@@ -504,6 +505,7 @@ def learn_relu_ffn(
     grid: int = 4,
     attempts: int = 3,
     denominator_bound: int | None = None,
+    progress: Any = False,
 ) -> ReluFFNRecovery:
     """Learn g(x) = f([x]) exactly as a canonical bias-free ReLU network.
 
@@ -515,7 +517,8 @@ def learn_relu_ffn(
     kinks whose jumps cancel inside one interval); ``attempts``: random planes to try
     before giving up; ``denominator_bound``: certified answers are reconstructed as the
     unique rational with at most this denominator (default
-    :func:`default_denominator_bound`), an assumption the result records.
+    :func:`default_denominator_bound`), an assumption the result records. ``progress``: a
+    bar or callback over the queries (:mod:`verified_attn.progress`).
 
     The result's parameters are ``A`` (d x m) and ``w_o`` (m x 1) of the canonical network
     as a ReluFFN (a nonzero linear term l as the pair ReLU(l^T x) - ReLU(-l^T x));
@@ -546,7 +549,7 @@ def learn_relu_ffn(
     values = _Values(oracle, D)
     reasons: list[str] = []
     checked: Verification | None = None
-    with oracle.run() as run, arith.context():
+    with reporting(oracle, progress, "learn_relu_ffn"), oracle.run() as run, arith.context():
         for attempt in range(attempts):
             try:
                 with oracle.phase("ffn"):
