@@ -230,6 +230,17 @@ def test_every_formula_on_the_maths_pages_parses_in_katex() -> None:
     assert not errors, "\n".join(errors)
 
 
+def test_every_formula_on_the_proof_pages_parses_in_katex() -> None:
+    # proofs/*.md are included into the site (docs/proofs/) and read on GitHub.
+    items = []
+    for page in sorted((ROOT / "proofs").glob("*.md")):
+        found = _formulas(page.read_text(encoding="utf-8"))
+        assert len(found) >= 20, f"proofs/{page.name} has almost no $...$ formulas"
+        items += found
+    errors = _katex_errors(items)
+    assert not errors, "\n".join(errors)
+
+
 def test_the_katex_check_rejects_a_broken_formula() -> None:
     items = _formulas("Fine $x^2$ and broken $\\frac{1}{$ here.\n\n$$\n\\sum_i \\alpha_i\n$$\n")
     assert [display for _, display in items] == [False, False, True]
