@@ -132,7 +132,9 @@ THEOREM_FIGURES = {
     "noisy.md": ["noisy_error_vs_tau.png", "noisy_designs.png", "noisy_stochastic.png",
                  "noisy_labels.png"],
     "transformer.md": ["transformer.png"],
-    "multi_head.md": ["multi_head_queries.png"],
+    "multi_head.md": ["multi_head_queries.png", "multi_head_float_scale.png"],
+    "multi_head_float_benchmark.md": ["multi_head_float_success.png",
+                                      "multi_head_float_error.png"],
 }
 _IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
 
