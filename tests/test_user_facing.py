@@ -243,6 +243,15 @@ def test_every_formula_on_the_proof_pages_parses_in_katex() -> None:
     assert not errors, "\n".join(errors)
 
 
+def test_every_formula_on_any_docs_page_parses_in_katex() -> None:
+    items = []
+    for page in sorted(DOCS.rglob("*.md")):
+        items += _formulas(page.read_text(encoding="utf-8"))
+    assert len(items) > 100
+    errors = _katex_errors(items)
+    assert not errors, "\n".join(errors)
+
+
 def test_the_katex_check_rejects_a_broken_formula() -> None:
     items = _formulas("Fine $x^2$ and broken $\\frac{1}{$ here.\n\n$$\n\\sum_i \\alpha_i\n$$\n")
     assert [display for _, display in items] == [False, False, True]
