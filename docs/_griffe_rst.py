@@ -78,3 +78,7 @@ class RstDocstrings(griffe.Extension):
         if doc is not None and id(doc) not in self._done:
             self._done.add(id(doc))
             doc.value = rst_to_markdown(doc.value)
+
+    def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
+        """The package itself (its ``__init__`` docstring) is not passed to on_object."""
+        self.on_object(obj=pkg)

@@ -2,7 +2,7 @@
 
 Run from the repository root (needs the extra: ``pip install 'verified-attn[torch]'``)::
 
-    /tmp/venv/bin/python examples/extract_pytorch_head.py [--d 16] [--seed 0]
+    python examples/extract_pytorch_head.py [--d 16] [--seed 0]
 
 It builds a one-head ``torch.nn.MultiheadAttention`` with biases, reads it out at the last
 position with an ``nn.Linear(d, 1)``, learns the affine single head (W, c, v, beta) with

@@ -132,7 +132,9 @@ THEOREM_FIGURES = {
     "noisy.md": ["noisy_error_vs_tau.png", "noisy_designs.png", "noisy_stochastic.png",
                  "noisy_labels.png"],
     "transformer.md": ["transformer.png"],
-    "multi_head.md": ["multi_head_queries.png"],
+    "multi_head.md": ["multi_head_queries.png", "multi_head_float_scale.png"],
+    "multi_head_float_benchmark.md": ["multi_head_float_success.png",
+                                      "multi_head_float_error.png"],
 }
 _IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
 
@@ -226,6 +228,26 @@ def test_every_formula_on_the_maths_pages_parses_in_katex() -> None:
         found = _formulas((DOCS / page).read_text())
         assert len(found) >= 2, f"docs/{page} has no $...$ formulas"
         items += found
+    errors = _katex_errors(items)
+    assert not errors, "\n".join(errors)
+
+
+def test_every_formula_on_the_proof_pages_parses_in_katex() -> None:
+    # proofs/*.md are included into the site (docs/proofs/) and read on GitHub.
+    items = []
+    for page in sorted((ROOT / "proofs").glob("*.md")):
+        found = _formulas(page.read_text(encoding="utf-8"))
+        assert len(found) >= 20, f"proofs/{page.name} has almost no $...$ formulas"
+        items += found
+    errors = _katex_errors(items)
+    assert not errors, "\n".join(errors)
+
+
+def test_every_formula_on_any_docs_page_parses_in_katex() -> None:
+    items = []
+    for page in sorted(DOCS.rglob("*.md")):
+        items += _formulas(page.read_text(encoding="utf-8"))
+    assert len(items) > 100
     errors = _katex_errors(items)
     assert not errors, "\n".join(errors)
 

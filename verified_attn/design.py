@@ -85,7 +85,7 @@ class SingleHeadDesign:
         )
 
     def U_inverse_flint(self) -> flint.fmpq_mat:
-        """U^{-1}, exact: I - e_p s^T for the default design (no elimination), else inv()."""
+        """``U^{-1}``, exact: ``I - e_p s^T`` for the default design (no elimination), else inv()."""
         if self._mix is None:
             return self.U_flint.inv()
         p, s = self._mix
@@ -94,9 +94,9 @@ class SingleHeadDesign:
         return flint.fmpq_mat(flint.fmpz_mat(self.d, self.d, inv.ravel().tolist()))
 
     def solve_float(self, M: np.ndarray) -> np.ndarray | None:
-        """U^{-T} M in float64 for the default design's structure (None for other designs).
+        """``U^{-T} M`` in float64 for the default design's structure (None for other designs).
 
-        With U = I + e_p s^T and s_p = 0, U^{-T} = I - s e_p^T, so each entry is one
+        With ``U = I + e_p s^T`` and s_p = 0, ``U^{-T} = I - s e_p^T``, so each entry is one
         float subtraction ``M[k] - s_k M[p]`` (s_k in {0, 1}): the rounding of the dense
         product with the exact inverse, at O(d^2) cost instead of a d x d rational matrix.
         """

@@ -21,7 +21,7 @@ What is re-checked, in order, with the core arithmetic only (not the learner's c
    (certainly nonzero, in certified mode);
 3. decoding, written out here: v_i = f([e_i]) - beta; for each probe
    y = (f - v_j - beta) / (t u_k^T v), M = logit(y) / t (affine: minus the c probes'
-   logit / t), and W = U^{-T} M, compared with the claim:
+   logit / t), and ``W = U^{-T} M``, compared with the claim:
 
    - ``exact``: ``==``;
    - ``certified``: a claimed rational must lie in its recomputed ball *and* be the only

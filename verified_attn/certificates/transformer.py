@@ -41,7 +41,7 @@ What is re-checked, with the core arithmetic and models only (never the learners
    those answers is checked by :func:`verified_attn.certificates.single_head.verify`
    (design, decoding, the head's verification); "direct": the design lies in one open
    cell of the claimed g (every base token and probe strictly on the same side of every
-   hyperplane), U and B are invertible, every G^T u_k != 0, and W = U^{-T} M B^{-1} is
+   hyperplane), U and B are invertible, every G^T u_k != 0, and ``W = U^{-T} M B^{-1}`` is
    re-decoded from the d^2 answers with ``M[k][j] = logit((y - G^T b_j) / (t G^T u_k)) /
    t``, compared exactly (``==``; certified: the claimed rational in its ball and the only
    one of its denominator there);

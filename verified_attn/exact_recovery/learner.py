@@ -13,7 +13,7 @@ design U = [u_1..u_d] with u_k^T v != 0, the length-2 query [e_j + t u_k; e_j] h
 ``alpha_1 = sigmoid(t u_k^T W e_j)`` and ``f = v_j + alpha_1 t u_k^T v``, so
 ``u_k^T W e_j = logit((f - v_j) / (t u_k^T v)) / t``. Stacking gives ``U^T W = M``.
 
-Every query is an exact dyadic rational (exactly representable in float64), and U^{-1} is
+Every query is an exact dyadic rational (exactly representable in float64), and ``U^{-1}`` is
 computed exactly; the answers are the only inexact numbers, so the same code runs in exact,
 certified and float arithmetic. The affine model adds the query [0] (beta) and d queries
 [t u_k; 0] (c): d^2 + 2d + 1 in all.

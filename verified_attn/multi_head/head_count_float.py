@@ -287,8 +287,8 @@ def count_rule(
     """The rule on given spectra: (count, deciding pair, its gap, per-pair counts).
 
     Pure (no queries): the head count is the largest number of singular values above a
-    pair's floor, accepted if some pair attaining it has ``sigma_count / sigma_(count + 1)
-    >= gap``.
+    pair's floor, accepted if some pair attaining it has
+    ``sigma_count / sigma_(count + 1) >= gap``.
 
     >>> count_rule([[1.0, 0.5, 1e-14, 1e-15], [1.0, 1e-14, 1e-15, 0.0]], [1e-12] * 2,
     ...            max_heads=2)[:2]

@@ -21,7 +21,7 @@ give v_hat (error <= tau). For a design U = [u_1..u_d] (the paper's: U = I) and 
 (k, j) the length-2 query [b u_k + a e_j; a e_j] has score gap a b u_k^T W e_j in
 [-1/2, 1/2] and answer ``f = a v_j + alpha b u_k^T v``;
 ``alpha_hat = (f_hat - a v_hat_j) / (b u_k^T v_hat)`` is clipped to
-[sigmoid(-1/2), sigmoid(1/2)] and inverted, and W = U^{-T} M.
+[sigmoid(-1/2), sigmoid(1/2)] and inverted, and ``W = U^{-T} M``.
 
 Probe scales: a = 1/2 and b the largest power of two with b ||u_k||_2 w_bound <= 1
 (:func:`~verified_attn.noisy.planning.probe_scale`), so every query is an exact dyadic
@@ -39,7 +39,7 @@ one logit ball per probe (flint ``arb`` at :data:`INTERVAL_PRECISION` bits):
   L = 2 + e^(1/2) + e^(-1/2) of :func:`~verified_attn.noisy.symbolic.lipschitz_constant`;
   the cap 1 because both lie in [-1/2, 1/2]), so u_k^T W e_j is in
   ``[(l - E), (h + E)] / (a b)``;
-- W = U^{-T} M with exact rational interval arithmetic; the float estimate is the midpoint
+- ``W = U^{-T} M`` with exact rational interval arithmetic; the float estimate is the midpoint
   rounded to nearest, ``W_error`` the distance to the far end plus the error, rounded up,
   and the interval ``W_hat -+ W_error`` rounded outward to floats.
 

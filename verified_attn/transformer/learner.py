@@ -559,7 +559,7 @@ def _direct_attention(
     oracle: Oracle, net: ReluNetwork, seed: int, denominator_bound: int | None
 ) -> tuple[sympy.Matrix, dict[str, Any]]:
     """W from d^2 queries [b_j + t u_k; b_j]: alpha_1 = (T - G^T b_j) / (t G^T u_k) and
-    logit(alpha_1) = t u_k^T W b_j; then W = U^{-T} M B^{-1} with exact U, B.
+    logit(alpha_1) = t u_k^T W b_j; then ``W = U^{-T} M B^{-1}`` with exact U, B.
 
     Returns W and the design with the answers (row k: direction u_k, column j: base b_j).
     """
