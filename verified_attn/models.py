@@ -854,17 +854,19 @@ class OneLayerTransformer(SequenceModel):
         s = [si - top for si in s]
         # rho_i = sum over the active neurons k of w_o[k] (R[i, k] + a_k), R = X V A;
         # T = sum_i e^{s_i} rho_i / sum_i e^{s_i} + b.
-        rho = active_mix(s, Xq * self._VA_flint, self._a_fmpq, self._w_fmpq)
+        # With b folded into every rho_i, the exact expression depends only on the values
+        # of g's affine piece at the tokens: equal functions give == expressions.
+        b = _fmpq(self._b)
+        rho = [r + b for r in active_mix(s, Xq * self._VA_flint, self._a_fmpq, self._w_fmpq)]
         if arith.name == "exact":
             if n == 1:
-                return _sympy_q(rho[0]) + _to_sympy(self._b)
+                return _sympy_q(rho[0])
             w = [sympy.exp(_sympy_q(si)) for si in s]
-            pooled = sum(wi * _sympy_q(ri) for wi, ri in zip(w, rho, strict=True)) / sum(w)
-            return pooled + _to_sympy(self._b) if self._b else pooled
+            return sum(wi * _sympy_q(ri) for wi, ri in zip(w, rho, strict=True)) / sum(w)
         w = [flint.arb(si).exp() for si in s]
         total = sum(w, flint.arb(0))
         out = sum((wi * flint.arb(ri) for wi, ri in zip(w, rho, strict=True)), flint.arb(0))
-        return out / total + flint.arb(_fmpq(self._b))
+        return out / total
 
     def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
         """T on a batch (B, N, d) -> (B,), float64."""
