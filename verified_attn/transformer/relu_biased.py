@@ -283,7 +283,11 @@ class Answers:
 
 
 class Retry(Exception):
-    """A consistency check failed on this line: try another one (internal to the room)."""
+    """A consistency check failed on this line: try another one (internal to the room).
+
+    ``search`` is the line's :class:`LineSearch` when its queries were asked."""
+
+    search: Any = None
 
 
 # ---------------------------------------------------------------------------------------
@@ -329,9 +333,14 @@ class LineSearch:
     max_depth: int = 60
     pieces: int = 0
     half_pieces: int = 0
-    free_pieces: int = 0
     checks: int = 0
     found: int = 0
+    cells: int = 0
+
+    def queries(self) -> int:
+        """Learning queries this line asked (:func:`biased_ffn_query_count`)."""
+        d = len(self.u)
+        return 2 * self.pieces + self.half_pieces + 2 * self.checks + (d - 1) * self.cells
 
     def point(self, t: Num) -> Vec:
         return tuple(a + t * b for a, b in zip(self.x0, self.u, strict=True))
@@ -367,19 +376,11 @@ class LineSearch:
         return not (bad_l or bad_r), [(left, gl, bad_l), (right, gr, bad_r)]
 
     def _split(self, probes: list[tuple[Num, Num, bool]], a: Num, b: Num) -> tuple:
-        """A new piece from a failed check's probes: (t_left, t_right, piece).
-
-        Both failed (exact mode): the piece through the two probes, no query (they lie
-        within 2^-15 of the interval's width of each other). One failed: that probe and
-        one more point beside it (1 query, a *half piece*).
-        """
-        (tl, gl, bad_l), (tr, gr, bad_r) = probes
-        if bad_l and bad_r and not self.answers.float:
-            slope = (gr - gl) / (tr - tl)
-            self.free_pieces += 1
-            return tl, tr, _Piece(slope, gl - slope * tl)
+        """A new piece at a failed check's probe (the left one if both failed): that probe
+        and one more point beside it, 1 query (a *half piece*). Returns (t, t, piece)."""
+        (tl, _, bad_l), (tr, _, _) = probes
         t, side = (tl, -1) if bad_l else (tr, 1)
-        width = (t - a) if side < 0 else (b - t)
+        width = tr - tl  # 2w or less: no other kink expected that close to the probe
         eps = _small(width, self.eps_bits, self.answers.float)
         t2 = t + side * eps
         gt = self.answers.cache[self.point(t)]
@@ -410,10 +411,11 @@ class LineSearch:
                     if ok:
                         found.append((t, A, B))
                         continue
-                    lo, hi, M = self._split(probes, a, b)
-                    stack.append((hi, M, b, B, depth + 1))
-                    stack.append((a, A, lo, M, depth + 1))
-                    continue
+                    if depth % 2 == 0:  # split at the probe; every other time in the middle,
+                        lo, hi, M = self._split(probes, a, b)  # so intervals keep shrinking
+                        stack.append((hi, M, b, B, depth + 1))
+                        stack.append((a, A, lo, M, depth + 1))
+                        continue
             mid = _between(a, b, fl)
             M = self.piece(mid, min(mid - a, b - mid), 1)
             stack.append((mid, M, b, B, depth + 1))
@@ -441,6 +443,7 @@ def _cell(search: LineSearch, piece: _Piece, lo: Num, hi: Num, shrink: int) -> t
     others = [i for i in range(d) if i != p]
     probes = [tuple(yj + (delta if j == i else 0) for j, yj in enumerate(y)) for i in others]
     G: list[Num] = [0] * d
+    search.cells += 1
     for i, val in zip(others, ans.many(probes), strict=True):
         G[i] = (val - gy) / delta
     G[p] = (piece.slope - sum((G[i] * u[i] for i in others), 0 * gy)) / u[p]
@@ -460,6 +463,16 @@ def learn_line(
     R = radius if fl else Fraction(radius)
     bits = (4 if fl else 12) + shrink
     search = LineSearch(answers, x0, u, R, grid=grid, eps_bits=bits)
+    try:
+        return _network(search, shrink), search
+    except Retry as exc:
+        exc.search = search  # its queries count in the bound
+        raise
+
+
+def _network(search: LineSearch, shrink: int) -> BiasedReluNetwork:
+    """The network from the line's kinks and the cells between them."""
+    fl, u, R = search.answers.float, search.u, search.radius
     kinks, pieces = search.kinks()
     bounds = [-R, *kinks, R]
     cells = [_cell(search, pc, bounds[i], bounds[i + 1], shrink) for i, pc in enumerate(pieces)]
@@ -484,7 +497,7 @@ def learn_line(
             constant -= gamma * c
     if fl:
         neurons = _merge_float(neurons)
-    return BiasedReluNetwork(constant, tuple(linear), tuple(sorted(neurons))), search
+    return BiasedReluNetwork(constant, tuple(linear), tuple(sorted(neurons)))
 
 
 def _merge_float(neurons: list[tuple[tuple[Vec, Num], Num]]) -> list:

@@ -140,9 +140,11 @@ def learn_biased_relu_ffn(
                     "checks": search.checks,
                     "kinks": search.found,
                 }
-                bound += biased_ffn_query_count(d, **counts)
+                bound += search.queries()
                 checked = _verify(oracle, net, verify, seed + attempt, lengths, D)
             except (Retry, _Refuted) as exc:
+                if isinstance(exc, Retry) and exc.search is not None:
+                    bound += exc.search.queries()
                 reasons.append(str(exc))
                 continue
             break
