@@ -67,7 +67,7 @@ def learn_relu_ffn(
     :class:`~verified_attn.ReluFFNRecovery`. See the module docstring for the choice.
     """
     check_oracle(oracle)
-    kw = {"verify": verify, "seed": seed, "lengths": lengths, "attempts": attempts}
+    kw: dict[str, Any] = {"verify": verify, "seed": seed, "lengths": lengths, "attempts": attempts}
     if _biases(oracle, biases, float_too=True):
         return learn_biased_relu_ffn(oracle, denominator_bound=denominator_bound, **kw)
     return relu.learn_relu_ffn(oracle, grid=grid, denominator_bound=denominator_bound, **kw)
@@ -93,7 +93,7 @@ def learn_transformer(
     ``method`` must be None or "direct").
     """
     check_oracle(oracle)
-    kw = {"verify": verify, "seed": seed, "lengths": lengths}
+    kw: dict[str, Any] = {"verify": verify, "seed": seed, "lengths": lengths}
     if _biases(oracle, biases, float_too=False):
         if method not in (None, "direct"):
             raise InvalidArgument(
