@@ -236,3 +236,23 @@ def test_a_constant_ffn_is_not_identifiable_and_arguments_are_checked() -> None:
         va.learn_transformer(va.Oracle(T1, "exact"), method="paper")
     with pytest.raises(InvalidArgument, match="biases"):
         va.learn_relu_ffn(va.Oracle(G1, "exact"), biases=1)  # type: ignore[arg-type]
+
+
+# -- certificates -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arithmetic", ["exact", "certified"])
+def test_the_biased_ffn_certificate_verifies_and_tampered_copies_fail(arithmetic: str) -> None:
+    rec = va.learn_relu_ffn(va.Oracle(G1, arithmetic))
+    data = rec.certificate()
+    assert va.verify_certificate(data).kind == "relu-ffn-biased"
+    ok, detail = soundness.tamper_check(data)
+    assert ok, detail
+    ok, detail = soundness.tamper_check(data, ("result", "answers"))
+    assert ok, detail
+
+
+def test_a_float_result_carries_no_certificate() -> None:
+    rec = learn_biased_relu_ffn(va.Oracle(ReluFFN([[1, -2], [3, 1]], [2, -1], a=[1, 4]), "float"))
+    with pytest.raises(va.CertificateError, match="no certificate"):
+        rec.certificate()

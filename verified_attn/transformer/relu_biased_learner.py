@@ -14,6 +14,7 @@ The method and the count are described in :mod:`verified_attn.transformer.relu_b
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -21,9 +22,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from verified_attn.arithmetic import Arithmetic
+from verified_attn.certificates.writer import certificate_base
 from verified_attn.errors import ModelClassMismatch, PrecisionExhausted
-from verified_attn.oracle import Oracle
+from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.recovery import ReluFFNRecovery
+from verified_attn.serialize import dump_number, dump_rational
 from verified_attn.transformer.relu import default_denominator_bound
 from verified_attn.transformer.relu_biased import (
     Answers,
@@ -153,7 +156,7 @@ def learn_biased_relu_ffn(
                 f"no one-hidden-layer ReLU network with biases fits the oracle after "
                 f"{attempts} lines ({'; '.join(reasons)})"
             )
-    return _result(run.counts, arith, net, checked, counts, bound, reasons, seed, D)
+    return _result(answers.raw, run.counts, arith, net, checked, counts, bound, reasons, seed, D)
 
 
 class _Refuted(Exception):
@@ -201,6 +204,7 @@ def _parameters(net: BiasedReluNetwork, exact: bool) -> dict[str, Any]:
 
 
 def _result(
+    answers_raw: dict[Any, Any],
     counts: Any,
     arith: Arithmetic,
     net: BiasedReluNetwork,
@@ -235,8 +239,78 @@ def _result(
         verification=checked,
         assumptions=assumptions,
         notes=notes,
-        certificate_data=None,
+        certificate_data=None
+        if not exact
+        else functools.partial(
+            certificate_data,
+            arith,
+            net,
+            dict(answers_raw),
+            checked,
+            seed,
+            counts,
+            bound,
+            D,
+            assumptions,
+        ),
         network=net,
         attempts=len(reasons) + 1,
         line_counts=line_counts,
     )
+
+
+def certificate_data(
+    arith: Arithmetic,
+    net: BiasedReluNetwork,
+    raw: dict[Any, Any],
+    checked: Verification | None,
+    seed: int,
+    counts: QueryCounts,
+    bound: int,
+    denominator_bound: int,
+    assumptions: list[str],
+) -> dict[str, Any]:
+    """The ``relu-ffn-biased`` certificate (exact and certified results): every length-1
+    answer exactly as given (``answers``: ``{"x", "y"}``) and the canonical form
+    (``constant``, ``linear``, ``neurons`` as ``{"n", "c", "gamma"}``) with the biased
+    ReluFFN ``A``, ``w_o``, ``a``, ``b`` built from it. Checker:
+    :func:`verified_attn.certificates.relu_biased.verify`.
+    """
+    model = net.model()
+    data = certificate_base(
+        kind="relu-ffn-biased",
+        theorem=THEOREM,
+        d=net.d,
+        arith=arith,
+        seed=seed,
+        counts=counts,
+        bound=bound,
+        verification=checked,
+        assumptions=assumptions,
+    )
+    data.update(
+        {
+            "denominator_bound": denominator_bound,
+            "answers": [
+                {"x": [dump_rational(q) for q in x], "y": dump_number(y)} for x, y in raw.items()
+            ],
+            "result": {
+                "exact": True,
+                "constant": dump_rational(net.constant),
+                "linear": [dump_rational(q) for q in net.linear],
+                "neurons": [
+                    {
+                        "n": [dump_rational(q) for q in n],
+                        "c": dump_rational(c),
+                        "gamma": dump_rational(g),
+                    }
+                    for (n, c), g in net.neurons
+                ],
+                "A": [[dump_rational(q) for q in row] for row in model.A.tolist()],
+                "w_o": [dump_rational(q) for q in model.w_o],
+                "a": [dump_rational(q) for q in model.a],
+                "b": dump_rational(model.b),
+            },
+        }
+    )
+    return data
