@@ -256,3 +256,17 @@ def test_a_float_result_carries_no_certificate() -> None:
     rec = learn_biased_relu_ffn(va.Oracle(ReluFFN([[1, -2], [3, 1]], [2, -1], a=[1, 4]), "float"))
     with pytest.raises(va.CertificateError, match="no certificate"):
         rec.certificate()
+
+
+@pytest.mark.parametrize("arithmetic", ["exact", "certified"])
+def test_the_biased_transformer_certificate_verifies_and_tampered_copies_fail(
+    arithmetic: str,
+) -> None:
+    rec = va.learn_transformer(va.Oracle(T1, arithmetic))
+    data = rec.certificate()
+    check = va.verify_certificate(data)
+    assert check.kind == "transformer-biased" and check.theorem == "transformer/biased-direct"
+    ok, detail = soundness.tamper_check(data, ("result", "attention.answers", "ffn.answers"))
+    assert ok, detail
+    ok, detail = soundness.tamper_check(data)
+    assert ok, detail

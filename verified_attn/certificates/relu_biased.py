@@ -49,7 +49,7 @@ from verified_attn.certificates.kernel import (
 from verified_attn.errors import CertificateError
 from verified_attn.models import ReluFFN, as_rational_sequence
 
-__all__ = ["MAX_WORK", "verify"]
+__all__ = ["MAX_WORK", "stated_network", "verify"]
 
 #: Largest answers x (width + 1) x d product a checker evaluates (bounds its work).
 MAX_WORK = 1 << 26
@@ -83,8 +83,9 @@ def _neurons(res: Any, d: int) -> list[Neuron]:
     return out
 
 
-def _model(data: dict[str, Any], d: int) -> tuple[ReluFFN, int]:
-    """The ReluFFN the canonical form states, checked against the stored A, w_o, a, b."""
+def stated_network(data: dict[str, Any], d: int) -> tuple[ReluFFN, Fraction, Vec, list[Neuron]]:
+    """The stated canonical form (constant, linear, neurons) and the ReluFFN it gives,
+    checked against the stored A, w_o, a, b."""
     res = get(data, "result")
     constant = rational(get(res, "constant"), "result.constant")
     linear = _vector(get(res, "linear"), "result.linear", d)
@@ -114,7 +115,7 @@ def _model(data: dict[str, Any], d: int) -> tuple[ReluFFN, int]:
         raise CertificateError(
             "result: A, w_o, a, b are not the ReluFFN of the stated canonical form"
         )
-    return ReluFFN(A, w, a=a, b=b), len(neurons)
+    return ReluFFN(A, w, a=a, b=b), constant, linear, neurons
 
 
 def _answers(data: dict[str, Any], head: Any, model: ReluFFN, width: int, D: int) -> int:
@@ -163,7 +164,8 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         raise CertificateError(
             f"assumptions must state the denominator bound {D} the answers were decoded with"
         )
-    model, width = _model(data, head.d)
+    model, _, _, neurons = stated_network(data, head.d)
+    width = len(neurons)
     answers = _answers(data, head, model, width, D)
     q = check_counts(
         data, learning=answers, phases={"ffn": answers}, verification_phases=("ffn-verify",)

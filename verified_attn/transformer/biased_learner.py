@@ -35,6 +35,7 @@ Transformer is verified on fresh sequences of every length in ``lengths``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -45,6 +46,7 @@ import sympy
 
 from verified_attn.arithmetic import Arithmetic, OutsideUnitInterval, arb_bounds
 from verified_attn.arithmetic import reconstruct_rational as _reconstruct
+from verified_attn.certificates.writer import certificate_base
 from verified_attn.errors import (
     InvalidArgument,
     ModelClassMismatch,
@@ -52,8 +54,9 @@ from verified_attn.errors import (
     PrecisionExhausted,
 )
 from verified_attn.models import OneLayerTransformer
-from verified_attn.oracle import Oracle
+from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.recovery import TransformerRecovery
+from verified_attn.serialize import dump_number, dump_rational
 from verified_attn.transformer.relu_biased import BiasedReluNetwork, Vec
 from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
 from verified_attn.validation import (
@@ -63,7 +66,12 @@ from verified_attn.validation import (
     check_seed,
     check_verify,
 )
-from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY, verify_candidate
+from verified_attn.verification import (
+    DEFAULT_LENGTHS,
+    DEFAULT_VERIFY,
+    Verification,
+    verify_candidate,
+)
 
 __all__ = ["cell_of", "learn_biased_transformer"]
 
@@ -138,8 +146,9 @@ def _fq(q: Fraction) -> flint.fmpq:
 
 def _attention(
     oracle: Oracle, net: BiasedReluNetwork, seed: int, D: int
-) -> tuple[sympy.Matrix, list[Any]]:
-    """W from d^2 two-token queries inside one cell of the known g; also the answers."""
+) -> tuple[sympy.Matrix, dict[str, Any]]:
+    """W from d^2 two-token queries inside one cell of the known g; also the design and
+    the answers (flat, direction-major: answer k d + j is [b_j + t u_k; b_j])."""
     arith = oracle.arithmetic
     d = oracle.d
     G, beta, base, U, t = _design(net, d, seed)
@@ -167,7 +176,8 @@ def _attention(
         M.append(logit / arith.rational(t))
     left = flint.fmpq_mat(d, d, [_fq(U[k][i]) for k in range(d) for i in range(d)]).inv()
     right = flint.fmpq_mat(d, d, [_fq(base[j][i]) for i in range(d) for j in range(d)]).inv()
-    return _decode(arith, left, M, right, D), answers
+    design = {"base": base, "directions": U, "t": t, "answers": answers}
+    return _decode(arith, left, M, right, D), design
 
 
 def _decode(
@@ -246,7 +256,7 @@ def learn_biased_transformer(
         )
         net: BiasedReluNetwork = ffn.network
         with arith.context(), oracle.phase("attention-direct"):
-            W, _ = _attention(oracle, net, seed, D)
+            W, design = _attention(oracle, net, seed, D)
         g = net.model()
         model = OneLayerTransformer(W, sympy.eye(d), g.A, g.w_o, a=g.a, b=g.b)
         checked, refuted = verify_candidate(
@@ -272,10 +282,68 @@ def learn_biased_transformer(
         verification=checked,
         assumptions=list(ffn.assumptions),
         notes=list(ffn.notes),
-        certificate_data=None,
+        certificate_data=functools.partial(
+            _certificate, arith, ffn, design, W, checked, seed, counts, d * d + ffn.bound, D
+        ),
         method="biased-direct",
         attention_queries=counts.by_phase.get("attention-direct", 0),
         ffn_queries=ffn.queries,
         attention_bound=d * d,
         network=net,
     )
+
+
+def _certificate(
+    arith: Arithmetic,
+    ffn: Any,
+    design: dict[str, Any],
+    W: sympy.Matrix,
+    checked: Verification | None,
+    seed: int,
+    counts: QueryCounts,
+    bound: int,
+    D: int,
+) -> dict[str, Any]:
+    """The ``transformer-biased`` certificate: the FFN stage's whole ``relu-ffn-biased``
+    certificate (``ffn``), the design and answers (``attention``: ``base``,
+    ``directions``, ``t``, ``answers`` d x d, row k direction u_k), the denominator bound
+    and the result; checker :mod:`verified_attn.certificates.transformer_biased`."""
+    d = W.rows
+    data = certificate_base(
+        kind="transformer-biased",
+        theorem="transformer/biased-direct",
+        d=d,
+        arith=arith,
+        seed=seed,
+        counts=counts,
+        bound=bound,
+        verification=checked,
+        assumptions=list(ffn.assumptions),
+    )
+    sub = dict(ffn.certificate())
+    sub.pop("versions", None)
+    g = ffn.network.model()
+    ans = design["answers"]
+    data.update(
+        {
+            "denominator_bound": D,
+            "ffn": sub,
+            "attention": {
+                "base": [[dump_rational(q) for q in b] for b in design["base"]],
+                "directions": [[dump_rational(q) for q in u] for u in design["directions"]],
+                "t": dump_rational(design["t"]),
+                "answers": [[dump_number(y) for y in ans[k * d : (k + 1) * d]] for k in range(d)],
+            },
+            "result": {
+                "exact": True,
+                "parameters": {
+                    "W": [[dump_rational(x) for x in row] for row in W.tolist()],
+                    "A": [[dump_rational(x) for x in row] for row in g.A.tolist()],
+                    "w_o": [dump_rational(x) for x in g.w_o],
+                    "a": [dump_rational(x) for x in g.a],
+                    "b": dump_rational(g.b),
+                },
+            },
+        }
+    )
+    return data
