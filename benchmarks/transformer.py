@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, metadata, output_dir, plot_path, progress, timed, write_json
 
 import verified_attn as va
+from verified_attn.models import OneLayerTransformer
 from verified_attn.transformer import learn_transformer
 from verified_attn.transformer.claims import random_transformer
 from verified_attn.transformer.relu import canonical_network
@@ -90,12 +91,53 @@ def run_one(d: int, m: int, method: str, seed: int, repeats: int) -> dict[str, A
     }
 
 
+BIASED_SIZES = ((2, 4), (4, 8), (8, 16), (16, 32))
+
+
+def run_biased(d: int, m: int, arithmetic: str, seed: int) -> dict[str, Any]:
+    """One biased row: the FFN learner (any arithmetic) and, exact or certified, the
+    biased Transformer learner on a random T with the same FFN (V = I)."""
+    from verified_attn.errors import VerifiedAttnError
+    from verified_attn.transformer import canonical_biased_network, learn_biased_transformer
+    from verified_attn.transformer.claims_biased import random_biased_ffn
+
+    rng = np.random.default_rng([seed, d, m, 7])
+    g = random_biased_ffn(d, m, rng)
+    row: dict[str, Any] = {"d": d, "m": m, "arithmetic": arithmetic, "kind": "biased"}
+    truth = canonical_biased_network(g)
+    row["canonical_parameter_count"] = truth.parameter_count
+    try:
+        rec = va.learn_relu_ffn(va.Oracle(g, arithmetic), seed=seed)
+    except VerifiedAttnError as exc:
+        return {**row, "ffn_refused": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    row.update(
+        ffn_queries=rec.queries,
+        ffn_formula=rec.bound,
+        ffn_lines=rec.attempts,
+        ffn_ratio=rec.queries / truth.parameter_count,
+        ffn_equal=bool(rec.network == truth) if rec.exact else None,
+        ffn_verification_error=rec.verification_error,
+    )
+    if arithmetic != "float" and d <= 8:
+        W = rng.integers(-3, 4, (d, d)) / 2
+        T = OneLayerTransformer(W, np.eye(d, dtype=int), g.A, g.w_o, a=g.a, b=g.b)
+        tr = learn_biased_transformer(va.Oracle(T, arithmetic), seed=seed)
+        row.update(
+            transformer_queries=tr.queries,
+            attention_queries=tr.attention_queries,
+            transformer_parameter_count=tr.parameter_count,
+            transformer_W_equal=bool(tr.W == T.W),
+        )
+    return row
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--no-plots", action="store_true")
+    parser.add_argument("--biased", action="store_true", help="also the FFN-bias rows")
     args = parser.parse_args(argv)
     args.out = output_dir(args.out, args.quick, NAME)
     sizes = QUICK if args.quick else FULL
@@ -104,7 +146,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         run_one(d, m, method, args.seed, 1 if args.quick else 3)
         for d, m, method in progress(cells, "cells")
     ]
-    target_rows = [r for r in rows if (r["d"], r["m"]) == TARGET[0]]
+    if args.biased:
+        for d, m in BIASED_SIZES[:2] if args.quick else BIASED_SIZES:
+            rows += [run_biased(d, m, a, args.seed) for a in ("exact", "float")]
+    target_rows = [r for r in rows if (r["d"], r["m"]) == TARGET[0] and r.get("kind") != "biased"]
     data = {
         "benchmark": NAME,
         "meta": metadata(args.seed, arithmetic="certified", precision=PRECISION),
@@ -123,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
         (args.out / f"{NAME}.json").write_text(json.dumps(data, indent=1, default=str))
     if not args.no_plots:
-        _plot(rows, args.out)
+        _plot([r for r in rows if r.get("kind") != "biased"], args.out)
     return data
 
 

@@ -41,6 +41,7 @@ ROOM_MODULES = [
     "verified_attn.low_rank.claims",
     "verified_attn.noisy.claims",
     "verified_attn.transformer.claims",
+    "verified_attn.transformer.claims_biased",
     "verified_attn.multi_head.claims",
     "verified_attn.hypotheses_claims",
     "verified_attn.formal.claims",

@@ -26,6 +26,14 @@ import sympy
 
 from verified_attn.arithmetic import Arithmetic, get_arithmetic, to_fraction
 from verified_attn.errors import InvalidArgument
+from verified_attn.model_inputs import ffn_biases as _ffn_biases
+from verified_attn.model_inputs import float_batch as _float_batch
+from verified_attn.model_inputs import fmpq_rows as _fmpq_matrix
+from verified_attn.model_inputs import rational_list as _rational_list
+from verified_attn.model_inputs import rational_rect as _rational_rect
+from verified_attn.model_inputs import sympy_rows as _sympy_matrix
+from verified_attn.relu_eval import active_mix
+from verified_attn.relu_eval import sign_of_exp_sum as _sign_of_exp_sum  # noqa: F401 (tests)
 from verified_attn.types import Answer, SequenceLike
 
 __all__ = [
@@ -160,7 +168,9 @@ def _check_shape(shape: tuple[int, int], d: int | None, name: str) -> None:
         raise InvalidArgument(f"{name} must have d = {d} columns; got shape {shape}")
 
 
-def as_rational_sequence(X: SequenceLike, d: int | None = None, *, name: str = "X") -> flint.fmpq_mat:
+def as_rational_sequence(
+    X: SequenceLike, d: int | None = None, *, name: str = "X"
+) -> flint.fmpq_mat:
     """``X`` as an exact (N, d) flint matrix, after checking shape and entries.
 
     >>> as_rational_sequence([[0.5, 1]]).entries()
@@ -641,62 +651,23 @@ class MultiHeadAttention(SequenceModel):
 # ---------------------------------------------------------------------------------------
 
 
-def _rational_rect(x: Any, name: str, *, rows: int | None = None, cols: int | None = None) -> list:
-    """A non-empty rectangular matrix of exact rationals (rows x cols if given)."""
-    if isinstance(x, sympy.MatrixBase):
-        data = x.tolist()
-    else:
-        try:
-            arr = np.asarray(x, dtype=object)
-        except (ValueError, TypeError) as exc:
-            raise InvalidArgument(f"{name} must be a 2-D matrix, got {x!r}") from exc
-        if arr.ndim != 2:
-            raise InvalidArgument(f"{name} must be a 2-D matrix; got shape {arr.shape}")
-        data = arr.tolist()
-    shape = (len(data), len(data[0]) if data else 0)
-    if shape[0] == 0 or shape[1] == 0 or any(len(r) != shape[1] for r in data):
-        raise InvalidArgument(f"{name} must be a non-empty rectangular matrix; got shape {shape}")
-    if (rows is not None and shape[0] != rows) or (cols is not None and shape[1] != cols):
-        want = (rows if rows is not None else "*", cols if cols is not None else "*")
-        raise InvalidArgument(f"{name} must have shape {want}; got shape {shape}")
-    return [[to_fraction(a, name=f"entry of {name}") for a in r] for r in data]
-
-
-def _rational_list(x: Any, name: str, length: int) -> list[Fraction]:
-    flat = list(x) if isinstance(x, sympy.MatrixBase) else np.asarray(x, dtype=object).tolist()
-    if not isinstance(flat, list) or any(isinstance(a, list) for a in flat):
-        arr = np.asarray(x, dtype=object)
-        if arr.ndim == 2 and 1 in arr.shape:
-            flat = arr.reshape(-1).tolist()
-        else:
-            raise InvalidArgument(f"{name} must be a vector; got shape {arr.shape}")
-    if len(flat) != length:
-        raise InvalidArgument(f"{name} must have length {length}; got length {len(flat)}")
-    return [to_fraction(a, name=f"entry of {name}") for a in flat]
-
-
-def _fmpq_matrix(rows: list[list[Fraction]]) -> flint.fmpq_mat:
-    return flint.fmpq_mat(
-        len(rows), len(rows[0]), [flint.fmpq(q.numerator, q.denominator) for r in rows for q in r]
-    )
-
-
-def _sympy_matrix(rows: list[list[Fraction]]) -> sympy.Matrix:
-    return sympy.Matrix([[sympy.Rational(q.numerator, q.denominator) for q in r] for r in rows])
-
-
 class ReluFFN(SequenceModel):
-    """Bias-free one-hidden-layer ReLU network ``g(x) = w_o^T ReLU(A^T x)``.
+    """One-hidden-layer ReLU network ``g(x) = w_o^T ReLU(A^T x + a) + b``.
 
-    As an oracle model, ``f([x_1..x_N]) = g(x_N)`` (so every sequence has a value; the
+    ``a`` (hidden biases, length m) and ``b`` (output bias) are keyword-only; without them
+    g is the bias-free network. As an oracle model, ``f([x_1..x_N]) = g(x_N)`` (the
     learners only send it length-1 queries). Width m = number of columns of A;
-    ``parameter_count`` is m(d + 1). ReLU of an exact rational is decided exactly.
+    ``parameter_count`` is m(d + 1), or m(d + 2) + 1 with biases. ReLU of an exact rational
+    is decided exactly.
 
     >>> g = ReluFFN([[1, 0], [0, 1]], [1, -1])
     >>> g.d, g.m, g.parameter_count, g.model_class
     (2, 2, 6, 'relu-ffn')
     >>> g.value([Fraction(3), Fraction(-1)])
     Fraction(3, 1)
+    >>> h = ReluFFN([[1, 0], [0, 1]], [1, -1], a=[-1, 2], b=5)
+    >>> h.value([Fraction(3), Fraction(-1)]), h.parameter_count, h.model_class
+    (Fraction(6, 1), 9, 'relu-ffn-biased')
     >>> ReluFFN([[1, 0]], [1])
     Traceback (most recent call last):
     ...
@@ -705,14 +676,18 @@ class ReluFFN(SequenceModel):
 
     model_class = "relu-ffn"
 
-    def __init__(self, A: Any, w_o: Any) -> None:
+    def __init__(self, A: Any, w_o: Any, *, a: Any = None, b: Any = None) -> None:
         self._A = _rational_rect(A, "A")
         self.d = len(self._A)
         self.m = len(self._A[0])
         self._w = _rational_list(w_o, "w_o", self.m)
+        self._a, self._b, self.biased = _ffn_biases(a, b, self.m)
+        if self.biased:
+            self.model_class = "relu-ffn-biased"
         self._A_flint = _fmpq_matrix(self._A)
         self._A_float = np.array([[float(q) for q in r] for r in self._A], dtype=np.float64)
         self._w_float = np.array([float(q) for q in self._w], dtype=np.float64)
+        self._a_float = np.array([float(q) for q in self._a], dtype=np.float64)
 
     @property
     def A(self) -> sympy.Matrix:
@@ -725,76 +700,80 @@ class ReluFFN(SequenceModel):
         return _sympy_matrix([[q] for q in self._w])
 
     @property
-    def parameter_count(self) -> int:
-        return self.m * (self.d + 1)
+    def a(self) -> sympy.Matrix:
+        """The hidden biases (m x 1), exactly (zero when not given)."""
+        return _sympy_matrix([[q] for q in self._a])
 
-    def value(self, x: list[Fraction]) -> Fraction:
+    @property
+    def b(self) -> sympy.Rational:
+        """The output bias, exactly (zero when not given)."""
+        return _to_sympy(self._b)
+
+    @property
+    def parameter_count(self) -> int:
+        return self.m * (self.d + 1) + (self.m + 1 if self.biased else 0)
+
+    def value(self, x: Sequence[Fraction]) -> Fraction:
         """g(x) for a rational vector, exactly (Fractions)."""
-        out = Fraction(0)
+        out = self._b
         for k in range(self.m):
-            z = sum((self._A[i][k] * x[i] for i in range(self.d)), Fraction(0))
+            z = sum((self._A[i][k] * x[i] for i in range(self.d)), self._a[k])
             if z > 0:
                 out += self._w[k] * z
         return out
 
     def _evaluate_rational(self, Xq: flint.fmpq_mat, arith: Arithmetic) -> Any:
         n = Xq.nrows()
-        last = flint.fmpq_mat(1, self.d, [Xq[n - 1, k] for k in range(self.d)])
-        z = last * self._A_flint
-        out = flint.fmpq(0)
-        for k in range(self.m):
-            if z[0, k] > 0:
-                out += flint.fmpq(self._w[k].numerator, self._w[k].denominator) * z[0, k]
+        out = self.value([to_fraction(Xq[n - 1, k]) for k in range(self.d)])
         if arith.name == "exact":
-            return _sympy_q(out)
+            return _to_sympy(out)
         if arith.name == "certified":
-            return flint.arb(out)
+            return flint.arb(_fmpq(out))
         raise InvalidArgument(f"no rational evaluation in arithmetic {arith.name!r}")
 
     def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
         """g(x_N) for a batch (B, N, d) -> (B,), float64."""
         Xs = _float_batch(Xs, self.d)
-        z = Xs[:, -1, :] @ self._A_float
-        return _finite(np.maximum(z, 0.0) @ self._w_float)
+        z = Xs[:, -1, :] @ self._A_float + self._a_float
+        return _finite(np.maximum(z, 0.0) @ self._w_float + float(self._b))
 
     def __repr__(self) -> str:
-        return f"ReluFFN(d={self.d}, m={self.m})"
-
-
-def _float_batch(Xs: Any, d: int) -> np.ndarray:
-    try:
-        Xs = np.asarray(Xs, dtype=np.float64)
-    except (ValueError, TypeError) as exc:
-        raise InvalidArgument(f"Xs must be a real (B, N, d) array: {exc}") from exc
-    if Xs.ndim != 3 or Xs.shape[2] != d or Xs.shape[1] < 1:
-        raise InvalidArgument(f"Xs must have shape (B, N>=1, d={d}); got {Xs.shape}")
-    if not np.all(np.isfinite(Xs)):
-        raise InvalidArgument("Xs has a non-finite entry (NaN or inf)")
-    return Xs
+        kind = "biased, " if self.biased else ""
+        return f"ReluFFN({kind}d={self.d}, m={self.m})"
 
 
 class OneLayerTransformer(SequenceModel):
-    """``T(X) = w_o^T ReLU(A^T V^T X^T softmax(X W x_N))`` (docs/theory.md).
+    """``T(X) = w_o^T ReLU(A^T V^T X^T softmax(X W x_N) + a) + b`` (docs/theory.md).
 
-    W is d x d, V is d x e, A is e x m, w_o has length m. ``v_eff = V A w_o`` is the value
-    vector of the antisymmetrised model T(X) - T(-X).
+    W is d x d, V is d x e, A is e x m, w_o has length m; the FFN biases ``a`` (length m)
+    and ``b`` (a number) are keyword-only and zero when not given (the paper's model).
+    ``v_eff = V A w_o`` is the value vector of the antisymmetrised bias-free model
+    T(X) - T(-X).
 
     Exact and certified arithmetic decide every ReLU exactly: the pre-activation is
-    ``z_k = sum_i e^{s_i} r_ik / sum_i e^{s_i}`` with rational s, r; merging equal scores,
-    z_k = 0 iff every merged coefficient is 0 (exp of distinct rationals are linearly
-    independent over Q, Lindemann-Weierstrass), else its sign is settled in ball arithmetic
-    at rising precision. So ReLU never meets a ball straddling 0.
+    ``z_k = sum_i e^{s_i} (r_ik + a_k) / sum_i e^{s_i}`` with rational s, r, a; merging
+    equal scores, z_k = 0 iff every merged coefficient is 0 (exp of distinct rationals are
+    linearly independent over Q, Lindemann-Weierstrass), else its sign is settled in ball
+    arithmetic at rising precision (:mod:`verified_attn.relu_eval`). So ReLU never meets a
+    ball straddling 0.
 
     >>> T = OneLayerTransformer([[1]], [[1]], [[1, -1]], [1, 1])    # T = |h|
     >>> T.evaluate([[1], [-1]], "exact")
     (1 - exp(-2))/(exp(-2) + 1)
     >>> T.v_eff.T, T.parameter_count, T.model_class
     (Matrix([[0]]), 6, 'one-layer-transformer')
+    >>> Tb = OneLayerTransformer([[1]], [[1]], [[1, -1]], [1, 1], a=[-1, 0], b=2)
+    >>> Tb.evaluate([[3]], "exact"), Tb.parameter_count, Tb.model_class   # 1*2 + 0 + 2
+    (4, 9, 'one-layer-transformer-biased')
+    >>> OneLayerTransformer([[1]], [[1]], [[1, -1]], [1, 1], a=[1])
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: a must have length 2; got length 1
     """
 
     model_class = "one-layer-transformer"
 
-    def __init__(self, W: Any, V: Any, A: Any, w_o: Any) -> None:
+    def __init__(self, W: Any, V: Any, A: Any, w_o: Any, *, a: Any = None, b: Any = None) -> None:
         self._W = _rational_rect(W, "W")
         self.d = len(self._W)
         if len(self._W[0]) != self.d:
@@ -804,14 +783,19 @@ class OneLayerTransformer(SequenceModel):
         self._A = _rational_rect(A, "A", rows=self.e)
         self.m = len(self._A[0])
         self._w = _rational_list(w_o, "w_o", self.m)
+        self._a, self._b, self.biased = _ffn_biases(a, b, self.m)
+        if self.biased:
+            self.model_class = "one-layer-transformer-biased"
         self._W_flint = _fmpq_matrix(self._W)
         self._VA_flint = _fmpq_matrix(self._V) * _fmpq_matrix(self._A)  # r_ik = x_i^T V A e_k
-        self._w_fmpq = [flint.fmpq(q.numerator, q.denominator) for q in self._w]
+        self._w_fmpq = [_fmpq(q) for q in self._w]
+        self._a_fmpq = [_fmpq(q) for q in self._a]
         self._W_float = np.array([[float(q) for q in r] for r in self._W], dtype=np.float64)
         self._VA_float = np.array(
             [[float(Fraction(int(q.p), int(q.q))) for q in row] for row in _rows(self._VA_flint)]
         )
         self._w_float = np.array([float(q) for q in self._w], dtype=np.float64)
+        self._a_float = np.array([float(q) for q in self._a], dtype=np.float64)
 
     # -- exact parameters ------------------------------------------------------------
     @property
@@ -831,18 +815,31 @@ class OneLayerTransformer(SequenceModel):
         return _sympy_matrix([[q] for q in self._w])
 
     @property
+    def a(self) -> sympy.Matrix:
+        """The FFN's hidden biases (m x 1), exactly (zero when not given)."""
+        return _sympy_matrix([[q] for q in self._a])
+
+    @property
+    def b(self) -> sympy.Rational:
+        """The FFN's output bias, exactly (zero when not given)."""
+        return _to_sympy(self._b)
+
+    @property
     def v_eff(self) -> sympy.Matrix:
-        """V A w_o: the value vector of T(X) - T(-X)."""
+        """V A w_o: the value vector of T(X) - T(-X) (for the bias-free model)."""
         return self.V * self.A * self.w_o
 
     @property
     def parameter_count(self) -> int:
-        """d^2 + d e + e m + m (the raw parameters; the function has fewer)."""
-        return self.d * self.d + self.d * self.e + self.e * self.m + self.m
+        """d^2 + d e + e m + m, plus m + 1 with biases (raw; the function has fewer)."""
+        raw = self.d * self.d + self.d * self.e + self.e * self.m + self.m
+        return raw + (self.m + 1 if self.biased else 0)
 
     def ffn(self) -> ReluFFN:
-        """The length-1 function g(x) = T([x]) = w_o^T ReLU(A^T V^T x) as a ReluFFN."""
-        return ReluFFN(self.V * self.A, self.w_o)
+        """The length-1 function g(x) = T([x]) = w_o^T ReLU(A^T V^T x + a) + b as a ReluFFN."""
+        if not self.biased:
+            return ReluFFN(self.V * self.A, self.w_o)
+        return ReluFFN(self.V * self.A, self.w_o, a=self.a, b=self.b)
 
     # -- evaluation ------------------------------------------------------------------
 
@@ -855,13 +852,12 @@ class OneLayerTransformer(SequenceModel):
         s = [scores[i, 0] for i in range(n)]
         top = max(s)
         s = [si - top for si in s]
-        R = Xq * self._VA_flint  # R[i, k] = x_i^T V A e_k
-        # rho_i = sum over the active neurons k of w_o[k] R[i, k]; T = sum w_i rho_i / sum w_i.
-        rho = [flint.fmpq(0)] * n
-        for k in range(self.m):
-            col = [R[i, k] for i in range(n)]
-            if _sign_of_exp_sum(s, col) > 0:
-                rho = [r + self._w_fmpq[k] * c for r, c in zip(rho, col, strict=True)]
+        # rho_i = sum over the active neurons k of w_o[k] (R[i, k] + a_k), R = X V A;
+        # T = sum_i e^{s_i} rho_i / sum_i e^{s_i} + b.
+        # With b folded into every rho_i, the exact expression depends only on the values
+        # of g's affine piece at the tokens: equal functions give == expressions.
+        b = _fmpq(self._b)
+        rho = [r + b for r in active_mix(s, Xq * self._VA_flint, self._a_fmpq, self._w_fmpq)]
         if arith.name == "exact":
             if n == 1:
                 return _sympy_q(rho[0])
@@ -878,37 +874,9 @@ class OneLayerTransformer(SequenceModel):
         alpha = _softmax_weights(Xs, self._W_float, None)
         alpha /= alpha.sum(axis=1, keepdims=True)
         pooled = np.einsum("bn,bnd->bd", alpha, Xs)  # X^T alpha
-        return _finite(np.maximum(pooled @ self._VA_float, 0.0) @ self._w_float)
+        z = np.maximum(pooled @ self._VA_float + self._a_float, 0.0)
+        return _finite(z @ self._w_float + float(self._b))
 
     def __repr__(self) -> str:
-        return f"OneLayerTransformer(d={self.d}, e={self.e}, m={self.m})"
-
-
-def _sign_of_exp_sum(s: list[flint.fmpq], c: list[flint.fmpq]) -> int:
-    """Sign of sum_i c_i e^{s_i} (s_i rational), decided exactly; 0 iff the sum is 0.
-
-    Terms with equal exponents are merged; exp of distinct rationals are linearly
-    independent over Q, so the sum is zero iff every merged coefficient is. A nonzero sum
-    has its sign settled in ball arithmetic at rising precision (this terminates).
-    """
-    groups: dict[flint.fmpq, flint.fmpq] = {}
-    for si, ci in zip(s, c, strict=True):
-        groups[si] = groups.get(si, flint.fmpq(0)) + ci
-    terms = [(si, ci) for si, ci in groups.items() if ci != 0]
-    if not terms:
-        return 0
-    if all(ci > 0 for _, ci in terms) or all(ci < 0 for _, ci in terms):
-        return 1 if terms[0][1] > 0 else -1
-    old = flint.ctx.prec
-    try:
-        prec = 64
-        while True:
-            flint.ctx.prec = prec
-            total = sum((flint.arb(ci) * flint.arb(si).exp() for si, ci in terms), flint.arb(0))
-            if total > 0:
-                return 1
-            if total < 0:
-                return -1
-            prec *= 2
-    finally:
-        flint.ctx.prec = old
+        kind = "biased, " if self.biased else ""
+        return f"OneLayerTransformer({kind}d={self.d}, e={self.e}, m={self.m})"

@@ -12,25 +12,36 @@ docs/theory.md, §6).
 
 from __future__ import annotations
 
+from verified_attn.transformer.biased_learner import learn_biased_transformer
+from verified_attn.transformer.entry import learn_relu_ffn, learn_transformer
 from verified_attn.transformer.learner import (
     METHODS,
     antisymmetrised,
-    learn_transformer,
     paper_attention_count,
 )
 from verified_attn.transformer.relu import (
     ReluNetwork,
     canonical_network,
     ffn_query_bound,
-    learn_relu_ffn,
 )
+from verified_attn.transformer.relu_biased import (
+    BiasedReluNetwork,
+    biased_ffn_query_count,
+    canonical_biased_network,
+)
+from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
 
 __all__ = [
     "METHODS",
+    "BiasedReluNetwork",
     "ReluNetwork",
     "antisymmetrised",
+    "biased_ffn_query_count",
+    "canonical_biased_network",
     "canonical_network",
     "ffn_query_bound",
+    "learn_biased_relu_ffn",
+    "learn_biased_transformer",
     "learn_relu_ffn",
     "learn_transformer",
     "paper_attention_count",

@@ -200,10 +200,9 @@ def canonical_network(model: ReluFFN | OneLayerTransformer) -> ReluNetwork:
     """
     if isinstance(model, OneLayerTransformer):
         model = model.ffn()
-    if not isinstance(model, ReluFFN):
-        raise InvalidArgument(
-            f"model must be a ReluFFN or OneLayerTransformer, got {type(model).__name__}"
-        )
+    if not isinstance(model, ReluFFN) or model.biased:
+        what = "a biased ReluFFN" if isinstance(model, ReluFFN) else type(model).__name__
+        raise InvalidArgument(f"model must be a bias-free ReluFFN or Transformer, got {what}")
     d = model.d
     A, w_o = _fractions(model.A), _fractions(model.w_o)
     linear = [Fraction(0)] * d

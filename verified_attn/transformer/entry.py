@@ -1,0 +1,106 @@
+"""The room's public learners: bias-free or biased, chosen from the oracle or by ``biases``.
+
+>>> import verified_attn as va
+>>> from verified_attn.models import ReluFFN
+>>> type(va.learn_relu_ffn(va.Oracle(ReluFFN([[1, -1]], [2, 1]), "exact"))).__name__
+'ReluFFNRecovery'
+>>> g = ReluFFN([[1, -1]], [2, 1], a=[1, 0], b=-1)                   # biased: its own class
+>>> type(va.learn_relu_ffn(va.Oracle(g, "exact"))).__name__
+'BiasedReluFFNRecovery'
+
+``biases=None`` (the default) picks the biased learner when the oracle's model class is
+a biased one (``relu-ffn-biased``, ``one-layer-transformer-biased``) and, for the FFN, in
+float arithmetic (the bias-free FFN learner is exact only); ``biases=True`` or ``False``
+forces the choice (a black box from :meth:`~verified_attn.Oracle.from_callable` has no
+model class: pass ``biases=True`` for one with biases). The bias-free learners are
+:func:`verified_attn.transformer.relu.learn_relu_ffn` and
+:func:`verified_attn.transformer.learner.learn_transformer`; the biased ones
+:func:`~verified_attn.transformer.relu_biased_learner.learn_biased_relu_ffn` and
+:func:`~verified_attn.transformer.biased_learner.learn_biased_transformer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from verified_attn.errors import InvalidArgument
+from verified_attn.oracle import Oracle
+from verified_attn.recovery import ReluFFNRecovery, TransformerRecovery
+from verified_attn.transformer import learner, relu
+from verified_attn.transformer.biased_learner import learn_biased_transformer
+from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
+from verified_attn.validation import check_oracle
+from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY
+
+__all__ = ["BIASED_CLASSES", "learn_relu_ffn", "learn_transformer"]
+
+BIASED_CLASSES = ("relu-ffn-biased", "one-layer-transformer-biased")
+
+
+def _biases(oracle: Oracle, biases: Any, *, float_too: bool) -> bool:
+    if biases is None:
+        return oracle.model_class in BIASED_CLASSES or (
+            float_too and oracle.arithmetic.name == "float"
+        )
+    if not isinstance(biases, bool):
+        raise InvalidArgument(f"biases must be True, False or None, got {biases!r}")
+    return biases
+
+
+def learn_relu_ffn(
+    oracle: Oracle,
+    *,
+    biases: bool | None = None,
+    verify: int = DEFAULT_VERIFY,
+    seed: int = 0,
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
+    attempts: int = 3,
+    denominator_bound: int | None = None,
+    grid: int = 4,
+) -> ReluFFNRecovery:
+    """Learn g(x) = f([x]) as a canonical ReLU network, with biases or without.
+
+    The biased learner (exact, certified, float) returns a
+    :class:`~verified_attn.transformer.relu_biased_learner.BiasedReluFFNRecovery`
+    (``grid`` is the bias-free learner's only); the bias-free one (exact, certified) a
+    :class:`~verified_attn.ReluFFNRecovery`. See the module docstring for the choice.
+    """
+    check_oracle(oracle)
+    kw: dict[str, Any] = {"verify": verify, "seed": seed, "lengths": lengths, "attempts": attempts}
+    if _biases(oracle, biases, float_too=True):
+        return learn_biased_relu_ffn(oracle, denominator_bound=denominator_bound, **kw)
+    return relu.learn_relu_ffn(oracle, grid=grid, denominator_bound=denominator_bound, **kw)
+
+
+def learn_transformer(
+    oracle: Oracle,
+    *,
+    biases: bool | None = None,
+    method: str | None = None,
+    verify: int = DEFAULT_VERIFY,
+    seed: int = 0,
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
+    denominator_bound: int | None = None,
+) -> TransformerRecovery:
+    """Learn a one-layer Transformer exactly, its FFN with biases or without.
+
+    Bias-free: ``method`` "paper" (the default) or "direct"
+    (:func:`verified_attn.transformer.learner.learn_transformer`). With biases the paper's
+    antisymmetrisation does not apply (T(X) - T(-X) is not linear in the pooled token):
+    the FFN first, then W in one cell of it
+    (:func:`~verified_attn.transformer.biased_learner.learn_biased_transformer`,
+    ``method`` must be None or "direct").
+    """
+    check_oracle(oracle)
+    kw: dict[str, Any] = {"verify": verify, "seed": seed, "lengths": lengths}
+    if _biases(oracle, biases, float_too=False):
+        if method not in (None, "direct"):
+            raise InvalidArgument(
+                f"method={method!r} needs a bias-free FFN (the paper's antisymmetrisation); "
+                "with biases W is learned inside one cell of the FFN: use method=None"
+            )
+        return learn_biased_transformer(oracle, denominator_bound=denominator_bound, **kw)
+    return learner.learn_transformer(
+        oracle, method=method or "paper", denominator_bound=denominator_bound, **kw
+    )

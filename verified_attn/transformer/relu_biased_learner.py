@@ -1,0 +1,316 @@
+"""The biased ReLU FFN learner: line search, verification, result (exact, certified, float).
+
+>>> import verified_attn as va
+>>> from verified_attn.models import ReluFFN
+>>> g = ReluFFN([[1, -2], [3, 1]], [2, -1], a=[1, 4], b=-3)
+>>> rec = learn_biased_relu_ffn(va.Oracle(g, "float"))
+>>> rec.exact, rec.verified, rec.network.width, rec.verification_error < 1e-9
+(False, True, 2, True)
+>>> rec.queries == rec.bound, rec.attempts       # the count formula, summed over lines
+(True, 2)
+
+The method and the count are described in :mod:`verified_attn.transformer.relu_biased`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from verified_attn.arithmetic import Arithmetic
+from verified_attn.certificates.writer import certificate_base
+from verified_attn.errors import ModelClassMismatch, PrecisionExhausted
+from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.recovery import ReluFFNRecovery
+from verified_attn.serialize import dump_number, dump_rational
+from verified_attn.transformer.relu import default_denominator_bound
+from verified_attn.transformer.relu_biased import (
+    Answers,
+    BiasedReluNetwork,
+    Retry,
+    biased_ffn_query_count,
+    learn_line,
+)
+from verified_attn.validation import (
+    check_denominator_bound,
+    check_int,
+    check_lengths,
+    check_oracle,
+    check_seed,
+    check_verify,
+)
+from verified_attn.verification import (
+    DEFAULT_LENGTHS,
+    DEFAULT_VERIFY,
+    Verification,
+    verify_candidate,
+)
+
+__all__ = ["BiasedReluFFNRecovery", "biased_ffn_query_count", "learn_biased_relu_ffn"]
+
+THEOREM = "ffn/relu-biased"
+#: Most lines a call may try (each widens the window 16-fold and doubles the grid).
+MAX_ATTEMPTS = 6
+#: The first line's window [-R, R] in units of the random line's coordinates (1/256).
+RADIUS = 64
+
+
+@dataclass
+class BiasedReluFFNRecovery(ReluFFNRecovery):
+    """A ReLU FFN with biases in canonical form: parameters ``A`` (d x m), ``w_o`` (m x 1),
+    ``a`` (m x 1) and ``b`` of the canonical network as a biased
+    :class:`~verified_attn.models.ReluFFN` (exact SymPy matrices in exact and certified
+    mode, float64 arrays in float mode). ``network`` is the canonical form
+    (:class:`~verified_attn.transformer.relu_biased.BiasedReluNetwork`); ``line_counts``
+    the last line's pieces, checks and kinks, from which
+    :func:`~verified_attn.transformer.relu_biased.biased_ffn_query_count` gives its
+    learning queries.
+    """
+
+    kind: ClassVar[str] = "relu-ffn-biased"
+    line_counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def a(self) -> Any:
+        return self.parameters["a"]
+
+    @property
+    def b(self) -> Any:
+        return self.parameters["b"]
+
+
+def learn_biased_relu_ffn(
+    oracle: Oracle,
+    *,
+    verify: int = DEFAULT_VERIFY,
+    seed: int = 0,
+    lengths: Sequence[int] = DEFAULT_LENGTHS,
+    attempts: int = 3,
+    denominator_bound: int | None = None,
+) -> BiasedReluFFNRecovery:
+    """Learn ``g(x) = f([x]) = w_o^T ReLU(A^T x + a) + b`` in canonical form.
+
+    Learning sends only length-1 queries along one random line (see
+    :mod:`verified_attn.transformer.relu_biased`); ``verify`` fresh sequences of the given
+    ``lengths`` then check the learned :class:`~verified_attn.models.ReluFFN` (which reads
+    the last token; ``lengths=(1,)`` checks only the length-1 function). ``attempts``:
+    lines to try, each with a 16-fold wider window and a finer initial grid;
+    ``denominator_bound``: certified answers are reconstructed as the unique rational with
+    at most this denominator (default
+    :func:`~verified_attn.transformer.relu.default_denominator_bound`).
+
+    ``bound`` is :func:`~verified_attn.transformer.relu_biased.biased_ffn_query_count` of
+    the lines searched (the count is derived from the search, not fixed in advance);
+    ``parameter_count`` is ``(m' + 1)(d + 1)`` for the canonical width m'.
+
+    Raises :class:`ModelClassMismatch` when no line gives a network the fresh sequences
+    confirm (not a ReLU network, e.g. GELU, or answers that no network explains),
+    :class:`PrecisionExhausted` when a certified answer does not reconstruct,
+    :class:`InvalidArgument` for bad arguments.
+    """
+    check_oracle(oracle)
+    verify = check_verify(verify)
+    seed = check_seed(seed)
+    lengths = check_lengths(lengths)
+    attempts = check_int(attempts, "attempts", low=1, high=MAX_ATTEMPTS)
+    denominator_bound = check_denominator_bound(denominator_bound)
+    arith = oracle.arithmetic
+    D = default_denominator_bound(arith) if denominator_bound is None else denominator_bound
+    d = oracle.d
+    rng = np.random.default_rng(seed)
+    answers = Answers(oracle, D)
+    reasons: list[str] = []
+    bound = 0
+    with oracle.run() as run, arith.context():
+        for attempt in range(attempts):
+            try:
+                with oracle.phase("ffn"):
+                    net, search = learn_line(
+                        answers,
+                        d,
+                        rng,
+                        radius=RADIUS * 16**attempt,
+                        grid=2**attempt,
+                        shrink=(2 if arith.name == "float" else 8) * attempt,
+                    )
+                counts = {
+                    "pieces": search.pieces,
+                    "half_pieces": search.half_pieces,
+                    "checks": search.checks,
+                    "kinks": search.found,
+                }
+                bound += search.queries()
+                checked = _verify(oracle, net, verify, seed + attempt, lengths, D)
+            except (Retry, _Refuted) as exc:
+                if isinstance(exc, Retry) and exc.search is not None:
+                    bound += exc.search.queries()
+                reasons.append(str(exc))
+                continue
+            break
+        else:
+            raise ModelClassMismatch(
+                f"no one-hidden-layer ReLU network with biases fits the oracle after "
+                f"{attempts} lines ({'; '.join(reasons)})"
+            )
+    return _result(answers.raw, run.counts, arith, net, checked, counts, bound, reasons, seed, D)
+
+
+class _Refuted(Exception):
+    """The fresh sequences refute this line's network."""
+
+
+def _verify(
+    oracle: Oracle,
+    net: BiasedReluNetwork,
+    verify: int,
+    seed: int,
+    lengths: tuple[int, ...],
+    D: int,
+) -> Verification | None:
+    try:
+        checked, refuted = verify_candidate(
+            oracle,
+            net.model(),
+            count=verify,
+            seed=seed,
+            lengths=lengths,
+            phase="ffn-verify",
+            what="the learned ReLU network",
+        )
+    except ModelClassMismatch as exc:
+        raise _Refuted(str(exc)) from exc
+    if refuted is not None:
+        raise PrecisionExhausted(
+            f"{refuted}: the network's answers are not rationals with denominator <= {D}; "
+            "raise the oracle's precision or give a denominator_bound"
+        )
+    return checked
+
+
+def _parameters(net: BiasedReluNetwork, exact: bool) -> dict[str, Any]:
+    model = net.model()
+    if exact:
+        return {"A": model.A, "w_o": model.w_o, "a": model.a, "b": model.b}
+    return {
+        "A": np.array(model.A.tolist(), dtype=np.float64),
+        "w_o": np.array(model.w_o, dtype=np.float64).reshape(-1),
+        "a": np.array(model.a, dtype=np.float64).reshape(-1),
+        "b": float(model.b),
+    }
+
+
+def _result(
+    answers_raw: dict[Any, Any],
+    counts: Any,
+    arith: Arithmetic,
+    net: BiasedReluNetwork,
+    checked: Verification | None,
+    line_counts: dict[str, int],
+    bound: int,
+    reasons: list[str],
+    seed: int,
+    D: int,
+) -> BiasedReluFFNRecovery:
+    exact = arith.name != "float"
+    notes = [f"line {i + 1} failed: {r}" for i, r in enumerate(reasons)]
+    assumptions = []
+    if arith.name == "certified":
+        assumptions.append(
+            f"every answer to a length-1 query is a rational with denominator <= {D} (the "
+            f"denominator bound): each ball at {arith.precision} bits holds exactly one such "
+            "rational, which the learner uses"
+        )
+    return BiasedReluFFNRecovery.from_run(
+        counts,
+        theorem=THEOREM,
+        parameters=_parameters(net, exact),
+        learned_model=net.model(),
+        arithmetic=arith.name,
+        precision=arith.precision,
+        exact=exact,
+        bound=bound,
+        parameter_count=net.parameter_count,
+        seed=seed,
+        rounds=0,
+        verification=checked,
+        assumptions=assumptions,
+        notes=notes,
+        certificate_data=None
+        if not exact
+        else functools.partial(
+            certificate_data,
+            arith,
+            net,
+            dict(answers_raw),
+            checked,
+            seed,
+            counts,
+            bound,
+            D,
+            assumptions,
+        ),
+        network=net,
+        attempts=len(reasons) + 1,
+        line_counts=line_counts,
+    )
+
+
+def certificate_data(
+    arith: Arithmetic,
+    net: BiasedReluNetwork,
+    raw: dict[Any, Any],
+    checked: Verification | None,
+    seed: int,
+    counts: QueryCounts,
+    bound: int,
+    denominator_bound: int,
+    assumptions: list[str],
+) -> dict[str, Any]:
+    """The ``relu-ffn-biased`` certificate (exact and certified results): every length-1
+    answer exactly as given (``answers``: ``{"x", "y"}``) and the canonical form
+    (``constant``, ``linear``, ``neurons`` as ``{"n", "c", "gamma"}``) with the biased
+    ReluFFN ``A``, ``w_o``, ``a``, ``b`` built from it. Checker:
+    :func:`verified_attn.certificates.relu_biased.verify`.
+    """
+    model = net.model()
+    data = certificate_base(
+        kind="relu-ffn-biased",
+        theorem=THEOREM,
+        d=net.d,
+        arith=arith,
+        seed=seed,
+        counts=counts,
+        bound=bound,
+        verification=checked,
+        assumptions=assumptions,
+    )
+    data.update(
+        {
+            "denominator_bound": denominator_bound,
+            "answers": [
+                {"x": [dump_rational(q) for q in x], "y": dump_number(y)} for x, y in raw.items()
+            ],
+            "result": {
+                "exact": True,
+                "constant": dump_rational(net.constant),
+                "linear": [dump_rational(q) for q in net.linear],
+                "neurons": [
+                    {
+                        "n": [dump_rational(q) for q in n],
+                        "c": dump_rational(c),
+                        "gamma": dump_rational(g),
+                    }
+                    for (n, c), g in net.neurons
+                ],
+                "A": [[dump_rational(q) for q in row] for row in model.A.tolist()],
+                "w_o": [dump_rational(q) for q in model.w_o],
+                "a": [dump_rational(q) for q in model.a],
+                "b": dump_rational(model.b),
+            },
+        }
+    )
+    return data
