@@ -55,6 +55,7 @@ from verified_attn.errors import (
 )
 from verified_attn.models import OneLayerTransformer
 from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.progress import check_progress, reporting
 from verified_attn.recovery import TransformerRecovery
 from verified_attn.serialize import dump_number, dump_rational
 from verified_attn.transformer.relu_biased import BiasedReluNetwork, Vec
@@ -222,6 +223,7 @@ def learn_biased_transformer(
     seed: int = 0,
     lengths: Sequence[int] = DEFAULT_LENGTHS,
     denominator_bound: int | None = None,
+    progress: Any = False,
 ) -> TransformerRecovery:
     """Learn ``T(X) = w_o^T ReLU(A^T V^T X^T softmax(X W x_N) + a) + b`` exactly.
 
@@ -238,6 +240,7 @@ def learn_biased_transformer(
     :class:`InvalidArgument` for float oracles or bad arguments.
     """
     check_oracle(oracle)
+    check_progress(progress)
     verify = check_verify(verify)
     seed = check_seed(seed)
     lengths = check_lengths(lengths)
@@ -250,7 +253,7 @@ def learn_biased_transformer(
         )
     d = oracle.d
     D = denominator_bound or 2 ** ((arith.precision or 256) // 4)
-    with oracle.run() as run:
+    with reporting(oracle, progress, "learn_biased_transformer"), oracle.run() as run:
         ffn = learn_biased_relu_ffn(
             oracle, verify=verify, seed=seed, lengths=(1,), denominator_bound=denominator_bound
         )

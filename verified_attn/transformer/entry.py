@@ -58,6 +58,7 @@ def learn_relu_ffn(
     attempts: int = 3,
     denominator_bound: int | None = None,
     grid: int = 4,
+    progress: Any = False,
 ) -> ReluFFNRecovery:
     """Learn g(x) = f([x]) as a canonical ReLU network, with biases or without.
 
@@ -67,7 +68,13 @@ def learn_relu_ffn(
     :class:`~verified_attn.ReluFFNRecovery`. See the module docstring for the choice.
     """
     check_oracle(oracle)
-    kw: dict[str, Any] = {"verify": verify, "seed": seed, "lengths": lengths, "attempts": attempts}
+    kw: dict[str, Any] = {
+        "verify": verify,
+        "seed": seed,
+        "lengths": lengths,
+        "attempts": attempts,
+        "progress": progress,
+    }
     if _biases(oracle, biases, float_too=True):
         return learn_biased_relu_ffn(oracle, denominator_bound=denominator_bound, **kw)
     return relu.learn_relu_ffn(oracle, grid=grid, denominator_bound=denominator_bound, **kw)
@@ -82,6 +89,7 @@ def learn_transformer(
     seed: int = 0,
     lengths: Sequence[int] = DEFAULT_LENGTHS,
     denominator_bound: int | None = None,
+    progress: Any = False,
 ) -> TransformerRecovery:
     """Learn a one-layer Transformer exactly, its FFN with biases or without.
 
@@ -93,7 +101,7 @@ def learn_transformer(
     ``method`` must be None or "direct").
     """
     check_oracle(oracle)
-    kw: dict[str, Any] = {"verify": verify, "seed": seed, "lengths": lengths}
+    kw: dict[str, Any] = {"verify": verify, "seed": seed, "lengths": lengths, "progress": progress}
     if _biases(oracle, biases, float_too=False):
         if method not in (None, "direct"):
             raise InvalidArgument(

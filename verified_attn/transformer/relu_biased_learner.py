@@ -25,6 +25,7 @@ from verified_attn.arithmetic import Arithmetic
 from verified_attn.certificates.writer import certificate_base
 from verified_attn.errors import ModelClassMismatch, PrecisionExhausted
 from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.progress import check_progress, reporting
 from verified_attn.recovery import ReluFFNRecovery
 from verified_attn.serialize import dump_number, dump_rational
 from verified_attn.transformer.relu import default_denominator_bound
@@ -91,6 +92,7 @@ def learn_biased_relu_ffn(
     lengths: Sequence[int] = DEFAULT_LENGTHS,
     attempts: int = 3,
     denominator_bound: int | None = None,
+    progress: Any = False,
 ) -> BiasedReluFFNRecovery:
     """Learn ``g(x) = f([x]) = w_o^T ReLU(A^T x + a) + b`` in canonical form.
 
@@ -113,6 +115,7 @@ def learn_biased_relu_ffn(
     :class:`InvalidArgument` for bad arguments.
     """
     check_oracle(oracle)
+    check_progress(progress)
     verify = check_verify(verify)
     seed = check_seed(seed)
     lengths = check_lengths(lengths)
@@ -125,7 +128,7 @@ def learn_biased_relu_ffn(
     answers = Answers(oracle, D)
     reasons: list[str] = []
     bound = 0
-    with oracle.run() as run, arith.context():
+    with reporting(oracle, progress, "learn_biased_relu_ffn"), oracle.run() as run, arith.context():
         for attempt in range(attempts):
             try:
                 with oracle.phase("ffn"):
