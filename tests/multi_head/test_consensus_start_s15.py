@@ -74,6 +74,7 @@ def _group_answers(d: int, H: int, seed: int) -> tuple[np.ndarray, ...]:
     return f0, np.asarray(ans), np.array([k / m for k, m in ratios]), Mt
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_a_stalled_u_group_of_eight_heads_reaches_its_floor(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -93,6 +94,7 @@ def test_a_stalled_u_group_of_eight_heads_reaches_its_floor(
     assert res[0] > cf._GROUP_FIT * floor[0]
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_golden_count_of_an_eight_head_box_without_conditioning() -> None:
     # The same box learned: no conditioning round (2004 queries before, over the
     # follow-up's 2033 with one more), the design and the precision polish only.

@@ -117,6 +117,7 @@ def test_the_square_design_refuses_the_module(monkeypatch: pytest.MonkeyPatch) -
         learn_multi_head(attention_oracle(mha, r, dtype="float32"), heads=2, seed=3)
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_a_coarse_box_outside_the_class_is_refused() -> None:
     # Four heads given as two (E = 8, float32): no two-head fit reproduces the answers.
     mha, r = _module(8, 4, 1)

@@ -85,6 +85,7 @@ def _answers(
     return U, B, f0, ans, np.array([k / m for k, m in ratios])
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 @pytest.mark.parametrize(
     ("H", "seed", "main"),
     [
@@ -120,6 +121,7 @@ def test_local_minima_of_main_are_learned(H: int, seed: int, main: str) -> None:
         assert np.abs(np.sort(s[k], axis=-1) - np.sort(true_s[k], axis=-1)).max() <= 1e-7
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_second_solution_is_decided_by_one_tie_link(monkeypatch: pytest.MonkeyPatch) -> None:
     # random_float_box(8, 6, 1): in one pair two true scores are 4.8e-5 apart. With the two
     # swapped the u-group's fit meets its answers as well (1.4 x the floor against 1.6 x),
@@ -229,6 +231,7 @@ def test_a_fresh_miss_is_not_called_out_of_class(monkeypatch: pytest.MonkeyPatch
         learn_multi_head(va.Oracle(model, "float"), heads=2, seed=0)
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 @pytest.mark.parametrize(("H", "seed"), [(3, 0), (4, 2), (5, 3), (6, 0)])
 def test_estimate_bounds_the_true_error(H: int, seed: int) -> None:
     # Measured (d = 8, H = 2-6, seeds 0-9): the true error is 3x - 100x below the estimate.

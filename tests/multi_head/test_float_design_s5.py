@@ -162,6 +162,7 @@ def test_the_torch_box_reads_only_the_last_row() -> None:
         assert not np.allclose(got, got[0])  # the sequences differ: a real comparison
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_a_box_the_old_window_refuses_is_learned(monkeypatch: pytest.MonkeyPatch) -> None:
     # d = 8, H = 7, random_float_box seed 0 (measured): with log2 t in [-6, 6] the pooled
     # fit of u_6 stalls at 8.9e3 x its rounding floor (PrecisionExhausted, also after the

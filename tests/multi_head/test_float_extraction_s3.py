@@ -55,7 +55,7 @@ def _error(rec: va.Recovery, heads: list[tuple[np.ndarray, np.ndarray]]) -> floa
     [
         # d + (2H + 1)(d^2 + d - 1), no tie links (distinct residues): written out.
         (4, 3, 0, 137),
-        (8, 6, 0, 1141),
+        pytest.param(8, 6, 0, 1141, marks=pytest.mark.slow),  # minutes: `pytest -m slow`
     ],
 )
 def test_golden_counts_and_parameters(d: int, H: int, seed: int, golden: int) -> None:
@@ -145,6 +145,7 @@ def test_link_order_is_the_one_that_predicts_the_link() -> None:
     assert miss[0] <= 1e-14 < 1e-6 < miss[1]
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_cli_learns_six_float_heads(
     capsys: pytest.CaptureFixture[str], tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

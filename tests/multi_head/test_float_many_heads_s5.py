@@ -32,6 +32,7 @@ from verified_attn.multi_head.canonical_float import (
 from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_every_failing_group_is_asked_again_in_one_round(monkeypatch: pytest.MonkeyPatch) -> None:
     # d = 8, H = 5 (the box of the s4 conditioning test, which the decoder fits at the
     # design): the first decoding is made to report two stalled groups, u_4 and u_6. One
@@ -94,6 +95,7 @@ def test_the_groups_asked_again_are_held_to_the_room(
     assert conditioning_cost(8, 4, False, 3) == 81 and CONDITIONING_GROUPS >= 8
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_too_few_heads_stays_refused_at_d8() -> None:
     # Five heads learned as four: every u-group misses its answers, and the conditioning
     # rounds (which now ask every failing group again) must not turn that into a result.
@@ -103,6 +105,7 @@ def test_too_few_heads_stays_refused_at_d8() -> None:
     assert oracle.queries <= float_query_limit(8, 4)
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_tiny_extra_head_stays_refused_at_d8() -> None:
     # A fifth head with |v| ~ 1e-3: the box is not 4 heads to rtol 1e-6.
     heads = _box(8, 4, 22)
@@ -114,6 +117,7 @@ def test_tiny_extra_head_stays_refused_at_d8() -> None:
     assert oracle.queries <= float_query_limit(8, 4)
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_a_local_minimum_is_asked_again_and_learned(monkeypatch: pytest.MonkeyPatch) -> None:
     # 7 heads at d = 8 (heads from default_rng(5000), the independent check's seed 0), the
     # square design. Measured with numpy 2.3: the first decoding stopped with u_8's pooled

@@ -177,6 +177,7 @@ def test_the_plane_pins_a_pair_with_close_scores() -> None:
     assert lin > 100 * free
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_a_six_head_box_is_learned_with_the_wide_design_and_its_certificate_rechecks() -> None:
     model = random_float_box(8, 6, 0)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=6, seed=0)
@@ -204,6 +205,7 @@ def test_a_six_head_box_is_learned_with_the_wide_design_and_its_certificate_rech
         va.verify_certificate(tied)
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_the_plane_needs_no_tie_link_for_two_close_scores() -> None:
     # random_float_box(8, 6, 1): two true scores of one pair 4.8e-5 apart. The square design
     # finds a second solution there and asks a tie link (test_float_decoder_s4); with the
@@ -217,6 +219,7 @@ def test_the_plane_needs_no_tie_link_for_two_close_scores() -> None:
     assert _fresh_error(rec, model, 8, 1) <= 1e-10
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_a_square_design_local_minimum_is_learned_at_once() -> None:
     # 7 heads at d = 8, heads from default_rng(5000) (the independent check's seed 0): the
     # square design needs two conditioning rounds (test_float_many_heads_s5); the wide one
@@ -251,6 +254,7 @@ def test_the_structured_normal_equations_are_the_dense_ones() -> None:
     assert np.abs(wrong - J.swapaxes(1, 2) @ J).max() > 1e-3
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_a_conditioning_round_of_the_wide_design_turns_the_row(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -296,6 +300,7 @@ def test_the_partners_are_rows_that_stay_and_differ() -> None:
     assert conditioning_partners(16, [4], [{"k": 4, "partner": 0}]) == [1]
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_the_wide_design_conditions_past_the_follow_up_count(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -264,6 +264,7 @@ def _rank_two_box(seed: int, d: int = 8, H: int = 8) -> MultiHeadAttention:
     return MultiHeadAttention(heads)
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_learner_restarts_a_stalled_group_of_a_rank_two_box() -> None:
     # Golden: d = 8, H = 8, rank-2 heads, seed 6: u_3 stalls after the fits, is restarted
     # from the 7 converged groups' rank-2 planes, and no group is asked again (1698 queries

@@ -87,6 +87,7 @@ def test_without_the_precision_polish_the_same_box_is_off_by_more(
     assert rec.parameter_error_estimate > 1e-12
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_a_box_under_the_target_asks_nothing_more(monkeypatch: pytest.MonkeyPatch) -> None:
     model, truth = _learned_box(8, 2, 0)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=2, seed=0)

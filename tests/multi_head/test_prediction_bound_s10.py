@@ -218,6 +218,7 @@ def test_a_box_whose_predictions_the_bound_cannot_vouch_for_is_refused() -> None
         va.learn_multi_head(attention_oracle(mha, r, dtype="float32"), heads=2, seed=0)
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_the_result_once_off_by_more_than_its_rtol_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -242,6 +242,7 @@ def four_heads() -> tuple[Any, Any, np.ndarray]:
     return rec, mha, r
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 @pytest.mark.torch
 def test_a_four_head_float32_module_is_learned(four_heads: Any) -> None:
     rec, mha, r = four_heads
@@ -258,6 +259,7 @@ def test_a_four_head_float32_module_is_learned(four_heads: Any) -> None:
         assert abs(float(rec.model.evaluate_batch(X[None])[0]) - y) <= 1e-4 * max(1.0, abs(y))
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 @pytest.mark.torch
 def test_the_polished_certificate_rechecks_and_tampering_is_rejected(four_heads: Any) -> None:
     rec = four_heads[0]
@@ -296,6 +298,7 @@ def test_the_polished_certificate_rechecks_and_tampering_is_rejected(four_heads:
         va.verify_certificate(bad)
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 @pytest.mark.torch
 def test_without_the_polish_the_module_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     # The wrong variant: no polish (POLISH_PARAMETERS below the module's 321 parameters):
@@ -306,6 +309,7 @@ def test_without_the_polish_the_module_is_refused(monkeypatch: pytest.MonkeyPatc
         learn_multi_head(attention_oracle(mha, r, dtype="float32"), heads=4, seed=2)
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 @pytest.mark.torch
 def test_the_long_window_would_hold_the_module_to_answers_it_rounds(
     monkeypatch: pytest.MonkeyPatch,
@@ -320,6 +324,7 @@ def test_the_long_window_would_hold_the_module_to_answers_it_rounds(
         learn_multi_head(attention_oracle(mha, r, dtype="float32"), heads=4, seed=2)
 
 
+@pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 @pytest.mark.torch
 def test_a_polished_box_outside_the_class_is_refused() -> None:
     # Four heads given as two (E = 8, float32): the polish cannot make two heads reproduce
