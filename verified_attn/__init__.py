@@ -27,6 +27,7 @@ from verified_attn.errors import (
     VerifiedAttnError,
 )
 from verified_attn.exact_recovery import learn_single_head
+from verified_attn.formal.export import export_coq
 from verified_attn.hypotheses import counterexample, hypotheses
 from verified_attn.low_rank import learn_low_rank
 from verified_attn.models import (
@@ -90,6 +91,7 @@ __all__ = [
     "claims",
     "counterexample",
     "equivalent",
+    "export_coq",
     "get_arithmetic",
     "hypotheses",
     "learn_low_rank",

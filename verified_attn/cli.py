@@ -28,6 +28,7 @@ import numpy as np
 
 from verified_attn.arithmetic import arb_bounds
 from verified_attn.errors import InvalidArgument, VerifiedAttnError
+from verified_attn.formal.cli_coq import add_export_parser, cmd_export_coq, cmd_verify_coq
 
 __all__ = ["LEARN_KINDS", "LearnKind", "LearnOutcome", "main", "random_single_head"]
 
@@ -460,6 +461,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
     ver = sub.add_parser("verify-certificate", help="re-check a certificate without the oracle")
     ver.add_argument("path", metavar="F", type=Path, help="certificate JSON file")
+    ver.add_argument("--coq", action="store_true", help="also export to Coq and check with coqc")
+    add_export_parser(sub)
 
     swp = sub.add_parser("sweep", help="check one claim over a grid of sizes and seeds")
     swp.add_argument("claim", metavar="CLAIM", help="a claim id with size support")
@@ -579,7 +582,7 @@ def _cmd_verify_certificate(args: argparse.Namespace) -> int:
         print(f"certificate FAILED: {args.path}: {exc}", file=sys.stderr)
         return EXIT_FAIL
     print(f"{args.path}: {check}")
-    return EXIT_OK
+    return cmd_verify_coq(args) if args.coq else EXIT_OK
 
 
 def _cmd_counterexample(args: argparse.Namespace) -> int:
@@ -695,6 +698,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "counterexample": _cmd_counterexample,
+    "export-coq": cmd_export_coq,
     "hypotheses": _cmd_hypotheses,
     "check": _cmd_check,
     "claims": _cmd_claims,

@@ -141,7 +141,7 @@ def _aux(x: dict[str, Any]) -> dict[str, Any]:
     delta = Fraction(1, 2 ** ((4 * x["D"] * den * spread).bit_length() + 2))
     mlo = [[m[k][j] - delta for j in range(d)] for k in range(d)]
     mhi = [[m[k][j] + delta for j in range(d)] for k in range(d)]
-    bits = 53
+    bits = br_bits = 53
     with mpmath.workprec(4 * max(256, delta.denominator.bit_length()) + 64):
         for k in range(d):
             for j in range(d):
@@ -152,13 +152,15 @@ def _aux(x: dict[str, Any]) -> dict[str, Any]:
                     z = mpmath.mpf(t[k][j].numerator) / t[k][j].denominator * _mpf(mm)
                     return _mpf(v[j]) + _mpf(s[k][j]) / (1 + mpmath.exp(-z))
 
-                gaps = [g(m[k][j]) - _mpf(lo), _mpf(hi) - g(m[k][j])]
+                hold = min(g(m[k][j]) - _mpf(lo), _mpf(hi) - g(m[k][j]))
                 sign = 1 if s[k][j] > 0 else -1
-                gaps += [sign * (_mpf(lo) - g(mlo[k][j])), sign * (g(mhi[k][j]) - _mpf(hi))]
-                gap = min(gaps)
-                if gap > 0:
-                    bits = max(bits, int(mpmath.log(scale / gap, 2)) + 24)
-    return {"Uinv": Uinv, "s": s, "m": m, "mlo": mlo, "mhi": mhi, "prec": bits}
+                lo_g, hi_g = g(mlo[k][j]), g(mhi[k][j])
+                br = min(sign * (_mpf(lo) - lo_g), sign * (hi_g - _mpf(hi)))
+                if hold > 0:
+                    bits = max(bits, int(mpmath.log(scale / hold, 2)) + 24)
+                if br > 0:
+                    br_bits = max(br_bits, int(mpmath.log(scale / br, 2)) + 24)
+    return {"Uinv": Uinv, "s": s, "m": m, "mlo": mlo, "mhi": mhi, "prec": bits, "br_prec": br_bits}
 
 
 def _mpf(q: Fraction) -> Any:
@@ -224,7 +226,7 @@ def _single_head_file(data: Mapping[str, Any]) -> str:
         "Ltac enum k H := destruct k as [|k];\n"
         "  [idtac | tryif (exfalso; lia) then idtac else enum k H].\n",
         f"Ltac data := cbv beta iota zeta delta [{unfold}].\n",
-        _theorem(d, prec),
+        _theorem(d, prec, a["br_prec"]),
         "Print Assumptions run_identified.\n",
     ]
     return "\n".join(parts)
@@ -249,10 +251,10 @@ def _header(x: dict[str, Any], n: int) -> str:
     )
 
 
-def _theorem(d: int, prec: int) -> str:
+def _theorem(d: int, prec: int, br_prec: int) -> str:
     leaf_br = (
-        f"first [left; split; [interval with (i_prec 60)|split; interval with (i_prec {prec})]\n"
-        f"          | right; split; [interval with (i_prec 60)|split; interval with (i_prec {prec})]]"
+        f"first [left; split; [interval with (i_prec 60)|split; interval with (i_prec {br_prec})]\n"
+        f"          | right; split; [interval with (i_prec 60)|split; interval with (i_prec {br_prec})]]"
     )
     return (
         "Theorem run_identified :\n"
