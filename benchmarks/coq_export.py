@@ -28,11 +28,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import metadata, output_dir, write_json  # noqa: E402
+from _common import metadata, output_dir, write_json
 
-import verified_attn as va  # noqa: E402
-from verified_attn import formal  # noqa: E402
-from verified_attn.formal.coq_check import compile_exported  # noqa: E402
+import verified_attn as va
+from verified_attn import formal
+from verified_attn.formal.coq_check import compile_exported
 
 NAME = "coq_export"
 FULL = (2, 4, 8)

@@ -34,7 +34,7 @@ import mpmath
 from verified_attn.arithmetic import fmpq_matrix
 from verified_attn.certificates import load_certificate
 from verified_attn.certificates.kernel import as_list, as_matrix, get, rational
-from verified_attn.errors import CertificateError, InvalidArgument
+from verified_attn.errors import CertificateError
 
 __all__ = ["EXPORTABLE", "export_coq", "single_head_data"]
 
@@ -105,8 +105,13 @@ def single_head_data(data: Mapping[str, Any]) -> dict[str, Any]:
         [_rat(x, f"{params}.W[{i}][{j}]") for j, x in enumerate(row)]
         for i, row in enumerate(as_matrix(get(data, f"{params}.W"), f"{params}.W", d, d))
     ]
-    out["v"] = [_rat(x, f"{params}.v[{i}]") for i, x in enumerate(as_list(get(data, f"{params}.v"), "v", d))]
-    out["vb"] = [_ball(x, f"answers.v[{i}]") for i, x in enumerate(as_list(get(data, "answers.v"), "answers.v", d))]
+    out["v"] = [
+        _rat(x, f"{params}.v[{i}]") for i, x in enumerate(as_list(get(data, f"{params}.v"), "v", d))
+    ]
+    out["vb"] = [
+        _ball(x, f"answers.v[{i}]")
+        for i, x in enumerate(as_list(get(data, "answers.v"), "answers.v", d))
+    ]
     out["wb"] = [
         [_ball(x, f"answers.W[{k}][{j}]") for j, x in enumerate(row)]
         for k, row in enumerate(as_matrix(get(data, "answers.W"), "answers.W", d, d))
@@ -134,7 +139,10 @@ def _aux(x: dict[str, Any]) -> dict[str, Any]:
     Uinv = _inverse(U)
     uv = [sum((U[i][k] * v[i] for i in range(d)), Fraction(0)) for k in range(d)]
     s = [[t[k][j] * uv[k] for j in range(d)] for k in range(d)]
-    m = [[sum((U[l][k] * W[l][j] for l in range(d)), Fraction(0)) for j in range(d)] for k in range(d)]
+    m = [
+        [sum((U[r][k] * W[r][j] for r in range(d)), Fraction(0)) for j in range(d)]
+        for k in range(d)
+    ]
     # W' - W is U^{-T} applied to errors of at most delta, so its width stays under 1/(D den).
     den = max(q.denominator for row in W for q in row)
     spread = max(1, math.ceil(max(sum(abs(Uinv[k][i]) for k in range(d)) for i in range(d))))
@@ -211,8 +219,12 @@ def _single_head_file(data: Mapping[str, Any]) -> str:
         _mat_table("t_probe", x["t"], "0", "t_kj: the query [e_j + t_kj u_k; e_j]."),
         _vec_table("v_lo", lo_v, "1", "The recorded answer to [e_i] lies in [v_lo i, v_hi i]."),
         _vec_table("v_hi", hi_v, "0", "(upper ends)"),
-        _mat_table("w_lo", lo_w, "1", "The recorded answer to [e_j + t_kj u_k; e_j] lies in "
-                   "[w_lo k j, w_hi k j]."),
+        _mat_table(
+            "w_lo",
+            lo_w,
+            "1",
+            "The recorded answer to [e_j + t_kj u_k; e_j] lies in [w_lo k j, w_hi k j].",
+        ),
         _mat_table("w_hi", hi_w, "0", "(upper ends)"),
         "(** Auxiliary numbers for the proof (any wrong one makes it fail). *)",
         _mat_table("U_inv", a["Uinv"], "0", "An inverse of U."),
