@@ -11,6 +11,7 @@ Coq checked run_identified in 1.5 s (axioms: none)
 
 from __future__ import annotations
 
+import resource
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,8 @@ class CoqCheck:
     seconds: float
     axioms: list[str] = field(default_factory=list)
     log: str = ""
+    #: coqc's CPU time (user + system), less sensitive than ``seconds`` to a busy machine.
+    cpu_seconds: float | None = None
 
     def __str__(self) -> str:
         if not self.ok:
@@ -49,12 +52,12 @@ def compile_exported(text: str) -> CoqCheck:
     built = formal.build()
     if not built.ok or built.directory is None:
         raise formal.FormalError(f"formal/ does not build:\n{built.log[-2000:]}")
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _child_cpu()
     proc = formal.run_coq(text, built.directory, name="Run.v")
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, _child_cpu() - c0
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:
-        return CoqCheck(False, THEOREM, seconds, log=log)
+        return CoqCheck(False, THEOREM, seconds, log=log, cpu_seconds=cpu)
     blocks = formal.parse_assumptions(proc.stdout)
     if len(blocks) != 1:
         return CoqCheck(False, THEOREM, seconds, log="no Print Assumptions output\n" + log)
@@ -62,7 +65,12 @@ def compile_exported(text: str) -> CoqCheck:
     outside = sorted(set(axioms) - formal.ALLOWED_AXIOMS)
     if outside:
         return CoqCheck(False, THEOREM, seconds, axioms, f"axioms outside the whitelist: {outside}")
-    return CoqCheck(True, THEOREM, seconds, axioms, log)
+    return CoqCheck(True, THEOREM, seconds, axioms, log, cpu)
+
+
+def _child_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def check_with_coq(certificate: str | Path | Mapping[str, Any]) -> CoqCheck:
