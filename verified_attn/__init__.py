@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from verified_attn.claims import check_claims
     from verified_attn.counterexample import Counterexample
     from verified_attn.exact_recovery import learn_single_head
+    from verified_attn.formal.export import export_coq
     from verified_attn.hypotheses import counterexample, hypotheses
     from verified_attn.low_rank import learn_low_rank
     from verified_attn.models import (
@@ -76,6 +77,7 @@ _LAZY: dict[str, str] = {
     "check_claims": "verified_attn.claims",
     "Counterexample": "verified_attn.counterexample",
     "learn_single_head": "verified_attn.exact_recovery",
+    "export_coq": "verified_attn.formal.export",
     "counterexample": "verified_attn.hypotheses",
     "hypotheses": "verified_attn.hypotheses",
     "learn_low_rank": "verified_attn.low_rank",
@@ -175,6 +177,7 @@ __all__ = [
     "claims",
     "counterexample",
     "equivalent",
+    "export_coq",
     "get_arithmetic",
     "hypotheses",
     "learn_low_rank",

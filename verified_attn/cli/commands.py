@@ -166,12 +166,18 @@ def _cmd_verify_certificate(args: argparse.Namespace) -> int:
 
     source: Any = sys.stdin.buffer if args.path == "-" else Path(args.path)
     name = "<stdin>" if args.path == "-" else args.path
+    if args.coq and args.path == "-":
+        raise UsageError("--coq needs a certificate file, not standard input ('-')")
     try:
         check = verify_certificate(source, max_bytes=args.max_bytes)
     except CertificateError as exc:
         print(f"certificate FAILED: {name}: {exc}", file=sys.stderr)
         return EXIT_FAIL
     print(f"{name}: {check}")
+    if args.coq:
+        from verified_attn.formal.cli_coq import cmd_verify_coq
+
+        return cmd_verify_coq(argparse.Namespace(path=Path(args.path)))
     return EXIT_OK
 
 
@@ -282,8 +288,15 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return EXIT_OK if out["all_passed"] else EXIT_FAIL
 
 
+def _cmd_export_coq(args: argparse.Namespace) -> int:
+    from verified_attn.formal.cli_coq import cmd_export_coq
+
+    return cmd_export_coq(args)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "counterexample": _cmd_counterexample,
+    "export-coq": _cmd_export_coq,
     "hypotheses": _cmd_hypotheses,
     "check": _cmd_check,
     "claims": _cmd_claims,

@@ -160,7 +160,13 @@ def _add_verify_certificate(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help=f"refuse a certificate larger than N bytes (default {MAX_FILE_BYTES}, 256 MiB)",
     )
+    ver.add_argument("--coq", action="store_true", help="also export to Coq and check with coqc")
     ver.set_defaults(parser=ver)
+
+    from verified_attn.formal.cli_coq import add_export_parser
+
+    export = add_export_parser(sub)
+    export.set_defaults(parser=export)
 
 
 def _add_sweep(sub: argparse._SubParsersAction) -> None:

@@ -117,6 +117,18 @@ THEOREMS: list[FormalTheorem] = [
         ("prop-7.1/shared-score-split",),
     ),
     FormalTheorem(
+        "formal/cert-head-identified",
+        "Thm 4.1",
+        "CertHead",
+        ("plain_identified", "unique_in_spec", "brackets_spec"),
+        "For every d: if a recorded design U has an inverse, each probe's answer interval "
+        "lies strictly between the answers at two logit brackets, and the intervals "
+        "U^{-T} gives each W_ij and the answers give each v_i are narrower than 1/(D b) "
+        "around the certified a/b, then the certified head answers inside the recorded "
+        "intervals and every head with denominators <= D that does equals it.",
+        ("thm-4.1/linear-system",),
+    ),
+    FormalTheorem(
         "formal/prop71-dead-head",
         "Prop 7.1",
         "Prop71",

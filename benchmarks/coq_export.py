@@ -1,0 +1,106 @@
+"""Coq check of exported single-head certificates: seconds of coqc per d.
+
+For each d a random rational head (entries k/q, |k| <= 3q, q in 1..4, seeded) is learned in
+certified arithmetic at 256 bits, its certificate exported with ``va.export_coq`` and
+compiled with ``coqc`` against a built ``formal/`` (``Print Assumptions`` must list only
+the whitelisted axioms). Recorded per d: the learning queries, the interval precision the
+file uses, the file's size, the export time, coqc's wall time and its CPU time (one run each; the
+machine is shared, so the wall times are upper bounds of an idle machine's).
+Targets (issue 38): d = 4 in at most 60 s, d = 8 in at most 300 s. Run::
+
+    /work/venv/bin/python benchmarks/coq_export.py            # d = 2, 4, 8
+    /work/venv/bin/python benchmarks/coq_export.py --quick    # d = 2 only
+
+Exit status 1 if a check fails or Coq is missing; a missed time target is recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import sys
+import time
+from collections.abc import Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import metadata, output_dir, write_json
+
+import verified_attn as va
+from verified_attn import formal
+from verified_attn.formal.coq_check import compile_exported
+
+NAME = "coq_export"
+FULL = (2, 4, 8)
+QUICK = (2,)
+TARGETS = {4: 60.0, 8: 300.0}
+
+
+def random_head(d: int, seed: int) -> va.SingleHeadAttention:
+    rng = random.Random(seed)
+
+    def q() -> Fraction:
+        den = rng.randint(1, 4)
+        return Fraction(rng.randint(-3 * den, 3 * den), den)
+
+    W = [[q() for _ in range(d)] for _ in range(d)]
+    v = [q() for _ in range(d)]
+    v[0] = v[0] or Fraction(1)
+    return va.SingleHeadAttention(W, v)
+
+
+def run_one(d: int, seed: int) -> dict[str, Any]:
+    rec = va.learn_single_head(va.Oracle(random_head(d, seed), "certified"), seed=seed)
+    t0 = time.perf_counter()
+    text = va.export_coq(rec.certificate())
+    export_s = time.perf_counter() - t0
+    check = compile_exported(text)
+    prec = re.search(r"i_prec (\d+)\)\.\n", text)
+    return {
+        "d": d,
+        "learning_queries": rec.queries,
+        "interval_precision": int(prec.group(1)) if prec else None,
+        "file_bytes": len(text.encode()),
+        "export_seconds": round(export_s, 3),
+        "coqc_seconds": round(check.seconds, 2),
+        "coqc_cpu_seconds": round(check.cpu_seconds or 0.0, 2),
+        "ok": check.ok,
+        "axioms": check.axioms,
+        "target_seconds": TARGETS.get(d),
+        "target_met": None if d not in TARGETS else check.seconds <= TARGETS[d],
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if not formal.coq_available():
+        print(f"Coq missing: {formal.COQ_INSTALL_HINT}", file=sys.stderr)
+        raise SystemExit(1)
+    out = output_dir(args.out, args.quick, NAME)
+    built = formal.build()
+    rows = []
+    for d in QUICK if args.quick else FULL:
+        rows.append(run_one(d, args.seed))
+        print(rows[-1], file=sys.stderr)
+    data = {
+        "benchmark": NAME,
+        "meta": metadata(args.seed, arithmetic="certified", precision=256),
+        "formal_build_seconds": round(built.seconds, 1),
+        "rows": rows,
+    }
+    write_json(NAME, data, out)
+    if not all(r["ok"] for r in rows):
+        raise SystemExit(1)
+    return data
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,286 @@
+"""Export a single-head certificate to a Coq file whose theorem is about that very run.
+
+>>> import verified_attn as va
+>>> model = va.SingleHeadAttention([[1, -2], [3, 0]], [0, 5])
+>>> data = va.learn_single_head(va.Oracle(model, "certified"), seed=0).certificate()
+>>> text = va.export_coq(data)
+>>> "Theorem run_identified" in text and "Admitted" not in text
+True
+
+The file transcribes the certificate (design U, probe scales t, the certified W and v,
+the recorded answer intervals, the stated denominator bound D) into rationals of Coq's
+``Q`` and proves ``run_identified`` by instantiating ``CertHead.plain_identified`` (or
+``affine_identified``) from ``formal/CertHead.v``: the finite checks run by computation
+over Q, and each probe's two inequalities about exp are proved by Coq Interval. Nothing
+here decides whether the certificate is right: a wrong rational, interval, D or a missing
+query leaves a goal that ``coqc`` cannot close. Only the auxiliary numbers that make the
+proof short are computed here (an inverse of U, logit brackets around each u_k^T W e_j,
+the precision the interval tactic needs); a wrong one can only make the proof fail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import mpmath
+
+from verified_attn.arithmetic import fmpq_matrix
+from verified_attn.certificates import load_certificate
+from verified_attn.certificates.kernel import as_list, as_matrix, get, rational
+from verified_attn.errors import CertificateError
+
+__all__ = ["EXPORTABLE", "export_coq", "single_head_data"]
+
+#: The certificate kinds (and arithmetics) a Coq file can be written for.
+EXPORTABLE = {"single-head": ("certified",)}
+#: Largest d exported: the file holds d^2 probes, each closed by two interval calls.
+MAX_D = 16
+_DEN = re.compile(r"denominator <= (\d+)")
+
+
+def export_coq(certificate: str | Path | Mapping[str, Any], path: str | Path | None = None) -> str:
+    """The Coq file (text) proving the run's theorem; also written to ``path`` if given.
+
+    Raises :class:`CertificateError` for a kind, arithmetic or shape this cannot export.
+    """
+    data = load_certificate(certificate)
+    kind = data.get("kind")
+    if kind not in EXPORTABLE:
+        raise CertificateError(
+            f"export to Coq covers {sorted(EXPORTABLE)} certificates, not {kind!r:.40}"
+        )
+    text = _single_head_file(data)
+    if path is not None:
+        Path(path).write_text(text)
+    return text
+
+
+def _ball(x: Any, path: str) -> tuple[Fraction, Fraction]:
+    if not (isinstance(x, dict) and set(x) == {"arb"}):
+        raise CertificateError(f"{path}: a certified answer is a ball {{'arb': [mid, rad]}}")
+    mid, rad = as_list(x["arb"], path, 2)
+    m, r = rational(mid, f"{path}.mid"), rational(rad, f"{path}.rad")
+    if r < 0:
+        raise CertificateError(f"{path}: negative radius")
+    return m - r, m + r
+
+
+def _rat(x: Any, path: str) -> Fraction:
+    if not (isinstance(x, dict) and set(x) == {"rational"}):
+        raise CertificateError(f"{path}: the exported result must be exact rationals")
+    return rational(x["rational"], path)
+
+
+def single_head_data(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The rationals the Coq file states, read from a single-head certificate dict."""
+    d = get(data, "d")
+    if not isinstance(d, int) or not 1 <= d <= MAX_D:
+        raise CertificateError(f"d = {d!r:.20}: export to Coq covers 1 <= d <= {MAX_D}")
+    arith = get(data, "arithmetic")
+    if arith not in EXPORTABLE["single-head"]:
+        raise CertificateError(f"export to Coq covers certified single heads, not {arith!r:.20}")
+    if get(data, "affine"):
+        raise CertificateError("export to Coq of affine heads is not available yet")
+    found = [int(m.group(1)) for a in get(data, "assumptions") or [] for m in _DEN.finditer(a)]
+    if len(found) != 1:
+        raise CertificateError("the certificate states no single denominator bound D")
+    out: dict[str, Any] = {"d": d, "D": found[0], "affine": False}
+    out["U"] = [
+        [rational(q, f"design.U[{i}][{k}]") for k, q in enumerate(row)]
+        for i, row in enumerate(as_matrix(get(data, "design.U"), "design.U", d, d))
+    ]
+    out["t"] = [
+        [rational(q, f"design.scales[{k}][{j}]") for j, q in enumerate(row)]
+        for k, row in enumerate(as_matrix(get(data, "design.scales"), "design.scales", d, d))
+    ]
+    params = "result.parameters"
+    out["W"] = [
+        [_rat(x, f"{params}.W[{i}][{j}]") for j, x in enumerate(row)]
+        for i, row in enumerate(as_matrix(get(data, f"{params}.W"), f"{params}.W", d, d))
+    ]
+    out["v"] = [
+        _rat(x, f"{params}.v[{i}]") for i, x in enumerate(as_list(get(data, f"{params}.v"), "v", d))
+    ]
+    out["vb"] = [
+        _ball(x, f"answers.v[{i}]")
+        for i, x in enumerate(as_list(get(data, "answers.v"), "answers.v", d))
+    ]
+    out["wb"] = [
+        [_ball(x, f"answers.W[{k}][{j}]") for j, x in enumerate(row)]
+        for k, row in enumerate(as_matrix(get(data, "answers.W"), "answers.W", d, d))
+    ]
+    out["sha256"] = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    out["describe"] = (
+        f"kind single-head, d = {d}, arithmetic {arith} ({get(data, 'precision')} bits), "
+        f"seed {get(data, 'seed')}"
+    )
+    return out
+
+
+def _inverse(U: list[list[Fraction]]) -> list[list[Fraction]]:
+    m = fmpq_matrix(U)
+    if m.det() == 0:
+        return [[Fraction(0)] * len(U) for _ in U]  # Coq's check of U Uinv = I then fails
+    inv = m.inv()
+    d = len(U)
+    return [[Fraction(int(inv[i, j].p), int(inv[i, j].q)) for j in range(d)] for i in range(d)]
+
+
+def _aux(x: dict[str, Any]) -> dict[str, Any]:
+    """Brackets mlo < u_k^T W e_j < mhi, t u_k^T v, u_k^T W e_j, and interval's precision."""
+    d, U, W, v, t = x["d"], x["U"], x["W"], x["v"], x["t"]
+    Uinv = _inverse(U)
+    uv = [sum((U[i][k] * v[i] for i in range(d)), Fraction(0)) for k in range(d)]
+    s = [[t[k][j] * uv[k] for j in range(d)] for k in range(d)]
+    m = [
+        [sum((U[r][k] * W[r][j] for r in range(d)), Fraction(0)) for j in range(d)]
+        for k in range(d)
+    ]
+    # W' - W is U^{-T} applied to errors of at most delta, so its width stays under 1/(D den).
+    den = max(q.denominator for row in W for q in row)
+    spread = max(1, math.ceil(max(sum(abs(Uinv[k][i]) for k in range(d)) for i in range(d))))
+    delta = Fraction(1, 2 ** ((4 * x["D"] * den * spread).bit_length() + 2))
+    mlo = [[m[k][j] - delta for j in range(d)] for k in range(d)]
+    mhi = [[m[k][j] + delta for j in range(d)] for k in range(d)]
+    bits = br_bits = 53
+    with mpmath.workprec(4 * max(256, delta.denominator.bit_length()) + 64):
+        for k in range(d):
+            for j in range(d):
+                lo, hi = x["wb"][k][j]
+                scale = _mpf(max(Fraction(1), abs(v[j]), abs(s[k][j])))
+
+                def g(mm: Fraction, k: int = k, j: int = j) -> Any:
+                    z = mpmath.mpf(t[k][j].numerator) / t[k][j].denominator * _mpf(mm)
+                    return _mpf(v[j]) + _mpf(s[k][j]) / (1 + mpmath.exp(-z))
+
+                hold = min(g(m[k][j]) - _mpf(lo), _mpf(hi) - g(m[k][j]))
+                sign = 1 if s[k][j] > 0 else -1
+                lo_g, hi_g = g(mlo[k][j]), g(mhi[k][j])
+                br = min(sign * (_mpf(lo) - lo_g), sign * (hi_g - _mpf(hi)))
+                if hold > 0:
+                    bits = max(bits, int(mpmath.log(scale / hold, 2)) + 24)
+                if br > 0:
+                    br_bits = max(br_bits, int(mpmath.log(scale / br, 2)) + 24)
+    return {"Uinv": Uinv, "s": s, "m": m, "mlo": mlo, "mhi": mhi, "prec": bits, "br_prec": br_bits}
+
+
+def _mpf(q: Fraction) -> Any:
+    return mpmath.mpf(q.numerator) / q.denominator
+
+
+def _q(q: Fraction) -> str:
+    return f"({q.numerator})%Q" if q.denominator == 1 else f"({q.numerator} # {q.denominator})%Q"
+
+
+def _vec_table(name: str, xs: list[Fraction], default: str, doc: str) -> str:
+    rows = "\n".join(f"  | {i}%nat => {_q(q)}" for i, q in enumerate(xs))
+    return f"(** {doc} *)\nDefinition {name} : qvec := fun i => match i with\n{rows}\n  | _ => {default}%Q\n  end.\n"
+
+
+def _mat_table(name: str, xs: list[list[Fraction]], default: str, doc: str) -> str:
+    rows = "\n".join(
+        f"  | {i}%nat, {j}%nat => {_q(q)}" for i, row in enumerate(xs) for j, q in enumerate(row)
+    )
+    return (
+        f"(** {doc} *)\nDefinition {name} : qmat := fun i j => match i, j with\n{rows}\n"
+        f"  | _, _ => {default}%Q\n  end.\n"
+    )
+
+
+_TABLES = "W_c v_c U t_probe v_lo v_hi w_lo w_hi U_inv m_lo m_hi s_probe m_c run"
+
+
+def _single_head_file(data: Mapping[str, Any]) -> str:
+    x = single_head_data(data)
+    a = _aux(x)
+    d, D = x["d"], x["D"]
+    lo_v = [b[0] for b in x["vb"]]
+    hi_v = [b[1] for b in x["vb"]]
+    lo_w = [[b[0] for b in row] for row in x["wb"]]
+    hi_w = [[b[1] for b in row] for row in x["wb"]]
+    proj = "cd cD cU cUinv ct cW cv cvlo cvhi cblo cbhi cmlo cmhi cs cm"
+    unfold = f"{_TABLES} {proj} probe_value brackets inside sigmoid Q2R Qnum Qden"
+    prec = a["prec"]
+    parts = [
+        _header(x, d * d + d),
+        "From Coq Require Import Reals QArith Lia.\nFrom Interval Require Import Tactic.\n"
+        "From VerifiedAttn Require Import Defs CertHead IntervalZ.\nOpen Scope R_scope.\n",
+        f"(** The stated denominator bound. *)\nDefinition D : positive := {D}%positive.\n",
+        _mat_table("W_c", x["W"], "0", "The certified W (row i, column j)."),
+        _vec_table("v_c", x["v"], "0", "The certified v."),
+        _mat_table("U", x["U"], "0", "The design: u_k is column k."),
+        _mat_table("t_probe", x["t"], "0", "t_kj: the query [e_j + t_kj u_k; e_j]."),
+        _vec_table("v_lo", lo_v, "1", "The recorded answer to [e_i] lies in [v_lo i, v_hi i]."),
+        _vec_table("v_hi", hi_v, "0", "(upper ends)"),
+        _mat_table(
+            "w_lo",
+            lo_w,
+            "1",
+            "The recorded answer to [e_j + t_kj u_k; e_j] lies in [w_lo k j, w_hi k j].",
+        ),
+        _mat_table("w_hi", hi_w, "0", "(upper ends)"),
+        "(** Auxiliary numbers for the proof (any wrong one makes it fail). *)",
+        _mat_table("U_inv", a["Uinv"], "0", "An inverse of U."),
+        _mat_table("m_lo", a["mlo"], "0", "Brackets m_lo k j < u_k^T W e_j < m_hi k j."),
+        _mat_table("m_hi", a["mhi"], "0", "(upper ends)"),
+        _mat_table("s_probe", a["s"], "0", "t_kj u_k^T v."),
+        _mat_table("m_c", a["m"], "0", "u_k^T W e_j of the certified W."),
+        "Definition run : head_cert := {|\n  cd := " + str(d) + "; cD := D; cU := U; "
+        "cUinv := U_inv; ct := t_probe;\n  cW := W_c; cv := v_c; cvlo := v_lo; cvhi := v_hi; "
+        "cblo := w_lo; cbhi := w_hi;\n  cmlo := m_lo; cmhi := m_hi; cs := s_probe; cm := m_c |}.\n",
+        "Ltac enum k H := destruct k as [|k];\n"
+        "  [idtac | tryif (exfalso; lia) then idtac else enum k H].\n",
+        f"Ltac data := cbv beta iota zeta delta [{unfold}].\n",
+        _theorem(d, prec, a["br_prec"]),
+        "Print Assumptions run_identified.\n",
+    ]
+    return "\n".join(parts)
+
+
+def _header(x: dict[str, Any], n: int) -> str:
+    d = x["d"]
+    return (
+        "(** * A certified single head, checked by Coq's kernel.\n\n"
+        f"    Certificate: {x['describe']}; sha256 {x['sha256']}.\n\n"
+        "    Theorem [run_identified] (at the end of this file) states, with the recorded data\n"
+        "    below:\n"
+        f"    1. the certified head (W_c, v_c) answers each of the {n} recorded queries\n"
+        f"       ([e_i] and [e_j + t_kj u_k; e_j], i, j, k < {d}) inside its recorded interval;\n"
+        f"    2. its entries are rationals with denominators at most D = {x['D']};\n"
+        "    3. every head (W', v') over the reals whose entries are rationals with\n"
+        "       denominators at most D and that answers every recorded query inside its\n"
+        "       interval is (W_c, v_c).\n"
+        "    It instantiates [CertHead.plain_identified] (formal/CertHead.v), proved for every\n"
+        "    d; the checks over Q run by computation, each probe's inequalities about exp\n"
+        "    are proved by Coq Interval. *)\n"
+    )
+
+
+def _theorem(d: int, prec: int, br_prec: int) -> str:
+    leaf_br = (
+        f"first [left; split; [interval with (i_prec 60)|split; interval with (i_prec {br_prec})]\n"
+        f"          | right; split; [interval with (i_prec 60)|split; interval with (i_prec {br_prec})]]"
+    )
+    return (
+        "Theorem run_identified :\n"
+        "  answers_in run (rmat W_c) (rvec v_c) /\\\n"
+        f"  denominators_at_most D {d} (rmat W_c) (rvec v_c) /\\\n"
+        "  forall (W' : mat) (v' : vec),\n"
+        f"    denominators_at_most D {d} W' v' -> answers_in run W' v' ->\n"
+        f"    same_head {d} (rmat W_c) (rvec v_c) W' v'.\n"
+        "Proof.\n"
+        "  apply (plain_identified run).\n"
+        "  - vm_compute. reflexivity.\n"
+        "  - intros k j Hk Hj. cbn in Hk, Hj. enum k Hk; enum j Hj; data;\n"
+        f"    {leaf_br}.\n"
+        "  - intros k j Hk Hj. cbn in Hk, Hj. enum k Hk; enum j Hj; data;\n"
+        f"    split; interval with (i_prec {prec}).\n"
+        "Qed.\n"
+    )
