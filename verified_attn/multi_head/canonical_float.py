@@ -2780,10 +2780,19 @@ def _certificate_data(
                 "parameter_error_estimate": dump_number(float(tolerance[1])),
                 # "u-groups", "joint" or "sequences" (the sequence polish)
                 "parameter_error_estimate_kind": tolerance[2],
-                "prediction_bound": {
-                    k: dump_number(float(v)) if k in ("ratio", "worst_case", "sigmas") else v
-                    for k, v in prediction.items()
-                },
+                # Not for a joint fit: its checker does not recompute that bound.
+                **(
+                    {}
+                    if tolerance[2] == "joint"
+                    else {
+                        "prediction_bound": {
+                            k: dump_number(float(v))
+                            if k in ("ratio", "worst_case", "sigmas")
+                            else v
+                            for k, v in prediction.items()
+                        }
+                    }
+                ),
             },
         }
     )

@@ -76,6 +76,7 @@ from verified_attn.validation import (
     check_oracle,
     check_seed,
     check_verify,
+    require_size,
 )
 from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY
 
@@ -253,6 +254,14 @@ def learn_multi_head(
         heads if heads is not None else max_heads,
         "heads" if heads is not None else "max_heads",
         low=1,
+    )
+    d = oracle.d
+    require_size(
+        f"learn_multi_head at d = {d}, {H0} heads",
+        numbers=4 * H0 * (d * d + 2 * d + 1),
+        arithmetic=arith.name,
+        precision=arith.precision,
+        queries=2 * H0 * (d * d + 2 * d),
     )
     verify = check_verify(verify)
     seed = check_seed(seed)
