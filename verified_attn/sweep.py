@@ -27,9 +27,11 @@ versions of the caller). See docs/sweeps.md.
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from collections.abc import Iterable, Mapping
-from concurrent.futures import Executor
+from concurrent.futures import CancelledError, Executor, Future, wait
 from typing import Any
 
 from verified_attn.arithmetic import PRECISION_LOCK
@@ -37,9 +39,59 @@ from verified_attn.checks import Claim
 from verified_attn.claims import all_claims, get_claim, run_claim
 from verified_attn.errors import InvalidArgument
 from verified_attn.recovery import versions
-from verified_attn.validation import check_seed, is_int
+from verified_attn.validation import check_int, check_real, check_seed, is_int
 
-__all__ = ["describe_executor", "sweep"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "MAX_WORKERS",
+    "check_scheduler",
+    "check_workers",
+    "dask_client",
+    "describe_executor",
+    "sweep",
+]
+
+#: The most local worker processes a sweep starts (each cell runs in one process; more
+#: than a few per core only adds memory).
+MAX_WORKERS = max(4, 4 * (os.cpu_count() or 1))
+#: How long a sweep waits for all its cells, in seconds, before the rest are failed cells.
+DEFAULT_TIMEOUT = 24 * 3600.0
+_ADDRESS = re.compile(
+    r"^(?:(tcp|tls|inproc|ws|wss|ucx)://)?[A-Za-z0-9_.\-\[\]:]*[A-Za-z0-9\]](?::\d{1,5})?$"
+)
+
+
+def check_workers(workers: Any) -> int:
+    """The number of local worker processes: an int in 1..:data:`MAX_WORKERS`.
+
+    >>> check_workers(2)
+    2
+    >>> check_workers(10**6)
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: workers must be an int in 1..., got 1000000
+    """
+    return int(check_int(workers, "workers", low=1, high=MAX_WORKERS))
+
+
+def check_scheduler(address: Any) -> str:
+    """A Dask scheduler address (``tcp://host:port``, ``host:port``), checked for form only.
+
+    >>> check_scheduler("tcp://127.0.0.1:8786")
+    'tcp://127.0.0.1:8786'
+    >>> check_scheduler("::::")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: scheduler must be an address like tcp://host:8786, got '::::'
+    """
+    if not isinstance(address, str) or len(address) > 256 or not _ADDRESS.match(address):
+        raise InvalidArgument(
+            f"scheduler must be an address like tcp://host:8786, got {str(address)[:80]!r}"
+        )
+    host = re.sub(r":\d{1,5}$", "", address.split("://")[-1])
+    if not host.strip(":[]"):
+        raise InvalidArgument(f"scheduler must be an address like tcp://host:8786, got {address!r}")
+    return address
 
 
 def _run_cell(claim_id: str, params: dict[str, int | float], seed: int) -> dict[str, Any]:
@@ -63,6 +115,52 @@ def _run_cell(claim_id: str, params: dict[str, int | float], seed: int) -> dict[
         "seconds": res.seconds,
         "versions": versions(),
     }
+
+
+def dask_client(address: Any, *, timeout: float = 30.0) -> Any:
+    """A ``distributed.Client`` connected to ``address``; InvalidArgument naming the address
+    if Dask is not installed, the address is malformed, or what answers there is not a
+    Dask scheduler (or nothing answers within ``timeout`` seconds)."""
+    address = check_scheduler(address)
+    try:
+        import distributed
+    except ImportError:
+        raise InvalidArgument(
+            "a Dask scheduler needs Dask distributed: pip install 'verified-attn[dask]'"
+        ) from None
+    try:
+        return distributed.Client(address, timeout=timeout)
+    except Exception as exc:  # refused, timed out, or not speaking Dask's protocol
+        raise InvalidArgument(
+            f"cannot use the Dask scheduler {address}: {type(exc).__name__}: {str(exc)[:200]}"
+        ) from exc
+
+
+def _collect(
+    executor: Executor, claim_id: str, grid: list[tuple[dict[str, Any], int]], timeout: float
+) -> list[dict[str, Any] | BaseException]:
+    """Every cell's outcome from an executor: its dict, or the exception that failed it."""
+    futures: list[Future[Any] | BaseException] = []
+    for p, s in grid:
+        try:
+            futures.append(executor.submit(_run_cell, claim_id, p, s))
+        except Exception as exc:  # a shut-down or broken pool: the cell fails, as documented
+            futures.append(exc)
+    pending = [f for f in futures if isinstance(f, Future)]
+    wait(pending, timeout=timeout)
+    outcomes: list[dict[str, Any] | BaseException] = []
+    for future in futures:
+        if isinstance(future, BaseException):
+            outcomes.append(future)
+        elif not future.done():
+            future.cancel()
+            outcomes.append(TimeoutError(f"no answer within the sweep's timeout {timeout:g} s"))
+        else:
+            try:
+                outcomes.append(future.result())
+            except (Exception, CancelledError) as exc:  # a lost worker: a failed cell
+                outcomes.append(exc)
+    return outcomes
 
 
 def describe_executor(executor: Any) -> str:
@@ -129,6 +227,7 @@ def sweep(
     sizes: Iterable[int | Mapping[str, int | float]],
     seeds: Iterable[int],
     executor: Executor | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
 ) -> dict[str, Any]:
     """Check ``claim_id`` at every size and seed; one JSON-ready dict of cells.
 
@@ -140,7 +239,10 @@ def sweep(
     whose check raises, or whose worker fails, is a failed cell with the error in
     ``detail``. The dict also has the claim's reference and statement, the grid, pass
     counts, ``versions`` (of this process), ``versions_agree`` (every worker reported the
-    same versions), ``executor`` and the wall ``seconds``.
+    same versions), ``executor`` and the wall ``seconds``. ``timeout``: seconds to wait for
+    all cells of an executor; a cell not done by then (a lost worker, a pool that never
+    answers) is a failed cell, as is one the executor refuses to start (a shut-down or
+    broken pool).
 
     Raises InvalidArgument for an unknown claim id (naming the known ones), a claim
     without size support, or a bad size or seed (naming the entry).
@@ -152,6 +254,7 @@ def sweep(
             f"executor must be a concurrent.futures.Executor (with submit), got "
             f"{type(executor).__name__}"
         )
+    timeout = float(check_real(timeout, "timeout", low=0, low_open=True))
     grid = [(p, s) for p in params for s in seed_list]
     t0 = time.perf_counter()
     if executor is None:
@@ -159,13 +262,7 @@ def sweep(
             _run_cell(claim.id, p, s) for p, s in grid
         ]
     else:
-        futures = [executor.submit(_run_cell, claim.id, p, s) for p, s in grid]
-        outcomes = []
-        for future in futures:
-            try:
-                outcomes.append(future.result())
-            except Exception as exc:  # a lost worker is a failed cell, reported as such
-                outcomes.append(exc)
+        outcomes = _collect(executor, claim.id, grid, timeout)
     seconds = time.perf_counter() - t0
     here = versions()
     cells: list[dict[str, Any]] = []
