@@ -234,3 +234,58 @@ def test_absurd_sizes_are_refused_up_front() -> None:
         with pytest.raises(va.InvalidArgument, match=match):
             build()
         assert time.perf_counter() - start < 5.0
+
+
+# ---------------------------------------------------------------------------------------
+# FastCertifiedHead: the float64 path only where it is provably exact.
+# ---------------------------------------------------------------------------------------
+
+
+def test_fast_head_partial_sums_past_2_to_the_53_take_the_exact_path() -> None:
+    """W x_N's partial sums pass 2^53 and cancel (float64 gives 65537, the truth 65538):
+    without the row guard the fast path returns a wrong exact score."""
+    from verified_attn.boxes import FastCertifiedHead
+    from verified_attn.models import as_rational_sequence
+
+    a, b = 2**38 + 1, -(2**38 - 1)
+    box = FastCertifiedHead(va.SingleHeadAttention([[a, b], [0, 1]], [1, 1]))
+    x = 2**15 + 1
+    X = [[1, 2], [x, x]]
+    scores, _ = box.scores_and_values(as_rational_sequence(X))
+    y = (a * x + b * x, x)  # W x_N, exactly
+    assert [int(s.p) for s in scores] == [X[0][0] * y[0] + X[0][1] * y[1], x * y[0] + x * y[1]]
+    assert box.exact_queries == 1 and box.fast_queries == 0
+
+
+def test_fast_head_on_entries_past_float64_falls_back_to_the_exact_path() -> None:
+    """Entries of 10^400 raised OverflowError converting to float64."""
+    from verified_attn.boxes import FastCertifiedHead
+    from verified_attn.models import as_rational_sequence
+
+    box = FastCertifiedHead(va.SingleHeadAttention([[1, 0], [0, 1]], [1, 1]))
+    scores, values = box.scores_and_values(as_rational_sequence([[10**400, 1], [1, 2]]))
+    assert int(values[0].p) == 10**400 + 1 and int(scores[0].p) == 10**400 + 2
+    assert box.exact_queries == 1
+
+
+def test_equivalent_refuses_a_negative_seed() -> None:
+    from verified_attn.models import MultiHeadAttention
+
+    a, b = MultiHeadAttention([([[1]], [1])]), MultiHeadAttention([([[2]], [1])])
+    with pytest.raises(va.InvalidArgument, match="seed must be an int >= 0, got -1"):
+        va.equivalent(a, b, seed=-1)
+
+
+def test_counterexample_refuses_d_below_each_hypothesis_minimum() -> None:
+    """An off-by-one in the minimum went unseen: each hypothesis at its min_d is built and
+    checks; one below is refused naming the minimum."""
+    from verified_attn.hypotheses import HYPOTHESES
+
+    cheap = [h for h in HYPOTHESES if h.kind != "nuclear-below-constant"]  # a search
+    assert sum(h.min_d >= 2 for h in cheap) >= 3
+    for hyp in cheap:
+        if hyp.min_d >= 2:
+            with pytest.raises(va.InvalidArgument, match=f"d must be >= {hyp.min_d}"):
+                va.counterexample(hyp.theorem, kind=hyp.kind, d=hyp.min_d - 1)
+        cx = va.counterexample(hyp.theorem, kind=hyp.kind, d=hyp.min_d)
+        assert verify_certificate(_json(cx.certificate())).ok
