@@ -127,7 +127,11 @@ def test_a_joint_fit_certificate_states_no_prediction_bound_it_cannot_recompute(
     assert "not stated" in str(verify_certificate(cert))
     forged = copy.deepcopy(cert)
     forged["result"]["prediction_bound"] = {
-        "sequences": 64, "sigmas": "0x1.8p+2", "seed": 0, "lengths": [1, 2], "ratio": "0x0p+0"
+        "sequences": 64,
+        "sigmas": "0x1.8p+2",
+        "seed": 0,
+        "lengths": [1, 2],
+        "ratio": "0x0p+0",
     }
     with pytest.raises(CertificateError, match="prediction_bound"):
         verify_certificate(forged)
@@ -289,3 +293,48 @@ def test_counterexample_refuses_d_below_each_hypothesis_minimum() -> None:
                 va.counterexample(hyp.theorem, kind=hyp.kind, d=hyp.min_d - 1)
         cx = va.counterexample(hyp.theorem, kind=hyp.kind, d=hyp.min_d)
         assert verify_certificate(_json(cx.certificate())).ok
+
+
+# ---------------------------------------------------------------------------------------
+# The main job's own soundness claims, and planted mistakes they catch.
+# ---------------------------------------------------------------------------------------
+
+
+def test_the_soundness_claims_pass_and_are_in_the_main_job() -> None:
+    ids = [c.id for c in va.claims.all_claims()]
+    assert "certificates/tampered-refused" in ids and "adapters/torch-weight-mapping" in ids
+    results = va.check_claims(["certificates/tampered-refused", "adapters/torch-weight-mapping"])
+    assert [r.status for r in results] == ["PASS", "PASS"], [r.detail for r in results]
+
+
+def test_the_tamper_claim_fails_when_a_checker_accepts_a_tampered_certificate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from verified_attn.certificates import single_head
+
+    monkeypatch.setattr(single_head, "_check_seed", lambda data, head: None)
+    [r] = va.check_claims(["certificates/tampered-refused"])
+    assert not r.passed and "the header seed + 1 was ACCEPTED" in r.detail
+
+
+def test_the_adapter_claim_fails_on_a_wrong_weight_mapping(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    from verified_attn.adapters import torch as adapter
+
+    real = adapter.head_parameters
+
+    def transposed(**kwargs: Any) -> Any:
+        p = real(**kwargs)
+        return adapter.HeadParameters(np.transpose(p.W, (0, 2, 1)), p.c, p.v, p.beta)
+
+    monkeypatch.setattr(adapter, "head_parameters", transposed)
+    [r] = va.check_claims(["adapters/torch-weight-mapping"])
+    assert not r.passed
+
+
+def test_the_adapter_claim_is_skipped_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
+    [r] = va.check_claims(["adapters/torch-weight-mapping"])
+    assert r.status == "SKIP" and "pip install 'verified-attn[torch]'" in r.detail

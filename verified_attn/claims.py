@@ -43,6 +43,7 @@ ROOM_MODULES = [
     "verified_attn.transformer.claims",
     "verified_attn.multi_head.claims",
     "verified_attn.hypotheses_claims",
+    "verified_attn.soundness_claims",
     "verified_attn.formal.claims",
 ]
 
