@@ -338,3 +338,12 @@ def test_the_adapter_claim_is_skipped_without_torch(monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
     [r] = va.check_claims(["adapters/torch-weight-mapping"])
     assert r.status == "SKIP" and "pip install 'verified-attn[torch]'" in r.detail
+
+
+def test_check_claims_refuses_an_absurd_d_before_running_any() -> None:
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(va.InvalidArgument, match="checking the claims at d = 1000000 would"):
+        va.check_claims(["thm-5.1/"], d=10**6)
+    assert time.perf_counter() - start < 5

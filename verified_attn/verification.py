@@ -227,7 +227,7 @@ def require_bias_resolution(arith: Arithmetic, beta: float, v_scale: float, what
         return
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
     rounding = RESOLUTION_UNITS * unit * abs(float(beta))
-    head = float(arith.rtol) * abs(float(v_scale))
+    head = float(arith.rtol or 0.0) * abs(float(v_scale))
     if rounding > head:
         raise PrecisionExhausted(
             f"{what}: the output bias |beta| = {abs(float(beta)):.3g} swamps the head's part "

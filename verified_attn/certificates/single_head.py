@@ -160,7 +160,7 @@ def _refined(data: dict[str, Any], head: Header) -> dict[tuple[int, int], int]:
     """design.refined: the W probes re-asked at a refined scale 2^n, as {(k, j): n}."""
     raw = get(data, "design").get("refined", [])
     entries = as_list(raw, "design.refined")
-    if entries and (head.arith.name != "float" or head.arith.rtol < REFINE_RTOL):
+    if entries and (head.arith.name != "float" or (head.arith.rtol or 0.0) < REFINE_RTOL):
         raise CertificateError(
             f"design.refined lists probes, but only a float box declaring rtol >= "
             f"{REFINE_RTOL:g} has refined probes"
