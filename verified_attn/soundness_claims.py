@@ -19,6 +19,7 @@ import copy
 import json
 from collections.abc import Callable
 from fractions import Fraction
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,7 @@ def genuine_certificates(seed: int) -> dict[str, dict[str, Any]]:
 
     head = va.SingleHeadAttention([[Fraction(1, 2), -2], [3, 1]], [1, 5])
     affine = va.SingleHeadAttention([[1, -2], [3, 0]], [2, 5], c=[1, -1], beta=Fraction(2, 7))
-    out = {
+    out: dict[str, Any] = {
         "single-head exact": va.learn_single_head(va.Oracle(head, "exact"), seed=seed),
         "single-head float": va.learn_single_head(va.Oracle(head, "float"), seed=seed),
         "single-head certified affine": va.learn_single_head(
@@ -106,21 +107,21 @@ def tampered(name: str, data: dict[str, Any]) -> list[tuple[str, Callable[[], An
     section = "first" if name == "counterexample" else "result"
     moved = copy.deepcopy(data)
     if bump_first_number(moved[section]):
-        out.append((f"a number of {section} + 1", lambda m=moved: verify_certificate(m)))
+        out.append((f"a number of {section} + 1", partial(verify_certificate, moved)))
     if "queries" in data:
         count = copy.deepcopy(data)
         count["queries"]["learning"] += 1
-        out.append(("queries.learning + 1", lambda m=count: verify_certificate(m)))
+        out.append(("queries.learning + 1", partial(verify_certificate, count)))
     answer = _moved_answer(data)
     if answer is not None:
-        out.append(("a verification answer + 2^-200", lambda m=answer: verify_certificate(m)))
+        out.append(("a verification answer + 2^-200", partial(verify_certificate, answer)))
     if name.startswith("single-head"):
         seeded = copy.deepcopy(data)
         seeded["seed"] += 1
-        out.append(("the header seed + 1", lambda m=seeded: verify_certificate(m)))
+        out.append(("the header seed + 1", partial(verify_certificate, seeded)))
     text = json.dumps(data)
     forged = text.replace(f'"{section}": ', f'"{section}": {{}}, "{section}": ', 1)
-    out.append((f"a forged {section} before the real one", lambda t=forged: loads(t)))
+    out.append((f"a forged {section} before the real one", partial(loads, forged)))
     return out
 
 
