@@ -227,6 +227,8 @@ def _size_cases() -> list[Any]:
         (lambda: va.counterexample("prop-7.1", kind="shared-score-split", d=10**6), "memory"),
         (lambda: va.counterexample("prop-7.1", kind="permutation", d=2, heads=10**6), "heads"),
         (lambda: va.counterexample("thm-4.1", kind="v-zero", d=10**6), "memory"),
+        (lambda: va.learn_low_rank(va.Oracle.from_callable(sum, d=10**9), rank=1), "queries"),
+        (lambda: __import__("verified_attn.noisy.demo").noisy.demo.run(10**6), "queries"),
     ]
 
 
