@@ -2780,20 +2780,13 @@ def _certificate_data(
                 "parameter_error_estimate": dump_number(float(tolerance[1])),
                 # "u-groups", "joint" or "sequences" (the sequence polish)
                 "parameter_error_estimate_kind": tolerance[2],
-                # Not for a joint fit: its checker does not recompute that bound.
-                **(
-                    {}
-                    if tolerance[2] == "joint"
-                    else {
-                        "prediction_bound": {
-                            k: dump_number(float(v))
-                            if k in ("ratio", "worst_case", "sigmas")
-                            else v
-                            for k, v in prediction.items()
-                        }
-                    }
-                ),
+                "prediction_bound": {
+                    k: dump_number(float(v)) if k in ("ratio", "worst_case", "sigmas") else v
+                    for k, v in prediction.items()
+                },
             },
         }
     )
+    if tolerance[2] == "joint":  # its checker does not recompute a joint fit's bound
+        del data["result"]["prediction_bound"]
     return data

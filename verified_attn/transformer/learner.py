@@ -77,7 +77,6 @@ from verified_attn.validation import (
     check_oracle,
     check_seed,
     check_verify,
-    require_size,
 )
 from verified_attn.verification import (
     DEFAULT_LENGTHS,
@@ -210,13 +209,6 @@ def learn_transformer(
             f"arithmetic={arith.name!r}"
         )
     d = oracle.d
-    require_size(
-        f"learn_transformer at d = {d}",
-        numbers=8 * d * d,
-        arithmetic=arith.name,
-        precision=arith.precision,
-        queries=2 * (d * d + d),
-    )
     with oracle.run() as run:
         ffn = learn_relu_ffn(
             oracle, verify=verify, seed=seed, lengths=(1,), denominator_bound=denominator_bound
