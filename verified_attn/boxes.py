@@ -136,11 +136,11 @@ class FastCertifiedHead:
         if self._W_float is None or self._v_float is None or self._v_abs is None:
             return None
         n, d = num.nrows(), self.d
-        F = np.fromiter(map(int, num.entries()), dtype=np.float64, count=n * d).reshape(n, d)
-        A = np.abs(F)
-        # Strict: an integer of magnitude >= 2^53 converts to a float >= 2^53 (monotone).
-        if not A.max() < _EXACT:
+        ints = [int(x) for x in num.entries()]
+        if max(map(abs, ints)) >= _EXACT:  # before converting: 10^400 is no float64
             return None
+        F = np.array(ints, dtype=np.float64).reshape(n, d)
+        A = np.abs(F)
         if self._W_row_l1 * int(A[-1].max()) >= _EXACT:
             return None  # some partial sum of W_num x_N could leave the exact range
         y = self._W_float @ F[-1]  # exact: every partial sum is an integer below 2^53

@@ -29,7 +29,7 @@ from dataclasses import replace
 
 from verified_attn.checks import SIZE_PRESETS, Claim, ClaimResult
 from verified_attn.errors import InvalidArgument
-from verified_attn.validation import check_choice, check_int, check_seed
+from verified_attn.validation import check_choice, check_int, check_seed, require_size
 
 __all__ = ["NO_SIZE_NOTE", "ROOM_MODULES", "all_claims", "check_claims", "get_claim", "run_claim"]
 
@@ -44,6 +44,7 @@ ROOM_MODULES = [
     "verified_attn.transformer.claims_biased",
     "verified_attn.multi_head.claims",
     "verified_attn.hypotheses_claims",
+    "verified_attn.soundness_claims",
     "verified_attn.formal.claims",
 ]
 
@@ -136,6 +137,8 @@ def check_claims(
     if size is not None:
         size = check_choice(size, "size", SIZE_PRESETS)
     d = check_int(d, "d", low=1, allow_none=True)
+    if d is not None:  # every sized check builds at least one d x d exact model
+        require_size(f"checking the claims at d = {d}", numbers=d * d)
     claims = all_claims()
     if ids is not None:
         if isinstance(ids, str):

@@ -26,7 +26,7 @@ from typing import Any
 
 from verified_attn.counterexample import Counterexample
 from verified_attn.errors import InvalidArgument
-from verified_attn.validation import check_int, check_seed
+from verified_attn.validation import check_int, check_seed, is_int, require_size
 
 __all__ = [
     "ALIASES",
@@ -241,6 +241,10 @@ def counterexample(
     d = check_int(d, "d", low=1)
     if d < hyp.min_d:
         raise InvalidArgument(f"d must be >= {hyp.min_d} for {hyp.theorem} {kind!r}, got {d}")
+    heads = options.get("heads", 2)
+    heads = check_int(heads, "heads", low=1) if is_int(heads) else 2
+    # Two models of up to ``heads`` heads, d x d each, built and compared exactly.
+    require_size(f"counterexample at d = {d}, {heads} heads", numbers=4 * heads * (d * d + d))
     return hyp.build(d, check_seed(seed), **options)
 
 

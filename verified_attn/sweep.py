@@ -27,9 +27,11 @@ versions of the caller). See docs/sweeps.md.
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from collections.abc import Iterable, Mapping
-from concurrent.futures import Executor, as_completed
+from concurrent.futures import CancelledError, Executor, Future, as_completed, wait
 from typing import Any
 
 from verified_attn.arithmetic import PRECISION_LOCK
@@ -38,9 +40,59 @@ from verified_attn.claims import all_claims, get_claim, run_claim
 from verified_attn.errors import InvalidArgument
 from verified_attn.progress import Reporter, check_progress
 from verified_attn.recovery import versions
-from verified_attn.validation import check_seed, is_int
+from verified_attn.validation import check_int, check_real, check_seed, is_int
 
-__all__ = ["describe_executor", "sweep"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "MAX_WORKERS",
+    "check_scheduler",
+    "check_workers",
+    "dask_client",
+    "describe_executor",
+    "sweep",
+]
+
+#: The most local worker processes a sweep starts (each cell runs in one process; more
+#: than a few per core only adds memory).
+MAX_WORKERS = max(4, 4 * (os.cpu_count() or 1))
+#: How long a sweep waits for all its cells, in seconds, before the rest are failed cells.
+DEFAULT_TIMEOUT = 24 * 3600.0
+_ADDRESS = re.compile(
+    r"^(?:(tcp|tls|inproc|ws|wss|ucx)://)?[A-Za-z0-9_.\-\[\]:]*[A-Za-z0-9\]](?::\d{1,5})?$"
+)
+
+
+def check_workers(workers: Any) -> int:
+    """The number of local worker processes: an int in 1..:data:`MAX_WORKERS`.
+
+    >>> check_workers(2)
+    2
+    >>> check_workers(10**6)
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: workers must be an int in 1..., got 1000000
+    """
+    return int(check_int(workers, "workers", low=1, high=MAX_WORKERS))
+
+
+def check_scheduler(address: Any) -> str:
+    """A Dask scheduler address (``tcp://host:port``, ``host:port``), checked for form only.
+
+    >>> check_scheduler("tcp://127.0.0.1:8786")
+    'tcp://127.0.0.1:8786'
+    >>> check_scheduler("::::")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: scheduler must be an address like tcp://host:8786, got '::::'
+    """
+    if not isinstance(address, str) or len(address) > 256 or not _ADDRESS.match(address):
+        raise InvalidArgument(
+            f"scheduler must be an address like tcp://host:8786, got {str(address)[:80]!r}"
+        )
+    host = re.sub(r":\d{1,5}$", "", address.split("://")[-1])
+    if not host.strip(":[]"):
+        raise InvalidArgument(f"scheduler must be an address like tcp://host:8786, got {address!r}")
+    return address
 
 
 def _run_cell(claim_id: str, params: dict[str, int | float], seed: int) -> dict[str, Any]:
@@ -64,6 +116,80 @@ def _run_cell(claim_id: str, params: dict[str, int | float], seed: int) -> dict[
         "seconds": res.seconds,
         "versions": versions(),
     }
+
+
+def dask_client(address: Any, *, timeout: float = 30.0) -> Any:
+    """A ``distributed.Client`` connected to ``address``; InvalidArgument naming the address
+    if Dask is not installed, the address is malformed, or what answers there is not a
+    Dask scheduler (or nothing answers within ``timeout`` seconds)."""
+    address = check_scheduler(address)
+    try:
+        import distributed
+    except ImportError:
+        raise InvalidArgument(
+            "a Dask scheduler needs Dask distributed: pip install 'verified-attn[dask]'"
+        ) from None
+    try:
+        return distributed.Client(address, timeout=timeout)
+    except Exception as exc:  # refused, timed out, or not speaking Dask's protocol
+        raise InvalidArgument(
+            f"cannot use the Dask scheduler {address}: {type(exc).__name__}: {str(exc)[:200]}"
+        ) from exc
+
+
+def _cell_label(params: Mapping[str, int | float], seed: int) -> str:
+    """A cell for people: ``"d = 8, seed 0"``."""
+    return ", ".join(f"{k} = {v}" for k, v in params.items()) + f", seed {seed}"
+
+
+def _run_in_process(
+    claim_id: str, grid: list[tuple[dict[str, Any], int]], reporter: Reporter | None
+) -> list[dict[str, Any] | BaseException]:
+    """Every cell's outcome, one after another in this process."""
+    outcomes: list[dict[str, Any] | BaseException] = []
+    for p, s in grid:
+        outcomes.append(_run_cell(claim_id, p, s))
+        if reporter is not None:
+            reporter.advance(1, _cell_label(p, s))
+    return outcomes
+
+
+def _collect(
+    executor: Executor,
+    claim_id: str,
+    grid: list[tuple[dict[str, Any], int]],
+    timeout: float,
+    reporter: Reporter | None = None,
+) -> list[dict[str, Any] | BaseException]:
+    """Every cell's outcome from an executor: its dict, or the exception that failed it."""
+    futures: list[Future[Any] | BaseException] = []
+    for p, s in grid:
+        try:
+            futures.append(executor.submit(_run_cell, claim_id, p, s))
+        except Exception as exc:  # a shut-down or broken pool: the cell fails, as documented
+            futures.append(exc)
+    pending = {f: cell for f, cell in zip(futures, grid, strict=True) if isinstance(f, Future)}
+    if reporter is None:
+        wait(pending, timeout=timeout)
+    else:
+        try:
+            for future in as_completed(pending, timeout=timeout):
+                reporter.advance(1, _cell_label(*pending[future]))
+        except TimeoutError:  # the cells still pending are failed below
+            pass
+    outcomes: list[dict[str, Any] | BaseException] = []
+    for future in futures:
+        if isinstance(future, BaseException):
+            outcomes.append(future)
+        elif not future.done():
+            future.cancel()
+            outcomes.append(TimeoutError(f"no answer within the sweep's timeout {timeout:g} s"))
+        else:
+            try:
+                outcomes.append(future.result())
+            except (Exception, CancelledError) as exc:  # a lost worker: a failed cell
+                outcomes.append(exc)
+    return outcomes
 
 
 def describe_executor(executor: Any) -> str:
@@ -124,44 +250,13 @@ def _grid(claim: Claim, sizes: Any, seeds: Any) -> tuple[list[dict[str, int | fl
     return params, sorted(seed_list)
 
 
-def _cell_label(params: Mapping[str, int | float], seed: int) -> str:
-    """A cell for people: ``"d = 8, seed 0"``."""
-    return ", ".join(f"{k} = {v}" for k, v in params.items()) + f", seed {seed}"
-
-
-def _run_grid(
-    claim_id: str,
-    grid: list[tuple[dict[str, int | float], int]],
-    executor: Executor | None,
-    reporter: Reporter | None,
-) -> list[dict[str, Any] | BaseException]:
-    """Every cell's outcome in grid order; ``reporter`` advanced as each cell finishes."""
-    if executor is None:
-        outcomes: list[dict[str, Any] | BaseException] = []
-        for p, s in grid:
-            outcomes.append(_run_cell(claim_id, p, s))
-            if reporter is not None:
-                reporter.advance(1, _cell_label(p, s))
-        return outcomes
-    futures = {executor.submit(_run_cell, claim_id, p, s): (p, s) for p, s in grid}
-    if reporter is not None:
-        for future in as_completed(futures):
-            reporter.advance(1, _cell_label(*futures[future]))
-    outcomes = []
-    for future in futures:
-        try:
-            outcomes.append(future.result())
-        except Exception as exc:  # a lost worker is a failed cell, reported as such
-            outcomes.append(exc)
-    return outcomes
-
-
 def sweep(
     claim_id: str,
     *,
     sizes: Iterable[int | Mapping[str, int | float]],
     seeds: Iterable[int],
     executor: Executor | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
     progress: Any = False,
 ) -> dict[str, Any]:
     """Check ``claim_id`` at every size and seed; one JSON-ready dict of cells.
@@ -174,9 +269,11 @@ def sweep(
     whose check raises, or whose worker fails, is a failed cell with the error in
     ``detail``. The dict also has the claim's reference and statement, the grid, pass
     counts, ``versions`` (of this process), ``versions_agree`` (every worker reported the
-    same versions), ``executor`` and the wall ``seconds``. ``progress``: a bar or callback
-    over the cells as they finish (:mod:`verified_attn.progress`; a callback's label is the
-    cell, e.g. ``"d = 8, seed 0"``).
+    same versions), ``executor`` and the wall ``seconds``. ``timeout``: seconds to wait for
+    all cells of an executor; a cell not done by then (a lost worker, a pool that never
+    answers) is a failed cell, as is one the executor refuses to start (a shut-down or
+    broken pool). ``progress``: a bar or callback over the cells as they finish
+    (:mod:`verified_attn.progress`; a callback's label is the cell, e.g. ``"d = 8, seed 0"``).
 
     Raises InvalidArgument for an unknown claim id (naming the known ones), a claim
     without size support, or a bad size or seed (naming the entry).
@@ -188,6 +285,7 @@ def sweep(
             f"executor must be a concurrent.futures.Executor (with submit), got "
             f"{type(executor).__name__}"
         )
+    timeout = float(check_real(timeout, "timeout", low=0, low_open=True))
     progress = check_progress(progress)
     grid = [(p, s) for p in params for s in seed_list]
     t0 = time.perf_counter()
@@ -195,7 +293,10 @@ def sweep(
     if progress is not False:
         reporter = Reporter(progress, desc=claim.id, total=len(grid), unit="cell", kind="cell")
     try:
-        outcomes = _run_grid(claim.id, grid, executor, reporter)
+        if executor is None:
+            outcomes = _run_in_process(claim.id, grid, reporter)
+        else:
+            outcomes = _collect(executor, claim.id, grid, timeout, reporter)
     finally:
         if reporter is not None:
             reporter.close()

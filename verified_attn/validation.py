@@ -43,10 +43,14 @@ __all__ = [
     "is_int",
     "number_bytes",
     "require_memory",
+    "require_size",
 ]
 
 #: The longest verification sequence a learner accepts (a longer one is a typo, not a test).
 MAX_LENGTH = 4096
+#: The most queries a learner or builder plans before refusing (a hang guard: about 16x the
+#: largest benchmarked run, a d = 512 single head's 262,656).
+MAX_QUERIES = 1 << 22
 
 
 def is_int(x: Any) -> bool:
@@ -138,9 +142,7 @@ def check_lengths(lengths: Any, name: str = "lengths") -> tuple[int, ...]:
         raise InvalidArgument(
             f"{name} must be a sequence of ints >= 1, got {type(lengths).__name__}"
         )
-    out = tuple(
-        int(check_int(n, f"an entry of {name}", low=1, high=MAX_LENGTH)) for n in lengths
-    )
+    out = tuple(int(check_int(n, f"an entry of {name}", low=1, high=MAX_LENGTH)) for n in lengths)
     if not out:
         raise InvalidArgument(f"{name} must not be empty")
     return out
@@ -207,3 +209,28 @@ def require_memory(needed: float, what: str) -> None:
             f"{what} would need about {_bytes_text(needed)} of memory; this machine has "
             f"{_bytes_text(available)}"
         )
+
+
+def require_size(
+    what: str,
+    *,
+    numbers: int,
+    arithmetic: str = "exact",
+    precision: int | None = None,
+    queries: int = 0,
+) -> None:
+    """Refuse up front (InvalidArgument) a job of ``numbers`` numbers or ``queries`` queries
+    that would not fit in memory (:func:`require_memory`) or exceeds :data:`MAX_QUERIES`.
+
+    >>> require_size("learn_multi_head at d = 2, 2 heads", numbers=36, queries=20)
+    >>> require_size("learn_multi_head at d = 2, 10^6 heads", numbers=36 * 10**6, queries=10**7)
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: learn_multi_head at d = 2, 10^6 heads would ask about 10000000 queries; at most 4194304 are planned by one call
+    """
+    if queries > MAX_QUERIES:
+        raise InvalidArgument(
+            f"{what} would ask about {queries} queries; at most {MAX_QUERIES} are planned by "
+            "one call"
+        )
+    require_memory(numbers * number_bytes(arithmetic, precision), what)

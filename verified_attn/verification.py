@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from verified_attn.arithmetic import Arithmetic
-from verified_attn.errors import InvalidArgument, ModelClassMismatch
+from verified_attn.errors import InvalidArgument, ModelClassMismatch, PrecisionExhausted
 from verified_attn.validation import check_lengths, check_seed, check_verify
 
 __all__ = [
@@ -70,6 +70,7 @@ __all__ = [
     "fresh_sequences",
     "permute_context",
     "permuted_pairs",
+    "require_bias_resolution",
     "tolerance",
     "verify_candidate",
     "verify_model",
@@ -84,6 +85,9 @@ DEFAULT_LENGTHS: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 12, 16)
 FLOOR = 1e-3
 #: Rounding allowed on the bias part of a float64 answer, in ulps of |beta|.
 BIAS_ULPS = 1024
+#: A float box resolves a head's part to rtol only if this many unit roundoffs of |beta|
+#: (the rounding its answers carry near the bias) stay below rtol * max |v|.
+RESOLUTION_UNITS = 8
 
 # Entries k/8, 1 <= |k| <= 16: exact dyadic floats with enough distinct values that long
 # sequences in small d see new inputs (four values made d = 1 checks nearly blind).
@@ -212,6 +216,39 @@ def bias_allowance(arith: Arithmetic, bias: float) -> float:
     """
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
     return BIAS_ULPS * 2 * unit * abs(float(bias))
+
+
+def require_bias_resolution(arith: Arithmetic, beta: float, v_scale: float, what: str) -> None:
+    """Refuse a float box whose output bias swamps the head's part of its answers.
+
+    A float answer beta + h is rounded near |beta| (about ``unit_roundoff * |beta|``), and
+    the head's part h is at most about ``max |v|``: where :data:`RESOLUTION_UNITS` unit
+    roundoffs of |beta| exceed ``rtol * max |v|``, the answers cannot give h to rtol, so
+    neither a decoding nor a verification at rtol is possible (the bias term of the rule
+    would accept a model off by more than rtol). Raises
+    :class:`~verified_attn.errors.PrecisionExhausted`; exact and certified: nothing.
+
+    >>> from verified_attn.arithmetic import FloatArithmetic
+    >>> require_bias_resolution(FloatArithmetic(), 1e7, 1.0, "learn_single_head")
+    >>> require_bias_resolution(FloatArithmetic(), 1e8, 0.02, "learn_single_head")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.PrecisionExhausted: learn_single_head: the output bias |beta| = 1e+08 ...
+    """
+    if arith.name != "float":
+        return
+    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
+    rounding = RESOLUTION_UNITS * unit * abs(float(beta))
+    head = float(arith.rtol or 0.0) * abs(float(v_scale))
+    if rounding > head:
+        raise PrecisionExhausted(
+            f"{what}: the output bias |beta| = {abs(float(beta)):.3g} swamps the head's part "
+            f"of the answers (at most about max |v| = {abs(float(v_scale)):.3g}): their "
+            f"rounding near beta, {RESOLUTION_UNITS} x unit roundoff {unit:.3g} x |beta| = "
+            f"{rounding:.3g}, exceeds rtol {arith.rtol:g} x max |v| = {head:.3g}, so no "
+            "result can be verified to rtol; declare the box's actual precision "
+            "(Oracle.from_callable(..., rtol=)), or subtract the bias before asking"
+        )
 
 
 @dataclass
@@ -478,9 +515,7 @@ def verify_candidate(
             None,
         )
     high = int(arith.precision) * HIGH_PRECISION_FACTOR
-    record = ask_fresh(
-        oracle, count=count, seed=seed, lengths=lengths, precision=high, phase=phase
-    )
+    record = ask_fresh(oracle, count=count, seed=seed, lengths=lengths, precision=high, phase=phase)
     try:
         return check_record(record, model, what=what), None
     except ModelClassMismatch as exc:

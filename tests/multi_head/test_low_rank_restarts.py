@@ -9,6 +9,8 @@ must restart the groups of a rank-2 group set and leave a full-rank one alone.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -282,3 +284,23 @@ def test_learner_restarts_a_stalled_group_of_a_rank_two_box() -> None:
         got = float(rec.model.evaluate_batch(X[None])[0])
         worst = max(worst, abs(got - y) / max(1.0, abs(y)))
     assert worst <= 1e-10
+
+
+def test_low_rank_restarts_keep_the_better_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restart that fits worse than the stalled group's fit is not kept: with every
+    restart made worse, the stalled fits come back unchanged (a mistake keeping the last
+    restart, or the worse one, returns larger residuals)."""
+    from verified_attn.multi_head.float_fit import GroupFit
+
+    f0, ans, t, H, Mt, _, stalled, _ = _group_set(2, 21, [0, 5])
+    real = cf.fit_linear_groups
+
+    def worse(*args: Any, **kwargs: Any) -> GroupFit:
+        fit = real(*args, **kwargs)
+        return GroupFit(fit.r + 1.0, fit.s + 1.0, fit.residual + 1e9 * stalled[2].max())
+
+    monkeypatch.setattr(cf, "fit_linear_groups", worse)
+    fits, restarted, _ = cf._low_rank_restarts(f0, ans, t, H, stalled, Mt)
+    assert restarted == []
+    assert np.array_equal(fits[2], stalled[2])  # no residual grew
+    assert np.array_equal(fits[1], stalled[1]) and np.array_equal(fits[0], stalled[0])

@@ -22,13 +22,12 @@ including a malformed or hostile file, raises
 from __future__ import annotations
 
 import importlib
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from verified_attn.certificates.kernel import FORMAT
+from verified_attn.certificates.kernel import FORMAT, loads
 from verified_attn.certificates.reading import MAX_FILE_BYTES, read_bounded, read_path
 from verified_attn.errors import CertificateError, InvalidArgument, VerifiedAttnError
 from verified_attn.serialize import short_repr
@@ -111,7 +110,7 @@ def load_certificate(
             f"{type(source).__name__} {short_repr(source)}"
         )
     try:
-        data = json.loads(text)
+        data = loads(text)  # strict: a key twice in one object is refused
     except (ValueError, RecursionError) as exc:  # ValueError: also ints past 4300 digits
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:200]
         raise CertificateError(f"certificate {str(source)!r} is not valid JSON: {reason}") from exc

@@ -62,6 +62,9 @@ Heads = list[tuple[list[list[Fraction]], list[Fraction]]]
 
 def verify(data: dict[str, Any]) -> CertificateCheck:
     """Re-check a ``counterexample`` certificate dict; CertificateError naming what fails."""
+    if isinstance(data, dict):
+        # The seed the pair was drawn from: an int like every other header's (not Infinity).
+        as_int(get(data, "seed"), "seed")
     if isinstance(data, dict) and data.get("model_class") != "multi-head":
         from verified_attn.certificates.pairs import verify_pair
 

@@ -59,6 +59,7 @@ __all__ = [
     "exact_ball",
     "get",
     "largest_unique_denominator",
+    "loads",
     "number",
     "numbers",
     "parse_header",
@@ -75,6 +76,34 @@ MAX_ENTRIES = 1 << 24
 
 #: Number kinds each arithmetic produces.
 NUMBER_KINDS = {"exact": ("rational", "sympy"), "certified": ("arb",), "float": ("float",)}
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise CertificateError(
+                f"the key {_short(key)} appears twice in one JSON object; another parser "
+                "could read the other value, so a certificate has each key once"
+            )
+        out[key] = value
+    return out
+
+
+def loads(text: str) -> Any:
+    """JSON text parsed strictly: a key twice in one object is refused (NaN and Infinity
+    literals are read, and refused by the field's own check, which names the field).
+
+    >>> loads('{"a": 1}')
+    {'a': 1}
+    >>> loads('{"result": 1, "result": 2}')
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.CertificateError: the key 'result' appears twice in one JSON object; ...
+    """
+    import json
+
+    return json.loads(text, object_pairs_hook=_no_duplicates)
 
 
 def get(obj: Any, path: str) -> Any:

@@ -799,18 +799,16 @@ def _float_prediction_bound(
     stored grid answers and the claimed heads on the same sequences
     (:func:`~verified_attn.multi_head.canonical_float.prediction_check`): the recomputed
     figure must be within what the rule allows and the stored one at least half of it. Of
-    kind "joint" it is stored, not recomputed. A certificate without the field (written
-    before the bound) states no bound, and the summary says so."""
+    kind "joint" it is not recomputed, so it must not be stated. A certificate without the
+    field states no bound, and the summary says so."""
     raw = get(data, "result").get("prediction_bound")
-    if raw is None:
-        return "prediction bound: not stated (a certificate written before it)"
-    seed, lengths, told = _stated_prediction_bound(raw, arith)
     d = U.shape[0]
-    if joint_polish(d, H0, affine, len(F0) + len(F) * len(ratios)):
-        return (
-            f"prediction bound {told:.3g} x the rule's allowance ({PREDICTION_SIGMAS:g} standard "
-            "deviations, of the joint fit, stored, not recomputed)"
-        )
+    joint = joint_polish(d, H0, affine, len(F0) + len(F) * len(ratios))
+    if raw is None:
+        return "prediction bound: not stated" + (" (a joint fit's is not recomputed)" * joint)
+    if joint:  # not recomputed here, so no certificate may state it
+        raise CertificateError("result.prediction_bound: a joint fit's is not recomputable")
+    seed, lengths, told = _stated_prediction_bound(raw, arith)
     heads, t, answers = _float_grid(claimed, F, ratios, d, ncols, affine)
     try:
         ratio, worst = prediction_check(

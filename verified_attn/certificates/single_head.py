@@ -51,6 +51,7 @@ from verified_attn.certificates.kernel import (
     PROBE_CALLS,
     Header,
     as_bool,
+    as_int,
     as_list,
     as_matrix,
     check_counts,
@@ -92,8 +93,9 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         )
     affine = as_bool(get(data, "affine"), "affine")
     U, scales, c_scales = _design(data, head.d, affine)
+    refined = _refined(data, head)
     lines = [head.describe() + (" (affine)" if affine else "")]
-    lines.append(_counts(data, head.d, affine, scales, c_scales))
+    lines.append(_counts(data, head.d, affine, scales, c_scales, refined))
     arith = head.arith
     with arith.context():
         answers = _answers(data, head, affine)
@@ -111,6 +113,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         lines.append(_compare(arith, exact, claimed, decoded))
         lines.append(_describe_result(head, claimed, exact, affine))
         lines.append(check_verification(data, head, _predictor(head, claimed, exact, affine)))
+    _check_seed(data, head)
     lines.extend(f"assumption: {a}" for a in head.assumptions)
     return CertificateCheck(ok=True, kind="single-head", theorem=head.theorem, summary=lines)
 
@@ -147,6 +150,44 @@ def _design(
     return U, scales, c_scales
 
 
+#: A float box declaring this rtol or coarser may have W probes re-asked once at a
+#: refined scale 2^n, 2 <= n <= REFINE_MAX_EXPONENT (the learner's "refine" phase).
+REFINE_RTOL = 1e-5
+REFINE_MAX_EXPONENT = 10
+
+
+def _refined(data: dict[str, Any], head: Header) -> dict[tuple[int, int], int]:
+    """design.refined: the W probes re-asked at a refined scale 2^n, as {(k, j): n}."""
+    raw = get(data, "design").get("refined", [])
+    entries = as_list(raw, "design.refined")
+    if entries and (head.arith.name != "float" or (head.arith.rtol or 0.0) < REFINE_RTOL):
+        raise CertificateError(
+            f"design.refined lists probes, but only a float box declaring rtol >= "
+            f"{REFINE_RTOL:g} has refined probes"
+        )
+    out: dict[tuple[int, int], int] = {}
+    for i, entry in enumerate(entries):
+        k, j, n = as_list(entry, f"design.refined[{i}]", 3)
+        key = (
+            as_int(k, f"design.refined[{i}][0]", high=head.d - 1),
+            as_int(j, f"design.refined[{i}][1]", high=head.d - 1),
+        )
+        if key in out:
+            raise CertificateError(f"design.refined lists the probe {list(key)} twice")
+        out[key] = as_int(n, f"design.refined[{i}][2]", low=2, high=REFINE_MAX_EXPONENT)
+    return out
+
+
+def _check_seed(data: dict[str, Any], head: Header) -> None:
+    """The learner draws its fresh sequences from its own seed: the header's must be it."""
+    stored = get(data, "verification.seed")
+    if stored != head.seed:
+        raise CertificateError(
+            f"seed is {head.seed}, but the verification's fresh sequences were drawn with "
+            f"seed {short_repr(stored)[:40]}; the learner uses one seed for both"
+        )
+
+
 def _rescales(t: Fraction, path: str) -> int:
     """n with t = 16^-n: the learner starts every probe at t = 1 and re-asks at t / 16."""
     if t <= 0 or t.numerator != 1 or t.denominator & (t.denominator - 1):
@@ -163,21 +204,31 @@ def _counts(
     affine: bool,
     scales: list[list[Fraction]],
     c_scales: list[Fraction] | None,
+    refined: dict[tuple[int, int], int],
 ) -> str:
-    paths = [(f"design.scales[{k}][{j}]", t) for k, r in enumerate(scales) for j, t in enumerate(r)]
+    # A refined probe starts again at 2^n; any later re-asks divide by 16 as usual.
+    paths = [
+        (f"design.scales[{k}][{j}]", t / 2 ** refined.get((k, j), 0))
+        for k, r in enumerate(scales)
+        for j, t in enumerate(r)
+    ]
     paths += [(f"design.c_scales[{k}]", t) for k, t in enumerate(c_scales or [])]
     rescale = sum(_rescales(t, p) for p, t in paths)
     bound = d * d + (2 * d + 1 if affine else d)
     phases = {"v": d, "W": d * d + (d if affine else 0), "rescale": rescale}
+    phases["refine"] = len(refined)
     if affine:
         phases["beta"] = 1
-    q = check_counts(data, learning=bound + rescale, bound=bound, phases=phases)
+    learning = bound + rescale + len(refined)
+    q = check_counts(data, learning=learning, bound=bound, phases=phases)
     extra = set(q["by_phase"]) - {*phases, "verify"}
     if extra:
         raise CertificateError(f"queries.by_phase has unknown phases {sorted(extra)}")
     return (
         f"queries: {q['learning']} learning = bound {bound} (d^2 + {'2d + 1' if affine else 'd'})"
-        f" + {rescale} re-asked probes; {q['verification']} verification"
+        f" + {rescale} re-asked probes"
+        + (f" + {len(refined)} refined probes" if refined else "")
+        + f"; {q['verification']} verification"
     )
 
 
@@ -399,9 +450,7 @@ def _compare_rationals_in_balls(
     )
 
 
-def _compare_float(
-    claimed: dict[str, list[tuple[str, Any]]], decoded: dict[str, list[Any]]
-) -> str:
+def _compare_float(claimed: dict[str, list[tuple[str, Any]]], decoded: dict[str, list[Any]]) -> str:
     worst = 0.0
     for name, entries in claimed.items():
         again = [float(x) for x in decoded[name]]
@@ -431,9 +480,7 @@ def _describe_result(
 ) -> str:
     """One line: what the result is (small heads in full, larger ones by shape)."""
     d = head.d
-    what = (
-        "exact rationals" if exact else "balls" if head.arith.name == "certified" else "floats"
-    )
+    what = "exact rationals" if exact else "balls" if head.arith.name == "certified" else "floats"
     shapes = f"W ({d} x {d}), v ({d})" + (f", c ({d}), beta" if affine else "")
     text = f"result: {shapes}, {what}"
     if d <= 2 and exact and all(len(_show(q)) <= 24 for e in claimed.values() for _, q in e):

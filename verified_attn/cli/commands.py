@@ -237,7 +237,7 @@ def _cmd_hypotheses(args: argparse.Namespace) -> int:
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from concurrent.futures import ProcessPoolExecutor
 
-    from verified_attn.sweep import sweep
+    from verified_attn.sweep import check_workers, dask_client, sweep
 
     _unknown_claim_ids([args.claim])
 
@@ -254,22 +254,20 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from exc
 
     if args.scheduler is not None:
-        try:
-            import distributed
-        except ImportError:
-            raise UsageError(
-                "--scheduler needs Dask distributed: pip install 'verified-attn[dask]'"
-            ) from None
-        try:
-            client = distributed.Client(args.scheduler, timeout=30)
-        except (OSError, TimeoutError) as exc:
-            raise UsageError(f"cannot reach the Dask scheduler {args.scheduler}: {exc}") from exc
+        try:  # the address's form, Dask installed, and a Dask scheduler answering there
+            client = dask_client(args.scheduler)
+        except InvalidArgument as exc:
+            raise UsageError(f"--scheduler: {exc}") from exc
         with client:
             out = run(client.get_executor())
             out["executor"] = f"dask scheduler {args.scheduler}"
             out["dask_workers"] = len(client.scheduler_info().get("workers", {}))
     elif args.workers is not None:
-        with ProcessPoolExecutor(args.workers) as pool:
+        try:
+            workers = check_workers(args.workers)
+        except InvalidArgument as exc:
+            raise UsageError(f"--workers: {exc}") from exc
+        with ProcessPoolExecutor(workers) as pool:
             out = run(pool)
     else:
         out = run(None)

@@ -69,7 +69,12 @@ from verified_attn.validation import (
     number_bytes,
     require_memory,
 )
-from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY, Verification
+from verified_attn.verification import (
+    DEFAULT_LENGTHS,
+    DEFAULT_VERIFY,
+    Verification,
+    require_bias_resolution,
+)
 
 __all__ = ["decode_single_head", "learn_single_head", "query_bound"]
 
@@ -247,6 +252,9 @@ def learn_single_head(
         beta0 = answers["beta"] if affine else arith.rational(Fraction(0))
         v = measured_array(arith, [a - beta0 for a in answers["v"]])
         require_nonzero_v(arith, v)
+        if affine:
+            v_scale = max(abs(float(x)) for x in v) if arith.name == "float" else 0.0
+            require_bias_resolution(arith, float(beta0), v_scale, "learn_single_head")
         the_design = (
             default_design(arith, v, d, affine)
             if design is None
@@ -262,8 +270,9 @@ def learn_single_head(
                 answers["c"] = oracle.query_many([the_design.c_query(k) for k in range(d)])
         if arith.name != "exact":
             _rescale_saturated(oracle, arith, the_design, answers)
+        refined: list[tuple[int, int, int]] = []
         if arith.name == "float" and (arith.rtol or 0.0) >= LOW_PRECISION_RTOL:
-            _refine_low_precision(oracle, arith, the_design, answers)
+            refined = _refine_low_precision(oracle, arith, the_design, answers)
         params = decode_single_head(arith, the_design, answers)
         exact, enclosures, params = finalize(arith, params, denominator_bound)
         checked, exact, params, refuted = verify_reconstruction(
@@ -298,6 +307,7 @@ def learn_single_head(
         counts,
         bound,
         assumptions,
+        refined,
     )
     return SingleHeadRecovery.from_run(
         counts,
@@ -333,9 +343,11 @@ REFINE_MAX_SCALE = 2**10
 
 def _refine_low_precision(
     oracle: Oracle, arith: Arithmetic, design: SingleHeadDesign, answers: dict[str, Any]
-) -> None:
+) -> list[tuple[int, int, int]]:
     """Re-ask each W probe at t = 2^n with |t m| near :data:`REFINE_TARGET`, where that is
     at least 4x larger than its first scale (phase "refine", counted in ``queries``).
+    Returns the refined probes ``(k, j, n)`` (the certificate records them: a refined
+    probe's scale is 2^n 16^-m after m re-asks for saturation).
 
     A float32 box answers to ~1e-7; the logit amplifies that by 1 / (t^2 sigmoid'(t m)),
     which for a small entry m at t = 1 is ~4 / t^2 m^2 times worse than at the target.
@@ -343,7 +355,7 @@ def _refine_low_precision(
     _, Y, _ = _probe_ratios(arith, design, answers)
     L, bad = logits(arith, Y)
     if bad:
-        return  # decoding will name the bad probe
+        return []  # decoding will name the bad probe
     todo = []
     for k in range(design.d):
         for j in range(design.d):
@@ -354,7 +366,7 @@ def _refine_low_precision(
             if n >= 2 and Fraction(2) ** n >= 4 * t:
                 todo.append((k, j, Fraction(2) ** n))
     if not todo:
-        return
+        return []
     for k, j, t_new in todo:
         design.set_scale(k, j, t_new)
     with oracle.phase("refine"):
@@ -362,6 +374,7 @@ def _refine_low_precision(
     for (k, j, _), a in zip(todo, new, strict=True):
         answers["W"][k][j] = a
     _rescale_saturated(oracle, arith, design, answers)
+    return [(k, j, t.numerator.bit_length() - 1) for k, j, t in todo]
 
 
 def _rescale_saturated(
@@ -417,6 +430,7 @@ def _certificate_data(
     counts: QueryCounts,
     bound: int,
     assumptions: list[str],
+    refined: list[tuple[int, int, int]],
 ) -> dict[str, Any]:
     """Everything needed to re-check the recovery without the oracle, as exact JSON.
 
@@ -491,6 +505,7 @@ def _certificate_data(
                 "c_scales": None
                 if design.c_scales is None
                 else [dump_rational(q) for q in design.c_scales],
+                "refined": [list(r) for r in refined],
             },
             "answers": {
                 "beta": dump_number(answers["beta"]) if design.affine else None,

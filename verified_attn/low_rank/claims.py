@@ -35,6 +35,9 @@ def random_low_rank_head(d: int, r: int, seed: int, *, den: int = 4) -> SingleHe
     >>> random_low_rank_head(4, 2, 0).d
     4
     """
+    from verified_attn.validation import require_size
+
+    require_size(f"a random rank-{r} head at d = {d}", numbers=d * d + 2 * r * d)
     rng = np.random.default_rng(seed)
     K = rng.integers(-2, 3, (r, d))
     Q = rng.integers(-2, 3, (r, d))
@@ -139,9 +142,7 @@ def _over_rank(seed: int) -> ClaimResult:
     return _result("thm-5.1/over-rank", OVER, False, "a rank-2 model was returned for rank 3")
 
 
-def _nuclear(
-    seed: int, d: int = 16, r: int = 1, c: float = DEFAULT_OVERSAMPLING
-) -> ClaimResult:
+def _nuclear(seed: int, d: int = 16, r: int = 1, c: float = DEFAULT_OVERSAMPLING) -> ClaimResult:
     rng = np.random.default_rng(seed)
     W = rng.standard_normal((d, r)) @ rng.standard_normal((r, d))  # r = 1: np.outer
     m = min(d * d, math.ceil(c * 2 * r * d))

@@ -61,6 +61,7 @@ from verified_attn.validation import (
     check_real,
     check_seed,
     check_verify,
+    require_size,
 )
 from verified_attn.verification import (
     DEFAULT_LENGTHS,
@@ -128,6 +129,15 @@ def learn_low_rank(
     d = oracle.d
     method = check_choice(method, "method", METHODS)
     rank = check_int(rank, "rank", low=1, high=d, allow_none=True)
+    arith = oracle.arithmetic
+    # The probes and answers: O(d r) numbers (r = 1 when it is found), d^2 for the model.
+    require_size(
+        f"learn_low_rank at d = {d}",
+        numbers=4 * d * (rank or 1) + d * d,
+        arithmetic=arith.name,
+        precision=arith.precision,
+        queries=d + 2 * d * (rank or 1) + 1,
+    )
     verify = check_verify(verify)
     seed = check_seed(seed)
     lengths = check_lengths(lengths)
@@ -222,7 +232,9 @@ def learn_low_rank(
     if arith.name == "certified" and not exact:
         notes.append("some entries did not reconstruct to a unique rational; W, v are balls")
     bound = (
-        skeleton_query_bound(d, r) if rank is None else skeleton_query_bound(d, rank, rank_given=True)
+        skeleton_query_bound(d, r)
+        if rank is None
+        else skeleton_query_bound(d, rank, rank_given=True)
     )
     assumptions = reconstruction_assumptions(arith, exact, denominator_bound)
     if result.assumed_zero:

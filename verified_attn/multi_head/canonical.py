@@ -36,6 +36,7 @@ from verified_attn.multi_head.symbolic import (
     prove_same_map,
     random_rational_sequence,
 )
+from verified_attn.validation import check_seed
 
 __all__ = ["CanonicalForm", "Verdict", "canonical_form", "equivalent"]
 
@@ -173,6 +174,7 @@ def equivalent(
         raise InvalidArgument(f"the models have different d: m1.d = {m1.d}, m2.d = {m2.d}")
     if isinstance(tries, bool) or not isinstance(tries, int) or tries < 1:
         raise InvalidArgument(f"tries must be an int >= 1, got {tries!r}")
+    seed = check_seed(seed)
     c1, c2 = canonical_form(m1), canonical_form(m2)
     if c1 == c2:
         proof = prove_same_map(m1, m2, seed=seed)

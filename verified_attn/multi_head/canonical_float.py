@@ -2787,4 +2787,6 @@ def _certificate_data(
             },
         }
     )
+    if tolerance[2] == "joint":  # its checker does not recompute a joint fit's bound
+        del data["result"]["prediction_bound"]
     return data

@@ -78,6 +78,7 @@ from verified_attn.validation import (
     check_oracle,
     check_seed,
     check_verify,
+    require_size,
 )
 from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY
 
@@ -250,12 +251,21 @@ def learn_multi_head(
     (2, 48, True)
     """
     check_oracle(oracle)
+    arith = oracle.arithmetic
     if (heads is None) == (max_heads is None):
         raise InvalidArgument("give exactly one of heads= (known H) or max_heads= (an upper bound)")
     H0 = check_int(
         heads if heads is not None else max_heads,
         "heads" if heads is not None else "max_heads",
         low=1,
+    )
+    d = oracle.d
+    require_size(
+        f"learn_multi_head at d = {d}, {H0} heads",
+        numbers=4 * H0 * (d * d + 2 * d + 1),
+        arithmetic=arith.name,
+        precision=arith.precision,
+        queries=2 * H0 * (d * d + 2 * d),
     )
     verify = check_verify(verify)
     seed = check_seed(seed)

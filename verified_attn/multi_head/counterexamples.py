@@ -25,10 +25,15 @@ from verified_attn.errors import InvalidArgument
 from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head.symbolic import EquivalenceProof, prove_same_map
 from verified_attn.serialize import dump_rational
-from verified_attn.validation import check_int, check_seed
+from verified_attn.validation import check_int, check_seed, require_size
+
+#: The most heads of a random model or counterexample (drawing distinct W is quadratic in
+#: the count; the learners' benchmarks use at most 32).
+MAX_RANDOM_HEADS = 1024
 
 __all__ = [
     "KINDS",
+    "MAX_RANDOM_HEADS",
     "CounterexamplePair",
     "counterexample",
     "counterexample_report",
@@ -136,7 +141,9 @@ class CounterexamplePair:
             try:
                 Path(path).write_text(json.dumps(data, indent=1))
             except OSError as exc:
-                raise InvalidArgument(f"cannot write the certificate to {str(path)!r}: {exc}") from exc
+                raise InvalidArgument(
+                    f"cannot write the certificate to {str(path)!r}: {exc}"
+                ) from exc
         return data
 
 
@@ -241,7 +248,8 @@ def counterexample(
     if kind not in KINDS:
         raise InvalidArgument(f"kind must be one of {', '.join(KINDS)}; got {kind!r}")
     d = check_int(d, "d", low=1)
-    H = check_int(heads, "heads", low=1)
+    H = check_int(heads, "heads", low=1, high=MAX_RANDOM_HEADS)
+    require_size(f"a counterexample at d = {d}, {H} heads", numbers=4 * H * (d * d + d))
     if H < _MIN_HEADS[kind]:
         raise InvalidArgument(f"heads must be >= {_MIN_HEADS[kind]} for kind {kind!r}, got {H}")
     seed = check_seed(seed)
@@ -364,5 +372,6 @@ def random_multi_head(d: int, heads: int, seed: int) -> MultiHeadAttention:
     3
     """
     d = check_int(d, "d", low=1)
-    H = check_int(heads, "heads", low=1)
+    H = check_int(heads, "heads", low=1, high=MAX_RANDOM_HEADS)
+    require_size(f"a random multi-head model at d = {d}, {H} heads", numbers=H * (d * d + d))
     return MultiHeadAttention(_distinct_heads(d, H, np.random.default_rng(check_seed(seed))))

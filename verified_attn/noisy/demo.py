@@ -21,7 +21,7 @@ from verified_attn.oracle_wrappers import (
     StochasticOracle,
     worst_case_oracle,
 )
-from verified_attn.validation import check_choice, check_int, check_seed
+from verified_attn.validation import check_choice, check_int, check_seed, require_size
 
 __all__ = ["ADVERSARY_CHOICES", "run"]
 
@@ -51,6 +51,8 @@ def run(
     for the learners (:mod:`verified_attn.progress`).
     """
     d = check_int(d, "d", low=1)
+    # The box, the design (d^2 + d probes of d + 1 tokens) and the answers.
+    require_size(f"a noisy run at d = {d}", numbers=4 * d * d, queries=d * d + d)
     adversary = check_choice(adversary, "adversary", ADVERSARY_CHOICES)
     seed = check_seed(seed)
     model = random_instance(

@@ -21,7 +21,7 @@ import numpy as np
 
 from verified_attn import soundness
 from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult, SizeParams
-from verified_attn.errors import NotIdentifiable
+from verified_attn.errors import InvalidArgument, NotIdentifiable
 from verified_attn.models import OneLayerTransformer, ReluFFN, SingleHeadAttention
 from verified_attn.oracle import Oracle
 from verified_attn.transformer import symbolic
@@ -58,8 +58,17 @@ def random_ffn(d: int, m: int, rng: np.random.Generator) -> ReluFFN:
     return ReluFFN(A, w)
 
 
+#: The widest random FFN (the FFN learner's queries grow with the width).
+MAX_RANDOM_WIDTH = 4096
+
+
 def random_transformer(d: int, m: int, rng: np.random.Generator) -> OneLayerTransformer:
     """Random rational one-layer Transformer with value dimension e = d."""
+    from verified_attn.validation import require_size
+
+    if m > MAX_RANDOM_WIDTH:  # the FFN learner's work grows with the width: a hang guard
+        raise InvalidArgument(f"width must be an int <= {MAX_RANDOM_WIDTH}, got {m}")
+    require_size(f"a random Transformer at d = {d}, width {m}", numbers=2 * d * d + m * (d + 1))
     W = [
         [Fraction(int(rng.integers(-6, 7)), int(rng.integers(1, 4))) for _ in range(d)]
         for _ in range(d)
