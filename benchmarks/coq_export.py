@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import metadata, output_dir, write_json
+from _common import metadata, output_dir, progress, write_json
 
 import verified_attn as va
 from verified_attn import formal
@@ -87,7 +87,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     out = output_dir(args.out, args.quick, NAME)
     built = formal.build()
     rows = []
-    for d in QUICK if args.quick else FULL:
+    sizes = QUICK if args.quick else FULL
+    for d in progress(sizes, "coqc per d", total=len(sizes)):
         rows.append(run_one(d, args.seed))
         print(rows[-1], file=sys.stderr)
     data = {

@@ -91,7 +91,7 @@ def test_ci_runs_mypy_over_the_package() -> None:
     assert "python -m mypy verified_attn" in commands, ".ci/run lost its mypy step"
     # After the test command (ruff first), as its own step.
     assert commands.index("python -m mypy verified_attn") > commands.index(
-        'bash -euo pipefail -c "$TEST_COMMAND"'
+        'run_command "$TEST_COMMAND"'
     )
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert config["tool"]["mypy"]["files"] == ["verified_attn"]

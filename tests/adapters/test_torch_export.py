@@ -113,3 +113,13 @@ def test_without_torch_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(ImportError, match=r"pip install 'verified-attn\[torch\]'"):
         rec.to_torch()
+
+
+def test_the_callers_random_state_is_left_as_it_was() -> None:
+    """Building the modules draws no number from torch's global generator."""
+    rec = va.learn_single_head(va.Oracle(va.SingleHeadAttention([[1, 0], [2, 1]], [1, -1]), "exact"))
+    torch.manual_seed(3)
+    expected = torch.rand(4)
+    torch.manual_seed(3)
+    rec.to_torch()
+    assert torch.equal(torch.rand(4), expected)

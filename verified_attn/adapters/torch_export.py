@@ -98,7 +98,7 @@ def to_torch(rec: Any) -> tuple[Any, Any]:
     ``readout(mha(X, X, X)[0][-1])``; :func:`verified_attn.adapters.torch.attention_parameters`
     maps the pair back to the parameters. Raises
     :class:`~verified_attn.errors.InvalidArgument` for other kinds, and for heads whose
-    rank exceeds E / H.
+    rank exceeds E / H. The caller's torch random state is left as it was.
     """
     torch = _torch()
     heads, beta = _heads(rec)
@@ -119,8 +119,11 @@ def to_torch(rec: Any) -> tuple[Any, Any]:
         # the head's value output read by r: r_block^T Wv_block x = v^T x
         r[k * hd] = 1.0
         Wv[k * hd] = v
-    mha = torch.nn.MultiheadAttention(E, H, batch_first=True, dtype=torch.float64)
-    readout = torch.nn.Linear(E, 1, dtype=torch.float64)
+    # Every weight is overwritten below; fork_rng keeps the caller's torch RNG where it was
+    # (the modules' random initialisation would otherwise shift every later seeded draw).
+    with torch.random.fork_rng(devices=[]):
+        mha = torch.nn.MultiheadAttention(E, H, batch_first=True, dtype=torch.float64)
+        readout = torch.nn.Linear(E, 1, dtype=torch.float64)
     with torch.no_grad():
         mha.in_proj_weight.copy_(torch.from_numpy(np.vstack([Wq, Wk, Wv])))
         mha.in_proj_bias.copy_(torch.from_numpy(np.concatenate([bq, np.zeros(2 * E)])))

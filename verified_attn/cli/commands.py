@@ -1,7 +1,7 @@
 """The commands of ``verified-attn``: one function per subcommand, returning the exit status.
 
 >>> sorted(COMMANDS)  # doctest: +NORMALIZE_WHITESPACE
-['check', 'claims', 'counterexample', 'hypotheses', 'learn', 'sweep', 'verify-certificate']
+['check', 'claims', 'counterexample', 'export-coq', 'hypotheses', 'learn', 'sweep', 'verify-certificate']
 """
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ THEOREMS: list[FormalTheorem] = [
         ("plain_identified", "unique_in_spec", "brackets_spec"),
         "For every d: if a recorded design U has an inverse, each probe's answer interval "
         "lies strictly between the answers at two logit brackets, and the intervals "
-        "U^{-T} gives each W_ij and the answers give each v_i are narrower than 1/(D b) "
+        "the inverse transpose of U gives each W_ij and the answers give each v_i are narrower than 1/(D b) "
         "around the certified a/b, then the certified head answers inside the recorded "
         "intervals and every head with denominators <= D that does equals it.",
         ("thm-4.1/linear-system",),
