@@ -14,6 +14,7 @@ Two checks, one static and one live:
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.metadata
 import re
 import subprocess
@@ -52,9 +53,15 @@ def _extras() -> dict[str, set[str]]:
     return {extra: {_requirement_name(s) for s in specs} for extra, specs in extras.items()}
 
 
+@functools.cache
+def _packages_distributions() -> dict[str, list[str]]:
+    # One scan of the installed distributions (it reads every RECORD: seconds, not per import).
+    return dict(importlib.metadata.packages_distributions())
+
+
 def _distribution_of(top_level: str) -> str:
     """The installed distribution that provides an importable top-level name."""
-    dists = importlib.metadata.packages_distributions().get(top_level)
+    dists = _packages_distributions().get(top_level)
     assert dists, f"no installed distribution provides {top_level!r}"
     return re.sub(r"[-_.]+", "-", dists[0]).lower()
 

@@ -228,6 +228,8 @@ def _size_cases() -> list[Any]:
         (lambda: va.counterexample("prop-7.1", kind="permutation", d=2, heads=10**6), "heads"),
         (lambda: va.counterexample("thm-4.1", kind="v-zero", d=10**6), "memory"),
         (lambda: va.learn_low_rank(va.Oracle.from_callable(sum, d=10**9), rank=1), "queries"),
+        (lambda: va.learn_transformer(va.Oracle.from_callable(sum, d=10**6)), "queries"),
+        (lambda: va.learn_relu_ffn(va.Oracle.from_callable(sum, d=10**6)), "memory"),
         (lambda: __import__("verified_attn.noisy.demo").noisy.demo.run(10**6), "queries"),
     ]
 

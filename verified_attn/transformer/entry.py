@@ -30,7 +30,7 @@ from verified_attn.recovery import ReluFFNRecovery, TransformerRecovery
 from verified_attn.transformer import learner, relu
 from verified_attn.transformer.biased_learner import learn_biased_transformer
 from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
-from verified_attn.validation import check_oracle
+from verified_attn.validation import check_oracle, require_size
 from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY
 
 __all__ = ["BIASED_CLASSES", "learn_relu_ffn", "learn_transformer"]
@@ -46,6 +46,19 @@ def _biases(oracle: Oracle, biases: Any, *, float_too: bool) -> bool:
     if not isinstance(biases, bool):
         raise InvalidArgument(f"biases must be True, False or None, got {biases!r}")
     return biases
+
+
+def _require_size(oracle: Oracle, what: str, *, numbers: int, queries: int) -> None:
+    """Refuse a size the run could not hold, before any query (the learners build d x d
+    designs; the CLI's random models are capped where they are built)."""
+    arith = oracle.arithmetic
+    require_size(
+        f"{what} at d = {oracle.d}",
+        numbers=numbers,
+        arithmetic=arith.name,
+        precision=arith.precision,
+        queries=queries,
+    )
 
 
 def learn_relu_ffn(
@@ -68,6 +81,9 @@ def learn_relu_ffn(
     :class:`~verified_attn.ReluFFNRecovery`. See the module docstring for the choice.
     """
     check_oracle(oracle)
+    d = oracle.d
+    # Every learner probes d - 1 directions per piece of at least one line: >= d queries, d^2 numbers.
+    _require_size(oracle, "learn_relu_ffn", numbers=d * d, queries=d)
     kw: dict[str, Any] = {
         "verify": verify,
         "seed": seed,
@@ -101,6 +117,9 @@ def learn_transformer(
     ``method`` must be None or "direct").
     """
     check_oracle(oracle)
+    d = oracle.d
+    # W alone takes d^2 queries from two d x d designs.
+    _require_size(oracle, "learn_transformer", numbers=2 * d * d, queries=d * d)
     kw: dict[str, Any] = {"verify": verify, "seed": seed, "lengths": lengths, "progress": progress}
     if _biases(oracle, biases, float_too=False):
         if method not in (None, "direct"):
