@@ -178,15 +178,15 @@ def _collect(
         except TimeoutError:  # the cells still pending are failed below
             pass
     outcomes: list[dict[str, Any] | BaseException] = []
-    for future in futures:
-        if isinstance(future, BaseException):
-            outcomes.append(future)
-        elif not future.done():
-            future.cancel()
+    for entry in futures:
+        if isinstance(entry, BaseException):
+            outcomes.append(entry)
+        elif not entry.done():
+            entry.cancel()
             outcomes.append(TimeoutError(f"no answer within the sweep's timeout {timeout:g} s"))
         else:
             try:
-                outcomes.append(future.result())
+                outcomes.append(entry.result())
             except (Exception, CancelledError) as exc:  # a lost worker: a failed cell
                 outcomes.append(exc)
     return outcomes
