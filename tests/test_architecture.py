@@ -62,9 +62,6 @@ ALLOWED_LONG_FILES: dict[str, str] = {
     "certificates/low_rank.py": _SPLIT_IN_PROGRESS,
     "certificates/transformer.py": _SPLIT_IN_PROGRESS,
     "certificates/pairs.py": _SPLIT_IN_PROGRESS,
-    **{p: "core: split in progress" for p in [
-        "exact_recovery/symbolic.py",
-        ]},
 }
 # "path::qualified.name" -> reason.
 ALLOWED_LONG_FUNCTIONS: dict[str, str] = {
