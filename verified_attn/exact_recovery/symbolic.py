@@ -306,53 +306,16 @@ def linear_system(
     gen, m = _measurement(d, affine=False)
     if m is None:
         return SymbolicCheck("thm-4.1/linear-system", _LINEAR_STATEMENT, False, _NOT_EXP)
-    W = gen["W"]
-    subs_base = {gen["t"]: 1}
-    rows = []
-    for j in range(d):  # vec(W) stacks columns: block j holds the measurements of column j
-        for k in range(d):
-            sub = dict(subs_base)
-            sub.update({gen["b"][i]: int(i == j) for i in range(d)})
-            sub.update({gen["u"][i]: U[i, k] for i in range(d)})
-            rows.append(sympy.expand(m.xreplace(sub)))
-    vecW = sympy.Matrix([W[i, j] for j in range(d) for i in range(d)])
-    meas = sympy.Matrix(rows)
-    K = meas.jacobian(vecW)
-    kron = sympy.kronecker_product(sympy.eye(d), U.T)
-    kron_ok = all(sympy.expand(x) == 0 for x in (K - kron)) and all(
-        sympy.expand(x) == 0 for x in (meas - K * vecW)
-    )
+    kron_ok, kron = _kronecker_structure(gen, m, U, d)
 
-    # Full rank iff U invertible: det(I ⊗ U^T) = det(U)^d, shown symbolically, and the
-    # exact rank for a rational U.
-    det_U = sympy.expand(U.det())
-    if symbolic:
-        det_identity = sympy.expand(kron.det() - det_U**d) == 0
-    else:
-        det_identity = _flint(kron).det() == _flint(U).det() ** d
-    if symbolic:
-        rank = d * d if det_U != 0 else None
-    else:
-        rank = int(_flint(kron).rank())
+    det_U, det_identity, rank = _rank_of(kron, U, d, symbolic)
     full_rank = det_identity and det_U != 0 and rank == d * d
 
     # u_k^T v != 0 is needed: the W-gradient of the answer is (u^T v) alpha_1 alpha_2 t^2 u b^T.
     # That identity is entrywise, about one probe; it is shown at min(d, 2) (diagonal and
     # off-diagonal entries) to keep the check fast.
     grad_ok = _gradient_identity(min(d, 2))
-    pn = _probe_namespace(d, affine=False)
-    f = _f(pn, [pn["a"], pn["b"]])
-    vv = _vec("v", d, real=True) if v is None else _rational_vector(v, d)
-    uv = [sympy.expand((U[:, k].T * vv)[0]) for k in range(d)]
-    zero_cols = [k for k in range(d) if uv[k] == 0]
-    # For a column with u_k^T v = 0 show directly from the model that f is free of W.
-    blind = []
-    for k in zero_cols:
-        sub = {pn["t"]: 1, **{pn["u"][i]: U[i, k] for i in range(d)}}
-        sub.update({pn["v"][i]: vv[i] for i in range(d)})
-        fk = f.xreplace(sub)
-        if all(is_zero(sympy.diff(fk, x)) for x in pn["W"]):
-            blind.append(k)
+    uv, zero_cols, blind = _blind_columns(U, v, d)
     holds = kron_ok and full_rank and grad_ok and not zero_cols
     why = []
     if not kron_ok:
@@ -386,6 +349,65 @@ def linear_system(
             "W_free_columns": blind,
         },
     )
+
+
+def _kronecker_structure(
+    gen: Namespace, m: sympy.Expr, U: sympy.Matrix, d: int
+) -> tuple[bool, sympy.Matrix]:
+    """Whether the stacked measurements are (I ⊗ U^T) vec(W), and that Kronecker product."""
+    W = gen["W"]
+    subs_base = {gen["t"]: 1}
+    rows = []
+    for j in range(d):  # vec(W) stacks columns: block j holds the measurements of column j
+        for k in range(d):
+            sub = dict(subs_base)
+            sub.update({gen["b"][i]: int(i == j) for i in range(d)})
+            sub.update({gen["u"][i]: U[i, k] for i in range(d)})
+            rows.append(sympy.expand(m.xreplace(sub)))
+    vecW = sympy.Matrix([W[i, j] for j in range(d) for i in range(d)])
+    meas = sympy.Matrix(rows)
+    K = meas.jacobian(vecW)
+    kron = sympy.kronecker_product(sympy.eye(d), U.T)
+    kron_ok = all(sympy.expand(x) == 0 for x in (K - kron)) and all(
+        sympy.expand(x) == 0 for x in (meas - K * vecW)
+    )
+    return kron_ok, kron
+
+
+def _rank_of(
+    kron: sympy.Matrix, U: sympy.Matrix, d: int, symbolic: bool
+) -> tuple[sympy.Expr, bool, int | None]:
+    """det U, whether det(I ⊗ U^T) = det(U)^d, and the rank of I ⊗ U^T (None if unknown)."""
+    # Full rank iff U invertible: det(I ⊗ U^T) = det(U)^d, shown symbolically, and the
+    # exact rank for a rational U.
+    det_U = sympy.expand(U.det())
+    if symbolic:
+        det_identity = sympy.expand(kron.det() - det_U**d) == 0
+    else:
+        det_identity = _flint(kron).det() == _flint(U).det() ** d
+    if symbolic:
+        rank = d * d if det_U != 0 else None
+    else:
+        rank = int(_flint(kron).rank())
+    return det_U, det_identity, rank
+
+
+def _blind_columns(U: sympy.Matrix, v: Any, d: int) -> tuple[list[Any], list[int], list[int]]:
+    """u_k^T v per probe, the k with u_k^T v = 0, and those shown from the model to be W-free."""
+    pn = _probe_namespace(d, affine=False)
+    f = _f(pn, [pn["a"], pn["b"]])
+    vv = _vec("v", d, real=True) if v is None else _rational_vector(v, d)
+    uv = [sympy.expand((U[:, k].T * vv)[0]) for k in range(d)]
+    zero_cols = [k for k in range(d) if uv[k] == 0]
+    # For a column with u_k^T v = 0 show directly from the model that f is free of W.
+    blind = []
+    for k in zero_cols:
+        sub = {pn["t"]: 1, **{pn["u"][i]: U[i, k] for i in range(d)}}
+        sub.update({pn["v"][i]: vv[i] for i in range(d)})
+        fk = f.xreplace(sub)
+        if all(is_zero(sympy.diff(fk, x)) for x in pn["W"]):
+            blind.append(k)
+    return uv, zero_cols, blind
 
 
 @functools.lru_cache(maxsize=8)
