@@ -230,35 +230,12 @@ def learn_transformer(
             _check_v_eff(net, v_eff)
         g = net.model()
         model = OneLayerTransformer(W, sympy.eye(d), g.A, g.w_o)
-        # Rationals reconstructed from balls: verified at a raised precision (certified).
-        checked, refuted = verify_candidate(
-            oracle,
-            model,
-            count=verify,
-            seed=seed,
-            lengths=lengths,
-            what="the learned Transformer",
-        )
-        if refuted is not None:
-            raise PrecisionExhausted(
-                f"{refuted}: its parameters are not rationals within the denominator bound; "
-                "raise the oracle's precision or give a denominator_bound"
-            )
+        checked = _verify_transformer(oracle, model, verify, seed, lengths)
     counts = run.counts
-    attention = sum(
-        n
-        for k, n in counts.by_phase.items()
-        if k.startswith("attention-") and k not in counts.verification_phases
-    )
+    attention = _attention_queries(counts)
     attention_bound = paper_attention_count(d) if method == "paper" else d * d
     bound = attention_bound + ffn.bound
-    assumptions = list(dict.fromkeys(ffn.assumptions + (head.assumptions if head else [])))
-    if method == "direct" and arith.name == "certified":
-        D = _direct_denominator_bound(arith, denominator_bound)
-        assumptions.append(
-            f"every entry of W is a rational with denominator <= {D} (the denominator bound): "
-            f"each ball at {arith.precision} bits holds exactly one such rational"
-        )
+    assumptions = _assumptions(arith, method, ffn, head, denominator_bound)
     certificate = functools.partial(
         _certificate_data,
         arith,
@@ -295,6 +272,53 @@ def learn_transformer(
         attention_bound=attention_bound,
         network=net,
     )
+
+
+def _verify_transformer(
+    oracle: Oracle, model: OneLayerTransformer, verify: int, seed: int, lengths: Any
+) -> Verification | None:
+    """Fresh sequences; rationals reconstructed from balls are checked at a raised precision."""
+    checked, refuted = verify_candidate(
+        oracle,
+        model,
+        count=verify,
+        seed=seed,
+        lengths=lengths,
+        what="the learned Transformer",
+    )
+    if refuted is not None:
+        raise PrecisionExhausted(
+            f"{refuted}: its parameters are not rationals within the denominator bound; "
+            "raise the oracle's precision or give a denominator_bound"
+        )
+    return checked
+
+
+def _attention_queries(counts: QueryCounts) -> int:
+    """The learning queries of the attention phases."""
+    return sum(
+        n
+        for k, n in counts.by_phase.items()
+        if k.startswith("attention-") and k not in counts.verification_phases
+    )
+
+
+def _assumptions(
+    arith: Arithmetic,
+    method: str,
+    ffn: ReluFFNRecovery,
+    head: SingleHeadRecovery | None,
+    denominator_bound: int | None,
+) -> list[str]:
+    """The FFN's and the head's assumptions, and the direct method's denominator bound."""
+    assumptions = list(dict.fromkeys(ffn.assumptions + (head.assumptions if head else [])))
+    if method == "direct" and arith.name == "certified":
+        D = _direct_denominator_bound(arith, denominator_bound)
+        assumptions.append(
+            f"every entry of W is a rational with denominator <= {D} (the denominator bound): "
+            f"each ball at {arith.precision} bits holds exactly one such rational"
+        )
+    return assumptions
 
 
 def _sympy_q(q: Fraction) -> sympy.Rational:

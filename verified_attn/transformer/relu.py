@@ -433,34 +433,9 @@ def learn_relu_ffn(
     with reporting(oracle, progress, "learn_relu_ffn"), oracle.run() as run, arith.context():
         for attempt in range(attempts):
             try:
-                with oracle.phase("ffn"):
-                    net = _learn_once(values, d, rng, grid * 2**attempt, 8 * attempt)
-                bound = ffn_query_bound(d, net.width, grid=grid, attempts=attempt + 1)
-                if len(values.raw) > bound:
-                    raise _Retry(
-                        f"{len(values.raw)} learning queries exceed the bound {bound} at "
-                        f"width {net.width}"
-                    )
-                if verify:
-                    try:
-                        # Rationals reconstructed from balls: at a raised precision.
-                        checked, refuted = verify_candidate(
-                            oracle,
-                            net.model(),
-                            count=verify,
-                            seed=seed + attempt,
-                            lengths=lengths,
-                            phase="ffn-verify",
-                            what="the learned ReLU network",
-                        )
-                    except ModelClassMismatch as exc:
-                        raise _Retry(str(exc)) from exc
-                    if refuted is not None:
-                        raise PrecisionExhausted(
-                            f"{refuted}: the network's answers are not rationals with "
-                            f"denominator <= {D}; raise the oracle's precision or give a "
-                            "denominator_bound"
-                        )
+                net, checked = _attempt(
+                    oracle, values, rng, (grid, attempt), verify, seed + attempt, lengths
+                )
             except _Retry as exc:
                 reasons.append(str(exc))
                 continue
@@ -513,6 +488,49 @@ def learn_relu_ffn(
         network=net,
         attempts=used,
     )
+
+
+def _attempt(
+    oracle: Oracle,
+    values: _Values,
+    rng: np.random.Generator,
+    plan: tuple[int, int],
+    verify: int,
+    seed: int,
+    lengths: Any,
+) -> tuple[ReluNetwork, Verification | None]:
+    """One random plane at grid * 2^attempt: the network, verified; _Retry if it fails."""
+    grid, attempt = plan
+    d, D = oracle.d, values.D
+    with oracle.phase("ffn"):
+        net = _learn_once(values, d, rng, grid * 2**attempt, 8 * attempt)
+    bound = ffn_query_bound(d, net.width, grid=grid, attempts=attempt + 1)
+    if len(values.raw) > bound:
+        raise _Retry(
+            f"{len(values.raw)} learning queries exceed the bound {bound} at width {net.width}"
+        )
+    if not verify:
+        return net, None
+    try:
+        # Rationals reconstructed from balls: at a raised precision.
+        checked, refuted = verify_candidate(
+            oracle,
+            net.model(),
+            count=verify,
+            seed=seed,
+            lengths=lengths,
+            phase="ffn-verify",
+            what="the learned ReLU network",
+        )
+    except ModelClassMismatch as exc:
+        raise _Retry(str(exc)) from exc
+    if refuted is not None:
+        raise PrecisionExhausted(
+            f"{refuted}: the network's answers are not rationals with "
+            f"denominator <= {D}; raise the oracle's precision or give a "
+            "denominator_bound"
+        )
+    return net, checked
 
 
 def _assumptions(arith: Arithmetic, D: int) -> list[str]:
