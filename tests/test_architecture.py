@@ -78,7 +78,7 @@ ALLOWED_LONG_FUNCTIONS: dict[str, str] = {
     "certificates/multi_head.py::_orthogonal": _SPLIT_IN_PROGRESS,
     "certificates/multi_head.py::_canonical": _SPLIT_IN_PROGRESS,
     **{p: "core: split in progress" for p in [
-        "exact_recovery/symbolic.py::linear_system",
+        
         "low_rank/learner.py::learn_low_rank",
         "low_rank/skeleton.py::skeleton_recover",
         "noisy/labels.py::learn_from_labels", "noisy/learner.py::learn_noisy",

@@ -75,20 +75,20 @@ from verified_attn.arithmetic import (
     reconstruct_rational,
     simplest_rational_between,
 )
-from verified_attn.certificates.writer import certificate_base
 from verified_attn.errors import (
     InvalidArgument,
     ModelClassMismatch,
     PrecisionExhausted,
 )
-from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.oracle import Oracle
 from verified_attn.progress import reporting
 from verified_attn.recovery import ReluFFNRecovery
-from verified_attn.serialize import dump_number, dump_rational
+from verified_attn.transformer.relu_certificate import relu_certificate_data
 from verified_attn.transformer.relu_network import (
     MAX_ATTEMPTS,
     MAX_DEPTH,
     MAX_GRID,
+    THEOREM,
     ReluNetwork,
     Vec,
     canonical_network,
@@ -122,7 +122,6 @@ __all__ = [
     "learn_relu_ffn",
 ]
 
-THEOREM = "ffn/relu"
 
 
 # ---------------------------------------------------------------------------------------
@@ -541,62 +540,3 @@ def _assumptions(arith: Arithmetic, D: int) -> list[str]:
         f"denominator bound): each ball at {arith.precision} bits holds exactly one such "
         "rational, which the learner uses"
     ]
-
-
-def relu_certificate_data(
-    arith: Arithmetic,
-    net: ReluNetwork,
-    raw: dict[Vec, Any],
-    checked: Verification | None,
-    seed: int,
-    counts: QueryCounts,
-    grid: int,
-    attempts: int,
-    denominator_bound: int,
-    assumptions: list[str],
-    *,
-    kind: str = "relu-ffn",
-) -> dict[str, Any]:
-    """The ``relu-ffn`` certificate: every length-1 answer exactly as given, and the result.
-
-    Sections beyond the common ones (:func:`~verified_attn.certificates.writer.certificate_base`):
-    ``grid``, ``attempts``, ``denominator_bound``; ``answers``: a list of ``{"x": [d
-    rationals], "y": number}``, one per learning query; ``result``: the canonical form
-    (``linear``, ``neurons`` as ``{"n", "gamma"}``) and the ReluFFN ``A`` (d x m nested
-    list) and ``w_o`` (list) built from it. The checker is
-    :func:`verified_attn.certificates.transformer.verify_relu_ffn`.
-    """
-    d = net.d
-    model = net.model()
-    data = certificate_base(
-        kind=kind,
-        theorem=THEOREM,
-        d=d,
-        arith=arith,
-        seed=seed,
-        counts=counts,
-        bound=ffn_query_bound(d, net.width, grid=grid, attempts=attempts),
-        verification=checked,
-        assumptions=assumptions,
-    )
-    data.update(
-        {
-            "grid": grid,
-            "attempts": attempts,
-            "denominator_bound": denominator_bound,
-            "answers": [
-                {"x": [dump_rational(q) for q in x], "y": dump_number(y)} for x, y in raw.items()
-            ],
-            "result": {
-                "exact": True,
-                "linear": [dump_rational(q) for q in net.linear],
-                "neurons": [
-                    {"n": [dump_rational(q) for q in n], "gamma": dump_rational(g)}
-                    for n, g in net.neurons
-                ],
-                "A": [[dump_rational(q) for q in row] for row in model.A.tolist()],
-                "w_o": [dump_rational(q) for q in model.w_o],
-            },
-        }
-    )
-    return data

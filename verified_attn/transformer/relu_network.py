@@ -25,6 +25,7 @@ __all__ = [
     "MAX_ATTEMPTS",
     "MAX_DEPTH",
     "MAX_GRID",
+    "THEOREM",
     "ReluNetwork",
     "Vec",
     "canonical_network",
@@ -35,6 +36,7 @@ __all__ = [
     "normalise",
 ]
 
+THEOREM = "ffn/relu"
 #: Bisections allowed per kink (and per segment end) before a plane is given up.
 MAX_DEPTH = 60
 #: Most attempts (random planes) a call may ask for (each doubles the grid), and the largest
