@@ -61,10 +61,11 @@ import flint
 import numpy as np
 
 from verified_attn.arithmetic import to_fraction
-from verified_attn.certificates.writer import certificate_base
 from verified_attn.errors import InvalidArgument, NotIdentifiable
 from verified_attn.models import SingleHeadAttention
 from verified_attn.noisy import symbolic
+from verified_attn.noisy.certificate_data import THEOREM
+from verified_attn.noisy.certificate_data import noisy_certificate_data as _certificate_data
 from verified_attn.noisy.intervals import INTERVAL_PRECISION, noisy_intervals
 from verified_attn.noisy.intervals import arb_of as _arb
 from verified_attn.noisy.planning import (
@@ -76,11 +77,11 @@ from verified_attn.noisy.planning import (
     tolerance_for_error,
 )
 from verified_attn.noisy.verification import ToleranceVerification, verify_within_tolerance
-from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.oracle import Oracle
 from verified_attn.oracle_wrappers import worst_case_direction, worst_case_oracle
 from verified_attn.progress import reporting
 from verified_attn.recovery import NoisyRecovery
-from verified_attn.serialize import dump_number, dump_rational
+from verified_attn.serialize import dump_number
 from verified_attn.validation import (
     check_choice,
     check_int,
@@ -106,7 +107,6 @@ __all__ = [
     "worst_case_oracle",
 ]
 
-THEOREM = "thm-6.1"
 
 
 # ---------------------------------------------------------------------------------------
@@ -229,19 +229,9 @@ def learn_noisy(
     seed = check_seed(seed)
     lengths = check_lengths(lengths)
     d = oracle.d
-    if design == "paper" and tau >= mu:
-        raise InvalidArgument(
-            f"tolerance must be < margin for design='paper' (else v_i can be 0 within the "
-            f"tolerance); got tolerance={float(tau)}, margin={float(mu)}"
-        )
-    if design == "norm" and tau * tau * d >= mu * mu:
-        raise InvalidArgument(
-            f"tolerance must be < margin / sqrt(d) for design='norm'; got tolerance="
-            f"{float(tau)}, margin={float(mu)}, d={d}"
-        )
+    _check_tolerance(design, tau, mu, d)
     bound = repeats * query_bound(d)
     oracle.require_remaining(bound, repeats * verify, f"learn_noisy (repeats={repeats})")
-
     total = bound + repeats * verify
     with reporting(oracle, progress, "learn_noisy", total=total), oracle.run() as run:
         with oracle.phase("v"):
@@ -256,41 +246,12 @@ def learn_noisy(
         est = noisy_intervals(v_hat, [_mean(a) for a in raw_W], U, b, tau)
         _check_bad(est["bad"], wbar)
         _check_norm(est["W_lower"], est["W_upper"], wbar)
-        checked = (
-            verify_within_tolerance(
-                oracle,
-                (est["W_lower"], est["W_upper"]),
-                (est["v_lower"], est["v_upper"]),
-                tolerance=tau,
-                count=verify,
-                seed=seed,
-                lengths=lengths,
-                repeats=repeats,
-            )
-            if verify
-            else None
-        )
+        checked = _verify(oracle, est, tau, (verify, seed, lengths, repeats))
     counts = run.counts
-
     prior = symbolic.a_priori_bounds(
         float(tau), float(mu), float(wbar), d, probe_scale=float(b), design=design
     )
-    enclosures = {
-        "W": {"lower": est["W_lower"], "upper": est["W_upper"]},
-        "v": {"lower": est["v_lower"], "upper": est["v_upper"]},
-        "W_error": est["W_error"],
-        "v_error": est["v_error"],
-        "W_a_priori": prior["W_entry"],
-        "probe_scale": b,
-        "design": np.array([[float(q) for q in row] for row in U]),
-    }
-    notes = [
-        f"design {design!r}, probe scales a = 1/2, b = {b}; tolerance {float(tau)}",
-        f"max per-entry W error bound {float(est['W_error'].max()):.3e} (a priori "
-        f"{prior['W_entry']:.3e}); v error bound {float(est['v_error'].max()):.3e}",
-    ]
-    if repeats > 1:
-        notes.append(f"every query asked {repeats} times and averaged")
+    enclosures, notes = _enclosures_and_notes(est, prior, b, U, design, tau, repeats)
     assumptions = _assumptions(tau, wbar, mu, design, repeats)
     params = {"W": est["W"], "v": est["v"]}
     certificate = functools.partial(
@@ -333,6 +294,68 @@ def learn_noisy(
         tolerance=tau,
         repeats=repeats,
     )
+
+
+def _check_tolerance(design: str, tau: Fraction, mu: Fraction, d: int) -> None:
+    """The tolerance the design needs against the margin (else some v_i can be 0)."""
+    if design == "paper" and tau >= mu:
+        raise InvalidArgument(
+            f"tolerance must be < margin for design='paper' (else v_i can be 0 within the "
+            f"tolerance); got tolerance={float(tau)}, margin={float(mu)}"
+        )
+    if design == "norm" and tau * tau * d >= mu * mu:
+        raise InvalidArgument(
+            f"tolerance must be < margin / sqrt(d) for design='norm'; got tolerance="
+            f"{float(tau)}, margin={float(mu)}, d={d}"
+        )
+
+
+def _verify(
+    oracle: Oracle, est: dict[str, Any], tau: Fraction, how: tuple[int, int, Any, int]
+) -> ToleranceVerification | None:
+    """Fresh sequences within the tolerance of the enclosure (None with verify=0)."""
+    verify, seed, lengths, repeats = how
+    if not verify:
+        return None
+    return verify_within_tolerance(
+        oracle,
+        (est["W_lower"], est["W_upper"]),
+        (est["v_lower"], est["v_upper"]),
+        tolerance=tau,
+        count=verify,
+        seed=seed,
+        lengths=lengths,
+        repeats=repeats,
+    )
+
+
+def _enclosures_and_notes(
+    est: dict[str, Any],
+    prior: dict[str, float],
+    b: Fraction,
+    U: list[list[Fraction]],
+    design: str,
+    tau: Fraction,
+    repeats: int,
+) -> tuple[dict[str, Any], list[str]]:
+    """The result's enclosures (intervals, error bounds, design) and notes."""
+    enclosures = {
+        "W": {"lower": est["W_lower"], "upper": est["W_upper"]},
+        "v": {"lower": est["v_lower"], "upper": est["v_upper"]},
+        "W_error": est["W_error"],
+        "v_error": est["v_error"],
+        "W_a_priori": prior["W_entry"],
+        "probe_scale": b,
+        "design": np.array([[float(q) for q in row] for row in U]),
+    }
+    notes = [
+        f"design {design!r}, probe scales a = 1/2, b = {b}; tolerance {float(tau)}",
+        f"max per-entry W error bound {float(est['W_error'].max()):.3e} (a priori "
+        f"{prior['W_entry']:.3e}); v error bound {float(est['v_error'].max()):.3e}",
+    ]
+    if repeats > 1:
+        notes.append(f"every query asked {repeats} times and averaged")
+    return enclosures, notes
 
 
 def _ask(oracle: Oracle, Xs: np.ndarray, repeats: int) -> list[list[float]]:
@@ -493,98 +516,4 @@ def _with_stochastic(
     data = base()
     data["assumptions"] = assumptions
     data["noise"]["stochastic"] = {k: dump_number(float(v)) for k, v in stochastic.items()}
-    return data
-
-
-# ---------------------------------------------------------------------------------------
-# Certificate data.
-# ---------------------------------------------------------------------------------------
-
-
-def _certificate_data(
-    *,
-    d: int,
-    arith: Any,
-    design: str,
-    U: list[list[Fraction]],
-    b: Fraction,
-    tau: Fraction,
-    wbar: Fraction,
-    mu: Fraction,
-    repeats: int,
-    raw_v: list[list[float]],
-    raw_W: list[list[float]],
-    est: dict[str, Any],
-    checked: ToleranceVerification | None,
-    seed: int,
-    counts: QueryCounts,
-    bound: int,
-    assumptions: list[str],
-) -> dict[str, Any]:
-    """The certificate: every answer as the oracle gave it, tolerance, design, intervals.
-
-    Checked by :mod:`verified_attn.certificates.noisy` (see there for what it re-derives).
-    ``answers.W[k][j]`` lists the answers to [b u_k + a e_j; a e_j], ``answers.v[i]`` those
-    to [e_i] (``repeats`` each); ``verification.answers[i]`` those to the i-th fresh
-    sequence.
-    """
-    data = certificate_base(
-        kind="noisy",
-        theorem=THEOREM,
-        d=d,
-        arith=arith,
-        seed=seed,
-        counts=counts,
-        bound=bound,
-        verification=None,
-        assumptions=assumptions,
-    )
-
-    def floats(arr: Any) -> Any:
-        return [floats(x) for x in arr] if np.ndim(arr) else dump_number(float(arr))
-
-    data["verified"] = checked is not None and checked.count > 0
-    data["verification"] = {
-        "rule": "within-tolerance",
-        "count": 0 if checked is None else checked.count,
-        "seed": seed if checked is None else checked.seed,
-        "lengths": [1] if checked is None else list(checked.lengths),
-        "answers": []
-        if checked is None
-        else [[dump_number(a) for a in row] for row in checked.raw_answers],
-    }
-    data.update(
-        {
-            "noise": {
-                "tolerance": dump_rational(tau),
-                "w_bound": dump_rational(wbar),
-                "margin": dump_rational(mu),
-                "repeats": repeats,
-                "stochastic": None,
-            },
-            "design": {
-                "name": design,
-                "U": [[dump_rational(q) for q in row] for row in U],
-                "a": dump_rational(A),
-                "b": dump_rational(b),
-                "interval_precision": INTERVAL_PRECISION,
-            },
-            "answers": {
-                "v": [[dump_number(a) for a in row] for row in raw_v],
-                "W": [
-                    [[dump_number(a) for a in raw_W[k * d + j]] for j in range(d)] for k in range(d)
-                ],
-            },
-            "result": {
-                "exact": False,
-                "parameters": {"W": floats(est["W"]), "v": floats(est["v"])},
-                "enclosures": {
-                    "W": {"lower": floats(est["W_lower"]), "upper": floats(est["W_upper"])},
-                    "v": {"lower": floats(est["v_lower"]), "upper": floats(est["v_upper"])},
-                    "W_error": floats(est["W_error"]),
-                    "v_error": floats(est["v_error"]),
-                },
-            },
-        }
-    )
     return data
