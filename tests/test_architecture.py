@@ -81,7 +81,7 @@ ALLOWED_LONG_FUNCTIONS: dict[str, str] = {
         
         "low_rank/learner.py::learn_low_rank",
         "low_rank/skeleton.py::skeleton_recover",
-        "noisy/labels.py::learn_from_labels",
+
         ]},
 }
 
