@@ -80,7 +80,7 @@ ALLOWED_LONG_FUNCTIONS: dict[str, str] = {
     **{p: "core: split in progress" for p in [
         
         "low_rank/learner.py::learn_low_rank",
-        "low_rank/skeleton.py::skeleton_recover",
+
 
         ]},
 }
