@@ -77,12 +77,6 @@ ALLOWED_LONG_FUNCTIONS: dict[str, str] = {
     "certificates/transformer.py::_direct": _SPLIT_IN_PROGRESS,
     "certificates/multi_head.py::_orthogonal": _SPLIT_IN_PROGRESS,
     "certificates/multi_head.py::_canonical": _SPLIT_IN_PROGRESS,
-    **{p: "core: split in progress" for p in [
-        
-        "low_rank/learner.py::learn_low_rank",
-
-
-        ]},
 }
 
 
