@@ -84,8 +84,8 @@ def _result(
 
 
 #: Every d from 1 to ``d_max`` is checked by the symbolic claims of each size (``d_max``,
-#: not ``d``: ``check --d 32`` means one size, and d = 1..32 in SymPy would not finish) (SymPy time grows
-#: with d: about 1 s per identity at d = 6 on one core). The wrong variants run at
+#: not ``d``: ``check --d 32`` means one size, and d = 1..32 in SymPy would not finish:
+#: SymPy's time grows quickly with d). The wrong variants run at
 #: d <= WRONG_MAX_D: a zero test of a non-identity expands everything, and that the checker
 #: rejects them is shown at every d there.
 WRONG_MAX_D = 3

@@ -51,7 +51,9 @@ __all__ = [
 ]
 
 THEOREM = "thm-5.1"
-DEFAULT_OVERSAMPLING = 4.0  # m = ceil(C * r * 2d): the largest 95% point measured (d = 64, r = 1)
+#: m = ceil(C * r * 2d): the largest 95 % success point (d = 64, r = 1) that
+#: benchmarks/low_rank.py and benchmarks/sweep.py measure.
+DEFAULT_OVERSAMPLING = 4.0
 _GRID = 2.0**-20  # probes rounded to this dyadic grid: a + b is then exact in float64
 
 

@@ -464,8 +464,8 @@ def _check_boundary(seed: int) -> ClaimResult:
         ("|v_0| = mu - 21 tau/10", W, [1 - 21 * tau / 10, -2], 1.0, "refuse:margin"),
         ("||W||_F = Wbar", edge, [1, 1], 1.0, "within"),
         # Just above the norm bound the answers need not contradict it: the theorem says
-        # nothing there, and the result only restates its assumption (measured: actual/bound
-        # up to 1.0001 for the worst case, so the enclosure can miss by a hair).
+        # nothing there, and the result only restates its assumption (the worst-case
+        # adversary's error can exceed the bound by a hair, so the enclosure can miss).
         ("||W||_F = 1.001 Wbar", [[0, Fraction(1001, 1000)], [0, 0]], [1, 1], 1.0, "stated"),
         ("||W||_F = 1.01 Wbar", [[0, Fraction(101, 100)], [0, 0]], [1, 1], 1.0, "refuse:w_bound"),
         ("||W||_F = 1.5 Wbar", [[0, Fraction(3, 2)], [0, 0]], [1, 1], 1.0, "refuse:w_bound"),

@@ -61,6 +61,8 @@ def worst_ratio(rec: NoisyRecovery, model: SingleHeadAttention, part: str = "bot
     At most 1 when the bounds are sound (the worst-case adversary makes the v ratio 1).
     """
     p = model.float_parameters()
-    rw = float((np.abs(rec.W - p["W"]) / rec.enclosures["W_error"]).max())
-    rv = float((np.abs(rec.v - p["v"]) / rec.enclosures["v_error"]).max())
+    enclosures = rec.enclosures
+    assert enclosures is not None  # a NoisyRecovery always carries its intervals
+    rw = float((np.abs(rec.W - p["W"]) / enclosures["W_error"]).max())
+    rv = float((np.abs(rec.v - p["v"]) / enclosures["v_error"]).max())
     return {"W": rw, "v": rv, "both": max(rw, rv)}[part]

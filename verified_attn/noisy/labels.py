@@ -347,7 +347,7 @@ def learn_from_labels(
         bits=bits,
     )
 
-def _signs(oracle: Oracle, kept: list[list[int]]) -> tuple[list[int], int]:
+def _signs(oracle: Oracle, kept: list[list[float]]) -> tuple[list[int], int]:
     """The sign of each v_i from the labels of [e_i] and [-e_i] (kept), and the first nonzero p."""
     d = oracle.d
     eye = np.eye(d)
