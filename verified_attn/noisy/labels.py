@@ -44,7 +44,6 @@ for W (each entry's probe divides by v_i) and ||W||_F <= w_bound.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
@@ -61,6 +60,8 @@ from verified_attn.errors import (
     PrecisionExhausted,
 )
 from verified_attn.models import SingleHeadAttention
+from verified_attn.noisy.intervals import down as _down
+from verified_attn.noisy.intervals import up as _up
 from verified_attn.noisy.verification import LabelVerification, verify_labels
 from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.progress import check_progress, reporting
@@ -202,16 +203,6 @@ def _w_interval(
     w = _div(_logit_interval((lo_a, hi_a)), _mul((a, a), bstar))
     lo_w, hi_w = (-wbar, wbar) if w is None else (max(w[0], -wbar), min(w[1], wbar))
     return None if lo_w > hi_w else (lo_w, hi_w)
-
-
-def _down(q: Fraction) -> float:
-    f = float(q)
-    return f if Fraction(f) <= q else math.nextafter(f, -math.inf)
-
-
-def _up(q: Fraction) -> float:
-    f = float(q)
-    return f if Fraction(f) >= q else math.nextafter(f, math.inf)
 
 
 def _exact_floats(rows: list[list[Fraction]]) -> np.ndarray:
