@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import verified_attn as va
 from verified_attn import oracle as oracle_module
+from verified_attn import oracle_batches
 from verified_attn.arithmetic import arb_bounds
 from verified_attn.errors import InvalidArgument, OracleError, QueryBudgetExceeded
 
@@ -327,7 +328,7 @@ def test_float_batches_are_bounded_in_entries(
 ) -> None:
     # A box's temporaries scale with the batch's entries, not its sequence count: long
     # queries are split into smaller batches (order kept, every answer the one-by-one one).
-    monkeypatch.setattr(oracle_module, "_FLOAT_CHUNK_ENTRIES", 60)
+    monkeypatch.setattr(oracle_batches, "_FLOAT_CHUNK_ENTRIES", 60)
     sizes: list[int] = []
     evaluate = MODEL.evaluate_batch
 

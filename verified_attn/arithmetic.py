@@ -389,9 +389,9 @@ class CertifiedArithmetic(Arithmetic):
 
 #: python-flint's working precision (``flint.ctx.prec``) is one value per process, set and
 #: restored around certified work all over the package: two threads doing certified work
-#: at once change each other's precision (measured: a certified single-head run in a thread
-#: pool met saturated probes and balls that did not reconstruct, 7 queries instead of 6,
-#: about 1 run in 200). Code that runs learners or claims in threads holds this lock around
+#: at once change each other's precision (a run then meets balls too wide to reconstruct
+#: and probes that look saturated, and asks more queries). Code that runs learners or
+#: claims in threads holds this lock around
 #: each run (:func:`verified_attn.sweep.sweep` does); processes need nothing.
 PRECISION_LOCK = threading.Lock()
 

@@ -21,16 +21,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import flint
 import numpy as np
 
 from verified_attn.arithmetic import Arithmetic, FloatArithmetic, get_arithmetic
@@ -41,133 +37,21 @@ from verified_attn.errors import (
     QueryBudgetExceeded,
 )
 from verified_attn.models import as_float_sequence, as_rational_sequence
+from verified_attn.oracle_batches import Scratch
+from verified_attn.oracle_batches import batched as _batched
+from verified_attn.oracle_batches import check_answer as _check_answer
+from verified_attn.oracle_batches import chunk_size as _chunk_size
+from verified_attn.oracle_batches import dyadic_matrix as _dyadic_matrix
+from verified_attn.oracle_batches import kept_copy as _kept_copy
+from verified_attn.oracle_batches import sequence_length as _length
+from verified_attn.oracle_records import QueryCounts, Run, TranscriptEntry
+from verified_attn.oracle_records import Replay as _Replay
 from verified_attn.serialize import dump_number, dump_rational, load_number, load_rational
 from verified_attn.types import Answer, Queries, SequenceLike
 
-__all__ = ["Oracle", "QueryCounts", "Run", "TranscriptEntry"]
-
-_FLOAT_CHUNK = 1 << 14  # sequences per vectorised batch: bounds memory at large d
-# Query entries (N x d numbers) per vectorised batch: a box's own temporaries scale with
-# them (nn.MultiheadAttention's key/value projections are 2x the batch), so a batch of
-# 2^14 sequences of 257 tokens at d = 64 (2.1 GB, and 4.3 GB of projections) is split.
-# Measured, nn.MultiheadAttention E = 64, H = 4 learned in float64: peak RSS 14.1 GB
-# with sequence-count chunks alone.
-_FLOAT_CHUNK_ENTRIES = 1 << 22
-
-
-def _chunk_size(shape: tuple[int, ...]) -> int:
-    """Sequences per vectorised batch of (N, d) queries: at most :data:`_FLOAT_CHUNK`, and
-    at most :data:`_FLOAT_CHUNK_ENTRIES` entries (at least one sequence).
-
-    >>> _chunk_size((257, 64)), _chunk_size((2, 3))
-    (255, 16384)
-    """
-    return max(1, min(_FLOAT_CHUNK, _FLOAT_CHUNK_ENTRIES // max(1, shape[0] * shape[1])))
-
+__all__ = ["Oracle", "QueryCounts", "Run", "Scratch", "TranscriptEntry"]
 
 _AUTO_RECORD_NUMBERS = 1 << 25  # record=None keeps at most this many query entries (<= 256 MB)
-
-
-class Scratch:
-    """A float64 buffer handed out again and again, but only while nobody else holds it.
-
-    >>> scratch = Scratch()
-    >>> a = scratch.take((2, 3)); a[:] = 1.0
-    >>> b = scratch.take((2, 3))                   # a is still held: a fresh buffer
-    >>> b is a or np.shares_memory(a, b)
-    False
-    >>> del a, b
-    >>> c = scratch.take((3, 2)); d = scratch.take((1, 2))
-    >>> np.shares_memory(c, d)                      # c still held: d is fresh
-    False
-
-    Query batches at large d are megabytes each, and fresh memory costs far more than
-    reused memory (the kernel must zero and map every new page), so the learners' batches
-    and the oracle's defensive copies are built in a reused buffer. Reuse is safe only when
-    no one kept the previous array: a box or a transcript that keeps a batch (or any view
-    of it; NumPy views hold a reference to the buffer that owns the memory) raises the
-    buffer's reference count, and then a fresh buffer is made instead.
-    """
-
-    def __init__(self) -> None:
-        self._buf: np.ndarray | None = None
-
-    def take(self, shape: tuple[int, ...]) -> np.ndarray:
-        """A writable float64 array of this shape (contents undefined) no one else holds."""
-        n = math.prod(shape)
-        buf = self._buf
-        # References: self._buf, the local ``buf`` and getrefcount's argument.
-        if buf is None or buf.size < n or sys.getrefcount(buf) > 3:
-            buf = self._buf = np.empty(max(n, 1))
-        return buf[:n].reshape(shape)
-
-
-@dataclass(frozen=True)
-class TranscriptEntry:
-    """One query as sent, its phase, and the answer received.
-
-    ``raw`` is the query as the oracle evaluated it (float array or exact flint matrix);
-    :attr:`sequence` gives it as exact rationals.
-    """
-
-    phase: str
-    raw: Any
-    answer: Any
-
-    @property
-    def sequence(self) -> tuple[tuple[Fraction, ...], ...]:
-        return _key(self.raw)
-
-
-@dataclass(frozen=True)
-class QueryCounts:
-    """What one learner call asked of an oracle, split by what each phase was declared.
-
-    ``learning + verification`` is every query made during the run; a phase counts as
-    verification because it was opened with ``oracle.phase(name, verification=True)``.
-    ``tokens_sent`` and ``max_length`` are those of this run only.
-    """
-
-    learning: int
-    verification: int
-    by_phase: dict[str, int]
-    verification_phases: tuple[str, ...]
-    tokens_sent: int
-    max_length: int
-
-
-class Run:
-    """The bookkeeping of one learner call on an oracle (see :meth:`Oracle.run`)."""
-
-    def __init__(self, oracle: Oracle) -> None:
-        self.oracle = oracle
-        self._before = oracle.queries_by_phase
-        self._tokens_before = oracle.tokens_sent
-        self._verification: set[str] = set()
-        self.max_length = 0
-
-    @property
-    def counts(self) -> QueryCounts:
-        """The counts so far (final once the ``with`` block has ended)."""
-        by_phase = self.oracle.queries_since(self._before)
-        verification = sum(n for k, n in by_phase.items() if k in self._verification)
-        return QueryCounts(
-            learning=sum(by_phase.values()) - verification,
-            verification=verification,
-            by_phase=by_phase,
-            verification_phases=tuple(k for k in by_phase if k in self._verification),
-            tokens_sent=self.oracle.tokens_sent - self._tokens_before,
-            max_length=self.max_length,
-        )
-
-
-def _key(X: Any) -> tuple[tuple[Fraction, ...], ...]:
-    if isinstance(X, flint.fmpq_mat):
-        return tuple(
-            tuple(Fraction(int(X[i, j].p), int(X[i, j].q)) for j in range(X.ncols()))
-            for i in range(X.nrows())
-        )
-    return tuple(tuple(Fraction(float(x)) for x in row) for row in np.asarray(X))
 
 
 class Oracle:
@@ -681,115 +565,12 @@ class Oracle:
         )
 
 
-class _Replay:
-    """A transcript posing as a model: the same answers for the same exact queries."""
-
-    def __init__(self, table: dict[Any, Any], d: int) -> None:
-        self.table = table
-        self.d = d
-
-    def _lookup(self, X: Any) -> Any:
-        try:
-            return self.table[_key(X)]
-        except KeyError:
-            raise OracleError("query not in the replayed transcript") from None
-
-    def _evaluate_rational(self, X: flint.fmpq_mat, arith: Arithmetic) -> Any:
-        return self._lookup(X)
-
-    def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
-        return np.array([self._lookup(X) for X in Xs], dtype=np.float64)
-
-
-#: Power-of-two denominators tried by :func:`_dyadic_matrix` (probe scales are 16^-n).
-_DYADIC_SHIFTS = (0, 4, 8, 16, 24, 32, 48)
-
-
-def _dyadic_matrix(X: Any, d: int) -> flint.fmpq_mat | None:
-    """A valid float64 (N, d) query as an exact flint matrix in one pass, or None.
-
-    Exact: if ``X * 2^k`` is an integer array below 2^53 for one of a few k, the matrix is
-    those integers over 2^k. Anything else (other shapes, non-finite entries, other
-    denominators) returns None and goes through the general, entry-by-entry conversion,
-    which also raises the errors.
-    """
-    if not (isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2):
-        return None
-    if X.shape[0] < 1 or X.shape[1] != d or not np.all(np.isfinite(X)):
-        return None
-    for k in _DYADIC_SHIFTS:
-        with np.errstate(over="ignore"):
-            Y = np.ldexp(X, k)  # exact (or inf, refused next): a power-of-two scaling
-        if np.all(np.abs(Y) < 2.0**53) and np.all(Y == np.floor(Y)):
-            ints = flint.fmpz_mat(X.shape[0], X.shape[1], Y.astype(np.int64).ravel().tolist())
-            out = flint.fmpq_mat(ints)
-            return out if k == 0 else out * flint.fmpq(1, 2**k)
-    return None
-
-
-def _kept_copy(Xs: np.ndarray) -> np.ndarray:
-    """A copy of a float64 batch for the transcript: float32 if that is exact, else float64.
-
-    Probe batches are dyadic with small numerators, so float32 holds them exactly in half
-    the memory (fresh memory is what a large recorded batch costs); the comparison promotes
-    float32 back to float64, so equality is exactness. The transcript's entries are float64.
-    """
-    with np.errstate(over="ignore"):
-        small = Xs.astype(np.float32)
-    return small if np.array_equal(small, Xs) else Xs.copy()
-
 
 def _model_class_of(model: Any) -> str | None:
     name = type(model).__name__
     if name == "SingleHeadAttention":
         return "single-head-affine" if model.affine else "single-head"
     return getattr(model, "model_class", None)
-
-
-def _length(X: Any) -> int:
-    return X.nrows() if isinstance(X, flint.fmpq_mat) else int(X.shape[0])
-
-
-def _batched(converted: list[np.ndarray], fn: Callable[[np.ndarray], np.ndarray]) -> list[float]:
-    """Evaluate float queries in vectorised chunks of equal length, keeping order."""
-    out: list[Any] = [None] * len(converted)
-    by_length: dict[int, list[int]] = {}
-    for i, X in enumerate(converted):
-        by_length.setdefault(X.shape[0], []).append(i)
-    for idx in by_length.values():
-        step = _chunk_size(converted[idx[0]].shape)
-        for start in range(0, len(idx), step):
-            chunk = idx[start : start + step]
-            values = fn(np.stack([converted[i] for i in chunk]))
-            for i, val in zip(chunk, values, strict=True):
-                out[i] = val
-    return out
-
-
-def _check_answer(raw: Any, X: np.ndarray) -> float:
-    """One finite real number, or an OracleError that says what came back instead."""
-    if isinstance(raw, bool | np.bool_):
-        raise OracleError(f"the black box returned a bool ({raw!r}), not a real number")
-    if hasattr(raw, "detach"):  # a torch tensor: take it off the graph first
-        raw = raw.detach().cpu().numpy()
-    try:
-        arr = np.asarray(raw)
-    except Exception as exc:
-        raise OracleError(f"the black box returned {type(raw).__name__}, not a number") from exc
-    if arr.ndim != 0:
-        raise OracleError(
-            f"the black box must return one real number; got an array of shape {arr.shape}"
-        )
-    if arr.dtype.kind not in "fiu":
-        raise OracleError(
-            f"the black box must return a real number; got {type(raw).__name__} {raw!r}"
-        )
-    val = float(arr)
-    if not math.isfinite(val):
-        raise OracleError(
-            f"the black box returned {val} on a query of length {X.shape[0]}: not finite"
-        )
-    return val
 
 
 def _positive_int(x: Any, name: str, *, allow_zero: bool = False) -> int:

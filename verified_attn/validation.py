@@ -48,8 +48,8 @@ __all__ = [
 
 #: The longest verification sequence a learner accepts (a longer one is a typo, not a test).
 MAX_LENGTH = 4096
-#: The most queries a learner or builder plans before refusing (a hang guard: about 16x the
-#: largest benchmarked run, a d = 512 single head's 262,656).
+#: The most queries a learner or builder plans before refusing (a hang guard: 16x the
+#: d^2 + d = 262,656 queries of a d = 512 single head).
 MAX_QUERIES = 1 << 22
 
 

@@ -12,7 +12,7 @@ import sympy
 import verified_attn as va
 from verified_attn.checks import ClaimResult
 from verified_attn.exact_recovery import claims as thm
-from verified_attn.exact_recovery import symbolic
+from verified_attn.exact_recovery import information, symbolic, symbolic_base
 from verified_attn.exact_recovery.learner import learn_single_head
 
 IDS = [
@@ -177,7 +177,7 @@ def test_symbolic_claims_fail_for_a_wrong_model(monkeypatch: pytest.MonkeyPatch)
             + beta
         )
 
-    monkeypatch.setattr(symbolic, "attention_output", unnormalised)
+    monkeypatch.setattr(symbolic_base, "attention_output", unnormalised)
     symbolic._measurement.cache_clear()
     symbolic._gradient_identity.cache_clear()
     try:
@@ -207,7 +207,7 @@ def test_linear_system_claim_fails_if_singular_U_is_accepted(
 
 
 def test_information_limit_fails_against_a_wrong_count(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(symbolic, "query_bound", lambda d, affine=False: d * d + d + 1)
+    monkeypatch.setattr(information, "query_bound", lambda d, affine=False: d * d + d + 1)
     assert not _run("thm-4.1/information-limit").passed
 
 

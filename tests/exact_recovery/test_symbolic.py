@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from verified_attn.errors import InvalidArgument
+from verified_attn.exact_recovery import information, symbolic_base
 from verified_attn.exact_recovery import symbolic as S
 
 # ---------------------------------------------------------------------------------------
@@ -268,7 +269,7 @@ def test_parameter_count_blind_design_fails() -> None:
 
 
 def test_parameter_count_wrong_learner_count_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(S, "query_bound", lambda d, affine=False: d * d + d - 1)
+    monkeypatch.setattr(information, "query_bound", lambda d, affine=False: d * d + d - 1)
     check = S.parameter_count(2)
     assert not check.holds
     assert "differs from the parameter count" in check.detail
@@ -297,7 +298,7 @@ def test_transposed_model_breaks_the_bilinear_steps(monkeypatch: pytest.MonkeyPa
         Wt = [[W[j][i] for j in range(len(W))] for i in range(len(W))]
         return attention_output(rows, Wt, v, c, beta, exp=exp)
 
-    monkeypatch.setattr(S, "attention_output", transposed)
+    monkeypatch.setattr(symbolic_base, "attention_output", transposed)
     # The model-derived pieces are cached; derive them afresh from the wrong model, and
     # leave no wrong-model entry behind for other tests.
     S._measurement.cache_clear()

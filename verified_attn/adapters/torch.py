@@ -353,7 +353,7 @@ def attention_oracle(
 
     def forward(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
         # Only token N's row is read: one query row, not N (the float design's sequences
-        # reach 257 tokens, where the N x N attention made a query ~10x slower); the same
+        # reach 257 tokens, where the N x N attention does N times the work); the same
         # function, to a unit of rounding.
         q = x[:, -1:] if first else x[-1:]
         return m(q, x, x, need_weights=False)[0]

@@ -237,61 +237,32 @@ def learn_single_head(
         4 * d * d * number_bytes(arith.name, arith.precision), f"learn_single_head at d = {d}"
     )
     oracle.require_remaining(bound, verify, f"learn_single_head at d = {d}")
-
     with (
         reporting(oracle, progress, "learn_single_head", total=bound + verify),
         oracle.run() as run,
         arith.context(),
     ):
-        answers: dict[str, Any] = {}
-        if affine:
-            with oracle.phase("beta"):
-                answers["beta"] = oracle.query(unit_query(d, None))
-        with oracle.phase("v"):
-            answers["v"] = oracle.query_many([unit_query(d, i) for i in range(d)])
-        beta0 = answers["beta"] if affine else arith.rational(Fraction(0))
-        v = measured_array(arith, [a - beta0 for a in answers["v"]])
-        require_nonzero_v(arith, v)
-        if affine:
-            v_scale = max(abs(float(x)) for x in v) if arith.name == "float" else 0.0
-            require_bias_resolution(arith, float(beta0), v_scale, "learn_single_head")
-        the_design = (
-            default_design(arith, v, d, affine)
-            if design is None
-            else user_design(design, d, affine)
-        )
+        answers, v = _ask_v(oracle, affine)
+        if design is None:
+            the_design = default_design(arith, v, d, affine)
+        else:
+            the_design = user_design(design, d, affine)
         check_design(arith, the_design, v)
-
-        with oracle.phase("W"):
-            answers["W"] = [
-                oracle.query_many(the_design.w_queries(k), owned=True) for k in range(d)
-            ]
-            if affine:
-                answers["c"] = oracle.query_many([the_design.c_query(k) for k in range(d)])
+        _ask_w(oracle, the_design, affine, answers)
         if arith.name != "exact":
             _rescale_saturated(oracle, arith, the_design, answers)
-        refined: list[tuple[int, int, int]] = []
-        if arith.name == "float" and (arith.rtol or 0.0) >= LOW_PRECISION_RTOL:
-            refined = _refine_low_precision(oracle, arith, the_design, answers)
+        refine = arith.name == "float" and (arith.rtol or 0.0) >= LOW_PRECISION_RTOL
+        refined = _refine_low_precision(oracle, arith, the_design, answers) if refine else []
         params = decode_single_head(arith, the_design, answers)
         exact, enclosures, params = finalize(arith, params, denominator_bound)
         checked, exact, params, refuted = verify_reconstruction(
             oracle, params, enclosures, exact, affine, count=verify, seed=seed, lengths=lengths
         )
-
     counts = run.counts
-    refine = arith.name == "float" and (arith.rtol or 0.0) >= LOW_PRECISION_RTOL
     formula = "d^2 + 2d + 1" if affine else "d^2 + d"
     terms = {formula: bound, "refine round of a low-precision box, at most d^2": d * d}
-    notes = [refuted] if refuted else []
-    if counts.by_phase.get("rescale"):
-        notes.append(
-            f"{counts.by_phase['rescale']} probes saturated the softmax and were re-asked at a "
-            "smaller scale; these extra queries are counted in 'queries'"
-        )
+    notes = _notes(counts, refuted, arith.name == "certified" and not exact)
     assumptions = reconstruction_assumptions(arith, exact, denominator_bound)
-    if arith.name == "certified" and not exact:
-        notes.append("some entries did not reconstruct to a unique rational; W, v are balls")
     out_params = public_params(params, exact, arith, affine)
     model = learned_single_head(out_params, exact, affine)
     # Built on request: serialising every answer costs seconds at d = 512.
@@ -328,6 +299,46 @@ def learn_single_head(
         notes=notes,
         certificate_data=certificate,
     )
+
+
+def _ask_v(oracle: Oracle, affine: bool) -> tuple[dict[str, Any], Any]:
+    """The beta (affine) and v phases: the answers so far and the measured v."""
+    arith, d = oracle.arithmetic, oracle.d
+    answers: dict[str, Any] = {}
+    if affine:
+        with oracle.phase("beta"):
+            answers["beta"] = oracle.query(unit_query(d, None))
+    with oracle.phase("v"):
+        answers["v"] = oracle.query_many([unit_query(d, i) for i in range(d)])
+    beta0 = answers["beta"] if affine else arith.rational(Fraction(0))
+    v = measured_array(arith, [a - beta0 for a in answers["v"]])
+    require_nonzero_v(arith, v)
+    if affine:
+        v_scale = max(abs(float(x)) for x in v) if arith.name == "float" else 0.0
+        require_bias_resolution(arith, float(beta0), v_scale, "learn_single_head")
+    return answers, v
+
+
+def _ask_w(oracle: Oracle, the_design: Any, affine: bool, answers: dict[str, Any]) -> None:
+    """The W phase (and c, affine): d^2 (+ d) probes of the design, into ``answers``."""
+    d = oracle.d
+    with oracle.phase("W"):
+        answers["W"] = [oracle.query_many(the_design.w_queries(k), owned=True) for k in range(d)]
+        if affine:
+            answers["c"] = oracle.query_many([the_design.c_query(k) for k in range(d)])
+
+
+def _notes(counts: QueryCounts, refuted: str | None, balls: bool) -> list[str]:
+    """The result's notes: a refuted reconstruction, re-asked probes, entries left as balls."""
+    notes = [refuted] if refuted else []
+    if counts.by_phase.get("rescale"):
+        notes.append(
+            f"{counts.by_phase['rescale']} probes saturated the softmax and were re-asked at a "
+            "smaller scale; these extra queries are counted in 'queries'"
+        )
+    if balls:
+        notes.append("some entries did not reconstruct to a unique rational; W, v are balls")
+    return notes
 
 
 #: A float box that declares this relative precision or worse (e.g. float32 modules) gets a

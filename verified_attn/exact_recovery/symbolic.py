@@ -29,11 +29,24 @@ from typing import Any
 import flint
 import sympy
 
-from verified_attn.arithmetic import to_fraction
 from verified_attn.checks import SymbolicCheck
 from verified_attn.errors import InvalidArgument
+from verified_attn.exact_recovery.information import arb_value, parameter_count
 from verified_attn.exact_recovery.learner import query_bound
-from verified_attn.models import attention_output
+from verified_attn.exact_recovery.symbolic_base import (
+    Namespace,
+    is_zero,
+    model_symbols,
+    probe_queries,
+)
+from verified_attn.exact_recovery.symbolic_base import check_d as _check_d
+from verified_attn.exact_recovery.symbolic_base import exp_ratio as _exp_ratio
+from verified_attn.exact_recovery.symbolic_base import model_answer as _f
+from verified_attn.exact_recovery.symbolic_base import probe_namespace as _probe_namespace
+from verified_attn.exact_recovery.symbolic_base import rational_matrix as _rational_matrix
+from verified_attn.exact_recovery.symbolic_base import rational_vector as _rational_vector
+from verified_attn.exact_recovery.symbolic_base import sym_dot as _dot
+from verified_attn.exact_recovery.symbolic_base import symbol_vector as _vec
 
 __all__ = [
     "affine_variant",
@@ -52,127 +65,10 @@ __all__ = [
     "sigmoid_reduction",
 ]
 
-Namespace = dict[str, Any]
 
 # ---------------------------------------------------------------------------------------
 # Building blocks.
 # ---------------------------------------------------------------------------------------
-
-
-def _check_d(d: Any, *, name: str = "d", low: int = 1, high: int = 64) -> int:
-    if isinstance(d, bool) or not isinstance(d, int):
-        raise InvalidArgument(f"{name} must be an int, got {type(d).__name__} {d!r}")
-    if not low <= d <= high:
-        raise InvalidArgument(f"{name} must be between {low} and {high}, got {d}")
-    return d
-
-
-def _check_bool(x: Any, name: str) -> bool:
-    if not isinstance(x, bool):
-        raise InvalidArgument(f"{name} must be True or False, got {x!r}")
-    return x
-
-
-def _vec(prefix: str, d: int, **assumptions: bool) -> sympy.Matrix:
-    return sympy.Matrix([sympy.Symbol(f"{prefix}{i}", **assumptions) for i in range(d)])
-
-
-def model_symbols(d: int, affine: bool = False) -> Namespace:
-    """Real symbols for the parameters: ``W`` (d x d), ``v``, ``c`` (d x 1), ``beta``.
-
-    For the paper's model ``c`` is the zero vector and ``beta`` is 0, so one derivation
-    covers both models. ``params`` lists the free parameter symbols, W column by column
-    (vec(W)), then c, v, beta.
-
-    >>> ns = model_symbols(2, affine=True)
-    >>> len(ns["params"]), ns["beta"]
-    (9, beta)
-    """
-    d = _check_d(d)
-    affine = _check_bool(affine, "affine")
-    W = sympy.Matrix(d, d, lambda i, j: sympy.Symbol(f"W{i}{j}", real=True))
-    v = _vec("v", d, real=True)
-    c = _vec("c", d, real=True) if affine else sympy.zeros(d, 1)
-    beta = sympy.Symbol("beta", real=True) if affine else sympy.Integer(0)
-    params = [W[i, j] for j in range(d) for i in range(d)]
-    if affine:
-        params += [*c, *v, beta]
-    else:
-        params += list(v)
-    return {"d": d, "affine": affine, "W": W, "v": v, "c": c, "beta": beta, "params": params}
-
-
-def _f(ns: Namespace, rows: Sequence[Any], opaque: dict[Any, Any] | None = None) -> sympy.Expr:
-    """The model's answer on ``rows``, straight from :func:`attention_output`.
-
-    With ``opaque`` (a dict), each ``exp(s)`` is a fresh positive symbol E_n instead, and
-    ``opaque[E_n] = s``: cancelling in E_1, E_2 is much faster than in exp(...), and any
-    identity of rational functions in independent E's stays true after E_n -> exp(s_n).
-    """
-    W = ns["W"]
-    exp: Any = sympy.exp
-    if opaque is not None:
-
-        def exp(s: sympy.Expr) -> sympy.Symbol:
-            e = sympy.Symbol(f"E{len(opaque)}", positive=True)
-            opaque[e] = s
-            return e
-
-    return attention_output(
-        [list(r) for r in rows],
-        W.tolist(),
-        list(ns["v"]),
-        list(ns["c"]) if ns["affine"] else None,
-        ns["beta"],
-        exp=exp,
-    )
-
-
-def _dot(x: Any, y: Any) -> sympy.Expr:
-    return sympy.expand(sum(xi * yi for xi, yi in zip(list(x), list(y), strict=True)))
-
-
-def _normal_exp(expr: sympy.Expr) -> sympy.Expr:
-    return expr.replace(
-        lambda e: isinstance(e, sympy.exp), lambda e: sympy.exp(sympy.expand(e.args[0]))
-    )
-
-
-def is_zero(expr: Any) -> bool:
-    """Exact zero test for rational functions of polynomials and exps of polynomials.
-
-    >>> x, y = sympy.symbols("x y", real=True)
-    >>> is_zero(sympy.exp(x + y) - sympy.exp(x) * sympy.exp(y))
-    True
-    >>> is_zero(1 / (1 + sympy.exp(-x)) - sympy.exp(x) / (1 + sympy.exp(x)))
-    True
-    >>> is_zero(1 / (1 + sympy.exp(x)) - sympy.exp(x) / (1 + sympy.exp(x)))
-    False
-    """
-    num, _ = sympy.fraction(sympy.together(sympy.sympify(expr)))
-    num = sympy.expand(_normal_exp(sympy.expand(num)))
-    num = sympy.powsimp(num, combine="exp")
-    return sympy.expand(_normal_exp(num)) == 0
-
-
-def _exp_ratio(y: sympy.Expr, opaque: dict[Any, Any] | None = None) -> sympy.Expr:
-    """y / (1 - y) brought to one exponential where it is one (cancel, merge exps).
-
-    ``opaque`` maps the stand-in symbols of :func:`_f` back to their exponents.
-    """
-    ratio = sympy.cancel(sympy.together(y / (1 - y)))
-    if opaque:
-        ratio = ratio.xreplace({e: sympy.exp(x) for e, x in opaque.items()})
-    return _normal_exp(sympy.powsimp(ratio, combine="exp"))
-
-
-def _probe_namespace(d: int, affine: bool) -> Namespace:
-    ns = model_symbols(d, affine)
-    b = _vec("b", d, real=True)
-    u = _vec("u", d, real=True)
-    t = sympy.Symbol("t", positive=True)
-    ns.update(b=b, u=u, t=t, a=b + t * u)
-    return ns
 
 
 # ---------------------------------------------------------------------------------------
@@ -344,29 +240,6 @@ _NOT_EXP = (
 # ---------------------------------------------------------------------------------------
 
 
-def _rational_matrix(design: Any, d: int, name: str = "design") -> sympy.Matrix:
-    if isinstance(design, sympy.MatrixBase):
-        rows = design.tolist()
-    else:
-        try:
-            rows = [list(r) for r in design]
-        except TypeError as exc:
-            raise InvalidArgument(f"{name} must be a {d} x {d} matrix, got {design!r}") from exc
-    if len(rows) != d or any(len(r) != d for r in rows):
-        raise InvalidArgument(f"{name} must be a {d} x {d} matrix; got {len(rows)} rows")
-    out = []
-    for r in rows:
-        row = []
-        for x in r:
-            if isinstance(x, sympy.Basic) and not x.is_number:
-                row.append(x)  # a symbol: a fully symbolic design
-            else:
-                q = to_fraction(x, name=f"entry of {name}")
-                row.append(sympy.Rational(q.numerator, q.denominator))
-        out.append(row)
-    return sympy.Matrix(out)
-
-
 def _random_rational_matrix(d: int, seed: int, *, lo: int = -4, hi: int = 4) -> sympy.Matrix:
     rng = random.Random(seed)
     return sympy.Matrix(d, d, lambda i, j: sympy.Rational(rng.randint(lo, hi), rng.randint(1, 3)))
@@ -433,53 +306,16 @@ def linear_system(
     gen, m = _measurement(d, affine=False)
     if m is None:
         return SymbolicCheck("thm-4.1/linear-system", _LINEAR_STATEMENT, False, _NOT_EXP)
-    W = gen["W"]
-    subs_base = {gen["t"]: 1}
-    rows = []
-    for j in range(d):  # vec(W) stacks columns: block j holds the measurements of column j
-        for k in range(d):
-            sub = dict(subs_base)
-            sub.update({gen["b"][i]: int(i == j) for i in range(d)})
-            sub.update({gen["u"][i]: U[i, k] for i in range(d)})
-            rows.append(sympy.expand(m.xreplace(sub)))
-    vecW = sympy.Matrix([W[i, j] for j in range(d) for i in range(d)])
-    meas = sympy.Matrix(rows)
-    K = meas.jacobian(vecW)
-    kron = sympy.kronecker_product(sympy.eye(d), U.T)
-    kron_ok = all(sympy.expand(x) == 0 for x in (K - kron)) and all(
-        sympy.expand(x) == 0 for x in (meas - K * vecW)
-    )
+    kron_ok, kron = _kronecker_structure(gen, m, U, d)
 
-    # Full rank iff U invertible: det(I ⊗ U^T) = det(U)^d, shown symbolically, and the
-    # exact rank for a rational U.
-    det_U = sympy.expand(U.det())
-    if symbolic:
-        det_identity = sympy.expand(kron.det() - det_U**d) == 0
-    else:
-        det_identity = _flint(kron).det() == _flint(U).det() ** d
-    if symbolic:
-        rank = d * d if det_U != 0 else None
-    else:
-        rank = int(_flint(kron).rank())
+    det_U, det_identity, rank = _rank_of(kron, U, d, symbolic)
     full_rank = det_identity and det_U != 0 and rank == d * d
 
     # u_k^T v != 0 is needed: the W-gradient of the answer is (u^T v) alpha_1 alpha_2 t^2 u b^T.
     # That identity is entrywise, about one probe; it is shown at min(d, 2) (diagonal and
     # off-diagonal entries) to keep the check fast.
     grad_ok = _gradient_identity(min(d, 2))
-    pn = _probe_namespace(d, affine=False)
-    f = _f(pn, [pn["a"], pn["b"]])
-    vv = _vec("v", d, real=True) if v is None else _rational_vector(v, d)
-    uv = [sympy.expand((U[:, k].T * vv)[0]) for k in range(d)]
-    zero_cols = [k for k in range(d) if uv[k] == 0]
-    # For a column with u_k^T v = 0 show directly from the model that f is free of W.
-    blind = []
-    for k in zero_cols:
-        sub = {pn["t"]: 1, **{pn["u"][i]: U[i, k] for i in range(d)}}
-        sub.update({pn["v"][i]: vv[i] for i in range(d)})
-        fk = f.xreplace(sub)
-        if all(is_zero(sympy.diff(fk, x)) for x in pn["W"]):
-            blind.append(k)
+    uv, zero_cols, blind = _blind_columns(U, v, d)
     holds = kron_ok and full_rank and grad_ok and not zero_cols
     why = []
     if not kron_ok:
@@ -515,6 +351,65 @@ def linear_system(
     )
 
 
+def _kronecker_structure(
+    gen: Namespace, m: sympy.Expr, U: sympy.Matrix, d: int
+) -> tuple[bool, sympy.Matrix]:
+    """Whether the stacked measurements are (I ⊗ U^T) vec(W), and that Kronecker product."""
+    W = gen["W"]
+    subs_base = {gen["t"]: 1}
+    rows = []
+    for j in range(d):  # vec(W) stacks columns: block j holds the measurements of column j
+        for k in range(d):
+            sub = dict(subs_base)
+            sub.update({gen["b"][i]: int(i == j) for i in range(d)})
+            sub.update({gen["u"][i]: U[i, k] for i in range(d)})
+            rows.append(sympy.expand(m.xreplace(sub)))
+    vecW = sympy.Matrix([W[i, j] for j in range(d) for i in range(d)])
+    meas = sympy.Matrix(rows)
+    K = meas.jacobian(vecW)
+    kron = sympy.kronecker_product(sympy.eye(d), U.T)
+    kron_ok = all(sympy.expand(x) == 0 for x in (K - kron)) and all(
+        sympy.expand(x) == 0 for x in (meas - K * vecW)
+    )
+    return kron_ok, kron
+
+
+def _rank_of(
+    kron: sympy.Matrix, U: sympy.Matrix, d: int, symbolic: bool
+) -> tuple[sympy.Expr, bool, int | None]:
+    """det U, whether det(I ⊗ U^T) = det(U)^d, and the rank of I ⊗ U^T (None if unknown)."""
+    # Full rank iff U invertible: det(I ⊗ U^T) = det(U)^d, shown symbolically, and the
+    # exact rank for a rational U.
+    det_U = sympy.expand(U.det())
+    if symbolic:
+        det_identity = sympy.expand(kron.det() - det_U**d) == 0
+    else:
+        det_identity = _flint(kron).det() == _flint(U).det() ** d
+    if symbolic:
+        rank = d * d if det_U != 0 else None
+    else:
+        rank = int(_flint(kron).rank())
+    return det_U, det_identity, rank
+
+
+def _blind_columns(U: sympy.Matrix, v: Any, d: int) -> tuple[list[Any], list[int], list[int]]:
+    """u_k^T v per probe, the k with u_k^T v = 0, and those shown from the model to be W-free."""
+    pn = _probe_namespace(d, affine=False)
+    f = _f(pn, [pn["a"], pn["b"]])
+    vv = _vec("v", d, real=True) if v is None else _rational_vector(v, d)
+    uv = [sympy.expand((U[:, k].T * vv)[0]) for k in range(d)]
+    zero_cols = [k for k in range(d) if uv[k] == 0]
+    # For a column with u_k^T v = 0 show directly from the model that f is free of W.
+    blind = []
+    for k in zero_cols:
+        sub = {pn["t"]: 1, **{pn["u"][i]: U[i, k] for i in range(d)}}
+        sub.update({pn["v"][i]: vv[i] for i in range(d)})
+        fk = f.xreplace(sub)
+        if all(is_zero(sympy.diff(fk, x)) for x in pn["W"]):
+            blind.append(k)
+    return uv, zero_cols, blind
+
+
 @functools.lru_cache(maxsize=8)
 def _gradient_identity(d: int) -> bool:
     """df/dW_ij = (u^T v) alpha_1 alpha_2 t^2 u_i b_j on the probe [b + t u; b], from the model."""
@@ -531,51 +426,9 @@ def _gradient_identity(d: int) -> bool:
     )
 
 
-def _rational_vector(v: Any, d: int, name: str = "v") -> sympy.Matrix:
-    try:
-        entries = list(v)
-    except TypeError as exc:
-        raise InvalidArgument(f"{name} must be a vector of length {d}, got {v!r}") from exc
-    if len(entries) != d:
-        raise InvalidArgument(f"{name} must have length d = {d}; got length {len(entries)}")
-    out = []
-    for x in entries:
-        q = to_fraction(x, name=f"entry of {name}")
-        out.append(sympy.Rational(q.numerator, q.denominator))
-    return sympy.Matrix(out)
-
-
 # ---------------------------------------------------------------------------------------
 # Step 5: the affine extension.
 # ---------------------------------------------------------------------------------------
-
-
-def probe_queries(d: int, affine: bool, design: Any = None) -> list[list[list[Any]]]:
-    """The learner's queries for design U (default I), scale t = 1, in the learner's order.
-
-    [0] (affine only), [e_i] for each i, [e_j + u_k; e_j] for each k, j, then [u_k; 0]
-    (affine only). Each query is a list of rows of exact rationals.
-
-    >>> [len(q) for q in probe_queries(1, True)]       # [0], [e_1], [e_1 + u_1; e_1], [u_1; 0]
-    [1, 1, 2, 2]
-    """
-    d = _check_d(d)
-    U = sympy.eye(d) if design is None else _rational_matrix(design, d)
-    zero = [sympy.Integer(0)] * d
-
-    def e(j: int) -> list[Any]:
-        return [sympy.Integer(int(i == j)) for i in range(d)]
-
-    out: list[list[list[Any]]] = []
-    if affine:
-        out.append([zero])
-    out += [[e(i)] for i in range(d)]
-    for k in range(d):
-        for j in range(d):
-            out.append([[e(j)[i] + U[i, k] for i in range(d)], e(j)])
-    if affine:
-        out += [[[U[i, k] for i in range(d)], zero] for k in range(d)]
-    return out
 
 
 _AFFINE_STATEMENT = (
@@ -658,156 +511,6 @@ def affine_variant(d: int = 2, *, design: Any = None, seed: int = 0) -> Symbolic
         f"{linear}; rank {rank}" + (f"; det J = {det_J}" if det_J is not None else ""),
         data={"d": d, "U": U, "rank": rank, "jacobian": J, "measurements": len(measured)},
     )
-
-
-# ---------------------------------------------------------------------------------------
-# Step 6: the count is the parameter count, and the answer map is a local diffeomorphism.
-# ---------------------------------------------------------------------------------------
-
-
-def arb_value(expr: Any) -> flint.arb:
-    """A certified ball for a closed-form real number built from rationals, +, *, ^n, exp.
-
-    Call inside a precision context (``CertifiedArithmetic(p).context()``).
-
-    >>> ball = arb_value(2 * sympy.exp(sympy.Rational(1, 2)))
-    >>> ball.contains(flint.fmpq(3297, 1000)), ball.contains(flint.fmpq(3298, 1000))
-    (False, False)
-    >>> ball > flint.fmpq(3297, 1000) and ball < flint.fmpq(3298, 1000)    # 2 e^(1/2) = 3.2974...
-    True
-    """
-    expr = sympy.sympify(expr)
-    if expr.is_Rational:
-        return flint.arb(flint.fmpq(int(expr.p), int(expr.q)))
-    if expr is sympy.E:
-        return flint.arb(1).exp()
-    if isinstance(expr, sympy.Add):
-        out = flint.arb(0)
-        for term in expr.args:
-            out += arb_value(term)
-        return out
-    if isinstance(expr, sympy.Mul):
-        out = flint.arb(1)
-        for term in expr.args:
-            out *= arb_value(term)
-        return out
-    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer:
-        n = int(expr.exp)
-        base = arb_value(expr.base)
-        return base**n if n >= 0 else 1 / base ** (-n)
-    if isinstance(expr, sympy.exp):
-        return arb_value(expr.args[0]).exp()
-    raise InvalidArgument(f"cannot evaluate {expr} in ball arithmetic (not a closed form)")
-
-
-def _random_point(ns: Namespace, seed: int) -> dict[sympy.Symbol, sympy.Rational]:
-    rng = random.Random(seed)
-    point = {}
-    for s in ns["params"]:
-        num = rng.choice([n for n in range(-5, 6) if n != 0])  # nonzero: v has no zeros
-        point[s] = sympy.Rational(num, rng.randint(1, 4))
-    return point
-
-
-def parameter_count(
-    d: int = 3,
-    affine: bool = False,
-    *,
-    design: Any = None,
-    queries: Sequence[Any] | None = None,
-    point: dict[str, Any] | None = None,
-    seed: int = 0,
-    precision: int = 128,
-) -> SymbolicCheck:
-    """The query count equals the parameter count, and the answers pin the parameters down.
-
-    The learner's count (d^2 + d, affine d^2 + 2d + 1) is compared with the number of free
-    parameter symbols of the model. Then the Jacobian of the map parameters -> answers
-    (the raw answers f(X_q), not the decoded numbers) is computed from the model at a
-    random rational point (``seed``) and its determinant enclosed in a ball: a ball that
-    excludes 0 *proves* full rank. A full-rank square Jacobian makes the answer map a local
-    diffeomorphism, so these queries identify the parameters near the point; with fewer
-    queries than parameters no continuous map can be injective on an open set (invariance
-    of domain), so no smooth decoding can do with fewer — the information limit.
-
-    ``queries`` (default: the learner's probes for ``design``, default U = I) and ``point``
-    (a dict with keys "W", "v", and for the affine model "c", "beta") may be replaced to see
-    the check fail: one query dropped, or a design with u_k^T v = 0 at the point.
-
-    >>> parameter_count(2).holds
-    True
-    >>> parameter_count(2, queries=probe_queries(2, False)[:-1]).holds
-    False
-    """
-    d = _check_d(d, high=8)
-    affine = _check_bool(affine, "affine")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise InvalidArgument(f"seed must be an int, got {seed!r}")
-    ns = model_symbols(d, affine)
-    params = ns["params"]
-    n = len(params)
-    count = query_bound(d, affine=affine)
-    qs = probe_queries(d, affine, design) if queries is None else list(queries)
-    at = _random_point(ns, seed) if point is None else _point(ns, point)
-    rows = []
-    for X in qs:
-        f = _f(ns, X)
-        rows.append([sympy.diff(f, p).xreplace(at) for p in params])
-    from verified_attn.arithmetic import CertifiedArithmetic
-
-    det_ball = None
-    full = False
-    with CertifiedArithmetic(precision).context():
-        if len(rows) == n:
-            J = flint.arb_mat([[arb_value(x) for x in r] for r in rows])
-            det_ball = J.det()
-            full = not det_ball.contains(0)
-    holds = count == n and len(qs) == count and full
-    why = []
-    if count != n:
-        why.append(f"the learner's count {count} differs from the parameter count {n}")
-    if len(qs) != n:
-        why.append(f"{len(qs)} queries for {n} parameters: the Jacobian is not square")
-    elif not full:
-        why.append("the Jacobian's determinant ball contains 0: full rank is not shown")
-    return SymbolicCheck(
-        "thm-4.1/information-limit",
-        "the query count d^2 + d (affine d^2 + 2d + 1) equals the number of parameters, and "
-        "the Jacobian of parameters -> answers has full rank: no smooth decoding can use "
-        "fewer queries",
-        holds,
-        detail=f"d = {d}, affine = {affine}: {n} parameters, learner count {count}, "
-        f"{len(qs)} queries; det J in {det_ball}" + ("; " + "; ".join(why) if why else ""),
-        data={
-            "d": d,
-            "affine": affine,
-            "parameters": n,
-            "count": count,
-            "queries": len(qs),
-            "det": det_ball,
-        },
-    )
-
-
-def _point(ns: Namespace, point: dict[str, Any]) -> dict[sympy.Symbol, sympy.Rational]:
-    if not isinstance(point, dict):
-        raise InvalidArgument(f"point must be a dict with keys W, v (c, beta), got {point!r}")
-    d = ns["d"]
-    names = ["W", "v", "c", "beta"] if ns["affine"] else ["W", "v"]
-    missing = [k for k in names if k not in point]
-    if missing:
-        raise InvalidArgument(f"point is missing {missing}; it needs the keys {names}")
-    out: dict[sympy.Symbol, sympy.Rational] = {}
-    W = _rational_matrix(point["W"], d, "point['W']")
-    out.update({ns["W"][i, j]: W[i, j] for i in range(d) for j in range(d)})
-    v = _rational_vector(point["v"], d, "point['v']")
-    out.update({ns["v"][i]: v[i] for i in range(d)})
-    if ns["affine"]:
-        c = _rational_vector(point["c"], d, "point['c']")
-        out.update({ns["c"][i]: c[i] for i in range(d)})
-        q = to_fraction(point["beta"], name="point['beta']")
-        out[ns["beta"]] = sympy.Rational(q.numerator, q.denominator)
-    return out
 
 
 def all_checks(d: int = 3) -> list[SymbolicCheck]:

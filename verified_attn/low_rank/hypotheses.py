@@ -188,50 +188,9 @@ def nuclear_below_constant(
         )
         if not upper < frob * (1 - mpmath.mpf(10) ** -6):
             continue
-        second = SingleHeadAttention(X, v)
-        seqs = [[list(row) for row in e.sequence] for e in oracle.transcript]
-        proof = Proof(
-            "nuclear-gap",
-            f"W' agrees with W on all {len(pairs)} measurements <a_k b_k^T, .> (exactly) and "
-            f"||W'||_* <= {float(upper):.6g} < ||W||_* = ||W||_F = {float(frob):.6g} "
-            "(rank-1 W): W is not the nuclear-norm minimiser at this m",
-            True,
-            {
-                "rank": 1,
-                "decomposition": [
-                    [[dump_rational(x) for x in P], [dump_rational(x) for x in Q]]
-                    for P, Q in decomposition
-                ],
-            },
-        )
-        failure = (
-            f"nuclear-norm method with m = {m} = ceil({c} r (2d)) measurements (d = {d}, r = 1): "
-            f"relative Frobenius error {rel:.3g} > 1e-3"
-        )
-        return Counterexample(
-            "thm-5.1",
-            "nuclear-below-constant",
-            d,
-            seed,
-            f"Below the measured constant (C = {c} <= 1.5, the smallest 95 % point) the nuclear-norm program's "
-            "minimiser is not W: an exact head W' agrees on every measurement with a smaller "
-            "nuclear norm, and the learner returns a wrong W.",
-            first,
-            second,
-            "equal",
-            seqs,
-            proof,
-            failure=failure,
-            figures={
-                "m": m,
-                "C": c,
-                "relative error": f"{rel:.3g}",
-                "||W'||_* upper": f"{float(upper):.6g}",
-                "||W||_*": f"{float(frob):.6g}",
-                "instances tried": attempt + 1,
-                "of them recovered (error <= 1e-3)": sum(e <= 1e-3 for e in tried),
-            },
-            payload={"first": model_dict(first), "second": model_dict(second)},
+        return _nuclear_gap_counterexample(
+            d, seed, c, m, first, SingleHeadAttention(X, v), oracle, len(pairs),
+            decomposition, (rel, upper, frob), tried,
         )
     raise InvalidArgument(
         f"the nuclear-norm method succeeded (or gave no certified gap) on 20 instances at "
@@ -285,3 +244,64 @@ def _sq(xs: list[Fraction]) -> Any:
 
     s = sum((x * x for x in xs), Fraction(0))
     return mpmath.mpf(s.numerator) / s.denominator
+
+
+def _nuclear_gap_counterexample(
+    d: int,
+    seed: int,
+    c: float,
+    m: int,
+    first: SingleHeadAttention,
+    second: SingleHeadAttention,
+    oracle: Any,
+    n_pairs: int,
+    decomposition: Any,
+    figures: tuple[float, Any, Any],
+    tried: list[float],
+) -> Counterexample:
+    """The counterexample of one instance where W' beats W's nuclear norm on W's measurements."""
+    rel, upper, frob = figures
+    seqs = [[list(row) for row in e.sequence] for e in oracle.transcript]
+    proof = Proof(
+        "nuclear-gap",
+        f"W' agrees with W on all {n_pairs} measurements <a_k b_k^T, .> (exactly) and "
+        f"||W'||_* <= {float(upper):.6g} < ||W||_* = ||W||_F = {float(frob):.6g} "
+        "(rank-1 W): W is not the nuclear-norm minimiser at this m",
+        True,
+        {
+            "rank": 1,
+            "decomposition": [
+                [[dump_rational(x) for x in P], [dump_rational(x) for x in Q]]
+                for P, Q in decomposition
+            ],
+        },
+    )
+    failure = (
+        f"nuclear-norm method with m = {m} = ceil({c} r (2d)) measurements (d = {d}, r = 1): "
+        f"relative Frobenius error {rel:.3g} > 1e-3"
+    )
+    return Counterexample(
+        "thm-5.1",
+        "nuclear-below-constant",
+        d,
+        seed,
+        f"Below the measured constant (C = {c} <= 1.5, the smallest 95 % point) the nuclear-norm program's "
+        "minimiser is not W: an exact head W' agrees on every measurement with a smaller "
+        "nuclear norm, and the learner returns a wrong W.",
+        first,
+        second,
+        "equal",
+        seqs,
+        proof,
+        failure=failure,
+        figures={
+            "m": m,
+            "C": c,
+            "relative error": f"{rel:.3g}",
+            "||W'||_* upper": f"{float(upper):.6g}",
+            "||W||_*": f"{float(frob):.6g}",
+            "instances tried": len(tried),
+            "of them recovered (error <= 1e-3)": sum(e <= 1e-3 for e in tried),
+        },
+        payload={"first": model_dict(first), "second": model_dict(second)},
+    )

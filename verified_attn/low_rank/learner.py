@@ -143,31 +143,15 @@ def learn_low_rank(
     lengths = check_lengths(lengths)
     progress = check_progress(progress)
     if method == "nuclear":
-        from verified_attn.low_rank.nuclear import learn_nuclear
-
         if denominator_bound is not None:
             raise InvalidArgument("denominator_bound applies to method='skeleton' only")
-        with reporting(oracle, progress, "learn_low_rank"):
-            return learn_nuclear(
-                oracle,
-                rank,
-                measurements=check_int(measurements, "measurements", low=1, allow_none=True),
-                verify=verify,
-                seed=seed,
-                lengths=lengths,
-                tol=check_real(tol, "tol", low=0, high=1, low_open=True, high_open=True),
-                max_iter=check_int(max_iter, "max_iter", low=1),
-            )
+        solver = (measurements, tol, max_iter)
+        return _nuclear(oracle, rank, verify, seed, lengths, solver, progress)
     if measurements is not None:
         raise InvalidArgument("measurements applies to method='nuclear' only")
     rank_tol = float(check_real(rank_tol, "rank_tol", low=0, high=1, low_open=True, high_open=True))
     denominator_bound = check_denominator_bound(denominator_bound)
-    total = None
-    if rank is not None:
-        learning = skeleton_query_bound(d, rank, rank_given=True)
-        checks = verify + (1 if rank < d else 0)
-        oracle.require_remaining(learning, checks, f"learn_low_rank (rank {rank})")
-        total = learning + checks
+    total = _skeleton_budget(oracle, rank, verify)
     arith = oracle.arithmetic
     with (
         reporting(oracle, progress, "learn_low_rank", total=total),
@@ -179,89 +163,19 @@ def learn_low_rank(
         params = {"W": result.W, "v": result.v}
         exact, enclosures, params = finalize(arith, params, denominator_bound)
         candidate = candidate_model(params, exact, False)
-        what = "the recovered low-rank head"
-        refuted = None
-        if exact and arith.name == "certified":
-            # Rationals reconstructed from balls: verified at a raised precision.
-            checked, refuted = verify_candidate(
-                oracle, candidate, count=verify, seed=seed, lengths=lengths, what=what
-            )
-            # With the rank given, its one test checks the user's class (rank <= r); the
-            # balls are certified under that hypothesis. Any other zero taken is ours.
-            own = [a for a in result.assumed_zero if rank is None or f"rank-{rank} " not in a]
-            if refuted is not None:
-                if own:
-                    raise PrecisionExhausted(
-                        f"the rank {result.rank} was decided on a ball containing 0 "
-                        f"({own[0]}) at {arith.precision} bits, and {refuted}"
-                        ": W has a larger rank or entries not rationals with small "
-                        "denominators; raise the oracle's precision"
-                    )
-                assert enclosures is not None and checked is not None
-                exact, params = False, enclosures
-                checked = check_record(checked, ball_predictor(params), what=what)
-        else:
-            checked = (
-                verify_model(
-                    oracle,
-                    candidate if candidate is not None else ball_predictor(params),
-                    count=verify,
-                    seed=seed,
-                    lengths=lengths,
-                    what=what,
-                )
-                if verify
-                else None
-            )
+        checked, exact, params, refuted = _verify_skeleton(
+            oracle, (result, rank), (params, enclosures, exact, candidate), verify, seed, lengths
+        )
     counts = run.counts
     r = result.rank
-    notes = list(result.notes)
-    if refuted is not None:
-        notes.append(refuted + "; the result is the certified balls, not exact")
-    notes.append(
-        f"rank {r} ({'found and certified' if rank is None else f'given {rank}'}); "
-        f"pivots {result.pivots}"
-        + ("; the rank test is a verification phase" if rank is not None and r < d else "")
-    )
-    rescales = sum(n for k, n in counts.by_phase.items() if k.endswith("rescale"))
-    if rescales:
-        notes.append(
-            f"{rescales} probes saturated the softmax and were re-asked at a smaller scale "
-            "(phases 'rescale', 'rank-rescale'), counted with their phase's kind"
-        )
-    if arith.name == "certified" and not exact:
-        notes.append("some entries did not reconstruct to a unique rational; W, v are balls")
-    bound = (
-        skeleton_query_bound(d, r)
-        if rank is None
-        else skeleton_query_bound(d, rank, rank_given=True)
-    )
+    notes = _notes(result, rank, refuted, counts, arith.name == "certified" and not exact, d)
+    bound = skeleton_query_bound(d, r if rank is None else rank, rank_given=rank is not None)
     assumptions = reconstruction_assumptions(arith, exact, denominator_bound)
-    if result.assumed_zero:
-        assumptions.append(
-            f"rank W {'=' if rank is None else '<='} {r}: "
-            + ("decided" if rank is None else "checked")
-            + f" on {len(result.assumed_zero)} ball(s) at {arith.precision} bits taken as 0, "
-            "which contain 0 but do not prove it ("
-            + "; ".join(result.assumed_zero)
-            + "); a W whose extra rank shows only below the balls' radius would be missed "
-            "(the verification at a raised precision narrows this)"
-        )
+    assumptions += _rank_assumptions(result, rank, arith)
     out_params = public_params(params, exact, arith, False)
     certificate = functools.partial(
-        _skeleton_certificate,
-        arith,
-        prober,
-        result,
-        out_params,
-        exact,
-        checked,
-        seed,
-        counts,
-        bound,
-        assumptions,
-        rank,
-        rank_tol,
+        _skeleton_certificate, arith, prober, result, out_params, exact, checked, seed, counts,
+        bound, assumptions, rank, rank_tol,
     )
     return LowRankRecovery.from_run(
         counts,
@@ -290,6 +204,136 @@ def learn_low_rank(
 # ---------------------------------------------------------------------------------------
 # Certificate data (checked by verified_attn.certificates.low_rank).
 # ---------------------------------------------------------------------------------------
+
+def _nuclear(
+    oracle: Oracle,
+    rank: int | None,
+    verify: int,
+    seed: int,
+    lengths: Sequence[int],
+    solver: tuple[Any, Any, Any],
+    progress: Any,
+) -> LowRankRecovery:
+    """method="nuclear": the paper's convex program, with its own arguments checked."""
+    from verified_attn.low_rank.nuclear import learn_nuclear
+
+    measurements, tol, max_iter = solver
+    with reporting(oracle, progress, "learn_low_rank"):
+        return learn_nuclear(
+            oracle,
+            rank,
+            measurements=check_int(measurements, "measurements", low=1, allow_none=True),
+            verify=verify,
+            seed=seed,
+            lengths=lengths,
+            tol=check_real(tol, "tol", low=0, high=1, low_open=True, high_open=True),
+            max_iter=check_int(max_iter, "max_iter", low=1),
+        )
+
+
+def _skeleton_budget(oracle: Oracle, rank: int | None, verify: int) -> int | None:
+    """The queries a given rank needs (refused up front if over budget); None when found."""
+    if rank is None:
+        return None
+    learning = skeleton_query_bound(oracle.d, rank, rank_given=True)
+    checks = verify + (1 if rank < oracle.d else 0)
+    oracle.require_remaining(learning, checks, f"learn_low_rank (rank {rank})")
+    return learning + checks
+
+
+def _verify_skeleton(
+    oracle: Oracle,
+    found: tuple[SkeletonResult, int | None],
+    decoded: tuple[dict[str, Any], Any, bool, Any],
+    verify: int,
+    seed: int,
+    lengths: Sequence[int],
+) -> tuple[Verification | None, bool, dict[str, Any], str | None]:
+    """Fresh sequences; a reconstruction refuted at the raised precision returns the balls."""
+    result, rank = found
+    params, enclosures, exact, candidate = decoded
+    arith = oracle.arithmetic
+    what = "the recovered low-rank head"
+    refuted = None
+    if exact and arith.name == "certified":
+        # Rationals reconstructed from balls: verified at a raised precision.
+        checked, refuted = verify_candidate(
+            oracle, candidate, count=verify, seed=seed, lengths=lengths, what=what
+        )
+        # With the rank given, its one test checks the user's class (rank <= r); the
+        # balls are certified under that hypothesis. Any other zero taken is ours.
+        own = [a for a in result.assumed_zero if rank is None or f"rank-{rank} " not in a]
+        if refuted is not None:
+            if own:
+                raise PrecisionExhausted(
+                    f"the rank {result.rank} was decided on a ball containing 0 "
+                    f"({own[0]}) at {arith.precision} bits, and {refuted}"
+                    ": W has a larger rank or entries not rationals with small "
+                    "denominators; raise the oracle's precision"
+                )
+            assert enclosures is not None and checked is not None
+            exact, params = False, enclosures
+            checked = check_record(checked, ball_predictor(params), what=what)
+    else:
+        checked = (
+            verify_model(
+                oracle,
+                candidate if candidate is not None else ball_predictor(params),
+                count=verify,
+                seed=seed,
+                lengths=lengths,
+                what=what,
+            )
+            if verify
+            else None
+        )
+    return checked, exact, params, refuted
+
+
+def _notes(
+    result: SkeletonResult,
+    rank: int | None,
+    refuted: str | None,
+    counts: QueryCounts,
+    balls: bool,
+    d: int,
+) -> list[str]:
+    """The result's notes: rank and pivots, a refuted reconstruction, re-asked probes, balls."""
+    r = result.rank
+    notes = list(result.notes)
+    if refuted is not None:
+        notes.append(refuted + "; the result is the certified balls, not exact")
+    notes.append(
+        f"rank {r} ({'found and certified' if rank is None else f'given {rank}'}); "
+        f"pivots {result.pivots}"
+        + ("; the rank test is a verification phase" if rank is not None and r < d else "")
+    )
+    rescales = sum(n for k, n in counts.by_phase.items() if k.endswith("rescale"))
+    if rescales:
+        notes.append(
+            f"{rescales} probes saturated the softmax and were re-asked at a smaller scale "
+            "(phases 'rescale', 'rank-rescale'), counted with their phase's kind"
+        )
+    if balls:
+        notes.append("some entries did not reconstruct to a unique rational; W, v are balls")
+    return notes
+
+
+def _rank_assumptions(result: SkeletonResult, rank: int | None, arith: Arithmetic) -> list[str]:
+    """The rank decisions taken on balls that contain 0 (certified mode), as an assumption."""
+    if not result.assumed_zero:
+        return []
+    r = result.rank
+    return [
+        f"rank W {'=' if rank is None else '<='} {r}: "
+        + ("decided" if rank is None else "checked")
+        + f" on {len(result.assumed_zero)} ball(s) at {arith.precision} bits taken as 0, "
+        "which contain 0 but do not prove it ("
+        + "; ".join(result.assumed_zero)
+        + "); a W whose extra rank shows only below the balls' radius would be missed "
+        "(the verification at a raised precision narrows this)"
+    ]
+
 
 
 def _dump_params(params: dict[str, Any], d: int) -> dict[str, Any]:

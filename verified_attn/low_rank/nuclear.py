@@ -51,7 +51,9 @@ __all__ = [
 ]
 
 THEOREM = "thm-5.1"
-DEFAULT_OVERSAMPLING = 4.0  # m = ceil(C * r * 2d): the largest 95% point measured (d = 64, r = 1)
+#: m = ceil(C * r * 2d): the largest 95 % success point (d = 64, r = 1) that
+#: benchmarks/low_rank.py and benchmarks/sweep.py measure.
+DEFAULT_OVERSAMPLING = 4.0
 _GRID = 2.0**-20  # probes rounded to this dyadic grid: a + b is then exact in float64
 
 
@@ -181,12 +183,7 @@ def learn_nuclear(
             "method='nuclear' needs a float oracle (arithmetic='float'): the convex solver "
             f"is only as exact as float64; got arithmetic={oracle.arithmetic.name!r}"
         )
-    if measurements is None:
-        if rank is None:
-            raise InvalidArgument("method='nuclear' needs rank= or measurements=")
-        measurements = min(d * d, math.ceil(DEFAULT_OVERSAMPLING * rank * 2 * d))
-    if measurements > d * d:
-        raise InvalidArgument(f"measurements must be in 1..d^2 = {d * d}, got {measurements}")
+    measurements = _measurement_count(d, rank, measurements)
     bound = d + measurements
     oracle.require_remaining(bound, verify, f"learn_low_rank (nuclear, m = {measurements})")
     with oracle.run() as run:
@@ -209,29 +206,7 @@ def learn_nuclear(
             notes.append(f"polished by alternating least squares at rank {rank}")
         params = {"W": X, "v": np.asarray(v, dtype=np.float64)}
         model = SingleHeadAttention(params["W"], params["v"])
-        try:
-            checked = (
-                verify_model(
-                    oracle,
-                    model,
-                    count=verify,
-                    seed=seed,
-                    lengths=lengths,
-                    what="the nuclear-norm solution",
-                )
-                if verify
-                else None
-            )
-        except ModelClassMismatch as exc:
-            if exc.query is not None and "token positions" in str(exc):
-                # A permuted pair disagreed: no W, whatever m, makes this box a head.
-                raise
-            raise NotIdentifiable(
-                f"nuclear-norm recovery from m = {measurements} rank-one measurements does "
-                f"not reproduce the oracle on fresh queries ({exc}); m is too small for this "
-                "W, or rank W is larger than assumed: increase measurements or use "
-                "method='skeleton'"
-            ) from exc
+        checked = _verify_solution(oracle, model, verify, seed, lengths, measurements)
     counts = run.counts
     residual = measurement_residual(a, b, t, X)
     notes.append(f"relative measurement residual ||A(W) - t|| / ||t|| = {residual:.3e}")
@@ -265,6 +240,52 @@ def learn_nuclear(
         method="nuclear",
         residual=residual,
     )
+
+
+def _measurement_count(d: int, rank: int | None, measurements: int | None) -> int:
+    """m: as given (at most d^2), else DEFAULT_OVERSAMPLING * r (2d), capped at d^2."""
+    if measurements is None:
+        if rank is None:
+            raise InvalidArgument("method='nuclear' needs rank= or measurements=")
+        measurements = min(d * d, math.ceil(DEFAULT_OVERSAMPLING * rank * 2 * d))
+    if measurements > d * d:
+        raise InvalidArgument(f"measurements must be in 1..d^2 = {d * d}, got {measurements}")
+    return measurements
+
+
+def _verify_solution(
+    oracle: Oracle,
+    model: SingleHeadAttention,
+    verify: int,
+    seed: int,
+    lengths: Any,
+    measurements: int,
+) -> Verification | None:
+    """The nuclear-norm solution checked on fresh queries; a mismatch is NotIdentifiable
+    unless a permuted pair disagreed (then the box is no head at all)."""
+    try:
+        return (
+            verify_model(
+                oracle,
+                model,
+                count=verify,
+                seed=seed,
+                lengths=lengths,
+                what="the nuclear-norm solution",
+            )
+            if verify
+            else None
+        )
+    except ModelClassMismatch as exc:
+        if exc.query is not None and "token positions" in str(exc):
+            # A permuted pair disagreed: no W, whatever m, makes this box a head.
+            raise
+        raise NotIdentifiable(
+            f"nuclear-norm recovery from m = {measurements} rank-one measurements does "
+            f"not reproduce the oracle on fresh queries ({exc}); m is too small for this "
+            "W, or rank W is larger than assumed: increase measurements or use "
+            "method='skeleton'"
+        ) from exc
 
 
 def _certificate(

@@ -230,7 +230,6 @@ def skeleton_recover(
     adaptive = rank is None
     rng = np.random.default_rng(seed)
     decide = _Decider(arith, rank_tol)
-
     design = default_design(arith, v, d, False)
     check_design(arith, design, v)
     U = design.U_float  # columns u_i (0/1 entries, exact)
@@ -262,80 +261,26 @@ def skeleton_recover(
             g = coordinates(u)
             pred = dot(arith, g, zhat)
             rho = t - pred
-            noise = 1e4 * _EPS * (1 + float(np.abs(g).sum()))
-            scale = max(
-                arith.magnitude(t),
-                float(np.abs(g) @ _magnitudes(arith, zhat)),
-                noise * v_mag,
-            )
-            test = {
-                "k": k,
-                "u": u.tolist(),
-                "b": b.tolist(),
-                "measured": t,
-                "predicted": pred,
-                "residual": rho,
-            }
+            scale = _residual_scale(arith, t, g, zhat, v_mag)
+            test = {"k": k, "u": u.tolist(), "b": b.tolist(), "measured": t}
+            test.update(predicted=pred, residual=rho)
             tests.append(test)
             zero = not decide.nonzero(rho, scale, f"the rank-{k} test's residual")
             if zero and adaptive and k == 0:
-                # "W = 0" from one bilinear sample: u^T W b = 0 also when u lies in W's left
-                # null space (on the 2^-12 grid that has probability about 2^-13 per line
-                # at small d). A second test vector on the same b checks the claim; it is
-                # verification (the learning count stays d + 1). If it is nonzero, W b != 0
-                # and the first test's answer, a true measurement of u^T W b, is reused as
-                # one entry of the column b_1, exactly as a failing test is.
+                # "W = 0" from one sample: checked on a second test vector (see there).
                 u2 = _draw_test_vector(rng, arith, v, v_mag, d)
-                t2 = prober.measure(u2[None, :], b[None, :], RANK_CHECK, verification=True)[0]
-                g2 = coordinates(u2)
-                noise2 = 1e4 * _EPS * (1 + float(np.abs(g2).sum()))
-                check = {"k": k, "u": u2.tolist(), "b": b.tolist(), "measured": t2,
-                         "predicted": pred, "residual": t2 - pred, "phase": RANK_CHECK}
-                tests.append(check)
-                zero = not decide.nonzero(
-                    t2 - pred, max(arith.magnitude(t2), noise2 * v_mag),
-                    f"the rank-{k} check's residual",
-                )
-                check["passed"] = zero
-                if not zero:
-                    notes.append(
-                        "the rank-0 test's u lay in W's left null space (u^T W b = 0); the "
-                        "check with a second test vector showed W b != 0"
-                    )
+                zero = _rank_zero_check(prober, (coordinates, decide), u2, b, pred, tests, notes)
             if zero:
                 test["passed"] = True
                 break
             test["passed"] = False
             if k == rank:
-                query = np.stack([b + u, b])
-                raise ModelClassMismatch(
-                    f"the oracle's W has rank > {rank}: for u = {u.tolist()[:4]}..., b = "
-                    f"{b.tolist()[:4]}... the query [b + u; b] gives u^T W b = {t}, while the "
-                    f"rank-{rank} skeleton (exact for every W of rank <= {rank}) predicts "
-                    f"{pred}; the residual {rho} is nonzero, so rank W > {rank}",
-                    query=query,
-                    observed=t,
-                    expected=pred,
-                )
+                raise _rank_exceeded(rank, u, b, t, pred, rho)
             reuse = (t, g)
         z = _measure_column(prober, ids, S, zS, b, reuse, d)
-        e = z - zhat
-        e_mag = _magnitudes(arith, e)
-        e_mag[S] = 0.0
-        s = int(np.argmax(e_mag))
-        col_scale = max(float(_magnitudes(arith, z).max()), 1e4 * _EPS * v_mag * (1 + d))
+        e, s, col_scale = _largest_residual(arith, z, zhat, S, v_mag)
         if not decide.nonzero(e[s], col_scale, f"the largest residual of column b_{k + 1}"):
-            if reuse is not None:
-                raise PrecisionExhausted(
-                    "the rank test's residual is certainly nonzero but no entry of the new "
-                    "column's residual can be shown nonzero at this precision"
-                )
-            # rank W B_{k+1} = k < the given rank: the whole new column is explained by the
-            # skeleton (a stronger rank certificate than one test query).
-            notes.append(
-                f"rank found {k} < the given rank {rank}: the generic column b_{k + 1} adds "
-                f"nothing ({d - k} queries spent on it certify rank {k})"
-            )
+            notes.append(_rank_below_given(reuse, k, rank, d))
             break
         basis.append(b)
         S.append(s)
@@ -344,17 +289,103 @@ def skeleton_recover(
         k += 1
         b = None
     W = _assemble(arith, Zc, S, R, d, design)
-    return SkeletonResult(
-        W,
-        v,
-        k,
-        S,
-        [bj.tolist() for bj in basis],
-        [list(row) for row in design.U],
-        None if b is None else b.tolist(),
-        tests,
-        notes,
-        decide.assumed,
+    basis_lists, U_lists = [bj.tolist() for bj in basis], [list(row) for row in design.U]
+    last_b = None if b is None else b.tolist()
+    return SkeletonResult(W, v, k, S, basis_lists, U_lists, last_b, tests, notes, decide.assumed)
+
+
+def _residual_scale(arith: Arithmetic, t: Any, g: np.ndarray, zhat: Any, v_mag: float) -> float:
+    """The scale the rank test's residual u^T W b - prediction is judged against."""
+    noise = 1e4 * _EPS * (1 + float(np.abs(g).sum()))
+    return max(
+        arith.magnitude(t),
+        float(np.abs(g) @ _magnitudes(arith, zhat)),
+        noise * v_mag,
+    )
+
+
+def _rank_zero_check(
+    prober: Prober,
+    judges: tuple[Any, _Decider],
+    u2: np.ndarray,
+    b: np.ndarray,
+    pred: Any,
+    tests: list[dict[str, Any]],
+    notes: list[str],
+) -> bool:
+    """Whether W b = 0 holds on a second test vector u2 (a verification query).
+
+    "W = 0" from one bilinear sample: u^T W b = 0 also when u lies in W's left null space
+    (on the 2^-12 grid that has probability about 2^-13 per line at small d). A second
+    test vector on the same b checks the claim; it is verification (the learning count
+    stays d + 1). If it is nonzero, W b != 0 and the first test's answer, a true
+    measurement of u^T W b, is reused as one entry of the column b_1, as a failing test is.
+    """
+    coordinates, decide = judges
+    arith, k = prober.arith, 0
+    v_mag = max(arith.magnitude(x) for x in prober.v)
+    t2 = prober.measure(u2[None, :], b[None, :], RANK_CHECK, verification=True)[0]
+    g2 = coordinates(u2)
+    noise2 = 1e4 * _EPS * (1 + float(np.abs(g2).sum()))
+    check = {"k": k, "u": u2.tolist(), "b": b.tolist(), "measured": t2,
+             "predicted": pred, "residual": t2 - pred, "phase": RANK_CHECK}
+    tests.append(check)
+    zero = not decide.nonzero(
+        t2 - pred, max(arith.magnitude(t2), noise2 * v_mag),
+        f"the rank-{k} check's residual",
+    )
+    check["passed"] = zero
+    if not zero:
+        notes.append(
+            "the rank-0 test's u lay in W's left null space (u^T W b = 0); the "
+            "check with a second test vector showed W b != 0"
+        )
+    return zero
+
+
+def _rank_exceeded(
+    rank: int, u: np.ndarray, b: np.ndarray, t: Any, pred: Any, rho: Any
+) -> ModelClassMismatch:
+    """The error of a rank test that refutes rank W <= rank, with its query."""
+    return ModelClassMismatch(
+        f"the oracle's W has rank > {rank}: for u = {u.tolist()[:4]}..., b = "
+        f"{b.tolist()[:4]}... the query [b + u; b] gives u^T W b = {t}, while the "
+        f"rank-{rank} skeleton (exact for every W of rank <= {rank}) predicts "
+        f"{pred}; the residual {rho} is nonzero, so rank W > {rank}",
+        query=np.stack([b + u, b]),
+        observed=t,
+        expected=pred,
+    )
+
+
+def _largest_residual(
+    arith: Arithmetic, z: Any, zhat: Any, S: list[int], v_mag: float
+) -> tuple[Any, int, float]:
+    """The new column's residual, its largest entry off the pivots, and its scale."""
+    d = len(z)
+    e = z - zhat
+    e_mag = _magnitudes(arith, e)
+    e_mag[S] = 0.0
+    s = int(np.argmax(e_mag))
+    col_scale = max(float(_magnitudes(arith, z).max()), 1e4 * _EPS * v_mag * (1 + d))
+    return e, s, col_scale
+
+
+def _rank_below_given(reuse: Any, k: int, rank: int | None, d: int) -> str:
+    """The note of a generic column the skeleton explains: rank W = k < the given rank.
+
+    The whole new column is explained by the skeleton (a stronger rank certificate than one
+    test query); with a failed rank test to reuse, no entry shown nonzero is a precision
+    failure instead.
+    """
+    if reuse is not None:
+        raise PrecisionExhausted(
+            "the rank test's residual is certainly nonzero but no entry of the new "
+            "column's residual can be shown nonzero at this precision"
+        )
+    return (
+        f"rank found {k} < the given rank {rank}: the generic column b_{k + 1} adds "
+        f"nothing ({d - k} queries spent on it certify rank {k})"
     )
 
 

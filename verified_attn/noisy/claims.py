@@ -20,6 +20,7 @@ from verified_attn.checks import Claim, ClaimResult, SizeParams
 from verified_attn.errors import ModelClassMismatch, NotIdentifiable
 from verified_attn.models import MultiHeadAttention, SingleHeadAttention
 from verified_attn.noisy import symbolic
+from verified_attn.noisy.instances import adversarial_oracles, random_instance, worst_ratio
 from verified_attn.noisy.labels import label_query_bound, learn_from_labels
 from verified_attn.noisy.learner import learn_noisy, learn_stochastic
 from verified_attn.noisy.planning import query_bound
@@ -33,50 +34,6 @@ from verified_attn.oracle_wrappers import (
 from verified_attn.recovery import NoisyRecovery
 
 __all__ = ["CLAIMS", "adversarial_oracles", "random_instance", "worst_ratio"]
-
-
-def random_instance(
-    d: int, seed: int, *, w_bound: float = 1.0, margin: float = 1.0, tiny: bool = False
-) -> SingleHeadAttention:
-    """A head with ||W||_F <= w_bound (dyadic entries) and |v_i| >= margin.
-
-    ``tiny``: one coordinate of v is margin / 1000 instead (only ||v||_2 >= margin holds).
-
-    >>> m = random_instance(3, 0)
-    >>> float(np.linalg.norm(m.float_parameters()["W"])) <= 1
-    True
-    """
-    rng = np.random.default_rng(seed)
-    W = rng.normal(size=(d, d))
-    W = np.round(W / np.linalg.norm(W) * w_bound * 0.999 * 2**20) / 2**20
-    v = rng.choice([-1.0, 1.0], d) * margin * rng.uniform(1, 2, d)
-    if tiny:
-        v[rng.integers(d)] = margin / 1024
-        v[int(np.argmax(np.abs(v)))] = math.copysign(2 * margin, v[int(np.argmax(np.abs(v)))])
-    return SingleHeadAttention(W, v)
-
-
-def adversarial_oracles(
-    model: SingleHeadAttention, tolerance: float, seed: int
-) -> dict[str, Callable[[], Oracle]]:
-    """Fresh oracles for every adversary: uniform, rounding, worst-case (both v pushes)."""
-    return {
-        "uniform": lambda: NoisyOracle(Oracle(model, "certified"), tolerance, seed=seed),
-        "rounding": lambda: NoisyOracle(Oracle(model, "certified"), tolerance, "rounding"),
-        "worst-shrink": lambda: worst_case_oracle(model, tolerance, v_push="shrink"),
-        "worst-grow": lambda: worst_case_oracle(model, tolerance, v_push="grow"),
-    }
-
-
-def worst_ratio(rec: NoisyRecovery, model: SingleHeadAttention, part: str = "both") -> float:
-    """max over entries of actual error / guaranteed bound (``"W"``, ``"v"`` or both).
-
-    At most 1 when the bounds are sound (the worst-case adversary makes the v ratio 1).
-    """
-    p = model.float_parameters()
-    rw = float((np.abs(rec.W - p["W"]) / rec.enclosures["W_error"]).max())
-    rv = float((np.abs(rec.v - p["v"]) / rec.enclosures["v_error"]).max())
-    return {"W": rw, "v": rv, "both": max(rw, rv)}[part]
 
 
 def _result(cid: str, ref: str, statement: str, ok: bool, detail: str, **kw: object) -> ClaimResult:
@@ -507,8 +464,8 @@ def _check_boundary(seed: int) -> ClaimResult:
         ("|v_0| = mu - 21 tau/10", W, [1 - 21 * tau / 10, -2], 1.0, "refuse:margin"),
         ("||W||_F = Wbar", edge, [1, 1], 1.0, "within"),
         # Just above the norm bound the answers need not contradict it: the theorem says
-        # nothing there, and the result only restates its assumption (measured: actual/bound
-        # up to 1.0001 for the worst case, so the enclosure can miss by a hair).
+        # nothing there, and the result only restates its assumption (the worst-case
+        # adversary's error can exceed the bound by a hair, so the enclosure can miss).
         ("||W||_F = 1.001 Wbar", [[0, Fraction(1001, 1000)], [0, 0]], [1, 1], 1.0, "stated"),
         ("||W||_F = 1.01 Wbar", [[0, Fraction(101, 100)], [0, 0]], [1, 1], 1.0, "refuse:w_bound"),
         ("||W||_F = 1.5 Wbar", [[0, Fraction(3, 2)], [0, 0]], [1, 1], 1.0, "refuse:w_bound"),

@@ -44,7 +44,6 @@ for W (each entry's probe divides by v_i) and ||W||_F <= w_bound.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from typing import Any
@@ -61,6 +60,8 @@ from verified_attn.errors import (
     PrecisionExhausted,
 )
 from verified_attn.models import SingleHeadAttention
+from verified_attn.noisy.intervals import down as _down
+from verified_attn.noisy.intervals import up as _up
 from verified_attn.noisy.verification import LabelVerification, verify_labels
 from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.progress import check_progress, reporting
@@ -204,16 +205,6 @@ def _w_interval(
     return None if lo_w > hi_w else (lo_w, hi_w)
 
 
-def _down(q: Fraction) -> float:
-    f = float(q)
-    return f if Fraction(f) <= q else math.nextafter(f, -math.inf)
-
-
-def _up(q: Fraction) -> float:
-    f = float(q)
-    return f if Fraction(f) >= q else math.nextafter(f, math.inf)
-
-
 def _exact_floats(rows: list[list[Fraction]]) -> np.ndarray:
     """The query as float64, refusing any entry that is not exactly a float."""
     out = np.array([[float(q) for q in row] for row in rows])
@@ -280,67 +271,26 @@ def learn_from_labels(
     d = oracle.d
     bound = label_query_bound(d, bits)
     oracle.require_remaining(bound, verify, f"learn_from_labels at d = {d}")
-    eye = np.eye(d)
     transcript: dict[str, Any] = {"signs": [], "v": [], "W": []}
-
     total = bound + verify
     with reporting(oracle, progress, "learn_from_labels", total=total), oracle.run() as run:
-        with oracle.phase("signs"):
-            signs = []
-            for i in range(d):
-                plus, minus = _label(oracle, eye[i : i + 1]), _label(oracle, -eye[i : i + 1])
-                transcript["signs"].append([plus, minus])
-                signs.append(0 if plus == minus == 1 else int(plus))
-                if plus == minus == -1:
-                    raise ModelClassMismatch(
-                        f"f(e_{i}) < 0 and f(-e_{i}) < 0: impossible for a single head, where "
-                        "f([x]) = x^T v is odd in x",
-                        query=eye[i : i + 1],
-                    )
-        if all(s == 0 for s in signs):
-            raise NotIdentifiable("v = 0: every label is +1 whatever W is; nothing is identifiable")
-        p = next(i for i, s in enumerate(signs) if s != 0)
-        if any(s == 0 for s in signs):
-            raise NotIdentifiable(
-                f"v_{signs.index(0)} = 0 (labels of [e_i] and [-e_i] both +1): the W probes "
-                "divide by v_i, so this label learner needs every v_i != 0"
-            )
+        signs, p = _signs(oracle, transcript["signs"])
         ratios = _learn_ratios(oracle, signs, p, bits, transcript["v"])
         W_iv = _learn_W(oracle, ratios, wbar, bits, transcript["W"])
         W_lo = np.array([[_down(W_iv[i][j][0]) for j in range(d)] for i in range(d)])
         W_hi = np.array([[_up(W_iv[i][j][1]) for j in range(d)] for i in range(d)])
         v_lo = np.array([_down(r[0]) for r in ratios])
         v_hi = np.array([_up(r[1]) for r in ratios])
-        checked = (
-            verify_labels(
-                oracle, (W_lo, W_hi), (v_lo, v_hi), count=verify, seed=seed, lengths=lengths
-            )
-            if verify
-            else None
-        )
+        checked = None
+        if verify:
+            box = ((W_lo, W_hi), (v_lo, v_hi))
+            checked = verify_labels(oracle, *box, count=verify, seed=seed, lengths=lengths)
     counts = run.counts
-
-    def mids(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        out = [
-            float((Fraction(a) + Fraction(b)) / 2)
-            for a, b in zip(lo.ravel(), hi.ravel(), strict=True)
-        ]
-        return np.array(out).reshape(lo.shape)
-
-    W, v = mids(W_lo, W_hi), mids(v_lo, v_hi)
+    W, v = _midpoints(W_lo, W_hi), _midpoints(v_lo, v_hi)
     v_exact = None
     if max_denominator is not None:
         v_exact = [reconstruct_rational(lo, hi, max_denominator) for lo, hi in ratios]
-    assumptions = [
-        "every label is sign(f(X)) exactly (+1 iff f(X) >= 0)",
-        f"||W||_F <= w_bound = {float(wbar)}",
-        "v is identified only up to a positive scale: the result is v / |v_p|",
-    ]
-    notes = [
-        f"labels sign(f) identify v only up to a positive scale: v is normalised so that "
-        f"|v_{p}| = 1 (v_{p} is the first nonzero coordinate)",
-        f"{bits} bisection steps per unknown",
-    ]
+    assumptions, notes = _assumptions_and_notes(wbar, p, bits)
     certificate = functools.partial(
         _certificate_data,
         d=d,
@@ -387,6 +337,54 @@ def learn_from_labels(
         p=p,
         bits=bits,
     )
+
+def _signs(oracle: Oracle, kept: list[list[float]]) -> tuple[list[int], int]:
+    """The sign of each v_i from the labels of [e_i] and [-e_i] (kept), and the first nonzero p."""
+    d = oracle.d
+    eye = np.eye(d)
+    with oracle.phase("signs"):
+        signs = []
+        for i in range(d):
+            plus, minus = _label(oracle, eye[i : i + 1]), _label(oracle, -eye[i : i + 1])
+            kept.append([plus, minus])
+            signs.append(0 if plus == minus == 1 else int(plus))
+            if plus == minus == -1:
+                raise ModelClassMismatch(
+                    f"f(e_{i}) < 0 and f(-e_{i}) < 0: impossible for a single head, where "
+                    "f([x]) = x^T v is odd in x",
+                    query=eye[i : i + 1],
+                )
+    if all(s == 0 for s in signs):
+        raise NotIdentifiable("v = 0: every label is +1 whatever W is; nothing is identifiable")
+    p = next(i for i, s in enumerate(signs) if s != 0)
+    if any(s == 0 for s in signs):
+        raise NotIdentifiable(
+            f"v_{signs.index(0)} = 0 (labels of [e_i] and [-e_i] both +1): the W probes "
+            "divide by v_i, so this label learner needs every v_i != 0"
+        )
+    return signs, p
+
+
+def _midpoints(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The float nearest each interval's exact midpoint."""
+    out = [float((Fraction(a) + Fraction(b)) / 2) for a, b in zip(lo.ravel(), hi.ravel(), strict=True)]
+    return np.array(out).reshape(lo.shape)
+
+
+def _assumptions_and_notes(wbar: Fraction, p: int, bits: int) -> tuple[list[str], list[str]]:
+    """What a label result rests on, and how to read it (v up to a positive scale)."""
+    assumptions = [
+        "every label is sign(f(X)) exactly (+1 iff f(X) >= 0)",
+        f"||W||_F <= w_bound = {float(wbar)}",
+        "v is identified only up to a positive scale: the result is v / |v_p|",
+    ]
+    notes = [
+        f"labels sign(f) identify v only up to a positive scale: v is normalised so that "
+        f"|v_{p}| = 1 (v_{p} is the first nonzero coordinate)",
+        f"{bits} bisection steps per unknown",
+    ]
+    return assumptions, notes
+
 
 
 def _learn_ratios(

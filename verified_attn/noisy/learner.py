@@ -60,11 +60,14 @@ from typing import Any
 import flint
 import numpy as np
 
-from verified_attn.arithmetic import arb_bounds, to_fraction
-from verified_attn.certificates.writer import certificate_base
+from verified_attn.arithmetic import to_fraction
 from verified_attn.errors import InvalidArgument, NotIdentifiable
 from verified_attn.models import SingleHeadAttention
 from verified_attn.noisy import symbolic
+from verified_attn.noisy.certificate_data import THEOREM
+from verified_attn.noisy.certificate_data import noisy_certificate_data as _certificate_data
+from verified_attn.noisy.intervals import INTERVAL_PRECISION, noisy_intervals
+from verified_attn.noisy.intervals import arb_of as _arb
 from verified_attn.noisy.planning import (
     DESIGNS,
     A,
@@ -74,11 +77,11 @@ from verified_attn.noisy.planning import (
     tolerance_for_error,
 )
 from verified_attn.noisy.verification import ToleranceVerification, verify_within_tolerance
-from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.oracle import Oracle
 from verified_attn.oracle_wrappers import worst_case_direction, worst_case_oracle
 from verified_attn.progress import reporting
 from verified_attn.recovery import NoisyRecovery
-from verified_attn.serialize import dump_number, dump_rational
+from verified_attn.serialize import dump_number
 from verified_attn.validation import (
     check_choice,
     check_int,
@@ -104,9 +107,6 @@ __all__ = [
     "worst_case_oracle",
 ]
 
-THEOREM = "thm-6.1"
-#: Bits of the ball arithmetic for the logits and the constants L, sigmoid(1/2).
-INTERVAL_PRECISION = 128
 
 
 # ---------------------------------------------------------------------------------------
@@ -139,116 +139,6 @@ def _queries(U: list[list[Fraction]], b: Fraction) -> np.ndarray:
             out[k * d + j, 1, j] = af
     # Dyadic by construction (b a power of two, entries 0/1): the floats are the rationals.
     return out
-
-
-# ---------------------------------------------------------------------------------------
-# Answers -> intervals (pure).
-# ---------------------------------------------------------------------------------------
-
-
-def _down(q: Fraction) -> float:
-    """The largest float <= q."""
-    f = float(q)
-    return f if Fraction(f) <= q else math.nextafter(f, -math.inf)
-
-
-def _up(q: Fraction) -> float:
-    """The smallest float >= q."""
-    f = float(q)
-    return f if Fraction(f) >= q else math.nextafter(f, math.inf)
-
-
-def _arb(q: Fraction) -> flint.arb:
-    return flint.arb(flint.fmpq(q.numerator, q.denominator))
-
-
-def noisy_intervals(
-    v_hat: list[Fraction],
-    F: list[Fraction],
-    U: list[list[Fraction]],
-    b: Fraction,
-    tau: Fraction,
-) -> dict[str, Any]:
-    """The estimates and their per-entry enclosures from exact (averaged) answers.
-
-    ``F[k * d + j]`` answers the probe [b u_k + a e_j; a e_j]. Returns float arrays ``W``,
-    ``W_lower``, ``W_upper``, ``W_error`` (d x d) and ``v``, ``v_lower``, ``v_upper``,
-    ``v_error`` (d), and the list ``bad`` of probes (k, j) whose alpha_hat lies certainly
-    outside [sigmoid(-1/2) - e_k, sigmoid(1/2) + e_k] (the data contradict the norm bound).
-
-    >>> from fractions import Fraction as Q
-    >>> out = noisy_intervals([Q(1)], [Q(1)], [[Q(1)]], Q(1), Q(1, 1000))
-    >>> float(out["W"][0, 0]), bool(out["W_lower"][0, 0] < 0 < out["W_upper"][0, 0]), out["bad"]
-    (0.0, True, [])
-    """
-    d = len(v_hat)
-    with flint.ctx.workprec(INTERVAL_PRECISION):
-        s_plus = 1 / (1 + flint.arb(-0.5).exp())
-        s_hi = arb_bounds(s_plus)[1]  # >= sigmoid(1/2)
-        s_lo = 1 - s_hi  # <= sigmoid(-1/2) = 1 - sigmoid(1/2)
-        L_hi = arb_bounds(flint.arb(0.5).exp() + flint.arb(-0.5).exp() + 2)[1]
-        ab = A * b
-        m_lo = [[Fraction(0)] * d for _ in range(d)]
-        m_hi = [[Fraction(0)] * d for _ in range(d)]
-        E = [[Fraction(0)] * d for _ in range(d)]
-        bad: list[tuple[int, int]] = []
-        for k in range(d):
-            col = [U[i][k] for i in range(d)]
-            uv = sum((c * q for c, q in zip(col, v_hat, strict=True)), Fraction(0))
-            l1 = sum((abs(c) for c in col), Fraction(0))
-            e_k = tau * (1 + A + s_hi * b * l1) / (b * abs(uv))
-            for j in range(d):
-                alpha_hat = (F[k * d + j] - A * v_hat[j]) / (b * uv)
-                if alpha_hat < s_lo - e_k or alpha_hat > s_hi + e_k:
-                    bad.append((k, j))
-                if alpha_hat <= s_lo:
-                    lo, hi = Fraction(-1, 2), Fraction(-1, 2)
-                elif alpha_hat >= s_hi:
-                    lo, hi = Fraction(1, 2), Fraction(1, 2)
-                else:  # s_lo < alpha_hat < s_hi, inside (0, 1): its logit, clipped
-                    lo, hi = arb_bounds((_arb(alpha_hat) / (1 - _arb(alpha_hat))).log())
-                    lo = min(max(lo, Fraction(-1, 2)), Fraction(1, 2))
-                    hi = min(max(hi, Fraction(-1, 2)), Fraction(1, 2))
-                m_lo[k][j], m_hi[k][j] = lo / ab, hi / ab
-                E[k][j] = min(L_hi * e_k, Fraction(1)) / ab
-    # W = U^{-T} M exactly: interval arithmetic on exact endpoints.
-    Ut = flint.fmpq_mat(
-        d,
-        d,
-        [flint.fmpq(U[i][k].numerator, U[i][k].denominator) for k in range(d) for i in range(d)],
-    )
-    inv = Ut.inv()
-    W = np.empty((d, d))
-    W_err = np.empty((d, d))
-    W_lo = np.empty((d, d))
-    W_hi = np.empty((d, d))
-    for r in range(d):
-        row = [
-            (k, Fraction(int(inv[r, k].p), int(inv[r, k].q))) for k in range(d) if inv[r, k] != 0
-        ]
-        for j in range(d):
-            lo = sum((c * (m_lo[k][j] if c > 0 else m_hi[k][j]) for k, c in row), Fraction(0))
-            hi = sum((c * (m_hi[k][j] if c > 0 else m_lo[k][j]) for k, c in row), Fraction(0))
-            err = sum((abs(c) * E[k][j] for k, c in row), Fraction(0))
-            mid = float((lo + hi) / 2)
-            total = max(Fraction(mid) - lo, hi - Fraction(mid)) + err
-            W[r, j] = mid
-            W_err[r, j] = _up(total)
-            W_lo[r, j] = _down(Fraction(mid) - total)
-            W_hi[r, j] = _up(Fraction(mid) + total)
-    v = np.array([float(q) for q in v_hat])
-    v_err = np.array([_up(abs(Fraction(float(q)) - q) + tau) for q in v_hat])
-    return {
-        "W": W,
-        "W_error": W_err,
-        "W_lower": W_lo,
-        "W_upper": W_hi,
-        "v": v,
-        "v_error": v_err,
-        "v_lower": np.array([_down(q - tau) for q in v_hat]),
-        "v_upper": np.array([_up(q + tau) for q in v_hat]),
-        "bad": bad,
-    }
 
 
 # ---------------------------------------------------------------------------------------
@@ -339,19 +229,9 @@ def learn_noisy(
     seed = check_seed(seed)
     lengths = check_lengths(lengths)
     d = oracle.d
-    if design == "paper" and tau >= mu:
-        raise InvalidArgument(
-            f"tolerance must be < margin for design='paper' (else v_i can be 0 within the "
-            f"tolerance); got tolerance={float(tau)}, margin={float(mu)}"
-        )
-    if design == "norm" and tau * tau * d >= mu * mu:
-        raise InvalidArgument(
-            f"tolerance must be < margin / sqrt(d) for design='norm'; got tolerance="
-            f"{float(tau)}, margin={float(mu)}, d={d}"
-        )
+    _check_tolerance(design, tau, mu, d)
     bound = repeats * query_bound(d)
     oracle.require_remaining(bound, repeats * verify, f"learn_noisy (repeats={repeats})")
-
     total = bound + repeats * verify
     with reporting(oracle, progress, "learn_noisy", total=total), oracle.run() as run:
         with oracle.phase("v"):
@@ -366,41 +246,12 @@ def learn_noisy(
         est = noisy_intervals(v_hat, [_mean(a) for a in raw_W], U, b, tau)
         _check_bad(est["bad"], wbar)
         _check_norm(est["W_lower"], est["W_upper"], wbar)
-        checked = (
-            verify_within_tolerance(
-                oracle,
-                (est["W_lower"], est["W_upper"]),
-                (est["v_lower"], est["v_upper"]),
-                tolerance=tau,
-                count=verify,
-                seed=seed,
-                lengths=lengths,
-                repeats=repeats,
-            )
-            if verify
-            else None
-        )
+        checked = _verify(oracle, est, tau, (verify, seed, lengths, repeats))
     counts = run.counts
-
     prior = symbolic.a_priori_bounds(
         float(tau), float(mu), float(wbar), d, probe_scale=float(b), design=design
     )
-    enclosures = {
-        "W": {"lower": est["W_lower"], "upper": est["W_upper"]},
-        "v": {"lower": est["v_lower"], "upper": est["v_upper"]},
-        "W_error": est["W_error"],
-        "v_error": est["v_error"],
-        "W_a_priori": prior["W_entry"],
-        "probe_scale": b,
-        "design": np.array([[float(q) for q in row] for row in U]),
-    }
-    notes = [
-        f"design {design!r}, probe scales a = 1/2, b = {b}; tolerance {float(tau)}",
-        f"max per-entry W error bound {float(est['W_error'].max()):.3e} (a priori "
-        f"{prior['W_entry']:.3e}); v error bound {float(est['v_error'].max()):.3e}",
-    ]
-    if repeats > 1:
-        notes.append(f"every query asked {repeats} times and averaged")
+    enclosures, notes = _enclosures_and_notes(est, prior, b, U, design, tau, repeats)
     assumptions = _assumptions(tau, wbar, mu, design, repeats)
     params = {"W": est["W"], "v": est["v"]}
     certificate = functools.partial(
@@ -443,6 +294,68 @@ def learn_noisy(
         tolerance=tau,
         repeats=repeats,
     )
+
+
+def _check_tolerance(design: str, tau: Fraction, mu: Fraction, d: int) -> None:
+    """The tolerance the design needs against the margin (else some v_i can be 0)."""
+    if design == "paper" and tau >= mu:
+        raise InvalidArgument(
+            f"tolerance must be < margin for design='paper' (else v_i can be 0 within the "
+            f"tolerance); got tolerance={float(tau)}, margin={float(mu)}"
+        )
+    if design == "norm" and tau * tau * d >= mu * mu:
+        raise InvalidArgument(
+            f"tolerance must be < margin / sqrt(d) for design='norm'; got tolerance="
+            f"{float(tau)}, margin={float(mu)}, d={d}"
+        )
+
+
+def _verify(
+    oracle: Oracle, est: dict[str, Any], tau: Fraction, how: tuple[int, int, Any, int]
+) -> ToleranceVerification | None:
+    """Fresh sequences within the tolerance of the enclosure (None with verify=0)."""
+    verify, seed, lengths, repeats = how
+    if not verify:
+        return None
+    return verify_within_tolerance(
+        oracle,
+        (est["W_lower"], est["W_upper"]),
+        (est["v_lower"], est["v_upper"]),
+        tolerance=tau,
+        count=verify,
+        seed=seed,
+        lengths=lengths,
+        repeats=repeats,
+    )
+
+
+def _enclosures_and_notes(
+    est: dict[str, Any],
+    prior: dict[str, float],
+    b: Fraction,
+    U: list[list[Fraction]],
+    design: str,
+    tau: Fraction,
+    repeats: int,
+) -> tuple[dict[str, Any], list[str]]:
+    """The result's enclosures (intervals, error bounds, design) and notes."""
+    enclosures = {
+        "W": {"lower": est["W_lower"], "upper": est["W_upper"]},
+        "v": {"lower": est["v_lower"], "upper": est["v_upper"]},
+        "W_error": est["W_error"],
+        "v_error": est["v_error"],
+        "W_a_priori": prior["W_entry"],
+        "probe_scale": b,
+        "design": np.array([[float(q) for q in row] for row in U]),
+    }
+    notes = [
+        f"design {design!r}, probe scales a = 1/2, b = {b}; tolerance {float(tau)}",
+        f"max per-entry W error bound {float(est['W_error'].max()):.3e} (a priori "
+        f"{prior['W_entry']:.3e}); v error bound {float(est['v_error'].max()):.3e}",
+    ]
+    if repeats > 1:
+        notes.append(f"every query asked {repeats} times and averaged")
+    return enclosures, notes
 
 
 def _ask(oracle: Oracle, Xs: np.ndarray, repeats: int) -> list[list[float]]:
@@ -603,98 +516,4 @@ def _with_stochastic(
     data = base()
     data["assumptions"] = assumptions
     data["noise"]["stochastic"] = {k: dump_number(float(v)) for k, v in stochastic.items()}
-    return data
-
-
-# ---------------------------------------------------------------------------------------
-# Certificate data.
-# ---------------------------------------------------------------------------------------
-
-
-def _certificate_data(
-    *,
-    d: int,
-    arith: Any,
-    design: str,
-    U: list[list[Fraction]],
-    b: Fraction,
-    tau: Fraction,
-    wbar: Fraction,
-    mu: Fraction,
-    repeats: int,
-    raw_v: list[list[float]],
-    raw_W: list[list[float]],
-    est: dict[str, Any],
-    checked: ToleranceVerification | None,
-    seed: int,
-    counts: QueryCounts,
-    bound: int,
-    assumptions: list[str],
-) -> dict[str, Any]:
-    """The certificate: every answer as the oracle gave it, tolerance, design, intervals.
-
-    Checked by :mod:`verified_attn.certificates.noisy` (see there for what it re-derives).
-    ``answers.W[k][j]`` lists the answers to [b u_k + a e_j; a e_j], ``answers.v[i]`` those
-    to [e_i] (``repeats`` each); ``verification.answers[i]`` those to the i-th fresh
-    sequence.
-    """
-    data = certificate_base(
-        kind="noisy",
-        theorem=THEOREM,
-        d=d,
-        arith=arith,
-        seed=seed,
-        counts=counts,
-        bound=bound,
-        verification=None,
-        assumptions=assumptions,
-    )
-
-    def floats(arr: Any) -> Any:
-        return [floats(x) for x in arr] if np.ndim(arr) else dump_number(float(arr))
-
-    data["verified"] = checked is not None and checked.count > 0
-    data["verification"] = {
-        "rule": "within-tolerance",
-        "count": 0 if checked is None else checked.count,
-        "seed": seed if checked is None else checked.seed,
-        "lengths": [1] if checked is None else list(checked.lengths),
-        "answers": []
-        if checked is None
-        else [[dump_number(a) for a in row] for row in checked.raw_answers],
-    }
-    data.update(
-        {
-            "noise": {
-                "tolerance": dump_rational(tau),
-                "w_bound": dump_rational(wbar),
-                "margin": dump_rational(mu),
-                "repeats": repeats,
-                "stochastic": None,
-            },
-            "design": {
-                "name": design,
-                "U": [[dump_rational(q) for q in row] for row in U],
-                "a": dump_rational(A),
-                "b": dump_rational(b),
-                "interval_precision": INTERVAL_PRECISION,
-            },
-            "answers": {
-                "v": [[dump_number(a) for a in row] for row in raw_v],
-                "W": [
-                    [[dump_number(a) for a in raw_W[k * d + j]] for j in range(d)] for k in range(d)
-                ],
-            },
-            "result": {
-                "exact": False,
-                "parameters": {"W": floats(est["W"]), "v": floats(est["v"])},
-                "enclosures": {
-                    "W": {"lower": floats(est["W_lower"]), "upper": floats(est["W_upper"])},
-                    "v": {"lower": floats(est["v_lower"]), "upper": floats(est["v_upper"])},
-                    "W_error": floats(est["W_error"]),
-                    "v_error": floats(est["v_error"]),
-                },
-            },
-        }
-    )
     return data

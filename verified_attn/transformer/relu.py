@@ -75,17 +75,29 @@ from verified_attn.arithmetic import (
     reconstruct_rational,
     simplest_rational_between,
 )
-from verified_attn.certificates.writer import certificate_base
 from verified_attn.errors import (
     InvalidArgument,
     ModelClassMismatch,
     PrecisionExhausted,
 )
-from verified_attn.models import OneLayerTransformer, ReluFFN
-from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.oracle import Oracle
 from verified_attn.progress import reporting
 from verified_attn.recovery import ReluFFNRecovery
-from verified_attn.serialize import dump_number, dump_rational
+from verified_attn.transformer.relu_certificate import relu_certificate_data
+from verified_attn.transformer.relu_network import (
+    MAX_ATTEMPTS,
+    MAX_DEPTH,
+    MAX_GRID,
+    THEOREM,
+    ReluNetwork,
+    Vec,
+    canonical_network,
+    default_denominator_bound,
+    ffn_query_bound,
+)
+from verified_attn.transformer.relu_network import dot as _dot
+from verified_attn.transformer.relu_network import network_of as _assemble
+from verified_attn.transformer.relu_network import normalise as _normalise
 from verified_attn.validation import (
     check_denominator_bound,
     check_int,
@@ -110,137 +122,6 @@ __all__ = [
     "learn_relu_ffn",
 ]
 
-THEOREM = "ffn/relu"
-#: Bisections allowed per kink (and per segment end) before a plane is given up.
-MAX_DEPTH = 60
-#: Most attempts (random planes) a call may ask for (each doubles the grid), and the largest
-#: initial grid: they size the bound, and a certificate checker reads no larger ones.
-MAX_ATTEMPTS = 8
-MAX_GRID = 1 << 10
-Vec = tuple[Fraction, ...]
-
-
-# ---------------------------------------------------------------------------------------
-# Canonical form.
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReluNetwork:
-    """``g(x) = linear^T x + sum_j gamma_j ReLU(n_j^T x)`` in canonical form.
-
-    ``neurons`` is a sorted tuple of ``(n_j, gamma_j)``; each n_j has first nonzero entry 1
-    and the n_j are distinct; every gamma_j != 0. Equal objects are equal functions.
-
-    >>> net = ReluNetwork((Fraction(1),), ((((Fraction(1),), Fraction(2)),)))
-    >>> net.value((Fraction(3),)), net.value((Fraction(-3),))
-    (Fraction(9, 1), Fraction(-3, 1))
-    """
-
-    linear: Vec
-    neurons: tuple[tuple[Vec, Fraction], ...]
-
-    @property
-    def d(self) -> int:
-        return len(self.linear)
-
-    @property
-    def width(self) -> int:
-        """Number of distinct hyperplanes (canonical neurons)."""
-        return len(self.neurons)
-
-    def value(self, x: Vec) -> Fraction:
-        out = _dot(self.linear, x)
-        for n, gamma in self.neurons:
-            z = _dot(n, x)
-            if z > 0:
-                out += gamma * z
-        return out
-
-    def model(self) -> ReluFFN:
-        """The network as a :class:`ReluFFN` (the linear term as ReLU(l^T x) - ReLU(-l^T x))."""
-        cols = [list(n) for n, _ in self.neurons]
-        out = [g for _, g in self.neurons]
-        if any(self.linear):
-            cols += [list(self.linear), [-a for a in self.linear]]
-            out += [Fraction(1), Fraction(-1)]
-        if not cols:  # g == 0: one dead neuron keeps the shapes valid
-            cols, out = [[Fraction(0)] * self.d], [Fraction(0)]
-        A = [[cols[k][i] for k in range(len(cols))] for i in range(self.d)]
-        return ReluFFN(A, out)
-
-
-def _dot(a: Vec, b: Vec) -> Fraction:
-    return sum((x * y for x, y in zip(a, b, strict=True)), Fraction(0))
-
-
-def _normalise(w: Vec) -> tuple[Vec, Fraction]:
-    """(n, sigma) with w = sigma n and n's first nonzero entry 1."""
-    sigma = next(x for x in w if x != 0)
-    return tuple(x / sigma for x in w), sigma
-
-
-def _fractions(M: sympy.MatrixBase) -> list[list[Fraction]]:
-    return [[Fraction(int(x.p), int(x.q)) for x in row] for row in M.tolist()]
-
-
-def _assemble(d: int, linear: list[Fraction], terms: dict[Vec, Fraction]) -> ReluNetwork:
-    neurons = tuple(sorted((n, g) for n, g in terms.items() if g != 0))
-    return ReluNetwork(tuple(linear), neurons)
-
-
-def canonical_network(model: ReluFFN | OneLayerTransformer) -> ReluNetwork:
-    """The canonical form of a model's length-1 function, from its parameters.
-
-    For a :class:`OneLayerTransformer` this is ``g(x) = T([x]) = w_o^T ReLU(A^T V^T x)``.
-
-    >>> g = ReluFFN([[2, -1, 0]], [1, 4, 7])      # 1 ReLU(2x) + 4 ReLU(-x), dead 3rd
-    >>> canonical_network(g)                        # = 6 ReLU(x) - 4 x
-    ReluNetwork(linear=(Fraction(-4, 1),), neurons=(((Fraction(1, 1),), Fraction(6, 1)),))
-    """
-    if isinstance(model, OneLayerTransformer):
-        model = model.ffn()
-    if not isinstance(model, ReluFFN) or model.biased:
-        what = "a biased ReluFFN" if isinstance(model, ReluFFN) else type(model).__name__
-        raise InvalidArgument(f"model must be a bias-free ReluFFN or Transformer, got {what}")
-    d = model.d
-    A, w_o = _fractions(model.A), _fractions(model.w_o)
-    linear = [Fraction(0)] * d
-    terms: dict[Vec, Fraction] = {}
-    for k in range(model.m):
-        w = tuple(A[i][k] for i in range(d))
-        c = w_o[k][0]
-        if c == 0 or not any(w):
-            continue  # a dead neuron
-        n, sigma = _normalise(w)
-        # c ReLU(sigma z) = c|sigma| ReLU(z) for sigma > 0, c|sigma| (ReLU(z) - z) for sigma < 0.
-        terms[n] = terms.get(n, Fraction(0)) + c * abs(sigma)
-        if sigma < 0:
-            linear = [a - c * abs(sigma) * b for a, b in zip(linear, n, strict=True)]
-    return _assemble(d, linear, terms)
-
-
-def ffn_query_bound(d: int, width: int, *, grid: int = 4, attempts: int = 1) -> int:
-    """The learning-query bound the FFN learner is held to, at canonical width ``width``.
-
-    Sum over the attempts i < ``attempts`` (grid g_i = grid 2^i) of
-    ``4(g_i + 1) + 2 width + (4 MAX_DEPTH + d - min(d, 2))(width + 2)``; see the module
-    docstring for where each term comes from.
-
-    >>> ffn_query_bound(5, 3), ffn_query_bound(1, 0)
-    (1241, 500)
-    """
-    d = check_int(d, "d", low=1)
-    width = check_int(width, "width", low=0)
-    grid = check_int(grid, "grid", low=1)
-    attempts = check_int(attempts, "attempts", low=1, high=MAX_ATTEMPTS)
-    per_piece = 4 * MAX_DEPTH + d - min(d, 2)
-    return sum(4 * (grid * 2**i + 1) + 2 * width + per_piece * (width + 2) for i in range(attempts))
-
-
-def default_denominator_bound(arith: Arithmetic) -> int:
-    """Certified answers are reconstructed with denominators <= 2^(precision/2 - 16)."""
-    return 2 ** max((arith.precision or 256) // 2 - 16, 0)
 
 
 # ---------------------------------------------------------------------------------------
@@ -551,34 +432,9 @@ def learn_relu_ffn(
     with reporting(oracle, progress, "learn_relu_ffn"), oracle.run() as run, arith.context():
         for attempt in range(attempts):
             try:
-                with oracle.phase("ffn"):
-                    net = _learn_once(values, d, rng, grid * 2**attempt, 8 * attempt)
-                bound = ffn_query_bound(d, net.width, grid=grid, attempts=attempt + 1)
-                if len(values.raw) > bound:
-                    raise _Retry(
-                        f"{len(values.raw)} learning queries exceed the bound {bound} at "
-                        f"width {net.width}"
-                    )
-                if verify:
-                    try:
-                        # Rationals reconstructed from balls: at a raised precision.
-                        checked, refuted = verify_candidate(
-                            oracle,
-                            net.model(),
-                            count=verify,
-                            seed=seed + attempt,
-                            lengths=lengths,
-                            phase="ffn-verify",
-                            what="the learned ReLU network",
-                        )
-                    except ModelClassMismatch as exc:
-                        raise _Retry(str(exc)) from exc
-                    if refuted is not None:
-                        raise PrecisionExhausted(
-                            f"{refuted}: the network's answers are not rationals with "
-                            f"denominator <= {D}; raise the oracle's precision or give a "
-                            "denominator_bound"
-                        )
+                net, checked = _attempt(
+                    oracle, values, rng, (grid, attempt), verify, seed + attempt, lengths
+                )
             except _Retry as exc:
                 reasons.append(str(exc))
                 continue
@@ -633,6 +489,49 @@ def learn_relu_ffn(
     )
 
 
+def _attempt(
+    oracle: Oracle,
+    values: _Values,
+    rng: np.random.Generator,
+    plan: tuple[int, int],
+    verify: int,
+    seed: int,
+    lengths: Any,
+) -> tuple[ReluNetwork, Verification | None]:
+    """One random plane at grid * 2^attempt: the network, verified; _Retry if it fails."""
+    grid, attempt = plan
+    d, D = oracle.d, values.D
+    with oracle.phase("ffn"):
+        net = _learn_once(values, d, rng, grid * 2**attempt, 8 * attempt)
+    bound = ffn_query_bound(d, net.width, grid=grid, attempts=attempt + 1)
+    if len(values.raw) > bound:
+        raise _Retry(
+            f"{len(values.raw)} learning queries exceed the bound {bound} at width {net.width}"
+        )
+    if not verify:
+        return net, None
+    try:
+        # Rationals reconstructed from balls: at a raised precision.
+        checked, refuted = verify_candidate(
+            oracle,
+            net.model(),
+            count=verify,
+            seed=seed,
+            lengths=lengths,
+            phase="ffn-verify",
+            what="the learned ReLU network",
+        )
+    except ModelClassMismatch as exc:
+        raise _Retry(str(exc)) from exc
+    if refuted is not None:
+        raise PrecisionExhausted(
+            f"{refuted}: the network's answers are not rationals with "
+            f"denominator <= {D}; raise the oracle's precision or give a "
+            "denominator_bound"
+        )
+    return net, checked
+
+
 def _assumptions(arith: Arithmetic, D: int) -> list[str]:
     if arith.name != "certified":
         return []
@@ -641,62 +540,3 @@ def _assumptions(arith: Arithmetic, D: int) -> list[str]:
         f"denominator bound): each ball at {arith.precision} bits holds exactly one such "
         "rational, which the learner uses"
     ]
-
-
-def relu_certificate_data(
-    arith: Arithmetic,
-    net: ReluNetwork,
-    raw: dict[Vec, Any],
-    checked: Verification | None,
-    seed: int,
-    counts: QueryCounts,
-    grid: int,
-    attempts: int,
-    denominator_bound: int,
-    assumptions: list[str],
-    *,
-    kind: str = "relu-ffn",
-) -> dict[str, Any]:
-    """The ``relu-ffn`` certificate: every length-1 answer exactly as given, and the result.
-
-    Sections beyond the common ones (:func:`~verified_attn.certificates.writer.certificate_base`):
-    ``grid``, ``attempts``, ``denominator_bound``; ``answers``: a list of ``{"x": [d
-    rationals], "y": number}``, one per learning query; ``result``: the canonical form
-    (``linear``, ``neurons`` as ``{"n", "gamma"}``) and the ReluFFN ``A`` (d x m nested
-    list) and ``w_o`` (list) built from it. The checker is
-    :func:`verified_attn.certificates.transformer.verify_relu_ffn`.
-    """
-    d = net.d
-    model = net.model()
-    data = certificate_base(
-        kind=kind,
-        theorem=THEOREM,
-        d=d,
-        arith=arith,
-        seed=seed,
-        counts=counts,
-        bound=ffn_query_bound(d, net.width, grid=grid, attempts=attempts),
-        verification=checked,
-        assumptions=assumptions,
-    )
-    data.update(
-        {
-            "grid": grid,
-            "attempts": attempts,
-            "denominator_bound": denominator_bound,
-            "answers": [
-                {"x": [dump_rational(q) for q in x], "y": dump_number(y)} for x, y in raw.items()
-            ],
-            "result": {
-                "exact": True,
-                "linear": [dump_rational(q) for q in net.linear],
-                "neurons": [
-                    {"n": [dump_rational(q) for q in n], "gamma": dump_rational(g)}
-                    for n, g in net.neurons
-                ],
-                "A": [[dump_rational(q) for q in row] for row in model.A.tolist()],
-                "w_o": [dump_rational(q) for q in model.w_o],
-            },
-        }
-    )
-    return data

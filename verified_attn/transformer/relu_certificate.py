@@ -1,0 +1,77 @@
+"""The certificate data of a learned ReLU FFN: the queries, every answer as given, the network.
+
+The checker :mod:`verified_attn.certificates.transformer` re-derives the network from
+these answers with its own code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verified_attn.arithmetic import Arithmetic
+from verified_attn.certificates.writer import certificate_base
+from verified_attn.oracle import QueryCounts
+from verified_attn.serialize import dump_number, dump_rational
+from verified_attn.transformer.relu_network import THEOREM, ReluNetwork, Vec, ffn_query_bound
+from verified_attn.verification import Verification
+
+__all__ = ["relu_certificate_data"]
+
+
+def relu_certificate_data(
+    arith: Arithmetic,
+    net: ReluNetwork,
+    raw: dict[Vec, Any],
+    checked: Verification | None,
+    seed: int,
+    counts: QueryCounts,
+    grid: int,
+    attempts: int,
+    denominator_bound: int,
+    assumptions: list[str],
+    *,
+    kind: str = "relu-ffn",
+) -> dict[str, Any]:
+    """The ``relu-ffn`` certificate: every length-1 answer exactly as given, and the result.
+
+    Sections beyond the common ones (:func:`~verified_attn.certificates.writer.certificate_base`):
+    ``grid``, ``attempts``, ``denominator_bound``; ``answers``: a list of ``{"x": [d
+    rationals], "y": number}``, one per learning query; ``result``: the canonical form
+    (``linear``, ``neurons`` as ``{"n", "gamma"}``) and the ReluFFN ``A`` (d x m nested
+    list) and ``w_o`` (list) built from it. The checker is
+    :func:`verified_attn.certificates.transformer.verify_relu_ffn`.
+    """
+    d = net.d
+    model = net.model()
+    data = certificate_base(
+        kind=kind,
+        theorem=THEOREM,
+        d=d,
+        arith=arith,
+        seed=seed,
+        counts=counts,
+        bound=ffn_query_bound(d, net.width, grid=grid, attempts=attempts),
+        verification=checked,
+        assumptions=assumptions,
+    )
+    data.update(
+        {
+            "grid": grid,
+            "attempts": attempts,
+            "denominator_bound": denominator_bound,
+            "answers": [
+                {"x": [dump_rational(q) for q in x], "y": dump_number(y)} for x, y in raw.items()
+            ],
+            "result": {
+                "exact": True,
+                "linear": [dump_rational(q) for q in net.linear],
+                "neurons": [
+                    {"n": [dump_rational(q) for q in n], "gamma": dump_rational(g)}
+                    for n, g in net.neurons
+                ],
+                "A": [[dump_rational(q) for q in row] for row in model.A.tolist()],
+                "w_o": [dump_rational(q) for q in model.w_o],
+            },
+        }
+    )
+    return data
