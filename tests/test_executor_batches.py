@@ -152,3 +152,19 @@ def test_dask_workers_get_the_box_once_and_a_killed_worker_loses_nothing(
             ExecutorBatches(HEAD.evaluate_batch, client, min_rows=1)(_rows(4))  # flint inside
     assert flag.exists(), "no worker died: the test did not test"
     _same_run(_learn(dies_once), spread)
+
+
+def test_oracle_executor_gives_the_serial_run_and_refuses_what_it_cannot_spread() -> None:
+    serial = va.learn_single_head(va.Oracle(HEAD, "float", record=True), seed=0)
+    with ThreadPoolExecutor(2) as pool:
+        oracle = va.Oracle(HEAD, "float", record=True, executor=pool)
+        spread = va.learn_single_head(oracle, seed=0)
+        assert isinstance(oracle._model_batches, ExecutorBatches)
+        with pytest.raises(va.InvalidArgument, match="float batches"):
+            va.Oracle(HEAD, "exact", executor=pool)
+        with pytest.raises(va.InvalidArgument, match="needs batch_fn"):
+            va.Oracle.from_callable(lambda X: 0.0, d=3, executor=pool)
+    assert spread.queries_by_phase == serial.queries_by_phase
+    assert np.array_equal(spread.W, serial.W) and np.array_equal(spread.v, serial.v)
+    with pytest.raises(va.InvalidArgument, match="executor must be"):
+        va.Oracle(HEAD, "float", executor="dask")

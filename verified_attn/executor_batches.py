@@ -36,7 +36,13 @@ import numpy as np
 
 from verified_attn.errors import InvalidArgument
 
-__all__ = ["ExecutorBatches", "check_executor", "is_dask_client", "worker_count"]
+__all__ = [
+    "ExecutorBatches",
+    "check_executor",
+    "is_dask_client",
+    "on_executor",
+    "worker_count",
+]
 
 #: Exceptions that mean "the worker is gone", by class name (Dask's need no import here).
 LOST_WORKER = frozenset(
@@ -147,6 +153,7 @@ class ExecutorBatches:
         self._shipped: Any = None
         if isinstance(executor, concurrent.futures.ProcessPoolExecutor):
             _require_picklable(fn)
+        self._remote_fn()  # Dask: the box goes to every worker now, so a bad box fails here
 
     def __call__(self, Xs: np.ndarray) -> np.ndarray:
         Xs = np.asarray(Xs)
@@ -200,3 +207,21 @@ class ExecutorBatches:
         if isinstance(future, BaseException):
             self.lost_pieces += 1
         return _apply(self.fn, chunk)
+
+
+def on_executor(fn: Callable[[np.ndarray], Any], executor: Any, arithmetic: str) -> Any:
+    """``fn`` answered on ``executor``'s workers, or ``fn`` itself when ``executor`` is None
+    (what ``Oracle(..., executor=)`` uses; only float batches are spread).
+
+    >>> f = len
+    >>> on_executor(f, None, "exact") is f
+    True
+    """
+    if executor is None:
+        return fn
+    if arithmetic != "float":
+        raise InvalidArgument(
+            f"executor= spreads float batches; arithmetic {arithmetic!r} answers each query "
+            "in this process"
+        )
+    return ExecutorBatches(fn, executor)

@@ -36,6 +36,7 @@ from verified_attn.errors import (
     OracleError,
     QueryBudgetExceeded,
 )
+from verified_attn.executor_batches import on_executor
 from verified_attn.models import as_float_sequence, as_rational_sequence
 from verified_attn.oracle_batches import Scratch
 from verified_attn.oracle_batches import batched as _batched
@@ -72,6 +73,7 @@ class Oracle:
         budget: int | None = None,
         record: bool | None = None,
         model_class: str | None = None,
+        executor: Any = None,
     ) -> None:
         if not hasattr(model, "evaluate_batch") or not hasattr(model, "d"):
             hint = "wrap other black boxes with Oracle.from_callable"
@@ -98,6 +100,7 @@ class Oracle:
         if model_class is None:
             model_class = _model_class_of(model)
         self.model_class = model_class
+        self._model_batches = on_executor(model.evaluate_batch, executor, self.arithmetic.name)
         self._init_counts(budget, record)
 
     @classmethod
@@ -113,6 +116,7 @@ class Oracle:
         rtol: float = 1e-6,
         unit_roundoff: float = 2.0**-53,
         parameter_rtol: float | None = None,
+        executor: Any = None,
     ) -> Oracle:
         """Wrap ``fn(X: ndarray (N, d)) -> float`` as a float-mode oracle.
 
@@ -123,7 +127,9 @@ class Oracle:
         it for a box that computes in lower precision, e.g. float32); ``unit_roundoff`` is
         that arithmetic's unit roundoff (2^-24 for float32), which bounds the rounding on
         a large output bias; ``parameter_rtol`` (default ``rtol``) is the loosest tolerance
-        a learner may state for the parameters it decodes from such answers.
+        a learner may state for the parameters it decodes from such answers. ``executor``
+        (a ``concurrent.futures`` pool or a Dask client) answers ``batch_fn``'s batches on
+        its workers (:mod:`verified_attn.executor_batches`): same counts and transcript.
 
         >>> oracle = Oracle.from_callable(lambda X: float(X.sum()), d=2)
         >>> oracle.query([[1, 2]]), oracle.queries
@@ -138,7 +144,9 @@ class Oracle:
         self.arithmetic = FloatArithmetic(rtol, unit_roundoff, parameter_rtol)
         self.d = _positive_int(d, "d")
         self._fn = fn
-        self._batch_fn = batch_fn
+        if executor is not None and batch_fn is None:
+            raise InvalidArgument("executor= needs batch_fn= (the batches it spreads)")
+        self._batch_fn = None if batch_fn is None else on_executor(batch_fn, executor, "float")
         self.model_class = model_class
         self._init_counts(budget, record)
         return self
@@ -416,7 +424,7 @@ class Oracle:
     def _answer_array(self, Xs: np.ndarray, *, copy: bool = True) -> list[Any]:
         """Answers to a (B, N, d) float batch, evaluated in slices (no re-stacking)."""
         if self.model is not None:
-            fn = self.model.evaluate_batch
+            fn = self._model_batches
         elif self._batch_fn is not None:
             return self._answer_batch_fn(Xs, copy)
         else:
@@ -449,7 +457,7 @@ class Oracle:
     def _answer(self, converted: list[Any], precision: int | None = None) -> list[Any]:
         if self.model is not None:
             if self.arithmetic.name == "float":
-                return _batched(converted, self.model.evaluate_batch)
+                return _batched(converted, self._model_batches)
             evaluate = getattr(self.model, "evaluate_rational", None)
             if evaluate is None:  # the package's internal views implement the private name
                 evaluate = self.model._evaluate_rational
@@ -553,6 +561,7 @@ class Oracle:
         self.d = d
         self._fn = None
         self._batch_fn = None
+        self._model_batches = self.model.evaluate_batch
         self.model_class = data.get("model_class")
         self._init_counts(budget, record=True)
         return self
