@@ -71,7 +71,6 @@ def test_random_transformers(d: int, seed: int, queries: int, ffn: int) -> None:
         count=24,
         seed=777,
         lengths=(1, 2, 5, 9, 17, 33),
-        bias=rec.parameters["b"],
     )
     assert record.max_ratio is not None and record.max_ratio <= 1
     # A deliberately wrong W (one entry off by 1e-3) is refused by the same rule.
@@ -80,7 +79,7 @@ def test_random_transformers(d: int, seed: int, queries: int, ffn: int) -> None:
     g = rec.network.model()
     wrong = OneLayerTransformer(W, np.eye(d), g.A, g.w_o, a=g.a, b=g.b)
     with pytest.raises(ModelClassMismatch):
-        verify_model(oracle, wrong, count=24, seed=777, lengths=(2, 3, 5), bias=rec.parameters["b"])
+        verify_model(oracle, wrong, count=24, seed=777, lengths=(2, 3, 5))
 
 
 def test_no_certificate_for_float() -> None:
