@@ -110,13 +110,30 @@ def test_learns_float64_blocks(E: int, seed: int, queries: int) -> None:
     assert record.max_ratio is not None and record.max_ratio <= 1
 
 
-def test_a_missed_hyperplane_is_refused_not_returned() -> None:
-    # E = 8, seed 0: the float FFN learner misses one of 16 hyperplanes (its length-1
-    # verification does not see it); the cell's measured gradient does.
+def test_a_missed_hyperplane_is_caught_and_the_ffn_learned_again() -> None:
+    # E = 8, seed 0: the first float FFN misses one of 16 hyperplanes (its length-1
+    # verification does not see it); the cell's measured gradient does, and the FFN is
+    # learned again on new lines. Every query of both FFNs and both cells is counted.
+    mha, lin1, lin2 = make_block(8, 0)
+    rec = va.learn_transformer(block_oracle(mha, lin1, lin2), seed=0)
+    assert rec.verified and rec.network.width == 16
+    assert (rec.queries, rec.attention_queries, rec.attention_bound) == (703, 82, 82)
+    assert rec.queries_by_phase["attention-cell"] == 2 * 9
+    assert any("refuted on the design's cell" in n for n in rec.notes)
+    W = _W(block_parameters(mha, lin1, lin2))
+    assert np.abs(rec.W - W).max() <= 1e-6 * max(1, np.abs(W).max())
+
+
+def test_a_missed_hyperplane_is_refused_when_no_attempt_is_left(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from verified_attn.transformer import biased_float
+
+    monkeypatch.setattr(biased_float, "FFN_ATTEMPTS", 1)
     mha, lin1, lin2 = make_block(8, 0)
     with pytest.raises(ModelClassMismatch, match="missed a hyperplane") as info:
         va.learn_transformer(block_oracle(mha, lin1, lin2), seed=0)
-    assert info.value.query is not None
+    assert info.value.query is not None and info.value.expected is not None
 
 
 def test_float32_blocks_are_refused() -> None:

@@ -32,21 +32,24 @@ float-specific steps:
    ``alpha_1 = (T - g(b_j)) / (g(b_j + t u_k) - g(b_j))`` directly from the box
    (``g(b_j + t u_k) - g(b_j) = sum_i u_ki (g(b_i) - g(y))`` on the cell), so W's error
    is first order in the box's own rounding, not in the learned FFN's. The measured
-   gradient must agree with the learned network's on the cell to :data:`CELL_RTOL`
-   (else :class:`~verified_attn.errors.ModelClassMismatch`).
+   gradient must agree with the learned network's on the cell to :data:`CELL_RTOL`;
+   else (a hyperplane the float FFN learner missed, or a box outside the class) the FFN
+   is learned again on new lines, up to :data:`FFN_ATTEMPTS` FFNs in all, then
+   :class:`~verified_attn.errors.ModelClassMismatch`.
 3. *An error estimate.* Each answer is taken to carry ``BIAS_ULPS`` units of the box's
    unit roundoff of the largest value involved; pushed through alpha, the logit and
-   ``W = U^{-1} M B^{-1}`` (rows of U the u_k) to first order (elementwise absolute values), the estimate
-   relative to ``max(1, max |W|)`` must be at most the box's ``parameter_rtol``, else
-   :class:`~verified_attn.errors.PrecisionExhausted`. The estimate is in ``notes``.
+   ``W = U^{-1} M B^{-1}`` (rows of U the u_k) to first order (elementwise absolute
+   values), the estimate relative to ``max(1, max |W|)`` must be at most the box's
+   ``parameter_rtol``, else :class:`~verified_attn.errors.PrecisionExhausted`. The
+   estimate is in ``notes``.
 
-The count is ``d^2 + d + 1`` attention queries plus the float FFN learner's, against
-``d^2 + (m' + 1)(d + 1)`` parameters; the learned Transformer is verified on fresh
-sequences of every length with the float rule of :mod:`verified_attn.verification`,
+The count is ``d^2 + d + 1`` attention queries plus the float FFN learner's (plus d + 1
+and an FFN per refuted FFN), against ``d^2 + (m' + 1)(d + 1)`` parameters; the learned
+Transformer is verified on fresh sequences of every length with the float rule of :mod:`verified_attn.verification`,
 its answers compared whole (beta = 0 in the rule, as the float FFN learner does: the
 canonical constant is itself learned, to about 1e-12, not read off one answer, so the
-rule's bias allowance would not cover its error). The ``transformer-biased`` certificate kind
-stores and re-checks exact rationals only (its FFN part is an exact ``relu-ffn-biased``
+rule's bias allowance would not cover its error). The ``transformer-biased`` certificate
+kind stores and re-checks exact rationals only (its FFN part is an exact ``relu-ffn-biased``
 certificate), so a float result carries no certificate and ``certificate()`` says so.
 """
 
@@ -74,17 +77,23 @@ from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
 from verified_attn.validation import check_lengths, check_oracle, check_seed, check_verify
 from verified_attn.verification import BIAS_ULPS, DEFAULT_LENGTHS, DEFAULT_VERIFY, verify_model
 
-__all__ = ["CELL_RTOL", "MARGIN", "RESOLUTION", "learn_biased_transformer_float"]
+__all__ = ["CELL_RTOL", "FFN_ATTEMPTS", "MARGIN", "RESOLUTION", "learn_biased_transformer_float"]
 
 #: Least distance (relative to 1 + |y|) every design point keeps from every learned hyperplane.
 MARGIN = 1e-6
 #: Relative agreement asked of the measured and the learned gradient on the design's cell.
 CELL_RTOL = 1e-6
+#: FFNs learned (on new lines) when the design's cell refutes the one before.
+FFN_ATTEMPTS = 2
 #: Largest probe scale t (as in the exact design).
 MAX_SCALE = 0.25
 #: The float FFN learner decides equal pieces to FLOAT_TOL relative: a box must round
 #: at least this many times finer (float64 boxes do; float32 ones, at 2^-24, do not).
 RESOLUTION = 2.0**10
+
+
+class _CellMismatch(ModelClassMismatch):
+    """The box disagrees with the learned g on the design's cell (a retry may help)."""
 
 
 def _cell_map(net: BiasedReluNetwork, y: np.ndarray) -> tuple[np.ndarray, float, float]:
@@ -148,7 +157,7 @@ def _attention(oracle: Oracle, net: BiasedReluNetwork, seed: int) -> tuple[np.nd
     G_meas = (g_b - g_y) / t
     scale = max(float(np.abs(des["G"]).max()), 1e-300)
     if float(np.abs(G_meas - des["G"]).max()) > CELL_RTOL * scale + _rounding(arith, cell) / t:
-        raise ModelClassMismatch(
+        raise _CellMismatch(
             f"the box disagrees with the learned g on the design's cell: the gradient "
             f"measured on the cell of {y.tolist()} is {G_meas.tolist()}, the learned FFN's "
             f"{des['G'].tolist()}: the box is not a one-layer Transformer with a biased ReLU "
@@ -184,6 +193,44 @@ def _attention(oracle: Oracle, net: BiasedReluNetwork, seed: int) -> tuple[np.nd
     return W, float(err.max()) / max(1.0, float(np.abs(W).max()))
 
 
+def _learn_ffn(oracle: Oracle, verify: int, seed: int) -> Any:
+    """The float FFN stage on length-1 queries; a smooth box is refused by name."""
+    try:
+        return learn_biased_relu_ffn(oracle, verify=verify, seed=seed, lengths=(1,))
+    except ZeroDivisionError as exc:  # the line search split an interval to width 0
+        raise ModelClassMismatch(
+            "the length-1 answers are not piecewise linear at float64 resolution: the FFN "
+            "line search bisected an interval to zero width without finding two answers "
+            "on one linear piece (a smooth activation such as GELU; a ReLU network would "
+            "need two kinks closer than float64 rounding on a random line)"
+        ) from exc
+
+
+def _stages(oracle: Oracle, verify: int, seed: int) -> tuple[list[Any], np.ndarray, float, list]:
+    """The FFN, then W in a cell; an FFN the cell refutes (a hyperplane it missed) is
+    learned again on new lines, up to :data:`FFN_ATTEMPTS` times, every query counted."""
+    ffns: list[Any] = []
+    reasons: list[str] = []
+    last: _CellMismatch | None = None
+    for attempt in range(FFN_ATTEMPTS):
+        ffns.append(_learn_ffn(oracle, verify, seed + 7919 * attempt))
+        try:
+            with oracle.arithmetic.context():
+                W, estimate = _attention(oracle, ffns[-1].network, seed)
+        except _CellMismatch as exc:
+            reasons.append(str(exc))
+            last = exc
+            continue
+        return ffns, W, estimate, reasons
+    raise ModelClassMismatch(
+        f"{FFN_ATTEMPTS} learned FFNs were each refuted on the design's cell: "
+        + "; ".join(reasons),
+        query=None if last is None else last.query,
+        observed=None if last is None else last.observed,
+        expected=None if last is None else last.expected,
+    )
+
+
 def _rounding(arith: Any, values: np.ndarray) -> float:
     """BIAS_ULPS units of the box's unit roundoff of the largest answer."""
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
@@ -211,7 +258,8 @@ def learn_biased_transformer_float(
     Phases ``ffn``, ``ffn-verify`` (the float FFN learner on length-1 queries),
     ``attention-cell`` (d + 1), ``attention-direct`` (d^2), ``verify``. Parameters are
     float64 arrays ``W``, ``A``, ``w_o``, ``a`` and the float ``b`` of the canonical FFN;
-    ``bound`` is d^2 + d + 1 plus the FFN's derived count.
+    ``bound`` is d^2 + d + 1 plus the FFN's derived count (per FFN learned: d + 1 and
+    the FFN's count more for each FFN the design's cell refuted).
 
     Raises :class:`NotIdentifiable` if g is constant, :class:`PrecisionExhausted` if the
     box rounds coarser than the float FFN learner resolves (unit roundoff above
@@ -241,18 +289,9 @@ def learn_biased_transformer_float(
             f"(it needs at most {FLOAT_TOL / RESOLUTION:.3g}): run the module in float64"
         )
     with reporting(oracle, progress, "learn_biased_transformer"), oracle.run() as run:
-        try:
-            ffn = learn_biased_relu_ffn(oracle, verify=verify, seed=seed, lengths=(1,))
-        except ZeroDivisionError as exc:  # the line search split an interval to width 0
-            raise ModelClassMismatch(
-                "the length-1 answers are not piecewise linear at float64 resolution: the FFN "
-                "line search bisected an interval to zero width without finding two answers "
-                "on one linear piece (a smooth activation such as GELU; a ReLU network would "
-                "need two kinks closer than float64 rounding on a random line)"
-            ) from exc
+        ffns, W, estimate, reasons = _stages(oracle, verify, seed)
+        ffn = ffns[-1]
         net: BiasedReluNetwork = ffn.network
-        with arith.context():
-            W, estimate = _attention(oracle, net, seed)
         if not estimate <= prtol:
             raise PrecisionExhausted(
                 f"W's first-order error estimate {estimate:.3g} (relative to max(1, max |W|)) "
@@ -273,7 +312,7 @@ def learn_biased_transformer_float(
             if verify
             else None
         )
-    attention = d * d + d + 1
+    attention = d * d + (d + 1) * len(ffns)
     params = dict(ffn.parameters)
     params["W"] = W
     return TransformerRecovery.from_run(
@@ -284,18 +323,25 @@ def learn_biased_transformer_float(
         arithmetic=arith.name,
         precision=arith.precision,
         exact=False,
-        bound=attention + ffn.bound,
+        bound=attention + sum(f.bound for f in ffns),
         parameter_count=d * d + net.parameter_count,
         seed=seed,
         verification=checked,
         assumptions=list(ffn.assumptions),
-        notes=[*ffn.notes, f"W's first-order error estimate {estimate:.3g} <= {prtol:g}"],
+        notes=[
+            *ffn.notes,
+            *(
+                f"FFN {i + 1} refuted on the design's cell, learned again: {r}"
+                for i, r in enumerate(reasons)
+            ),
+            f"W's first-order error estimate {estimate:.3g} <= {prtol:g}",
+        ],
         certificate_data=_no_certificate,
         method="biased-direct",
         attention_queries=sum(
             run.counts.by_phase.get(p, 0) for p in ("attention-cell", "attention-direct")
         ),
-        ffn_queries=ffn.queries,
+        ffn_queries=sum(f.queries for f in ffns),
         attention_bound=attention,
         network=net,
     )
