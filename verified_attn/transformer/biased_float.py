@@ -45,12 +45,13 @@ float-specific steps:
 
 The count is ``d^2 + d + 1`` attention queries plus the float FFN learner's (plus d + 1
 and an FFN per refuted FFN), against ``d^2 + (m' + 1)(d + 1)`` parameters; the learned
-Transformer is verified on fresh sequences of every length with the float rule of :mod:`verified_attn.verification`,
-its answers compared whole (beta = 0 in the rule, as the float FFN learner does: the
-canonical constant is itself learned, to about 1e-12, not read off one answer, so the
-rule's bias allowance would not cover its error). The ``transformer-biased`` certificate
-kind stores and re-checks exact rationals only (its FFN part is an exact ``relu-ffn-biased``
-certificate), so a float result carries no certificate and ``certificate()`` says so.
+Transformer is verified on fresh sequences of every length with the float rule of
+:mod:`verified_attn.verification`, its answers compared whole (beta = 0 in the rule, as
+the float FFN learner does: the canonical constant is itself learned, to about 1e-12,
+not read off one answer, so the rule's bias allowance would not cover its error). The
+``transformer-biased`` certificate kind stores and re-checks exact rationals only (its
+FFN part is an exact ``relu-ffn-biased`` certificate), so a float result carries no
+certificate and ``certificate()`` says so.
 """
 
 from __future__ import annotations
