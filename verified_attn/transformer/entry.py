@@ -108,7 +108,8 @@ def learn_transformer(
     denominator_bound: int | None = None,
     progress: Any = False,
 ) -> TransformerRecovery:
-    """Learn a one-layer Transformer exactly, its FFN with biases or without.
+    """Learn a one-layer Transformer, its FFN with biases or without (exactly; float oracles
+    of the biased class in float, verified with the float rule).
 
     Bias-free: ``method`` "paper" (the default) or "direct"
     (:func:`verified_attn.transformer.learner.learn_transformer`). With biases the paper's
