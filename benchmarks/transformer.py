@@ -95,8 +95,8 @@ BIASED_SIZES = ((2, 4), (4, 8), (8, 16), (16, 32))
 
 
 def run_biased(d: int, m: int, arithmetic: str, seed: int) -> dict[str, Any]:
-    """One biased row: the FFN learner (any arithmetic) and, exact or certified, the
-    biased Transformer learner on a random T with the same FFN (V = I)."""
+    """One biased row: the FFN learner (any arithmetic) and the biased Transformer learner
+    (exact, certified or float) on a random T with the same FFN (V = I), d <= 8."""
     from verified_attn.errors import VerifiedAttnError
     from verified_attn.transformer import canonical_biased_network, learn_biased_transformer
     from verified_attn.transformer.claims_biased import random_biased_ffn
@@ -118,16 +118,28 @@ def run_biased(d: int, m: int, arithmetic: str, seed: int) -> dict[str, Any]:
         ffn_equal=bool(rec.network == truth) if rec.exact else None,
         ffn_verification_error=rec.verification_error,
     )
-    if arithmetic != "float" and d <= 8:
+    if d <= 8:
         W = rng.integers(-3, 4, (d, d)) / 2
         T = OneLayerTransformer(W, np.eye(d, dtype=int), g.A, g.w_o, a=g.a, b=g.b)
-        tr = learn_biased_transformer(va.Oracle(T, arithmetic), seed=seed)
+        if arithmetic == "float":  # the float learner (va.learn_transformer picks it)
+            try:
+                tr = va.learn_transformer(va.Oracle(T, arithmetic), seed=seed)
+            except VerifiedAttnError as exc:
+                return {**row, "transformer_refused": f"{type(exc).__name__}: {str(exc)[:200]}"}
+            err = float(np.abs(tr.W - W).max() / max(1.0, np.abs(W).max()))
+        else:
+            tr = learn_biased_transformer(va.Oracle(T, arithmetic), seed=seed)
         row.update(
             transformer_queries=tr.queries,
             attention_queries=tr.attention_queries,
             transformer_parameter_count=tr.parameter_count,
-            transformer_W_equal=bool(tr.W == T.W),
         )
+        if arithmetic == "float":
+            row.update(
+                transformer_W_error=err, transformer_verification_error=tr.verification_error
+            )
+        else:
+            row["transformer_W_equal"] = bool(tr.W == T.W)
     return row
 
 

@@ -49,6 +49,8 @@ PHASES: dict[str, str] = {
     "(verification)",
     "attention-direct": "Transformer, method 'direct': d^2 two-token queries inside one "
     "linear piece of the learned g",
+    "attention-cell": "Transformer with FFN biases, float: g at the design's centre and its d "
+    "base tokens (d + 1 length-1 queries), the cell's values measured from the box",
     # Multi-head (Prop. 7.1 follow-up), exact/certified and float.
     "F(0)": "multi-head: the base tokens [b_j] alone (F at k = 0): b_j^T sum_h v_h (+ beta)",
     "F(k)": "multi-head (exact/certified): the probes [b + u]*k + [b], k = 1..2H, whose "

@@ -495,12 +495,14 @@ def test_docs_page_snippets_run() -> None:
     """Every ``python`` block of docs/pytorch.md runs, in order, in one namespace."""
     text = (ROOT / "docs" / "pytorch.md").read_text()
     blocks = re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
-    assert len(blocks) == 5  # the third: back to a module; the fifth: "Multi-head modules"
+    # The third: back to a module; the fifth: "Multi-head modules"; the sixth: attention blocks.
+    assert len(blocks) == 6
     namespace: dict[str, Any] = {}
     with contextlib.redirect_stdout(io.StringIO()) as out:
         for block in blocks:
             exec(compile(block, "docs/pytorch.md", "exec"), namespace)
     assert namespace["rec"].queries == 81
+    assert namespace["block_rec"].queries == 135
     assert out.getvalue().count("ModelClassMismatch") == 2
 
 

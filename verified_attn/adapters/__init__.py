@@ -9,6 +9,9 @@ imported, so ``import verified_attn`` (and this package) never pulls in an optio
 
 - :mod:`verified_attn.adapters.torch` — ``torch.nn.MultiheadAttention`` and other PyTorch
   sequence modules as float-mode oracles (extra ``verified-attn[torch]``).
+- :mod:`verified_attn.adapters.torch_block` — an attention block (one-head
+  ``nn.MultiheadAttention``, ``nn.Linear``, ReLU, ``nn.Linear``) as a float oracle of the
+  biased one-layer Transformer class, and its weights as a ``OneLayerTransformer``.
 - :mod:`verified_attn.adapters.hf` — HuggingFace ``transformers`` attention modules
   (``GPT2Attention``, ``BertSelfAttention``, ``LlamaAttention``) and their blocks (extra
   ``verified-attn[hf]``).

@@ -28,6 +28,7 @@ from verified_attn.errors import InvalidArgument
 from verified_attn.oracle import Oracle
 from verified_attn.recovery import ReluFFNRecovery, TransformerRecovery
 from verified_attn.transformer import learner, relu
+from verified_attn.transformer.biased_float import learn_biased_transformer_float
 from verified_attn.transformer.biased_learner import learn_biased_transformer
 from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
 from verified_attn.validation import check_oracle, require_size
@@ -107,13 +108,15 @@ def learn_transformer(
     denominator_bound: int | None = None,
     progress: Any = False,
 ) -> TransformerRecovery:
-    """Learn a one-layer Transformer exactly, its FFN with biases or without.
+    """Learn a one-layer Transformer, its FFN with biases or without (exactly; float oracles
+    of the biased class in float, verified with the float rule).
 
     Bias-free: ``method`` "paper" (the default) or "direct"
     (:func:`verified_attn.transformer.learner.learn_transformer`). With biases the paper's
     antisymmetrisation does not apply (T(X) - T(-X) is not linear in the pooled token):
     the FFN first, then W in one cell of it
-    (:func:`~verified_attn.transformer.biased_learner.learn_biased_transformer`,
+    (:func:`~verified_attn.transformer.biased_learner.learn_biased_transformer`; float
+    oracles: :func:`~verified_attn.transformer.biased_float.learn_biased_transformer_float`;
     ``method`` must be None or "direct").
     """
     check_oracle(oracle)
@@ -127,6 +130,8 @@ def learn_transformer(
                 f"method={method!r} needs a bias-free FFN (the paper's antisymmetrisation); "
                 "with biases W is learned inside one cell of the FFN: use method=None"
             )
+        if oracle.arithmetic.name == "float":  # denominator_bound: certified reconstruction only
+            return learn_biased_transformer_float(oracle, **kw)
         return learn_biased_transformer(oracle, denominator_bound=denominator_bound, **kw)
     return learner.learn_transformer(
         oracle, method=method or "paper", denominator_bound=denominator_bound, **kw
