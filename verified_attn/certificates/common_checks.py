@@ -57,7 +57,14 @@ __all__ = [
     "rescales",
     "result_exact",
     "show",
+    "stored_answers",
+    "vector",
 ]
+
+#: An exact point or vector.
+Vec = tuple[Fraction, ...]
+#: Largest answers x (neurons + 1) x d a network checker evaluates.
+MAX_WORK = 1 << 26
 
 #: Claimed parameters by name, each a flat list of (label, number), e.g. ("W[0][1]", 3).
 Claimed = dict[str, list[tuple[str, Any]]]
@@ -400,3 +407,62 @@ def matches_exact(y: Any, want: Fraction, arith: Arithmetic, D: int) -> bool:
         return bool(y == sympy.Rational(want.numerator, want.denominator))
     lo, hi = arb_bounds(y)
     return lo <= want <= hi and want.denominator <= D
+
+
+def vector(raw: Any, path: str, d: int) -> Vec:
+    """d stored exact rationals.
+
+    >>> vector(["1/2", "-3/1"], "x", 2)
+    (Fraction(1, 2), Fraction(-3, 1))
+    """
+    return tuple(rational(q, f"{path}[{i}]") for i, q in enumerate(as_list(raw, path, d)))
+
+
+def stored_answers(
+    data: dict[str, Any],
+    head: Header,
+    values: Callable[[list[Vec]], list[Fraction]],
+    width: int,
+    D: int,
+) -> int:
+    """Every stored ``answers[i]`` (a point x and the answer y) reproduced by the learned
+    network, whose exact values at the points ``values`` gives (``width`` neurons); the
+    points distinct. A certified answer must hold the value, whose denominator is at most
+    ``D``. Returns how many answers there are.
+
+    >>> from verified_attn.arithmetic import get_arithmetic
+    >>> head = Header("relu-ffn", "ffn", 1, get_arithmetic("exact"), 0)
+    >>> data = {"answers": [{"x": ["1/1"], "y": {"rational": "2/1"}}]}
+    >>> stored_answers(data, head, lambda xs: [2 * x[0] for x in xs], 1, 1)
+    1
+    >>> stored_answers(data, head, lambda xs: [3 * x[0] for x in xs], 1, 1)
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.CertificateError: answers[0]: the stored answer 2 at x = ['1'] is not reproduced by the learned network (it gives 3)
+    """
+    arith, d = head.arith, head.d
+    raw = as_list(get(data, "answers"), "answers")
+    if len(raw) * (width + 1) * d > MAX_WORK:
+        raise CertificateError("answers: more answers x neurons than a checker evaluates")
+    seen: set[Vec] = set()
+    points: list[Vec] = []
+    for i, item in enumerate(raw):
+        path = f"answers[{i}]"
+        if not isinstance(item, dict):
+            raise CertificateError(f"{path} must be a JSON object")
+        x = vector(get(item, "x"), f"{path}.x", d)
+        if x in seen:
+            raise CertificateError(f"{path}.x repeats an earlier point")
+        seen.add(x)
+        points.append(x)
+    wants = values(points)
+    with arith.context():
+        for i, (item, x, want) in enumerate(zip(raw, points, wants, strict=True)):
+            path = f"answers[{i}]"
+            y = number(get(item, "y"), f"{path}.y", arith)
+            if not matches_exact(y, want, arith, D):
+                raise CertificateError(
+                    f"{path}: the stored answer {y} at x = {[str(q) for q in x]} is not "
+                    f"reproduced by the learned network (it gives {want})"
+                )
+    return len(raw)

@@ -61,6 +61,13 @@ import sympy
 
 from verified_attn.arithmetic import Arithmetic, OutsideUnitInterval, arb_bounds
 from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates.common_checks import (
+    MAX_WORK,
+    Vec,
+    passed,
+    stored_answers,
+    vector,
+)
 from verified_attn.certificates.kernel import (
     Header,
     as_int,
@@ -70,7 +77,6 @@ from verified_attn.certificates.kernel import (
     check_verification,
     get,
     largest_unique_denominator,
-    number,
     numbers,
     parse_header,
     rational,
@@ -86,10 +92,6 @@ MAX_DEPTH = 60
 #: Largest grid and number of attempts a certificate may state (they size the bound).
 MAX_GRID = 1 << 10
 MAX_ATTEMPTS = 8
-#: Largest answers x (width + 1) x d product a checker evaluates (bounds its work).
-MAX_WORK = 1 << 26
-
-Vec = tuple[Fraction, ...]
 
 
 def ffn_bound(d: int, width: int, grid: int, attempts: int) -> int:
@@ -180,20 +182,16 @@ def _dot(a: Vec, b: Vec) -> Fraction:
     return sum((x * y for x, y in zip(a, b, strict=True)), Fraction(0))
 
 
-def _vector(raw: Any, path: str, d: int) -> Vec:
-    return tuple(rational(q, f"{path}[{i}]") for i, q in enumerate(as_list(raw, path, d)))
-
-
 def _network(data: dict[str, Any], d: int) -> _Network:
     res = get(data, "result")
-    linear = _vector(get(res, "linear"), "result.linear", d)
+    linear = vector(get(res, "linear"), "result.linear", d)
     raw = as_list(get(res, "neurons"), "result.neurons")
     if len(raw) * d > MAX_WORK:
         raise CertificateError("result.neurons: more neurons than a checker reads")
     neurons: list[tuple[Vec, Fraction]] = []
     for j, item in enumerate(raw):
         path = f"result.neurons[{j}]"
-        n = _vector(get(item, "n"), f"{path}.n", d) if isinstance(item, dict) else None
+        n = vector(get(item, "n"), f"{path}.n", d) if isinstance(item, dict) else None
         if n is None:
             raise CertificateError(f"{path} must be a JSON object")
         gamma = rational(get(item, "gamma"), f"{path}.gamma")
@@ -224,41 +222,6 @@ def _network(data: dict[str, Any], d: int) -> _Network:
     if A != [[cols[k][i] for k in range(m)] for i in range(d)] or w != out:
         raise CertificateError("result: A and w_o are not the ReluFFN of the stated canonical form")
     return _Network(linear, neurons, A, w)
-
-
-def _ffn_answers(data: dict[str, Any], head: Header, net: _Network, D: int) -> int:
-    """Every recorded answer reproduced by the network; returns how many there are."""
-    arith, d = head.arith, head.d
-    raw = as_list(get(data, "answers"), "answers")
-    if len(raw) * (net.width + 1) * d > MAX_WORK:
-        raise CertificateError("answers: more answers x neurons than a checker evaluates")
-    seen: set[Vec] = set()
-    points: list[Vec] = []
-    for i, item in enumerate(raw):
-        path = f"answers[{i}]"
-        if not isinstance(item, dict):
-            raise CertificateError(f"{path} must be a JSON object")
-        x = _vector(get(item, "x"), f"{path}.x", d)
-        if x in seen:
-            raise CertificateError(f"{path}.x repeats an earlier point")
-        seen.add(x)
-        points.append(x)
-    wants = net.values(points)
-    with arith.context():
-        for i, (item, x, want) in enumerate(zip(raw, points, wants, strict=True)):
-            path = f"answers[{i}]"
-            y = number(get(item, "y"), f"{path}.y", arith)
-            if arith.name == "exact":
-                ok = y == sympy.Rational(want.numerator, want.denominator)
-            else:
-                lo, hi = arb_bounds(y)
-                ok = lo <= want <= hi and want.denominator <= D
-            if not ok:
-                raise CertificateError(
-                    f"{path}: the stored answer {y} at x = {[str(q) for q in x]} is not "
-                    f"reproduced by the learned network (it gives {want})"
-                )
-    return len(raw)
 
 
 def _ffn_counts(data: dict[str, Any], d: int, net: _Network, answers: int) -> tuple[str, int]:
@@ -321,7 +284,7 @@ def _relu_ffn(data: Any, kind: str = "relu-ffn") -> tuple[Header, _Network, list
         )
     net = _network(data, d)
     lines = [head.describe()]
-    answers = _ffn_answers(data, head, net, D)
+    answers = stored_answers(data, head, net.values, net.width, D)
     line, count = _ffn_counts(data, d, net, answers)
     attempts = get(data, "attempts")
     if count and get(data, "verification.seed") != head.seed + attempts - 1:
@@ -385,10 +348,10 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
 
     params = get(data, "result.parameters")
     W = _matrix(get(params, "W"), "result.parameters.W", d, d)
-    v_eff = list(_vector(get(params, "v_eff"), "result.parameters.v_eff", d))
+    v_eff = list(vector(get(params, "v_eff"), "result.parameters.v_eff", d))
     m = len(net.w)
     A = _matrix(get(params, "A"), "result.parameters.A", d, m)
-    w_o = list(_vector(get(params, "w_o"), "result.parameters.w_o", m))
+    w_o = list(vector(get(params, "w_o"), "result.parameters.w_o", m))
     if A != net.A or w_o != net.w:
         raise CertificateError("result: A and w_o are not the learned g's (ffn.result)")
     if v_eff != net.v_eff():
@@ -438,8 +401,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         return model.evaluate_rational(as_rational_sequence(X, d), arith)
 
     lines.append(check_verification(data, head, predict, expected_queries=expected_final))
-    lines.extend(f"assumption: {a}" for a in head.assumptions)
-    return CertificateCheck(ok=True, kind="transformer", theorem=head.theorem, summary=lines)
+    return passed(head, lines)
 
 
 def _same_setting(sub: Any, head: Header, path: str) -> None:
@@ -579,11 +541,11 @@ def _direct(
     """W re-decoded from the d^2 two-token answers inside one open cell of g."""
     arith, d = head.arith, head.d
     base = [
-        _vector(b, f"attention.base[{j}]", d)
+        vector(b, f"attention.base[{j}]", d)
         for j, b in enumerate(as_list(get(attention, "base"), "attention.base", d))
     ]
     U = [
-        _vector(u, f"attention.directions[{k}]", d)
+        vector(u, f"attention.directions[{k}]", d)
         for k, u in enumerate(as_list(get(attention, "directions"), "attention.directions", d))
     ]
     t = rational(get(attention, "t"), "attention.t")
