@@ -28,6 +28,7 @@ from verified_attn.certificates.kernel import (
     numbers,
 )
 from verified_attn.certificates.multi_head_float_bounds import (
+    FitInputs,
     claimed_arrays,
     float_conditioning,
     float_parameter_tolerance,
@@ -111,6 +112,7 @@ def float_fit(
                 f"heads give {expected} (relative gap {gap:.3e} > rtol {arith.rtol:g})"
             )
         worst = max(worst, gap)
+    fit = FitInputs(data, arith, Ua, Ba, F0, F, ratios, claimed, bias, affine, ncols, H0)
     return (
         f"fit (float: not re-decoded; the float fit is not cheaply reproducible): the claimed "
         f"{len(claimed)} heads reproduce all {len(observed)} stored learning answers to rtol "
@@ -120,13 +122,7 @@ def float_fit(
                 data, arith, compress(list(rebuilt()), observed), claimed, bias, affine, polish
             )
             if polish
-            else float_parameter_tolerance(
-                data, arith, Ua, Ba, F0, F, ratios, claimed, bias, affine, ncols, H0
-            )
-            + "; "
-            + float_prediction_bound(
-                data, arith, Ua, Ba, F0, F, ratios, claimed, bias, affine, ncols, H0
-            )
+            else float_parameter_tolerance(fit) + "; " + float_prediction_bound(fit)
         )
     )
 

@@ -11,6 +11,8 @@ stored design; the pilot and conditioning rounds are counted from the stored ans
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -44,6 +46,7 @@ from verified_attn.multi_head.prediction_bound import PREDICTION_SEQUENCES, PRED
 from verified_attn.validation import check_lengths, check_seed
 
 __all__ = [
+    "FitInputs",
     "claimed_arrays",
     "float_conditioning",
     "float_grid",
@@ -59,20 +62,30 @@ __all__ = [
 ]
 
 
-def float_prediction_bound(
-    data: dict[str, Any],
-    arith: Arithmetic,
-    U: np.ndarray,
-    B: np.ndarray,
-    F0: list[Any],
-    F: list[list[Any]],
-    ratios: list[tuple[int, int]],
-    claimed: list[tuple[list[Any], ...]],
-    beta: float,
-    affine: bool,
-    ncols: int,
-    H0: int,
-) -> str:
+@dataclass(frozen=True)
+class FitInputs:
+    """What the float figures are recomputed from: the certificate, the stored float design
+    (U, B) and answers (F0, F, on the grid ``ratios``), the claimed heads and beta."""
+
+    data: dict[str, Any]
+    arith: Arithmetic
+    U: np.ndarray
+    B: np.ndarray
+    F0: list[Any]
+    F: list[list[Any]]
+    ratios: list[tuple[int, int]]
+    claimed: list[tuple[list[Any], ...]]
+    beta: float
+    affine: bool
+    ncols: int
+    H0: int
+
+    def fields(self) -> tuple[Any, ...]:
+        """The inputs in declaration order (not copied, unlike ``dataclasses.astuple``)."""
+        return tuple(getattr(self, f.name) for f in dataclasses.fields(self))
+
+
+def float_prediction_bound(fit: FitInputs) -> str:
     """result.prediction_bound: the learner's first-order bound on the predictions
     (docs/multi_head.md, The prediction bound). Of kind "u-groups" it is recomputed from the
     stored grid answers and the claimed heads on the same sequences
@@ -80,6 +93,7 @@ def float_prediction_bound(
     figure must be within what the rule allows and the stored one at least half of it. Of
     kind "joint" it is not recomputed, so it must not be stated. A certificate without the
     field states no bound, and the summary says so."""
+    data, arith, U, B, F0, F, ratios, claimed, beta, affine, ncols, H0 = fit.fields()
     raw = get(data, "result").get("prediction_bound")
     d = U.shape[0]
     joint = joint_polish(d, H0, affine, len(F0) + len(F) * len(ratios))
@@ -180,20 +194,7 @@ def float_grid(
     return claimed_arrays(claimed, d, affine), t, np.array(F, dtype=np.float64)[: d * ncols]
 
 
-def float_parameter_tolerance(
-    data: dict[str, Any],
-    arith: Arithmetic,
-    U: np.ndarray,
-    B: np.ndarray,
-    F0: list[Any],
-    F: list[list[Any]],
-    ratios: list[tuple[int, int]],
-    claimed: list[tuple[list[Any], ...]],
-    beta: float,
-    affine: bool,
-    ncols: int,
-    H0: int,
-) -> str:
+def float_parameter_tolerance(fit: FitInputs) -> str:
     """result.parameter_rtol, the tolerance stated for the float parameters (in [rtol, 1);
     a certificate without it states rtol), must cover the stored first-order estimate
     (result.parameter_error_estimate). Of kind "u-groups" (and without a kind), the
@@ -204,6 +205,7 @@ def float_parameter_tolerance(
     recomputed, and the summary says so; the kind follows from the sizes
     (:func:`~verified_attn.multi_head.canonical_float.joint_polish`), so a file cannot
     choose the unchecked one."""
+    data, arith, U, B, F0, F, ratios, claimed, beta, affine, ncols, H0 = fit.fields()
     result = get(data, "result")
     stated = stated_parameter_rtol(result, arith)
     raw_est = result.get("parameter_error_estimate")
