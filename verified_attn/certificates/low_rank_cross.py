@@ -376,13 +376,13 @@ def _assemble(
         return np.asarray(C, np.float64) @ X
     if arith.name == "certified":
         try:
-            X = flint.arb_mat(ZS.tolist()).solve(flint.arb_mat(R.tolist()))
+            Xb = flint.arb_mat(ZS.tolist()).solve(flint.arb_mat(R.tolist()))
         except (ZeroDivisionError, ValueError) as exc:
             raise CertificateError(
                 "the pivot block Z[S, :] cannot be certified invertible at this precision"
             ) from exc
-        C = flint.arb_mat(U_inv.transpose()) * flint.arb_mat(Z.tolist())
-        Wm = C * X
+        Cb = flint.arb_mat(U_inv.transpose()) * flint.arb_mat(Z.tolist())
+        Wm = Cb * Xb
         return np.array([[Wm[i, j] for j in range(d)] for i in range(d)], dtype=object)
     ZSm = sympy.Matrix(ZS.tolist())
     if ZSm.det() == 0:

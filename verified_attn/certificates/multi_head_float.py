@@ -175,7 +175,9 @@ def _float_polish(
     seed, lengths, told_ratio = stated_prediction_bound(get(result, "prediction_bound"), arith)
     heads = claimed_arrays(claimed, rows.queries.shape[1], affine)
     # The recomputation holds the claim to the tolerance it states, not to the header's.
-    held = FloatArithmetic(arith.rtol, getattr(arith, "unit_roundoff", 2.0**-53), stated)
+    held = FloatArithmetic(
+        float(arith.rtol or 0.0), getattr(arith, "unit_roundoff", 2.0**-53), stated
+    )
     try:
         estimate, (ratio, worst), sigma_min = polish_figures(
             held, heads, beta, affine, rows, seed, lengths

@@ -318,7 +318,7 @@ def float_conditioning(
     return sum(rows(row, "") * per_pair for row in raw)
 
 
-def float_sequence(u: np.ndarray, b: np.ndarray, k: int, m: int = 1) -> np.ndarray:
+def float_sequence(u: Any, b: Any, k: int, m: int = 1) -> np.ndarray:
     return np.vstack([np.tile(b + u, (k, 1)), np.tile(b, (m, 1))])
 
 

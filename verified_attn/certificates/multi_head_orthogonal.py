@@ -9,6 +9,7 @@ verified_attn.errors.CertificateError: missing field theorem
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import flint
@@ -175,7 +176,7 @@ def _lift(B: flint.fmpq_mat, sub: dict[str, Any], head: Header, path: str) -> tu
 
 
 def _compare_lifted(
-    claimed: list[tuple[list[Any], ...]], lifted: list[tuple[Any, Any]], arith: Arithmetic
+    claimed: Sequence[tuple[list[Any], ...]], lifted: list[tuple[Any, Any]], arith: Arithmetic
 ) -> None:
     if len(claimed) != len(lifted):
         raise CertificateError(

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -129,7 +130,7 @@ def claimed_heads(
 
 
 def heads_model(
-    claimed: list[tuple[list[Any], ...]], beta: Any, affine: bool
+    claimed: Sequence[tuple[list[Any], ...]], beta: Any, affine: bool
 ) -> MultiHeadAttention:
     d = len(claimed[0][1])
     try:

@@ -69,6 +69,7 @@ def mat(raw: Any, path: str, rows: int | None = None, cols: int | None = None) -
 def read_model(raw: Any, path: str, d: int) -> tuple[str, dict[str, Any], Any]:
     cls = get(raw, "class")
     try:
+        p: dict[str, Any]
         if cls == "single-head":
             p = {
                 "W": mat(get(raw, "W"), f"{path}.W", d, d),
