@@ -43,6 +43,14 @@ import flint
 
 from verified_attn.arithmetic import arb_bounds, reconstruct_rational
 from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates.interval_box import (
+    bounded_rational,
+    box_balls,
+    box_enclosure,
+    check_fresh,
+    round_down,
+    round_up,
+)
 from verified_attn.certificates.kernel import (
     as_int,
     as_list,
@@ -51,14 +59,6 @@ from verified_attn.certificates.kernel import (
     get,
     numbers,
     parse_header,
-)
-from verified_attn.certificates.noisy import (
-    bounded_rational,
-    box_balls,
-    box_enclosure,
-    check_fresh,
-    round_down,
-    round_up,
 )
 from verified_attn.errors import CertificateError
 from verified_attn.verification import fresh_sequences
