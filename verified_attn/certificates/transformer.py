@@ -347,15 +347,7 @@ def _direct(
     probes = [tuple(b[i] + t * u[i] for i in range(d)) for u in U for b in base]
     ref = base[0]
     points = base + probes
-    Z = net.pre_activations(points)
-    for j, (n, _) in enumerate(net.neurons):
-        side = Z[j, 0] > 0
-        for p in range(len(points)):
-            if Z[j, p] == 0 or (Z[j, p] > 0) != side:
-                raise CertificateError(
-                    "attention: the design is not inside one open cell of g (a base token or "
-                    f"probe is on the other side of, or on, the hyperplane n = {[str(q) for q in n]})"
-                )
+    _check_cell(net, points)
     G = list(net.linear)
     for n, gamma in net.neurons:
         if _dot(n, ref) > 0:
@@ -410,6 +402,19 @@ def _direct(
         f"every G^T u_k != 0; W re-decoded from the {d * d} answers: {rule}"
     )
     return {"attention-direct": d * d}, d * d, line
+
+
+def _check_cell(net: Network, points: list[Vec]) -> None:
+    """Every point strictly on the side of every hyperplane of g that the first one is."""
+    Z = net.pre_activations(points)
+    for j, (n, _) in enumerate(net.neurons):
+        side = Z[j, 0] > 0
+        for p in range(len(points)):
+            if Z[j, p] == 0 or (Z[j, p] > 0) != side:
+                raise CertificateError(
+                    "attention: the design is not inside one open cell of g (a base token or "
+                    f"probe is on the other side of, or on, the hyperplane n = {[str(q) for q in n]})"
+                )
 
 
 def _in_ball(q: Fraction, ball: Any, path: str) -> int | None:
