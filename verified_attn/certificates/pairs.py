@@ -63,7 +63,6 @@ import flint
 from verified_attn.arithmetic import get_arithmetic
 from verified_attn.certificates import CertificateCheck
 from verified_attn.certificates.kernel import (
-    FORMAT,
     as_bool,
     as_int,
     as_list,
@@ -79,6 +78,7 @@ from verified_attn.certificates.pairs_models import (
     Matrix,
     arb,
     ball_value,
+    check_counterexample_header,
     differ,
     exact_value,
     mat,
@@ -94,12 +94,7 @@ __all__ = ["MAX_D", "MAX_LENGTH", "MAX_SEQUENCES", "PRECISION", "verify_pair"]
 
 def verify_pair(data: dict[str, Any]) -> CertificateCheck:
     """Re-check a single-head / Transformer / failure counterexample certificate."""
-    if not isinstance(data, dict):
-        raise CertificateError(f"a certificate is a JSON object, got {type(data).__name__}")
-    if get(data, "format") != FORMAT:
-        raise CertificateError(f"unknown certificate format; expected {FORMAT!r}")
-    if get(data, "kind") != "counterexample":
-        raise CertificateError("kind must be 'counterexample'")
+    check_counterexample_header(data)
     theorem = get(data, "theorem")
     cx_kind = get(data, "counterexample_kind")
     for name, val in (("theorem", theorem), ("counterexample_kind", cx_kind)):

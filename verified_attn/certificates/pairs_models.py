@@ -18,6 +18,7 @@ import flint
 
 from verified_attn.arithmetic import get_arithmetic
 from verified_attn.certificates.kernel import (
+    FORMAT,
     as_list,
     get,
     rational,
@@ -34,6 +35,7 @@ __all__ = [
     "Matrix",
     "arb",
     "ball_value",
+    "check_counterexample_header",
     "differ",
     "exact_value",
     "mat",
@@ -132,3 +134,19 @@ def with_prec(fn: Any) -> Any:
         return fn()
     finally:
         flint.ctx.prec = old
+
+
+def check_counterexample_header(data: Any) -> None:
+    """A counterexample certificate's format and kind (it has no learner's header).
+
+    >>> check_counterexample_header({"format": "verified-attn-certificate/2", "kind": "noisy"})
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.CertificateError: kind must be 'counterexample'
+    """
+    if not isinstance(data, dict):
+        raise CertificateError(f"a certificate is a JSON object, got {type(data).__name__}")
+    if get(data, "format") != FORMAT:
+        raise CertificateError(f"unknown certificate format; expected {FORMAT!r}")
+    if get(data, "kind") != "counterexample":
+        raise CertificateError("kind must be 'counterexample'")

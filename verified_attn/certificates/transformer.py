@@ -1,16 +1,7 @@
 """Re-check ``relu-ffn`` and ``transformer`` certificates from their stored answers alone.
 
 >>> import verified_attn as va
->>> from verified_attn.certificates.transformer import verify, verify_relu_ffn
->>> g = va.ReluFFN([[1, -1], [2, 1]], [3, -1])
->>> data = va.learn_relu_ffn(va.Oracle(g, "exact")).certificate()
->>> verify_relu_ffn(data).ok
-True
->>> data["result"]["neurons"][0]["gamma"] = "7/1"
->>> verify_relu_ffn(data)
-Traceback (most recent call last):
-...
-verified_attn.errors.CertificateError: result: A and w_o are not the ReluFFN of the stated canonical form
+>>> from verified_attn.certificates.transformer import verify
 >>> T = va.OneLayerTransformer([[1, 0], [1, -1]], [[1, 0], [0, 1]], [[1, -1], [0, 2]], [1, 2])
 >>> check = verify(va.learn_transformer(va.Oracle(T, "certified")).certificate())
 >>> check.ok, check.theorem
@@ -18,7 +9,7 @@ verified_attn.errors.CertificateError: result: A and w_o are not the ReluFFN of 
 
 What is re-checked, with the core arithmetic and models only (never the learners' code):
 
-``relu-ffn``
+``relu-ffn`` (:mod:`~verified_attn.certificates.relu_ffn`)
 
 1. header and counts (:mod:`~verified_attn.certificates.kernel`): one stored answer per
    learning query, all at distinct points; the bound is the FFN formula at the stated
