@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 
 import verified_attn as va
 from verified_attn.certificates.kernel import parse_header
-from verified_attn.certificates.low_rank import _Cross
 from verified_attn.certificates.low_rank import verify as verify_low_rank
+from verified_attn.certificates.low_rank_cross import Cross
 from verified_attn.errors import (
     CertificateError,
     InvalidArgument,
@@ -438,7 +438,7 @@ def test_cross_is_solved_in_small_blocks() -> None:
     for kind in ("found", "given"):
         _, _, rec = _run(kind, "certified", 12, 4)
         data = rec.certificate()
-        cross = _Cross(data, parse_header(data, "low-rank"))
+        cross = Cross(data, parse_header(data, "low-rank"))
         assert 0 < cross.coupled <= 4 + 1
         assert "blocks of at most" in verify_low_rank(rec.certificate()).summary[2]
 

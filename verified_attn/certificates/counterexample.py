@@ -39,7 +39,6 @@ from typing import Any
 from verified_attn.arithmetic import get_arithmetic
 from verified_attn.certificates import CertificateCheck
 from verified_attn.certificates.kernel import (
-    FORMAT,
     as_bool,
     as_int,
     as_list,
@@ -47,6 +46,7 @@ from verified_attn.certificates.kernel import (
     get,
     rational,
 )
+from verified_attn.certificates.pairs_models import check_counterexample_header
 from verified_attn.errors import CertificateError, VerifiedAttnError
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
 
@@ -69,12 +69,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         from verified_attn.certificates.pairs import verify_pair
 
         return verify_pair(data)
-    if not isinstance(data, dict):
-        raise CertificateError(f"a certificate is a JSON object, got {type(data).__name__}")
-    if get(data, "format") != FORMAT:
-        raise CertificateError(f"unknown certificate format; expected {FORMAT!r}")
-    if get(data, "kind") != "counterexample":
-        raise CertificateError("kind must be 'counterexample'")
+    check_counterexample_header(data)
     theorem = get(data, "theorem")
     if not isinstance(theorem, str) or len(theorem) > 64:
         raise CertificateError("theorem must be a short string")

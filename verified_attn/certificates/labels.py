@@ -43,6 +43,15 @@ import flint
 
 from verified_attn.arithmetic import arb_bounds, reconstruct_rational
 from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates.common_checks import check_phases, passed
+from verified_attn.certificates.interval_box import (
+    bounded_rational,
+    box_balls,
+    box_enclosure,
+    check_fresh,
+    round_down,
+    round_up,
+)
 from verified_attn.certificates.kernel import (
     as_int,
     as_list,
@@ -51,14 +60,6 @@ from verified_attn.certificates.kernel import (
     get,
     numbers,
     parse_header,
-)
-from verified_attn.certificates.noisy import (
-    bounded_rational,
-    box_balls,
-    box_enclosure,
-    check_fresh,
-    round_down,
-    round_up,
 )
 from verified_attn.errors import CertificateError
 from verified_attn.verification import fresh_sequences
@@ -187,55 +188,20 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         bound=bound,
         phases={"signs": 2 * d, "v": (d - 1) * bits, "W": d * d * bits},
     )
-    extra = set(q["by_phase"]) - {"signs", "v", "W", "verify"}
-    if extra:
-        raise CertificateError(f"queries.by_phase has unknown phases {sorted(extra)}")
+    check_phases(q["by_phase"], {"signs", "v", "W"})
     lines.append(
         f"queries: {q['learning']} learning = 2d + (d - 1 + d^2) bits = {bound}; "
         f"{q['verification']} verification"
     )
 
     answers = get(data, "answers")
-    signs = []
-    for i, pair in enumerate(as_list(get(answers, "signs"), "answers.signs", d)):
-        plus, minus = _labels(pair, f"answers.signs[{i}]", arith, 2)
-        if plus == minus == -1:
-            raise CertificateError(
-                f"answers.signs[{i}]: f(e_{i}) < 0 and f(-e_{i}) < 0 is "
-                "impossible for a single head"
-            )
-        signs.append(0 if plus == minus == 1 else plus)
-    if any(s == 0 for s in signs):
-        raise CertificateError("answers.signs: some v_i = 0; the learner needs every v_i != 0")
+    signs = _signs(answers, d, arith)
     p = 0
     if as_int(get(data, "result.p"), "result.p", high=d - 1) != p:
         raise CertificateError("result.p must be 0, the first coordinate with v_p != 0")
 
-    ratios: list[Interval] = []
-    for i, raw in enumerate(as_list(get(answers, "v"), "answers.v", d)):
-        if i == p:
-            if raw is not None:
-                raise CertificateError(f"answers.v[{i}] must be null (v_p is the scale)")
-            ratios.append((Fraction(signs[p]), Fraction(signs[p])))
-            continue
-        lo, hi = _replay(_labels(raw, f"answers.v[{i}]", arith, bits), Fraction(0), Fraction(1), 1)
-        if lo == 0 or hi == 1:
-            raise CertificateError(
-                f"answers.v[{i}]: the ratio |v_{i}| / |v_p| is not bracketed within {bits} bits"
-            )
-        r_lo, r_hi = (1 - hi) / hi, (1 - lo) / lo
-        ratios.append((r_lo, r_hi) if signs[i] > 0 else (-r_hi, -r_lo))
-    W_iv: list[list[Interval]] = []
-    for i, row in enumerate(as_matrix(get(answers, "W"), "answers.W", d, d)):
-        W_row = []
-        for j, raw in enumerate(row):
-            a, B = _scales(ratios[i], ratios[j], wbar)
-            up = 1 if ratios[i][0] > 0 else -1
-            bstar = _replay(_labels(raw, f"answers.W[{i}][{j}]", arith, bits), Fraction(0), B, up)
-            W_row.append(
-                _w(ratios[i], ratios[j], a, bstar, wbar, precision, f"answers.W[{i}][{j}]")
-            )
-        W_iv.append(W_row)
+    ratios = _ratios(answers, signs, p, arith, bits)
+    W_iv = _w_intervals(answers, ratios, wbar, (bits, precision), arith)
 
     W_lo = [[round_down(x[0]) for x in row] for row in W_iv]
     W_hi = [[round_up(x[1]) for x in row] for row in W_iv]
@@ -275,24 +241,84 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         f"enclosures: the {d * d} W and {d} v intervals the transcripts imply are exactly the "
         f"reported ones (widest W interval {widest:.3e})"
     )
+    lines.extend(_v_exact(result, ratios, max_den, d))
+    lines.append(_verification(data, d, arith, (W_lo, W_hi, v_lo, v_hi)))
+    return passed(head, lines)
+
+
+def _signs(answers: Any, d: int, arith: Any) -> list[int]:
+    """The sign of every v_i from the labels of e_i and -e_i; none may be 0."""
+    signs = []
+    for i, pair in enumerate(as_list(get(answers, "signs"), "answers.signs", d)):
+        plus, minus = _labels(pair, f"answers.signs[{i}]", arith, 2)
+        if plus == minus == -1:
+            raise CertificateError(
+                f"answers.signs[{i}]: f(e_{i}) < 0 and f(-e_{i}) < 0 is "
+                "impossible for a single head"
+            )
+        signs.append(0 if plus == minus == 1 else plus)
+    if any(s == 0 for s in signs):
+        raise CertificateError("answers.signs: some v_i = 0; the learner needs every v_i != 0")
+    return signs
+
+
+def _ratios(answers: Any, signs: list[int], p: int, arith: Any, bits: int) -> list[Interval]:
+    """v_i / |v_p| bracketed by replaying each stored bisection of the ratio."""
+    d = len(signs)
+    ratios: list[Interval] = []
+    for i, raw in enumerate(as_list(get(answers, "v"), "answers.v", d)):
+        if i == p:
+            if raw is not None:
+                raise CertificateError(f"answers.v[{i}] must be null (v_p is the scale)")
+            ratios.append((Fraction(signs[p]), Fraction(signs[p])))
+            continue
+        lo, hi = _replay(_labels(raw, f"answers.v[{i}]", arith, bits), Fraction(0), Fraction(1), 1)
+        if lo == 0 or hi == 1:
+            raise CertificateError(
+                f"answers.v[{i}]: the ratio |v_{i}| / |v_p| is not bracketed within {bits} bits"
+            )
+        r_lo, r_hi = (1 - hi) / hi, (1 - lo) / lo
+        ratios.append((r_lo, r_hi) if signs[i] > 0 else (-r_hi, -r_lo))
+    return ratios
+
+
+def _w_intervals(
+    answers: Any, ratios: list[Interval], wbar: Fraction, sizes: tuple[int, int], arith: Any
+) -> list[list[Interval]]:
+    """Every W_ij bracketed by replaying its stored bisection at its own scale."""
+    bits, precision = sizes
+    d = len(ratios)
+    W_iv: list[list[Interval]] = []
+    for i, row in enumerate(as_matrix(get(answers, "W"), "answers.W", d, d)):
+        W_row = []
+        for j, raw in enumerate(row):
+            a, B = _scales(ratios[i], ratios[j], wbar)
+            up = 1 if ratios[i][0] > 0 else -1
+            bstar = _replay(_labels(raw, f"answers.W[{i}][{j}]", arith, bits), Fraction(0), B, up)
+            W_row.append(
+                _w(ratios[i], ratios[j], a, bstar, wbar, precision, f"answers.W[{i}][{j}]")
+            )
+        W_iv.append(W_row)
+    return W_iv
+
+
+def _v_exact(result: Any, ratios: list[Interval], max_den: int | None, d: int) -> list[str]:
+    """result.v_exact: the unique rational of bounded denominator in each v interval."""
     claimed_exact = get(result, "v_exact")
     if max_den is None:
         if claimed_exact is not None:
             raise CertificateError("result.v_exact must be null without labels.max_denominator")
-    else:
-        stored = as_list(claimed_exact, "result.v_exact", d)
-        for i, ((lo, hi), x) in enumerate(zip(ratios, stored, strict=True)):
-            want = reconstruct_rational(lo, hi, max_den)
-            got = None if x is None else bounded_rational(x, f"result.v_exact[{i}]", positive=False)
-            if got != want:
-                raise CertificateError(
-                    f"result.v_exact[{i}]: reported {got}, the unique "
-                    f"rational with denominator <= {max_den} is {want}"
-                )
-        lines.append(f"v_exact: the unique rationals with denominator <= {max_den}")
-    lines.append(_verification(data, d, arith, (W_lo, W_hi, v_lo, v_hi)))
-    lines.extend(f"assumption: {x}" for x in head.assumptions)
-    return CertificateCheck(ok=True, kind="labels", theorem=head.theorem, summary=lines)
+        return []
+    stored = as_list(claimed_exact, "result.v_exact", d)
+    for i, ((lo, hi), x) in enumerate(zip(ratios, stored, strict=True)):
+        want = reconstruct_rational(lo, hi, max_den)
+        got = None if x is None else bounded_rational(x, f"result.v_exact[{i}]", positive=False)
+        if got != want:
+            raise CertificateError(
+                f"result.v_exact[{i}]: reported {got}, the unique "
+                f"rational with denominator <= {max_den} is {want}"
+            )
+    return [f"v_exact: the unique rationals with denominator <= {max_den}"]
 
 
 def _verification(data: dict[str, Any], d: int, arith: Any, box: tuple[Any, ...]) -> str:

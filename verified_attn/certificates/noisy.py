@@ -40,15 +40,27 @@ probability, and the checker re-checks the intervals *given* tau.
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from typing import Any
 
 import flint
-import numpy as np
 
 from verified_attn.arithmetic import arb_bounds, fmpq_matrix
 from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates.common_checks import check_phases, passed
+from verified_attn.certificates.interval_box import (
+    MAX_ANSWERS,
+    MAX_D,
+    MAX_RATIONAL_BITS,
+    bounded_rational,
+    box_balls,
+    box_enclosure,
+    check_fresh,
+    fmpq_of,
+    fraction_of,
+    round_down,
+    round_up,
+)
 from verified_attn.certificates.kernel import (
     as_int,
     as_list,
@@ -58,10 +70,8 @@ from verified_attn.certificates.kernel import (
     number,
     numbers,
     parse_header,
-    rational,
 )
 from verified_attn.errors import CertificateError
-from verified_attn.validation import MAX_LENGTH
 from verified_attn.verification import fresh_sequences
 
 __all__ = [
@@ -78,182 +88,7 @@ __all__ = [
     "verify",
 ]
 
-#: Largest dimension a noisy certificate may name (d^2 logits, a d x d inverse).
-MAX_D = 256
-#: Largest number of stored answers (all phases, all repeats).
-MAX_ANSWERS = 1 << 22
-#: Largest bit length of a stored tolerance, bound or margin (numerator and denominator).
-MAX_RATIONAL_BITS = 256
-#: Largest ball work of re-evaluating the verification: the sum over the fresh sequences
-#: of d^2 + 2 length d ball operations (a few microseconds each: 2^20 is seconds at most).
-MAX_BOX_WORK = 1 << 20
 _HALF = Fraction(1, 2)
-
-
-# ---------------------------------------------------------------------------------------
-# Shared with the labels checker: bounded numbers, outward rounding, the box's values.
-# ---------------------------------------------------------------------------------------
-
-
-def bounded_rational(obj: Any, path: str, *, positive: bool = True) -> Fraction:
-    """A stored rational with bounded numerator and denominator (and > 0 if asked).
-
-    >>> bounded_rational("1/1000", "noise.tolerance")
-    Fraction(1, 1000)
-    >>> bounded_rational("1/" + "9" * 5000, "noise.tolerance")
-    Traceback (most recent call last):
-    ...
-    verified_attn.errors.CertificateError: noise.tolerance has more than 256 bits
-
-    The text's length is bounded first: Python refuses to parse integers of more than
-    4300 digits with a ValueError, which must never escape a checker.
-    """
-    if isinstance(obj, str) and len(obj) > 2 * (MAX_RATIONAL_BITS // 3 + 2) + 2:
-        raise CertificateError(f"{path} has more than {MAX_RATIONAL_BITS} bits")
-    q = rational(obj, path)
-    if max(abs(q.numerator).bit_length(), q.denominator.bit_length()) > MAX_RATIONAL_BITS:
-        raise CertificateError(f"{path} has more than {MAX_RATIONAL_BITS} bits")
-    if positive and q <= 0:
-        raise CertificateError(f"{path} must be > 0, got {q}")
-    return q
-
-
-def round_down(q: Fraction) -> float:
-    """The largest float64 <= q.
-
-    >>> Fraction(round_down(Fraction(1, 3))) < Fraction(1, 3) < Fraction(round_up(Fraction(1, 3)))
-    True
-    """
-    f = float(q)
-    return f if Fraction(f) <= q else math.nextafter(f, -math.inf)
-
-
-def round_up(q: Fraction) -> float:
-    """The smallest float64 >= q.
-
-    >>> round_up(Fraction(1, 2))
-    0.5
-    """
-    f = float(q)
-    return f if Fraction(f) >= q else math.nextafter(f, math.inf)
-
-
-def _ball(lo: float, hi: float) -> flint.arb:
-    a, b = Fraction(lo), Fraction(hi)
-    mid, rad = (a + b) / 2, (b - a) / 2
-    return flint.arb(flint.fmpq(mid.numerator, mid.denominator)) + flint.arb(0, round_up(rad))
-
-
-def box_balls(
-    W_lo: list[list[float]], W_hi: list[list[float]], v_lo: list[float], v_hi: list[float]
-) -> tuple[list[list[flint.arb]], list[flint.arb]]:
-    """Balls (128 bits) containing the intervals of W and v.
-
-    >>> W, v = box_balls([[0.0]], [[1.0]], [2.0], [2.0])
-    >>> W[0][0].contains(0) and W[0][0].contains(1) and v[0].contains(2)
-    True
-    """
-    d = len(v_lo)
-    with flint.ctx.workprec(128):
-        W = [[_ball(W_lo[i][j], W_hi[i][j]) for j in range(d)] for i in range(d)]
-        v = [_ball(v_lo[i], v_hi[i]) for i in range(d)]
-    return W, v
-
-
-def box_enclosure(
-    X: np.ndarray,
-    W_lo: list[list[float]],
-    W_hi: list[list[float]],
-    v_lo: list[float],
-    v_hi: list[float],
-    *,
-    balls: tuple[Any, Any] | None = None,
-) -> tuple[Fraction, Fraction]:
-    """Exact [lo, hi] containing f(X) for every head with entries in the intervals.
-
-    ``balls``: :func:`box_balls` of the same intervals, built once for many sequences.
-
-    >>> lo, hi = box_enclosure(np.array([[1.0], [-1.0]]), [[0.0]], [[0.0]], [2.0], [2.0])
-    >>> lo <= 0 <= hi and hi - lo < 1e-6     # W = 0: equal weights, f = (2 - 2) / 2
-    True
-
-    The weights are e_t = exp((x_t - x_N)^T W x_N) (exact token differences, so a box's
-    common part cancels), f = sum_t e_t x_t^T v / sum_t e_t, and f is also kept within
-    the hull of the x_t^T v, since it is their convex combination for every W.
-    """
-    d = len(v_lo)
-    rows = [[Fraction(float(x)) for x in row] for row in X]
-    W, v = box_balls(W_lo, W_hi, v_lo, v_hi) if balls is None else balls
-    with flint.ctx.workprec(128):
-        last = rows[-1]
-        q = [
-            sum((W[i][k] * _exact(last[k]) for k in range(d) if last[k]), flint.arb(0))
-            for i in range(d)
-        ]
-        values = [sum((_exact(x[i]) * v[i] for i in range(d) if x[i]), flint.arb(0)) for x in rows]
-        hull = (
-            min(arb_bounds(y)[0] for y in values),
-            max(arb_bounds(y)[1] for y in values),
-        )
-        num, den = flint.arb(0), flint.arb(0)
-        for x, value in zip(rows, values, strict=True):
-            s = sum(
-                (_exact(x[i] - last[i]) * q[i] for i in range(d) if x[i] != last[i]),
-                flint.arb(0),
-            )
-            num += s.exp() * value
-            den += s.exp()
-        total = num / den
-        if not total.is_finite():
-            return hull
-        lo, hi = arb_bounds(total)
-        return max(lo, hull[0]), min(hi, hull[1])
-
-
-def _fmpq(q: Fraction) -> flint.fmpq:
-    return flint.fmpq(q.numerator, q.denominator)
-
-
-def _fraction(q: flint.fmpq) -> Fraction:
-    return Fraction(int(q.p), int(q.q))
-
-
-def _exact(x: Fraction) -> flint.arb:
-    return flint.arb(flint.fmpq(x.numerator, x.denominator))
-
-
-def check_fresh(
-    ver: dict[str, Any], d: int, *, per_answer: int, stated: int
-) -> tuple[int, int, tuple[int, ...]]:
-    """count, seed, lengths of a verification section, with the work they imply bounded.
-
-    >>> check_fresh({"count": 2, "seed": 0, "lengths": [1, 2]}, 3, per_answer=1, stated=2)
-    (2, 0, (1, 2))
-    """
-    count = as_int(get(ver, "count"), "verification.count", high=MAX_ANSWERS)
-    seed = as_int(get(ver, "seed"), "verification.seed")
-    lengths = tuple(
-        as_int(n, f"verification.lengths[{i}]", low=1, high=MAX_LENGTH)
-        for i, n in enumerate(as_list(get(ver, "lengths"), "verification.lengths"))
-    )
-    if not lengths:
-        raise CertificateError("verification.lengths must not be empty")
-    # Sequence i has length n = lengths[i % len(lengths)]: its box costs ~ d^2 + 2 n d balls.
-    full, rest = divmod(count, len(lengths))
-    tokens = full * sum(lengths) + sum(lengths[:rest])
-    if count * d * d + 2 * tokens * d > MAX_BOX_WORK:
-        raise CertificateError("verification asks for more work than a checker does")
-    if count * per_answer != stated:
-        raise CertificateError(
-            f"verification.count is {count} ({per_answer} answers each), but "
-            f"queries.verification is {stated}"
-        )
-    return count, seed, lengths
-
-
-# ---------------------------------------------------------------------------------------
-# The intervals, from the answers.
-# ---------------------------------------------------------------------------------------
 
 
 def intervals(
@@ -277,14 +112,14 @@ def intervals(
     # Exact rational arithmetic in flint's fmpq (the same rationals as Fraction, faster);
     # back to Fraction only to round to floats.
     d = len(v_hat)
-    vq = [_fmpq(q) for q in v_hat]
-    Uq = [[_fmpq(q) for q in row] for row in U]
-    bq, tq, a = _fmpq(b), _fmpq(tau), flint.fmpq(1, 2)
+    vq = [fmpq_of(q) for q in v_hat]
+    Uq = [[fmpq_of(q) for q in row] for row in U]
+    bq, tq, a = fmpq_of(b), fmpq_of(tau), flint.fmpq(1, 2)
     half = flint.fmpq(1, 2)
     with flint.ctx.workprec(precision):
-        s_hi = _fmpq(arb_bounds(1 / (1 + flint.arb(-0.5).exp()))[1])  # >= sigmoid(1/2)
+        s_hi = fmpq_of(arb_bounds(1 / (1 + flint.arb(-0.5).exp()))[1])  # >= sigmoid(1/2)
         s_lo = 1 - s_hi  # <= sigmoid(-1/2)
-        L_hi = _fmpq(arb_bounds(flint.arb(0.5).exp() + flint.arb(-0.5).exp() + 2)[1])
+        L_hi = fmpq_of(arb_bounds(flint.arb(0.5).exp() + flint.arb(-0.5).exp() + 2)[1])
         lo_M = [[flint.fmpq(0)] * d for _ in range(d)]
         hi_M = [[flint.fmpq(0)] * d for _ in range(d)]
         err_M = [[flint.fmpq(0)] * d for _ in range(d)]
@@ -296,10 +131,10 @@ def intervals(
             e_k = tq * (1 + a + s_hi * bq * l1) / (bq * abs(uv))
             cap = min(L_hi * e_k, flint.fmpq(1)) / (a * bq)
             for j in range(d):
-                y = (_fmpq(F[k][j]) - a * vq[j]) / (bq * uv)
+                y = (fmpq_of(F[k][j]) - a * vq[j]) / (bq * uv)
                 if y < s_lo - e_k or y > s_hi + e_k:
                     raise CertificateError(
-                        f"answers.W[{k}][{j}]: alpha_hat = {float(_fraction(y))} is outside "
+                        f"answers.W[{k}][{j}]: alpha_hat = {float(fraction_of(y))} is outside "
                         "[sigmoid(-1/2), sigmoid(1/2)] by more than its error bound: the "
                         "answers contradict ||W||_F <= w_bound"
                     )
@@ -309,7 +144,7 @@ def intervals(
                     lo = hi = half
                 else:
                     ball = flint.arb(y)
-                    lo, hi = (_fmpq(x) for x in arb_bounds((ball / (1 - ball)).log()))
+                    lo, hi = (fmpq_of(x) for x in arb_bounds((ball / (1 - ball)).log()))
                     lo, hi = min(max(lo, -half), half), min(max(hi, -half), half)
                 lo_M[k][j], hi_M[k][j] = lo / (a * bq), hi / (a * bq)
                 err_M[k][j] = cap
@@ -324,7 +159,7 @@ def intervals(
             lo = sum((c * (lo_M[k][j] if c > 0 else hi_M[k][j]) for k, c in coef), zero)
             hi = sum((c * (hi_M[k][j] if c > 0 else lo_M[k][j]) for k, c in coef), zero)
             err = sum((abs(c) * err_M[k][j] for k, c in coef), zero)
-            lo_f, hi_f, err_f = _fraction(lo), _fraction(hi), _fraction(err)
+            lo_f, hi_f, err_f = fraction_of(lo), fraction_of(hi), fraction_of(err)
             mid = float((lo_f + hi_f) / 2)
             total = max(Fraction(mid) - lo_f, hi_f - Fraction(mid)) + err_f
             out["W"][r][j] = mid
@@ -454,9 +289,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     q = check_counts(
         data, learning=bound, bound=bound, phases={"v": repeats * d, "W": repeats * d * d}
     )
-    extra = set(q["by_phase"]) - {"v", "W", "verify"}
-    if extra:
-        raise CertificateError(f"queries.by_phase has unknown phases {sorted(extra)}")
+    check_phases(q["by_phase"], {"v", "W"})
     lines.append(
         f"queries: {q['learning']} learning = bound {bound} (repeats (d^2 + d)); "
         f"{q['verification']} verification"
@@ -475,6 +308,22 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     F = [[_mean(a) for a in row] for row in raw_W]
     lines.append(f"assumptions: {_margin(v_hat, tau, mu, name)}")
 
+    U, b = _check_design(design, name, v_hat, wbar, d)
+    lines.append(f"design: U from the {name!r} rule, b = {b}")
+
+    again = intervals(v_hat, F, U, b, tau, precision)
+    claimed, line = _check_intervals(data, again, wbar, d, arith)
+    lines.append(line)
+    lines.append(_verification(data, d, tau, repeats, claimed, arith))
+    if stochastic is not None:
+        lines.append(_stochastic(stochastic, arith))
+    return passed(head, lines)
+
+
+def _check_design(
+    design: Any, name: str, v_hat: list[Fraction], wbar: Fraction, d: int
+) -> tuple[list[list[Fraction]], Fraction]:
+    """The stored U is the design rule's for these answers, and b the largest scale."""
     U = _design_rule(v_hat, name)
     stored_U = [
         [bounded_rational(x, f"design.U[{i}][{k}]", positive=False) for k, x in enumerate(row)]
@@ -493,24 +342,16 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         raise CertificateError(
             f"design.b is not {b}, the largest power of two with b ||u_k||_2 w_bound <= 1"
         )
-    lines.append(f"design: U from the {name!r} rule, b = {b}")
+    return U, b
 
-    again = intervals(v_hat, F, U, b, tau, precision)
+
+def _check_intervals(
+    data: dict[str, Any], again: dict[str, Any], wbar: Fraction, d: int, arith: Any
+) -> tuple[dict[str, Any], str]:
+    """The reported parameters and enclosures are exactly those re-derived (``again``)."""
     result = get(data, "result")
     if get(result, "exact") is not False:
         raise CertificateError("result.exact must be false")
-    params = get(result, "parameters")
-    enc = get(result, "enclosures")
-    claimed = {
-        "W": _claimed(get(params, "W"), "result.parameters.W", d, True, arith),
-        "v": _claimed(get(params, "v"), "result.parameters.v", d, False, arith),
-        "W_lower": _claimed(get(enc, "W.lower"), "result.enclosures.W.lower", d, True, arith),
-        "W_upper": _claimed(get(enc, "W.upper"), "result.enclosures.W.upper", d, True, arith),
-        "v_lower": _claimed(get(enc, "v.lower"), "result.enclosures.v.lower", d, False, arith),
-        "v_upper": _claimed(get(enc, "v.upper"), "result.enclosures.v.upper", d, False, arith),
-        "W_error": _claimed(get(enc, "W_error"), "result.enclosures.W_error", d, True, arith),
-        "v_error": _claimed(get(enc, "v_error"), "result.enclosures.v_error", d, False, arith),
-    }
     paths = {
         "W": "result.parameters.W",
         "v": "result.parameters.v",
@@ -520,6 +361,10 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         "v_upper": "result.enclosures.v.upper",
         "W_error": "result.enclosures.W_error",
         "v_error": "result.enclosures.v_error",
+    }
+    claimed = {
+        key: _claimed(get(data, path), path, d, key.startswith("W"), arith)
+        for key, path in paths.items()
     }
     for key, path in paths.items():
         _same(path, claimed[key], again[key])
@@ -531,27 +376,27 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     if sum(x * x for x in nearest) > wbar * wbar:
         raise CertificateError("the W intervals exclude every W with ||W||_F <= w_bound")
     widest = max(max(row) for row in again["W_error"])
-    lines.append(
+    return claimed, (
         f"intervals: the {d * d} W and {d} v intervals re-derived from the answers are exactly "
         f"the reported ones (max W error bound {widest:.3e})"
     )
-    lines.append(_verification(data, d, tau, repeats, claimed, arith))
-    if stochastic is not None:
-        if not isinstance(stochastic, dict):
-            raise CertificateError("noise.stochastic must be null or an object")
-        delta = float(
-            number(
-                get(stochastic, "failure_probability"),
-                "noise.stochastic.failure_probability",
-                arith,
-            )
+
+
+def _stochastic(stochastic: Any, arith: Any) -> str:
+    """What stochastic noise means for the result: the tolerance holds with probability."""
+    if not isinstance(stochastic, dict):
+        raise CertificateError("noise.stochastic must be null or an object")
+    delta = float(
+        number(
+            get(stochastic, "failure_probability"),
+            "noise.stochastic.failure_probability",
+            arith,
         )
-        lines.append(
-            f"stochastic noise: the tolerance holds only with probability >= {1 - delta:g} "
-            "(not certified); the intervals are re-checked given it"
-        )
-    lines.extend(f"assumption: {x}" for x in head.assumptions)
-    return CertificateCheck(ok=True, kind="noisy", theorem=head.theorem, summary=lines)
+    )
+    return (
+        f"stochastic noise: the tolerance holds only with probability >= {1 - delta:g} "
+        "(not certified); the intervals are re-checked given it"
+    )
 
 
 def _verification(

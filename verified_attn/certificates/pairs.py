@@ -63,116 +63,38 @@ import flint
 from verified_attn.arithmetic import get_arithmetic
 from verified_attn.certificates import CertificateCheck
 from verified_attn.certificates.kernel import (
-    FORMAT,
     as_bool,
     as_int,
     as_list,
     get,
     rational,
 )
-from verified_attn.errors import CertificateError, VerifiedAttnError
-from verified_attn.models import OneLayerTransformer, SingleHeadAttention, as_rational_sequence
+from verified_attn.certificates.pairs_models import (
+    MAX_D,
+    MAX_LENGTH,
+    MAX_SEQUENCES,
+    PRECISION,
+    RELATIONS,
+    Matrix,
+    arb,
+    ball_value,
+    check_counterexample_header,
+    differ,
+    exact_value,
+    mat,
+    read_model,
+    read_sequence,
+    vec,
+    with_prec,
+)
+from verified_attn.errors import CertificateError
 
 __all__ = ["MAX_D", "MAX_LENGTH", "MAX_SEQUENCES", "PRECISION", "verify_pair"]
-
-MAX_D = 8
-MAX_SEQUENCES = 128
-MAX_LENGTH = 16
-#: Ball precision (bits) of the "within" and "same-sign" decisions.
-PRECISION = 256
-RELATIONS = ("equal", "within", "same-sign")
-
-Matrix = list[list[Fraction]]
-
-
-def _vec(raw: Any, path: str, n: int | None = None) -> list[Fraction]:
-    return [rational(q, f"{path}[{i}]") for i, q in enumerate(as_list(raw, path, n))]
-
-
-def _mat(raw: Any, path: str, rows: int | None = None, cols: int | None = None) -> Matrix:
-    out = [_vec(r, f"{path}[{i}]", cols) for i, r in enumerate(as_list(raw, path, rows))]
-    if not out or any(len(r) != len(out[0]) for r in out) or not out[0]:
-        raise CertificateError(f"{path} must be a non-empty rectangular matrix")
-    if max(len(out), len(out[0])) > 4 * MAX_D:
-        raise CertificateError(f"{path} is larger than {4 * MAX_D} in a dimension")
-    return out
-
-
-def _model(raw: Any, path: str, d: int) -> tuple[str, dict[str, Any], Any]:
-    cls = get(raw, "class")
-    try:
-        if cls == "single-head":
-            p = {
-                "W": _mat(get(raw, "W"), f"{path}.W", d, d),
-                "v": _vec(get(raw, "v"), f"{path}.v", d),
-            }
-            return cls, p, SingleHeadAttention(p["W"], p["v"])
-        if cls == "one-layer-transformer":
-            p = {
-                "W": _mat(get(raw, "W"), f"{path}.W", d, d),
-                "V": _mat(get(raw, "V"), f"{path}.V", d),
-            }
-            p["A"] = _mat(get(raw, "A"), f"{path}.A", len(p["V"][0]))
-            p["w_o"] = _vec(get(raw, "w_o"), f"{path}.w_o", len(p["A"][0]))
-            return cls, p, OneLayerTransformer(p["W"], p["V"], p["A"], p["w_o"])
-        if cls == "relu-ffn-biased":
-            p = {"A": _mat(get(raw, "A"), f"{path}.A", d)}
-            m = len(p["A"][0])
-            p["c"] = _vec(get(raw, "c"), f"{path}.c", m)
-            p["w_o"] = _vec(get(raw, "w_o"), f"{path}.w_o", m)
-            return cls, p, None
-    except VerifiedAttnError as exc:
-        raise CertificateError(f"{path} is not a model: {exc}") from exc
-    raise CertificateError(f"{path}.class {cls!r:.40} is not a class this checker reads")
-
-
-def _sequence(raw: Any, path: str, d: int) -> list[list[Fraction]]:
-    rows = as_list(raw, path)
-    if not 1 <= len(rows) <= MAX_LENGTH:
-        raise CertificateError(f"{path} must have 1..{MAX_LENGTH} tokens, got {len(rows)}")
-    return [_vec(r, f"{path}[{t}]", d) for t, r in enumerate(rows)]
-
-
-def _exact(model: Any, X: list[list[Fraction]]) -> Any:
-    arith = get_arithmetic("exact")
-    with arith.context():
-        return model.evaluate_rational(as_rational_sequence(X, model.d), arith)
-
-
-def _ball(model: Any, X: list[list[Fraction]]) -> flint.arb:
-    arith = get_arithmetic("certified", PRECISION)
-    with arith.context():
-        return model.evaluate_rational(as_rational_sequence(X, model.d), arith)
-
-
-def _differ(m1: Any, m2: Any, X: list[list[Fraction]]) -> bool:
-    """f1(X) != f2(X), decided rigorously: disjoint balls first, else exactly."""
-    if _with_prec(lambda: bool(abs(_ball(m1, X) - _ball(m2, X)) > 0)):
-        return True
-    return not get_arithmetic("exact").agree(_exact(m1, X), _exact(m2, X))
-
-
-def _arb(q: Fraction) -> flint.arb:
-    return flint.arb(flint.fmpq(q.numerator, q.denominator))
-
-
-def _with_prec(fn: Any) -> Any:
-    old = flint.ctx.prec
-    flint.ctx.prec = PRECISION
-    try:
-        return fn()
-    finally:
-        flint.ctx.prec = old
 
 
 def verify_pair(data: dict[str, Any]) -> CertificateCheck:
     """Re-check a single-head / Transformer / failure counterexample certificate."""
-    if not isinstance(data, dict):
-        raise CertificateError(f"a certificate is a JSON object, got {type(data).__name__}")
-    if get(data, "format") != FORMAT:
-        raise CertificateError(f"unknown certificate format; expected {FORMAT!r}")
-    if get(data, "kind") != "counterexample":
-        raise CertificateError("kind must be 'counterexample'")
+    check_counterexample_header(data)
     theorem = get(data, "theorem")
     cx_kind = get(data, "counterexample_kind")
     for name, val in (("theorem", theorem), ("counterexample_kind", cx_kind)):
@@ -186,7 +108,7 @@ def verify_pair(data: dict[str, Any]) -> CertificateCheck:
     tol = None if tol_raw is None else rational(tol_raw, "tolerance")
     if relation == "within" and (tol is None or tol <= 0):
         raise CertificateError("a 'within' relation needs a positive tolerance")
-    cls1, p1, m1 = _model(get(data, "first"), "first", d)
+    cls1, p1, m1 = read_model(get(data, "first"), "first", d)
     second_raw = get(data, "second")
     failure = get(data, "failure")
     if second_raw is None:
@@ -194,7 +116,7 @@ def verify_pair(data: dict[str, Any]) -> CertificateCheck:
             raise CertificateError("second is null but no failure is stated")
         p2 = m2 = None
     else:
-        cls2, p2, m2 = _model(second_raw, "second", d)
+        cls2, p2, m2 = read_model(second_raw, "second", d)
         if cls2 != cls1:
             raise CertificateError(f"first is a {cls1}, second a {cls2}: not a pair of one class")
         if p1 == p2:
@@ -205,7 +127,7 @@ def verify_pair(data: dict[str, Any]) -> CertificateCheck:
         entries = as_list(seq_raw, "sequences")
         if not 1 <= len(entries) <= MAX_SEQUENCES:
             raise CertificateError(f"sequences must have 1..{MAX_SEQUENCES} entries")
-        seqs = [_sequence(X, f"sequences[{i}]", d) for i, X in enumerate(entries)]
+        seqs = [read_sequence(X, f"sequences[{i}]", d) for i, X in enumerate(entries)]
     proof = get(data, "proof")
     if not isinstance(proof, dict):
         raise CertificateError("proof must be a JSON object")
@@ -233,22 +155,22 @@ def _relation(relation: str, tol: Fraction | None, m1: Any, m2: Any, seqs: list[
     lengths = sorted({len(X) for X in seqs})
     for i, X in enumerate(seqs):
         if relation == "equal":
-            if _with_prec(lambda X=X: bool(abs(_ball(m1, X) - _ball(m2, X)) > 0)):
+            if with_prec(lambda X=X: bool(abs(ball_value(m1, X) - ball_value(m2, X)) > 0)):
                 raise CertificateError(f"sequences[{i}]: the pair differs there (disjoint balls)")
-            a, b = _exact(m1, X), _exact(m2, X)
+            a, b = exact_value(m1, X), exact_value(m2, X)
             if not get_arithmetic("exact").agree(a, b):
                 raise CertificateError(f"sequences[{i}]: the pair differs there ({a} vs {b})")
             continue
 
         def decide(X: Any = X) -> bool:
-            a, b = _ball(m1, X), _ball(m2, X)
+            a, b = ball_value(m1, X), ball_value(m2, X)
             if relation == "within":
                 assert tol is not None
-                return bool(abs(a - b) <= _arb(tol))
+                return bool(abs(a - b) <= arb(tol))
             return bool((a > 0 and b > 0) or (a < 0 and b < 0))
 
-        if not _with_prec(decide):
-            if relation == "same-sign" and _exact(m1, X) == 0 == _exact(m2, X):
+        if not with_prec(decide):
+            if relation == "same-sign" and exact_value(m1, X) == 0 == exact_value(m2, X):
                 continue
             raise CertificateError(
                 f"sequences[{i}]: the relation {relation!r} is not shown there at {PRECISION} bits"
@@ -353,7 +275,7 @@ def _rule_design(
     proof: Any, d: int, p1: Any, p2: Any, m1: Any, m2: Any, seqs: Any, tol: Any
 ) -> str:
     _need(p2 is not None and "v" in p1 and "V" not in p1 and seqs is not None, "design-queries")
-    U = _mat(get(proof, "U"), "proof.U", d, d)
+    U = mat(get(proof, "U"), "proof.U", d, d)
     flat = flint.fmpq_mat(d, d, [flint.fmpq(q.numerator, q.denominator) for r in U for q in r])
     if flat.rank() < d:
         raise CertificateError("proof.U is not invertible")
@@ -373,7 +295,7 @@ def _rule_design(
     parts = [f"design: the {len(seqs)} sequences are U's design queries"]
     if left is not None:
         X_left = dict(design)[left]
-        if not _differ(m1, m2, X_left):
+        if not differ(m1, m2, X_left):
             raise CertificateError("the pair agrees at the left-out query too")
         parts.append(
             f"without {left[0]} query {list(left[1:])}, at which the pair differs (exactly)"
@@ -415,10 +337,10 @@ def _rule_recorded(
                 f"{_rank(p1['W'])}, {_rank(p2['W'])}"
             )
         parts.append(f"rank W1 = {r1}, rank W2 = {r2} (exact)")
-    differ = proof.get("differ")
-    if differ is not None:
-        X = _sequence(differ, "proof.differ", d)
-        if not _differ(m1, m2, X):
+    witness = proof.get("differ")
+    if witness is not None:
+        X = read_sequence(witness, "proof.differ", d)
+        if not differ(m1, m2, X):
             raise CertificateError("the pair agrees at proof.differ: it should tell them apart")
         parts.append("they differ (exactly) at the stated test query")
     return "; ".join(parts)
@@ -431,7 +353,7 @@ def _derived_bound(
     half = flint.arb(1) / 2
     L = 2 + half.exp() + (-half).exp()
     s_plus = 1 / (1 + (-half).exp())
-    at, am, aa, ab = _arb(tau), _arb(mu), _arb(a), _arb(b)
+    at, am, aa, ab = arb(tau), arb(mu), arb(a), arb(b)
     return L * at * (1 + aa + s_plus * ab) / (ab * (am - at)) / (aa * ab)
 
 
@@ -466,8 +388,8 @@ def _rule_paper(proof: Any, d: int, p1: Any, p2: Any, m1: Any, m2: Any, seqs: An
         for r1, r2 in zip(p1["W"], p2["W"], strict=True)
         for x, y in zip(r1, r2, strict=True)
     )
-    bound = _with_prec(lambda: _derived_bound(tau, mu, wbar, a, b))
-    if not _with_prec(lambda: _arb(gap) > 2 * bound):
+    bound = with_prec(lambda: _derived_bound(tau, mu, wbar, a, b))
+    if not with_prec(lambda: arb(gap) > 2 * bound):
         raise CertificateError(
             f"the W differ by {gap}, not more than twice the derived bound {bound}"
         )
@@ -490,18 +412,18 @@ def _rule_adversary(
 
     def within() -> bool:
         return all(
-            abs(_ball(m1, X) - _arb(y)) <= _arb(tau) for X, y in zip(seqs, answers, strict=True)
+            abs(ball_value(m1, X) - arb(y)) <= arb(tau) for X, y in zip(seqs, answers, strict=True)
         )
 
-    if not _with_prec(within):
+    if not with_prec(within):
         raise CertificateError(f"an adversary answer is not within tau = {tau} of first")
     i, j = (
         as_int(x, "proof.entry", high=d - 1) for x in as_list(get(proof, "entry"), "proof.entry", 2)
     )
     frac = rational(get(proof, "fraction"), "proof.fraction")
     err = abs(p2["W"][i][j] - p1["W"][i][j])
-    bound = _with_prec(lambda: _derived_bound(tau, mu, wbar, a, b))
-    ok = _with_prec(lambda: bool(_arb(err) >= _arb(frac) * bound and _arb(err) <= bound))
+    bound = with_prec(lambda: _derived_bound(tau, mu, wbar, a, b))
+    ok = with_prec(lambda: bool(arb(err) >= arb(frac) * bound and arb(err) <= bound))
     if not ok:
         raise CertificateError(
             f"the estimate's error {err} is not in [{frac}, 1] x the bound {bound}"
@@ -559,13 +481,13 @@ def _rule_nuclear_gap(
     R = [list(row) for row in p2["W"]]
     terms = []
     for t, entry in enumerate(as_list_pairs(parts)):
-        P = _vec(entry[0], f"proof.decomposition[{t}][0]", d)
-        Q = _vec(entry[1], f"proof.decomposition[{t}][1]", d)
+        P = vec(entry[0], f"proof.decomposition[{t}][0]", d)
+        Q = vec(entry[1], f"proof.decomposition[{t}][1]", d)
         terms.append((P, Q))
         R = [[R[a][b] - P[a] * Q[b] for b in range(d)] for a in range(d)]
 
     def sq(xs: list[Fraction]) -> flint.arb:
-        return _arb(sum((x * x for x in xs), Fraction(0))).sqrt()
+        return arb(sum((x * x for x in xs), Fraction(0))).sqrt()
 
     def gap() -> tuple[bool, float, float]:
         upper = sum((sq(P) * sq(Q) for P, Q in terms), flint.arb(0))
@@ -573,7 +495,7 @@ def _rule_nuclear_gap(
         norm = sq([x for row in p1["W"] for x in row])
         return bool(upper < norm), float(upper.mid()), float(norm.mid())
 
-    ok, upper, norm = _with_prec(gap)
+    ok, upper, norm = with_prec(gap)
     if not ok:
         raise CertificateError(
             f"nuclear-gap: the bound ||W'||_* <= {upper:.6g} is not below ||W||_* = {norm:.6g}"

@@ -31,10 +31,14 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-import sympy
-
-from verified_attn.arithmetic import arb_bounds
 from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates.common_checks import (
+    MAX_WORK,
+    Vec,
+    passed,
+    stored_answers,
+    vector,
+)
 from verified_attn.certificates.kernel import (
     as_int,
     as_list,
@@ -42,7 +46,6 @@ from verified_attn.certificates.kernel import (
     check_counts,
     check_verification,
     get,
-    number,
     parse_header,
     rational,
 )
@@ -51,14 +54,7 @@ from verified_attn.models import ReluFFN, as_rational_sequence
 
 __all__ = ["MAX_WORK", "stated_network", "verify"]
 
-#: Largest answers x (width + 1) x d product a checker evaluates (bounds its work).
-MAX_WORK = 1 << 26
-Vec = tuple[Fraction, ...]
 Neuron = tuple[tuple[Vec, Fraction], Fraction]
-
-
-def _vector(raw: Any, path: str, d: int) -> Vec:
-    return tuple(rational(q, f"{path}[{i}]") for i, q in enumerate(as_list(raw, path, d)))
 
 
 def _neurons(res: Any, d: int) -> list[Neuron]:
@@ -70,7 +66,7 @@ def _neurons(res: Any, d: int) -> list[Neuron]:
         path = f"result.neurons[{j}]"
         if not isinstance(item, dict):
             raise CertificateError(f"{path} must be a JSON object")
-        n = _vector(get(item, "n"), f"{path}.n", d)
+        n = vector(get(item, "n"), f"{path}.n", d)
         c = rational(get(item, "c"), f"{path}.c")
         gamma = rational(get(item, "gamma"), f"{path}.gamma")
         if next((x for x in n if x != 0), None) != 1:
@@ -88,7 +84,7 @@ def stated_network(data: dict[str, Any], d: int) -> tuple[ReluFFN, Fraction, Vec
     checked against the stored A, w_o, a, b."""
     res = get(data, "result")
     constant = rational(get(res, "constant"), "result.constant")
-    linear = _vector(get(res, "linear"), "result.linear", d)
+    linear = vector(get(res, "linear"), "result.linear", d)
     neurons = _neurons(res, d)
     cols = [list(n) for (n, _), _ in neurons]
     bias = [c for (_, c), _ in neurons]
@@ -118,36 +114,6 @@ def stated_network(data: dict[str, Any], d: int) -> tuple[ReluFFN, Fraction, Vec
     return ReluFFN(A, w, a=a, b=b), constant, linear, neurons
 
 
-def _answers(data: dict[str, Any], head: Any, model: ReluFFN, width: int, D: int) -> int:
-    arith, d = head.arith, head.d
-    raw = as_list(get(data, "answers"), "answers")
-    if len(raw) * (width + 1) * d > MAX_WORK:
-        raise CertificateError("answers: more answers x neurons than a checker evaluates")
-    seen: set[Vec] = set()
-    with arith.context():
-        for i, item in enumerate(raw):
-            path = f"answers[{i}]"
-            if not isinstance(item, dict):
-                raise CertificateError(f"{path} must be a JSON object")
-            x = _vector(get(item, "x"), f"{path}.x", d)
-            if x in seen:
-                raise CertificateError(f"{path}.x repeats an earlier point")
-            seen.add(x)
-            want = model.value(x)
-            y = number(get(item, "y"), f"{path}.y", arith)
-            if arith.name == "exact":
-                ok = y == sympy.Rational(want.numerator, want.denominator)
-            else:
-                lo, hi = arb_bounds(y)
-                ok = lo <= want <= hi and want.denominator <= D
-            if not ok:
-                raise CertificateError(
-                    f"{path}: the stored answer {y} at x = {[str(q) for q in x]} is not "
-                    f"reproduced by the learned network (it gives {want})"
-                )
-    return len(raw)
-
-
 def verify(data: dict[str, Any]) -> CertificateCheck:
     """Re-check a ``relu-ffn-biased`` certificate dict; CertificateError naming what fails."""
     head = parse_header(data, "relu-ffn-biased")
@@ -166,7 +132,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         )
     model, _, _, neurons = stated_network(data, head.d)
     width = len(neurons)
-    answers = _answers(data, head, model, width, D)
+    answers = stored_answers(data, head, lambda xs: [model.value(x) for x in xs], width, D)
     q = check_counts(
         data, learning=answers, phases={"ffn": answers}, verification_phases=("ffn-verify",)
     )
@@ -185,6 +151,5 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         f"result: canonical width {width}; every recorded answer reproduced "
         + ("exactly (==)" if head.arith.name == "exact" else f"(in its ball, denominator <= {D})"),
         check_verification(data, head, predict),
-        *(f"assumption: {a}" for a in head.assumptions),
     ]
-    return CertificateCheck(ok=True, kind="relu-ffn-biased", theorem=head.theorem, summary=lines)
+    return passed(head, lines)

@@ -41,12 +41,24 @@ import math
 from fractions import Fraction
 from typing import Any
 
-import flint
 import numpy as np
-import sympy
 
-from verified_attn.arithmetic import Arithmetic, OutsideUnitInterval, arb_bounds, fmpq_matrix
+from verified_attn.arithmetic import Arithmetic, fmpq_matrix
 from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates.common_checks import (
+    Claimed,
+    check_phases,
+    check_seed,
+    check_theorem,
+    claimed_parameters,
+    compare_parameters,
+    head_predictor,
+    logit,
+    passed,
+    rescales,
+    result_exact,
+    show,
+)
 from verified_attn.certificates.kernel import (
     PROBE_CALLS,
     Header,
@@ -57,14 +69,12 @@ from verified_attn.certificates.kernel import (
     check_counts,
     check_verification,
     get,
-    largest_unique_denominator,
     number,
     numbers,
     parse_header,
     rational,
 )
-from verified_attn.errors import CertificateError, VerifiedAttnError
-from verified_attn.models import SingleHeadAttention, as_rational_sequence, attention_output
+from verified_attn.errors import CertificateError
 from verified_attn.probing import apply_exact, measured_array
 from verified_attn.serialize import short_repr
 
@@ -87,10 +97,7 @@ DESIGN_WORK = 10_000_000
 def verify(data: dict[str, Any]) -> CertificateCheck:
     """Re-check a ``single-head`` certificate dict; CertificateError naming what fails."""
     head = parse_header(data, "single-head", max_d=MAX_D)
-    if head.theorem != THEOREM:
-        raise CertificateError(
-            f"theorem is {head.theorem!r:.80}, a single-head certificate is {THEOREM!r}"
-        )
+    check_theorem(head, THEOREM)
     affine = as_bool(get(data, "affine"), "affine")
     U, scales, c_scales = _design(data, head.d, affine)
     refined = _refined(data, head)
@@ -101,21 +108,17 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         answers = _answers(data, head, affine)
         # Everything that is only parsed comes before the decoding (the costly part), so a
         # malformed file is refused without it.
-        exact = as_bool(get(data, "result.exact"), "result.exact")
-        if arith.name == "exact" and not exact:
-            raise CertificateError("result.exact is false in exact arithmetic")
-        if arith.name == "float" and exact:
-            raise CertificateError("result.exact is true in float arithmetic")
-        claimed = _claimed(data, head, affine, exact)
+        exact = result_exact(data, arith)
+        claimed = claimed_parameters(data, arith, _shapes(head.d, affine), exact)
         _check_bias(data, head, claimed, affine)
         lines.append(_check_design(arith, U, answers, affine))
         decoded = _decode(arith, U, scales, c_scales, answers, affine)
-        lines.append(_compare(arith, exact, claimed, decoded))
+        lines.append(compare_parameters(arith, exact, claimed, decoded, rtol=FLOAT_RTOL))
         lines.append(_describe_result(head, claimed, exact, affine))
-        lines.append(check_verification(data, head, _predictor(head, claimed, exact, affine)))
-    _check_seed(data, head)
-    lines.extend(f"assumption: {a}" for a in head.assumptions)
-    return CertificateCheck(ok=True, kind="single-head", theorem=head.theorem, summary=lines)
+        predict = head_predictor(head, claimed, exact, affine=affine)
+        lines.append(check_verification(data, head, predict))
+    check_seed(data, head.seed, "the learner uses one seed for both")
+    return passed(head, lines)
 
 
 def _design(
@@ -178,26 +181,6 @@ def _refined(data: dict[str, Any], head: Header) -> dict[tuple[int, int], int]:
     return out
 
 
-def _check_seed(data: dict[str, Any], head: Header) -> None:
-    """The learner draws its fresh sequences from its own seed: the header's must be it."""
-    stored = get(data, "verification.seed")
-    if stored != head.seed:
-        raise CertificateError(
-            f"seed is {head.seed}, but the verification's fresh sequences were drawn with "
-            f"seed {short_repr(stored)[:40]}; the learner uses one seed for both"
-        )
-
-
-def _rescales(t: Fraction, path: str) -> int:
-    """n with t = 16^-n: the learner starts every probe at t = 1 and re-asks at t / 16."""
-    if t <= 0 or t.numerator != 1 or t.denominator & (t.denominator - 1):
-        raise CertificateError(f"{path} = {t} is not 16^-n")
-    n = (t.denominator.bit_length() - 1) // 4
-    if Fraction(1, 16**n) != t:
-        raise CertificateError(f"{path} = {t} is not 16^-n")
-    return n
-
-
 def _counts(
     data: dict[str, Any],
     d: int,
@@ -213,7 +196,7 @@ def _counts(
         for j, t in enumerate(r)
     ]
     paths += [(f"design.c_scales[{k}]", t) for k, t in enumerate(c_scales or [])]
-    rescale = sum(_rescales(t, p) for p, t in paths)
+    rescale = sum(rescales(t, p) for p, t in paths)
     bound = d * d + (2 * d + 1 if affine else d)
     phases = {"v": d, "W": d * d + (d if affine else 0), "rescale": rescale}
     phases["refine"] = len(refined)
@@ -221,9 +204,7 @@ def _counts(
         phases["beta"] = 1
     learning = bound + rescale + len(refined)
     q = check_counts(data, learning=learning, bound=bound, phases=phases)
-    extra = set(q["by_phase"]) - {*phases, "verify"}
-    if extra:
-        raise CertificateError(f"queries.by_phase has unknown phases {sorted(extra)}")
+    check_phases(q["by_phase"], phases)
     return (
         f"queries: {q['learning']} learning = bound {bound} (d^2 + {'2d + 1' if affine else 'd'})"
         f" + {rescale} re-asked probes"
@@ -294,17 +275,6 @@ def _check_design(
     )
 
 
-def _logit(arith: Arithmetic, y: Any, path: str) -> Any:
-    if arith.name == "float":
-        if not 0 < y < 1:
-            raise CertificateError(f"{path}: the probe ratio {y} is not in (0, 1)")
-        return math.log(y) - math.log1p(-y)
-    try:
-        return arith.logit(y)
-    except OutsideUnitInterval as exc:
-        raise CertificateError(f"{path}: the probe ratio {y} is not certainly in (0, 1)") from exc
-
-
 def _decode(
     arith: Arithmetic,
     U: list[list[Fraction]],
@@ -322,7 +292,7 @@ def _decode(
         for j in range(d):
             t = arith.rational(scales[k][j])
             y = (answers["W"][k][j] - v[j] - beta) / (t * uv[k])
-            M[k, j] = _logit(arith, y, f"answers.W[{k}][{j}]") / t
+            M[k, j] = logit(arith, y, f"answers.W[{k}][{j}]") / t
     m0 = None
     if affine:
         assert c_scales is not None
@@ -330,7 +300,7 @@ def _decode(
         for k in range(d):
             t0 = arith.rational(c_scales[k])
             y0 = (answers["c"][k] - beta) / (t0 * uv[k])
-            m0[k] = _logit(arith, y0, f"answers.c[{k}]") / t0
+            m0[k] = logit(arith, y0, f"answers.c[{k}]") / t0
         M = M - m0[:, None]
     if arith.name == "float":
         M = M.astype(np.float64)
@@ -346,155 +316,27 @@ def _decode(
     return out
 
 
-def _names(affine: bool) -> tuple[str, ...]:
-    return ("W", "v", "c", "beta") if affine else ("W", "v")
+def _shapes(d: int, affine: bool) -> dict[str, tuple[int, ...]]:
+    shapes: dict[str, tuple[int, ...]] = {"W": (d, d), "v": (d,)}
+    return {**shapes, "c": (d,), "beta": ()} if affine else shapes
 
 
-def _claimed(
-    data: dict[str, Any], head: Header, affine: bool, exact: bool
-) -> dict[str, list[tuple[str, Any]]]:
-    """Claimed parameters as flat lists of (label, number), e.g. ("W[0][1]", 3)."""
-    d, arith = head.d, head.arith
-    params = get(data, "result.parameters")
-    if not isinstance(params, dict):
-        raise CertificateError("result.parameters must be a JSON object")
-    extra = set(params) - set(_names(affine))
-    if extra:
-        raise CertificateError(f"result.parameters has unexpected entries {sorted(extra)}")
-    want = "rational" if exact and arith.name != "float" else None
-    out: dict[str, list[tuple[str, Any]]] = {}
-    for name in _names(affine):
-        path = f"result.parameters.{name}"
-        raw = get(data, path)
-        if name == "W":
-            labels = [
-                (f"W[{i}][{j}]", x)
-                for i, row in enumerate(as_matrix(raw, path, d, d))
-                for j, x in enumerate(row)
-            ]
-        elif name == "beta":
-            labels = [("beta", raw)]
-        else:
-            labels = [(f"{name}[{i}]", x) for i, x in enumerate(as_list(raw, path, d))]
-        entries = []
-        for label, x in labels:
-            if want and not (isinstance(x, dict) and set(x) == {"rational"}):
-                raise CertificateError(f"result {label}: an exact result stores rationals")
-            if want:
-                entries.append((label, rational(x["rational"], f"result {label}")))
-            else:
-                entries.append((label, number(x, f"result {label}", arith)))
-        out[name] = entries
-    return out
-
-
-def _compare(
-    arith: Arithmetic,
-    exact: bool,
-    claimed: dict[str, list[tuple[str, Any]]],
-    decoded: dict[str, list[Any]],
-) -> str:
-    if arith.name == "exact":
-        for name, entries in claimed.items():
-            for (label, q), again in zip(entries, decoded[name], strict=True):
-                if sympy.Rational(q.numerator, q.denominator) != again:
-                    raise CertificateError(
-                        f"result {label}: claimed {_show(q)}, the stored answers give {again}"
-                    )
-        return "decoding: the claimed parameters == those re-decoded exactly from the answers"
-    if arith.name == "float":
-        return _compare_float(claimed, decoded)
-    if exact:
-        return _compare_rationals_in_balls(claimed, decoded)
-    widest = Fraction(0)
-    for name, entries in claimed.items():
-        for (label, ball), again in zip(entries, decoded[name], strict=True):
-            lo, hi = arb_bounds(ball)
-            lo2, hi2 = arb_bounds(again)
-            if not (lo <= lo2 and hi2 <= hi):
-                raise CertificateError(
-                    f"result {label}: the claimed ball {ball} does not contain the ball "
-                    f"{again} re-decoded from the stored answers"
-                )
-            widest = max(widest, (hi - lo) / 2)
-    return (
-        "decoding: every claimed ball contains the ball re-decoded from the stored answers "
-        f"(largest claimed radius {float(widest):.3g})"
-    )
-
-
-def _compare_rationals_in_balls(
-    claimed: dict[str, list[tuple[str, Any]]], decoded: dict[str, list[Any]]
-) -> str:
-    bound: int | None = None
-    for name, entries in claimed.items():
-        for (label, q), ball in zip(entries, decoded[name], strict=True):
-            lo, hi = arb_bounds(ball)
-            if not lo <= q <= hi:
-                raise CertificateError(
-                    f"result {label}: claimed {_show(q)} lies outside the ball {ball} "
-                    "re-decoded from the stored answers"
-                )
-            D = largest_unique_denominator(lo, hi)
-            if D is not None and q.denominator > D:
-                raise CertificateError(
-                    f"result {label}: claimed {_show(q)} is not the only rational of its "
-                    f"denominator in the ball {ball} (unique only up to denominator {D})"
-                )
-            if D is not None:
-                bound = D if bound is None else min(bound, D)
-    where = "any denominators" if bound is None else f"denominators <= {bound}"
-    return (
-        "decoding: every claimed rational lies in its certified ball, and is the only "
-        f"rational there with {where}"
-    )
-
-
-def _compare_float(claimed: dict[str, list[tuple[str, Any]]], decoded: dict[str, list[Any]]) -> str:
-    worst = 0.0
-    for name, entries in claimed.items():
-        again = [float(x) for x in decoded[name]]
-        scale = max((abs(x) for x in again), default=0.0)
-        if name in ("W", "c"):
-            # Logit-derived: their rounding noise is absolute (~eps), not relative.
-            scale = max(scale, 1.0)
-        for (label, x), y in zip(entries, again, strict=True):
-            if not math.isfinite(y):
-                raise CertificateError(f"result {label}: the stored answers give {y}")
-            err = abs(x - y)
-            if err > FLOAT_RTOL * max(scale, abs(x), abs(y)):
-                raise CertificateError(
-                    f"result {label}: claimed {x!r}, the stored answers give {y!r} "
-                    f"(differ by {err:.3e}, more than {FLOAT_RTOL:g} relative)"
-                )
-            if scale:
-                worst = max(worst, err / max(scale, abs(x)))
-    return (
-        f"decoding: the claimed parameters agree with the re-decoded ones to {worst:.2e} "
-        f"relative (allowed {FLOAT_RTOL:g})"
-    )
-
-
-def _describe_result(
-    head: Header, claimed: dict[str, list[tuple[str, Any]]], exact: bool, affine: bool
-) -> str:
+def _describe_result(head: Header, claimed: Claimed, exact: bool, affine: bool) -> str:
     """One line: what the result is (small heads in full, larger ones by shape)."""
     d = head.d
     what = "exact rationals" if exact else "balls" if head.arith.name == "certified" else "floats"
     shapes = f"W ({d} x {d}), v ({d})" + (f", c ({d}), beta" if affine else "")
     text = f"result: {shapes}, {what}"
-    if d <= 2 and exact and all(len(_show(q)) <= 24 for e in claimed.values() for _, q in e):
-        W = [[_show(q) for _, q in claimed["W"][i * d : (i + 1) * d]] for i in range(d)]
-        text += f"; W = {W}, v = {[_show(q) for _, q in claimed['v']]}"
+    if d <= 2 and exact and all(len(show(q)) <= 24 for e in claimed.values() for _, q in e):
+        W = [[show(q) for _, q in claimed["W"][i * d : (i + 1) * d]] for i in range(d)]
+        text += f"; W = {W}, v = {[show(q) for _, q in claimed['v']]}"
         if affine:
-            c = [_show(q) for _, q in claimed["c"]]
-            text += f", c = {c}, beta = {_show(claimed['beta'][0][1])}"
+            c = [show(q) for _, q in claimed["c"]]
+            text += f", c = {c}, beta = {show(claimed['beta'][0][1])}"
     return text.replace("'", "")
 
 
-def _check_bias(
-    data: dict[str, Any], head: Header, claimed: dict[str, list[tuple[str, Any]]], affine: bool
-) -> None:
+def _check_bias(data: dict[str, Any], head: Header, claimed: Claimed, affine: bool) -> None:
     """The float rule's bias is the claimed beta (affine float), else absent.
 
     The rule measures a gap relative to |answer - bias|: any other bias would change what
@@ -516,38 +358,3 @@ def _check_bias(
             f"verification.bias must be null here (only affine float results have one), got "
             f"{short_repr(raw)}"
         )
-
-
-def _predictor(
-    head: Header, claimed: dict[str, list[tuple[str, Any]]], exact: bool, affine: bool
-) -> Any:
-    """f(X) of the claimed model in the certificate's arithmetic."""
-    d, arith = head.d, head.arith
-    values = {name: [x for _, x in entries] for name, entries in claimed.items()}
-    W = [values["W"][i * d : (i + 1) * d] for i in range(d)]
-    v = values["v"]
-    c = values.get("c")
-    beta = values["beta"][0] if affine else None
-    if arith.name == "certified" and not exact:
-        # Balls that did not reconstruct: evaluate the model's definition in ball arithmetic.
-        def balls(X: np.ndarray) -> Any:
-            rows = [[flint.arb(float(x)) for x in row] for row in X]
-            b = beta if beta is not None else flint.arb(0)
-            return attention_output(rows, W, v, c, b, exp=lambda s: s.exp())
-
-        return balls
-    try:
-        model = SingleHeadAttention(W, v, c=c, beta=beta)
-    except VerifiedAttnError as exc:
-        raise CertificateError(f"the claimed parameters are not a model: {exc}") from exc
-
-    def evaluate(X: np.ndarray) -> Any:
-        if arith.name == "float":
-            return float(model.evaluate_batch(np.asarray(X, dtype=np.float64)[None])[0])
-        return model.evaluate_rational(as_rational_sequence(X, d), arith)
-
-    return evaluate
-
-
-def _show(q: Fraction) -> str:
-    return str(q.numerator) if q.denominator == 1 else f"{q.numerator}/{q.denominator}"

@@ -1,16 +1,7 @@
 """Re-check ``relu-ffn`` and ``transformer`` certificates from their stored answers alone.
 
 >>> import verified_attn as va
->>> from verified_attn.certificates.transformer import verify, verify_relu_ffn
->>> g = va.ReluFFN([[1, -1], [2, 1]], [3, -1])
->>> data = va.learn_relu_ffn(va.Oracle(g, "exact")).certificate()
->>> verify_relu_ffn(data).ok
-True
->>> data["result"]["neurons"][0]["gamma"] = "7/1"
->>> verify_relu_ffn(data)
-Traceback (most recent call last):
-...
-verified_attn.errors.CertificateError: result: A and w_o are not the ReluFFN of the stated canonical form
+>>> from verified_attn.certificates.transformer import verify
 >>> T = va.OneLayerTransformer([[1, 0], [1, -1]], [[1, 0], [0, 1]], [[1, -1], [0, 2]], [1, 2])
 >>> check = verify(va.learn_transformer(va.Oracle(T, "certified")).certificate())
 >>> check.ok, check.theorem
@@ -18,7 +9,7 @@ verified_attn.errors.CertificateError: result: A and w_o are not the ReluFFN of 
 
 What is re-checked, with the core arithmetic and models only (never the learners' code):
 
-``relu-ffn``
+``relu-ffn`` (:mod:`~verified_attn.certificates.relu_ffn`)
 
 1. header and counts (:mod:`~verified_attn.certificates.kernel`): one stored answer per
    learning query, all at distinct points; the bound is the FFN formula at the stated
@@ -51,8 +42,6 @@ What is re-checked, with the core arithmetic and models only (never the learners
 5. the verification answers agree with ``OneLayerTransformer(W, I, A, w_o)``.
 """
 
-from __future__ import annotations
-
 from fractions import Fraction
 from typing import Any
 
@@ -61,6 +50,13 @@ import sympy
 
 from verified_attn.arithmetic import Arithmetic, OutsideUnitInterval, arb_bounds
 from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates.common_checks import (
+    MAX_WORK,
+    Vec,
+    check_phases,
+    passed,
+    vector,
+)
 from verified_attn.certificates.kernel import (
     Header,
     as_int,
@@ -70,284 +66,26 @@ from verified_attn.certificates.kernel import (
     check_verification,
     get,
     largest_unique_denominator,
-    number,
     numbers,
     parse_header,
     rational,
 )
+from verified_attn.certificates.relu_ffn import (
+    Network,
+    ffn_bound,
+    fq,
+    relu_ffn,
+    verify_relu_ffn,
+)
 from verified_attn.errors import CertificateError, VerifiedAttnError
-from verified_attn.models import OneLayerTransformer, ReluFFN, as_rational_sequence
+from verified_attn.models import OneLayerTransformer, as_rational_sequence
 from verified_attn.serialize import dump_number
 
 __all__ = ["MAX_WORK", "ffn_bound", "verify", "verify_relu_ffn"]
 
-#: Bisections per kink the FFN learner allows (its bound's constant).
-MAX_DEPTH = 60
-#: Largest grid and number of attempts a certificate may state (they size the bound).
-MAX_GRID = 1 << 10
-MAX_ATTEMPTS = 8
-#: Largest answers x (width + 1) x d product a checker evaluates (bounds its work).
-MAX_WORK = 1 << 26
-
-Vec = tuple[Fraction, ...]
-
-
-def ffn_bound(d: int, width: int, grid: int, attempts: int) -> int:
-    """The FFN learner's query bound: sum over attempts i of 4(g_i + 1) + 2m' +
-    (4 MAX_DEPTH + d - min(d, 2))(m' + 2), with g_i = grid 2^i and m' the width.
-
-    >>> ffn_bound(5, 3, 4, 1)
-    1241
-    """
-    per_piece = 4 * MAX_DEPTH + d - min(d, 2)
-    return sum(4 * (grid * 2**i + 1) + 2 * width + per_piece * (width + 2) for i in range(attempts))
-
-
-# ---------------------------------------------------------------------------------------
-# relu-ffn
-# ---------------------------------------------------------------------------------------
-
-
-class _Network:
-    """The parsed canonical form ``l^T x + sum_j gamma_j ReLU(n_j^T x)`` and its ReluFFN."""
-
-    def __init__(
-        self,
-        linear: Vec,
-        neurons: list[tuple[Vec, Fraction]],
-        A: list[list[Fraction]],
-        w: list[Fraction],
-    ) -> None:
-        self.linear, self.neurons, self.A, self.w = linear, neurons, A, w
-
-    @property
-    def width(self) -> int:
-        return len(self.neurons)
-
-    def values(self, points: list[Vec]) -> list[Fraction]:
-        """g at each point, exactly (one exact matrix product: flint, not Python loops)."""
-        if not points:
-            return []
-        out = list((_row(self.linear) * _columns(points)).entries())
-        Z = self.pre_activations(points)
-        for j, (_, gamma) in enumerate(self.neurons):
-            g = _fq(gamma)
-            for p in range(len(points)):
-                if Z[j, p] > 0:
-                    out[p] += g * Z[j, p]
-        return [Fraction(int(q.p), int(q.q)) for q in out]
-
-    def pre_activations(self, points: list[Vec]) -> flint.fmpq_mat:
-        """Z[j, p] = n_j^T x_p."""
-        d = len(self.linear)
-        N = flint.fmpq_mat(
-            max(len(self.neurons), 1),
-            d,
-            [_fq(q) for n, _ in self.neurons for q in n] or [flint.fmpq(0)] * d,
-        )
-        return N * _columns(points)
-
-    def v_eff(self) -> list[Fraction]:
-        """g(x) - g(-x) = (2 l + sum_j gamma_j n_j)^T x."""
-        out = [2 * a for a in self.linear]
-        for n, gamma in self.neurons:
-            out = [o + gamma * b for o, b in zip(out, n, strict=True)]
-        return out
-
-    def model(self) -> ReluFFN:
-        return ReluFFN(self.A, self.w)
-
-
-def _size(x: Any, path: str, *, low: int, high: int | None = None, bits: int = 64) -> int:
-    """An int in [low, high] of at most ``bits`` bits, refused without printing a huge one."""
-    if isinstance(x, int) and not isinstance(x, bool) and x.bit_length() > bits:
-        raise CertificateError(
-            f"{path} must be an int of at most {bits} bits, got {x.bit_length()}"
-        )
-    return as_int(x, path, low=low, high=high)
-
-
-def _row(v: Vec) -> flint.fmpq_mat:
-    return flint.fmpq_mat(1, len(v), [_fq(q) for q in v])
-
-
-def _columns(points: list[Vec]) -> flint.fmpq_mat:
-    d, n = len(points[0]), len(points)
-    return flint.fmpq_mat(d, n, [_fq(points[p][i]) for i in range(d) for p in range(n)])
-
 
 def _dot(a: Vec, b: Vec) -> Fraction:
     return sum((x * y for x, y in zip(a, b, strict=True)), Fraction(0))
-
-
-def _vector(raw: Any, path: str, d: int) -> Vec:
-    return tuple(rational(q, f"{path}[{i}]") for i, q in enumerate(as_list(raw, path, d)))
-
-
-def _network(data: dict[str, Any], d: int) -> _Network:
-    res = get(data, "result")
-    linear = _vector(get(res, "linear"), "result.linear", d)
-    raw = as_list(get(res, "neurons"), "result.neurons")
-    if len(raw) * d > MAX_WORK:
-        raise CertificateError("result.neurons: more neurons than a checker reads")
-    neurons: list[tuple[Vec, Fraction]] = []
-    for j, item in enumerate(raw):
-        path = f"result.neurons[{j}]"
-        n = _vector(get(item, "n"), f"{path}.n", d) if isinstance(item, dict) else None
-        if n is None:
-            raise CertificateError(f"{path} must be a JSON object")
-        gamma = rational(get(item, "gamma"), f"{path}.gamma")
-        first = next((x for x in n if x != 0), None)
-        if first != 1:
-            raise CertificateError(f"{path}.n: the first nonzero entry must be 1, got {first}")
-        if gamma == 0:
-            raise CertificateError(f"{path}.gamma is 0 (a canonical neuron has gamma != 0)")
-        if neurons and not neurons[-1][0] < n:
-            raise CertificateError(f"{path}.n: the n_j must be distinct and sorted")
-        neurons.append((n, gamma))
-    cols = [list(n) for n, _ in neurons]
-    out = [g for _, g in neurons]
-    if any(linear):
-        cols += [list(linear), [-a for a in linear]]
-        out += [Fraction(1), Fraction(-1)]
-    if not cols:
-        cols, out = [[Fraction(0)] * d], [Fraction(0)]
-    m = len(cols)
-    A = [
-        [rational(q, f"result.A[{i}][{k}]") for k, q in enumerate(row)]
-        for i, row in enumerate(as_matrix(get(res, "A"), "result.A", d, m))
-    ]
-    w = [
-        rational(q, f"result.w_o[{k}]")
-        for k, q in enumerate(as_list(get(res, "w_o"), "result.w_o", m))
-    ]
-    if A != [[cols[k][i] for k in range(m)] for i in range(d)] or w != out:
-        raise CertificateError("result: A and w_o are not the ReluFFN of the stated canonical form")
-    return _Network(linear, neurons, A, w)
-
-
-def _ffn_answers(data: dict[str, Any], head: Header, net: _Network, D: int) -> int:
-    """Every recorded answer reproduced by the network; returns how many there are."""
-    arith, d = head.arith, head.d
-    raw = as_list(get(data, "answers"), "answers")
-    if len(raw) * (net.width + 1) * d > MAX_WORK:
-        raise CertificateError("answers: more answers x neurons than a checker evaluates")
-    seen: set[Vec] = set()
-    points: list[Vec] = []
-    for i, item in enumerate(raw):
-        path = f"answers[{i}]"
-        if not isinstance(item, dict):
-            raise CertificateError(f"{path} must be a JSON object")
-        x = _vector(get(item, "x"), f"{path}.x", d)
-        if x in seen:
-            raise CertificateError(f"{path}.x repeats an earlier point")
-        seen.add(x)
-        points.append(x)
-    wants = net.values(points)
-    with arith.context():
-        for i, (item, x, want) in enumerate(zip(raw, points, wants, strict=True)):
-            path = f"answers[{i}]"
-            y = number(get(item, "y"), f"{path}.y", arith)
-            if arith.name == "exact":
-                ok = y == sympy.Rational(want.numerator, want.denominator)
-            else:
-                lo, hi = arb_bounds(y)
-                ok = lo <= want <= hi and want.denominator <= D
-            if not ok:
-                raise CertificateError(
-                    f"{path}: the stored answer {y} at x = {[str(q) for q in x]} is not "
-                    f"reproduced by the learned network (it gives {want})"
-                )
-    return len(raw)
-
-
-def _ffn_counts(data: dict[str, Any], d: int, net: _Network, answers: int) -> tuple[str, int]:
-    grid = _size(get(data, "grid"), "grid", low=1, high=MAX_GRID)
-    attempts = _size(get(data, "attempts"), "attempts", low=1, high=MAX_ATTEMPTS)
-    bound = ffn_bound(d, net.width, grid, attempts)
-    count = as_int(get(data, "verification.count"), "verification.count")
-    q = check_counts(
-        data,
-        learning=answers,
-        bound=bound,
-        phases={"ffn": answers},
-        verification_phases=("ffn-verify",),
-    )
-    extra = set(q["by_phase"]) - {"ffn", "ffn-verify"}
-    if extra:
-        raise CertificateError(f"queries.by_phase has unknown phases {sorted(extra)}")
-    if q["learning"] > bound:
-        raise CertificateError(f"queries.learning {q['learning']} exceeds the bound {bound}")
-    asked = q["by_phase"].get("ffn-verify", 0)
-    rounds = asked // count if count else 0
-    if (count == 0 and asked) or (count and (asked % count or not 1 <= rounds <= attempts)):
-        raise CertificateError(
-            f"queries.by_phase.ffn-verify is {asked}: not 1..{attempts} rounds of the "
-            f"{count} verification sequences"
-        )
-    line = (
-        f"queries: {answers} learning (one stored answer each, distinct points), within the "
-        f"bound {bound} at width {net.width} (grid {grid}, {attempts} attempt(s)); "
-        f"{q['verification']} verification"
-    )
-    return line, count
-
-
-def _ffn_predictor(head: Header, net: _Network) -> Any:
-    model = net.model()
-
-    def evaluate(X: Any) -> Any:
-        return model.evaluate_rational(as_rational_sequence(X, head.d), head.arith)
-
-    return evaluate
-
-
-def _relu_ffn(data: Any, kind: str = "relu-ffn") -> tuple[Header, _Network, list[str]]:
-    head = parse_header(data, kind)
-    if head.arith.name == "float":
-        raise CertificateError("arithmetic must be exact or certified for a relu-ffn certificate")
-    if get(data, "result.exact") is not True:
-        raise CertificateError("result.exact must be true (the FFN learner is exact)")
-    if head.theorem != "ffn/relu":
-        raise CertificateError(f"theorem is {head.theorem!r}, expected 'ffn/relu'")
-    d = head.d
-    D = _size(get(data, "denominator_bound"), "denominator_bound", low=1, bits=1 << 16)
-    if head.arith.name == "certified" and not any(
-        f"denominator <= {D} " in a for a in head.assumptions
-    ):
-        # The exact result rests on it: a certificate that drops it claims too much.
-        raise CertificateError(
-            f"assumptions must state the denominator bound {D} the answers were decoded with"
-        )
-    net = _network(data, d)
-    lines = [head.describe()]
-    answers = _ffn_answers(data, head, net, D)
-    line, count = _ffn_counts(data, d, net, answers)
-    attempts = get(data, "attempts")
-    if count and get(data, "verification.seed") != head.seed + attempts - 1:
-        # The learner verifies attempt i with seed + i: the last one is the result's.
-        raise CertificateError(
-            f"verification.seed must be seed + attempts - 1 = {head.seed + attempts - 1}"
-        )
-    lines.append(line)
-    lines.append(
-        f"result: canonical width {net.width}; every recorded answer reproduced "
-        + ("exactly (==)" if head.arith.name == "exact" else f"(in its ball, denominator <= {D})")
-    )
-    lines.append(check_verification(data, head, _ffn_predictor(head, net), expected_queries=count))
-    lines.extend(f"assumption: {a}" for a in head.assumptions)
-    return head, net, lines
-
-
-def verify_relu_ffn(data: dict[str, Any]) -> CertificateCheck:
-    """Re-check a ``relu-ffn`` certificate dict; CertificateError naming what fails."""
-    head, _, lines = _relu_ffn(data)
-    return CertificateCheck(ok=True, kind="relu-ffn", theorem=head.theorem, summary=lines)
-
-
-# ---------------------------------------------------------------------------------------
-# transformer
-# ---------------------------------------------------------------------------------------
 
 
 def verify(data: dict[str, Any]) -> CertificateCheck:
@@ -367,28 +105,15 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         raise CertificateError("result.exact must be true (the Transformer learner is exact)")
     lines = [head.describe() + f", method {method}"]
 
-    ffn = get(data, "ffn")
-    _same_setting(ffn, head, "ffn")
-    lengths = get(ffn, "verification.lengths")
-    if get(ffn, "verification.count") and lengths != [1]:
-        raise CertificateError("ffn.verification.lengths must be [1]: g is T on length 1")
-    try:
-        _, net, ffn_lines = _relu_ffn(ffn)
-    except CertificateError as exc:
-        raise CertificateError(f"ffn: {exc}") from exc
-    lines.extend(f"ffn {line}" for line in ffn_lines[1:] if not line.startswith("assumption"))
-    _assumptions_carried(ffn, head, "ffn")
-    if get(ffn, "seed") != head.seed:
-        raise CertificateError(f"ffn.seed must be the certificate's seed {head.seed}")
-    if get(data, "verification.count") and get(data, "verification.seed") != head.seed:
-        raise CertificateError(f"verification.seed must be the certificate's seed {head.seed}")
+    net, ffn_lines = _ffn_stage(data, head)
+    lines.extend(ffn_lines)
 
     params = get(data, "result.parameters")
     W = _matrix(get(params, "W"), "result.parameters.W", d, d)
-    v_eff = list(_vector(get(params, "v_eff"), "result.parameters.v_eff", d))
+    v_eff = list(vector(get(params, "v_eff"), "result.parameters.v_eff", d))
     m = len(net.w)
     A = _matrix(get(params, "A"), "result.parameters.A", d, m)
-    w_o = list(_vector(get(params, "w_o"), "result.parameters.w_o", m))
+    w_o = list(vector(get(params, "w_o"), "result.parameters.w_o", m))
     if A != net.A or w_o != net.w:
         raise CertificateError("result: A and w_o are not the learned g's (ffn.result)")
     if v_eff != net.v_eff():
@@ -406,7 +131,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         phases, att_learning, line = _direct(attention, head, net, W)
     lines.append(line)
 
-    ffn_q = get(ffn, "queries")
+    ffn_q = get(data, "ffn.queries")
     for name in ("ffn", "ffn-verify"):
         phases[name] = get(ffn_q, "by_phase").get(name, 0)
     attention_bound = 2 * (d * d + d) if method == "paper" else d * d
@@ -419,9 +144,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         phases=phases,
         verification_phases=verification_phases,
     )
-    extra = set(q["by_phase"]) - {*phases, "verify"}
-    if extra:
-        raise CertificateError(f"queries.by_phase has unknown phases {sorted(extra)}")
+    check_phases(q["by_phase"], phases)
     expected_final = q["verification"] - sum(
         q["by_phase"].get(p, 0) for p in ("ffn-verify", "attention-verify")
     )
@@ -438,8 +161,27 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         return model.evaluate_rational(as_rational_sequence(X, d), arith)
 
     lines.append(check_verification(data, head, predict, expected_queries=expected_final))
-    lines.extend(f"assumption: {a}" for a in head.assumptions)
-    return CertificateCheck(ok=True, kind="transformer", theorem=head.theorem, summary=lines)
+    return passed(head, lines)
+
+
+def _ffn_stage(data: dict[str, Any], head: Header) -> tuple[Network, list[str]]:
+    """The FFN stage: a whole ``relu-ffn`` certificate in the same setting and seed."""
+    ffn = get(data, "ffn")
+    _same_setting(ffn, head, "ffn")
+    lengths = get(ffn, "verification.lengths")
+    if get(ffn, "verification.count") and lengths != [1]:
+        raise CertificateError("ffn.verification.lengths must be [1]: g is T on length 1")
+    try:
+        _, net, ffn_lines = relu_ffn(ffn)
+    except CertificateError as exc:
+        raise CertificateError(f"ffn: {exc}") from exc
+    lines = [f"ffn {line}" for line in ffn_lines[1:] if not line.startswith("assumption")]
+    _assumptions_carried(ffn, head, "ffn")
+    if get(ffn, "seed") != head.seed:
+        raise CertificateError(f"ffn.seed must be the certificate's seed {head.seed}")
+    if get(data, "verification.count") and get(data, "verification.seed") != head.seed:
+        raise CertificateError(f"verification.seed must be the certificate's seed {head.seed}")
+    return net, lines
 
 
 def _same_setting(sub: Any, head: Header, path: str) -> None:
@@ -574,37 +316,29 @@ def _stored_rational(x: Any, path: str) -> Fraction:
 
 
 def _direct(
-    attention: dict[str, Any], head: Header, net: _Network, W: list[list[Fraction]]
+    attention: dict[str, Any], head: Header, net: Network, W: list[list[Fraction]]
 ) -> tuple[dict[str, int], int, str]:
     """W re-decoded from the d^2 two-token answers inside one open cell of g."""
     arith, d = head.arith, head.d
     base = [
-        _vector(b, f"attention.base[{j}]", d)
+        vector(b, f"attention.base[{j}]", d)
         for j, b in enumerate(as_list(get(attention, "base"), "attention.base", d))
     ]
     U = [
-        _vector(u, f"attention.directions[{k}]", d)
+        vector(u, f"attention.directions[{k}]", d)
         for k, u in enumerate(as_list(get(attention, "directions"), "attention.directions", d))
     ]
     t = rational(get(attention, "t"), "attention.t")
     if t <= 0:
         raise CertificateError(f"attention.t must be > 0, got {t}")
-    Ut = flint.fmpq_mat(d, d, [_fq(U[k][i]) for k in range(d) for i in range(d)])
-    Bm = flint.fmpq_mat(d, d, [_fq(base[j][i]) for i in range(d) for j in range(d)])
+    Ut = flint.fmpq_mat(d, d, [fq(U[k][i]) for k in range(d) for i in range(d)])
+    Bm = flint.fmpq_mat(d, d, [fq(base[j][i]) for i in range(d) for j in range(d)])
     if Ut.rank() < d or Bm.rank() < d:
         raise CertificateError("attention: the directions u_k and base tokens b_j must be bases")
     probes = [tuple(b[i] + t * u[i] for i in range(d)) for u in U for b in base]
     ref = base[0]
     points = base + probes
-    Z = net.pre_activations(points)
-    for j, (n, _) in enumerate(net.neurons):
-        side = Z[j, 0] > 0
-        for p in range(len(points)):
-            if Z[j, p] == 0 or (Z[j, p] > 0) != side:
-                raise CertificateError(
-                    "attention: the design is not inside one open cell of g (a base token or "
-                    f"probe is on the other side of, or on, the hyperplane n = {[str(q) for q in n]})"
-                )
+    _check_cell(net, points)
     G = list(net.linear)
     for n, gamma in net.neurons:
         if _dot(n, ref) > 0:
@@ -661,6 +395,19 @@ def _direct(
     return {"attention-direct": d * d}, d * d, line
 
 
+def _check_cell(net: Network, points: list[Vec]) -> None:
+    """Every point strictly on the side of every hyperplane of g that the first one is."""
+    Z = net.pre_activations(points)
+    for j, (n, _) in enumerate(net.neurons):
+        side = Z[j, 0] > 0
+        for p in range(len(points)):
+            if Z[j, p] == 0 or (Z[j, p] > 0) != side:
+                raise CertificateError(
+                    "attention: the design is not inside one open cell of g (a base token or "
+                    f"probe is on the other side of, or on, the hyperplane n = {[str(q) for q in n]})"
+                )
+
+
 def _in_ball(q: Fraction, ball: Any, path: str) -> int | None:
     """CertificateError unless q is in the ball and unique there for its denominator."""
     lo, hi = arb_bounds(ball)
@@ -675,10 +422,6 @@ def _in_ball(q: Fraction, ball: Any, path: str) -> int | None:
             f"{ball} (unique only up to denominator {D})"
         )
     return D
-
-
-def _fq(q: Fraction) -> flint.fmpq:
-    return flint.fmpq(q.numerator, q.denominator)
 
 
 def _sym(m: flint.fmpq_mat) -> sympy.Matrix:

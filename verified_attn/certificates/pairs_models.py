@@ -1,0 +1,152 @@
+"""Reading and evaluating the two models of a counterexample pair.
+
+>>> from fractions import Fraction
+>>> from verified_attn.certificates.pairs_models import read_model, differ
+>>> raw = {"class": "single-head", "W": [["0/1"]], "v": ["1/1"]}
+>>> _, _, m1 = read_model(raw, "first", 1)
+>>> _, _, m2 = read_model({**raw, "v": ["2/1"]}, "second", 1)
+>>> differ(m1, m2, [[Fraction(1)]])
+True
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import flint
+
+from verified_attn.arithmetic import get_arithmetic
+from verified_attn.certificates.kernel import (
+    FORMAT,
+    as_list,
+    get,
+    rational,
+)
+from verified_attn.errors import CertificateError, VerifiedAttnError
+from verified_attn.models import OneLayerTransformer, SingleHeadAttention, as_rational_sequence
+
+__all__ = [
+    "MAX_D",
+    "MAX_LENGTH",
+    "MAX_SEQUENCES",
+    "PRECISION",
+    "RELATIONS",
+    "Matrix",
+    "arb",
+    "ball_value",
+    "check_counterexample_header",
+    "differ",
+    "exact_value",
+    "mat",
+    "read_model",
+    "read_sequence",
+    "vec",
+    "with_prec",
+]
+
+MAX_D = 8
+MAX_SEQUENCES = 128
+MAX_LENGTH = 16
+#: Ball precision (bits) of the "within" and "same-sign" decisions.
+PRECISION = 256
+RELATIONS = ("equal", "within", "same-sign")
+
+Matrix = list[list[Fraction]]
+
+
+def vec(raw: Any, path: str, n: int | None = None) -> list[Fraction]:
+    return [rational(q, f"{path}[{i}]") for i, q in enumerate(as_list(raw, path, n))]
+
+
+def mat(raw: Any, path: str, rows: int | None = None, cols: int | None = None) -> Matrix:
+    out = [vec(r, f"{path}[{i}]", cols) for i, r in enumerate(as_list(raw, path, rows))]
+    if not out or any(len(r) != len(out[0]) for r in out) or not out[0]:
+        raise CertificateError(f"{path} must be a non-empty rectangular matrix")
+    if max(len(out), len(out[0])) > 4 * MAX_D:
+        raise CertificateError(f"{path} is larger than {4 * MAX_D} in a dimension")
+    return out
+
+
+def read_model(raw: Any, path: str, d: int) -> tuple[str, dict[str, Any], Any]:
+    cls = get(raw, "class")
+    try:
+        p: dict[str, Any]
+        if cls == "single-head":
+            p = {
+                "W": mat(get(raw, "W"), f"{path}.W", d, d),
+                "v": vec(get(raw, "v"), f"{path}.v", d),
+            }
+            return cls, p, SingleHeadAttention(p["W"], p["v"])
+        if cls == "one-layer-transformer":
+            p = {
+                "W": mat(get(raw, "W"), f"{path}.W", d, d),
+                "V": mat(get(raw, "V"), f"{path}.V", d),
+            }
+            p["A"] = mat(get(raw, "A"), f"{path}.A", len(p["V"][0]))
+            p["w_o"] = vec(get(raw, "w_o"), f"{path}.w_o", len(p["A"][0]))
+            return cls, p, OneLayerTransformer(p["W"], p["V"], p["A"], p["w_o"])
+        if cls == "relu-ffn-biased":
+            p = {"A": mat(get(raw, "A"), f"{path}.A", d)}
+            m = len(p["A"][0])
+            p["c"] = vec(get(raw, "c"), f"{path}.c", m)
+            p["w_o"] = vec(get(raw, "w_o"), f"{path}.w_o", m)
+            return cls, p, None
+    except VerifiedAttnError as exc:
+        raise CertificateError(f"{path} is not a model: {exc}") from exc
+    raise CertificateError(f"{path}.class {cls!r:.40} is not a class this checker reads")
+
+
+def read_sequence(raw: Any, path: str, d: int) -> list[list[Fraction]]:
+    rows = as_list(raw, path)
+    if not 1 <= len(rows) <= MAX_LENGTH:
+        raise CertificateError(f"{path} must have 1..{MAX_LENGTH} tokens, got {len(rows)}")
+    return [vec(r, f"{path}[{t}]", d) for t, r in enumerate(rows)]
+
+
+def exact_value(model: Any, X: list[list[Fraction]]) -> Any:
+    arith = get_arithmetic("exact")
+    with arith.context():
+        return model.evaluate_rational(as_rational_sequence(X, model.d), arith)
+
+
+def ball_value(model: Any, X: list[list[Fraction]]) -> flint.arb:
+    arith = get_arithmetic("certified", PRECISION)
+    with arith.context():
+        return model.evaluate_rational(as_rational_sequence(X, model.d), arith)
+
+
+def differ(m1: Any, m2: Any, X: list[list[Fraction]]) -> bool:
+    """f1(X) != f2(X), decided rigorously: disjoint balls first, else exactly."""
+    if with_prec(lambda: bool(abs(ball_value(m1, X) - ball_value(m2, X)) > 0)):
+        return True
+    return not get_arithmetic("exact").agree(exact_value(m1, X), exact_value(m2, X))
+
+
+def arb(q: Fraction) -> flint.arb:
+    return flint.arb(flint.fmpq(q.numerator, q.denominator))
+
+
+def with_prec(fn: Any) -> Any:
+    old = flint.ctx.prec
+    flint.ctx.prec = PRECISION
+    try:
+        return fn()
+    finally:
+        flint.ctx.prec = old
+
+
+def check_counterexample_header(data: Any) -> None:
+    """A counterexample certificate's format and kind (it has no learner's header).
+
+    >>> check_counterexample_header({"format": "verified-attn-certificate/2", "kind": "noisy"})
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.CertificateError: kind must be 'counterexample'
+    """
+    if not isinstance(data, dict):
+        raise CertificateError(f"a certificate is a JSON object, got {type(data).__name__}")
+    if get(data, "format") != FORMAT:
+        raise CertificateError(f"unknown certificate format; expected {FORMAT!r}")
+    if get(data, "kind") != "counterexample":
+        raise CertificateError("kind must be 'counterexample'")
