@@ -58,10 +58,6 @@ ALLOWED_LONG_FILES: dict[str, str] = {
     "multi_head/canonical_float.py": _SPLIT_IN_PROGRESS,
     "multi_head/float_fit.py": _SPLIT_IN_PROGRESS,
     "multi_head/claims.py": _SPLIT_IN_PROGRESS,
-    "certificates/multi_head.py": _SPLIT_IN_PROGRESS,
-    "certificates/low_rank.py": _SPLIT_IN_PROGRESS,
-    "certificates/transformer.py": _SPLIT_IN_PROGRESS,
-    "certificates/pairs.py": _SPLIT_IN_PROGRESS,
 }
 # "path::qualified.name" -> reason.
 ALLOWED_LONG_FUNCTIONS: dict[str, str] = {
@@ -71,12 +67,6 @@ ALLOWED_LONG_FUNCTIONS: dict[str, str] = {
     "multi_head/canonical_float.py::_certificate_data": _SPLIT_IN_PROGRESS,
     "multi_head/canonical_certified.py::learn_certified": _SPLIT_IN_PROGRESS,
     "multi_head/learner.py::learn_orthogonal_heads": _SPLIT_IN_PROGRESS,
-    "certificates/noisy.py::verify": _SPLIT_IN_PROGRESS,
-    "certificates/labels.py::verify": _SPLIT_IN_PROGRESS,
-    "certificates/transformer.py::verify": _SPLIT_IN_PROGRESS,
-    "certificates/transformer.py::_direct": _SPLIT_IN_PROGRESS,
-    "certificates/multi_head.py::_orthogonal": _SPLIT_IN_PROGRESS,
-    "certificates/multi_head.py::_canonical": _SPLIT_IN_PROGRESS,
 }
 
 
