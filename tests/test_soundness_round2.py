@@ -351,3 +351,12 @@ def test_check_claims_refuses_an_absurd_d_before_running_any() -> None:
     with pytest.raises(va.InvalidArgument, match="checking the claims at d = 1000000 would"):
         va.check_claims(["thm-5.1/"], d=10**6)
     assert time.perf_counter() - start < 5
+
+
+def test_a_model_with_entries_beyond_float64_builds_and_says_where_float_stops() -> None:
+    """An exact parameter past 1e308 is a legal model: exact learning gives it back (==),
+    float evaluation refuses with PrecisionExhausted (was a raw OverflowError at build)."""
+    m = va.SingleHeadAttention([[10**400, 1], [0, 1]], [1, 2], beta=-(10**400))
+    assert va.learn_single_head(va.Oracle(m, "exact")).W == m.W
+    with pytest.raises(va.PrecisionExhausted, match="float64 evaluation overflowed"):
+        m.evaluate_batch(np.ones((1, 2, 2)))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+import math
 from fractions import Fraction
 from typing import Any
 
@@ -54,6 +55,19 @@ __all__ = [
 ]
 
 
+def _float(q: Fraction) -> float:
+    """q as a float64, +-inf beyond its range: the float view of an exact parameter, whose
+    float evaluation then says PrecisionExhausted (exact and certified use q itself).
+
+    >>> _float(Fraction(1, 4)), _float(Fraction(-10**400))
+    (0.25, -inf)
+    """
+    try:
+        return float(q)
+    except OverflowError:
+        return math.inf if q > 0 else -math.inf
+
+
 class SingleHeadAttention(SequenceModel):
     """Single-head softmax attention read out at the last token (see the theory page, docs/theory.md).
 
@@ -80,7 +94,7 @@ class SingleHeadAttention(SequenceModel):
             w_rows = _rational_matrix(W, "W")
             d = len(w_rows)
             self._W = w_rows
-            self._W_float = np.array([[float(q) for q in row] for row in w_rows], dtype=np.float64)
+            self._W_float = np.array([[_float(q) for q in row] for row in w_rows], dtype=np.float64)
         else:
             # A float array is already exact (binary rationals): keep it, and make the
             # Fraction and flint copies only if an exact arithmetic asks (d = 512: 262k).
@@ -96,9 +110,9 @@ class SingleHeadAttention(SequenceModel):
         self._beta = beta_q if beta_q is not None else Fraction(0)
         self._v_flint = flint.fmpq_mat(d, 1, [_fmpq(q) for q in v_q])
         self._c_flint = flint.fmpq_mat(d, 1, [_fmpq(q) for q in self._c])
-        self._v_float = np.array([float(q) for q in v_q], dtype=np.float64)
-        self._c_float = np.array([float(q) for q in self._c], dtype=np.float64)
-        self._beta_float = float(self._beta)
+        self._v_float = np.array([_float(q) for q in v_q], dtype=np.float64)
+        self._c_float = np.array([_float(q) for q in self._c], dtype=np.float64)
+        self._beta_float = _float(self._beta)
 
     @functools.cached_property
     def _W(self) -> list[list[Fraction]]:  # only reached when W came as a float array
