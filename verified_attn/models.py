@@ -16,8 +16,8 @@ in the tests.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 

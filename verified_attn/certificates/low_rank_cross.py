@@ -262,7 +262,7 @@ class Cross:
             self._solve()
 
     def coordinates(self, u: list[Fraction]) -> dict[int, Fraction]:
-        """g = U^{-1} u as {index: nonzero entry} (a unit vector for a design column)."""
+        """``g = U^-1 u`` as {index: nonzero entry} (a unit vector for a design column)."""
         k = self.columns.get(_key(u))
         if k is not None:
             return {k: Fraction(1)}
