@@ -299,7 +299,8 @@ def test_low_rank_restarts_keep_the_better_fit(monkeypatch: pytest.MonkeyPatch) 
         fit = real(*args, **kwargs)
         return GroupFit(fit.r + 1.0, fit.s + 1.0, fit.residual + 1e9 * stalled[2].max())
 
-    monkeypatch.setattr(cf, "fit_linear_groups", worse)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.fits.fit_linear_groups", worse)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.repairs.fit_linear_groups", worse)
     fits, restarted, _ = cf._low_rank_restarts(f0, ans, t, H, stalled, Mt)
     assert restarted == []
     assert np.array_equal(fits[2], stalled[2])  # no residual grew

@@ -238,7 +238,10 @@ def test_the_result_once_off_by_more_than_its_rtol_is_refused(
 
     # The design it was returned with: the 257-token window (a coarse box now keeps 65).
     original = cf.ratio_window
-    monkeypatch.setattr(cf, "ratio_window", lambda H, *, unit=2.0**-53: original(H))
+    monkeypatch.setattr(
+        "verified_attn.multi_head.pipeline.budget.ratio_window",
+        lambda H, *, unit=2.0**-53: original(H),
+    )
     mha, r = torch_box(16, 4, 4)
     # Refused by a first-order gate: the prediction bound where the decoding meets the
     # heads as on the machine that measured it; with numpy 2.4.6 the fit from the best link
