@@ -64,7 +64,7 @@ def stall_first_decoding(
             return dec
         return cf._Decoded([], 0.0, [], dec.gap, 0.0, None, "simulated stall", groups)
 
-    monkeypatch.setattr("verified_attn.multi_head.pipeline.learner._decode_pooled", stalls_once)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.decode._decode_pooled", stalls_once)
     return calls
 
 
@@ -176,7 +176,7 @@ def test_a_missed_fresh_answer_is_not_called_out_of_class(
     def miss(oracle: Any, model: Any, **kwargs: Any) -> None:
         raise ModelClassMismatch("miss", query=np.zeros((3, 4)), observed=1.0, expected=1.1)
 
-    monkeypatch.setattr("verified_attn.multi_head.pipeline.learner.verify_model", miss)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.verify.verify_model", miss)
     with pytest.raises(
         PrecisionExhausted,
         match=r"do not reproduce the box on a fresh sequence of length 3 \(relative gap 1.00e-01",

@@ -212,7 +212,6 @@ def test_a_group_stuck_above_the_others_is_refused(monkeypatch: pytest.MonkeyPat
         res[1] = 200.0 * float(np.median(res / floor)) * floor[1]
         return r, s, res, floor
 
-    monkeypatch.setattr("verified_attn.multi_head.pipeline.learner._group_fits", stuck)
     monkeypatch.setattr("verified_attn.multi_head.pipeline.decode._group_fits", stuck)
     monkeypatch.setattr("verified_attn.multi_head.pipeline.fits._group_fits", stuck)
     model = _model(_box(3, 2, 17))
@@ -227,7 +226,7 @@ def test_a_fresh_miss_is_not_called_out_of_class(monkeypatch: pytest.MonkeyPatch
     def miss(*args: Any, **kwargs: Any) -> None:
         raise ModelClassMismatch("the oracle is not the recovered canonical heads (simulated)")
 
-    monkeypatch.setattr("verified_attn.multi_head.pipeline.learner.verify_model", miss)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.verify.verify_model", miss)
     model = _model(_box(3, 2, 17))
     with pytest.raises(PrecisionExhausted, match="do not reproduce the box on a fresh sequence"):
         learn_multi_head(va.Oracle(model, "float"), heads=2, seed=0)

@@ -51,7 +51,7 @@ def test_every_failing_group_is_asked_again_in_one_round(monkeypatch: pytest.Mon
         refits.append(list(args[-1]))
         return real_refit(*args, **kwargs)
 
-    monkeypatch.setattr("verified_attn.multi_head.pipeline.learner._refit_groups", refit)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.conditioning._refit_groups", refit)
     heads = _box(8, 5, 5000)
     model = _model(heads)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=5, seed=0)
@@ -87,7 +87,7 @@ def test_the_groups_asked_again_are_held_to_the_room(
     monkeypatch.setattr(
         "verified_attn.multi_head.pipeline.budget.REDUNDANT_FROM_HEADS", 9
     )  # the square design's mechanism
-    monkeypatch.setattr("verified_attn.multi_head.pipeline.learner._decode_pooled", always)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.decode._decode_pooled", always)
     oracle = va.Oracle(_model(_box(8, 4, 1)), "float")
     with pytest.raises(PrecisionExhausted, match="simulated"):
         learn_multi_head(oracle, heads=4, seed=0)
@@ -145,7 +145,7 @@ def test_a_local_minimum_is_asked_again_and_learned(monkeypatch: pytest.MonkeyPa
             return cf._Decoded([], 0.0, [], dec.gap, 0.0, None, failures[len(first) - 1], (4,))
         return dec
 
-    monkeypatch.setattr("verified_attn.multi_head.pipeline.learner._decode_pooled", record)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.decode._decode_pooled", record)
     model = _model(_box(8, 7, 5000))
     rec = learn_multi_head(va.Oracle(model, "float"), heads=7, seed=0)
     assert len(first) == 3 and first[2].estimate is not None
@@ -157,7 +157,7 @@ def test_a_local_minimum_is_asked_again_and_learned(monkeypatch: pytest.MonkeyPa
     assert va.verify_certificate(rec.certificate()).ok
     # The wrong variant: a rule that asks a group again only once refuses after the
     # second stall (one conditioning round, then the local minimum is reported).
-    monkeypatch.setattr("verified_attn.multi_head.pipeline.learner.CONDITIONING_ROUNDS", 1)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.conditioning.CONDITIONING_ROUNDS", 1)
     first.clear()
     with pytest.raises(REFUSALS, match="local minimum"):
         learn_multi_head(va.Oracle(model, "float"), heads=7, seed=0)

@@ -104,7 +104,7 @@ def test_the_polish_stays_within_the_bound(monkeypatch: pytest.MonkeyPatch) -> N
     # A polish larger than what the run has left under its bound is not asked: the decoded
     # heads stand with their own figures, and the count stays within the stated bound.
     monkeypatch.setattr(
-        "verified_attn.multi_head.pipeline.learner.precision_polish_count", lambda *a, **k: 10**6
+        "verified_attn.multi_head.pipeline.polish.precision_polish_count", lambda *a, **k: 10**6
     )
     model, _ = _learned_box(8, 1, 13)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=1, seed=13)
@@ -122,7 +122,7 @@ def test_the_polish_learns_a_box_its_decoding_refuses(monkeypatch: pytest.Monkey
     assert _error(rec, truth) <= 1e-12
     # The wrong variant: no polish (its count 0), the decoded heads' refusal stands.
     monkeypatch.setattr(
-        "verified_attn.multi_head.pipeline.learner.precision_polish_count", lambda *a, **k: 0
+        "verified_attn.multi_head.pipeline.polish.precision_polish_count", lambda *a, **k: 0
     )
     with pytest.raises(PrecisionExhausted, match="parameter tolerance 1e-09"):
         learn_multi_head(va.Oracle(model, arith), heads=1, seed=13)

@@ -30,6 +30,13 @@ the answers and recomputes both figures, since the float fit is not cheaply repr
 
 from __future__ import annotations
 
+from verified_attn.multi_head.canonical_bounds import (
+    parameter_count,
+)
+from verified_attn.multi_head.float_fit import (
+    GroupFit,
+    fit_linear_groups,
+)
 from verified_attn.multi_head.pipeline.asking import (
     _BLOCK_ENTRIES,
     ask_pairs,
@@ -53,7 +60,6 @@ from verified_attn.multi_head.pipeline.budget import (
     float_query_limit,
     float_ratios,
     max_length,
-    parameter_count,
     pilot_rounds,
     polish_count,
     polish_wanted,
@@ -98,16 +104,13 @@ from verified_attn.multi_head.pipeline.design import (
     ratio_window,
 )
 from verified_attn.multi_head.pipeline.fits import (
-    GroupFit,
     _group_fits,
     _linear_stage,
     _refit_groups,
-    fit_linear_groups,
 )
 from verified_attn.multi_head.pipeline.learner import (
     learn_float,
     too_few_heads_float,
-    verify_model,
 )
 from verified_attn.multi_head.pipeline.pilot import (
     _condition,
@@ -175,6 +178,9 @@ from verified_attn.multi_head.pipeline.verify import (
     joint_polish,
     polish_figures,
     prediction_check,
+)
+from verified_attn.verification import (
+    verify_model,
 )
 
 __all__ = [

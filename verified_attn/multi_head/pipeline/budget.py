@@ -7,6 +7,8 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
+
 from verified_attn.arithmetic import Arithmetic
 from verified_attn.errors import PrecisionExhausted
 from verified_attn.multi_head.canonical_bounds import (
@@ -21,6 +23,7 @@ from verified_attn.multi_head.pipeline.design import (
     coarse,
     ratio_window,
 )
+from verified_attn.multi_head.pipeline.state import FloatState
 from verified_attn.multi_head.sequence_fit import (
     POLISH_PER_PARAMETER,
 )
@@ -78,6 +81,7 @@ def max_length(H: int, *, unit: float = 2.0**-53) -> int:
     """The longest learning query of the float design: the largest k + m of its ratios
     (the pilot, the grid, the redundancy and the conditioning all use these ratios).
 
+    >>> from verified_attn.multi_head.pipeline.design import _MAX_LENGTH
     >>> max_length(1), max_length(6) <= _MAX_LENGTH, max_length(6, unit=2.0**-24)
     (65, True, 65)
     """
@@ -358,3 +362,18 @@ def pilot_rounds(d: int, H: int, affine: bool, *, unit: float = 2.0**-53) -> int
     group = d * (2 * H + redundancy(H))
     room = follow_up_query_bound(d, H) - 1 - base_query_limit(d, H, affine=affine, unit=unit)
     return max(1, min(MAX_ROUNDS, 1 + room // group))
+
+
+def plan(st: FloatState) -> None:
+    """Stage 0, the budget: the box's unit roundoff (its design, the fits' rounding floors),
+    the worst-case bound checked before any query, the ratio grid, the parameter tolerance
+    (the box's rtol unless it declares a looser one, e.g. float32)."""
+    arith = st.oracle.arithmetic
+    st.unit = float(getattr(arith, "unit_roundoff", _DOUBLE_UNIT))
+    st.bound = float_query_limit(st.oracle.d, st.H, affine=st.affine, unit=st.unit)
+    st.oracle.require_remaining(st.bound, st.verify, "learn_multi_head")
+    st.ratios = float_ratios(st.H, unit=st.unit)
+    st.t = np.array([k / m for k, m in st.ratios])
+    st.prtol = float(getattr(arith, "parameter_rtol", arith.rtol))
+    st.d = st.oracle.d
+    st.wide = extra_columns(st.d, st.H, st.affine, unit=st.unit)

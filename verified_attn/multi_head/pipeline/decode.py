@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import Any
@@ -19,6 +20,7 @@ from verified_attn.multi_head.float_fit import (
     polish_groups,
     sigma_min_groups,
 )
+from verified_attn.multi_head.pipeline.asking import ask_ties
 from verified_attn.multi_head.pipeline.design import (
     _LINK_EXCLUDE,
     _MATCH_MARGIN,
@@ -44,6 +46,7 @@ from verified_attn.multi_head.pipeline.rules import (
     _TWIN_SIGNIFICANT,
     _Decoded,
 )
+from verified_attn.multi_head.pipeline.state import DEFAULT_OPTIONS, FloatState, Options
 from verified_attn.multi_head.pipeline.verify import (
     _propagated_error,
     _sigma_min,
@@ -61,6 +64,7 @@ def _decode_pooled(
     arith: Arithmetic,
     ask_ties: Any,
     fits: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
+    options: Options = DEFAULT_OPTIONS,
 ) -> _Decoded:
     """Decode the float answers by pooled u-group fits and predicted links.
 
@@ -95,7 +99,7 @@ def _decode_pooled(
     n_grid = d * ncols
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
     if fits is None:
-        fits = _group_fits(f0, ans, t, H, d, unit)
+        fits = _group_fits(f0, ans, t, H, d, unit, options=options)
     # Copies: the steps below reorder and replace rows of r and s in place.
     r, s, res_best, floor = (x.copy() for x in fits)
     Y = (ans[:n_grid] - np.tile(f0, d)[:, None]).reshape(d, ncols, T)
@@ -123,7 +127,7 @@ def _decode_pooled(
     # s = M^T w: swapping them leaves the plane, so there is no second solution to look for;
     # what is left of their closeness is in the linear fit's sigma_min (the estimate).
     twins: list[tuple[int, int, int, int, float, float]] = []
-    if not wide:
+    if not wide and options.swaps:
         r, s, res_best, _, twins, alts = _swap_alternatives(lt, Y, r, s, res_best, floor)
         twins = _resolve_twins(twins, alts, r, s, res_best, lt, f0, unit, ask_ties)
     spread = np.zeros(d)
@@ -356,3 +360,20 @@ def _resolve_twins(
             r[k], s[k], res[k] = alt.r, alt.s, float(alt.residual[0])
             replaced.add(k)
     return undecided
+
+
+def decode_stage(st: FloatState) -> None:
+    """Stage 6, the decoding: the u-groups' fits pooled into heads (:func:`_decode_pooled`)."""
+    st.dec = _decode_pooled(
+        st.U,
+        st.B,
+        st.f0,
+        st.ans,
+        st.t,
+        st.H,
+        st.affine,
+        st.oracle.arithmetic,
+        functools.partial(ask_ties, st),
+        st.fits,
+        st.options,
+    )

@@ -11,6 +11,7 @@ import numpy as np
 
 from verified_attn.arithmetic import Arithmetic
 from verified_attn.models import MultiHeadAttention
+from verified_attn.multi_head.pipeline.state import FloatState
 
 # Float design: |u| = _U_NORM d^(1/4), |b| = _B_NORM d^(1/4) (orthogonal bases), so that
 # for heads with W ~ N(0, 1/d) the scores u^T W b have a standard deviation of
@@ -235,3 +236,8 @@ def float_sequence(u: np.ndarray, b: np.ndarray, k: int, m: int = 1) -> np.ndarr
 
 def _float_name(arith: Arithmetic) -> str:
     return box_precision(arith)
+
+
+def design_stage(st: FloatState) -> None:
+    """Stage 1, the design at the design scale (the pilot may rescale u later)."""
+    st.U, st.B, _ = float_design(st.d, st.seed, st.affine, extra=st.wide)

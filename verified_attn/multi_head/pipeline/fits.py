@@ -42,6 +42,7 @@ from verified_attn.multi_head.pipeline.rules import (
     _SOURCES,
     _score_grid,
 )
+from verified_attn.multi_head.pipeline.state import DEFAULT_OPTIONS, FloatState, Options
 
 
 def _group_fits(
@@ -55,6 +56,7 @@ def _group_fits(
     ids: Sequence[int] | None = None,
     full_d: int | None = None,
     Mt: np.ndarray | None = None,
+    options: Options = DEFAULT_OPTIONS,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Steps 1-2 of :func:`_decode_pooled`: every u-group's residues r (d, H), scores
     s (d, J, H) (head order per group arbitrary), residual norms (d,) and rounding floors
@@ -157,7 +159,7 @@ def _group_fits(
         # Redundant columns: every source's free fit starts a fit in (r, w); the best is
         # kept (a group still off its floor goes through the free repairs below).
         r_lin, s_lin, res_lin = _linear_stage(
-            lt, np.repeat(Y, n_src, axis=0), Mt, fit.r, fit.s, np.repeat(floor, n_src)
+            lt, np.repeat(Y, n_src, axis=0), Mt, fit.r, fit.s, np.repeat(floor, n_src), options
         )
         fit = GroupFit(r=r_lin, s=s_lin, residual=res_lin)
     res = fit.residual.reshape(d, n_src)
@@ -171,6 +173,8 @@ def _group_fits(
     # estimate errors up to 2e-6: the design's conditioning, not the starts).
     n_bad = int(np.sum(~(res_best <= _CONVERGED * floor)))
     rounds = _REPAIRS if n_bad <= _repair_limit(full_d) else 0
+    if not options.pair_repairs:
+        rounds = 0
     if wide:
         # The repairs below work on the free fit (off the plane): the groups they change
         # are fitted on the plane again afterwards, from the repaired scores.
@@ -221,7 +225,8 @@ def _group_fits(
                 changed = True
         if not changed:
             break
-    for k in range(d if rounds else 0):
+    joint_limit = _REPAIRS if n_bad <= _repair_limit(full_d) else 0
+    for k in range(d if joint_limit and options.joint_restarts else 0):
         for _ in range(_JOINT_ROUNDS):
             if res_best[k] <= _CONVERGED * floor[k] or H == 1:
                 break
@@ -236,7 +241,7 @@ def _group_fits(
         if len(moved):
             # Measured (random d = 8, H = 6, benchmark seeds 4 and 12): one u-group left at
             # 1e9 x its floor by the fit on the plane, which the free repairs' starts reach.
-            got = _linear_stage(lt, Y[moved], Mt, r_rep[moved], s_rep[moved], floor[moved])
+            got = _linear_stage(lt, Y[moved], Mt, r_rep[moved], s_rep[moved], floor[moved], options)
             better = got[2] < res_best[moved]
             i = moved[better]
             r[i], s[i], res_best[i] = got[0][better], got[1][better], got[2][better]
@@ -250,6 +255,7 @@ def _linear_stage(
     r: np.ndarray,
     s: np.ndarray,
     floor: np.ndarray,
+    options: Options = DEFAULT_OPTIONS,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The redundant design's fit in (r, w), ``s = Mt w`` (:func:`~.float_fit.fit_linear_groups`),
     started from the free fits' scores with the pairs off the plane left out
@@ -264,7 +270,7 @@ def _linear_stage(
     r_free, s_free = r, s
     r, s, res = fit.r, fit.s, fit.residual
     bad = np.flatnonzero(~(res <= _CONVERGED * floor))
-    if len(bad) and H > 1:
+    if len(bad) and H > 1 and options.consensus_start:
         # A group off its floor starts again from its free scores' consensus planes: with
         # few redundant pairs the greedy start bends toward a wrong-basin pair (measured,
         # float_fit.consensus_start). Seeded by the sizes alone: a group's fit does not
@@ -276,7 +282,7 @@ def _linear_stage(
         better = again.residual < res[bad]
         i = bad[better]
         r[i], s[i], res[i] = again.r[better], again.s[better], again.residual[better]
-    for _ in range(_LINEAR_ROUNDS):
+    for _ in range(_LINEAR_ROUNDS if options.linear_rounds else 0):
         bad = np.flatnonzero(~(res <= _CONVERGED * floor))
         if not len(bad) or H == 1:
             break
@@ -308,14 +314,23 @@ def _refit_groups(
     fits: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     groups: Sequence[int],
     Mt: np.ndarray | None = None,
+    options: Options = DEFAULT_OPTIONS,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``fits`` (from :func:`_group_fits`) with the u-groups ``groups`` fitted again from
     ``ans``: a conditioning round changes only the answers of the groups it asked again, and
     each group's fit depends only on its own answers (the others keep theirs, at no cost)."""
     d, ncols = len(fits[0]), len(f0)
     rows = np.concatenate([ans[k * ncols : (k + 1) * ncols] for k in groups])
-    got = _group_fits(f0, rows, t, H, len(groups), unit, ids=groups, full_d=d, Mt=Mt)
+    got = _group_fits(
+        f0, rows, t, H, len(groups), unit, ids=groups, full_d=d, Mt=Mt, options=options
+    )
     out = tuple(x.copy() for x in fits)
     for x, y in zip(out, got, strict=True):
         x[list(groups)] = y
     return out  # type: ignore[return-value]
+
+
+def fit_stage(st: FloatState) -> None:
+    """Stage 4, the u-group fits: each u's pairs fitted jointly with shared residues, with
+    the repairs of groups in local minima (:func:`_group_fits`)."""
+    st.fits = _group_fits(st.f0, st.ans, st.t, st.H, st.d, st.unit, Mt=st.Mt, options=st.options)

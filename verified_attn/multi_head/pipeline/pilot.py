@@ -28,11 +28,13 @@ from verified_attn.multi_head.pipeline.design import (
     box_precision,
     design_pairs,
     float_design,
+    float_probe_matrix,
     float_sequence,
 )
 from verified_attn.multi_head.pipeline.poles import (
     _float_poles,
 )
+from verified_attn.multi_head.pipeline.state import FloatState
 from verified_attn.oracle import Oracle
 from verified_attn.verification import (
     agree,
@@ -80,16 +82,18 @@ def _pilot(
     H: int,
     seed: int,
     affine: bool,
+    rescale: bool = True,
 ) -> tuple[float, np.ndarray, list[dict[str, Any]]]:
     """The pilot (phase ``"pilot"``, :mod:`.float_pilot`): the :func:`pilot_pairs`' queries
     at the design scale; while their single-pair scores ask for another u scale (and rounds
     are left), the same queries again at that scale. Returns the kept scale, the kept
     round's answers (``(d, len(ratios))``, those pairs' answers in the design) and the
-    discarded rounds (their scale and answers, for the certificate)."""
+    discarded rounds (their scale and answers, for the certificate). ``rescale=False``: one
+    round, at the design scale."""
     d = oracle.d
     t0 = np.array([0.0] + [k / m for k, m in ratios])
     unit = float(getattr(oracle.arithmetic, "unit_roundoff", _DOUBLE_UNIT))
-    rounds = pilot_rounds(d, H, affine, unit=unit)
+    rounds = pilot_rounds(d, H, affine, unit=unit) if rescale else 1
     scale, discarded = 1.0, []
     with oracle.phase("pilot"):
         for i in range(rounds):
@@ -210,3 +214,14 @@ def conditioning_partners(
             taken.add(j)
         out.append(j)
     return out
+
+
+def pilot_stage(st: FloatState) -> None:
+    """Stage 2b, the pilot: the u scale from the pilot pairs' own answers, then the design at
+    that scale (its pairs, the probe matrix)."""
+    st.scale, st.kept, st.discarded = _pilot(
+        st.oracle, st.f0, st.ratios, st.H, st.seed, st.affine, st.options.pilot
+    )
+    st.U, st.B, st.pairs = float_design(st.d, st.seed, st.affine, st.scale, st.wide)
+    st.Mt = float_probe_matrix(st.B, st.affine).T
+    st.piloted = pilot_pairs(st.d, len(st.B))

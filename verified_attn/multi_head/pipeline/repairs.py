@@ -25,6 +25,7 @@ from verified_attn.multi_head.pipeline.rules import (
     _LOCAL_SHIFTS,
     _score_grid,
 )
+from verified_attn.multi_head.pipeline.state import FloatState
 
 # Seeds the low-rank restarts' random tuples (rank > 2), with the group and the sizes.
 _SUBSPACE_SEED = 0x6C6F77
@@ -139,3 +140,12 @@ def _joint_restarts(
     fit = polish_groups(lt, np.repeat(Y[None], n, 0), fit.r, fit.s)
     i = int(np.argmin(fit.residual))
     return GroupFit(r=fit.r[i : i + 1], s=fit.s[i : i + 1], residual=fit.residual[i : i + 1])
+
+
+def restart_stage(st: FloatState) -> None:
+    """Stage 5, the repairs: stalled u-groups started again from the converged groups'
+    low-rank head planes (no query), before any is asked again."""
+    if st.fits is None or not st.options.low_rank_restarts:
+        return
+    st.fits, more, rank = _low_rank_restarts(st.f0, st.ans, st.t, st.H, st.fits, st.Mt)
+    st.restarted, st.rank = st.restarted + more, max(st.rank, rank)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -11,9 +12,16 @@ from verified_attn.certificates.writer import certificate_base
 from verified_attn.multi_head.canonical_bounds import (
     METHOD,
     THEOREM,
+    follow_up_query_bound,
+    parameter_count,
 )
 from verified_attn.multi_head.canonical_certified import dump_heads
+from verified_attn.multi_head.pipeline.budget import float_query_bound
+from verified_attn.multi_head.pipeline.design import box_precision, coarse
+from verified_attn.multi_head.pipeline.state import FloatState
+from verified_attn.multi_head.prediction_bound import PREDICTION_SEQUENCES, PREDICTION_SIGMAS
 from verified_attn.oracle import QueryCounts
+from verified_attn.recovery import MultiHeadRecovery
 from verified_attn.serialize import dump_number
 from verified_attn.verification import (
     Verification,
@@ -129,3 +137,105 @@ def _certificate_data(
     if tolerance[2] == "joint":  # its checker does not recompute a joint fit's bound
         del data["result"]["prediction_bound"]
     return data
+
+
+def _notes(st: FloatState, counts: QueryCounts) -> list[str]:
+    """The recovery's notes: the queries by phase against the bounds, then the figures."""
+    phase = counts.by_phase.get
+    d, H, rtol = st.d, st.H, st.oracle.arithmetic.rtol
+    polished = phase("polish", 0)
+    over = counts.learning - follow_up_query_bound(d, H)
+    why = (
+        f"the coarse design's {st.wide} redundant probe columns"
+        if st.wide and coarse(st.unit)
+        else "the conditioning rounds" + (" and the precision polish" if polished else "")
+    )
+    past = f", not under it ({over:+d}) with {why}" if over >= 0 else ""
+    restarts = (
+        f", {len(st.restarted)} restarted from the other groups' rank-{st.rank} head planes"
+        if st.restarted
+        else ""
+    )
+    return [
+        f"canonical method (float ratio grid): {counts.learning} learning queries "
+        f"({phase('pilot', 0)} pilot, {len(st.discarded)} rescaling rounds of {d} pairs "
+        f"discarded, u scale {st.scale:.4g}; {phase('conditioning', 0)} conditioning, "
+        f"{len(st.replaced)} u-groups asked again{restarts}; {phase('redundancy', 0)} "
+        f"redundant, {phase('tie links', 0)} tie links, {polished} polish), <= {st.bound} "
+        "(without ties, rescaling or a precision polish "
+        f"{float_query_bound(d, H, affine=st.affine, unit=st.unit)}; the follow-up's "
+        f"4Hd^2 - 2H + 1 = {follow_up_query_bound(d, H)}{past}); float64 decoding, every "
+        f"learning answer reproduced at rtol {rtol:g}",
+        f"{H} canonical heads ({box_precision(st.oracle.arithmetic)} answers; not exact); "
+        f"first-order parameter error estimate {st.estimate:.2e} relative (the worst case of "
+        f"one parameter under the answers' noise; <= the parameter "
+        f"tolerance {st.prtol:g} stated for the heads; predictions verified at rtol {rtol:g}, "
+        f"and to first order on {PREDICTION_SEQUENCES} sequences of the verification's "
+        f"generator ({PREDICTION_SIGMAS:g} standard deviations of the prediction error at most "
+        f"{st.prediction[0]:.3g} x what the rule allows, the worst case "
+        f"{st.prediction[1]:.3g} x); residual norm / {st.figure}; closest score gap "
+        f"{st.decoded.gap:.2e})",
+    ]
+
+
+def result_stage(st: FloatState, counts: QueryCounts) -> MultiHeadRecovery:
+    """Stage 10, the result: the recovery with its notes and its certificate's data."""
+    beta = st.beta_fit if st.affine else None
+    params: dict[str, Any] = {"heads": st.heads}
+    if st.affine:
+        params["beta"] = beta
+    answers = {
+        "F0": list(st.f0),
+        "F": st.ans.tolist(),
+        "ties": st.tie_answers,
+        "ratios": st.ratios,
+        "pilot": st.discarded,
+        "scale": st.scale,
+        "conditioning": st.replaced,
+        "restarts": {"groups": st.restarted, "rank": st.rank},
+        "polish": st.polish_ans.tolist(),
+    }
+    prediction = {
+        "sequences": PREDICTION_SEQUENCES,
+        "seed": st.seed,
+        "lengths": list(st.lengths),
+        "sigmas": PREDICTION_SIGMAS,
+        "ratio": st.prediction[0],
+        "worst_case": st.prediction[1],
+    }
+    certificate = functools.partial(
+        _certificate_data,
+        st.oracle.arithmetic,
+        st.U,
+        st.B,
+        answers,
+        st.heads,
+        beta,
+        st.H,
+        st.affine,
+        st.checked,
+        st.seed,
+        counts,
+        st.bound,
+        (st.prtol, st.estimate, st.kind),
+        prediction,
+    )
+    return MultiHeadRecovery.from_run(
+        counts,
+        theorem=THEOREM,
+        method=METHOD,
+        parameters=params,
+        learned_model=st.candidate,
+        arithmetic="float",
+        precision=None,
+        exact=False,
+        bound=st.bound,
+        parameter_count=parameter_count(st.d, st.H, st.affine),
+        seed=st.seed,
+        rounds=1 + (1 if counts.by_phase.get("tie links", 0) else 0),
+        verification=st.checked,
+        notes=_notes(st, counts),
+        certificate_data=certificate,
+        parameter_rtol=st.prtol,
+        parameter_error_estimate=st.estimate,
+    )

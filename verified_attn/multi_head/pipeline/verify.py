@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from verified_attn.arithmetic import Arithmetic
-from verified_attn.errors import PrecisionExhausted
+from verified_attn.errors import ModelClassMismatch, PrecisionExhausted
 from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head.canonical_bounds import (
     parameter_count,
@@ -30,11 +30,13 @@ from verified_attn.multi_head.pipeline.design import (
     float_probe_matrix,
 )
 from verified_attn.multi_head.pipeline.pilot import (
+    _not_reproduced,
     learning_sequences,
 )
 from verified_attn.multi_head.pipeline.rules import (
     _DENSE_POLISH,
 )
+from verified_attn.multi_head.pipeline.state import FloatState
 from verified_attn.multi_head.prediction_bound import (
     PREDICTION_SEQUENCES,
     PREDICTION_SIGMAS,
@@ -51,6 +53,7 @@ from verified_attn.verification import (
     float_floor,
     fresh_sequences,
     tolerance,
+    verify_model,
 )
 
 
@@ -395,3 +398,44 @@ def _check_learning_fit(
                 f"{arith.rtol:g}): not {H} softmax heads, or a u-group fit at a wrong "
                 f"solution, too ill-conditioned for a {box_precision(arith)} box to tell"
             )
+
+
+def verify_stage(st: FloatState) -> None:
+    """Stage 9, verification: the heads in their canonical order (by W row-major) must
+    reproduce every learning answer and every fresh verification answer under the one
+    agreement rule; one miss shows the fit wrong (PrecisionExhausted), not the box out of
+    class (that needs a residual no H-head fit removes: ``too_few_heads_float``)."""
+    st.heads.sort(key=lambda hd: tuple(hd[0].ravel()))
+    bias = st.beta_fit if st.affine else 0.0
+    st.candidate = MultiHeadAttention(
+        [tuple(x.tolist() for x in hd) for hd in st.heads],
+        beta=st.beta_fit if st.affine else None,
+    )
+    arith = st.oracle.arithmetic
+    try:
+        where = "a learning query"
+        _check_learning_fit(
+            arith,
+            st.candidate,
+            st.f0,
+            st.ans,
+            st.tie_answers,
+            st.U,
+            st.B,
+            st.H,
+            st.affine,
+            (st.polish_seqs, st.polish_ans),
+        )
+        where = "a fresh sequence"
+        if st.verify:
+            st.checked = verify_model(
+                st.oracle,
+                st.candidate,
+                count=st.verify,
+                seed=st.seed,
+                lengths=st.lengths,
+                bias=bias,
+                what="the recovered canonical heads",
+            )
+    except ModelClassMismatch as exc:
+        raise _not_reproduced(exc, where, st.H, arith, st.estimate, st.figure, bias) from exc
