@@ -74,78 +74,16 @@ def _group_fits(
     full_d = d if full_d is None else full_d
     ncols, T = len(f0), len(t)
     lt = np.log(t)
-    t0 = np.concatenate([[0.0], t])
     n_grid = d * ncols
     Y = (ans[:n_grid] - np.tile(f0, d)[:, None]).reshape(d, ncols, T)
     # The rounding floor of each group (answers and their F(0)), and of each link.
     floor = unit * np.sqrt(
         (ans[:n_grid] ** 2).sum(axis=1).reshape(d, ncols).sum(axis=1) + T * float(f0 @ f0)
     )
-    single = [
-        _float_poles(t0, np.concatenate([[f0[j]], ans[k * ncols + j]]), H)
-        for k in range(d)
-        for j in range(ncols)
-    ]
-    ss = np.array([[x[0] for x in p] for p in single]).reshape(d, ncols, H)
-    sr = np.array([[x[1] for x in p] for p in single]).reshape(d, ncols, H)
-    own = group_model(lt, sr.reshape(-1, H), ss.reshape(-1, 1, H)).reshape(d, ncols, T) - Y
-    own_rel = np.linalg.norm(own, axis=-1) / np.maximum(np.linalg.norm(Y, axis=-1), 1e-300)
-    gaps = np.diff(np.sort(ss, axis=-1), axis=-1).min(axis=-1) if H > 1 else np.ones((d, ncols))
-    key = np.where(own_rel <= 1e-8, gaps, -own_rel)
-    if Mt is not None and Mt.shape[0] > Mt.shape[1] and H > 1 and ncols > 3:
-        # Redundant columns, many heads: a single pair's residues are often far off (2H
-        # unknowns from 2H + 1 answers), and its score gap does not say which. The pairs
-        # whose residues agree with other pairs' are the sources: key = minus the median
-        # distance to its 3 nearest (sorted residues, relative). Measured (nn.MHA E = 16,
-        # H = 8): in groups whose widest-gap sources were off by 0.5 - 2, three pairs agreed
-        # to 2e-4 with residues 3e-5 - 2e-4 from the truth.
-        srt = np.sort(sr, axis=-1)
-        scale_r = np.maximum(np.abs(srt).max(axis=-1), 1e-300)
-        dist = np.abs(srt[:, :, None, :] - srt[:, None, :, :]).max(axis=-1) / scale_r[:, :, None]
-        dist[:, np.arange(ncols), np.arange(ncols)] = np.inf
-        near = np.sort(dist, axis=-1)[:, :, :3]
-        key = np.where(np.isfinite(near).all(axis=-1), -np.median(near, axis=-1), -np.inf)
-    n_src = min(ncols, max(_SOURCES, _SOURCE_WORK // (full_d * ncols)))
-    src = np.argsort(-key, axis=1, kind="stable")[:, :n_src]
-    r0 = np.empty((d, n_src, H))
-    s0 = np.empty((d, n_src, ncols, H))
-    for k in range(d):
-        for c in range(n_src):
-            ref = sr[k, src[k, c]]
-            r0[k, c] = ref
-            scale = max(float(np.abs(ref).max()), 1e-300)
-            for j in range(ncols):
-                # Pair j's own heads assigned to the source's by residue (plus a little
-                # score distance, which breaks near-ties of residue toward a smooth start).
-                cost = np.abs(sr[k, j][:, None] - ref[None, :]) / scale
-                rows, cols = _assign(cost)
-                s0[k, c, j, cols] = ss[k, j, rows]
+    r0, s0, n_src = _sources(f0, ans, t, H, Y, Mt, full_d)
     pair_floor = unit * np.sqrt((ans[:n_grid] ** 2).sum(axis=1) + T * np.tile(f0, d) ** 2)
     if H > 1:
-        # Each pair's scores alone, with the source's residues fixed, from its own heads
-        # (assigned by residue) and every transposition; pairs still missing their answers
-        # then from one head moved across the window (a merged or far-off pole).
-        # Staged (the cost is in the starts): most pairs are in the right basin from their
-        # own heads; only those missing by more than _BASIN relative get the other starts.
-        Yr = np.repeat(Y, n_src, axis=0).reshape(-1, T)
-        rr = np.repeat(r0.reshape(d * n_src, 1, H), ncols, axis=1).reshape(-1, H)
-        flat = s0.reshape(-1, H)
-        flat, miss = fit_scores(lt, Yr, rr, flat[:, None, :])
-        target = _BASIN * np.maximum(np.linalg.norm(Yr, axis=1), 1e-300)
-        for make in (transposition_starts, lambda x: moved_starts(x, _score_grid(lt))):
-            worse = np.flatnonzero(~(miss <= target))
-            if not len(worse):
-                break
-            starts = make(flat[worse])
-            # Many problems (d = 32, H = 8: 3072 x 136 starts, 170 s) go on from their best
-            # 4 starts after 5 steps; the small boxes' fits are left as they were measured.
-            big = starts.shape[0] * starts.shape[1] > _PRUNE_ABOVE
-            got, got_miss = fit_scores(
-                lt, Yr[worse], rr[worse], starts, prune=(5, 4) if big else None
-            )
-            keep = got_miss < miss[worse]
-            flat[worse[keep]], miss[worse[keep]] = got[keep], got_miss[keep]
-        s0 = flat.reshape(d, n_src, ncols, H)
+        s0 = _source_scores(lt, Y, r0, s0)
     fit = fit_groups(
         lt,
         np.repeat(Y, n_src, axis=0),
@@ -172,68 +110,17 @@ def _group_fits(
     # 10 of 16 groups at 1e4 x - 1e10 x the floor, where even fits started at the truth
     # estimate errors up to 2e-6: the design's conditioning, not the starts).
     n_bad = int(np.sum(~(res_best <= _CONVERGED * floor)))
-    rounds = _REPAIRS if n_bad <= _repair_limit(full_d) else 0
-    if not options.pair_repairs:
-        rounds = 0
+    repairable = n_bad <= _repair_limit(full_d)
+    rounds = _REPAIRS if repairable and options.pair_repairs else 0
     if wide:
         # The repairs below work on the free fit (off the plane): the groups they change
         # are fitted on the plane again afterwards, from the repaired scores.
         on_plane = (r.copy(), s.copy(), res_best.copy())
     for _ in range(rounds):
-        # A group whose pooled fit misses its answers has a pair in a local minimum (two
-        # heads' scores swapped, or merged poles), which also biases the shared residues.
-        # Leave each pair out in turn (the best of these fits gives unbiased residues),
-        # refit the pairs that then miss from many starts, then the whole group again.
-        bad_groups = [k for k in range(d) if not res_best[k] <= _CONVERGED * floor[k]]
-        if not bad_groups or H == 1:
+        if not _repair_round(lt, Y, r, s, res_best, floor, pair_floor, ids):
             break
-        changed = False
-        for k in bad_groups:
-            rk, sk = r[k].copy(), s[k].copy()
-            if ncols >= 3:
-                keep = np.array([[i for i in range(ncols) if i != j] for j in range(ncols)])
-                loo = fit_groups(lt, Y[k][keep], np.repeat(rk[None], ncols, 0), sk[keep])
-                loo = polish_groups(lt, Y[k][keep], loo.r, loo.s)
-                jbest = int(loo.residual.argmin())
-                rk = loo.r[jbest]
-                sk[keep[jbest]] = loo.s[jbest]
-            miss = np.linalg.norm(group_model(lt, rk[None], sk[None])[0] - Y[k], axis=-1)
-            pf = pair_floor[k * ncols : (k + 1) * ncols]
-            jj = np.flatnonzero(~(miss <= _CONVERGED * pf))
-            if len(jj):
-                rng = np.random.default_rng([ids[k], H, 12])
-                starts = np.concatenate(
-                    [
-                        transposition_starts(sk[jj]),
-                        moved_starts(sk[jj], _score_grid(lt)),
-                        rng.uniform(-6.0, 6.0, (len(jj), _RANDOM_STARTS, H)),
-                    ],
-                    axis=1,
-                )
-                sk[jj], _ = fit_scores(
-                    lt,
-                    Y[k, jj],
-                    np.repeat(rk[None], len(jj), 0),
-                    starts,
-                    steps=_REPAIR_STEPS,
-                    prune=_REPAIR_PRUNE,
-                )
-            again = fit_groups(lt, Y[k][None], rk[None], sk[None], floor=floor[k : k + 1])
-            again = polish_groups(lt, Y[k][None], again.r, again.s)
-            if again.residual[0] < res_best[k]:
-                r[k], s[k], res_best[k] = again.r[0], again.s[0], again.residual[0]
-                changed = True
-        if not changed:
-            break
-    joint_limit = _REPAIRS if n_bad <= _repair_limit(full_d) else 0
-    for k in range(d if joint_limit and options.joint_restarts else 0):
-        for _ in range(_JOINT_ROUNDS):
-            if res_best[k] <= _CONVERGED * floor[k] or H == 1:
-                break
-            joint = _joint_restarts(lt, Y[k], r[k], s[k], pair_floor[k * ncols : (k + 1) * ncols])
-            if not joint.residual[0] < res_best[k]:
-                break
-            r[k], s[k], res_best[k] = joint.r[0], joint.s[0], joint.residual[0]
+    for k in range(d if repairable and options.joint_restarts else 0):
+        _joint_rounds(lt, Y[k], r[k], s[k], res_best, k, floor[k], pair_floor, ncols)
     if wide:
         r_rep, s_rep = r, s  # the repaired free fits
         moved = np.flatnonzero(res_best < on_plane[2])
@@ -334,3 +221,172 @@ def fit_stage(st: FloatState) -> None:
     """Stage 4, the u-group fits: each u's pairs fitted jointly with shared residues, with
     the repairs of groups in local minima (:func:`_group_fits`)."""
     st.fits = _group_fits(st.f0, st.ans, st.t, st.H, st.d, st.unit, Mt=st.Mt, options=st.options)
+
+
+def _sources(
+    f0: np.ndarray,
+    ans: np.ndarray,
+    t: np.ndarray,
+    H: int,
+    Y: np.ndarray,
+    Mt: np.ndarray | None,
+    full_d: int,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """Each group's source pairs (the best-conditioned: widest score gaps, or with redundant
+    columns the pairs whose residues agree with others') and, per source, its residues r0
+    (d, n_src, H) and every pair's own single-pair scores assigned to them s0
+    (d, n_src, J, H)."""
+    d, ncols, T = Y.shape
+    lt = np.log(t)
+    t0 = np.concatenate([[0.0], t])
+    single = [
+        _float_poles(t0, np.concatenate([[f0[j]], ans[k * ncols + j]]), H)
+        for k in range(d)
+        for j in range(ncols)
+    ]
+    ss = np.array([[x[0] for x in p] for p in single]).reshape(d, ncols, H)
+    sr = np.array([[x[1] for x in p] for p in single]).reshape(d, ncols, H)
+    own = group_model(lt, sr.reshape(-1, H), ss.reshape(-1, 1, H)).reshape(d, ncols, T) - Y
+    own_rel = np.linalg.norm(own, axis=-1) / np.maximum(np.linalg.norm(Y, axis=-1), 1e-300)
+    gaps = np.diff(np.sort(ss, axis=-1), axis=-1).min(axis=-1) if H > 1 else np.ones((d, ncols))
+    key = np.where(own_rel <= 1e-8, gaps, -own_rel)
+    if Mt is not None and Mt.shape[0] > Mt.shape[1] and H > 1 and ncols > 3:
+        # Redundant columns, many heads: a single pair's residues are often far off (2H
+        # unknowns from 2H + 1 answers), and its score gap does not say which. The pairs
+        # whose residues agree with other pairs' are the sources: key = minus the median
+        # distance to its 3 nearest (sorted residues, relative). Measured (nn.MHA E = 16,
+        # H = 8): in groups whose widest-gap sources were off by 0.5 - 2, three pairs agreed
+        # to 2e-4 with residues 3e-5 - 2e-4 from the truth.
+        srt = np.sort(sr, axis=-1)
+        scale_r = np.maximum(np.abs(srt).max(axis=-1), 1e-300)
+        dist = np.abs(srt[:, :, None, :] - srt[:, None, :, :]).max(axis=-1) / scale_r[:, :, None]
+        dist[:, np.arange(ncols), np.arange(ncols)] = np.inf
+        near = np.sort(dist, axis=-1)[:, :, :3]
+        key = np.where(np.isfinite(near).all(axis=-1), -np.median(near, axis=-1), -np.inf)
+    n_src = min(ncols, max(_SOURCES, _SOURCE_WORK // (full_d * ncols)))
+    src = np.argsort(-key, axis=1, kind="stable")[:, :n_src]
+    r0 = np.empty((d, n_src, H))
+    s0 = np.empty((d, n_src, ncols, H))
+    for k in range(d):
+        for c in range(n_src):
+            ref = sr[k, src[k, c]]
+            r0[k, c] = ref
+            scale = max(float(np.abs(ref).max()), 1e-300)
+            for j in range(ncols):
+                # Pair j's own heads assigned to the source's by residue (plus a little
+                # score distance, which breaks near-ties of residue toward a smooth start).
+                cost = np.abs(sr[k, j][:, None] - ref[None, :]) / scale
+                rows, cols = _assign(cost)
+                s0[k, c, j, cols] = ss[k, j, rows]
+    return r0, s0, n_src
+
+
+def _source_scores(lt: np.ndarray, Y: np.ndarray, r0: np.ndarray, s0: np.ndarray) -> np.ndarray:
+    """Each pair's scores alone with its source's residues fixed (:func:`_group_fits`)."""
+    d, n_src, ncols, H = s0.shape
+    T = Y.shape[-1]
+    # Each pair's scores alone, with the source's residues fixed, from its own heads
+    # (assigned by residue) and every transposition; pairs still missing their answers
+    # then from one head moved across the window (a merged or far-off pole).
+    # Staged (the cost is in the starts): most pairs are in the right basin from their
+    # own heads; only those missing by more than _BASIN relative get the other starts.
+    Yr = np.repeat(Y, n_src, axis=0).reshape(-1, T)
+    rr = np.repeat(r0.reshape(d * n_src, 1, H), ncols, axis=1).reshape(-1, H)
+    flat = s0.reshape(-1, H)
+    flat, miss = fit_scores(lt, Yr, rr, flat[:, None, :])
+    target = _BASIN * np.maximum(np.linalg.norm(Yr, axis=1), 1e-300)
+    for make in (transposition_starts, lambda x: moved_starts(x, _score_grid(lt))):
+        worse = np.flatnonzero(~(miss <= target))
+        if not len(worse):
+            break
+        starts = make(flat[worse])
+        # Many problems (d = 32, H = 8: 3072 x 136 starts, 170 s) go on from their best
+        # 4 starts after 5 steps; the small boxes' fits are left as they were measured.
+        big = starts.shape[0] * starts.shape[1] > _PRUNE_ABOVE
+        got, got_miss = fit_scores(lt, Yr[worse], rr[worse], starts, prune=(5, 4) if big else None)
+        keep = got_miss < miss[worse]
+        flat[worse[keep]], miss[worse[keep]] = got[keep], got_miss[keep]
+    s0 = flat.reshape(d, n_src, ncols, H)
+    return s0
+
+
+def _repair_round(
+    lt: np.ndarray,
+    Y: np.ndarray,
+    r: np.ndarray,
+    s: np.ndarray,
+    res_best: np.ndarray,
+    floor: np.ndarray,
+    pair_floor: np.ndarray,
+    ids: Sequence[int],
+) -> bool:
+    """One repair round of the groups over ``_CONVERGED`` x their floor (r, s and res_best
+    changed in place); False when there is nothing left to repair or nothing changed."""
+    d, ncols, H = s.shape
+    # A group whose pooled fit misses its answers has a pair in a local minimum (two
+    # heads' scores swapped, or merged poles), which also biases the shared residues.
+    # Leave each pair out in turn (the best of these fits gives unbiased residues),
+    # refit the pairs that then miss from many starts, then the whole group again.
+    bad_groups = [k for k in range(d) if not res_best[k] <= _CONVERGED * floor[k]]
+    if not bad_groups or H == 1:
+        return False
+    changed = False
+    for k in bad_groups:
+        rk, sk = r[k].copy(), s[k].copy()
+        if ncols >= 3:
+            keep = np.array([[i for i in range(ncols) if i != j] for j in range(ncols)])
+            loo = fit_groups(lt, Y[k][keep], np.repeat(rk[None], ncols, 0), sk[keep])
+            loo = polish_groups(lt, Y[k][keep], loo.r, loo.s)
+            jbest = int(loo.residual.argmin())
+            rk = loo.r[jbest]
+            sk[keep[jbest]] = loo.s[jbest]
+        miss = np.linalg.norm(group_model(lt, rk[None], sk[None])[0] - Y[k], axis=-1)
+        pf = pair_floor[k * ncols : (k + 1) * ncols]
+        jj = np.flatnonzero(~(miss <= _CONVERGED * pf))
+        if len(jj):
+            rng = np.random.default_rng([ids[k], H, 12])
+            starts = np.concatenate(
+                [
+                    transposition_starts(sk[jj]),
+                    moved_starts(sk[jj], _score_grid(lt)),
+                    rng.uniform(-6.0, 6.0, (len(jj), _RANDOM_STARTS, H)),
+                ],
+                axis=1,
+            )
+            sk[jj], _ = fit_scores(
+                lt,
+                Y[k, jj],
+                np.repeat(rk[None], len(jj), 0),
+                starts,
+                steps=_REPAIR_STEPS,
+                prune=_REPAIR_PRUNE,
+            )
+        again = fit_groups(lt, Y[k][None], rk[None], sk[None], floor=floor[k : k + 1])
+        again = polish_groups(lt, Y[k][None], again.r, again.s)
+        if again.residual[0] < res_best[k]:
+            r[k], s[k], res_best[k] = again.r[0], again.s[0], again.residual[0]
+            changed = True
+    return changed
+
+
+def _joint_rounds(
+    lt: np.ndarray,
+    Yk: np.ndarray,
+    rk: np.ndarray,
+    sk: np.ndarray,
+    res_best: np.ndarray,
+    k: int,
+    floor_k: float,
+    pair_floor: np.ndarray,
+    ncols: int,
+) -> None:
+    """Up to ``_JOINT_ROUNDS`` joint restarts of group k's worst pair (rk, sk, res_best[k]
+    changed in place), while it is over ``_CONVERGED`` x its floor and a restart helps."""
+    H = len(rk)
+    for _ in range(_JOINT_ROUNDS):
+        if res_best[k] <= _CONVERGED * floor_k or H == 1:
+            break
+        joint = _joint_restarts(lt, Yk, rk, sk, pair_floor[k * ncols : (k + 1) * ncols])
+        if not joint.residual[0] < res_best[k]:
+            break
+        rk[:], sk[:], res_best[k] = joint.r[0], joint.s[0], joint.residual[0]

@@ -28,6 +28,47 @@ from verified_attn.verification import (
 )
 
 
+def _design_record(U: np.ndarray, B: np.ndarray, answers: dict[str, Any]) -> dict[str, Any]:
+    """The certificate's ``design``: U, B, the ratios and u scale, and for the record the
+    pilot's discarded rounds, the conditioning rounds and the low-rank restarts."""
+    return {
+        "U": [[dump_number(float(x)) for x in row] for row in U],
+        "B": [[dump_number(float(x)) for x in row] for row in B],
+        "ratios": [[k, m] for k, m in answers["ratios"]],
+        "u_scale": dump_number(float(answers["scale"])),
+        # The pilot's discarded rounds: counted, kept for the record (not decoded).
+        "pilot": [
+            {
+                "scale": dump_number(float(p["scale"])),
+                "answers": [[dump_number(float(a)) for a in row] for row in p["answers"]],
+            }
+            for p in answers["pilot"]
+        ],
+        # Conditioning rounds: u-group k's row scaled by factor, or (redundant design)
+        # turned by angle toward row partner (U holds the result); the replaced
+        # answers (its pairs, then the links through it) for the record.
+        "conditioning": [
+            {
+                "k": c["k"],
+                "factor": dump_number(float(c["factor"])),
+                **(
+                    {"partner": c["partner"], "angle": dump_number(float(c["angle"]))}
+                    if "partner" in c
+                    else {}
+                ),
+                "answers": [[dump_number(float(a)) for a in row] for row in c["answers"]],
+            }
+            for c in answers["conditioning"]
+        ],
+        # The stalled u-groups whose fit was started again from the other groups'
+        # low-rank head planes (no query; float_rescue), and that rank: for the record.
+        "low_rank_restarts": {
+            "groups": [int(k) for k in answers["restarts"]["groups"]],
+            "rank": int(answers["restarts"]["rank"]),
+        },
+    }
+
+
 def _certificate_data(
     arith: Arithmetic,
     U: np.ndarray,
@@ -67,42 +108,7 @@ def _certificate_data(
             "H0": H,
             "working_precision": None,
             "denominator_bound": None,
-            "design": {
-                "U": [[dump_number(float(x)) for x in row] for row in U],
-                "B": [[dump_number(float(x)) for x in row] for row in B],
-                "ratios": [[k, m] for k, m in answers["ratios"]],
-                "u_scale": dump_number(float(answers["scale"])),
-                # The pilot's discarded rounds: counted, kept for the record (not decoded).
-                "pilot": [
-                    {
-                        "scale": dump_number(float(p["scale"])),
-                        "answers": [[dump_number(float(a)) for a in row] for row in p["answers"]],
-                    }
-                    for p in answers["pilot"]
-                ],
-                # Conditioning rounds: u-group k's row scaled by factor, or (redundant design)
-                # turned by angle toward row partner (U holds the result); the replaced
-                # answers (its pairs, then the links through it) for the record.
-                "conditioning": [
-                    {
-                        "k": c["k"],
-                        "factor": dump_number(float(c["factor"])),
-                        **(
-                            {"partner": c["partner"], "angle": dump_number(float(c["angle"]))}
-                            if "partner" in c
-                            else {}
-                        ),
-                        "answers": [[dump_number(float(a)) for a in row] for row in c["answers"]],
-                    }
-                    for c in answers["conditioning"]
-                ],
-                # The stalled u-groups whose fit was started again from the other groups'
-                # low-rank head planes (no query; float_rescue), and that rank: for the record.
-                "low_rank_restarts": {
-                    "groups": [int(k) for k in answers["restarts"]["groups"]],
-                    "rank": int(answers["restarts"]["rank"]),
-                },
-            },
+            "design": _design_record(U, B, answers),
             "answers": {
                 "F0": [dump_number(float(a)) for a in answers["F0"]],
                 "F": [[dump_number(float(a)) for a in row] for row in answers["F"]],
