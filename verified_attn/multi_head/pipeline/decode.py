@@ -107,19 +107,13 @@ def _decode_pooled(
     bad = [k for k in range(d) if not res_best[k] <= _GROUP_FIT * floor[k]]
     if bad:
         k = bad[0]
-        return _Decoded(
-            [],
-            0.0,
-            [],
-            gap,
-            0.0,
-            None,
+        failure = (
             f"the pooled fit of the u-group u_{k + 1} ({ncols} pairs, {H} heads) misses its "
             f"answers by {res_best[k]:.2e}, over {_GROUP_FIT:g} x its rounding floor "
             f"{floor[k]:.2e} ({len(bad)} of {d} groups): not {H} softmax heads, or too "
-            "ill-conditioned",
-            tuple(bad),
+            "ill-conditioned"
         )
+        return _Decoded([], 0.0, [], gap, 0.0, None, failure, tuple(bad))
     M = float_probe_matrix(B, affine)
     wide = M.shape[1] > M.shape[0]
     # (After the refusal above: the swaps cost a group fit each, 20 s at d = 32, H = 8.)
@@ -143,19 +137,13 @@ def _decode_pooled(
     stuck = [k for k in range(d) if not res_best[k] <= _CONVERGED * max(level, 1.0) * floor[k]]
     if stuck:
         k = stuck[0]
-        return _Decoded(
-            [],
-            0.0,
-            [],
-            gap,
-            0.0,
-            None,
+        failure = (
             f"the pooled fit of the u-group u_{k + 1} ({ncols} pairs, {H} heads) stops at "
             f"{res_best[k] / floor[k]:.3g} x its rounding floor, over {_CONVERGED:g} x the "
             f"groups' median {level:.3g} x ({len(stuck)} of {d} groups): a local minimum of "
-            "the fit (the box is not shown out of class); rerun with another seed",
-            tuple(stuck),
+            "the fit (the box is not shown out of class); rerun with another seed"
         )
+        return _Decoded([], 0.0, [], gap, 0.0, None, failure, tuple(stuck))
     ambiguous: list[str] = []
     noise = np.sqrt(res_best**2 + floor**2)  # each group's |dY|: residual and rounding
     # Heads with (nearly) equal residues at u_k (e.g. equal v) are interchangeable in the
@@ -165,6 +153,44 @@ def _decode_pooled(
     # s = M^T w, and a pair whose two heads are swapped leaves it (with the swapped pairs S
     # and the rest S', w'_a meets M_S^T w_a and M_S'^T w_b: J > p equations in p unknowns,
     # inconsistent unless w_a = w_b), so the fit's head order is the same in every pair.
+    ambiguous += _tie_links(r, s, f0, wide, ask_ties, arith)
+    ambiguous += _link_orders(lt, ans, f0, r, s, noise, level, unit, arith)
+    heads, beta = _heads(U, B, M, r, s, f0, affine)
+    sig = _sigma_min(lt, M, r, s)
+    # A second solution that fits as well is an error the first-order figure cannot see.
+    estimate = _propagated_error(
+        res_best, floor, lt, r, s, spread, U, B, f0, heads, beta, unit, affine
+    )
+    if estimate > getattr(arith, "parameter_rtol", arith.rtol):
+        ambiguous += _twin_names(twins, arith)
+    return _Decoded(heads, beta, ambiguous, gap, float(sig.min()), estimate)
+
+
+def _twin_names(
+    twins: list[tuple[int, int, int, int, float, float]], arith: Arithmetic
+) -> list[str]:
+    """The second solutions (the farthest first), named for a refusal."""
+    return [
+        f"the pair (u_{k + 1}, b_{j + 1}) cannot tell heads {a + 1} and {b + 1} (numbered "
+        f"at u_{k + 1}) apart in {_float_name(arith)}: their scores differ by {g:.1e}, and "
+        f"with the two swapped the u-group's fit meets its answers as well (the scores "
+        f"move by {dist:.1e})"
+        for k, j, a, b, g, dist in sorted(twins, key=lambda x: -x[5])
+    ]
+
+
+def _tie_links(
+    r: np.ndarray,
+    s: np.ndarray,
+    f0: np.ndarray,
+    wide: bool,
+    ask_ties: Any,
+    arith: Arithmetic,
+) -> list[str]:
+    """Square design: the pairs of a group with (nearly) equal residues ordered by tie links
+    (s changed in place); the ambiguous steps, named."""
+    d, ncols, H = s.shape
+    ambiguous: list[str] = []
     ties: list[tuple[int, int, list[tuple[int, ...]]]] = []
     for k in range(0 if wide else d):
         scale = max(float(np.abs(r[k]).max()), 1e-300)
@@ -197,6 +223,27 @@ def _decode_pooled(
                     f"{len(ok)} head orders in {_float_name(arith)}"
                 )
             s[k, j] = s[k, j][list(ok[0])]
+    return ambiguous
+
+
+def _link_orders(
+    lt: np.ndarray,
+    ans: np.ndarray,
+    f0: np.ndarray,
+    r: np.ndarray,
+    s: np.ndarray,
+    noise: np.ndarray,
+    level: float,
+    unit: float,
+    arith: Arithmetic,
+) -> list[str]:
+    """Group k's heads ordered against group 1's by the halved link (r, s changed in
+    place); the links that cannot decide, named. ``level``: the groups' median residual over
+    their floors, which scales the link's own rounding."""
+    d, ncols, _ = s.shape
+    T = len(lt)
+    n_grid = d * ncols
+    ambiguous: list[str] = []
     for k in range(1, d):
         y = ans[n_grid + k - 1] - f0[0]
         orders, miss = link_orders(lt, y, r[0], s[0, 0], r[k], s[k, 0])
@@ -216,6 +263,21 @@ def _decode_pooled(
             )
         p = orders[0]
         r[k], s[k] = r[k][p], s[k][:, p]
+    return ambiguous
+
+
+def _heads(
+    U: np.ndarray,
+    B: np.ndarray,
+    M: np.ndarray,
+    r: np.ndarray,
+    s: np.ndarray,
+    f0: np.ndarray,
+    affine: bool,
+) -> tuple[list[tuple[np.ndarray, ...]], float]:
+    """``[W_h | c_h] = U^-1 S_h M^-1``, ``v_h = U^-1 r_h`` and beta from the ordered groups."""
+    d, H = U.shape[0], r.shape[1]
+    wide = M.shape[1] > M.shape[0]
     Uinv = np.linalg.inv(U)
     Minv = np.linalg.pinv(M) if wide else np.linalg.inv(M)
     heads: list[tuple[np.ndarray, ...]] = []
@@ -226,20 +288,7 @@ def _decode_pooled(
             head = (*head, Wc[:, d])
         heads.append(head)
     beta = float(f0[0] - B[0] @ sum(hd[1] for hd in heads)) if affine else 0.0
-    sig = _sigma_min(lt, M, r, s)
-    # A second solution that fits as well is an error the first-order figure cannot see.
-    estimate = _propagated_error(
-        res_best, floor, lt, r, s, spread, U, B, f0, heads, beta, unit, affine
-    )
-    if estimate > getattr(arith, "parameter_rtol", arith.rtol):
-        ambiguous += [
-            f"the pair (u_{k + 1}, b_{j + 1}) cannot tell heads {a + 1} and {b + 1} (numbered "
-            f"at u_{k + 1}) apart in {_float_name(arith)}: their scores differ by {g:.1e}, and "
-            f"with the two swapped the u-group's fit meets its answers as well (the scores "
-            f"move by {dist:.1e})"
-            for k, j, a, b, g, dist in sorted(twins, key=lambda x: -x[5])
-        ]
-    return _Decoded(heads, beta, ambiguous, gap, float(sig.min()), estimate)
+    return heads, beta
 
 
 def _swap_alternatives(
