@@ -19,7 +19,12 @@ from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head import canonical_float as cf
 from verified_attn.multi_head import float_rescue as fr
 from verified_attn.multi_head.canonical_learner import learn_multi_head
-from verified_attn.multi_head.float_fit import fit_linear_groups, group_model
+from verified_attn.multi_head.float_fit import (
+    group_model,
+)
+from verified_attn.multi_head.float_linear_fit import (
+    fit_linear_groups,
+)
 from verified_attn.verification import fresh_sequences
 
 

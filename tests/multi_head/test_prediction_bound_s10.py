@@ -17,7 +17,12 @@ from tests.multi_head.polish_pin import no_polish  # noqa: F401 (autouse: u-grou
 from verified_attn.errors import PrecisionExhausted
 from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head import canonical_float as cf
-from verified_attn.multi_head.float_fit import fit_linear_groups, group_model
+from verified_attn.multi_head.float_fit import (
+    group_model,
+)
+from verified_attn.multi_head.float_linear_fit import (
+    fit_linear_groups,
+)
 from verified_attn.multi_head.prediction_bound import (
     group_gradients,
     groups_prediction_bound,
@@ -161,7 +166,9 @@ def test_the_bound_is_attained_by_a_refit_along_the_worst_direction() -> None:
         return abs(_y(got, 0.0, X, False) - y0)
 
     # The worst direction of group 0: J_0^+T g_0, normalised.
-    from verified_attn.multi_head.float_fit import linear_jacobian
+    from verified_attn.multi_head.float_linear_fit import (
+        linear_jacobian,
+    )
 
     J0 = linear_jacobian(lt, M.T, r, w)[0]
     g0 = group_gradients(heads, X, False, U=U, B=B, M=M)[0]

@@ -35,6 +35,8 @@ from verified_attn.multi_head.canonical_bounds import (
 )
 from verified_attn.multi_head.float_fit import (
     GroupFit,
+)
+from verified_attn.multi_head.float_linear_fit import (
     fit_linear_groups,
 )
 from verified_attn.multi_head.pipeline.asking import (

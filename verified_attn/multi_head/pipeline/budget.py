@@ -92,7 +92,7 @@ def max_length(H: int, *, unit: float = 2.0**-53) -> int:
 # this many heads on, as many as the room under the follow-up's count holds: where the
 # free per-pair scores crowd (nn.MultiheadAttention E = 16, H = 8: the u-groups' sigma_min
 # 1e-10 .. 1e-5) the scores' linearity in b pins a pair's close scores through the other
-# pairs (float_fit.fit_linear_groups). Until this version only from six heads on; measured
+# pairs (float_linear_fit.fit_linear_groups). Until this version only from six heads on; measured
 # with them from two heads on (float64, the float benchmark's seeds): random d = 32, H = 4
 # 2/2 learned (the square design 0/2: two scores 1.5e-5 apart, a fit at a wrong solution),
 # every other cell H = 2-5 as learned as before (d = 8 60/60, d = 16 12/12, modules E = 8

@@ -8,16 +8,18 @@ import numpy as np
 
 from verified_attn.multi_head.float_fit import (
     GroupFit,
-    consensus_start,
     fit_groups,
-    fit_linear_groups,
     fit_scores,
     group_model,
-    linear_start,
     moved_starts,
     polish_groups,
-    score_weights,
     transposition_starts,
+)
+from verified_attn.multi_head.float_linear_fit import (
+    consensus_start,
+    fit_linear_groups,
+    linear_start,
+    score_weights,
 )
 from verified_attn.multi_head.pipeline.poles import (
     _assign,
@@ -144,10 +146,10 @@ def _linear_stage(
     floor: np.ndarray,
     options: Options = DEFAULT_OPTIONS,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The redundant design's fit in (r, w), ``s = Mt w`` (:func:`~.float_fit.fit_linear_groups`),
+    """The redundant design's fit in (r, w), ``s = Mt w`` (:func:`~.float_linear_fit.fit_linear_groups`),
     started from the free fits' scores with the pairs off the plane left out
-    (:func:`~.float_fit.linear_start`). A group still over ``_CONVERGED`` x its floor is
-    started again from its free scores' consensus planes (:func:`~.float_fit.consensus_start`),
+    (:func:`~.float_linear_fit.linear_start`). A group still over ``_CONVERGED`` x its floor is
+    started again from its free scores' consensus planes (:func:`~.float_linear_fit.consensus_start`),
     then, up to ``_LINEAR_ROUNDS`` times, from its pairs' scores refitted alone
     with the linear fit's residues (from the plane's scores, every transposition and one
     head moved across the window): the plane then predicts a wrong-basin pair's scores
@@ -160,7 +162,7 @@ def _linear_stage(
     if len(bad) and H > 1 and options.consensus_start:
         # A group off its floor starts again from its free scores' consensus planes: with
         # few redundant pairs the greedy start bends toward a wrong-basin pair (measured,
-        # float_fit.consensus_start). Seeded by the sizes alone: a group's fit does not
+        # float_linear_fit.consensus_start). Seeded by the sizes alone: a group's fit does not
         # depend on the batch it is fitted in (_refit_groups).
         rng = np.random.default_rng([ncols, Mt.shape[1], H, _CONSENSUS_SEED])
         weight = score_weights(lt, r_free[bad], s_free[bad])

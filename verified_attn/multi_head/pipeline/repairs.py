@@ -9,11 +9,13 @@ import numpy as np
 from verified_attn.multi_head.float_fit import (
     GroupFit,
     fit_groups,
-    fit_linear_groups,
     group_model,
     moved_starts,
     polish_groups,
     transposition_starts,
+)
+from verified_attn.multi_head.float_linear_fit import (
+    fit_linear_groups,
 )
 from verified_attn.multi_head.float_rescue import head_subspaces, subspace_starts
 from verified_attn.multi_head.pipeline.poles import (

@@ -21,6 +21,8 @@ from verified_attn.multi_head.float_fit import (
     group_model,
     row_sensitivities,
     sigma_min_groups,
+)
+from verified_attn.multi_head.float_linear_fit import (
     sigma_min_linear,
 )
 from verified_attn.multi_head.pipeline.design import (
