@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import cast
 
 import numpy as np
 
@@ -374,6 +375,6 @@ def plan(st: FloatState) -> None:
     st.oracle.require_remaining(st.bound, st.verify, "learn_multi_head")
     st.ratios = float_ratios(st.H, unit=st.unit)
     st.t = np.array([k / m for k, m in st.ratios])
-    st.prtol = float(getattr(arith, "parameter_rtol", arith.rtol))
+    st.prtol = float(cast(float, getattr(arith, "parameter_rtol", arith.rtol)))
     st.d = st.oracle.d
     st.wide = extra_columns(st.d, st.H, st.affine, unit=st.unit)

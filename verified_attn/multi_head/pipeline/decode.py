@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -161,7 +161,7 @@ def _decode_pooled(
     estimate = _propagated_error(
         res_best, floor, lt, r, s, spread, U, B, f0, heads, beta, unit, affine
     )
-    if estimate > getattr(arith, "parameter_rtol", arith.rtol):
+    if estimate > cast(float, getattr(arith, "parameter_rtol", arith.rtol)):
         ambiguous += _twin_names(twins, arith)
     return _Decoded(heads, beta, ambiguous, gap, float(sig.min()), estimate)
 

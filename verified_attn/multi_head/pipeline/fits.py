@@ -98,6 +98,7 @@ def _group_fits(
     if wide:
         # Redundant columns: every source's free fit starts a fit in (r, w); the best is
         # kept (a group still off its floor goes through the free repairs below).
+        assert Mt is not None
         r_lin, s_lin, res_lin = _linear_stage(
             lt, np.repeat(Y, n_src, axis=0), Mt, fit.r, fit.s, np.repeat(floor, n_src), options
         )
@@ -130,6 +131,7 @@ def _group_fits(
         if len(moved):
             # Measured (random d = 8, H = 6, benchmark seeds 4 and 12): one u-group left at
             # 1e9 x its floor by the fit on the plane, which the free repairs' starts reach.
+            assert Mt is not None
             got = _linear_stage(lt, Y[moved], Mt, r_rep[moved], s_rep[moved], floor[moved], options)
             better = got[2] < res_best[moved]
             i = moved[better]

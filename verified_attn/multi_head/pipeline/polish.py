@@ -39,7 +39,7 @@ Heads = list[tuple[np.ndarray, ...]]
 Figures = tuple[Heads, float, float, tuple[float, float], str, str]
 
 
-def _learning_rows(st: FloatState) -> tuple[np.ndarray, ...]:
+def _learning_rows(st: FloatState) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The learning answers as rows (u, b, log k, F): F(0) rows carry log k = -inf."""
     ncols = len(st.B)
     us = [np.zeros(st.d)] * ncols + [u for u, _ in st.pairs for _ in st.ratios]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -78,7 +78,7 @@ def _prediction_ratio(
         [tuple(x.tolist() for x in hd) for hd in heads], beta=beta if affine else None
     )
     preds = np.array([float(model.evaluate_batch(X[None])[0]) for X in sequences])
-    floor = float_floor(preds, beta)
+    floor = float_floor(list(preds), beta)
     allowed = np.array([tolerance(arith, y, bias=beta, floor=floor) for y in preds])
     with np.errstate(invalid="ignore", divide="ignore"):
         ratios = PREDICTION_SIGMAS * bounds[:, 1] / allowed
@@ -125,7 +125,7 @@ def _parameter_error_estimate(
     noise = float(np.sqrt(np.sum(residuals**2) + np.sum((unit * np.abs(ys)) ** 2)))
     size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
     estimate = math.inf if not sigma_min > 0 else noise * sensitivity / size
-    prtol = float(getattr(arith, "parameter_rtol", arith.rtol))
+    prtol = float(cast(float, getattr(arith, "parameter_rtol", arith.rtol)))
     if not estimate <= _PARAMETER_SAFETY * prtol:
         raise PrecisionExhausted(
             f"the joint fit of {H} heads is too ill-conditioned for a {box_precision(arith)} "
