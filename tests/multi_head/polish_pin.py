@@ -11,14 +11,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from verified_attn.multi_head import canonical_float as cf
-
 
 @pytest.fixture(autouse=True, scope="module")
 def no_polish() -> Iterator[None]:
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(cf, "POLISH_PARAMETERS", 0)
+        mp.setattr("verified_attn.multi_head.pipeline.budget.POLISH_PARAMETERS", 0)
         # ... and the float64 precision polish, which has its own limit (a float32 box
         # made not coarse, the wrong variants', would take it).
-        mp.setattr(cf, "PRECISION_POLISH_PARAMETERS", 0)
+        mp.setattr("verified_attn.multi_head.pipeline.budget.PRECISION_POLISH_PARAMETERS", 0)
         yield

@@ -1,4 +1,4 @@
-"""The consensus start of the redundant design's fit in (r, w) (float_fit.consensus_start):
+"""The consensus start of the redundant design's fit in (r, w) (float_linear_fit.consensus_start):
 a u-group whose greedy start bends toward a pair in a wrong basin reaches its rounding
 floor without a conditioning round."""
 
@@ -13,7 +13,10 @@ from test_float_extraction_s3 import _box, _model
 import verified_attn as va
 from verified_attn.multi_head import canonical_float as cf
 from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
-from verified_attn.multi_head.float_fit import consensus_start, linear_start
+from verified_attn.multi_head.float_linear_fit import (
+    consensus_start,
+    linear_start,
+)
 
 UNIT = 2.0**-53
 

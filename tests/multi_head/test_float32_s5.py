@@ -60,7 +60,9 @@ def _parameter_error(rec: Any, mha: Any, r: np.ndarray) -> float:
     max(1, largest true parameter): the measure the stated tolerance is relative to."""
     truth = attention_parameters(mha.double(), r)
     mha.float()
-    true = [np.concatenate([truth.W[h].ravel(), truth.v[h], truth.c[h]]) for h in range(truth.heads)]
+    true = [
+        np.concatenate([truth.W[h].ravel(), truth.v[h], truth.c[h]]) for h in range(truth.heads)
+    ]
     got = [np.concatenate([W.ravel(), v, c]) for W, v, c in rec.parameters["heads"]]
     size = max(1.0, abs(truth.beta), *(float(np.abs(x).max()) for x in true))
     best = min(
@@ -198,7 +200,9 @@ def test_the_u_group_estimate_is_recomputed_by_the_checker(rounded: Any) -> None
     # Without the fields a certificate states rtol, which these heads do not support.
     bad = copy.deepcopy(data)
     del bad["result"]["parameter_rtol"], bad["result"]["parameter_error_estimate"]
-    with pytest.raises(CertificateError, match=re.escape("exceeds the stated parameter tolerance 0.0001")):
+    with pytest.raises(
+        CertificateError, match=re.escape("exceeds the stated parameter tolerance 0.0001")
+    ):
         va.verify_certificate(bad)
 
 

@@ -64,7 +64,7 @@ def stall_first_decoding(
             return dec
         return cf._Decoded([], 0.0, [], dec.gap, 0.0, None, "simulated stall", groups)
 
-    monkeypatch.setattr(cf, "_decode_pooled", stalls_once)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.decode._decode_pooled", stalls_once)
     return calls
 
 
@@ -98,7 +98,9 @@ def test_module_scale_box_is_learned_only_with_the_pilot(monkeypatch: pytest.Mon
     # Scores ~10x below the design's: the pilot rescales u by 2^3.5 (one round of 8 pairs x 9
     # queries discarded: 647 + 72 = 719), and the heads come back to the stated rtol. (The
     # square design, as measured; with its redundant column the count is 793.)
-    monkeypatch.setattr(cf, "REDUNDANT_FROM_HEADS", 9)  # the square design's mechanism
+    monkeypatch.setattr(
+        "verified_attn.multi_head.pipeline.budget.REDUNDANT_FROM_HEADS", 9
+    )  # the square design's mechanism
     model = _small_box(0.1)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=4, seed=0)
     # The precision polish too (ceil(288 / 8) = 36 sequences): the decoded estimate was
@@ -114,7 +116,12 @@ def test_module_scale_box_is_learned_only_with_the_pilot(monkeypatch: pytest.Mon
     # the window log2 t in [-8, 8] the estimate there is 1.2e-6 (just over the rtol 1e-6),
     # and a refused fit names its pairs of close scores first (NotIdentifiable, the
     # ill-conditioned figure quoted); with [-6, 6] it was PrecisionExhausted alone.
-    monkeypatch.setattr(cf, "pilot_rounds", lambda *args, **kwargs: 1)
+    monkeypatch.setattr(
+        "verified_attn.multi_head.pipeline.budget.pilot_rounds", lambda *args, **kwargs: 1
+    )
+    monkeypatch.setattr(
+        "verified_attn.multi_head.pipeline.pilot.pilot_rounds", lambda *args, **kwargs: 1
+    )
     with pytest.raises((PrecisionExhausted, NotIdentifiable), match="too ill-conditioned"):
         learn_multi_head(va.Oracle(model, "float"), heads=4, seed=0)
 
@@ -169,7 +176,7 @@ def test_a_missed_fresh_answer_is_not_called_out_of_class(
     def miss(oracle: Any, model: Any, **kwargs: Any) -> None:
         raise ModelClassMismatch("miss", query=np.zeros((3, 4)), observed=1.0, expected=1.1)
 
-    monkeypatch.setattr(cf, "verify_model", miss)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.verify.verify_model", miss)
     with pytest.raises(
         PrecisionExhausted,
         match=r"do not reproduce the box on a fresh sequence of length 3 \(relative gap 1.00e-01",
@@ -208,7 +215,9 @@ def test_a_stalled_group_is_asked_again_and_certified(monkeypatch: pytest.Monkey
     # is made to report that stall (u_4 missing its answers), and the phase must do what
     # it did then: one conditioning round asks u_4's 8 pairs and its link again with u_4
     # scaled by 2^-1/2, 789 + 9 x 11 = 888 queries, and the heads come back to the rtol.
-    monkeypatch.setattr(cf, "REDUNDANT_FROM_HEADS", 9)  # the square design's mechanism
+    monkeypatch.setattr(
+        "verified_attn.multi_head.pipeline.budget.REDUNDANT_FROM_HEADS", 9
+    )  # the square design's mechanism
     calls = stall_first_decoding(monkeypatch, (3,))
     rng = np.random.default_rng(5000)
     heads = [(rng.normal(0, 1 / np.sqrt(8), (8, 8)), rng.normal(0, 1, 8)) for _ in range(5)]

@@ -16,7 +16,6 @@ import pytest
 
 import verified_attn as va
 from verified_attn.errors import CertificateError, PrecisionExhausted
-from verified_attn.multi_head import canonical_float as cf
 from verified_attn.multi_head.canonical_float import (
     extra_columns,
     float_query_bound,
@@ -111,7 +110,7 @@ def test_the_checker_derives_the_columns_from_the_unit_roundoff(learned: Any) ->
 def test_the_square_design_refuses_the_module(monkeypatch: pytest.MonkeyPatch) -> None:
     # The wrong variant: float32 not coarse (the threshold moved past it): the square design
     # with the same estimate refuses this module (estimate 1.7e-3 > the tolerance 1e-3).
-    monkeypatch.setattr(cf, "COARSE_UNIT", 2.0**-20)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.design.COARSE_UNIT", 2.0**-20)
     mha, r = _module(8, 2, 3)
     with pytest.raises(PrecisionExhausted, match=re.escape("parameter tolerance 0.001 ")):
         learn_multi_head(attention_oracle(mha, r, dtype="float32"), heads=2, seed=3)

@@ -129,7 +129,7 @@ def test_second_solution_is_decided_by_one_tie_link(monkeypatch: pytest.MonkeyPa
     # estimate 2.3e-6). One tie link (u_k, (b_1 + b_j)/2) sees the swap at first order.
     # The square design (with redundant columns there is no second solution to decide:
     # test_float_wide_s6 learns this box without a tie link).
-    monkeypatch.setattr(cf, "REDUNDANT_FROM_HEADS", 9)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.budget.REDUNDANT_FROM_HEADS", 9)
     model = cf.random_float_box(8, 6, 1)
     heads = _heads_of(model)
     U, B, _ = cf.float_design(8, 1, False)
@@ -212,7 +212,8 @@ def test_a_group_stuck_above_the_others_is_refused(monkeypatch: pytest.MonkeyPat
         res[1] = 200.0 * float(np.median(res / floor)) * floor[1]
         return r, s, res, floor
 
-    monkeypatch.setattr(cf, "_group_fits", stuck)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.decode._group_fits", stuck)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.fits._group_fits", stuck)
     model = _model(_box(3, 2, 17))
     with pytest.raises(PrecisionExhausted, match="local minimum of the fit"):
         learn_multi_head(va.Oracle(model, "float"), heads=2, seed=0)
@@ -225,7 +226,7 @@ def test_a_fresh_miss_is_not_called_out_of_class(monkeypatch: pytest.MonkeyPatch
     def miss(*args: Any, **kwargs: Any) -> None:
         raise ModelClassMismatch("the oracle is not the recovered canonical heads (simulated)")
 
-    monkeypatch.setattr(cf, "verify_model", miss)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.verify.verify_model", miss)
     model = _model(_box(3, 2, 17))
     with pytest.raises(PrecisionExhausted, match="do not reproduce the box on a fresh sequence"):
         learn_multi_head(va.Oracle(model, "float"), heads=2, seed=0)

@@ -110,8 +110,8 @@ def test_the_wider_window_is_better_conditioned_at_the_true_heads(
         return float(np.sqrt((e**2).sum())) / max(1.0, float(np.abs(W).max()), np.abs(v).max())
 
     new = error(cf.float_ratios(H))
-    monkeypatch.setattr(cf, "_LOG2_WINDOW", 6.0)
-    monkeypatch.setattr(cf, "_MAX_LENGTH", 65)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.design._LOG2_WINDOW", 6.0)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.design._MAX_LENGTH", 65)
     cf._float_ratios.cache_clear()
     try:
         old = error(cf.float_ratios(H))
@@ -169,14 +169,14 @@ def test_a_box_the_old_window_refuses_is_learned(monkeypatch: pytest.MonkeyPatch
     # conditioning rounds); with [-8, 8] it is learned with the design count 1073 (no tie
     # link, no conditioning round: the count is the old design's, 8 + 15 x 71). The square
     # design (no redundant columns): this test is about its window.
-    monkeypatch.setattr(cf, "REDUNDANT_FROM_HEADS", 9)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.budget.REDUNDANT_FROM_HEADS", 9)
     model = cf.random_float_box(8, 7, 0)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=7, seed=0)
     polish = cf.precision_polish_count(8, 7, False)  # asked: the decoded estimate > target
     assert rec.queries == cf.float_query_bound(8, 7) + polish == 1073 + 63
     assert rec.verified and _fresh_error(rec, model, 8, 0) <= 1e-9
-    monkeypatch.setattr(cf, "_LOG2_WINDOW", 6.0)
-    monkeypatch.setattr(cf, "_MAX_LENGTH", 65)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.design._LOG2_WINDOW", 6.0)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.design._MAX_LENGTH", 65)
     cf._float_ratios.cache_clear()
     try:
         with pytest.raises(PrecisionExhausted):
@@ -210,7 +210,9 @@ def test_the_design_asked_in_small_blocks_is_the_same_queries_in_the_same_order(
 
     whole = learned()
     whole_calls = len(calls)
-    monkeypatch.setattr(cf, "_BLOCK_ENTRIES", 1)  # one pair a block
+    monkeypatch.setattr(
+        "verified_attn.multi_head.pipeline.asking._BLOCK_ENTRIES", 1
+    )  # one pair a block
     blocked = learned()
     assert len(calls) - whole_calls > 2 * whole_calls  # asked pair by pair
     assert blocked[0] == whole[0] and blocked[3] == whole[3]

@@ -16,11 +16,13 @@ import pytest
 from verified_attn.multi_head import canonical_float as cf
 from verified_attn.multi_head.float_fit import (
     fit_groups,
-    fit_linear_groups,
     group_model,
-    linear_jacobian,
     row_sensitivities,
     sigma_min_groups,
+)
+from verified_attn.multi_head.float_linear_fit import (
+    fit_linear_groups,
+    linear_jacobian,
     sigma_min_linear,
 )
 

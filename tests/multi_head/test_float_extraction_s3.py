@@ -44,10 +44,13 @@ def _error(rec: va.Recovery, heads: list[tuple[np.ndarray, np.ndarray]]) -> floa
     got = [np.concatenate([np.ravel(x) for x in h]) for h in rec.parameters["heads"]]
     truth = [np.concatenate([np.ravel(x) for x in h]) for h in heads]
     ref = max(float(np.abs(t).max()) for t in truth)
-    return min(
-        max(float(np.abs(got[p[h]] - truth[h]).max()) for h in range(len(truth)))
-        for p in itertools.permutations(range(len(truth)))
-    ) / ref
+    return (
+        min(
+            max(float(np.abs(got[p[h]] - truth[h]).max()) for h in range(len(truth)))
+            for p in itertools.permutations(range(len(truth)))
+        )
+        / ref
+    )
 
 
 @pytest.mark.parametrize(

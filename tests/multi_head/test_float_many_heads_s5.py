@@ -40,7 +40,9 @@ def test_every_failing_group_is_asked_again_in_one_round(monkeypatch: pytest.Mon
     # by 2^-1/2: 2 x 9 x 11 queries, 789 + 198 = 987), refit only those two groups, and
     # decode once more; with one group per round (the design before) it would decode three
     # times and ask 99 queries per decoding.
-    monkeypatch.setattr(cf, "REDUNDANT_FROM_HEADS", 9)  # the square design's mechanism
+    monkeypatch.setattr(
+        "verified_attn.multi_head.pipeline.budget.REDUNDANT_FROM_HEADS", 9
+    )  # the square design's mechanism
     real_refit = cf._refit_groups
     calls = stall_first_decoding(monkeypatch, (3, 5))
     refits: list[list[int]] = []
@@ -49,7 +51,7 @@ def test_every_failing_group_is_asked_again_in_one_round(monkeypatch: pytest.Mon
         refits.append(list(args[-1]))
         return real_refit(*args, **kwargs)
 
-    monkeypatch.setattr(cf, "_refit_groups", refit)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.conditioning._refit_groups", refit)
     heads = _box(8, 5, 5000)
     model = _model(heads)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=5, seed=0)
@@ -82,8 +84,10 @@ def test_the_groups_asked_again_are_held_to_the_room(
     def always(*args: Any, **kwargs: Any) -> Any:
         return cf._Decoded([], 0.0, [], 1.0, 0.0, None, "groups miss (simulated)", stalled)
 
-    monkeypatch.setattr(cf, "REDUNDANT_FROM_HEADS", 9)  # the square design's mechanism
-    monkeypatch.setattr(cf, "_decode_pooled", always)
+    monkeypatch.setattr(
+        "verified_attn.multi_head.pipeline.budget.REDUNDANT_FROM_HEADS", 9
+    )  # the square design's mechanism
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.decode._decode_pooled", always)
     oracle = va.Oracle(_model(_box(8, 4, 1)), "float")
     with pytest.raises(PrecisionExhausted, match="simulated"):
         learn_multi_head(oracle, heads=4, seed=0)
@@ -129,7 +133,7 @@ def test_a_local_minimum_is_asked_again_and_learned(monkeypatch: pytest.MonkeyPa
     # u_7 scaled twice, by 1/2, miss their answers): u_5 is asked a second time (each
     # round its 8 pairs and its link, 15 ratios: 135 queries; 1073 + 270 = 1343 < the
     # follow-up's 1779) and the heads come back within the rtol.
-    monkeypatch.setattr(cf, "REDUNDANT_FROM_HEADS", 9)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.budget.REDUNDANT_FROM_HEADS", 9)
     real = cf._decode_pooled
     first: list[Any] = []
     failures = ["misses its answers (simulated)", "a local minimum of the fit (simulated)"]
@@ -141,7 +145,7 @@ def test_a_local_minimum_is_asked_again_and_learned(monkeypatch: pytest.MonkeyPa
             return cf._Decoded([], 0.0, [], dec.gap, 0.0, None, failures[len(first) - 1], (4,))
         return dec
 
-    monkeypatch.setattr(cf, "_decode_pooled", record)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.decode._decode_pooled", record)
     model = _model(_box(8, 7, 5000))
     rec = learn_multi_head(va.Oracle(model, "float"), heads=7, seed=0)
     assert len(first) == 3 and first[2].estimate is not None
@@ -153,7 +157,7 @@ def test_a_local_minimum_is_asked_again_and_learned(monkeypatch: pytest.MonkeyPa
     assert va.verify_certificate(rec.certificate()).ok
     # The wrong variant: a rule that asks a group again only once refuses after the
     # second stall (one conditioning round, then the local minimum is reported).
-    monkeypatch.setattr(cf, "CONDITIONING_ROUNDS", 1)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.conditioning.CONDITIONING_ROUNDS", 1)
     first.clear()
     with pytest.raises(REFUSALS, match="local minimum"):
         learn_multi_head(va.Oracle(model, "float"), heads=7, seed=0)

@@ -31,11 +31,13 @@ from verified_attn.multi_head.canonical_float import (
 )
 from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
 from verified_attn.multi_head.float_fit import (
-    fit_linear_groups,
     group_model,
+    sigma_min_groups,
+)
+from verified_attn.multi_head.float_linear_fit import (
+    fit_linear_groups,
     linear_jacobian,
     linear_start,
-    sigma_min_groups,
     sigma_min_linear,
 )
 from verified_attn.multi_head.float_pilot import MAX_ROUNDS, pilot_rounds
@@ -237,7 +239,9 @@ def test_a_square_design_local_minimum_is_learned_at_once() -> None:
 def test_the_structured_normal_equations_are_the_dense_ones() -> None:
     # _linear_normal forms J^T J and J^T R from the pairs' H x H blocks (the fit's inner
     # loop); they must equal the products of the dense linear_jacobian.
-    from verified_attn.multi_head.float_fit import _linear_normal
+    from verified_attn.multi_head.float_linear_fit import (
+        _linear_normal,
+    )
 
     rng = np.random.default_rng(7)
     lt, Mt, r, w = _plane(5, J=7, p=4, H=3)
@@ -333,7 +337,7 @@ def test_gauss_newton_steps_in_blocks_of_groups_are_the_whole_batch_steps(
     # The dense Jacobians are formed for blocks of groups (memory bounded at large d); each
     # group's step is its own, so blocks of one group give the whole batch's steps, and a
     # fit through them the same figures.
-    from verified_attn.multi_head import float_fit
+    from verified_attn.multi_head import float_linear_fit
 
     lt, Mt, _, _ = _plane(5, J=7, p=3, H=3)
     rng = np.random.default_rng(6)
@@ -342,25 +346,25 @@ def test_gauss_newton_steps_in_blocks_of_groups_are_the_whole_batch_steps(
     Y = group_model(lt, r, np.einsum("ja,gah->gjh", Mt, w))
     Y = Y + rng.standard_normal(Y.shape) * 1e-9
     R = (group_model(lt, r + 0.01, np.einsum("ja,gah->gjh", Mt, w - 0.01)) - Y).reshape(5, -1)
-    whole = float_fit._gauss_newton_steps(lt, Mt, r + 0.01, w - 0.01, R)
+    whole = float_linear_fit._gauss_newton_steps(lt, Mt, r + 0.01, w - 0.01, R)
     fit = fit_linear_groups(lt, Y, Mt, r + 0.02, w - 0.02)
     n = Mt.shape[0] * len(lt) * (3 + 9)
     for limit, blocks in [(n, 5), (2 * n, 3)]:
-        monkeypatch.setattr(float_fit, "_JACOBIAN_ENTRIES", limit)
+        monkeypatch.setattr(float_linear_fit, "_JACOBIAN_ENTRIES", limit)
         calls: list[int] = []
 
         def counted(*args: np.ndarray, calls: list[int] = calls) -> np.ndarray:
             calls.append(args[2].shape[0])  # the block's groups
             return linear_jacobian(*args)
 
-        monkeypatch.setattr(float_fit, "linear_jacobian", counted)
-        blocked = float_fit._gauss_newton_steps(lt, Mt, r + 0.01, w - 0.01, R)
+        monkeypatch.setattr(float_linear_fit, "linear_jacobian", counted)
+        blocked = float_linear_fit._gauss_newton_steps(lt, Mt, r + 0.01, w - 0.01, R)
         assert len(calls) == blocks and max(calls) <= limit // n
         assert whole is not None and blocked is not None
         assert np.array_equal(blocked, whole)
         again = fit_linear_groups(lt, Y, Mt, r + 0.02, w - 0.02)
         assert np.array_equal(again.s, fit.s) and np.array_equal(again.residual, fit.residual)
-        monkeypatch.setattr(float_fit, "linear_jacobian", linear_jacobian)
+        monkeypatch.setattr(float_linear_fit, "linear_jacobian", linear_jacobian)
     # The wrong variant: a step solved from another group's Jacobian is not the group's.
-    swapped = float_fit._gauss_newton_steps(lt, Mt, (r + 0.01)[::-1], (w - 0.01)[::-1], R)
+    swapped = float_linear_fit._gauss_newton_steps(lt, Mt, (r + 0.01)[::-1], (w - 0.01)[::-1], R)
     assert swapped is not None and not np.allclose(swapped, whole)

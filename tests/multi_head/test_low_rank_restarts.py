@@ -19,7 +19,12 @@ from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head import canonical_float as cf
 from verified_attn.multi_head import float_rescue as fr
 from verified_attn.multi_head.canonical_learner import learn_multi_head
-from verified_attn.multi_head.float_fit import fit_linear_groups, group_model
+from verified_attn.multi_head.float_fit import (
+    group_model,
+)
+from verified_attn.multi_head.float_linear_fit import (
+    fit_linear_groups,
+)
 from verified_attn.verification import fresh_sequences
 
 
@@ -299,7 +304,8 @@ def test_low_rank_restarts_keep_the_better_fit(monkeypatch: pytest.MonkeyPatch) 
         fit = real(*args, **kwargs)
         return GroupFit(fit.r + 1.0, fit.s + 1.0, fit.residual + 1e9 * stalled[2].max())
 
-    monkeypatch.setattr(cf, "fit_linear_groups", worse)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.fits.fit_linear_groups", worse)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.repairs.fit_linear_groups", worse)
     fits, restarted, _ = cf._low_rank_restarts(f0, ans, t, H, stalled, Mt)
     assert restarted == []
     assert np.array_equal(fits[2], stalled[2])  # no residual grew

@@ -56,9 +56,7 @@ EQUAL_V = MultiHeadAttention([([[1, 0], [0, 2]], [1, -1]), ([[0, 1], [-1, 0]], [
 ORTHO_MODEL, ORTHO_BASES = orthogonal_heads_model(4, [2, 1], 0)
 
 
-def _canonical(
-    model: MultiHeadAttention, H: int, golden: int, float_golden: int
-) -> dict[str, Any]:
+def _canonical(model: MultiHeadAttention, H: int, golden: int, float_golden: int) -> dict[str, Any]:
     return {
         "model": model,
         "run": lambda oracle, **kw: learn_multi_head(oracle, heads=H, **kw),

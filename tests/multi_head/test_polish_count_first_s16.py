@@ -61,7 +61,7 @@ def test_the_learner_asks_the_rule_with_its_own_figures(monkeypatch: pytest.Monk
         calls.append(args)
         return real(*args)
 
-    monkeypatch.setattr(cf, "polish_wanted", spy)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.polish.polish_wanted", spy)
     model = _model(_box(8, 1, 13))
     rec = learn_multi_head(va.Oracle(model, "float"), heads=1, seed=13)
     ((estimate, count, asked, bound, follow_up),) = calls
@@ -70,7 +70,7 @@ def test_the_learner_asks_the_rule_with_its_own_figures(monkeypatch: pytest.Monk
     assert rec.queries_by_phase["polish"] == 9
     # The rule's answer governs: told no, the learner keeps the decoded heads (a result
     # within its parameter tolerance, with its own figures, 9 queries fewer).
-    monkeypatch.setattr(cf, "polish_wanted", lambda *a: False)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.polish.polish_wanted", lambda *a: False)
     kept = learn_multi_head(va.Oracle(model, "float"), heads=1, seed=13)
     assert "polish" not in kept.queries_by_phase and kept.queries == rec.queries - 9
     assert kept.parameter_error_estimate > 1e-10

@@ -78,8 +78,8 @@ def test_without_the_precision_polish_the_same_box_is_off_by_more(
 ) -> None:
     # The wrong variant: a target (and a requirement) no estimate exceeds. The decoded
     # heads stand, 1e-9 off.
-    monkeypatch.setattr(cf, "PRECISION_TARGET", float("inf"))
-    monkeypatch.setattr(cf, "PRECISION_REQUIRED", float("inf"))
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.budget.PRECISION_TARGET", float("inf"))
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.budget.PRECISION_REQUIRED", float("inf"))
     model, truth = _learned_box(8, 1, 13)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=1, seed=13)
     assert "polish" not in rec.queries_by_phase and rec.queries == 166
@@ -95,7 +95,7 @@ def test_a_box_under_the_target_asks_nothing_more(monkeypatch: pytest.MonkeyPatc
     assert rec.parameter_error_estimate <= cf.PRECISION_TARGET
     assert _error(rec, truth) <= 1e-13
     # The wrong variant: target 0, every result polished (18 more queries).
-    monkeypatch.setattr(cf, "PRECISION_TARGET", 0.0)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.budget.PRECISION_TARGET", 0.0)
     again = learn_multi_head(va.Oracle(model, "float"), heads=2, seed=0)
     assert again.queries == 363 + 18 and again.queries_by_phase["polish"] == 18
 
@@ -103,7 +103,9 @@ def test_a_box_under_the_target_asks_nothing_more(monkeypatch: pytest.MonkeyPatc
 def test_the_polish_stays_within_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     # A polish larger than what the run has left under its bound is not asked: the decoded
     # heads stand with their own figures, and the count stays within the stated bound.
-    monkeypatch.setattr(cf, "precision_polish_count", lambda *a, **k: 10**6)
+    monkeypatch.setattr(
+        "verified_attn.multi_head.pipeline.polish.precision_polish_count", lambda *a, **k: 10**6
+    )
     model, _ = _learned_box(8, 1, 13)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=1, seed=13)
     assert "polish" not in rec.queries_by_phase and rec.queries == 166 <= rec.bound
@@ -119,7 +121,9 @@ def test_the_polish_learns_a_box_its_decoding_refuses(monkeypatch: pytest.Monkey
     assert rec.parameter_rtol == 1e-9 and rec.queries_by_phase["polish"] == 9
     assert _error(rec, truth) <= 1e-12
     # The wrong variant: no polish (its count 0), the decoded heads' refusal stands.
-    monkeypatch.setattr(cf, "precision_polish_count", lambda *a, **k: 0)
+    monkeypatch.setattr(
+        "verified_attn.multi_head.pipeline.polish.precision_polish_count", lambda *a, **k: 0
+    )
     with pytest.raises(PrecisionExhausted, match="parameter tolerance 1e-09"):
         learn_multi_head(va.Oracle(model, arith), heads=1, seed=13)
 

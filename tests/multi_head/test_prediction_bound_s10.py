@@ -17,7 +17,12 @@ from tests.multi_head.polish_pin import no_polish  # noqa: F401 (autouse: u-grou
 from verified_attn.errors import PrecisionExhausted
 from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head import canonical_float as cf
-from verified_attn.multi_head.float_fit import fit_linear_groups, group_model
+from verified_attn.multi_head.float_fit import (
+    group_model,
+)
+from verified_attn.multi_head.float_linear_fit import (
+    fit_linear_groups,
+)
 from verified_attn.multi_head.prediction_bound import (
     group_gradients,
     groups_prediction_bound,
@@ -161,7 +166,9 @@ def test_the_bound_is_attained_by_a_refit_along_the_worst_direction() -> None:
         return abs(_y(got, 0.0, X, False) - y0)
 
     # The worst direction of group 0: J_0^+T g_0, normalised.
-    from verified_attn.multi_head.float_fit import linear_jacobian
+    from verified_attn.multi_head.float_linear_fit import (
+        linear_jacobian,
+    )
 
     J0 = linear_jacobian(lt, M.T, r, w)[0]
     g0 = group_gradients(heads, X, False, U=U, B=B, M=M)[0]
@@ -238,7 +245,10 @@ def test_the_result_once_off_by_more_than_its_rtol_is_refused(
 
     # The design it was returned with: the 257-token window (a coarse box now keeps 65).
     original = cf.ratio_window
-    monkeypatch.setattr(cf, "ratio_window", lambda H, *, unit=2.0**-53: original(H))
+    monkeypatch.setattr(
+        "verified_attn.multi_head.pipeline.budget.ratio_window",
+        lambda H, *, unit=2.0**-53: original(H),
+    )
     mha, r = torch_box(16, 4, 4)
     # Refused by a first-order gate: the prediction bound where the decoding meets the
     # heads as on the machine that measured it; with numpy 2.4.6 the fit from the best link

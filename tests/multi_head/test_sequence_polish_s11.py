@@ -303,7 +303,7 @@ def test_the_polished_certificate_rechecks_and_tampering_is_rejected(four_heads:
 def test_without_the_polish_the_module_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     # The wrong variant: no polish (POLISH_PARAMETERS below the module's 321 parameters):
     # the u-group figures refuse the module that the polish learns.
-    monkeypatch.setattr(cf, "POLISH_PARAMETERS", 300)
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.budget.POLISH_PARAMETERS", 300)
     mha, r = _bench_module(8, 4, 2)
     with pytest.raises(va.errors.VerifiedAttnError):
         learn_multi_head(attention_oracle(mha, r, dtype="float32"), heads=4, seed=2)
@@ -318,7 +318,10 @@ def test_the_long_window_would_hold_the_module_to_answers_it_rounds(
     # heads (2.5e-6), but its float32 answer on one 257-token query is off from them by
     # 5.5e-4 of the heads' part, over rtol 1e-4: refused.
     original = cf.ratio_window
-    monkeypatch.setattr(cf, "ratio_window", lambda H, *, unit=2.0**-53: original(H))
+    monkeypatch.setattr(
+        "verified_attn.multi_head.pipeline.budget.ratio_window",
+        lambda H, *, unit=2.0**-53: original(H),
+    )
     mha, r = _bench_module(8, 4, 2)
     with pytest.raises(PrecisionExhausted, match=re.escape("on the query of length 257")):
         learn_multi_head(attention_oracle(mha, r, dtype="float32"), heads=4, seed=2)

@@ -29,7 +29,7 @@ from verified_attn.certificates.writer import certificate_base
 from verified_attn.errors import ModelClassMismatch, NotIdentifiable, PrecisionExhausted
 from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head.canonical import canonical_form
-from verified_attn.multi_head.canonical_learner import (
+from verified_attn.multi_head.canonical_bounds import (
     EXACT_MODE_PRECISION,
     METHOD,
     THEOREM,
@@ -163,7 +163,8 @@ def learn_certified(
         if refuted is not None:
             raise PrecisionExhausted(
                 f"{refuted}: the scores and residues are not rationals with denominator <= "
-                f"{D}" + ("" if degree_known else f" or there are more than {H} heads")
+                f"{D}"
+                + ("" if degree_known else f" or there are more than {H} heads")
                 + "; raise the oracle's precision or give a denominator_bound (an enclosure "
                 "of canonical heads is not available)"
             )
@@ -261,8 +262,10 @@ def too_few_heads(
     residual = to_arb(answer) - predicted
     if residual.contains(0):
         return None
-    hint = f"heads={H + 1} or max_heads= a larger bound" if degree_known else (
-        f"max_heads={H + 1} or more"
+    hint = (
+        f"heads={H + 1} or max_heads= a larger bound"
+        if degree_known
+        else (f"max_heads={H + 1} or more")
     )
     return ModelClassMismatch(
         f"the box has more than {H} heads (the fit with {H} heads leaves residual "

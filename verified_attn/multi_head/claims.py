@@ -487,8 +487,10 @@ def _float_head_count(seed: int) -> ClaimResult:
         # a refusal is allowed for the tiny head; a count above H never
         tiny_ok = not isinstance(got_tiny, int) or got_tiny <= H
         # The deliberately wrong variant: a zero floor counts every singular value.
-        naive = max(sum(1 for x in sv if x > 0) for sv in probe_spectra(
-            float64(hs), H + 2, seed=seed).singular_values)
+        naive = max(
+            sum(1 for x in sv if x > 0)
+            for sv in probe_spectra(float64(hs), H + 2, seed=seed).singular_values
+        )
         ok &= got64 == H and isinstance(got32, int) and got32 <= H and tiny_ok and naive > H
         rows.append(
             f"d={d} H={H}: float64 {got64}, float32 {got32}, last head x 1e-12 {got_tiny}, "
@@ -536,10 +538,13 @@ def _float_precision(seed: int) -> ClaimResult:
         flat = [np.concatenate([np.ravel(x) for x in h[:2]]) for h in got]
         true = [np.concatenate([np.ravel(x) for x in h]) for h in truth]
         ref = max(float(np.abs(x).max()) for x in true)
-        perr = min(
-            max(float(np.abs(flat[p[h]] - true[h]).max()) for h in range(len(true)))
-            for p in itertools.permutations(range(len(true)))
-        ) / ref
+        perr = (
+            min(
+                max(float(np.abs(flat[p[h]] - true[h]).max()) for h in range(len(true)))
+                for p in itertools.permutations(range(len(true)))
+            )
+            / ref
+        )
         learned = MultiHeadAttention([tuple(x.tolist() for x in h[:2]) for h in got])
         rng, pred = np.random.default_rng([seed, s, 0x7072]), 0.0
         for n in range(1, 17):
@@ -560,9 +565,7 @@ def _float_precision(seed: int) -> ClaimResult:
         perr, pred = errors(rec.parameters["heads"], truth, model, s)
         polish = rec.queries_by_phase.get("polish", 0)
         under = rec.queries < follow_up_query_bound(d, H)
-        ok &= perr <= 1e-12 and pred <= 1e-11 and under and verify_certificate(
-            rec.certificate()
-        ).ok
+        ok &= perr <= 1e-12 and pred <= 1e-11 and under and verify_certificate(rec.certificate()).ok
         rows.append(
             f"H={H} seed {s}: {rec.queries} queries ({polish} polish; follow-up "
             f"{follow_up_query_bound(d, H)}), parameters {perr:.1e}, predictions {pred:.1e}"

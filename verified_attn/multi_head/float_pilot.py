@@ -38,8 +38,11 @@ import math
 
 import numpy as np
 
+from verified_attn.multi_head.pipeline.budget import MAX_ROUNDS, pilot_rounds
+
 __all__ = [
     "ACCEPT_LOG2",
+    "MAX_ROUNDS",
     "NOISE_LOG2",
     "SCORE_TARGET",
     "next_scale",
@@ -66,8 +69,6 @@ NOISE_LOG2 = 4.2
 # Scales are powers of 2^(1/4) (reproducible, and within 9 % of the wanted factor).
 _STEP_LOG2 = 0.25
 _MIN_LOG2, _MAX_LOG2 = -4.0, 6.0
-# Rounds of the pilot at most (the last one is always kept).
-MAX_ROUNDS = 3
 # Single-pair scores beyond this are lost poles (the pair fit clips at 27.6), not spread.
 _LOST_POLE = 12.0
 
@@ -105,25 +106,3 @@ def next_scale(scores: np.ndarray, scale: float) -> float | None:
     if new == math.log2(scale):
         return None
     return float(2.0**new)
-
-
-def pilot_rounds(d: int, H: int, affine: bool, *, unit: float = 2.0**-53) -> int:
-    """Pilot rounds allowed: up to 3, as many as keep :func:`base_query_limit` and the
-    discarded rounds under the follow-up's ``4Hd^2 - 2H + 1`` (at least 1: the first round
-    is the pilot pairs' own queries). A coarse box's design (float32, two heads or more:
-    :func:`~.canonical_float.coarse`) is past that count already and gets all 3: measured
-    (nn.MultiheadAttention in float32, E = 16, H = 2, module seeds 0-5) its rescaled
-    modules' parameters came back 2-5x closer than at the design scale.
-
-    >>> pilot_rounds(16, 8, True), pilot_rounds(1, 1, False), pilot_rounds(8, 2, True, unit=2.0**-24)
-    (3, 1, 3)
-    """
-    # Local imports: canonical_float imports this module.
-    from verified_attn.multi_head.canonical_float import base_query_limit, coarse, redundancy
-    from verified_attn.multi_head.canonical_learner import follow_up_query_bound
-
-    if coarse(unit) and H >= 2:
-        return MAX_ROUNDS
-    group = d * (2 * H + redundancy(H))
-    room = follow_up_query_bound(d, H) - 1 - base_query_limit(d, H, affine=affine, unit=unit)
-    return max(1, min(MAX_ROUNDS, 1 + room // group))

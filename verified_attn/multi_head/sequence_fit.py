@@ -150,9 +150,7 @@ def compress(sequences: Sequence[np.ndarray], answers: Sequence[float]) -> Seque
     return SequenceRows(tokens, logc, queries, np.asarray(answers, dtype=np.float64))
 
 
-def unpack_parameters(
-    theta: np.ndarray, H: int, d: int, affine: bool
-) -> tuple[list[Head], float]:
+def unpack_parameters(theta: np.ndarray, H: int, d: int, affine: bool) -> tuple[list[Head], float]:
     """The heads and beta (0 bias-free) of a parameter vector (:func:`pack_parameters`)."""
     out: list[Head] = []
     pos = 0

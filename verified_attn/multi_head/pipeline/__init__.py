@@ -1,0 +1,1 @@
+"""The float multi-head learner as a pipeline of stages (see ``docs/multi_head.md``)."""

@@ -1,0 +1,380 @@
+"""Query counts of the float learner: the design's columns, the polish counts, the worst-case
+bound and the follow-up's count they are held against.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import cast
+
+import numpy as np
+
+from verified_attn.arithmetic import Arithmetic
+from verified_attn.errors import PrecisionExhausted
+from verified_attn.multi_head.canonical_bounds import (
+    follow_up_query_bound,
+    parameter_count,
+)
+from verified_attn.multi_head.pipeline.design import (
+    _DOUBLE_UNIT,
+    _PARAMETER_SAFETY,
+    CONDITIONING_GROUPS,
+    box_precision,
+    coarse,
+    ratio_window,
+)
+from verified_attn.multi_head.pipeline.state import FloatState
+from verified_attn.multi_head.sequence_fit import (
+    POLISH_PER_PARAMETER,
+)
+
+
+def redundancy(H: int) -> int:
+    """Redundant samples per pair beyond the 2H + 1 a square fit needs (1 if H >= 2).
+
+    >>> redundancy(1), redundancy(6)
+    (0, 1)
+    """
+    return 1 if H >= 2 else 0
+
+
+def float_ratios(H: int, *, unit: float = 2.0**-53) -> list[tuple[int, int]]:
+    """The (k, m) of the per-pair queries: 2H grid ratios, then the redundant ones, in the
+    window of :func:`ratio_window` (a function of H and the box's unit roundoff).
+
+    >>> float_ratios(1), float_ratios(3)[0]  # the window: ratio_window(H)
+    ([(1, 64), (64, 1)], (1, 256))
+    >>> max(k + m for k, m in float_ratios(8)) <= 257
+    True
+    >>> float_ratios(2)[-1], max(k + m for k, m in float_ratios(4, unit=2.0**-24))
+    ((1, 1), 65)
+    """
+    return list(_float_ratios(H, ratio_window(H, unit=unit)))
+
+
+@functools.lru_cache(maxsize=64)
+def _float_ratios(H: int, window_length: tuple[float, int]) -> tuple[tuple[int, int], ...]:
+    """Cached. Per target ratio the candidates are, for each m, the k next to t m (the
+    nearest k for a given m is one of them, and a taken ratio has a neighbour): linear in
+    the longest query, where all k + m up to the longest query would be quadratic."""
+    n = 2 * H
+    window, longest = window_length
+    out: list[tuple[int, int]] = []
+    for i in range(n):
+        e = (-window + 2 * window * i / (n - 1)) * math.log(2.0)
+        candidates = {
+            (k, m)
+            for m in range(1, longest)
+            for k in range(math.floor(math.exp(e) * m) - 1, math.ceil(math.exp(e) * m) + 2)
+            if k >= 1 and k + m <= longest
+        }
+        free = [c for c in candidates if all(c[0] * o[1] != c[1] * o[0] for o in out)]
+        # the nearest ratio in log t, then the shortest query, then the smallest k
+        out.append(min(free, key=lambda c: (round(abs(math.log(c[0] / c[1]) - e), 9), sum(c), c)))
+    out += [(1, 1)] * redundancy(H)
+    if len({k / m for k, m in out}) != len(out):  # pragma: no cover - a design invariant
+        raise AssertionError(f"the ratio grid for H = {H} repeats a ratio: {out}")
+    return tuple(out)
+
+
+def max_length(H: int, *, unit: float = 2.0**-53) -> int:
+    """The longest learning query of the float design: the largest k + m of its ratios
+    (the pilot, the grid, the redundancy and the conditioning all use these ratios).
+
+    >>> from verified_attn.multi_head.pipeline.design import _MAX_LENGTH
+    >>> max_length(1), max_length(6) <= _MAX_LENGTH, max_length(6, unit=2.0**-24)
+    (65, True, 65)
+    """
+    return max(k + m for k, m in float_ratios(H, unit=unit))
+
+
+# Redundant probe columns (more b's than the d, affine d + 1, a square design needs) from
+# this many heads on, as many as the room under the follow-up's count holds: where the
+# free per-pair scores crowd (nn.MultiheadAttention E = 16, H = 8: the u-groups' sigma_min
+# 1e-10 .. 1e-5) the scores' linearity in b pins a pair's close scores through the other
+# pairs (float_linear_fit.fit_linear_groups). Until this version only from six heads on; measured
+# with them from two heads on (float64, the float benchmark's seeds): random d = 32, H = 4
+# 2/2 learned (the square design 0/2: two scores 1.5e-5 apart, a fit at a wrong solution),
+# every other cell H = 2-5 as learned as before (d = 8 60/60, d = 16 12/12, modules E = 8
+# 6/6, E = 16 12/12, E = 32 2/2) with parameters 3x to 300x closer (d = 16, H = 4 5.4e-14
+# against 1.5e-11), at up to 1.3x the square design's queries, under the follow-up's count.
+# Where the room holds no column (d <= 4, d = 8 with H = 2) the design stays square.
+REDUNDANT_FROM_HEADS = 2
+# The conditioning rounds are held to the room under the follow-up's count up to five
+# heads; from this many heads on they get their whole worst case (float_query_limit).
+UNBOUNDED_ROUNDS_FROM_HEADS = 6
+
+
+def _limit_at(d: int, H: int, affine: bool, extra: int) -> int:
+    """The count of :func:`base_query_limit` with ``extra`` redundant probe columns: tie
+    links only in the square design (``extra == 0``; see :func:`_decode_pooled`)."""
+    ncols = d + (1 if affine else 0) + extra
+    npairs = d * ncols + d - 1
+    ties = d * (ncols - 1) if H >= 2 and not extra else 0
+    return ncols + npairs * (2 * H + redundancy(H)) + ties
+
+
+def extra_columns(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> int:
+    """Redundant probe columns of the float design: from :data:`REDUNDANT_FROM_HEADS` heads
+    on, as many as the room under the follow-up's ``4Hd^2 - 2H + 1`` holds once the
+    pilot's discarded rounds are reserved, each column sized at its F(0), d pairs and d
+    tie links, at most d; else 0. A box of unit roundoff ``unit`` >= :data:`COARSE_UNIT`
+    (float32) takes d from two heads on. A function of the sizes and the box's unit
+    roundoff alone, so that a certificate's design is fixed by them. (The redundant design
+    asks no tie links, see :func:`_decode_pooled`; the sizing still counts them, as the
+    design was measured, and the conditioning rounds get that room.)
+
+    The conditioning rounds get what room is left. Measured against keeping room for three
+    rounds at E = 16, H = 8 (4 columns instead of 8; nn.MultiheadAttention module seeds 0
+    and 3 of the independent check): 4 and 5 of the 16 u-groups stalled after the fits
+    instead of 2 and 3, and seed 0 was refused all the same.
+
+    >>> extra_columns(8, 5, False), extra_columns(8, 6, False), extra_columns(16, 8, True)
+    (2, 2, 8)
+    >>> extra_columns(8, 2, False), extra_columns(4, 4, False)  # no room: the square design
+    (0, 0)
+    >>> extra_columns(8, 2, True, unit=2.0**-24), extra_columns(8, 1, True, unit=2.0**-24)
+    (8, 0)
+    """
+    if coarse(unit) and H >= 2:
+        return d
+    if H < REDUNDANT_FROM_HEADS:
+        return 0
+    per_pair = 2 * H + redundancy(H)
+    room = follow_up_query_bound(d, H) - 1 - _limit_at(d, H, affine, 0)
+    reserve = (MAX_ROUNDS - 1) * d * per_pair
+    column = 1 + d * per_pair + d
+    return max(0, min(d, (room - reserve) // column))
+
+
+def probe_columns(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> int:
+    """The float design's probe columns b_j: d (affine d + 1) plus :func:`extra_columns`.
+
+    >>> probe_columns(8, 4, True), probe_columns(16, 8, True)
+    (10, 25)
+    """
+    return d + (1 if affine else 0) + extra_columns(d, H, affine, unit=unit)
+
+
+#: The sequence polish takes boxes of at most this many canonical parameters (its normal
+#: equations are P x P, formed anew at each Levenberg-Marquardt step: nn.MultiheadAttention
+#: E = 16, H = 8 has 2305).
+POLISH_PARAMETERS = 2400
+
+
+def polish_count(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> int:
+    """The random sequences the sequence polish asks (phase ``polish``,
+    :mod:`.sequence_fit`): :data:`~.sequence_fit.POLISH_PER_PARAMETER` per canonical
+    parameter for a coarse box (:func:`coarse`, float32) from two heads on, up to
+    :data:`POLISH_PARAMETERS` parameters; else 0 (the u-group figures stand).
+
+    >>> polish_count(8, 4, True, unit=2.0**-24), polish_count(8, 4, True), polish_count(8, 1, True, unit=2.0**-24)
+    (642, 0, 0)
+    """
+    P = parameter_count(d, H, affine)
+    if coarse(unit) and H >= 2 and P <= POLISH_PARAMETERS:
+        return POLISH_PER_PARAMETER * P
+    return 0
+
+
+#: A float64 result whose first-order parameter error estimate is above this takes the
+#: precision polish (:func:`precision_polish_count`) when the run's bound holds it and its
+#: queries keep the run under the follow-up's ``4Hd^2 - 2H + 1`` (:func:`polish_wanted`).
+PRECISION_TARGET = 1e-12
+#: ... and past the follow-up's count only when the estimate is above this (the precision
+#: every float64 result is held to; under it the count comes first). Measured, the float
+#: benchmark's modules: nn.MultiheadAttention E = 32, H = 8 seed 0 (one conditioning round)
+#: 31,980 queries and parameters within 1.7e-12 unpolished, 33,069 polished, against the
+#: follow-up's 32,753.
+PRECISION_REQUIRED = 1e-10
+#: The precision polish asks one random sequence per this many canonical parameters
+#: (measured, float64 boxes at d = 8, 16, H = 1 - 8, the decoded heads refitted on every
+#: answer: with P / 16 sequences parameters to 1e-12 - 2e-15, with P / 8 to 5e-13 - 4e-16,
+#: from 2e-13 - 3e-9 before; the float benchmark's runs).
+PRECISION_PARAMETERS_PER_SEQUENCE = 8
+#: The precision polish takes float64 boxes of at most this many canonical parameters
+#: (d = 32 with eight heads: 8448; nn.MultiheadAttention E = 32, H = 8: 8705). Its normal
+#: equations are P x P (600 MB at this size, a few held at once) and each of its
+#: Levenberg-Marquardt steps costs about (answers) x P^2: measured, random d = 32, H = 6
+#: seed 1 (P = 6336) 292 s and 3.2 GB peak against 134 s and 0.7 GB unpolished, its
+#: parameters from 4.8e-12 to 2.0e-15 and its predictions from 1.3e-10 to 1.3e-13. The
+#: coarse (float32) polish keeps :data:`POLISH_PARAMETERS`: it asks 2 P sequences, not P / 8.
+PRECISION_POLISH_PARAMETERS = 8800
+
+
+def precision_polish_count(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> int:
+    """The random sequences of the precision polish (phase ``polish``): a box that is not
+    coarse (float64) whose decoded heads' first-order parameter error estimate is above
+    :data:`PRECISION_TARGET` is refitted on every answer and ``ceil(P / 8)`` random
+    sequences (:mod:`.sequence_fit`), when the queries the run has left under its bound
+    (:func:`float_query_limit`, unchanged) hold them and :func:`polish_wanted` asks for
+    it. 0 for a coarse box (always polished, :func:`polish_count`) and past
+    :data:`PRECISION_POLISH_PARAMETERS`.
+
+    >>> precision_polish_count(8, 6, False), precision_polish_count(8, 4, True, unit=2.0**-24)
+    (54, 0)
+    """
+    P = parameter_count(d, H, affine)
+    if coarse(unit) or P > PRECISION_POLISH_PARAMETERS:
+        return 0
+    return -(-P // PRECISION_PARAMETERS_PER_SEQUENCE)
+
+
+def polish_wanted(
+    estimate: float | None, count: int, asked: int, bound: int, follow_up: int
+) -> bool:
+    """Whether a float64 run takes the precision polish of ``count`` random sequences after
+    ``asked`` learning queries: never past its ``bound``; always when the decoded heads
+    were refused (``estimate`` None: the polish is their last chance) or their estimate is
+    above :data:`PRECISION_REQUIRED`; above :data:`PRECISION_TARGET` only while the run
+    stays under the follow-up's count ``follow_up`` (fewer queries comes first there).
+
+    >>> polish_wanted(5e-12, 289, 7600, 13064, 8177), polish_wanted(5e-12, 289, 7900, 13064, 8177)
+    (True, False)
+    >>> polish_wanted(5e-10, 289, 7900, 13064, 8177), polish_wanted(None, 289, 12900, 13064, 8177)
+    (True, False)
+    >>> polish_wanted(5e-13, 289, 7600, 13064, 8177)  # within the target: not needed
+    False
+    """
+    if not 0 < count <= bound - asked:
+        return False
+    if estimate is None or estimate > PRECISION_REQUIRED:
+        return True
+    return estimate > PRECISION_TARGET and asked + count < follow_up
+
+
+def _within_parameter_tolerance(
+    estimate: float, prtol: float, H: int, arith: Arithmetic, figure: str, gap: float
+) -> None:
+    """PrecisionExhausted unless the first-order parameter error estimate is within the
+    parameter tolerance."""
+    if not estimate <= _PARAMETER_SAFETY * prtol:
+        raise PrecisionExhausted(
+            f"the pooled fit of {H} heads is too ill-conditioned for a "
+            f"{box_precision(arith)} box: first-order parameter error "
+            f"estimate {estimate:.2e} relative > the parameter tolerance {prtol:g} "
+            f"({figure}, closest score gap {gap:.2e})"
+        )
+
+
+def float_query_bound(d: int, H: int, *, affine: bool = False, unit: float = _DOUBLE_UNIT) -> int:
+    """The float path's count without ties or a rescaling pilot: the F(0) probes, then per
+    pair 2H grid ratios and ``redundancy(H)`` redundant samples (:func:`probe_columns`
+    columns).
+
+    >>> float_query_bound(8, 5), float_query_bound(3, 2, affine=True), float_query_bound(8, 6)
+    (967, 74, 1141)
+    """
+    ncols = probe_columns(d, H, affine, unit=unit)
+    npairs = d * ncols + d - 1
+    return ncols + npairs * (2 * H + redundancy(H)) + polish_count(d, H, affine, unit=unit)
+
+
+def base_query_limit(d: int, H: int, *, affine: bool = False, unit: float = _DOUBLE_UNIT) -> int:
+    """:func:`float_query_bound` plus, in the square design, one tie link per grid pair with
+    j > 1 (as in exact mode; the redundant design asks none): the worst case of a box the
+    pilot keeps at the design scale.
+
+    >>> base_query_limit(8, 5), base_query_limit(8, 6) == float_query_bound(8, 6)
+    (967, True)
+    >>> base_query_limit(8, 2)  # no room for a column: square, 363 and 56 tie links
+    419
+    """
+    extra = extra_columns(d, H, affine, unit=unit)
+    return _limit_at(d, H, affine, extra) + polish_count(d, H, affine, unit=unit)
+
+
+def float_query_limit(d: int, H: int, *, affine: bool = False, unit: float = _DOUBLE_UNIT) -> int:
+    """The float path's worst case: :func:`base_query_limit` plus the adaptive phases - the
+    pilot's discarded rounds (``d (2H + redundancy(H))`` queries each, at most
+    :func:`~.float_pilot.pilot_rounds` - 1) and up to :data:`CONDITIONING_GROUPS`
+    u-groups asked again (each at most :func:`conditioning_cost` of u_1).
+
+    Up to five heads (:data:`UNBOUNDED_ROUNDS_FROM_HEADS`) it gives them
+    :func:`adaptive_room`: the limit stays under the follow-up's ``4Hd^2 - 2H + 1``
+    wherever :func:`base_query_limit` does. From six heads on, and for a coarse box
+    (float32, past that count by design), the redundant design gives them their whole
+    worst case: there a u-group that stalls is learned only by asking it again, and at
+    nn.MultiheadAttention E = 16, H = 8 the room under the follow-up's count holds one round
+    where two to six groups stall (measured, the float benchmark's modules with E = 16 and
+    32, H = 8: 4 of 4 learned with the rounds they needed, up to 1.22 x the follow-up's
+    count; 0 of 4 within the room). A run asks them only where a group stalls; its note
+    gives its count against the follow-up's.
+
+    >>> float_query_limit(8, 5), float_query_limit(8, 5) < 4 * 5 * 8**2 - 2 * 5 + 1
+    (1270, True)
+    >>> float_query_limit(8, 6) - base_query_limit(8, 6) == 2 * 8 * 13 + 8 * conditioning_cost(8, 6, False)
+    True
+    """
+    pilot = (pilot_rounds(d, H, affine, unit=unit) - 1) * d * (2 * H + redundancy(H))
+    most = pilot + CONDITIONING_GROUPS * conditioning_cost(d, H, affine, unit=unit)
+    base = base_query_limit(d, H, affine=affine, unit=unit)
+    if extra_columns(d, H, affine, unit=unit) and (
+        H >= UNBOUNDED_ROUNDS_FROM_HEADS or coarse(unit)
+    ):
+        return base + most
+    return base + min(adaptive_room(d, H, affine, unit=unit), most)
+
+
+def adaptive_room(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> int:
+    """The queries the adaptive phases (pilot rounds discarded, conditioning) may add to
+    :func:`base_query_limit`: what keeps the total under the follow-up's count, or 0.
+
+    >>> adaptive_room(8, 6, False), adaptive_room(2, 2, False)
+    (383, 0)
+    """
+    return max(
+        0, follow_up_query_bound(d, H) - 1 - base_query_limit(d, H, affine=affine, unit=unit)
+    )
+
+
+def conditioning_cost(
+    d: int, H: int, affine: bool, k: int = 0, *, unit: float = _DOUBLE_UNIT
+) -> int:
+    """The queries of one conditioning round that replaces u-group ``k``: its ``ncols``
+    pairs and the halved links through u_k (all d - 1 of them for k = 0, else one).
+
+    >>> conditioning_cost(8, 6, False), conditioning_cost(8, 6, False, k=3)
+    (221, 143)
+    """
+    ncols = probe_columns(d, H, affine, unit=unit)
+    links = d - 1 if k == 0 else 1
+    return (ncols + links) * (2 * H + redundancy(H))
+
+
+# Rounds of the pilot at most (the last one is always kept).
+MAX_ROUNDS = 3
+
+
+def pilot_rounds(d: int, H: int, affine: bool, *, unit: float = 2.0**-53) -> int:
+    """Pilot rounds allowed: up to 3, as many as keep :func:`base_query_limit` and the
+    discarded rounds under the follow-up's ``4Hd^2 - 2H + 1`` (at least 1: the first round
+    is the pilot pairs' own queries). A coarse box's design (float32, two heads or more:
+    :func:`~.design.coarse`) is past that count already and gets all 3: measured
+    (nn.MultiheadAttention in float32, E = 16, H = 2, module seeds 0-5) its rescaled
+    modules' parameters came back 2-5x closer than at the design scale.
+
+    >>> pilot_rounds(16, 8, True), pilot_rounds(1, 1, False), pilot_rounds(8, 2, True, unit=2.0**-24)
+    (3, 1, 3)
+    """
+    if coarse(unit) and H >= 2:
+        return MAX_ROUNDS
+    group = d * (2 * H + redundancy(H))
+    room = follow_up_query_bound(d, H) - 1 - base_query_limit(d, H, affine=affine, unit=unit)
+    return max(1, min(MAX_ROUNDS, 1 + room // group))
+
+
+def plan(st: FloatState) -> None:
+    """Stage 0, the budget: the box's unit roundoff (its design, the fits' rounding floors),
+    the worst-case bound checked before any query, the ratio grid, the parameter tolerance
+    (the box's rtol unless it declares a looser one, e.g. float32)."""
+    arith = st.oracle.arithmetic
+    st.unit = float(getattr(arith, "unit_roundoff", _DOUBLE_UNIT))
+    st.bound = float_query_limit(st.oracle.d, st.H, affine=st.affine, unit=st.unit)
+    st.oracle.require_remaining(st.bound, st.verify, "learn_multi_head")
+    st.ratios = float_ratios(st.H, unit=st.unit)
+    st.t = np.array([k / m for k, m in st.ratios])
+    st.prtol = float(cast(float, getattr(arith, "parameter_rtol", arith.rtol)))
+    st.d = st.oracle.d
+    st.wide = extra_columns(st.d, st.H, st.affine, unit=st.unit)
