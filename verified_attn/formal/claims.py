@@ -129,6 +129,20 @@ THEOREMS: list[FormalTheorem] = [
         ("thm-4.1/linear-system",),
     ),
     FormalTheorem(
+        "formal/cert-affine-identified",
+        "Thm 4.1",
+        "CertAffine",
+        ("affine_identified",),
+        "For every d, the affine head (W, c, v, beta): if a recorded design U has an "
+        "inverse, each probe's answer interval ([tc_k u_k; 0] and [e_j + t_kj u_k; e_j]) lies "
+        "strictly between the answers at two logit brackets, and the intervals the answers "
+        "give beta, each v_i, and (through the inverse transpose of U) each c_i and W_ij are "
+        "narrower than 1/(D b) around the certified a/b, then the certified head answers "
+        "inside the d^2 + 2d + 1 recorded intervals and every head with denominators <= D "
+        "that does equals it.",
+        ("thm-4.1/affine",),
+    ),
+    FormalTheorem(
         "formal/prop71-dead-head",
         "Prop 7.1",
         "Prop71",
