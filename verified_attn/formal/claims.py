@@ -143,6 +143,26 @@ THEOREMS: list[FormalTheorem] = [
         ("thm-4.1/affine",),
     ),
     FormalTheorem(
+        "formal/cert-pair-families",
+        "Prop 7.1",
+        "CertPair",
+        (
+            "multi_head_ext",
+            "pair_permutation",
+            "pair_shared_split",
+            "pair_dead_head",
+            "pair_cancelling",
+        ),
+        "For every d and every length N: two multi-head models with rational heads compute "
+        "the same output on every sequence when the second rotates the first's heads, splits "
+        "the summed v of two heads sharing one W differently, gives a head with v = 0 another "
+        "W, or replaces a cancelling pair (W1, u1), (W1, -u1) by (W2, u2), (W2, -u2), the "
+        "other heads agreeing entry by entry (the theorems an exported counterexample pair "
+        "applies).",
+        ("prop-7.1/permutation", "prop-7.1/shared-score-split", "prop-7.1/dead-head",
+         "prop-7.1/cancelling-values"),
+    ),
+    FormalTheorem(
         "formal/prop71-dead-head",
         "Prop 7.1",
         "Prop71",
