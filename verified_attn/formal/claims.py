@@ -117,6 +117,17 @@ THEOREMS: list[FormalTheorem] = [
         ("prop-7.1/shared-score-split",),
     ),
     FormalTheorem(
+        "formal/thm41-affine-identifiable",
+        "Thm 4.1",
+        "Thm41Affine",
+        ("thm41_affine_identifiable", "answer_c_probe"),
+        "For every d: if the design U has an inverse, the scales tc_k and t_kj are nonzero "
+        "and u_k^T v != 0 for every k, two affine heads (W, c, v, beta) that give the same "
+        "answers to the d^2 + 2d + 1 queries [0], [e_i], [tc_k u_k; 0] and "
+        "[e_j + t_kj u_k; e_j] are equal on every coordinate below d.",
+        ("thm-4.1/affine",),
+    ),
+    FormalTheorem(
         "formal/cert-head-identified",
         "Thm 4.1",
         "CertHead",
@@ -159,8 +170,12 @@ THEOREMS: list[FormalTheorem] = [
         "W, or replaces a cancelling pair (W1, u1), (W1, -u1) by (W2, u2), (W2, -u2), the "
         "other heads agreeing entry by entry (the theorems an exported counterexample pair "
         "applies).",
-        ("prop-7.1/permutation", "prop-7.1/shared-score-split", "prop-7.1/dead-head",
-         "prop-7.1/cancelling-values"),
+        (
+            "prop-7.1/permutation",
+            "prop-7.1/shared-score-split",
+            "prop-7.1/dead-head",
+            "prop-7.1/cancelling-values",
+        ),
     ),
     FormalTheorem(
         "formal/prop71-dead-head",
