@@ -178,6 +178,21 @@ THEOREMS: list[FormalTheorem] = [
         ),
     ),
     FormalTheorem(
+        "formal/prop71-canonical-form",
+        "Prop 7.1",
+        "Canonical",
+        ("canonical_same_map", "split_group"),
+        "For every d and every number of heads: two multi-head models whose summed v over "
+        "the heads sharing each W agree, for the W of every head of either model (the same "
+        "canonical form), give the same output on every sequence of every length.",
+        (
+            "prop-7.1/permutation",
+            "prop-7.1/shared-score-split",
+            "prop-7.1/dead-head",
+            "prop-7.1/cancelling-values",
+        ),
+    ),
+    FormalTheorem(
         "formal/prop71-dead-head",
         "Prop 7.1",
         "Prop71",
