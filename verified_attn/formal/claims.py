@@ -238,6 +238,16 @@ THEOREMS: list[FormalTheorem] = [
         "measurements.",
         ("thm-5.1/skeleton-identity", "thm-5.1/skeleton-count"),
     ),
+    FormalTheorem(
+        "formal/skeleton-determines",
+        "Thm 5.1",
+        "Skeleton",
+        ("skeleton_determines",),
+        "For every d, r: two d x d matrices whose columns are spanned by their measured "
+        "columns W B (rank r), with the same measured columns W B and pivot rows U_S^T W "
+        "(2dr - r^2 distinct numbers) and an inverse of the pivot block U_S^T W B, are equal.",
+        ("thm-5.1/skeleton-identity",),
+    ),
 ]
 
 
