@@ -30,7 +30,9 @@ Proof. intros d hs hs' H. apply canonical_same_map. exact H. Qed.
 
 
 def _compiles(body: str) -> bool:
-    proc = formal.run_coq(PRELUDE + body, formal.build().directory)
+    directory = formal.build().directory
+    assert directory is not None
+    proc = formal.run_coq(PRELUDE + body, directory)
     out = proc.stdout + proc.stderr
     assert "Syntax error" not in out and "was not found" not in out, out
     return proc.returncode == 0

@@ -34,7 +34,9 @@ def _variant() -> str:
 
 
 def _compiles(body: str) -> bool:
-    proc = formal.run_coq(PRELUDE + body, formal.build().directory)
+    directory = formal.build().directory
+    assert directory is not None
+    proc = formal.run_coq(PRELUDE + body, directory)
     out = proc.stdout + proc.stderr
     assert "Syntax error" not in out, out
     return proc.returncode == 0
