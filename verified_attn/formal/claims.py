@@ -248,6 +248,17 @@ THEOREMS: list[FormalTheorem] = [
         "(2dr - r^2 distinct numbers) and an inverse of the pivot block U_S^T W B, are equal.",
         ("thm-5.1/skeleton-identity",),
     ),
+    FormalTheorem(
+        "formal/thm61-entry-bound",
+        "Thm 6.1",
+        "Thm61",
+        ("thm61_entry_bound", "clip_nonexpansive"),
+        "For all reals: on the probe [b e_i + a e_j; a e_j] (a, b > 0, a b W_ij in "
+        "[-1/2, 1/2]) with answers off by at most tau and |v_i| >= mu > tau, the estimate "
+        "logit(clip alpha^) / (a b) is within L tau (1 + a + sigmoid(1/2) b) / "
+        "(a b^2 (mu - tau)) of W_ij, L = 2 + e^(1/2) + e^(-1/2) (Lemma A.1's constant).",
+        ("thm-6.1/error-bound",),
+    ),
 ]
 
 
