@@ -11,7 +11,7 @@
     argument with measured answers: v is read off the length-1 answers, each probe pins
     u_k^T W e_j inside a logit bracket, W = U^{-T} M puts each W_ij in an interval, and an
     interval of width w < 1 / (D b) holds at most one rational of denominator at most D
-    next to a/b. [affine_identified] is the same for x^T(W x_N + c), output + beta. *)
+    next to a/b. [CertAffine.affine_identified] is the same for the affine head. *)
 
 From Coq Require Import Reals QArith Qreals Lra Lia ZArith Bool.
 From VerifiedAttn Require Import Defs Softmax.

@@ -3,7 +3,12 @@
     W is d x d, C is d x r (C = W B_r: r measured columns), U_S is d x r (the pivot columns
     of the design), so U_S^T C is r x r. If the columns of C span the column space of W
     (W = C X for some r x d matrix X: this is where rank W = r enters) and U_S^T C has an
-    inverse, then W = C (U_S^T C)^{-1} U_S^T W, for every d and r. *)
+    inverse, then W = C (U_S^T C)^{-1} U_S^T W, for every d and r.
+
+    [skeleton_determines] (Theorem 5.1's recovery): two d x d matrices W, W' whose columns
+    are spanned by their r measured columns C = W B (rank r), with the same measurements
+    W B and U_S^T W (2dr - r^2 distinct numbers, the r x r block U_S^T W B counted once) and
+    U_S^T W B invertible (the pivots), are equal. *)
 
 From Coq Require Import Reals Lra Lia.
 From VerifiedAttn Require Import Defs.
@@ -47,4 +52,28 @@ Theorem skeleton_measurement_count : forall d r,
 Proof.
   intros d r. induction r as [|r IH]; simpl sum; [simpl; ring|].
   rewrite IH, S_INR. ring.
+Qed.
+
+(** Theorem 5.1's recovery: the measured columns W B and pivot rows U_S^T W determine a W
+    whose column space is that of W B, once U_S^T W B has a (left) inverse. *)
+Theorem skeleton_determines : forall d r (W W' B US Ninv X X' : mat),
+  (forall i j, (i < d)%nat -> (j < d)%nat -> W i j = mat_mul r (mat_mul d W B) X i j) ->
+  (forall i j, (i < d)%nat -> (j < d)%nat -> W' i j = mat_mul r (mat_mul d W' B) X' i j) ->
+  (forall i b, (i < d)%nat -> (b < r)%nat -> mat_mul d W B i b = mat_mul d W' B i b) ->
+  (forall a j, (a < r)%nat -> (j < d)%nat ->
+     mat_mul d (transpose US) W a j = mat_mul d (transpose US) W' a j) ->
+  (forall a b, (a < r)%nat -> (b < r)%nat ->
+     mat_mul r Ninv (mat_mul d (transpose US) (mat_mul d W B)) a b = identity a b) ->
+  forall i j, (i < d)%nat -> (j < d)%nat -> W i j = W' i j.
+Proof.
+  intros d r W W' B US Ninv X X' HW HW' HC HR HN i j Hi Hj.
+  assert (HN' : forall a b, (a < r)%nat -> (b < r)%nat ->
+            mat_mul r Ninv (mat_mul d (transpose US) (mat_mul d W' B)) a b = identity a b).
+  { intros a b Ha Hb. rewrite <- (HN a b Ha Hb). apply mat_mul_ext_r. intros k Hk.
+    apply mat_mul_ext_r. intros l Hl. symmetry. apply HC; assumption. }
+  rewrite <- (skeleton_identity d r W (mat_mul d W B) X US Ninv HW HN i j Hi Hj).
+  rewrite <- (skeleton_identity d r W' (mat_mul d W' B) X' US Ninv HW' HN' i j Hi Hj).
+  unfold mat_mul at 1. unfold mat_mul at 4. apply sum_ext. intros b Hb. f_equal.
+  - apply sum_ext. intros a Ha. rewrite HC by assumption. reflexivity.
+  - apply HR; assumption.
 Qed.

@@ -117,6 +117,17 @@ THEOREMS: list[FormalTheorem] = [
         ("prop-7.1/shared-score-split",),
     ),
     FormalTheorem(
+        "formal/thm41-affine-identifiable",
+        "Thm 4.1",
+        "Thm41Affine",
+        ("thm41_affine_identifiable", "answer_c_probe"),
+        "For every d: if the design U has an inverse, the scales tc_k and t_kj are nonzero "
+        "and u_k^T v != 0 for every k, two affine heads (W, c, v, beta) that give the same "
+        "answers to the d^2 + 2d + 1 queries [0], [e_i], [tc_k u_k; 0] and "
+        "[e_j + t_kj u_k; e_j] are equal on every coordinate below d.",
+        ("thm-4.1/affine",),
+    ),
+    FormalTheorem(
         "formal/cert-head-identified",
         "Thm 4.1",
         "CertHead",
@@ -127,6 +138,59 @@ THEOREMS: list[FormalTheorem] = [
         "around the certified a/b, then the certified head answers inside the recorded "
         "intervals and every head with denominators <= D that does equals it.",
         ("thm-4.1/linear-system",),
+    ),
+    FormalTheorem(
+        "formal/cert-affine-identified",
+        "Thm 4.1",
+        "CertAffine",
+        ("affine_identified",),
+        "For every d, the affine head (W, c, v, beta): if a recorded design U has an "
+        "inverse, each probe's answer interval ([tc_k u_k; 0] and [e_j + t_kj u_k; e_j]) lies "
+        "strictly between the answers at two logit brackets, and the intervals the answers "
+        "give beta, each v_i, and (through the inverse transpose of U) each c_i and W_ij are "
+        "narrower than 1/(D b) around the certified a/b, then the certified head answers "
+        "inside the d^2 + 2d + 1 recorded intervals and every head with denominators <= D "
+        "that does equals it.",
+        ("thm-4.1/affine",),
+    ),
+    FormalTheorem(
+        "formal/cert-pair-families",
+        "Prop 7.1",
+        "CertPair",
+        (
+            "multi_head_ext",
+            "pair_permutation",
+            "pair_shared_split",
+            "pair_dead_head",
+            "pair_cancelling",
+        ),
+        "For every d and every length N: two multi-head models with rational heads compute "
+        "the same output on every sequence when the second rotates the first's heads, splits "
+        "the summed v of two heads sharing one W differently, gives a head with v = 0 another "
+        "W, or replaces a cancelling pair (W1, u1), (W1, -u1) by (W2, u2), (W2, -u2), the "
+        "other heads agreeing entry by entry (the theorems an exported counterexample pair "
+        "applies).",
+        (
+            "prop-7.1/permutation",
+            "prop-7.1/shared-score-split",
+            "prop-7.1/dead-head",
+            "prop-7.1/cancelling-values",
+        ),
+    ),
+    FormalTheorem(
+        "formal/prop71-canonical-form",
+        "Prop 7.1",
+        "Canonical",
+        ("canonical_same_map", "split_group"),
+        "For every d and every number of heads: two multi-head models whose summed v over "
+        "the heads sharing each W agree, for the W of every head of either model (the same "
+        "canonical form), give the same output on every sequence of every length.",
+        (
+            "prop-7.1/permutation",
+            "prop-7.1/shared-score-split",
+            "prop-7.1/dead-head",
+            "prop-7.1/cancelling-values",
+        ),
     ),
     FormalTheorem(
         "formal/prop71-dead-head",
@@ -173,6 +237,27 @@ THEOREMS: list[FormalTheorem] = [
         "W = C N U_S^T W; the skeleton's steps make sum_k (2(d - k) - 1) = 2dr - r^2 "
         "measurements.",
         ("thm-5.1/skeleton-identity", "thm-5.1/skeleton-count"),
+    ),
+    FormalTheorem(
+        "formal/skeleton-determines",
+        "Thm 5.1",
+        "Skeleton",
+        ("skeleton_determines",),
+        "For every d, r: two d x d matrices whose columns are spanned by their measured "
+        "columns W B (rank r), with the same measured columns W B and pivot rows U_S^T W "
+        "(2dr - r^2 distinct numbers) and an inverse of the pivot block U_S^T W B, are equal.",
+        ("thm-5.1/skeleton-identity",),
+    ),
+    FormalTheorem(
+        "formal/thm61-entry-bound",
+        "Thm 6.1",
+        "Thm61",
+        ("thm61_entry_bound", "clip_nonexpansive"),
+        "For all reals: on the probe [b e_i + a e_j; a e_j] (a, b > 0, a b W_ij in "
+        "[-1/2, 1/2]) with answers off by at most tau and |v_i| >= mu > tau, the estimate "
+        "logit(clip alpha^) / (a b) is within L tau (1 + a + sigmoid(1/2) b) / "
+        "(a b^2 (mu - tau)) of W_ij, L = 2 + e^(1/2) + e^(-1/2) (Lemma A.1's constant).",
+        ("thm-6.1/error-bound",),
     ),
 ]
 

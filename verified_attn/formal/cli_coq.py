@@ -31,15 +31,16 @@ def add_export_parser(sub: Any) -> argparse.ArgumentParser:
 def cmd_export_coq(args: argparse.Namespace) -> int:
     """Write the Coq file; exit 1 with the reason if the certificate cannot be exported."""
     from verified_attn.errors import CertificateError
+    from verified_attn.formal.coq_check import theorem_of
     from verified_attn.formal.export import export_coq
 
     try:
-        export_coq(args.path, args.output)
+        text = export_coq(args.path, args.output)
     except CertificateError as exc:
         print(f"export FAILED: {args.path}: {exc}", file=sys.stderr)
         return EXIT_FAIL
     print(
-        f"wrote {args.output}: theorem run_identified (check it: coqc -R formal VerifiedAttn "
+        f"wrote {args.output}: theorem {theorem_of(text)} (check it: coqc -R formal VerifiedAttn "
         f"{args.output}, or verified-attn verify-certificate {args.path} --coq)"
     )
     return EXIT_OK

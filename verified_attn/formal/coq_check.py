@@ -11,6 +11,7 @@ Coq checked run_identified in 1.5 s (axioms: none)
 
 from __future__ import annotations
 
+import re
 import resource
 import time
 from collections.abc import Mapping
@@ -21,10 +22,21 @@ from typing import Any
 from verified_attn import formal
 from verified_attn.formal.export import export_coq
 
-__all__ = ["THEOREM", "CoqCheck", "check_with_coq", "compile_exported"]
+__all__ = ["THEOREM", "CoqCheck", "check_with_coq", "compile_exported", "theorem_of"]
 
-#: The theorem every exported file proves.
+#: The theorem an exported run's file proves (a counterexample pair's: ``pair_same_function``).
 THEOREM = "run_identified"
+_PRINTED = re.compile(r"^Print Assumptions (\w+)\.$", re.M)
+
+
+def theorem_of(text: str) -> str:
+    r"""The theorem an exported file proves: the one its ``Print Assumptions`` names.
+
+    >>> theorem_of("Theorem t : True.\nProof. exact I. Qed.\nPrint Assumptions t.\n")
+    't'
+    """
+    found = _PRINTED.findall(text)
+    return found[-1] if found else THEOREM
 
 
 @dataclass(frozen=True)
@@ -49,6 +61,7 @@ class CoqCheck:
 def compile_exported(text: str) -> CoqCheck:
     """Compile an exported Coq file against ``formal/``; ok iff it compiles and its
     ``Print Assumptions`` lists only :data:`~verified_attn.formal.ALLOWED_AXIOMS`."""
+    theorem = theorem_of(text)
     built = formal.build()
     if not built.ok or built.directory is None:
         raise formal.FormalError(f"formal/ does not build:\n{built.log[-2000:]}")
@@ -57,15 +70,15 @@ def compile_exported(text: str) -> CoqCheck:
     seconds, cpu = time.perf_counter() - t0, _child_cpu() - c0
     log = proc.stdout + proc.stderr
     if proc.returncode != 0:
-        return CoqCheck(False, THEOREM, seconds, log=log, cpu_seconds=cpu)
+        return CoqCheck(False, theorem, seconds, log=log, cpu_seconds=cpu)
     blocks = formal.parse_assumptions(proc.stdout)
     if len(blocks) != 1:
-        return CoqCheck(False, THEOREM, seconds, log="no Print Assumptions output\n" + log)
+        return CoqCheck(False, theorem, seconds, log="no Print Assumptions output\n" + log)
     axioms = blocks[0]
     outside = sorted(set(axioms) - formal.ALLOWED_AXIOMS)
     if outside:
-        return CoqCheck(False, THEOREM, seconds, axioms, f"axioms outside the whitelist: {outside}")
-    return CoqCheck(True, THEOREM, seconds, axioms, log, cpu)
+        return CoqCheck(False, theorem, seconds, axioms, f"axioms outside the whitelist: {outside}")
+    return CoqCheck(True, theorem, seconds, axioms, log, cpu)
 
 
 def _child_cpu() -> float:

@@ -9,8 +9,9 @@ True
 
 The file transcribes the certificate (design U, probe scales t, the certified W and v,
 the recorded answer intervals, the stated denominator bound D) into rationals of Coq's
-``Q`` and proves ``run_identified`` by instantiating ``CertHead.plain_identified`` (or
-``affine_identified``) from ``formal/CertHead.v``: the finite checks run by computation
+``Q`` and proves ``run_identified`` by instantiating ``CertHead.plain_identified`` from
+``formal/CertHead.v`` (or, for an affine head, ``CertAffine.affine_identified`` from
+``formal/CertAffine.v``): the finite checks run by computation
 over Q, and each probe's two inequalities about exp are proved by Coq Interval. Nothing
 here decides whether the certificate is right: a wrong rational, interval, D or a missing
 query leaves a goal that ``coqc`` cannot close. Only the auxiliary numbers that make the
@@ -22,24 +23,32 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import mpmath
-
-from verified_attn.arithmetic import fmpq_matrix
 from verified_attn.certificates import load_certificate
 from verified_attn.certificates.kernel import as_list, as_matrix, get, rational
 from verified_attn.errors import CertificateError
+from verified_attn.formal.coq_tables import (
+    Probe,
+    ball,
+    bracket_delta,
+    exact_entry,
+    inverse,
+    mat_table,
+    probe_precision,
+    vec_table,
+)
+from verified_attn.formal.export_affine import affine_data, affine_file
+from verified_attn.formal.export_pair import pair_file
 
 __all__ = ["EXPORTABLE", "export_coq", "single_head_data"]
 
 #: The certificate kinds (and arithmetics) a Coq file can be written for.
-EXPORTABLE = {"single-head": ("certified",)}
+EXPORTABLE = {"single-head": ("certified",), "counterexample": ("exact",)}
 #: Largest d exported: the file holds d^2 probes, each closed by two interval calls.
 MAX_D = 16
 _DEN = re.compile(r"denominator <= (\d+)")
@@ -56,26 +65,14 @@ def export_coq(certificate: str | Path | Mapping[str, Any], path: str | Path | N
         raise CertificateError(
             f"export to Coq covers {sorted(EXPORTABLE)} certificates, not {kind!r:.40}"
         )
-    text = _single_head_file(data)
+    if kind == "counterexample":
+        text = pair_file(data)
+    else:
+        x = single_head_data(data)
+        text = affine_file(x) if x["affine"] else _single_head_file(x)
     if path is not None:
         Path(path).write_text(text)
     return text
-
-
-def _ball(x: Any, path: str) -> tuple[Fraction, Fraction]:
-    if not (isinstance(x, dict) and set(x) == {"arb"}):
-        raise CertificateError(f"{path}: a certified answer is a ball {{'arb': [mid, rad]}}")
-    mid, rad = as_list(x["arb"], path, 2)
-    m, r = rational(mid, f"{path}.mid"), rational(rad, f"{path}.rad")
-    if r < 0:
-        raise CertificateError(f"{path}: negative radius")
-    return m - r, m + r
-
-
-def _rat(x: Any, path: str) -> Fraction:
-    if not (isinstance(x, dict) and set(x) == {"rational"}):
-        raise CertificateError(f"{path}: the exported result must be exact rationals")
-    return rational(x["rational"], path)
 
 
 def single_head_data(data: Mapping[str, Any]) -> dict[str, Any]:
@@ -86,12 +83,10 @@ def single_head_data(data: Mapping[str, Any]) -> dict[str, Any]:
     arith = get(data, "arithmetic")
     if arith not in EXPORTABLE["single-head"]:
         raise CertificateError(f"export to Coq covers certified single heads, not {arith!r:.20}")
-    if get(data, "affine"):
-        raise CertificateError("export to Coq of affine heads is not available yet")
     found = [int(m.group(1)) for a in get(data, "assumptions") or [] for m in _DEN.finditer(a)]
     if len(found) != 1:
         raise CertificateError("the certificate states no single denominator bound D")
-    out: dict[str, Any] = {"d": d, "D": found[0], "affine": False}
+    out: dict[str, Any] = {"d": d, "D": found[0], "affine": bool(get(data, "affine"))}
     out["U"] = [
         [rational(q, f"design.U[{i}][{k}]") for k, q in enumerate(row)]
         for i, row in enumerate(as_matrix(get(data, "design.U"), "design.U", d, d))
@@ -102,20 +97,23 @@ def single_head_data(data: Mapping[str, Any]) -> dict[str, Any]:
     ]
     params = "result.parameters"
     out["W"] = [
-        [_rat(x, f"{params}.W[{i}][{j}]") for j, x in enumerate(row)]
+        [exact_entry(x, f"{params}.W[{i}][{j}]") for j, x in enumerate(row)]
         for i, row in enumerate(as_matrix(get(data, f"{params}.W"), f"{params}.W", d, d))
     ]
     out["v"] = [
-        _rat(x, f"{params}.v[{i}]") for i, x in enumerate(as_list(get(data, f"{params}.v"), "v", d))
+        exact_entry(x, f"{params}.v[{i}]")
+        for i, x in enumerate(as_list(get(data, f"{params}.v"), "v", d))
     ]
     out["vb"] = [
-        _ball(x, f"answers.v[{i}]")
+        ball(x, f"answers.v[{i}]")
         for i, x in enumerate(as_list(get(data, "answers.v"), "answers.v", d))
     ]
     out["wb"] = [
-        [_ball(x, f"answers.W[{k}][{j}]") for j, x in enumerate(row)]
+        [ball(x, f"answers.W[{k}][{j}]") for j, x in enumerate(row)]
         for k, row in enumerate(as_matrix(get(data, "answers.W"), "answers.W", d, d))
     ]
+    if out["affine"]:
+        out.update(affine_data(data, d))
     out["sha256"] = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     out["describe"] = (
         f"kind single-head, d = {d}, arithmetic {arith} ({get(data, 'precision')} bits), "
@@ -124,81 +122,32 @@ def single_head_data(data: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _inverse(U: list[list[Fraction]]) -> list[list[Fraction]]:
-    m = fmpq_matrix(U)
-    if m.det() == 0:
-        return [[Fraction(0)] * len(U) for _ in U]  # Coq's check of U Uinv = I then fails
-    inv = m.inv()
-    d = len(U)
-    return [[Fraction(int(inv[i, j].p), int(inv[i, j].q)) for j in range(d)] for i in range(d)]
-
-
 def _aux(x: dict[str, Any]) -> dict[str, Any]:
     """Brackets mlo < u_k^T W e_j < mhi, t u_k^T v, u_k^T W e_j, and interval's precision."""
     d, U, W, v, t = x["d"], x["U"], x["W"], x["v"], x["t"]
-    Uinv = _inverse(U)
+    Uinv = inverse(U)
     uv = [sum((U[i][k] * v[i] for i in range(d)), Fraction(0)) for k in range(d)]
     s = [[t[k][j] * uv[k] for j in range(d)] for k in range(d)]
     m = [
         [sum((U[r][k] * W[r][j] for r in range(d)), Fraction(0)) for j in range(d)]
         for k in range(d)
     ]
-    # W' - W is U^{-T} applied to errors of at most delta, so its width stays under 1/(D den).
-    den = max(q.denominator for row in W for q in row)
-    spread = max(1, math.ceil(max(sum(abs(Uinv[k][i]) for k in range(d)) for i in range(d))))
-    delta = Fraction(1, 2 ** ((4 * x["D"] * den * spread).bit_length() + 2))
+    delta = bracket_delta(Uinv, x["D"], max(q.denominator for row in W for q in row))
     mlo = [[m[k][j] - delta for j in range(d)] for k in range(d)]
     mhi = [[m[k][j] + delta for j in range(d)] for k in range(d)]
-    bits = br_bits = 53
-    with mpmath.workprec(4 * max(256, delta.denominator.bit_length()) + 64):
-        for k in range(d):
-            for j in range(d):
-                lo, hi = x["wb"][k][j]
-                scale = _mpf(max(Fraction(1), abs(v[j]), abs(s[k][j])))
-
-                def g(mm: Fraction, k: int = k, j: int = j) -> Any:
-                    z = mpmath.mpf(t[k][j].numerator) / t[k][j].denominator * _mpf(mm)
-                    return _mpf(v[j]) + _mpf(s[k][j]) / (1 + mpmath.exp(-z))
-
-                hold = min(g(m[k][j]) - _mpf(lo), _mpf(hi) - g(m[k][j]))
-                sign = 1 if s[k][j] > 0 else -1
-                lo_g, hi_g = g(mlo[k][j]), g(mhi[k][j])
-                br = min(sign * (_mpf(lo) - lo_g), sign * (hi_g - _mpf(hi)))
-                if hold > 0:
-                    bits = max(bits, int(mpmath.log(scale / hold, 2)) + 24)
-                if br > 0:
-                    br_bits = max(br_bits, int(mpmath.log(scale / br, 2)) + 24)
+    probes = [
+        Probe(v[j], s[k][j], t[k][j], m[k][j], mlo[k][j], mhi[k][j], *x["wb"][k][j])
+        for k in range(d)
+        for j in range(d)
+    ]
+    bits, br_bits = probe_precision(probes, delta)
     return {"Uinv": Uinv, "s": s, "m": m, "mlo": mlo, "mhi": mhi, "prec": bits, "br_prec": br_bits}
-
-
-def _mpf(q: Fraction) -> Any:
-    return mpmath.mpf(q.numerator) / q.denominator
-
-
-def _q(q: Fraction) -> str:
-    return f"({q.numerator})%Q" if q.denominator == 1 else f"({q.numerator} # {q.denominator})%Q"
-
-
-def _vec_table(name: str, xs: list[Fraction], default: str, doc: str) -> str:
-    rows = "\n".join(f"  | {i}%nat => {_q(q)}" for i, q in enumerate(xs))
-    return f"(** {doc} *)\nDefinition {name} : qvec := fun i => match i with\n{rows}\n  | _ => {default}%Q\n  end.\n"
-
-
-def _mat_table(name: str, xs: list[list[Fraction]], default: str, doc: str) -> str:
-    rows = "\n".join(
-        f"  | {i}%nat, {j}%nat => {_q(q)}" for i, row in enumerate(xs) for j, q in enumerate(row)
-    )
-    return (
-        f"(** {doc} *)\nDefinition {name} : qmat := fun i j => match i, j with\n{rows}\n"
-        f"  | _, _ => {default}%Q\n  end.\n"
-    )
 
 
 _TABLES = "W_c v_c U t_probe v_lo v_hi w_lo w_hi U_inv m_lo m_hi s_probe m_c run"
 
 
-def _single_head_file(data: Mapping[str, Any]) -> str:
-    x = single_head_data(data)
+def _single_head_file(x: dict[str, Any]) -> str:
     a = _aux(x)
     d, D = x["d"], x["D"]
     lo_v = [b[0] for b in x["vb"]]
@@ -213,25 +162,25 @@ def _single_head_file(data: Mapping[str, Any]) -> str:
         "From Coq Require Import Reals QArith Lia.\nFrom Interval Require Import Tactic.\n"
         "From VerifiedAttn Require Import Defs CertHead IntervalZ.\nOpen Scope R_scope.\n",
         f"(** The stated denominator bound. *)\nDefinition D : positive := {D}%positive.\n",
-        _mat_table("W_c", x["W"], "0", "The certified W (row i, column j)."),
-        _vec_table("v_c", x["v"], "0", "The certified v."),
-        _mat_table("U", x["U"], "0", "The design: u_k is column k."),
-        _mat_table("t_probe", x["t"], "0", "t_kj: the query [e_j + t_kj u_k; e_j]."),
-        _vec_table("v_lo", lo_v, "1", "The recorded answer to [e_i] lies in [v_lo i, v_hi i]."),
-        _vec_table("v_hi", hi_v, "0", "(upper ends)"),
-        _mat_table(
+        mat_table("W_c", x["W"], "0", "The certified W (row i, column j)."),
+        vec_table("v_c", x["v"], "0", "The certified v."),
+        mat_table("U", x["U"], "0", "The design: u_k is column k."),
+        mat_table("t_probe", x["t"], "0", "t_kj: the query [e_j + t_kj u_k; e_j]."),
+        vec_table("v_lo", lo_v, "1", "The recorded answer to [e_i] lies in [v_lo i, v_hi i]."),
+        vec_table("v_hi", hi_v, "0", "(upper ends)"),
+        mat_table(
             "w_lo",
             lo_w,
             "1",
             "The recorded answer to [e_j + t_kj u_k; e_j] lies in [w_lo k j, w_hi k j].",
         ),
-        _mat_table("w_hi", hi_w, "0", "(upper ends)"),
+        mat_table("w_hi", hi_w, "0", "(upper ends)"),
         "(** Auxiliary numbers for the proof (any wrong one makes it fail). *)",
-        _mat_table("U_inv", a["Uinv"], "0", "An inverse of U."),
-        _mat_table("m_lo", a["mlo"], "0", "Brackets m_lo k j < u_k^T W e_j < m_hi k j."),
-        _mat_table("m_hi", a["mhi"], "0", "(upper ends)"),
-        _mat_table("s_probe", a["s"], "0", "t_kj u_k^T v."),
-        _mat_table("m_c", a["m"], "0", "u_k^T W e_j of the certified W."),
+        mat_table("U_inv", a["Uinv"], "0", "An inverse of U."),
+        mat_table("m_lo", a["mlo"], "0", "Brackets m_lo k j < u_k^T W e_j < m_hi k j."),
+        mat_table("m_hi", a["mhi"], "0", "(upper ends)"),
+        mat_table("s_probe", a["s"], "0", "t_kj u_k^T v."),
+        mat_table("m_c", a["m"], "0", "u_k^T W e_j of the certified W."),
         "Definition run : head_cert := {|\n  cd := " + str(d) + "; cD := D; cU := U; "
         "cUinv := U_inv; ct := t_probe;\n  cW := W_c; cv := v_c; cvlo := v_lo; cvhi := v_hi; "
         "cblo := w_lo; cbhi := w_hi;\n  cmlo := m_lo; cmhi := m_hi; cs := s_probe; cm := m_c |}.\n",

@@ -1,0 +1,138 @@
+"""Rationals as Coq text, and the precision Coq Interval needs for a run's probes.
+
+>>> from fractions import Fraction
+>>> coq_q(Fraction(-1, 3)), coq_q(Fraction(4))
+('(-1 # 3)%Q', '(4)%Q')
+>>> print(vec_table("x", [Fraction(1, 2)], "0", "A vector."))
+(** A vector. *)
+Definition x : qvec := fun i => match i with
+  | 0%nat => (1 # 2)%Q
+  | _ => 0%Q
+  end.
+<BLANKLINE>
+
+The exported files state every number as a rational of Coq's ``Q``; the helpers here
+read certificate entries into :class:`~fractions.Fraction` and print them back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any, NamedTuple
+
+import mpmath
+
+from verified_attn.arithmetic import fmpq_matrix
+from verified_attn.certificates.kernel import as_list, rational
+from verified_attn.errors import CertificateError
+
+__all__ = [
+    "Probe",
+    "ball",
+    "bracket_delta",
+    "coq_q",
+    "exact_entry",
+    "inverse",
+    "mat_table",
+    "probe_precision",
+    "vec_table",
+]
+
+
+class Probe(NamedTuple):
+    """One two-token probe: its answer is a + s sigmoid(t m); recorded in [lo, hi]."""
+
+    a: Fraction
+    s: Fraction
+    t: Fraction
+    m: Fraction
+    mlo: Fraction
+    mhi: Fraction
+    lo: Fraction
+    hi: Fraction
+
+
+def ball(x: Any, path: str) -> tuple[Fraction, Fraction]:
+    """The interval [mid - rad, mid + rad] of a certified answer {'arb': [mid, rad]}."""
+    if not (isinstance(x, dict) and set(x) == {"arb"}):
+        raise CertificateError(f"{path}: a certified answer is a ball {{'arb': [mid, rad]}}")
+    mid, rad = as_list(x["arb"], path, 2)
+    m, r = rational(mid, f"{path}.mid"), rational(rad, f"{path}.rad")
+    if r < 0:
+        raise CertificateError(f"{path}: negative radius")
+    return m - r, m + r
+
+
+def exact_entry(x: Any, path: str) -> Fraction:
+    """A result entry {'rational': 'p/q'}; anything else is refused."""
+    if not (isinstance(x, dict) and set(x) == {"rational"}):
+        raise CertificateError(f"{path}: the exported result must be exact rationals")
+    return rational(x["rational"], path)
+
+
+def inverse(U: list[list[Fraction]]) -> list[list[Fraction]]:
+    """U^{-1}, or zeros when U is singular (Coq's check of U Uinv = I then fails)."""
+    m = fmpq_matrix(U)
+    if m.det() == 0:
+        return [[Fraction(0)] * len(U) for _ in U]
+    inv = m.inv()
+    d = len(U)
+    return [[Fraction(int(inv[i, j].p), int(inv[i, j].q)) for j in range(d)] for i in range(d)]
+
+
+def bracket_delta(Uinv: list[list[Fraction]], D: int, den: int) -> Fraction:
+    """Half-width of the logit brackets: U^{-T} maps errors below it to widths < 1/(D den)."""
+    d = len(Uinv)
+    spread = max(1, math.ceil(max(sum(abs(Uinv[k][i]) for k in range(d)) for i in range(d))))
+    return Fraction(1, 2 ** ((4 * D * den * spread).bit_length() + 2))
+
+
+def mpf(q: Fraction) -> Any:
+    return mpmath.mpf(q.numerator) / q.denominator
+
+
+def probe_precision(probes: Sequence[Probe], delta: Fraction) -> tuple[int, int]:
+    """Bits for [interval]: to show each answer in [lo, hi], and each bracket outside it."""
+    bits = br_bits = 53
+    with mpmath.workprec(4 * max(256, delta.denominator.bit_length()) + 64):
+        for p in probes:
+            scale = mpf(max(Fraction(1), abs(p.a), abs(p.s)))
+
+            def g(mm: Fraction, p: Probe = p) -> Any:
+                return mpf(p.a) + mpf(p.s) / (1 + mpmath.exp(-mpf(p.t) * mpf(mm)))
+
+            hold = min(g(p.m) - mpf(p.lo), mpf(p.hi) - g(p.m))
+            sign = 1 if p.s > 0 else -1
+            br = min(sign * (mpf(p.lo) - g(p.mlo)), sign * (g(p.mhi) - mpf(p.hi)))
+            if hold > 0:
+                bits = max(bits, int(mpmath.log(scale / hold, 2)) + 24)
+            if br > 0:
+                br_bits = max(br_bits, int(mpmath.log(scale / br, 2)) + 24)
+    return bits, br_bits
+
+
+def coq_q(q: Fraction) -> str:
+    """A rational as a Coq ``Q`` literal."""
+    return f"({q.numerator})%Q" if q.denominator == 1 else f"({q.numerator} # {q.denominator})%Q"
+
+
+def vec_table(name: str, xs: list[Fraction], default: str, doc: str) -> str:
+    """A ``qvec`` definition listing xs (``default`` past the end)."""
+    rows = "\n".join(f"  | {i}%nat => {coq_q(q)}" for i, q in enumerate(xs))
+    return (
+        f"(** {doc} *)\nDefinition {name} : qvec := fun i => match i with\n{rows}\n"
+        f"  | _ => {default}%Q\n  end.\n"
+    )
+
+
+def mat_table(name: str, xs: list[list[Fraction]], default: str, doc: str) -> str:
+    """A ``qmat`` definition listing xs[i][j] (``default`` elsewhere)."""
+    rows = "\n".join(
+        f"  | {i}%nat, {j}%nat => {coq_q(q)}" for i, row in enumerate(xs) for j, q in enumerate(row)
+    )
+    return (
+        f"(** {doc} *)\nDefinition {name} : qmat := fun i j => match i, j with\n{rows}\n"
+        f"  | _, _ => {default}%Q\n  end.\n"
+    )
