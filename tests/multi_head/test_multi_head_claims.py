@@ -114,9 +114,9 @@ def test_float_head_count_claim_fails_with_a_wrong_floor(monkeypatch: pytest.Mon
 @pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_float_precision_claim_fails_without_the_polish(monkeypatch: pytest.MonkeyPatch) -> None:
     # The precision polish never asked: the d = 8, H = 1, seed 13 box stays 1e-9 off.
-    from verified_attn.multi_head import canonical_float
+    from verified_attn.multi_head.pipeline import budget
 
-    monkeypatch.setattr(canonical_float, "PRECISION_TARGET", float("inf"))
-    monkeypatch.setattr(canonical_float, "PRECISION_REQUIRED", float("inf"))
+    monkeypatch.setattr(budget, "PRECISION_TARGET", float("inf"))
+    monkeypatch.setattr(budget, "PRECISION_REQUIRED", float("inf"))
     res = mh_claims._float_precision(0)
     assert not res.passed and "H=1 seed 13: 166 queries (0 polish" in res.detail

@@ -525,7 +525,7 @@ def _float_precision(seed: int) -> ClaimResult:
 
     import numpy as np
 
-    from verified_attn.multi_head import canonical_float
+    from verified_attn.multi_head.pipeline import budget
 
     d = 8
 
@@ -578,7 +578,7 @@ def _float_precision(seed: int) -> ClaimResult:
             moved = [(W + 1e-11 * scale, v)]
             moved_err = errors(moved, truth, model, s)[0]
             with mock.patch.multiple(
-                canonical_float, PRECISION_TARGET=math.inf, PRECISION_REQUIRED=math.inf
+                budget, PRECISION_TARGET=math.inf, PRECISION_REQUIRED=math.inf
             ):
                 bare = learn_multi_head(Oracle(model, "float"), heads=H, seed=s)
             bare_err = errors(bare.parameters["heads"], truth, model, s)[0]
