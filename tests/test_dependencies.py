@@ -33,6 +33,7 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 # raise an ImportError that names the extra.
 OPTIONAL_MODULES = {
     "verified_attn.adapters.torch": "torch",
+    "verified_attn.adapters.torch_block": "torch",
     "verified_attn.adapters.hf": "hf",
 }
 

@@ -90,8 +90,10 @@ def test_a_stalled_u_group_of_eight_heads_reaches_its_floor(
     _, _, res, floor = cf._group_fits(f0, rows, t, H, 1, UNIT, ids=[k], full_d=d, Mt=Mt)
     assert res[0] <= cf._CONVERGED * floor[0]
     # Without it (the greedy start again), the same group stays far off its floor.
+    from verified_attn.multi_head.pipeline import fits
+
     monkeypatch.setattr(
-        cf, "consensus_start", lambda Mt, s, weight, rng: linear_start(Mt, s, weight)
+        fits, "consensus_start", lambda Mt, s, weight, rng: linear_start(Mt, s, weight)
     )
     _, _, res, floor = cf._group_fits(f0, rows, t, H, 1, UNIT, ids=[k], full_d=d, Mt=Mt)
     assert res[0] > cf._GROUP_FIT * floor[0]
