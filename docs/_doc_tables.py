@@ -91,39 +91,19 @@ def _table(header: list[str], rows: list[list[object]]) -> list[str]:
 
 
 def exact_table(data: dict[str, Any]) -> str:
-    """The canonical learner's learning queries against the follow-up's count, d by H
-    (``benchmarks/multi_head.py``: every learned instance, the highest precision it needed).
-    """
+    """The canonical learner's learning queries / the follow-up's count, H by d
+    (``benchmarks/multi_head.py``: every learned instance, at the precision it needed)."""
     learned = {(r["d"], r["H"]): r for r in data["canonical"] if "queries" in r}
     ds = sorted({d for d, _ in learned})
     hs = sorted({h for _, h in learned})
     rows: list[list[object]] = []
-    for d in ds:
-        row: list[object] = [d]
-        for h in hs:
+    for h in hs:
+        row: list[object] = [h]
+        for d in ds:
             r = learned.get((d, h))
             row.append(_DASH if r is None else f"{r['queries']} / {r['follow_up']}")
         rows.append(row)
-    return "\n".join(_table(["d", *(f"H = {h}" for h in hs)], rows))
-
-
-def variants_table(data: dict[str, Any]) -> str:
-    """Learning queries of the plain, tied-value and affine instances of one size, and the
-    follow-up's count (``benchmarks/multi_head.py``, its ``variants``)."""
-    plain = {(r["d"], r["H"]): r["queries"] for r in data["canonical"] if "queries" in r}
-    kinds = [(True, False, "equal v"), (False, True, "affine"), (True, True, "affine, equal v")]
-    by: dict[tuple[int, int], dict[str, Any]] = {}
-    for r in data["variants"]:
-        entry = by.setdefault((r["d"], r["H"]), {"follow_up": r["follow_up"]})
-        for equal_v, affine, name in kinds:
-            if (r["equal_v"], r["affine"]) == (equal_v, affine):
-                entry[name] = r["queries"]
-    rows: list[list[object]] = []
-    for (d, h), entry in sorted(by.items()):
-        counts = [entry.get(n, _DASH) for _, _, n in kinds]
-        rows.append([d, h, plain.get((d, h), _DASH), *counts, entry["follow_up"]])
-    header = ["d", "H", "plain", *(n for _, _, n in kinds), "follow-up"]
-    return "\n".join(_table(header, rows))
+    return "\n".join(_table(["H", *(f"d = {d}" for d in ds)], rows))
 
 
 def float_table(data: dict[str, Any]) -> str:
@@ -193,25 +173,51 @@ def ablation_table(data: dict[str, Any]) -> str:
                               ("queries_ratio", "queries"))
             if s.get(key) is not None and _ratio(s.get(key)) != "1"
         ]
-        if s["switch"] != "none" and (changes or s["rescued"] or s["gained"]):
-            moved.append(f"`{s['switch']}` ({', '.join(changes) or 'figures unchanged'}; "
-                         f"rescued {s['rescued']}, gained {s['gained']})")
+        changes += [f"{what} {s[what]}" for what in ("wrong", "rescued", "gained") if s[what]]
+        if s["switch"] != "none" and changes:
+            moved.append(f"`{s['switch']}` ({', '.join(changes)})")
     cells = data["meta"]["settings"]["cells"]
     runs = max((s["runs"] for s in data["summary"]), default=0)
     lines = _table(header, rows)
     lines += ["", f"Cells ({runs} runs per row): {_cells_sentence(cells)}. "
-              + ("Stages off whose figures differ from the learner as shipped: "
+              + ("Differences from the learner as shipped: "
                  + "; ".join(moved) + "." if moved
                  else "No stage off changes a figure on these cells.")]
+    return "\n".join(lines)
+
+
+def head_count_table(data: dict[str, Any]) -> str:
+    """The float head count (``benchmarks/head_count_float.py``): per box and precision,
+    counts equal to the true H over all d, max_heads and seeds; then the totals."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for cell in data["summary"]:
+        groups.setdefault((cell["kind"], cell["dtype"]), []).append(cell)
+    hs = sorted({c["H"] for c in data["summary"]})
+    order = sorted(groups, key=lambda k: (k[0] != "random", k[1] != "float64", k))
+    rows: list[list[object]] = []
+    for kind, dtype in order:
+        cells = groups[(kind, dtype)]
+        row: list[object] = [f"{_BOX.get(kind, kind)} {dtype}", _range(c["d"] for c in cells)]
+        for h in hs:
+            at = [c for c in cells if c["H"] == h]
+            row.append(f"{sum(c['correct'] for c in at)}/{sum(c['runs'] for c in at)}"
+                       if at else _DASH)
+        row += [sum(c["over"] for c in cells), sum(c["refusals"] for c in cells)]
+        rows.append(row)
+    header = ["box", "d", *(f"H = {h}" for h in hs), "over", "refused"]
+    tail = max(c["max_tail_over_floor"] for c in data["summary"])
+    lines = _table(header, rows)
+    lines += ["", f"{data['counts']} counts, {data['overcounts']} overcounts; the largest "
+              f"singular value past the true count is at most {tail:.2g} of the floor."]
     return "\n".join(lines)
 
 
 #: Each table: the JSON file it is generated from and its renderer.
 TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "multi_head": ("multi_head.json", exact_table),
-    "multi_head_variants": ("multi_head.json", variants_table),
     "multi_head_float": ("multi_head_float.json", float_table),
     "multi_head_ablation": ("multi_head_ablation.json", ablation_table),
+    "head_count_float": ("head_count_float.json", head_count_table),
 }
 
 
