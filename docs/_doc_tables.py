@@ -1,0 +1,289 @@
+"""The results tables of the docs, generated from the benchmark JSON (not a page).
+
+A page holds each generated table between two marker comments::
+
+    <!-- table:multi_head_float:begin -->
+    ... generated, never edited by hand ...
+    <!-- table:multi_head_float:end -->
+
+Run from the repository root::
+
+    python docs/_doc_tables.py            # rewrite every table from benchmarks/results/
+    python docs/_doc_tables.py --check    # exit 1 if a page's table differs from its JSON
+
+``tests/test_doc_tables.py`` runs the check, so a table that is not what its JSON says
+fails the tests: after a benchmark rewrites its JSON, run the script and commit both.
+
+>>> _range([1, 2, 3, 5, 6, 8])
+'1–3, 5, 6, 8'
+>>> _num(3.4039e-06), _num(None), _ratio(1.1167), _ratio(1.0)
+('3.4e-06', '–', '1.12', '1')
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+#: The pages with generated tables, relative to the repository root.
+PAGES = ["docs/multi_head.md"]
+
+_MARKER = re.compile(
+    r"(<!-- table:(?P<name>[\w-]+):begin -->\n)(?P<body>.*?)(<!-- table:(?P=name):end -->)",
+    re.S,
+)
+_DASH = "–"
+_BOX = {"random": "random", "torch": "nn.MHA"}
+
+
+def _range(values: Iterable[int]) -> str:
+    """Sorted integers with runs of three or more written as ``a–b``."""
+    xs = sorted(set(values))
+    out: list[str] = []
+    i = 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
+            j += 1
+        if j - i >= 2:
+            out.append(f"{xs[i]}{_DASH}{xs[j]}")
+        else:
+            out.extend(str(x) for x in xs[i : j + 1])
+        i = j + 1
+    return ", ".join(out)
+
+
+def _num(x: float | None) -> str:
+    """An error figure: two significant digits, or a dash when there is none."""
+    return _DASH if x is None else f"{x:.1e}"
+
+
+def _ratio(x: float | None) -> str:
+    """A ratio: three significant digits, or a dash when there is none."""
+    return _DASH if x is None else f"{x:.3g}"
+
+
+def _seconds(x: float) -> str:
+    return f"{x:.2g}" if x < 10 else f"{x:.0f}"
+
+
+def _span(xs: list[float]) -> str:
+    """The smallest and largest of some seconds (one figure when they round alike)."""
+    if not xs:
+        return _DASH
+    lo, hi = _seconds(min(xs)), _seconds(max(xs))
+    return lo if lo == hi else f"{lo}{_DASH}{hi}"
+
+
+def _row(cells: Iterable[object]) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _table(header: list[str], rows: list[list[object]]) -> list[str]:
+    return [_row(header), _row(["---"] * len(header)), *(_row(r) for r in rows)]
+
+
+def exact_table(data: dict[str, Any]) -> str:
+    """The canonical learner's learning queries / the follow-up's count, H by d
+    (``benchmarks/multi_head.py``: every learned instance, at the precision it needed)."""
+    learned = {(r["d"], r["H"]): r for r in data["canonical"] if "queries" in r}
+    ds = sorted({d for d, _ in learned})
+    hs = sorted({h for _, h in learned})
+    rows: list[list[object]] = []
+    for h in hs:
+        row: list[object] = [h]
+        for d in ds:
+            r = learned.get((d, h))
+            row.append(_DASH if r is None else f"{r['queries']} / {r['follow_up']}")
+        rows.append(row)
+    return "\n".join(_table(["H", *(f"d = {d}" for d in ds)], rows))
+
+
+def float_table(data: dict[str, Any]) -> str:
+    """The float learner's cells (``benchmarks/multi_head_float.py``), one row per box,
+    precision and d, pooled over H and seeds."""
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for cell in data["summary"]:
+        groups.setdefault((cell["kind"], cell["dtype"], cell["d"]), []).append(cell)
+    order = sorted(groups, key=lambda k: (k[0] != "random", k[1] != "float64", k[0], k[1], k[2]))
+    rows: list[list[object]] = []
+    for kind, dtype, d in order:
+        cells = groups[(kind, dtype, d)]
+        errors = [c["max_parameter_error"] for c in cells if c.get("max_parameter_error")]
+        preds = [c["max_prediction_error"] for c in cells if c.get("max_prediction_error")]
+        ratio = max(c["max_queries"] / c["follow_up"] for c in cells if c.get("max_queries"))
+        medians = [c["median_seconds"] for c in cells if c.get("median_seconds") is not None]
+        rows.append(
+            [
+                f"{_BOX.get(kind, kind)} {dtype}",
+                d,
+                _range(c["H"] for c in cells),
+                f"{sum(c['learned'] for c in cells)}/{sum(c['runs'] for c in cells)}",
+                sum(c["wrong"] for c in cells),
+                sum(c.get("learned_1e-12", 0) for c in cells),
+                _num(max(errors, default=None)),
+                _num(max(preds, default=None)),
+                _ratio(ratio),
+                _span(medians),
+            ]
+        )
+    header = ["box", "d", "H", "learned", "wrong", "within 1e-12", "worst parameter error",
+              "worst prediction error", "queries / follow-up", "median s"]
+    return "\n".join(_table(header, rows))
+
+
+def _cells_sentence(cells: list[list[Any]]) -> str:
+    """The ablation's cells, ``[kind, dtype, d, H, seeds]`` each, grouped by box and d."""
+    groups: dict[tuple[str, str, int], list[tuple[int, int]]] = {}
+    for kind, dtype, d, h, seeds in cells:
+        groups.setdefault((kind, dtype, d), []).append((h, seeds))
+    parts = []
+    for (kind, dtype, d), hs in groups.items():
+        seeds = sorted({s for _, s in hs})
+        runs = " or ".join(str(s) for s in seeds)
+        parts.append(f"{_BOX.get(kind, kind)} {dtype} d = {d}, H = {_range(h for h, _ in hs)}"
+                     f" ({runs} seeds)")
+    return "; ".join(parts)
+
+
+def ablation_table(data: dict[str, Any]) -> str:
+    """Each stage switched off in turn (``benchmarks/multi_head_ablation.py``): one row per
+    switch in the JSON's order, then a sentence naming its cells and what moved."""
+    header = ["stage off", "learned", "wrong", "rescued", "gained", "worst parameter error",
+              "parameter error ratio", "queries ratio", "past follow-up"]
+    rows: list[list[object]] = []
+    moved = []
+    for s in data["summary"]:
+        name = "none (as shipped)" if s["switch"] == "none" else f"`{s['switch']}`"
+        rows.append(
+            [name, f"{s['learned']}/{s['runs']}", s["wrong"], s["rescued"], s["gained"],
+             _num(s.get("max_parameter_error")), _ratio(s.get("parameter_error_ratio")),
+             _ratio(s.get("queries_ratio")), s.get("over_follow_up", _DASH)]
+        )
+        changes = [
+            f"{what} x{_ratio(s.get(key))}"
+            for key, what in (("parameter_error_ratio", "parameter error"),
+                              ("queries_ratio", "queries"))
+            if s.get(key) is not None and _ratio(s.get(key)) != "1"
+        ]
+        changes += [f"{what} {s[what]}" for what in ("wrong", "rescued", "gained") if s[what]]
+        if s["switch"] != "none" and changes:
+            moved.append(f"`{s['switch']}` ({', '.join(changes)})")
+    cells = data["meta"]["settings"]["cells"]
+    runs = max((s["runs"] for s in data["summary"]), default=0)
+    lines = _table(header, rows)
+    lines += ["", f"Cells ({runs} runs per row): {_cells_sentence(cells)}. "
+              + ("Differences from the learner as shipped: "
+                 + "; ".join(moved) + "." if moved
+                 else "No stage off changes a figure on these cells.")]
+    return "\n".join(lines)
+
+
+def head_count_table(data: dict[str, Any]) -> str:
+    """The float head count (``benchmarks/head_count_float.py``): per box and precision,
+    counts equal to the true H over all d, max_heads and seeds; then the totals."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for cell in data["summary"]:
+        groups.setdefault((cell["kind"], cell["dtype"]), []).append(cell)
+    hs = sorted({c["H"] for c in data["summary"]})
+    order = sorted(groups, key=lambda k: (k[0] != "random", k[1] != "float64", k))
+    rows: list[list[object]] = []
+    for kind, dtype in order:
+        cells = groups[(kind, dtype)]
+        row: list[object] = [f"{_BOX.get(kind, kind)} {dtype}", _range(c["d"] for c in cells)]
+        for h in hs:
+            at = [c for c in cells if c["H"] == h]
+            row.append(f"{sum(c['correct'] for c in at)}/{sum(c['runs'] for c in at)}"
+                       if at else _DASH)
+        row += [sum(c["over"] for c in cells), sum(c["refusals"] for c in cells)]
+        rows.append(row)
+    header = ["box", "d", *(f"H = {h}" for h in hs), "over", "refused"]
+    tail = max(c["max_tail_over_floor"] for c in data["summary"])
+    lines = _table(header, rows)
+    lines += ["", f"{data['counts']} counts, {data['overcounts']} overcounts; the largest "
+              f"singular value past the true count is at most {tail:.2g} of the floor."]
+    return "\n".join(lines)
+
+
+#: Each table: the JSON file it is generated from and its renderer.
+TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
+    "multi_head": ("multi_head.json", exact_table),
+    "multi_head_float": ("multi_head_float.json", float_table),
+    "multi_head_ablation": ("multi_head_ablation.json", ablation_table),
+    "head_count_float": ("head_count_float.json", head_count_table),
+}
+
+
+def render(text: str, results: Path = RESULTS) -> str:
+    """``text`` with every marked table generated again from the JSON in ``results``.
+
+    >>> render("a\\n<!-- table:nope:begin -->\\nold\\n<!-- table:nope:end -->\\n")
+    Traceback (most recent call last):
+    ...
+    KeyError: "no generator for the table 'nope'"
+    """
+    cache: dict[str, dict[str, Any]] = {}
+
+    def fill(match: re.Match[str]) -> str:
+        name = match["name"]
+        if name not in TABLES:
+            raise KeyError(f"no generator for the table {name!r}")
+        source, make = TABLES[name]
+        if source not in cache:
+            cache[source] = json.loads((results / source).read_text(encoding="utf-8"))
+        return f"{match[1]}{make(cache[source])}\n{match[4]}"
+
+    return _MARKER.sub(fill, text)
+
+
+def tables_in(text: str) -> list[str]:
+    """The names of the marked tables of a page, in order.
+
+    >>> tables_in("<!-- table:a:begin -->\\nx\\n<!-- table:a:end -->")
+    ['a']
+    """
+    return [m["name"] for m in _MARKER.finditer(text)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Rewrite (or with ``--check`` compare) every page's tables; 1 when a check fails."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="compare, do not write")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="the JSON directory")
+    parser.add_argument("pages", nargs="*", type=Path, help="pages (default: the docs')")
+    args = parser.parse_args(argv)
+    pages = args.pages or [ROOT / p for p in PAGES]
+    stale: list[object] = []
+    if not args.pages:  # every table must be on some page: a deleted marker pair is stale
+        shown = {n for p in pages for n in tables_in(p.read_text(encoding="utf-8"))}
+        for name in sorted(set(TABLES) - shown):
+            print(f"the table {name!r} is on none of {PAGES}", file=sys.stderr)
+            stale.append(name)
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        if not tables_in(text):
+            print(f"{page}: no generated tables (markers missing)", file=sys.stderr)
+            stale.append(page)
+            continue
+        new = render(text, args.results)
+        if new == text:
+            continue
+        if args.check:
+            stale.append(page)
+            print(f"{page}: tables differ from {args.results}; run python docs/_doc_tables.py",
+                  file=sys.stderr)
+        else:
+            page.write_text(new, encoding="utf-8")
+            print(f"{page}: tables written", file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
