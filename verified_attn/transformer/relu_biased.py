@@ -282,6 +282,11 @@ class Answers:
         return abs(x - y) <= FLOAT_TOL * (1.0 + abs(x) + abs(y) + abs(scale))
 
 
+class _Unresolved(Exception):
+    """Internal: a piece's two points are one float64 number apart by less than its
+    resolution (the line search's interval has no width left)."""
+
+
 class Retry(Exception):
     """A consistency check failed on this line: try another one (internal to the room).
 
@@ -345,9 +350,16 @@ class LineSearch:
     def point(self, t: Num) -> Vec:
         return tuple(a + t * b for a, b in zip(self.x0, self.u, strict=True))
 
+    def _step(self, t: Num, width: Num, side: int) -> Num:
+        """The second point of a piece beside t; :class:`_Unresolved` where float64 cannot
+        tell it from t (the interval has shrunk below float64 resolution)."""
+        t2 = t + side * _small(width, self.eps_bits, self.answers.float)
+        if t2 == t:
+            raise _Unresolved
+        return t2
+
     def piece(self, t: Num, width: Num, side: int) -> _Piece:
-        eps = _small(width, self.eps_bits, self.answers.float)
-        t2 = t + side * eps
+        t2 = self._step(t, width, side)
         y1, y2 = self.answers.many([self.point(t), self.point(t2)])
         self.pieces += 1
         slope = (y2 - y1) / (t2 - t)
@@ -381,17 +393,53 @@ class LineSearch:
         (tl, _, bad_l), (tr, _, _) = probes
         t, side = (tl, -1) if bad_l else (tr, 1)
         width = tr - tl  # 2w or less: no other kink expected that close to the probe
-        eps = _small(width, self.eps_bits, self.answers.float)
-        t2 = t + side * eps
+        t2 = self._step(t, width, side)
         gt = self.answers.cache[self.point(t)]
         (g2,) = self.answers.many([self.point(t2)])
         self.half_pieces += 1
         slope = (g2 - gt) / (t2 - t)
         return t, t, _Piece(slope, gt - slope * t)
 
+    def _narrow(self, item: tuple, stack: list, found: list) -> None:
+        """One kink in (a, b) when the pieces A, B at its ends meet there and the two
+        probes agree; else the interval split at a failed probe (every other depth) or
+        in the middle, the halves pushed on ``stack``."""
+        a, A, b, B, depth = item
+        if not self.answers.same(A.slope * self.radius, B.slope * self.radius):
+            t = (B.intercept - A.intercept) / (A.slope - B.slope)
+            if a < t < b:
+                ok, probes = self._one_kink(a, A, t, B, b)
+                if ok:
+                    found.append((t, A, B))
+                    return
+                if depth % 2 == 0:  # split at the probe; every other time in the middle,
+                    lo, hi, M = self._split(probes, a, b)  # so intervals keep shrinking
+                    stack.append((hi, M, b, B, depth + 1))
+                    stack.append((a, A, lo, M, depth + 1))
+                    return
+        mid = _between(a, b, self.answers.float)
+        M = self.piece(mid, min(mid - a, b - mid), 1)
+        stack.append((mid, M, b, B, depth + 1))
+        stack.append((a, A, mid, M, depth + 1))
+
+    def _unresolved(self, a: Num, A: _Piece, b: Num, B: _Piece) -> ModelClassMismatch:
+        """The refusal when (a, b) shrank below float64 resolution with the pieces measured
+        at its ends still different: the witness is the two end points (``query``) and the
+        two pieces as (slope, intercept) in t (``observed`` at b, ``expected`` from a)."""
+        return ModelClassMismatch(
+            "the length-1 answers are not piecewise linear at float64 resolution: the "
+            f"line search split the interval ({a}, {b}) of its line to zero width, and the "
+            f"pieces measured at its ends still differ (slope, intercept {A.slope}, "
+            f"{A.intercept} at t = {a}; {B.slope}, {B.intercept} at t = {b}): a smooth "
+            "activation such as GELU; a ReLU network would need two kinks closer than "
+            "float64 rounding on a random line",
+            query=[list(self.point(a)), list(self.point(b))],
+            observed=(B.slope, B.intercept),
+            expected=(A.slope, A.intercept),
+        )
+
     def kinks(self) -> tuple[list[Num], list[_Piece]]:
         """Sorted kinks t_1 < ... < t_K in (-R, R) and the K + 1 pieces between them."""
-        fl = self.answers.float
         R = self.radius
         ts = [-R + 2 * R * i / self.grid for i in range(self.grid + 1)]
         step = 2 * R / self.grid
@@ -404,22 +452,10 @@ class LineSearch:
                 continue
             if depth >= self.max_depth:
                 raise Retry(f"could not isolate the kinks in ({a}, {b})")
-            if not self.answers.same(A.slope * R, B.slope * R):
-                t = (B.intercept - A.intercept) / (A.slope - B.slope)
-                if a < t < b:
-                    ok, probes = self._one_kink(a, A, t, B, b)
-                    if ok:
-                        found.append((t, A, B))
-                        continue
-                    if depth % 2 == 0:  # split at the probe; every other time in the middle,
-                        lo, hi, M = self._split(probes, a, b)  # so intervals keep shrinking
-                        stack.append((hi, M, b, B, depth + 1))
-                        stack.append((a, A, lo, M, depth + 1))
-                        continue
-            mid = _between(a, b, fl)
-            M = self.piece(mid, min(mid - a, b - mid), 1)
-            stack.append((mid, M, b, B, depth + 1))
-            stack.append((a, A, mid, M, depth + 1))
+            try:
+                self._narrow((a, A, b, B, depth), stack, found)
+            except _Unresolved:
+                raise self._unresolved(a, A, b, B) from None
         found.sort(key=lambda f: f[0])
         self.found = len(found)
         if not found:
