@@ -67,22 +67,18 @@ from typing import Any
 
 import flint
 import numpy as np
-import sympy
 
 from verified_attn.arithmetic import (
     Arithmetic,
-    arb_bounds,
-    reconstruct_rational,
     simplest_rational_between,
 )
 from verified_attn.errors import (
-    InvalidArgument,
     ModelClassMismatch,
-    PrecisionExhausted,
 )
 from verified_attn.oracle import Oracle
 from verified_attn.progress import reporting
 from verified_attn.recovery import ReluFFNRecovery
+from verified_attn.transformer.common import learner_arguments, rational_answer, verify_learned
 from verified_attn.transformer.relu_certificate import relu_certificate_data
 from verified_attn.transformer.relu_network import (
     MAX_ATTEMPTS,
@@ -99,18 +95,12 @@ from verified_attn.transformer.relu_network import dot as _dot
 from verified_attn.transformer.relu_network import network_of as _assemble
 from verified_attn.transformer.relu_network import normalise as _normalise
 from verified_attn.validation import (
-    check_denominator_bound,
     check_int,
-    check_lengths,
-    check_oracle,
-    check_seed,
-    check_verify,
 )
 from verified_attn.verification import (
     DEFAULT_LENGTHS,
     DEFAULT_VERIFY,
     Verification,
-    verify_candidate,
 )
 
 __all__ = [
@@ -121,7 +111,6 @@ __all__ = [
     "ffn_query_bound",
     "learn_relu_ffn",
 ]
-
 
 
 # ---------------------------------------------------------------------------------------
@@ -166,33 +155,11 @@ class _Values:
         return self.many([point])[0]
 
     def exact(self, y: Any, point: Vec) -> Fraction:
-        if self.arith.name == "exact":
-            y = sympy.sympify(y)
-            if not y.is_Rational:
-                raise ModelClassMismatch(
-                    f"not a ReLU network with rational parameters: g({_show(point)}) = {y} "
-                    "is not rational",
-                    query=point,
-                    observed=y,
-                    expected="a rational number",
-                )
-            return Fraction(int(y.p), int(y.q))
-        lo, hi = arb_bounds(y)
-        q = reconstruct_rational(lo, hi, self.D)
-        if q is None:
-            raise PrecisionExhausted(
-                f"at {self.arith.precision} bits the answer {y} at {_show(point)} does not pin "
-                f"down a rational with denominator <= {self.D}; raise the oracle's precision"
-            )
-        return q
+        return rational_answer(self.arith, y, point, self.D)
 
 
 def _query(p: Vec) -> flint.fmpq_mat:
     return flint.fmpq_mat(1, len(p), [flint.fmpq(x.numerator, x.denominator) for x in p])
-
-
-def _show(p: Vec) -> str:
-    return "[" + ", ".join(str(x) for x in p) + "]"
 
 
 def _dyadic_below(x: Fraction) -> Fraction:
@@ -410,19 +377,12 @@ def learn_relu_ffn(
     bias-free ReLU network), :class:`PrecisionExhausted` if an answer cannot be
     reconstructed, :class:`QueryBudgetExceeded` when the oracle's budget runs out.
     """
-    check_oracle(oracle)
-    verify = check_verify(verify)
-    seed = check_seed(seed)
-    lengths = check_lengths(lengths)
+    verify, seed, lengths, denominator_bound = learner_arguments(
+        oracle, verify, seed, lengths, denominator_bound, rational="learn_relu_ffn"
+    )
     grid = check_int(grid, "grid", low=1, high=MAX_GRID)
     attempts = check_int(attempts, "attempts", low=1, high=MAX_ATTEMPTS)
-    denominator_bound = check_denominator_bound(denominator_bound)
     arith = oracle.arithmetic
-    if arith.name not in ("exact", "certified"):
-        raise InvalidArgument(
-            f"learn_relu_ffn needs an oracle with arithmetic 'exact' or 'certified' (rational "
-            f"answers); got arithmetic={arith.name!r}"
-        )
     D = default_denominator_bound(arith) if denominator_bound is None else denominator_bound
     d = oracle.d
     rng = np.random.default_rng(seed)
@@ -500,7 +460,7 @@ def _attempt(
 ) -> tuple[ReluNetwork, Verification | None]:
     """One random plane at grid * 2^attempt: the network, verified; _Retry if it fails."""
     grid, attempt = plan
-    d, D = oracle.d, values.D
+    d = oracle.d
     with oracle.phase("ffn"):
         net = _learn_once(values, d, rng, grid * 2**attempt, 8 * attempt)
     bound = ffn_query_bound(d, net.width, grid=grid, attempts=attempt + 1)
@@ -508,27 +468,16 @@ def _attempt(
         raise _Retry(
             f"{len(values.raw)} learning queries exceed the bound {bound} at width {net.width}"
         )
-    if not verify:
-        return net, None
-    try:
-        # Rationals reconstructed from balls: at a raised precision.
-        checked, refuted = verify_candidate(
-            oracle,
-            net.model(),
-            count=verify,
-            seed=seed,
-            lengths=lengths,
-            phase="ffn-verify",
-            what="the learned ReLU network",
-        )
-    except ModelClassMismatch as exc:
-        raise _Retry(str(exc)) from exc
-    if refuted is not None:
-        raise PrecisionExhausted(
-            f"{refuted}: the network's answers are not rationals with "
-            f"denominator <= {D}; raise the oracle's precision or give a "
-            "denominator_bound"
-        )
+    checked = verify_learned(
+        oracle,
+        net.model(),
+        count=verify,
+        seed=seed,
+        lengths=lengths,
+        phase="ffn-verify",
+        what="the learned ReLU network",
+        retry=_Retry,
+    )
     return net, checked
 
 

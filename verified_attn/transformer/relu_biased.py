@@ -71,13 +71,12 @@ import sympy
 
 from verified_attn.arithmetic import (
     Arithmetic,
-    arb_bounds,
-    reconstruct_rational,
     simplest_rational_between,
 )
-from verified_attn.errors import InvalidArgument, ModelClassMismatch, PrecisionExhausted
+from verified_attn.errors import InvalidArgument, ModelClassMismatch
 from verified_attn.models import OneLayerTransformer, ReluFFN
 from verified_attn.oracle import Oracle
+from verified_attn.transformer.common import rational_answer
 
 __all__ = [
     "BiasedReluNetwork",
@@ -255,25 +254,7 @@ class Answers:
     def _number(self, y: Any, p: Vec) -> Num:
         if self.float:
             return float(y)
-        if self.arith.name == "exact":
-            y = sympy.sympify(y)
-            if not y.is_Rational:
-                raise ModelClassMismatch(
-                    f"not a ReLU network with rational parameters: g({list(p)}) = {y} is "
-                    "not rational",
-                    query=p,
-                    observed=y,
-                    expected="a rational number",
-                )
-            return Fraction(int(y.p), int(y.q))
-        lo, hi = arb_bounds(y)
-        q = reconstruct_rational(lo, hi, self.D)
-        if q is None:
-            raise PrecisionExhausted(
-                f"at {self.arith.precision} bits the answer {y} does not pin down a rational "
-                f"with denominator <= {self.D}; raise the oracle's precision"
-            )
-        return q
+        return rational_answer(self.arith, y, p, self.D)
 
     def same(self, x: Num, y: Num, scale: Num = 0) -> bool:
         """x == y (exact), or within FLOAT_TOL of the scale of x, y (float)."""
