@@ -35,7 +35,7 @@ from verified_attn.validation import (
 )
 from verified_attn.verification import Verification, verify_candidate
 
-__all__ = ["learner_arguments", "rational_answer", "verify_learned"]
+__all__ = ["learner_arguments", "rational_answer", "verify_learned", "verify_network"]
 
 
 def learner_arguments(
@@ -123,3 +123,27 @@ def verify_learned(
             "the oracle's precision or give a denominator_bound"
         )
     return checked
+
+
+def verify_network(
+    oracle: Oracle,
+    net: Any,
+    *,
+    count: int,
+    seed: int,
+    lengths: Sequence[int],
+    retry: type[Exception],
+) -> Verification | None:
+    """A learned canonical FFN ``net`` on fresh sequences (phase ``ffn-verify``), as
+    :func:`verify_learned`: refuted, it raises ``retry`` (the learner tries another line
+    or plane)."""
+    return verify_learned(
+        oracle,
+        net.model(),
+        count=count,
+        seed=seed,
+        lengths=lengths,
+        phase="ffn-verify",
+        what="the learned ReLU network",
+        retry=retry,
+    )

@@ -78,7 +78,8 @@ from verified_attn.errors import (
 from verified_attn.oracle import Oracle
 from verified_attn.progress import reporting
 from verified_attn.recovery import ReluFFNRecovery
-from verified_attn.transformer.common import learner_arguments, rational_answer, verify_learned
+from verified_attn.transformer.common import learner_arguments, verify_network
+from verified_attn.transformer.relu_biased import Answers
 from verified_attn.transformer.relu_certificate import relu_certificate_data
 from verified_attn.transformer.relu_network import (
     MAX_ATTEMPTS,
@@ -131,37 +132,6 @@ class _Piece:
         return self.intercept + self.slope * s
 
 
-class _Values:
-    """Exact answers g(x) to length-1 queries, cached so no point is asked twice."""
-
-    def __init__(self, oracle: Oracle, denominator_bound: int) -> None:
-        self.oracle = oracle
-        self.arith = oracle.arithmetic
-        self.D = denominator_bound
-        self.cache: dict[Vec, Fraction] = {}
-        # Every point asked and the answer exactly as the oracle gave it (for certificates).
-        self.raw: dict[Vec, Any] = {}
-
-    def many(self, points: list[Vec]) -> list[Fraction]:
-        todo = list(dict.fromkeys(p for p in points if p not in self.cache))
-        if todo:
-            answers = self.oracle.query_many([_query(p) for p in todo])
-            for p, y in zip(todo, answers, strict=True):
-                self.raw[p] = y
-                self.cache[p] = self.exact(y, p)
-        return [self.cache[p] for p in points]
-
-    def one(self, point: Vec) -> Fraction:
-        return self.many([point])[0]
-
-    def exact(self, y: Any, point: Vec) -> Fraction:
-        return rational_answer(self.arith, y, point, self.D)
-
-
-def _query(p: Vec) -> flint.fmpq_mat:
-    return flint.fmpq_mat(1, len(p), [flint.fmpq(x.numerator, x.denominator) for x in p])
-
-
 def _dyadic_below(x: Fraction) -> Fraction:
     """The largest power of two <= x (x > 0)."""
     e = math.floor(math.log2(x.numerator) - math.log2(x.denominator))
@@ -176,7 +146,7 @@ def _dyadic_below(x: Fraction) -> Fraction:
 class _Segment:
     """g along b + s u for s in [-1, 1]: kinks and pieces, found exactly."""
 
-    def __init__(self, values: _Values, b: Vec, u: Vec, grid: int, eps_bits: int) -> None:
+    def __init__(self, values: Answers, b: Vec, u: Vec, grid: int, eps_bits: int) -> None:
         self.values, self.b, self.u = values, b, u
         self.grid, self.eps_bits = grid, eps_bits
 
@@ -236,7 +206,7 @@ class _Segment:
 
 
 def _gradient(
-    values: _Values, seg: _Segment, piece: _Piece, lo: Fraction, hi: Fraction, shrink: int
+    values: Answers, seg: _Segment, piece: _Piece, lo: Fraction, hi: Fraction, shrink: int
 ) -> Vec:
     """G with g(x) = G^T x on the piece (lo, hi) of the segment: d - rank[b u] queries."""
     d = len(seg.b)
@@ -294,7 +264,7 @@ def _pivot_rows(B: flint.fmpq_mat) -> list[int]:
 
 
 def _learn_once(
-    values: _Values, d: int, rng: np.random.Generator, grid: int, shrink: int
+    values: Answers, d: int, rng: np.random.Generator, grid: int, shrink: int
 ) -> ReluNetwork:
     p = tuple(Fraction(int(x), 256) for x in rng.integers(-(2**16), 2**16, d))
     q = tuple(Fraction(int(x), 256) for x in rng.integers(-(2**16), 2**16, d))
@@ -386,7 +356,7 @@ def learn_relu_ffn(
     D = default_denominator_bound(arith) if denominator_bound is None else denominator_bound
     d = oracle.d
     rng = np.random.default_rng(seed)
-    values = _Values(oracle, D)
+    values = Answers(oracle, D)
     reasons: list[str] = []
     checked: Verification | None = None
     with reporting(oracle, progress, "learn_relu_ffn"), oracle.run() as run, arith.context():
@@ -451,7 +421,7 @@ def learn_relu_ffn(
 
 def _attempt(
     oracle: Oracle,
-    values: _Values,
+    values: Answers,
     rng: np.random.Generator,
     plan: tuple[int, int],
     verify: int,
@@ -468,16 +438,7 @@ def _attempt(
         raise _Retry(
             f"{len(values.raw)} learning queries exceed the bound {bound} at width {net.width}"
         )
-    checked = verify_learned(
-        oracle,
-        net.model(),
-        count=verify,
-        seed=seed,
-        lengths=lengths,
-        phase="ffn-verify",
-        what="the learned ReLU network",
-        retry=_Retry,
-    )
+    checked = verify_network(oracle, net, count=verify, seed=seed, lengths=lengths, retry=_Retry)
     return net, checked
 
 

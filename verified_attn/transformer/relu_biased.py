@@ -77,6 +77,7 @@ from verified_attn.errors import InvalidArgument, ModelClassMismatch
 from verified_attn.models import OneLayerTransformer, ReluFFN
 from verified_attn.oracle import Oracle
 from verified_attn.transformer.common import rational_answer
+from verified_attn.transformer.relu_network import CanonicalNetwork
 
 __all__ = [
     "BiasedReluNetwork",
@@ -98,7 +99,7 @@ FLOAT_TOL = 1e-8
 
 
 @dataclass(frozen=True)
-class BiasedReluNetwork:
+class BiasedReluNetwork(CanonicalNetwork):
     """``g(x) = constant + linear^T x + sum_j gamma_j ReLU(n_j^T x + c_j)``, canonical.
 
     ``neurons`` is a sorted tuple of ``((n_j, c_j), gamma_j)``: n_j's first nonzero entry
@@ -113,15 +114,6 @@ class BiasedReluNetwork:
     constant: Num
     linear: Vec
     neurons: tuple[tuple[tuple[Vec, Num], Num], ...]
-
-    @property
-    def d(self) -> int:
-        return len(self.linear)
-
-    @property
-    def width(self) -> int:
-        """Number of distinct hyperplanes (canonical neurons)."""
-        return len(self.neurons)
 
     @property
     def parameter_count(self) -> int:

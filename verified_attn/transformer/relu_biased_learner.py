@@ -28,7 +28,7 @@ from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.progress import reporting
 from verified_attn.recovery import ReluFFNRecovery
 from verified_attn.serialize import dump_number, dump_rational
-from verified_attn.transformer.common import learner_arguments, verify_learned
+from verified_attn.transformer.common import learner_arguments, verify_network
 from verified_attn.transformer.relu import default_denominator_bound
 from verified_attn.transformer.relu_biased import (
     Answers,
@@ -139,7 +139,9 @@ def learn_biased_relu_ffn(
                     "kinks": search.found,
                 }
                 bound += search.queries()
-                checked = _verify(oracle, net, verify, seed + attempt, lengths)
+                checked = verify_network(
+                    oracle, net, count=verify, seed=seed + attempt, lengths=lengths, retry=_Refuted
+                )
             except (Retry, _Refuted) as exc:
                 if isinstance(exc, Retry) and exc.search is not None:
                     bound += exc.search.queries()
@@ -156,25 +158,6 @@ def learn_biased_relu_ffn(
 
 class _Refuted(Exception):
     """The fresh sequences refute this line's network."""
-
-
-def _verify(
-    oracle: Oracle,
-    net: BiasedReluNetwork,
-    verify: int,
-    seed: int,
-    lengths: tuple[int, ...],
-) -> Verification | None:
-    return verify_learned(
-        oracle,
-        net.model(),
-        count=verify,
-        seed=seed,
-        lengths=lengths,
-        phase="ffn-verify",
-        what="the learned ReLU network",
-        retry=_Refuted,
-    )
 
 
 def _parameters(net: BiasedReluNetwork, exact: bool) -> dict[str, Any]:
