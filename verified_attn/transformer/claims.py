@@ -33,19 +33,6 @@ __all__ = ["CLAIMS", "random_ffn", "random_transformer"]
 REF = "theory §6"
 
 
-def _result(
-    claim_id: str,
-    statement: str,
-    passed: bool,
-    detail: str,
-    *,
-    queries: int | None = None,
-    bound: int | None = None,
-    data: dict[str, Any] | None = None,
-) -> ClaimResult:
-    return ClaimResult(claim_id, REF, statement, passed, detail, queries, bound, data=data or {})
-
-
 def random_ffn(d: int, m: int, rng: np.random.Generator) -> ReluFFN:
     """Random rational ReLU net with a dead neuron, a duplicate and an antipodal pair."""
     A = rng.integers(-4, 5, (d, m)).astype(object)
@@ -123,7 +110,7 @@ def _antisymmetry_at(seed: int, size: SizeParams) -> ClaimResult:
         f"d = 1..{top}: {sum(c.holds for c in checks)}/{len(checks)} hold; wrong variants "
         f"rejected {sum(not c.holds for c in wrong)}/{len(wrong)}"
     )
-    return _result(cid, ANTI, passed, detail, data={"ds": list(range(1, top + 1))})
+    return ClaimResult(cid, REF, ANTI, passed, detail, data={"ds": list(range(1, top + 1))})
 
 
 def _composition_at(seed: int, size: SizeParams) -> ClaimResult:
@@ -138,7 +125,7 @@ def _composition_at(seed: int, size: SizeParams) -> ClaimResult:
         f"d = 1..{top}: {sum(c.holds for c in checks)}/{len(checks)} hold; wrong variants "
         f"rejected {sum(not c.holds for c in wrong)}/{len(wrong)}"
     )
-    return _result(cid, COMP, passed, detail, data={"ds": list(range(1, top + 1))})
+    return ClaimResult(cid, REF, COMP, passed, detail, data={"ds": list(range(1, top + 1))})
 
 
 def _antisymmetry(seed: int) -> ClaimResult:
@@ -181,7 +168,7 @@ def _relu_exact(seed: int) -> ClaimResult:
             f"(m'(d+1) = {rec.parameter_count}, bound {rec.bound}), equal: {rec.network == truth}"
             f", same values at 12 points: {same_map}"
         )
-    return _result(cid, statement, passed, "; ".join(rows))
+    return ClaimResult(cid, REF, statement, passed, "; ".join(rows))
 
 
 def _attention_counts(seed: int, method: str) -> tuple[bool, list[str], int, int]:
@@ -224,7 +211,7 @@ def _paper_count(seed: int) -> ClaimResult:
         rows.append("v_eff = 0: NOT reported")
     except NotIdentifiable:
         rows.append("v_eff = 0: NotIdentifiable")
-    return _result(cid, statement, passed, "; ".join(rows), queries=total, bound=bound)
+    return ClaimResult(cid, REF, statement, passed, "; ".join(rows), queries=total, bound=bound)
 
 
 def _direct_count(seed: int) -> ClaimResult:
@@ -238,7 +225,7 @@ def _direct_count(seed: int) -> ClaimResult:
     rec = learn_transformer(Oracle(flat, "certified"), method="direct")
     passed &= rec.W == flat.W
     rows.append(f"v_eff = 0 learned by direct: {rec.W == flat.W}")
-    return _result(cid, statement, passed, "; ".join(rows), queries=total, bound=bound)
+    return ClaimResult(cid, REF, statement, passed, "; ".join(rows), queries=total, bound=bound)
 
 
 def _tr_near_rational(seed: int) -> ClaimResult:
