@@ -61,7 +61,6 @@ import functools
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -79,7 +78,7 @@ from verified_attn.oracle import Oracle
 from verified_attn.progress import reporting
 from verified_attn.recovery import ReluFFNRecovery
 from verified_attn.transformer.common import learner_arguments, verify_network
-from verified_attn.transformer.relu_biased import Answers
+from verified_attn.transformer.relu_biased import Answers, Piece
 from verified_attn.transformer.relu_certificate import relu_certificate_data
 from verified_attn.transformer.relu_network import (
     MAX_ATTEMPTS,
@@ -123,15 +122,6 @@ class _Retry(Exception):
     """Internal: an exact consistency check failed on this plane; try another."""
 
 
-@dataclass(frozen=True)
-class _Piece:
-    slope: Fraction
-    intercept: Fraction
-
-    def at(self, s: Fraction) -> Fraction:
-        return self.intercept + self.slope * s
-
-
 def _dyadic_below(x: Fraction) -> Fraction:
     """The largest power of two <= x (x > 0)."""
     e = math.floor(math.log2(x.numerator) - math.log2(x.denominator))
@@ -153,14 +143,14 @@ class _Segment:
     def point(self, s: Fraction) -> Vec:
         return tuple(bi + s * ui for bi, ui in zip(self.b, self.u, strict=True))
 
-    def piece(self, s: Fraction, width: Fraction, side: int) -> _Piece:
+    def piece(self, s: Fraction, width: Fraction, side: int) -> Piece:
         eps = _dyadic_below(width) / 2**self.eps_bits
         s2 = s + side * eps
         y1, y2 = self.values.many([self.point(s), self.point(s2)])
         slope = (y2 - y1) / (s2 - s)
-        return _Piece(slope, y1 - slope * s)
+        return Piece(slope, y1 - slope * s)
 
-    def _single_kink(self, a: Fraction, A: _Piece, s: Fraction, B: _Piece, b: Fraction) -> bool:
+    def _single_kink(self, a: Fraction, A: Piece, s: Fraction, B: Piece, b: Fraction) -> bool:
         """g follows A just left of s and B just right of it (two dyadic-ish probes).
 
         Checking g(s) == A(s) alone is not enough: two kinks both left of s can end on B,
@@ -172,12 +162,12 @@ class _Segment:
         gl, gr = self.values.many([self.point(left), self.point(right)])
         return gl == A.at(left) and gr == B.at(right)
 
-    def kinks(self, max_depth: int = 60) -> tuple[list[Fraction], list[_Piece]]:
+    def kinks(self, max_depth: int = 60) -> tuple[list[Fraction], list[Piece]]:
         """Sorted kinks s_1 < ... < s_K in (-1, 1) and the K + 1 pieces between them."""
         grid = [Fraction(-1) + Fraction(2 * i, self.grid) for i in range(self.grid + 1)]
         step = Fraction(2, self.grid)
         samples = [self.piece(s, step, -1 if s == 1 else 1) for s in grid]
-        found: list[tuple[Fraction, _Piece, _Piece]] = []
+        found: list[tuple[Fraction, Piece, Piece]] = []
         stack = [(grid[i], samples[i], grid[i + 1], samples[i + 1], 0) for i in range(self.grid)]
         while stack:
             a, A, b, B, depth = stack.pop()
@@ -206,7 +196,7 @@ class _Segment:
 
 
 def _gradient(
-    values: Answers, seg: _Segment, piece: _Piece, lo: Fraction, hi: Fraction, shrink: int
+    values: Answers, seg: _Segment, piece: Piece, lo: Fraction, hi: Fraction, shrink: int
 ) -> Vec:
     """G with g(x) = G^T x on the piece (lo, hi) of the segment: d - rank[b u] queries."""
     d = len(seg.b)

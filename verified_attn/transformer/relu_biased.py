@@ -82,6 +82,7 @@ from verified_attn.transformer.relu_network import CanonicalNetwork
 __all__ = [
     "BiasedReluNetwork",
     "LineSearch",
+    "Piece",
     "biased_ffn_query_count",
     "canonical_biased_network",
     "learn_line",
@@ -274,7 +275,13 @@ class Retry(Exception):
 
 
 @dataclass(frozen=True)
-class _Piece:
+class Piece:
+    """One linear piece of phi(t) = g(x_0 + t u) along a line: ``intercept + slope t``.
+
+    >>> Piece(Fraction(2), Fraction(1)).at(Fraction(3))
+    Fraction(7, 1)
+    """
+
     slope: Num
     intercept: Num
 
@@ -331,21 +338,21 @@ class LineSearch:
             raise _Unresolved
         return t2
 
-    def piece(self, t: Num, width: Num, side: int) -> _Piece:
+    def piece(self, t: Num, width: Num, side: int) -> Piece:
         t2 = self._step(t, width, side)
         y1, y2 = self.answers.many([self.point(t), self.point(t2)])
         self.pieces += 1
         slope = (y2 - y1) / (t2 - t)
-        return _Piece(slope, y1 - slope * t)
+        return Piece(slope, y1 - slope * t)
 
-    def _same_piece(self, A: _Piece, B: _Piece) -> bool:
+    def _same_piece(self, A: Piece, B: Piece) -> bool:
         scale = abs(A.slope) * self.radius
         return self.answers.same(A.slope * self.radius, B.slope * self.radius) and (
             self.answers.same(A.intercept, B.intercept, scale)
         )
 
     def _one_kink(
-        self, a: Num, A: _Piece, t: Num, B: _Piece, b: Num
+        self, a: Num, A: Piece, t: Num, B: Piece, b: Num
     ) -> tuple[bool, list[tuple[Num, Num, bool]]]:
         """phi follows A just left of t and B just right of it (2 queries); also each
         probe's (t, phi(t), whether it failed), for the split that follows a failure."""
@@ -371,7 +378,7 @@ class LineSearch:
         (g2,) = self.answers.many([self.point(t2)])
         self.half_pieces += 1
         slope = (g2 - gt) / (t2 - t)
-        return t, t, _Piece(slope, gt - slope * t)
+        return t, t, Piece(slope, gt - slope * t)
 
     def _narrow(self, item: tuple, stack: list, found: list) -> None:
         """One kink in (a, b) when the pieces A, B at its ends meet there and the two
@@ -395,7 +402,7 @@ class LineSearch:
         stack.append((mid, M, b, B, depth + 1))
         stack.append((a, A, mid, M, depth + 1))
 
-    def _unresolved(self, a: Num, A: _Piece, b: Num, B: _Piece) -> ModelClassMismatch:
+    def _unresolved(self, a: Num, A: Piece, b: Num, B: Piece) -> ModelClassMismatch:
         """The refusal when (a, b) shrank below float64 resolution with the pieces measured
         at its ends still different: the witness is the two end points (``query``) and the
         two pieces as (slope, intercept) in t (``observed`` at b, ``expected`` from a)."""
@@ -411,13 +418,13 @@ class LineSearch:
             expected=(A.slope, A.intercept),
         )
 
-    def kinks(self) -> tuple[list[Num], list[_Piece]]:
+    def kinks(self) -> tuple[list[Num], list[Piece]]:
         """Sorted kinks t_1 < ... < t_K in (-R, R) and the K + 1 pieces between them."""
         R = self.radius
         ts = [-R + 2 * R * i / self.grid for i in range(self.grid + 1)]
         step = 2 * R / self.grid
         samples = [self.piece(t, step, -1 if i == self.grid else 1) for i, t in enumerate(ts)]
-        found: list[tuple[Num, _Piece, _Piece]] = []
+        found: list[tuple[Num, Piece, Piece]] = []
         stack = [(ts[i], samples[i], ts[i + 1], samples[i + 1], 0) for i in range(self.grid)]
         while stack:
             a, A, b, B, depth = stack.pop()
@@ -439,7 +446,7 @@ class LineSearch:
         return [t for t, _, _ in found], [found[0][1]] + [B for _, _, B in found]
 
 
-def _cell(search: LineSearch, piece: _Piece, lo: Num, hi: Num, shrink: int) -> tuple[Vec, Num]:
+def _cell(search: LineSearch, piece: Piece, lo: Num, hi: Num, shrink: int) -> tuple[Vec, Num]:
     """(G, beta) with g = G^T x + beta on the cell of the piece (lo, hi): d - 1 queries."""
     ans, u, x0 = search.answers, search.u, search.x0
     d = len(u)
