@@ -194,7 +194,13 @@ def learn_transformer(
     learning needs rational answers), an unknown method or another bad argument.
     """
     verify, seed, lengths, denominator_bound = learner_arguments(
-        oracle, verify, seed, lengths, denominator_bound, rational="learn_transformer"
+        oracle,
+        verify,
+        seed,
+        lengths,
+        denominator_bound,
+        progress=progress,
+        rational="learn_transformer",
     )
     method = check_choice(method, "method", METHODS)
     arith = oracle.arithmetic

@@ -338,7 +338,13 @@ def learn_relu_ffn(
     reconstructed, :class:`QueryBudgetExceeded` when the oracle's budget runs out.
     """
     verify, seed, lengths, denominator_bound = learner_arguments(
-        oracle, verify, seed, lengths, denominator_bound, rational="learn_relu_ffn"
+        oracle,
+        verify,
+        seed,
+        lengths,
+        denominator_bound,
+        progress=progress,
+        rational="learn_relu_ffn",
     )
     grid = check_int(grid, "grid", low=1, high=MAX_GRID)
     attempts = check_int(attempts, "attempts", low=1, high=MAX_ATTEMPTS)
