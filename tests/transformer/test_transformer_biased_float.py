@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -130,8 +132,10 @@ def test_float32_boxes_refused() -> None:
     assert oracle.queries == 0
 
 
-@pytest.mark.parametrize("kind", ["residual", "gelu"])
-def test_out_of_class_refused(kind: str) -> None:
+def _block(post: str) -> Any:
+    """T1 as a float box, with ``post`` changed: "relu" is T1 itself; "layernorm" before
+    the FFN, a "residual" connection into it, "gelu" for ReLU, a causal-style "mask" that
+    lets the last position attend to the last two tokens only."""
     from scipy.special import erf
 
     V = np.array([[1, 0], [1, 1]], float)
@@ -140,24 +144,66 @@ def test_out_of_class_refused(kind: str) -> None:
 
     def fn(X: np.ndarray) -> float:
         X = np.asarray(X, dtype=np.float64)
-        s = X @ W @ X[-1]
+        rows = X[-2:] if post == "mask" else X
+        s = rows @ W @ X[-1]
         w = np.exp(s - s.max())
-        h = (w / w.sum()) @ X
+        h = (w / w.sum()) @ rows
+        if post == "layernorm":
+            h = (h - h.mean()) / np.sqrt(h.var() + 0.1)
+        if post == "residual":
+            h = h + 0.5 * X[-1]
         z = A.T @ V.T @ h + np.array([1.0, -2.0])
-        if kind == "residual":
-            z = z + 0.5 * X[-1]
-            act = np.maximum(z, 0)
-        else:
-            act = 0.5 * z * (1 + erf(z / np.sqrt(2)))
+        act = 0.5 * z * (1 + erf(z / np.sqrt(2))) if post == "gelu" else np.maximum(z, 0)
         return float(np.array([2.0, -1.0]) @ act + 3)
 
+    return fn
+
+
+def test_the_in_class_block_is_t1_and_is_learned_so_the_refusals_mean_something() -> None:
+    fn = _block("relu")
+    X = np.array([[1.0, -1.0], [0.5, 2.0], [0.0, 1.0]])
+    assert fn(X) == pytest.approx(float(T1.evaluate_batch(X[None])[0]), rel=1e-12)
+    rec = va.learn_transformer(
+        va.Oracle.from_callable(fn, d=2, model_class="one-layer-transformer-biased")
+    )
+    assert rec.verified and np.abs(rec.W - _W(T1)).max() < 1e-9
+
+
+@pytest.mark.parametrize("kind", ["layernorm", "residual", "gelu", "mask"])
+def test_out_of_class_refused_with_a_witness(kind: str) -> None:
+    fn = _block(kind)
     oracle = va.Oracle.from_callable(fn, d=2, model_class="one-layer-transformer-biased")
     with pytest.raises(ModelClassMismatch) as info:
         va.learn_transformer(oracle)
-    if kind == "residual":  # refuted by a fresh sequence, named with both values
-        assert info.value.query is not None and info.value.observed is not None
-    else:  # smooth: no two answers on one linear piece
-        assert "not piecewise linear" in str(info.value)
+    exc = info.value
+    assert exc.query is not None and exc.observed is not None and exc.expected is not None
+    if kind in ("layernorm", "gelu"):  # smooth on length 1: no two answers on one piece
+        assert "not piecewise linear" in str(exc)
+        (pa, pb) = (np.array(p, dtype=np.float64) for p in exc.query)
+        assert np.abs(pb - pa).max() <= 1e-12 * (1 + np.abs(pa).max())  # no width left
+        (sb, ib), (sa, ia) = exc.observed, exc.expected  # yet two different pieces
+        assert abs(sb - sa) + abs(ib - ia) > 1e-8 * (1 + abs(sa) + abs(ia))
+    else:  # refuted by a fresh sequence: the box's own answer there, and the model's
+        X = np.asarray(exc.query, dtype=np.float64)
+        assert fn(X) == exc.observed and exc.observed != pytest.approx(exc.expected)
+
+
+def test_the_float_ffn_learner_refuses_gelu_by_our_error_not_a_zero_division() -> None:
+    from scipy.special import erf
+
+    def gelu(X: np.ndarray) -> float:  # one GELU neuron: smooth, not piecewise linear
+        z = float(np.asarray(X, dtype=np.float64)[-1] @ np.array([1.0, -2.0])) + 0.5
+        return 0.5 * z * (1 + float(erf(z / np.sqrt(2))))
+
+    def relu(X: np.ndarray) -> float:  # the same neuron with ReLU: learned
+        z = float(np.asarray(X, dtype=np.float64)[-1] @ np.array([1.0, -2.0])) + 0.5
+        return max(z, 0.0)
+
+    with pytest.raises(ModelClassMismatch, match="not piecewise linear") as info:
+        va.learn_relu_ffn(va.Oracle.from_callable(gelu, d=2))
+    assert info.value.query is not None and info.value.observed != info.value.expected
+    rec = va.learn_relu_ffn(va.Oracle.from_callable(relu, d=2))
+    assert rec.verified and rec.network.width == 1
 
 
 def test_entry_arguments() -> None:

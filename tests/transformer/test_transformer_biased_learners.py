@@ -173,6 +173,16 @@ def test_the_transformer_learner_refuses_out_of_class_boxes(post: str) -> None:
     box = _Box(T1, "relu", mask=2) if post == "mask" else _Box(T1, post)
     with pytest.raises(REFUSED):
         learn_biased_transformer(va.Oracle(box, "certified"))
+    with pytest.raises(REFUSED) as info:  # the public entry point dispatches to it
+        va.learn_transformer(va.Oracle(box, "certified"), biases=True)
+    if post == "mask":  # a fresh sequence refutes it: the box's answer there, and the model's
+        exc = info.value
+        assert isinstance(exc, ModelClassMismatch)
+        assert not box.evaluate(exc.query, "certified").overlaps(
+            T1.evaluate(exc.query, "certified")
+        )
+    else:  # irrational answers: no rational within the denominator bound reconstructs
+        assert "denominator" in str(info.value)
 
 
 def test_the_box_without_additions_is_t1_and_is_learned_so_the_refusals_mean_something() -> None:

@@ -195,16 +195,9 @@ def _attention(oracle: Oracle, net: BiasedReluNetwork, seed: int) -> tuple[np.nd
 
 
 def _learn_ffn(oracle: Oracle, verify: int, seed: int) -> Any:
-    """The float FFN stage on length-1 queries; a smooth box is refused by name."""
-    try:
-        return learn_biased_relu_ffn(oracle, verify=verify, seed=seed, lengths=(1,))
-    except ZeroDivisionError as exc:  # the line search split an interval to width 0
-        raise ModelClassMismatch(
-            "the length-1 answers are not piecewise linear at float64 resolution: the FFN "
-            "line search bisected an interval to zero width without finding two answers "
-            "on one linear piece (a smooth activation such as GELU; a ReLU network would "
-            "need two kinks closer than float64 rounding on a random line)"
-        ) from exc
+    """The float FFN stage on length-1 queries (a smooth box is refused by the line
+    search: :class:`ModelClassMismatch`, "not piecewise linear")."""
+    return learn_biased_relu_ffn(oracle, verify=verify, seed=seed, lengths=(1,))
 
 
 def _stages(oracle: Oracle, verify: int, seed: int) -> tuple[list[Any], np.ndarray, float, list]:

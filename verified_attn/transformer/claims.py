@@ -33,19 +33,6 @@ __all__ = ["CLAIMS", "random_ffn", "random_transformer"]
 REF = "theory §6"
 
 
-def _result(
-    claim_id: str,
-    statement: str,
-    passed: bool,
-    detail: str,
-    *,
-    queries: int | None = None,
-    bound: int | None = None,
-    data: dict[str, Any] | None = None,
-) -> ClaimResult:
-    return ClaimResult(claim_id, REF, statement, passed, detail, queries, bound, data=data or {})
-
-
 def random_ffn(d: int, m: int, rng: np.random.Generator) -> ReluFFN:
     """Random rational ReLU net with a dead neuron, a duplicate and an antipodal pair."""
     A = rng.integers(-4, 5, (d, m)).astype(object)
@@ -123,7 +110,7 @@ def _antisymmetry_at(seed: int, size: SizeParams) -> ClaimResult:
         f"d = 1..{top}: {sum(c.holds for c in checks)}/{len(checks)} hold; wrong variants "
         f"rejected {sum(not c.holds for c in wrong)}/{len(wrong)}"
     )
-    return _result(cid, ANTI, passed, detail, data={"ds": list(range(1, top + 1))})
+    return ClaimResult(cid, REF, ANTI, passed, detail, data={"ds": list(range(1, top + 1))})
 
 
 def _composition_at(seed: int, size: SizeParams) -> ClaimResult:
@@ -138,7 +125,7 @@ def _composition_at(seed: int, size: SizeParams) -> ClaimResult:
         f"d = 1..{top}: {sum(c.holds for c in checks)}/{len(checks)} hold; wrong variants "
         f"rejected {sum(not c.holds for c in wrong)}/{len(wrong)}"
     )
-    return _result(cid, COMP, passed, detail, data={"ds": list(range(1, top + 1))})
+    return ClaimResult(cid, REF, COMP, passed, detail, data={"ds": list(range(1, top + 1))})
 
 
 def _antisymmetry(seed: int) -> ClaimResult:
@@ -181,7 +168,33 @@ def _relu_exact(seed: int) -> ClaimResult:
             f"(m'(d+1) = {rec.parameter_count}, bound {rec.bound}), equal: {rec.network == truth}"
             f", same values at 12 points: {same_map}"
         )
-    return _result(cid, statement, passed, "; ".join(rows))
+    return ClaimResult(cid, REF, statement, passed, "; ".join(rows))
+
+
+def _attention_counts(seed: int, method: str) -> tuple[bool, list[str], int, int]:
+    """Random Transformers at d = 1..4 learned by ``method``: whether each took exactly its
+    attention count (paper: 2(d^2 + d), direct: d^2) and returned W (and, for the paper's
+    reduction, v_eff) exactly; the rows, the queries and the bounds summed."""
+    rng = np.random.default_rng(seed)
+    rows, passed, total, bound = [], True, 0, 0
+    for d in (1, 2, 3, 4):
+        T = random_transformer(d, 2 * d, rng)
+        rec = learn_transformer(Oracle(T, "certified"), method=method, seed=seed)
+        if method == "paper":
+            want, formula = paper_attention_count(d), "2(d^2+d)"
+            ok = want == 2 * (d * d + d) and rec.v_eff == T.v_eff
+        else:
+            want, formula, ok = d * d, "d^2", True
+        passed &= ok and rec.attention_queries == want and rec.W == T.W
+        total += rec.attention_queries
+        bound += want
+        rows.append(f"d={d}: {rec.attention_queries} ({formula} = {want})")
+    return passed, rows, total, bound
+
+
+def _flat() -> OneLayerTransformer:
+    """v_eff = V A w_o = 0 (the FFN's two neurons cancel on odd inputs), W still seen."""
+    return OneLayerTransformer([[1, 2], [0, 1]], [[1, 0], [0, 1]], [[1, -1], [0, 0]], [1, 1])
 
 
 def _paper_count(seed: int) -> ClaimResult:
@@ -190,29 +203,15 @@ def _paper_count(seed: int) -> ClaimResult:
         "Thm 4.1 on the antisymmetrised oracle costs exactly 2(d^2 + d) real queries and "
         "returns W, v_eff exactly"
     )
-    rng = np.random.default_rng(seed)
-    rows, passed, total, bound = [], True, 0, 0
-    for d in (1, 2, 3, 4):
-        T = random_transformer(d, 2 * d, rng)
-        rec = learn_transformer(Oracle(T, "certified"), method="paper", seed=seed)
-        ok = (
-            rec.attention_queries == paper_attention_count(d) == 2 * (d * d + d)
-            and rec.W == T.W
-            and rec.v_eff == T.v_eff
-        )
-        passed &= ok
-        total += rec.attention_queries
-        bound += paper_attention_count(d)
-        rows.append(f"d={d}: {rec.attention_queries} (2(d^2+d) = {paper_attention_count(d)})")
+    passed, rows, total, bound = _attention_counts(seed, "paper")
     # Degenerate case: v_eff = 0 must be reported, not guessed.
-    flat = OneLayerTransformer([[1, 2], [0, 1]], [[1, 0], [0, 1]], [[1, -1], [0, 0]], [1, 1])
     try:
-        learn_transformer(Oracle(flat, "certified"), method="paper")
+        learn_transformer(Oracle(_flat(), "certified"), method="paper")
         passed = False
         rows.append("v_eff = 0: NOT reported")
     except NotIdentifiable:
         rows.append("v_eff = 0: NotIdentifiable")
-    return _result(cid, statement, passed, "; ".join(rows), queries=total, bound=bound)
+    return ClaimResult(cid, REF, statement, passed, "; ".join(rows), queries=total, bound=bound)
 
 
 def _direct_count(seed: int) -> ClaimResult:
@@ -221,21 +220,12 @@ def _direct_count(seed: int) -> ClaimResult:
         "with g known exactly, W costs exactly d^2 plain two-token queries inside one "
         "linear piece of g (also when v_eff = 0)"
     )
-    rng = np.random.default_rng(seed)
-    rows, passed, total, bound = [], True, 0, 0
-    for d in (1, 2, 3, 4):
-        T = random_transformer(d, 2 * d, rng)
-        rec = learn_transformer(Oracle(T, "certified"), method="direct", seed=seed)
-        ok = rec.attention_queries == d * d and rec.W == T.W
-        passed &= ok
-        total += rec.attention_queries
-        bound += d * d
-        rows.append(f"d={d}: {rec.attention_queries} (d^2 = {d * d})")
-    flat = OneLayerTransformer([[1, 2], [0, 1]], [[1, 0], [0, 1]], [[1, -1], [0, 0]], [1, 1])
+    passed, rows, total, bound = _attention_counts(seed, "direct")
+    flat = _flat()
     rec = learn_transformer(Oracle(flat, "certified"), method="direct")
     passed &= rec.W == flat.W
     rows.append(f"v_eff = 0 learned by direct: {rec.W == flat.W}")
-    return _result(cid, statement, passed, "; ".join(rows), queries=total, bound=bound)
+    return ClaimResult(cid, REF, statement, passed, "; ".join(rows), queries=total, bound=bound)
 
 
 def _tr_near_rational(seed: int) -> ClaimResult:

@@ -56,7 +56,6 @@ from verified_attn.arithmetic import (
 )
 from verified_attn.certificates.writer import certificate_base
 from verified_attn.errors import (
-    InvalidArgument,
     ModelClassMismatch,
     NotIdentifiable,
     PrecisionExhausted,
@@ -67,22 +66,18 @@ from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.progress import reporting
 from verified_attn.recovery import ReluFFNRecovery, SingleHeadRecovery, TransformerRecovery
 from verified_attn.serialize import dump_number, dump_rational
+from verified_attn.transformer.common import learner_arguments, verify_learned
 from verified_attn.transformer.direct import direct_attention as _direct_attention
 from verified_attn.transformer.direct import direct_denominator_bound as _direct_denominator_bound
 from verified_attn.transformer.relu import ReluNetwork, learn_relu_ffn
 from verified_attn.validation import (
     check_choice,
-    check_denominator_bound,
-    check_lengths,
     check_oracle,
-    check_seed,
-    check_verify,
 )
 from verified_attn.verification import (
     DEFAULT_LENGTHS,
     DEFAULT_VERIFY,
     Verification,
-    verify_candidate,
 )
 
 __all__ = [
@@ -198,18 +193,17 @@ def learn_transformer(
     oracle is not such a Transformer, :class:`InvalidArgument` for float oracles (exact
     learning needs rational answers), an unknown method or another bad argument.
     """
-    check_oracle(oracle)
+    verify, seed, lengths, denominator_bound = learner_arguments(
+        oracle,
+        verify,
+        seed,
+        lengths,
+        denominator_bound,
+        progress=progress,
+        rational="learn_transformer",
+    )
     method = check_choice(method, "method", METHODS)
-    verify = check_verify(verify)
-    seed = check_seed(seed)
-    lengths = check_lengths(lengths)
-    denominator_bound = check_denominator_bound(denominator_bound)
     arith = oracle.arithmetic
-    if arith.name not in ("exact", "certified"):
-        raise InvalidArgument(
-            f"learn_transformer needs an oracle with arithmetic 'exact' or 'certified'; got "
-            f"arithmetic={arith.name!r}"
-        )
     d = oracle.d
     with reporting(oracle, progress, "learn_transformer"), oracle.run() as run:
         ffn = learn_relu_ffn(
@@ -278,20 +272,9 @@ def _verify_transformer(
     oracle: Oracle, model: OneLayerTransformer, verify: int, seed: int, lengths: Any
 ) -> Verification | None:
     """Fresh sequences; rationals reconstructed from balls are checked at a raised precision."""
-    checked, refuted = verify_candidate(
-        oracle,
-        model,
-        count=verify,
-        seed=seed,
-        lengths=lengths,
-        what="the learned Transformer",
+    return verify_learned(
+        oracle, model, count=verify, seed=seed, lengths=lengths, what="the learned Transformer"
     )
-    if refuted is not None:
-        raise PrecisionExhausted(
-            f"{refuted}: its parameters are not rationals within the denominator bound; "
-            "raise the oracle's precision or give a denominator_bound"
-        )
-    return checked
 
 
 def _attention_queries(counts: QueryCounts) -> int:

@@ -61,28 +61,24 @@ import functools
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import flint
 import numpy as np
-import sympy
 
 from verified_attn.arithmetic import (
     Arithmetic,
-    arb_bounds,
-    reconstruct_rational,
     simplest_rational_between,
 )
 from verified_attn.errors import (
-    InvalidArgument,
     ModelClassMismatch,
-    PrecisionExhausted,
 )
 from verified_attn.oracle import Oracle
 from verified_attn.progress import reporting
 from verified_attn.recovery import ReluFFNRecovery
+from verified_attn.transformer.common import learner_arguments, verify_network
+from verified_attn.transformer.relu_biased import Answers, Piece
 from verified_attn.transformer.relu_certificate import relu_certificate_data
 from verified_attn.transformer.relu_network import (
     MAX_ATTEMPTS,
@@ -99,18 +95,12 @@ from verified_attn.transformer.relu_network import dot as _dot
 from verified_attn.transformer.relu_network import network_of as _assemble
 from verified_attn.transformer.relu_network import normalise as _normalise
 from verified_attn.validation import (
-    check_denominator_bound,
     check_int,
-    check_lengths,
-    check_oracle,
-    check_seed,
-    check_verify,
 )
 from verified_attn.verification import (
     DEFAULT_LENGTHS,
     DEFAULT_VERIFY,
     Verification,
-    verify_candidate,
 )
 
 __all__ = [
@@ -123,7 +113,6 @@ __all__ = [
 ]
 
 
-
 # ---------------------------------------------------------------------------------------
 # The learner.
 # ---------------------------------------------------------------------------------------
@@ -131,68 +120,6 @@ __all__ = [
 
 class _Retry(Exception):
     """Internal: an exact consistency check failed on this plane; try another."""
-
-
-@dataclass(frozen=True)
-class _Piece:
-    slope: Fraction
-    intercept: Fraction
-
-    def at(self, s: Fraction) -> Fraction:
-        return self.intercept + self.slope * s
-
-
-class _Values:
-    """Exact answers g(x) to length-1 queries, cached so no point is asked twice."""
-
-    def __init__(self, oracle: Oracle, denominator_bound: int) -> None:
-        self.oracle = oracle
-        self.arith = oracle.arithmetic
-        self.D = denominator_bound
-        self.cache: dict[Vec, Fraction] = {}
-        # Every point asked and the answer exactly as the oracle gave it (for certificates).
-        self.raw: dict[Vec, Any] = {}
-
-    def many(self, points: list[Vec]) -> list[Fraction]:
-        todo = list(dict.fromkeys(p for p in points if p not in self.cache))
-        if todo:
-            answers = self.oracle.query_many([_query(p) for p in todo])
-            for p, y in zip(todo, answers, strict=True):
-                self.raw[p] = y
-                self.cache[p] = self.exact(y, p)
-        return [self.cache[p] for p in points]
-
-    def one(self, point: Vec) -> Fraction:
-        return self.many([point])[0]
-
-    def exact(self, y: Any, point: Vec) -> Fraction:
-        if self.arith.name == "exact":
-            y = sympy.sympify(y)
-            if not y.is_Rational:
-                raise ModelClassMismatch(
-                    f"not a ReLU network with rational parameters: g({_show(point)}) = {y} "
-                    "is not rational",
-                    query=point,
-                    observed=y,
-                    expected="a rational number",
-                )
-            return Fraction(int(y.p), int(y.q))
-        lo, hi = arb_bounds(y)
-        q = reconstruct_rational(lo, hi, self.D)
-        if q is None:
-            raise PrecisionExhausted(
-                f"at {self.arith.precision} bits the answer {y} at {_show(point)} does not pin "
-                f"down a rational with denominator <= {self.D}; raise the oracle's precision"
-            )
-        return q
-
-
-def _query(p: Vec) -> flint.fmpq_mat:
-    return flint.fmpq_mat(1, len(p), [flint.fmpq(x.numerator, x.denominator) for x in p])
-
-
-def _show(p: Vec) -> str:
-    return "[" + ", ".join(str(x) for x in p) + "]"
 
 
 def _dyadic_below(x: Fraction) -> Fraction:
@@ -209,21 +136,21 @@ def _dyadic_below(x: Fraction) -> Fraction:
 class _Segment:
     """g along b + s u for s in [-1, 1]: kinks and pieces, found exactly."""
 
-    def __init__(self, values: _Values, b: Vec, u: Vec, grid: int, eps_bits: int) -> None:
+    def __init__(self, values: Answers, b: Vec, u: Vec, grid: int, eps_bits: int) -> None:
         self.values, self.b, self.u = values, b, u
         self.grid, self.eps_bits = grid, eps_bits
 
     def point(self, s: Fraction) -> Vec:
         return tuple(bi + s * ui for bi, ui in zip(self.b, self.u, strict=True))
 
-    def piece(self, s: Fraction, width: Fraction, side: int) -> _Piece:
+    def piece(self, s: Fraction, width: Fraction, side: int) -> Piece:
         eps = _dyadic_below(width) / 2**self.eps_bits
         s2 = s + side * eps
         y1, y2 = self.values.many([self.point(s), self.point(s2)])
         slope = (y2 - y1) / (s2 - s)
-        return _Piece(slope, y1 - slope * s)
+        return Piece(slope, y1 - slope * s)
 
-    def _single_kink(self, a: Fraction, A: _Piece, s: Fraction, B: _Piece, b: Fraction) -> bool:
+    def _single_kink(self, a: Fraction, A: Piece, s: Fraction, B: Piece, b: Fraction) -> bool:
         """g follows A just left of s and B just right of it (two dyadic-ish probes).
 
         Checking g(s) == A(s) alone is not enough: two kinks both left of s can end on B,
@@ -235,12 +162,12 @@ class _Segment:
         gl, gr = self.values.many([self.point(left), self.point(right)])
         return gl == A.at(left) and gr == B.at(right)
 
-    def kinks(self, max_depth: int = 60) -> tuple[list[Fraction], list[_Piece]]:
+    def kinks(self, max_depth: int = 60) -> tuple[list[Fraction], list[Piece]]:
         """Sorted kinks s_1 < ... < s_K in (-1, 1) and the K + 1 pieces between them."""
         grid = [Fraction(-1) + Fraction(2 * i, self.grid) for i in range(self.grid + 1)]
         step = Fraction(2, self.grid)
         samples = [self.piece(s, step, -1 if s == 1 else 1) for s in grid]
-        found: list[tuple[Fraction, _Piece, _Piece]] = []
+        found: list[tuple[Fraction, Piece, Piece]] = []
         stack = [(grid[i], samples[i], grid[i + 1], samples[i + 1], 0) for i in range(self.grid)]
         while stack:
             a, A, b, B, depth = stack.pop()
@@ -269,7 +196,7 @@ class _Segment:
 
 
 def _gradient(
-    values: _Values, seg: _Segment, piece: _Piece, lo: Fraction, hi: Fraction, shrink: int
+    values: Answers, seg: _Segment, piece: Piece, lo: Fraction, hi: Fraction, shrink: int
 ) -> Vec:
     """G with g(x) = G^T x on the piece (lo, hi) of the segment: d - rank[b u] queries."""
     d = len(seg.b)
@@ -327,7 +254,7 @@ def _pivot_rows(B: flint.fmpq_mat) -> list[int]:
 
 
 def _learn_once(
-    values: _Values, d: int, rng: np.random.Generator, grid: int, shrink: int
+    values: Answers, d: int, rng: np.random.Generator, grid: int, shrink: int
 ) -> ReluNetwork:
     p = tuple(Fraction(int(x), 256) for x in rng.integers(-(2**16), 2**16, d))
     q = tuple(Fraction(int(x), 256) for x in rng.integers(-(2**16), 2**16, d))
@@ -410,23 +337,22 @@ def learn_relu_ffn(
     bias-free ReLU network), :class:`PrecisionExhausted` if an answer cannot be
     reconstructed, :class:`QueryBudgetExceeded` when the oracle's budget runs out.
     """
-    check_oracle(oracle)
-    verify = check_verify(verify)
-    seed = check_seed(seed)
-    lengths = check_lengths(lengths)
+    verify, seed, lengths, denominator_bound = learner_arguments(
+        oracle,
+        verify,
+        seed,
+        lengths,
+        denominator_bound,
+        progress=progress,
+        rational="learn_relu_ffn",
+    )
     grid = check_int(grid, "grid", low=1, high=MAX_GRID)
     attempts = check_int(attempts, "attempts", low=1, high=MAX_ATTEMPTS)
-    denominator_bound = check_denominator_bound(denominator_bound)
     arith = oracle.arithmetic
-    if arith.name not in ("exact", "certified"):
-        raise InvalidArgument(
-            f"learn_relu_ffn needs an oracle with arithmetic 'exact' or 'certified' (rational "
-            f"answers); got arithmetic={arith.name!r}"
-        )
     D = default_denominator_bound(arith) if denominator_bound is None else denominator_bound
     d = oracle.d
     rng = np.random.default_rng(seed)
-    values = _Values(oracle, D)
+    values = Answers(oracle, D)
     reasons: list[str] = []
     checked: Verification | None = None
     with reporting(oracle, progress, "learn_relu_ffn"), oracle.run() as run, arith.context():
@@ -491,7 +417,7 @@ def learn_relu_ffn(
 
 def _attempt(
     oracle: Oracle,
-    values: _Values,
+    values: Answers,
     rng: np.random.Generator,
     plan: tuple[int, int],
     verify: int,
@@ -500,7 +426,7 @@ def _attempt(
 ) -> tuple[ReluNetwork, Verification | None]:
     """One random plane at grid * 2^attempt: the network, verified; _Retry if it fails."""
     grid, attempt = plan
-    d, D = oracle.d, values.D
+    d = oracle.d
     with oracle.phase("ffn"):
         net = _learn_once(values, d, rng, grid * 2**attempt, 8 * attempt)
     bound = ffn_query_bound(d, net.width, grid=grid, attempts=attempt + 1)
@@ -508,27 +434,7 @@ def _attempt(
         raise _Retry(
             f"{len(values.raw)} learning queries exceed the bound {bound} at width {net.width}"
         )
-    if not verify:
-        return net, None
-    try:
-        # Rationals reconstructed from balls: at a raised precision.
-        checked, refuted = verify_candidate(
-            oracle,
-            net.model(),
-            count=verify,
-            seed=seed,
-            lengths=lengths,
-            phase="ffn-verify",
-            what="the learned ReLU network",
-        )
-    except ModelClassMismatch as exc:
-        raise _Retry(str(exc)) from exc
-    if refuted is not None:
-        raise PrecisionExhausted(
-            f"{refuted}: the network's answers are not rationals with "
-            f"denominator <= {D}; raise the oracle's precision or give a "
-            "denominator_bound"
-        )
+    checked = verify_network(oracle, net, count=verify, seed=seed, lengths=lengths, retry=_Retry)
     return net, checked
 
 

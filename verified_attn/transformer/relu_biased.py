@@ -71,17 +71,18 @@ import sympy
 
 from verified_attn.arithmetic import (
     Arithmetic,
-    arb_bounds,
-    reconstruct_rational,
     simplest_rational_between,
 )
-from verified_attn.errors import InvalidArgument, ModelClassMismatch, PrecisionExhausted
+from verified_attn.errors import InvalidArgument, ModelClassMismatch
 from verified_attn.models import OneLayerTransformer, ReluFFN
 from verified_attn.oracle import Oracle
+from verified_attn.transformer.common import rational_answer
+from verified_attn.transformer.relu_network import CanonicalNetwork
 
 __all__ = [
     "BiasedReluNetwork",
     "LineSearch",
+    "Piece",
     "biased_ffn_query_count",
     "canonical_biased_network",
     "learn_line",
@@ -99,7 +100,7 @@ FLOAT_TOL = 1e-8
 
 
 @dataclass(frozen=True)
-class BiasedReluNetwork:
+class BiasedReluNetwork(CanonicalNetwork):
     """``g(x) = constant + linear^T x + sum_j gamma_j ReLU(n_j^T x + c_j)``, canonical.
 
     ``neurons`` is a sorted tuple of ``((n_j, c_j), gamma_j)``: n_j's first nonzero entry
@@ -114,15 +115,6 @@ class BiasedReluNetwork:
     constant: Num
     linear: Vec
     neurons: tuple[tuple[tuple[Vec, Num], Num], ...]
-
-    @property
-    def d(self) -> int:
-        return len(self.linear)
-
-    @property
-    def width(self) -> int:
-        """Number of distinct hyperplanes (canonical neurons)."""
-        return len(self.neurons)
 
     @property
     def parameter_count(self) -> int:
@@ -255,31 +247,18 @@ class Answers:
     def _number(self, y: Any, p: Vec) -> Num:
         if self.float:
             return float(y)
-        if self.arith.name == "exact":
-            y = sympy.sympify(y)
-            if not y.is_Rational:
-                raise ModelClassMismatch(
-                    f"not a ReLU network with rational parameters: g({list(p)}) = {y} is "
-                    "not rational",
-                    query=p,
-                    observed=y,
-                    expected="a rational number",
-                )
-            return Fraction(int(y.p), int(y.q))
-        lo, hi = arb_bounds(y)
-        q = reconstruct_rational(lo, hi, self.D)
-        if q is None:
-            raise PrecisionExhausted(
-                f"at {self.arith.precision} bits the answer {y} does not pin down a rational "
-                f"with denominator <= {self.D}; raise the oracle's precision"
-            )
-        return q
+        return rational_answer(self.arith, y, p, self.D)
 
     def same(self, x: Num, y: Num, scale: Num = 0) -> bool:
         """x == y (exact), or within FLOAT_TOL of the scale of x, y (float)."""
         if not self.float:
             return bool(x == y)
         return abs(x - y) <= FLOAT_TOL * (1.0 + abs(x) + abs(y) + abs(scale))
+
+
+class _Unresolved(Exception):
+    """Internal: a piece's two points are one float64 number apart by less than its
+    resolution (the line search's interval has no width left)."""
 
 
 class Retry(Exception):
@@ -296,7 +275,13 @@ class Retry(Exception):
 
 
 @dataclass(frozen=True)
-class _Piece:
+class Piece:
+    """One linear piece of phi(t) = g(x_0 + t u) along a line: ``intercept + slope t``.
+
+    >>> Piece(Fraction(2), Fraction(1)).at(Fraction(3))
+    Fraction(7, 1)
+    """
+
     slope: Num
     intercept: Num
 
@@ -345,22 +330,29 @@ class LineSearch:
     def point(self, t: Num) -> Vec:
         return tuple(a + t * b for a, b in zip(self.x0, self.u, strict=True))
 
-    def piece(self, t: Num, width: Num, side: int) -> _Piece:
-        eps = _small(width, self.eps_bits, self.answers.float)
-        t2 = t + side * eps
+    def _step(self, t: Num, width: Num, side: int) -> Num:
+        """The second point of a piece beside t; :class:`_Unresolved` where float64 cannot
+        tell it from t (the interval has shrunk below float64 resolution)."""
+        t2 = t + side * _small(width, self.eps_bits, self.answers.float)
+        if t2 == t:
+            raise _Unresolved
+        return t2
+
+    def piece(self, t: Num, width: Num, side: int) -> Piece:
+        t2 = self._step(t, width, side)
         y1, y2 = self.answers.many([self.point(t), self.point(t2)])
         self.pieces += 1
         slope = (y2 - y1) / (t2 - t)
-        return _Piece(slope, y1 - slope * t)
+        return Piece(slope, y1 - slope * t)
 
-    def _same_piece(self, A: _Piece, B: _Piece) -> bool:
+    def _same_piece(self, A: Piece, B: Piece) -> bool:
         scale = abs(A.slope) * self.radius
         return self.answers.same(A.slope * self.radius, B.slope * self.radius) and (
             self.answers.same(A.intercept, B.intercept, scale)
         )
 
     def _one_kink(
-        self, a: Num, A: _Piece, t: Num, B: _Piece, b: Num
+        self, a: Num, A: Piece, t: Num, B: Piece, b: Num
     ) -> tuple[bool, list[tuple[Num, Num, bool]]]:
         """phi follows A just left of t and B just right of it (2 queries); also each
         probe's (t, phi(t), whether it failed), for the split that follows a failure."""
@@ -381,22 +373,58 @@ class LineSearch:
         (tl, _, bad_l), (tr, _, _) = probes
         t, side = (tl, -1) if bad_l else (tr, 1)
         width = tr - tl  # 2w or less: no other kink expected that close to the probe
-        eps = _small(width, self.eps_bits, self.answers.float)
-        t2 = t + side * eps
+        t2 = self._step(t, width, side)
         gt = self.answers.cache[self.point(t)]
         (g2,) = self.answers.many([self.point(t2)])
         self.half_pieces += 1
         slope = (g2 - gt) / (t2 - t)
-        return t, t, _Piece(slope, gt - slope * t)
+        return t, t, Piece(slope, gt - slope * t)
 
-    def kinks(self) -> tuple[list[Num], list[_Piece]]:
+    def _narrow(self, item: tuple, stack: list, found: list) -> None:
+        """One kink in (a, b) when the pieces A, B at its ends meet there and the two
+        probes agree; else the interval split at a failed probe (every other depth) or
+        in the middle, the halves pushed on ``stack``."""
+        a, A, b, B, depth = item
+        if not self.answers.same(A.slope * self.radius, B.slope * self.radius):
+            t = (B.intercept - A.intercept) / (A.slope - B.slope)
+            if a < t < b:
+                ok, probes = self._one_kink(a, A, t, B, b)
+                if ok:
+                    found.append((t, A, B))
+                    return
+                if depth % 2 == 0:  # split at the probe; every other time in the middle,
+                    lo, hi, M = self._split(probes, a, b)  # so intervals keep shrinking
+                    stack.append((hi, M, b, B, depth + 1))
+                    stack.append((a, A, lo, M, depth + 1))
+                    return
+        mid = _between(a, b, self.answers.float)
+        M = self.piece(mid, min(mid - a, b - mid), 1)
+        stack.append((mid, M, b, B, depth + 1))
+        stack.append((a, A, mid, M, depth + 1))
+
+    def _unresolved(self, a: Num, A: Piece, b: Num, B: Piece) -> ModelClassMismatch:
+        """The refusal when (a, b) shrank below float64 resolution with the pieces measured
+        at its ends still different: the witness is the two end points (``query``) and the
+        two pieces as (slope, intercept) in t (``observed`` at b, ``expected`` from a)."""
+        return ModelClassMismatch(
+            "the length-1 answers are not piecewise linear at float64 resolution: the "
+            f"line search split the interval ({a}, {b}) of its line to zero width, and the "
+            f"pieces measured at its ends still differ (slope, intercept {A.slope}, "
+            f"{A.intercept} at t = {a}; {B.slope}, {B.intercept} at t = {b}): a smooth "
+            "activation such as GELU; a ReLU network would need two kinks closer than "
+            "float64 rounding on a random line",
+            query=[list(self.point(a)), list(self.point(b))],
+            observed=(B.slope, B.intercept),
+            expected=(A.slope, A.intercept),
+        )
+
+    def kinks(self) -> tuple[list[Num], list[Piece]]:
         """Sorted kinks t_1 < ... < t_K in (-R, R) and the K + 1 pieces between them."""
-        fl = self.answers.float
         R = self.radius
         ts = [-R + 2 * R * i / self.grid for i in range(self.grid + 1)]
         step = 2 * R / self.grid
         samples = [self.piece(t, step, -1 if i == self.grid else 1) for i, t in enumerate(ts)]
-        found: list[tuple[Num, _Piece, _Piece]] = []
+        found: list[tuple[Num, Piece, Piece]] = []
         stack = [(ts[i], samples[i], ts[i + 1], samples[i + 1], 0) for i in range(self.grid)]
         while stack:
             a, A, b, B, depth = stack.pop()
@@ -404,22 +432,10 @@ class LineSearch:
                 continue
             if depth >= self.max_depth:
                 raise Retry(f"could not isolate the kinks in ({a}, {b})")
-            if not self.answers.same(A.slope * R, B.slope * R):
-                t = (B.intercept - A.intercept) / (A.slope - B.slope)
-                if a < t < b:
-                    ok, probes = self._one_kink(a, A, t, B, b)
-                    if ok:
-                        found.append((t, A, B))
-                        continue
-                    if depth % 2 == 0:  # split at the probe; every other time in the middle,
-                        lo, hi, M = self._split(probes, a, b)  # so intervals keep shrinking
-                        stack.append((hi, M, b, B, depth + 1))
-                        stack.append((a, A, lo, M, depth + 1))
-                        continue
-            mid = _between(a, b, fl)
-            M = self.piece(mid, min(mid - a, b - mid), 1)
-            stack.append((mid, M, b, B, depth + 1))
-            stack.append((a, A, mid, M, depth + 1))
+            try:
+                self._narrow((a, A, b, B, depth), stack, found)
+            except _Unresolved:
+                raise self._unresolved(a, A, b, B) from None
         found.sort(key=lambda f: f[0])
         self.found = len(found)
         if not found:
@@ -430,7 +446,7 @@ class LineSearch:
         return [t for t, _, _ in found], [found[0][1]] + [B for _, _, B in found]
 
 
-def _cell(search: LineSearch, piece: _Piece, lo: Num, hi: Num, shrink: int) -> tuple[Vec, Num]:
+def _cell(search: LineSearch, piece: Piece, lo: Num, hi: Num, shrink: int) -> tuple[Vec, Num]:
     """(G, beta) with g = G^T x + beta on the cell of the piece (lo, hi): d - 1 queries."""
     ans, u, x0 = search.answers, search.u, search.x0
     d = len(u)

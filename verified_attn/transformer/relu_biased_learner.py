@@ -23,11 +23,12 @@ import numpy as np
 
 from verified_attn.arithmetic import Arithmetic
 from verified_attn.certificates.writer import certificate_base
-from verified_attn.errors import ModelClassMismatch, PrecisionExhausted
+from verified_attn.errors import ModelClassMismatch
 from verified_attn.oracle import Oracle, QueryCounts
-from verified_attn.progress import check_progress, reporting
+from verified_attn.progress import reporting
 from verified_attn.recovery import ReluFFNRecovery
 from verified_attn.serialize import dump_number, dump_rational
+from verified_attn.transformer.common import learner_arguments, verify_network
 from verified_attn.transformer.relu import default_denominator_bound
 from verified_attn.transformer.relu_biased import (
     Answers,
@@ -37,18 +38,12 @@ from verified_attn.transformer.relu_biased import (
     learn_line,
 )
 from verified_attn.validation import (
-    check_denominator_bound,
     check_int,
-    check_lengths,
-    check_oracle,
-    check_seed,
-    check_verify,
 )
 from verified_attn.verification import (
     DEFAULT_LENGTHS,
     DEFAULT_VERIFY,
     Verification,
-    verify_candidate,
 )
 
 __all__ = ["BiasedReluFFNRecovery", "biased_ffn_query_count", "learn_biased_relu_ffn"]
@@ -114,13 +109,10 @@ def learn_biased_relu_ffn(
     :class:`PrecisionExhausted` when a certified answer does not reconstruct,
     :class:`InvalidArgument` for bad arguments.
     """
-    check_oracle(oracle)
-    check_progress(progress)
-    verify = check_verify(verify)
-    seed = check_seed(seed)
-    lengths = check_lengths(lengths)
+    verify, seed, lengths, denominator_bound = learner_arguments(
+        oracle, verify, seed, lengths, denominator_bound, progress=progress
+    )
     attempts = check_int(attempts, "attempts", low=1, high=MAX_ATTEMPTS)
-    denominator_bound = check_denominator_bound(denominator_bound)
     arith = oracle.arithmetic
     D = default_denominator_bound(arith) if denominator_bound is None else denominator_bound
     d = oracle.d
@@ -147,7 +139,9 @@ def learn_biased_relu_ffn(
                     "kinks": search.found,
                 }
                 bound += search.queries()
-                checked = _verify(oracle, net, verify, seed + attempt, lengths, D)
+                checked = verify_network(
+                    oracle, net, count=verify, seed=seed + attempt, lengths=lengths, retry=_Refuted
+                )
             except (Retry, _Refuted) as exc:
                 if isinstance(exc, Retry) and exc.search is not None:
                     bound += exc.search.queries()
@@ -164,34 +158,6 @@ def learn_biased_relu_ffn(
 
 class _Refuted(Exception):
     """The fresh sequences refute this line's network."""
-
-
-def _verify(
-    oracle: Oracle,
-    net: BiasedReluNetwork,
-    verify: int,
-    seed: int,
-    lengths: tuple[int, ...],
-    D: int,
-) -> Verification | None:
-    try:
-        checked, refuted = verify_candidate(
-            oracle,
-            net.model(),
-            count=verify,
-            seed=seed,
-            lengths=lengths,
-            phase="ffn-verify",
-            what="the learned ReLU network",
-        )
-    except ModelClassMismatch as exc:
-        raise _Refuted(str(exc)) from exc
-    if refuted is not None:
-        raise PrecisionExhausted(
-            f"{refuted}: the network's answers are not rationals with denominator <= {D}; "
-            "raise the oracle's precision or give a denominator_bound"
-        )
-    return checked
 
 
 def _parameters(net: BiasedReluNetwork, exact: bool) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import sympy
 
@@ -26,6 +27,7 @@ __all__ = [
     "MAX_DEPTH",
     "MAX_GRID",
     "THEOREM",
+    "CanonicalNetwork",
     "ReluNetwork",
     "Vec",
     "canonical_network",
@@ -46,8 +48,25 @@ MAX_GRID = 1 << 10
 Vec = tuple[Fraction, ...]
 
 
+class CanonicalNetwork:
+    """What both canonical forms (bias-free and biased) have: ``linear`` (length d) and
+    ``neurons`` (one per distinct hyperplane)."""
+
+    linear: tuple[Any, ...]
+    neurons: tuple[Any, ...]
+
+    @property
+    def d(self) -> int:
+        return len(self.linear)
+
+    @property
+    def width(self) -> int:
+        """Number of distinct hyperplanes (canonical neurons)."""
+        return len(self.neurons)
+
+
 @dataclass(frozen=True)
-class ReluNetwork:
+class ReluNetwork(CanonicalNetwork):
     """``g(x) = linear^T x + sum_j gamma_j ReLU(n_j^T x)`` in canonical form.
 
     ``neurons`` is a sorted tuple of ``(n_j, gamma_j)``; each n_j has first nonzero entry 1
@@ -60,15 +79,6 @@ class ReluNetwork:
 
     linear: Vec
     neurons: tuple[tuple[Vec, Fraction], ...]
-
-    @property
-    def d(self) -> int:
-        return len(self.linear)
-
-    @property
-    def width(self) -> int:
-        """Number of distinct hyperplanes (canonical neurons)."""
-        return len(self.neurons)
 
     def value(self, x: Vec) -> Fraction:
         out = dot(self.linear, x)

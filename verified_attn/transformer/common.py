@@ -1,0 +1,149 @@
+"""What every learner of the room does around its algorithm: checks, answers, verification.
+
+>>> import verified_attn as va
+>>> from verified_attn.models import ReluFFN
+>>> oracle = va.Oracle(ReluFFN([[1, -1]], [2, 1]), "exact")
+>>> learner_arguments(oracle, 4, 0, (1, 2), None, rational="learn_relu_ffn")
+(4, 0, (1, 2), None)
+>>> learner_arguments(va.Oracle(ReluFFN([[1]], [1]), "float"), 4, 0, (1,), None,
+...                   rational="learn_relu_ffn")
+Traceback (most recent call last):
+...
+verified_attn.errors.InvalidArgument: learn_relu_ffn needs an oracle with arithmetic 'exact' or 'certified' (rational answers); got arithmetic='float'
+>>> rational_answer(oracle.arithmetic, oracle.query([[3]]), (3,), 2**16)
+Fraction(6, 1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from fractions import Fraction
+from typing import Any
+
+import sympy
+
+from verified_attn.arithmetic import Arithmetic, arb_bounds, reconstruct_rational
+from verified_attn.errors import InvalidArgument, ModelClassMismatch, PrecisionExhausted
+from verified_attn.oracle import Oracle
+from verified_attn.progress import check_progress
+from verified_attn.validation import (
+    check_denominator_bound,
+    check_lengths,
+    check_oracle,
+    check_seed,
+    check_verify,
+)
+from verified_attn.verification import Verification, verify_candidate
+
+__all__ = ["learner_arguments", "rational_answer", "verify_learned", "verify_network"]
+
+
+def learner_arguments(
+    oracle: Oracle,
+    verify: Any,
+    seed: Any,
+    lengths: Any,
+    denominator_bound: Any,
+    *,
+    progress: Any = False,
+    rational: str | None = None,
+) -> tuple[int, int, tuple[int, ...], int | None]:
+    """The room's common arguments checked (oracle, progress, verify, seed, lengths,
+    denominator_bound), returned normalised; ``rational``: the learner's name, when it
+    needs rational answers (an oracle in exact or certified arithmetic)."""
+    check_oracle(oracle)
+    check_progress(progress)
+    out = (
+        check_verify(verify),
+        check_seed(seed),
+        check_lengths(lengths),
+        check_denominator_bound(denominator_bound),
+    )
+    name = oracle.arithmetic.name
+    if rational is not None and name not in ("exact", "certified"):
+        raise InvalidArgument(
+            f"{rational} needs an oracle with arithmetic 'exact' or 'certified' (rational "
+            f"answers); got arithmetic={name!r}"
+        )
+    return out
+
+
+def rational_answer(arith: Arithmetic, y: Any, point: Sequence[Fraction], D: int) -> Fraction:
+    """The answer ``y`` at the length-1 query ``point`` as a Fraction: exact answers must be
+    rational (else :class:`ModelClassMismatch`), certified ones are reconstructed as the
+    unique rational with denominator <= D in the ball (else :class:`PrecisionExhausted`)."""
+    shown = "[" + ", ".join(str(x) for x in point) + "]"
+    if arith.name == "exact":
+        y = sympy.sympify(y)
+        if not y.is_Rational:
+            raise ModelClassMismatch(
+                f"not a ReLU network with rational parameters: g({shown}) = {y} is not rational",
+                query=point,
+                observed=y,
+                expected="a rational number",
+            )
+        return Fraction(int(y.p), int(y.q))
+    lo, hi = arb_bounds(y)
+    q = reconstruct_rational(lo, hi, D)
+    if q is None:
+        raise PrecisionExhausted(
+            f"at {arith.precision} bits the answer {y} at {shown} does not pin down a "
+            f"rational with denominator <= {D}; raise the oracle's precision"
+        )
+    return q
+
+
+def verify_learned(
+    oracle: Oracle,
+    model: Any,
+    *,
+    count: int,
+    seed: int,
+    lengths: Sequence[int],
+    what: str,
+    phase: str = "verify",
+    retry: type[Exception] | None = None,
+) -> Verification | None:
+    """Fresh sequences against the learned ``model``
+    (:func:`~verified_attn.verification.verify_candidate`). A model close to the truth but
+    not equal to it (its rationals outside the denominator bound) is
+    :class:`PrecisionExhausted`; a refuted one raises ``retry`` (the learner's signal to try
+    again) when given, else :class:`ModelClassMismatch` propagates."""
+    try:
+        checked, refuted = verify_candidate(
+            oracle, model, count=count, seed=seed, lengths=lengths, phase=phase, what=what
+        )
+    except ModelClassMismatch as exc:
+        if retry is None:
+            raise
+        raise retry(str(exc)) from exc
+    if refuted is not None:
+        raise PrecisionExhausted(
+            f"{refuted}: its answers are not rationals within the denominator bound; raise "
+            "the oracle's precision or give a denominator_bound"
+        )
+    return checked
+
+
+def verify_network(
+    oracle: Oracle,
+    net: Any,
+    *,
+    count: int,
+    seed: int,
+    lengths: Sequence[int],
+    retry: type[Exception],
+) -> Verification | None:
+    """A learned canonical FFN ``net`` on fresh sequences (phase ``ffn-verify``), as
+    :func:`verify_learned`: refuted, it raises ``retry`` (the learner tries another line
+    or plane)."""
+    return verify_learned(
+        oracle,
+        net.model(),
+        count=count,
+        seed=seed,
+        lengths=lengths,
+        phase="ffn-verify",
+        what="the learned ReLU network",
+        retry=retry,
+    )
