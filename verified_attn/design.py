@@ -35,6 +35,7 @@ __all__ = [
     "SingleHeadDesign",
     "check_design",
     "default_design",
+    "design_queries",
     "exact_array",
     "is_power_of_two",
     "unit_query",
@@ -211,6 +212,27 @@ def exact_array(rows: list[list[Fraction]]) -> np.ndarray:
     if all(Fraction(float(q)) == q for q in flat):
         return np.array([[float(q) for q in row] for row in rows], dtype=np.float64)
     return np.array(rows, dtype=object)
+
+
+def design_queries(U: list[list[Fraction]], d: int) -> list[tuple[Any, list[list[Fraction]]]]:
+    """The d^2 + d queries of a design U, each with what it measures, as exact rationals.
+
+    ``("v", i)``: the length-1 query [e_i]; ``("W", k, j)``: the probe [e_j + u_k; e_j] at
+    scale 1.
+
+    >>> U = [[Fraction(1), Fraction(0)], [Fraction(1), Fraction(1)]]
+    >>> queries = design_queries(U, 2)
+    >>> queries[0][0], queries[3]
+    (('v', 0), (('W', 0, 1), [[Fraction(1, 1), Fraction(2, 1)], [Fraction(0, 1), Fraction(1, 1)]]))
+    """
+    out: list[tuple[Any, list[list[Fraction]]]] = []
+    for i in range(d):
+        out.append((("v", i), [[Fraction(int(t == i)) for t in range(d)]]))
+    for k in range(d):
+        for j in range(d):
+            e = [Fraction(int(t == j)) for t in range(d)]
+            out.append((("W", k, j), [[e[t] + U[t][k] for t in range(d)], e]))
+    return out
 
 
 def unit_query(d: int, i: int | None) -> np.ndarray:

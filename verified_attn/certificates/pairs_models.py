@@ -16,7 +16,7 @@ from typing import Any
 
 import flint
 
-from verified_attn.arithmetic import get_arithmetic
+from verified_attn.arithmetic import fmpq_matrix, get_arithmetic
 from verified_attn.certificates.kernel import (
     FORMAT,
     as_list,
@@ -37,10 +37,13 @@ __all__ = [
     "ball_value",
     "check_counterexample_header",
     "differ",
+    "exact_rank",
     "exact_value",
     "mat",
+    "need",
     "read_model",
     "read_sequence",
+    "sequence_key",
     "vec",
     "with_prec",
 ]
@@ -150,3 +153,23 @@ def check_counterexample_header(data: Any) -> None:
         raise CertificateError(f"unknown certificate format; expected {FORMAT!r}")
     if get(data, "kind") != "counterexample":
         raise CertificateError("kind must be 'counterexample'")
+
+
+def need(applies: bool, rule: str) -> None:
+    """CertificateError unless the stated proof rule ``applies`` to the stored models."""
+    if not applies:
+        raise CertificateError(f"proof.rule {rule!r} does not apply to these models")
+
+
+def sequence_key(X: list[list[Fraction]]) -> tuple[tuple[Fraction, ...], ...]:
+    """A sequence as a hashable, sortable key (to compare sets of sequences)."""
+    return tuple(tuple(r) for r in X)
+
+
+def exact_rank(W: Matrix) -> int:
+    """The rank of a rational matrix, exactly.
+
+    >>> exact_rank([[Fraction(1), Fraction(2)], [Fraction(2), Fraction(4)]])
+    1
+    """
+    return int(fmpq_matrix(W).rank())
