@@ -38,6 +38,8 @@ __all__ = [
     "design_queries",
     "exact_array",
     "is_power_of_two",
+    "label_probe_scales",
+    "largest_dyadic_scale",
     "unit_query",
     "user_design",
     "uv",
@@ -204,6 +206,51 @@ def _unit_scale_design(
 def is_power_of_two(t: Fraction) -> bool:
     n, m = t.numerator, t.denominator
     return n > 0 and (n & (n - 1)) == 0 and (m & (m - 1)) == 0 and n < 2**20 and m < 2**900
+
+
+def largest_dyadic_scale(x: Fraction) -> Fraction:
+    """The largest power of two b with b^2 x <= 1 (x > 0), exactly: the noisy design's probe
+    scale for x = ||u_k||_2^2 w_bound^2.
+
+    >>> largest_dyadic_scale(Fraction(9)), largest_dyadic_scale(Fraction(1, 16))
+    (Fraction(1, 4), Fraction(4, 1))
+    """
+    # Start near the answer from the bit lengths (so a huge or tiny x costs no loop).
+    k = (x.denominator.bit_length() - x.numerator.bit_length()) // 2
+    b = Fraction(2) ** k
+    while b * b * x > 1:
+        b /= 2
+    while 4 * b * b * x <= 1:
+        b *= 2
+    return b
+
+
+def label_probe_scales(
+    ri: tuple[Fraction, Fraction], rj: tuple[Fraction, Fraction], wbar: Fraction
+) -> tuple[Fraction, Fraction]:
+    """The label design's token weight a and bisection range [0, B] for W_ij, from intervals
+    holding the ratios r_i, r_j (v_i / |v_p|) and the bound w_bound on ||W||_F.
+
+    |a| is the largest power of two with 8 a^2 w_bound |r_j| <= |r_i| (so the label flips
+    inside [0, B]), its sign makes a r_j and r_i opposite; B is the power of two with
+    B |a| w_bound <= 1 < 2 B |a| w_bound.
+
+    >>> label_probe_scales((Fraction(1), Fraction(1)), (Fraction(1), Fraction(1)), Fraction(1))
+    (Fraction(-1, 4), Fraction(4, 1))
+    """
+    ri_lo = min(abs(ri[0]), abs(ri[1]))
+    rj_hi = max(abs(rj[0]), abs(rj[1]))
+    a = Fraction(1)
+    while 8 * a * a * wbar * rj_hi > ri_lo:
+        a /= 2
+    if (ri[0] > 0) == (rj[0] > 0):
+        a = -a
+    B = Fraction(1)
+    while B * abs(a) * wbar > 1:
+        B /= 2
+    while 2 * B * abs(a) * wbar <= 1:
+        B *= 2
+    return a, B
 
 
 def exact_array(rows: list[list[Fraction]]) -> np.ndarray:

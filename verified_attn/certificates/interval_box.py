@@ -14,6 +14,7 @@ verified_attn.errors.CertificateError: noise.tolerance must be > 0, got -1/2
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -29,6 +30,7 @@ from verified_attn.certificates.kernel import (
 )
 from verified_attn.errors import CertificateError
 from verified_attn.validation import MAX_LENGTH
+from verified_attn.verification import fresh_sequences
 
 __all__ = [
     "MAX_ANSWERS",
@@ -41,6 +43,7 @@ __all__ = [
     "check_fresh",
     "fmpq_of",
     "fraction_of",
+    "fresh_enclosures",
     "round_down",
     "round_up",
 ]
@@ -210,6 +213,22 @@ def check_fresh(
             f"queries.verification is {stated}"
         )
     return count, seed, lengths
+
+
+def fresh_enclosures(
+    d: int, count: int, seed: int, lengths: tuple[int, ...], box: tuple[Any, ...]
+) -> Iterator[tuple[np.ndarray, Fraction, Fraction]]:
+    """The fresh sequences ``seed`` and ``lengths`` determine, each with the exact [lo, hi]
+    the reported ``box`` (W_lo, W_hi, v_lo, v_hi) gives f there.
+
+    >>> box = ([[0.0]], [[0.0]], [2.0], [2.0])
+    >>> [(X.tolist(), lo, hi) for X, lo, hi in fresh_enclosures(1, 1, 0, (1,), box)]
+    [([[0.5]], Fraction(1, 1), Fraction(1, 1))]
+    """
+    balls = box_balls(*box) if count else None
+    for X in fresh_sequences(d, count, seed, lengths):
+        lo, hi = box_enclosure(X, *box, balls=balls)
+        yield X, lo, hi
 
 
 # ---------------------------------------------------------------------------------------

@@ -46,9 +46,8 @@ from verified_attn.certificates import CertificateCheck
 from verified_attn.certificates.common_checks import check_phases, passed
 from verified_attn.certificates.interval_box import (
     bounded_rational,
-    box_balls,
-    box_enclosure,
     check_fresh,
+    fresh_enclosures,
     round_down,
     round_up,
 )
@@ -61,8 +60,8 @@ from verified_attn.certificates.kernel import (
     numbers,
     parse_header,
 )
+from verified_attn.design import label_probe_scales
 from verified_attn.errors import CertificateError
-from verified_attn.verification import fresh_sequences
 
 __all__ = ["MAX_BITS", "MAX_D", "verify"]
 
@@ -102,24 +101,6 @@ def _over(x: Interval, y: Interval) -> Interval | None:
     if y[0] <= 0 <= y[1]:
         return None  # unbounded
     return _times(x, (1 / y[1], 1 / y[0]))
-
-
-def _scales(ri: Interval, rj: Interval, wbar: Fraction) -> tuple[Fraction, Fraction]:
-    """a: |a| = 2^-n, the largest with 8 a^2 w_bound |r_j| <= |r_i|, sign opposing a r_j to
-    r_i; B: the power of two with B |a| w_bound <= 1 < 2 B |a| w_bound."""
-    small = min(abs(ri[0]), abs(ri[1]))
-    large = max(abs(rj[0]), abs(rj[1]))
-    a = Fraction(1)
-    while 8 * a * a * wbar * large > small:
-        a /= 2
-    if (ri[0] > 0) == (rj[0] > 0):
-        a = -a
-    B = Fraction(1)
-    while B * abs(a) * wbar > 1:
-        B /= 2
-    while 2 * B * abs(a) * wbar <= 1:
-        B *= 2
-    return a, B
 
 
 def _w(
@@ -292,7 +273,7 @@ def _w_intervals(
     for i, row in enumerate(as_matrix(get(answers, "W"), "answers.W", d, d)):
         W_row = []
         for j, raw in enumerate(row):
-            a, B = _scales(ratios[i], ratios[j], wbar)
+            a, B = label_probe_scales(ratios[i], ratios[j], wbar)
             up = 1 if ratios[i][0] > 0 else -1
             bstar = _replay(_labels(raw, f"answers.W[{i}][{j}]", arith, bits), Fraction(0), B, up)
             W_row.append(
@@ -330,11 +311,8 @@ def _verification(data: dict[str, Any], d: int, arith: Any, box: tuple[Any, ...]
     )
     labels = _labels(get(ver, "answers"), "verification.answers", arith, count)
     decided = 0
-    balls = box_balls(*box) if count else None
-    for i, (X, label) in enumerate(
-        zip(fresh_sequences(d, count, seed, lengths), labels, strict=True)
-    ):
-        lo, hi = box_enclosure(X, *box, balls=balls)
+    enclosures = fresh_enclosures(d, count, seed, lengths, box)
+    for i, ((X, lo, hi), label) in enumerate(zip(enclosures, labels, strict=True)):
         if lo > 0 or hi < 0:
             decided += 1
             if (lo > 0) != (label > 0):

@@ -53,6 +53,7 @@ import numpy as np
 
 from verified_attn.arithmetic import arb_bounds, reconstruct_rational, to_fraction
 from verified_attn.certificates.writer import certificate_base
+from verified_attn.design import label_probe_scales
 from verified_attn.errors import (
     InvalidArgument,
     ModelClassMismatch,
@@ -157,28 +158,6 @@ def _ratio_interval(lo: Fraction, hi: Fraction, sign: int) -> Interval:
     """v_i / |v_p| from lam* in (lo, hi]: |v_i| / |v_p| = (1 - lam*) / lam*, decreasing."""
     r_lo, r_hi = (1 - hi) / hi, (1 - lo) / lo
     return (r_lo, r_hi) if sign > 0 else (-r_hi, -r_lo)
-
-
-def _w_scales(ri: Interval, rj: Interval, wbar: Fraction) -> tuple[Fraction, Fraction]:
-    """The probe's token weight a and the bisection range [0, B] for W_ij.
-
-    |a| is a power of two with 8 a^2 w_bound |r_j| <= |r_i| so that B sigmoid(-1) |r_i| >
-    |a r_j| (the flip lies inside [0, B]); a's sign makes a r_j and r_i opposite; B is the
-    power of two with B |a| w_bound <= 1 < 2 B |a| w_bound.
-    """
-    ri_lo = min(abs(ri[0]), abs(ri[1]))
-    rj_hi = max(abs(rj[0]), abs(rj[1]))
-    a = Fraction(1)
-    while a * a * wbar * rj_hi * 8 > ri_lo:
-        a /= 2
-    if (ri[0] > 0) == (rj[0] > 0):
-        a = -a
-    B = Fraction(1)
-    while B * abs(a) * wbar > 1:
-        B /= 2
-    while 2 * B * abs(a) * wbar <= 1:
-        B *= 2
-    return a, B
 
 
 def _logit_interval(x: Interval) -> Interval:
@@ -437,7 +416,7 @@ def _learn_W(
             rows_t: list[list[float]] = []
             transcript.append(rows_t)
             for j in range(d):
-                a, B = _w_scales(ratios[i], ratios[j], wbar)
+                a, B = label_probe_scales(ratios[i], ratios[j], wbar)
 
                 def probe(t: Fraction, i: int = i, j: int = j, a: Fraction = a) -> np.ndarray:
                     X = [[Fraction(0)] * d for _ in range(2)]
