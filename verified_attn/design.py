@@ -290,7 +290,6 @@ def unit_query(d: int, i: int | None) -> np.ndarray:
     return x
 
 
-
 def uv(arith: Arithmetic, design: SingleHeadDesign, v: Any) -> np.ndarray:
     """u_k^T v for every k, from the exact U and the measured v."""
     d = design.d
@@ -305,7 +304,6 @@ def uv(arith: Arithmetic, design: SingleHeadDesign, v: Any) -> np.ndarray:
                 acc = acc + arith.rational(col[i]) * v[i]
         out[k] = acc
     return out
-
 
 
 def default_design(arith: Arithmetic, v: Any, d: int, affine: bool) -> SingleHeadDesign:

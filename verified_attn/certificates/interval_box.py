@@ -22,12 +22,7 @@ import flint
 import numpy as np
 
 from verified_attn.arithmetic import arb_bounds
-from verified_attn.certificates.kernel import (
-    as_int,
-    as_list,
-    get,
-    rational,
-)
+from verified_attn.certificates import kernel
 from verified_attn.errors import CertificateError
 from verified_attn.validation import MAX_LENGTH
 from verified_attn.verification import fresh_sequences
@@ -74,7 +69,7 @@ def bounded_rational(obj: Any, path: str, *, positive: bool = True) -> Fraction:
     """
     if isinstance(obj, str) and len(obj) > 2 * (MAX_RATIONAL_BITS // 3 + 2) + 2:
         raise CertificateError(f"{path} has more than {MAX_RATIONAL_BITS} bits")
-    q = rational(obj, path)
+    q = kernel.rational(obj, path)
     if max(abs(q.numerator).bit_length(), q.denominator.bit_length()) > MAX_RATIONAL_BITS:
         raise CertificateError(f"{path} has more than {MAX_RATIONAL_BITS} bits")
     if positive and q <= 0:
@@ -194,11 +189,11 @@ def check_fresh(
     >>> check_fresh({"count": 2, "seed": 0, "lengths": [1, 2]}, 3, per_answer=1, stated=2)
     (2, 0, (1, 2))
     """
-    count = as_int(get(ver, "count"), "verification.count", high=MAX_ANSWERS)
-    seed = as_int(get(ver, "seed"), "verification.seed")
+    count = kernel.as_int(kernel.get(ver, "count"), "verification.count", high=MAX_ANSWERS)
+    seed = kernel.as_int(kernel.get(ver, "seed"), "verification.seed")
     lengths = tuple(
-        as_int(n, f"verification.lengths[{i}]", low=1, high=MAX_LENGTH)
-        for i, n in enumerate(as_list(get(ver, "lengths"), "verification.lengths"))
+        kernel.as_int(n, f"verification.lengths[{i}]", low=1, high=MAX_LENGTH)
+        for i, n in enumerate(kernel.as_list(kernel.get(ver, "lengths"), "verification.lengths"))
     )
     if not lengths:
         raise CertificateError("verification.lengths must not be empty")

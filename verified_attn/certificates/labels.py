@@ -42,7 +42,7 @@ from typing import Any
 import flint
 
 from verified_attn.arithmetic import arb_bounds, reconstruct_rational
-from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.common_checks import check_phases, passed
 from verified_attn.certificates.interval_box import (
     bounded_rational,
@@ -50,15 +50,6 @@ from verified_attn.certificates.interval_box import (
     fresh_enclosures,
     round_down,
     round_up,
-)
-from verified_attn.certificates.kernel import (
-    as_int,
-    as_list,
-    as_matrix,
-    check_counts,
-    get,
-    numbers,
-    parse_header,
 )
 from verified_attn.design import label_probe_scales
 from verified_attn.errors import CertificateError
@@ -75,7 +66,7 @@ Interval = tuple[Fraction, Fraction]
 
 def _labels(obj: Any, path: str, arith: Any, length: int) -> list[int]:
     out = []
-    for i, y in enumerate(numbers(obj, path, arith, length)):
+    for i, y in enumerate(kernel.numbers(obj, path, arith, length)):
         if y not in (1.0, -1.0):
             raise CertificateError(f"{path}[{i}]: a label is +1.0 or -1.0, got {y!r}")
         out.append(1 if y > 0 else -1)
@@ -146,24 +137,24 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     ...
     verified_attn.errors.CertificateError: d must be an int in 1..128, got 1000000
     """
-    head = parse_header(data, "labels", max_d=MAX_D)
+    head = kernel.parse_header(data, "labels", max_d=MAX_D)
     d, arith = head.d, head.arith
     if arith.name != "float":
         raise CertificateError("a labels certificate is in float arithmetic (labels +-1.0)")
-    section = get(data, "labels")
-    wbar = bounded_rational(get(section, "w_bound"), "labels.w_bound")
-    bits = as_int(get(section, "bits"), "labels.bits", low=1, high=MAX_BITS)
-    if bounded_rational(get(section, "threshold"), "labels.threshold", positive=False) != 0:
+    section = kernel.get(data, "labels")
+    wbar = bounded_rational(kernel.get(section, "w_bound"), "labels.w_bound")
+    bits = kernel.as_int(kernel.get(section, "bits"), "labels.bits", low=1, high=MAX_BITS)
+    if bounded_rational(kernel.get(section, "threshold"), "labels.threshold", positive=False) != 0:
         raise CertificateError("labels.threshold must be 0 (labels are sign(f))")
-    max_den = get(section, "max_denominator")
+    max_den = kernel.get(section, "max_denominator")
     if max_den is not None:
-        max_den = as_int(max_den, "labels.max_denominator", low=1, high=1 << 64)
-    precision = as_int(
-        get(section, "interval_precision"), "labels.interval_precision", low=32, high=4096
+        max_den = kernel.as_int(max_den, "labels.max_denominator", low=1, high=1 << 64)
+    precision = kernel.as_int(
+        kernel.get(section, "interval_precision"), "labels.interval_precision", low=32, high=4096
     )
     lines = [head.describe() + f", {bits} bits per unknown, w_bound {float(wbar):g}"]
     bound = 2 * d + (d - 1 + d * d) * bits
-    q = check_counts(
+    q = kernel.check_counts(
         data,
         learning=bound,
         bound=bound,
@@ -175,10 +166,10 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         f"{q['verification']} verification"
     )
 
-    answers = get(data, "answers")
+    answers = kernel.get(data, "answers")
     signs = _signs(answers, d, arith)
     p = 0
-    if as_int(get(data, "result.p"), "result.p", high=d - 1) != p:
+    if kernel.as_int(kernel.get(data, "result.p"), "result.p", high=d - 1) != p:
         raise CertificateError("result.p must be 0, the first coordinate with v_p != 0")
 
     ratios = _ratios(answers, signs, p, arith, bits)
@@ -194,18 +185,18 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     ]
     v_mid = [float((Fraction(a) + Fraction(b)) / 2) for a, b in zip(v_lo, v_hi, strict=True)]
 
-    result = get(data, "result")
-    if get(result, "exact") is not False:
+    result = kernel.get(data, "result")
+    if kernel.get(result, "exact") is not False:
         raise CertificateError("result.exact must be false")
 
     def matrix(path: str) -> list[list[float]]:
         return [
-            numbers(r, f"{path}[{i}]", arith, d)
-            for i, r in enumerate(as_list(get(data, path), path, d))
+            kernel.numbers(r, f"{path}[{i}]", arith, d)
+            for i, r in enumerate(kernel.as_list(kernel.get(data, path), path, d))
         ]
 
     def vector(path: str) -> list[float]:
-        return numbers(get(data, path), path, arith, d)
+        return kernel.numbers(kernel.get(data, path), path, arith, d)
 
     _check_floats("result.enclosures.W.lower", matrix("result.enclosures.W.lower"), W_lo)
     _check_floats("result.enclosures.W.upper", matrix("result.enclosures.W.upper"), W_hi)
@@ -230,7 +221,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
 def _signs(answers: Any, d: int, arith: Any) -> list[int]:
     """The sign of every v_i from the labels of e_i and -e_i; none may be 0."""
     signs = []
-    for i, pair in enumerate(as_list(get(answers, "signs"), "answers.signs", d)):
+    for i, pair in enumerate(kernel.as_list(kernel.get(answers, "signs"), "answers.signs", d)):
         plus, minus = _labels(pair, f"answers.signs[{i}]", arith, 2)
         if plus == minus == -1:
             raise CertificateError(
@@ -247,7 +238,7 @@ def _ratios(answers: Any, signs: list[int], p: int, arith: Any, bits: int) -> li
     """v_i / |v_p| bracketed by replaying each stored bisection of the ratio."""
     d = len(signs)
     ratios: list[Interval] = []
-    for i, raw in enumerate(as_list(get(answers, "v"), "answers.v", d)):
+    for i, raw in enumerate(kernel.as_list(kernel.get(answers, "v"), "answers.v", d)):
         if i == p:
             if raw is not None:
                 raise CertificateError(f"answers.v[{i}] must be null (v_p is the scale)")
@@ -270,7 +261,7 @@ def _w_intervals(
     bits, precision = sizes
     d = len(ratios)
     W_iv: list[list[Interval]] = []
-    for i, row in enumerate(as_matrix(get(answers, "W"), "answers.W", d, d)):
+    for i, row in enumerate(kernel.as_matrix(kernel.get(answers, "W"), "answers.W", d, d)):
         W_row = []
         for j, raw in enumerate(row):
             a, B = label_probe_scales(ratios[i], ratios[j], wbar)
@@ -285,12 +276,12 @@ def _w_intervals(
 
 def _v_exact(result: Any, ratios: list[Interval], max_den: int | None, d: int) -> list[str]:
     """result.v_exact: the unique rational of bounded denominator in each v interval."""
-    claimed_exact = get(result, "v_exact")
+    claimed_exact = kernel.get(result, "v_exact")
     if max_den is None:
         if claimed_exact is not None:
             raise CertificateError("result.v_exact must be null without labels.max_denominator")
         return []
-    stored = as_list(claimed_exact, "result.v_exact", d)
+    stored = kernel.as_list(claimed_exact, "result.v_exact", d)
     for i, ((lo, hi), x) in enumerate(zip(ratios, stored, strict=True)):
         want = reconstruct_rational(lo, hi, max_den)
         got = None if x is None else bounded_rational(x, f"result.v_exact[{i}]", positive=False)
@@ -303,13 +294,13 @@ def _v_exact(result: Any, ratios: list[Interval], max_den: int | None, d: int) -
 
 
 def _verification(data: dict[str, Any], d: int, arith: Any, box: tuple[Any, ...]) -> str:
-    ver = get(data, "verification")
-    if get(ver, "rule") != "certain-signs":
+    ver = kernel.get(data, "verification")
+    if kernel.get(ver, "rule") != "certain-signs":
         raise CertificateError("verification.rule must be 'certain-signs'")
     count, seed, lengths = check_fresh(
-        ver, d, per_answer=1, stated=get(data, "queries.verification")
+        ver, d, per_answer=1, stated=kernel.get(data, "queries.verification")
     )
-    labels = _labels(get(ver, "answers"), "verification.answers", arith, count)
+    labels = _labels(kernel.get(ver, "answers"), "verification.answers", arith, count)
     decided = 0
     enclosures = fresh_enclosures(d, count, seed, lengths, box)
     for i, ((X, lo, hi), label) in enumerate(zip(enclosures, labels, strict=True)):
@@ -320,10 +311,10 @@ def _verification(data: dict[str, Any], d: int, arith: Any, box: tuple[Any, ...]
                     f"verification.answers[{i}]: label {label} on the fresh sequence of length "
                     f"{X.shape[0]}, but the reported box gives f in [{float(lo)}, {float(hi)}]"
                 )
-    stored = as_int(get(ver, "decided"), "verification.decided", high=count)
+    stored = kernel.as_int(kernel.get(ver, "decided"), "verification.decided", high=count)
     if stored != decided:
         raise CertificateError(f"verification.decided is {stored}, the box decides {decided}")
-    verified = get(data, "verified")
+    verified = kernel.get(data, "verified")
     if verified is not (decided > 0):
         raise CertificateError(f"verified is {verified!r}, but {decided} labels were decided")
     if count == 0:

@@ -45,7 +45,7 @@ from typing import Any
 
 import flint
 
-from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.common_checks import check_phases, passed
 from verified_attn.certificates.interval_box import (
     MAX_ANSWERS,
@@ -58,16 +58,6 @@ from verified_attn.certificates.interval_box import (
     fresh_enclosures,
     round_down,
     round_up,
-)
-from verified_attn.certificates.kernel import (
-    as_int,
-    as_list,
-    as_matrix,
-    check_counts,
-    get,
-    number,
-    numbers,
-    parse_header,
 )
 from verified_attn.certificates.noisy_intervals import intervals
 from verified_attn.design import largest_dyadic_scale
@@ -136,9 +126,10 @@ def _margin(v_hat: list[Fraction], tau: Fraction, mu: Fraction, name: str) -> st
 def _claimed(raw: Any, path: str, d: int, matrix: bool, arith: Any) -> list[Any]:
     if matrix:
         return [
-            numbers(row, f"{path}[{i}]", arith, d) for i, row in enumerate(as_list(raw, path, d))
+            kernel.numbers(row, f"{path}[{i}]", arith, d)
+            for i, row in enumerate(kernel.as_list(raw, path, d))
         ]
-    return numbers(raw, path, arith, d)
+    return kernel.numbers(raw, path, arith, d)
 
 
 def _same(path: str, claimed: Any, again: Any) -> None:
@@ -164,26 +155,26 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     ...
     verified_attn.errors.CertificateError: kind is 'labels', this checker reads 'noisy'
     """
-    head = parse_header(data, "noisy", max_d=MAX_D)
+    head = kernel.parse_header(data, "noisy", max_d=MAX_D)
     d, arith = head.d, head.arith
     if arith.name != "float":
         raise CertificateError("a noisy certificate is in float arithmetic (noisy answers)")
-    noise = get(data, "noise")
-    tau = bounded_rational(get(noise, "tolerance"), "noise.tolerance")
-    wbar = bounded_rational(get(noise, "w_bound"), "noise.w_bound")
-    mu = bounded_rational(get(noise, "margin"), "noise.margin")
-    repeats = as_int(get(noise, "repeats"), "noise.repeats", low=1, high=MAX_ANSWERS)
-    stochastic = get(noise, "stochastic")
+    noise = kernel.get(data, "noise")
+    tau = bounded_rational(kernel.get(noise, "tolerance"), "noise.tolerance")
+    wbar = bounded_rational(kernel.get(noise, "w_bound"), "noise.w_bound")
+    mu = bounded_rational(kernel.get(noise, "margin"), "noise.margin")
+    repeats = kernel.as_int(kernel.get(noise, "repeats"), "noise.repeats", low=1, high=MAX_ANSWERS)
+    stochastic = kernel.get(noise, "stochastic")
     if repeats * (d * d + d) > MAX_ANSWERS:
         raise CertificateError(f"{repeats} repeats of d^2 + d queries: more than a checker reads")
-    design = get(data, "design")
-    name = get(design, "name")
+    design = kernel.get(data, "design")
+    name = kernel.get(design, "name")
     if name not in ("paper", "norm"):
         raise CertificateError(f"design.name must be 'paper' or 'norm', got {name!r:.40}")
-    if bounded_rational(get(design, "a"), "design.a") != _HALF:
+    if bounded_rational(kernel.get(design, "a"), "design.a") != _HALF:
         raise CertificateError("design.a must be 1/2")
-    precision = as_int(
-        get(design, "interval_precision"), "design.interval_precision", low=32, high=4096
+    precision = kernel.as_int(
+        kernel.get(design, "interval_precision"), "design.interval_precision", low=32, high=4096
     )
 
     lines = [
@@ -192,7 +183,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         + ("" if repeats == 1 else f", {repeats} repeats")
     ]
     bound = repeats * (d * d + d)
-    q = check_counts(
+    q = kernel.check_counts(
         data, learning=bound, bound=bound, phases={"v": repeats * d, "W": repeats * d * d}
     )
     check_phases(q["by_phase"], {"v", "W"})
@@ -201,14 +192,14 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         f"{q['verification']} verification"
     )
 
-    answers = get(data, "answers")
+    answers = kernel.get(data, "answers")
     raw_v = [
-        numbers(a, f"answers.v[{i}]", arith, repeats)
-        for i, a in enumerate(as_list(get(answers, "v"), "answers.v", d))
+        kernel.numbers(a, f"answers.v[{i}]", arith, repeats)
+        for i, a in enumerate(kernel.as_list(kernel.get(answers, "v"), "answers.v", d))
     ]
     raw_W = [
-        [numbers(a, f"answers.W[{k}][{j}]", arith, repeats) for j, a in enumerate(row)]
-        for k, row in enumerate(as_matrix(get(answers, "W"), "answers.W", d, d))
+        [kernel.numbers(a, f"answers.W[{k}][{j}]", arith, repeats) for j, a in enumerate(row)]
+        for k, row in enumerate(kernel.as_matrix(kernel.get(answers, "W"), "answers.W", d, d))
     ]
     v_hat = [_mean(a) for a in raw_v]
     F = [[_mean(a) for a in row] for row in raw_W]
@@ -233,7 +224,7 @@ def _check_design(
     U = _design_rule(v_hat, name)
     stored_U = [
         [bounded_rational(x, f"design.U[{i}][{k}]", positive=False) for k, x in enumerate(row)]
-        for i, row in enumerate(as_matrix(get(design, "U"), "design.U", d, d))
+        for i, row in enumerate(kernel.as_matrix(kernel.get(design, "U"), "design.U", d, d))
     ]
     for i in range(d):
         for k in range(d):
@@ -244,7 +235,7 @@ def _check_design(
                 )
     norm_sq = max(sum((U[i][k] ** 2 for i in range(d)), Fraction(0)) for k in range(d))
     b = largest_dyadic_scale(norm_sq * wbar * wbar)
-    if bounded_rational(get(design, "b"), "design.b") != b:
+    if bounded_rational(kernel.get(design, "b"), "design.b") != b:
         raise CertificateError(
             f"design.b is not {b}, the largest power of two with b ||u_k||_2 w_bound <= 1"
         )
@@ -255,8 +246,8 @@ def _check_intervals(
     data: dict[str, Any], again: dict[str, Any], wbar: Fraction, d: int, arith: Any
 ) -> tuple[dict[str, Any], str]:
     """The reported parameters and enclosures are exactly those re-derived (``again``)."""
-    result = get(data, "result")
-    if get(result, "exact") is not False:
+    result = kernel.get(data, "result")
+    if kernel.get(result, "exact") is not False:
         raise CertificateError("result.exact must be false")
     paths = {
         "W": "result.parameters.W",
@@ -269,7 +260,7 @@ def _check_intervals(
         "v_error": "result.enclosures.v_error",
     }
     claimed = {
-        key: _claimed(get(data, path), path, d, key.startswith("W"), arith)
+        key: _claimed(kernel.get(data, path), path, d, key.startswith("W"), arith)
         for key, path in paths.items()
     }
     for key, path in paths.items():
@@ -293,8 +284,8 @@ def _stochastic(stochastic: Any, arith: Any) -> str:
     if not isinstance(stochastic, dict):
         raise CertificateError("noise.stochastic must be null or an object")
     delta = float(
-        number(
-            get(stochastic, "failure_probability"),
+        kernel.number(
+            kernel.get(stochastic, "failure_probability"),
             "noise.stochastic.failure_probability",
             arith,
         )
@@ -313,14 +304,16 @@ def _verification(
     claimed: dict[str, Any],
     arith: Any,
 ) -> str:
-    ver = get(data, "verification")
-    if get(ver, "rule") != "within-tolerance":
+    ver = kernel.get(data, "verification")
+    if kernel.get(ver, "rule") != "within-tolerance":
         raise CertificateError("verification.rule must be 'within-tolerance'")
-    stated = get(data, "queries.verification")
+    stated = kernel.get(data, "queries.verification")
     count, seed, lengths = check_fresh(ver, d, per_answer=repeats, stated=stated)
     raw = [
-        numbers(a, f"verification.answers[{i}]", arith, repeats)
-        for i, a in enumerate(as_list(get(ver, "answers"), "verification.answers", count))
+        kernel.numbers(a, f"verification.answers[{i}]", arith, repeats)
+        for i, a in enumerate(
+            kernel.as_list(kernel.get(ver, "answers"), "verification.answers", count)
+        )
     ]
     box = (claimed["W_lower"], claimed["W_upper"], claimed["v_lower"], claimed["v_upper"])
     used = set()
@@ -334,7 +327,7 @@ def _verification(
                 f"of length {X.shape[0]} is farther than tau from the reported box's values "
                 f"[{float(lo)}, {float(hi)}]"
             )
-    verified = get(data, "verified")
+    verified = kernel.get(data, "verified")
     if verified is not (count > 0):
         raise CertificateError(f"verified is {verified!r}, but {count} fresh answers are stored")
     if count == 0:

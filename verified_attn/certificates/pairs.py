@@ -59,14 +59,7 @@ from fractions import Fraction
 from typing import Any
 
 from verified_attn.arithmetic import get_arithmetic
-from verified_attn.certificates import CertificateCheck
-from verified_attn.certificates.kernel import (
-    as_bool,
-    as_int,
-    as_list,
-    get,
-    rational,
-)
+from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.pairs_bounds import (
     rule_adversary,
     rule_nuclear_gap,
@@ -100,22 +93,22 @@ __all__ = ["MAX_D", "MAX_LENGTH", "MAX_SEQUENCES", "PRECISION", "verify_pair"]
 def verify_pair(data: dict[str, Any]) -> CertificateCheck:
     """Re-check a single-head / Transformer / failure counterexample certificate."""
     check_counterexample_header(data)
-    theorem = get(data, "theorem")
-    cx_kind = get(data, "counterexample_kind")
+    theorem = kernel.get(data, "theorem")
+    cx_kind = kernel.get(data, "counterexample_kind")
     for name, val in (("theorem", theorem), ("counterexample_kind", cx_kind)):
         if not isinstance(val, str) or len(val) > 64:
             raise CertificateError(f"{name} must be a short string")
-    d = as_int(get(data, "d"), "d", low=1, high=MAX_D)
-    relation = get(data, "relation")
+    d = kernel.as_int(kernel.get(data, "d"), "d", low=1, high=MAX_D)
+    relation = kernel.get(data, "relation")
     if relation not in RELATIONS:
         raise CertificateError(f"relation must be one of {RELATIONS}, got {relation!r:.40}")
-    tol_raw = get(data, "tolerance")
-    tol = None if tol_raw is None else rational(tol_raw, "tolerance")
+    tol_raw = kernel.get(data, "tolerance")
+    tol = None if tol_raw is None else kernel.rational(tol_raw, "tolerance")
     if relation == "within" and (tol is None or tol <= 0):
         raise CertificateError("a 'within' relation needs a positive tolerance")
-    cls1, p1, m1 = read_model(get(data, "first"), "first", d)
-    second_raw = get(data, "second")
-    failure = get(data, "failure")
+    cls1, p1, m1 = read_model(kernel.get(data, "first"), "first", d)
+    second_raw = kernel.get(data, "second")
+    failure = kernel.get(data, "failure")
     if second_raw is None:
         if not isinstance(failure, str) or not failure:
             raise CertificateError("second is null but no failure is stated")
@@ -126,19 +119,19 @@ def verify_pair(data: dict[str, Any]) -> CertificateCheck:
             raise CertificateError(f"first is a {cls1}, second a {cls2}: not a pair of one class")
         if p1 == p2:
             raise CertificateError("first and second are the same parameters: not a counterexample")
-    seq_raw = get(data, "sequences")
+    seq_raw = kernel.get(data, "sequences")
     seqs = None
     if seq_raw is not None:
-        entries = as_list(seq_raw, "sequences")
+        entries = kernel.as_list(seq_raw, "sequences")
         if not 1 <= len(entries) <= MAX_SEQUENCES:
             raise CertificateError(f"sequences must have 1..{MAX_SEQUENCES} entries")
         seqs = [read_sequence(X, f"sequences[{i}]", d) for i, X in enumerate(entries)]
-    proof = get(data, "proof")
+    proof = kernel.get(data, "proof")
     if not isinstance(proof, dict):
         raise CertificateError("proof must be a JSON object")
-    if not as_bool(get(proof, "holds"), "proof.holds"):
+    if not kernel.as_bool(kernel.get(proof, "holds"), "proof.holds"):
         raise CertificateError("proof.holds is false")
-    rule = get(proof, "rule")
+    rule = kernel.get(proof, "rule")
     what = (
         f"first and second are {cls1} models"
         if m2 is not None or p2 is not None
@@ -264,10 +257,10 @@ def _rule_design(
     proof: Any, d: int, p1: Any, p2: Any, m1: Any, m2: Any, seqs: Any, tol: Any
 ) -> str:
     need(p2 is not None and "v" in p1 and "V" not in p1 and seqs is not None, "design-queries")
-    U = mat(get(proof, "U"), "proof.U", d, d)
+    U = mat(kernel.get(proof, "U"), "proof.U", d, d)
     if exact_rank(U) < d:
         raise CertificateError("proof.U is not invertible")
-    left = get(proof, "left_out")
+    left = kernel.get(proof, "left_out")
     design = design_queries(U, d)
     keys = [k for k, _ in design]
     if left is not None:
@@ -288,9 +281,9 @@ def _rule_design(
         parts.append(
             f"without {left[0]} query {list(left[1:])}, at which the pair differs (exactly)"
         )
-    orth = get(proof, "orthogonal")
+    orth = kernel.get(proof, "orthogonal")
     if orth is not None:
-        k = as_int(orth, "proof.orthogonal", high=d - 1)
+        k = kernel.as_int(orth, "proof.orthogonal", high=d - 1)
         for name, p in (("first", p1), ("second", p2)):
             if sum((U[i][k] * p["v"][i] for i in range(d)), Fraction(0)) != 0:
                 raise CertificateError(f"u_{k}^T v != 0 in {name}: column {k} is not orthogonal")
@@ -306,7 +299,8 @@ def _rule_recorded(
     ranks = proof.get("ranks")
     if ranks is not None:
         r1, r2 = (
-            as_int(x, f"proof.ranks[{i}]") for i, x in enumerate(as_list(ranks, "proof.ranks", 2))
+            kernel.as_int(x, f"proof.ranks[{i}]")
+            for i, x in enumerate(kernel.as_list(ranks, "proof.ranks", 2))
         )
         if (exact_rank(p1["W"]), exact_rank(p2["W"])) != (r1, r2):
             raise CertificateError(

@@ -20,7 +20,7 @@ from typing import Any
 
 import flint
 
-from verified_attn.certificates.kernel import as_int, as_list, get, rational
+from verified_attn.certificates import kernel
 from verified_attn.certificates.pairs_models import (
     arb,
     ball_value,
@@ -56,10 +56,15 @@ def _paper_sequences(d: int, a: Fraction, b: Fraction) -> list[list[list[Fractio
 
 
 def _noise_figures(proof: Any) -> tuple[Fraction, ...]:
-    return tuple(rational(get(proof, k), f"proof.{k}") for k in ("tau", "mu", "w_bound", "a", "b"))
+    return tuple(
+        kernel.rational(kernel.get(proof, k), f"proof.{k}")
+        for k in ("tau", "mu", "w_bound", "a", "b")
+    )
 
 
-def rule_paper_design(proof: Any, d: int, p1: Any, p2: Any, m1: Any, m2: Any, seqs: Any, tol: Any) -> str:
+def rule_paper_design(
+    proof: Any, d: int, p1: Any, p2: Any, m1: Any, m2: Any, seqs: Any, tol: Any
+) -> str:
     need(p2 is not None and "v" in p1 and seqs is not None, "paper-design")
     tau, mu, wbar, a, b = _noise_figures(proof)
     if tol != tau:
@@ -95,8 +100,10 @@ def rule_adversary(
     need(p2 is not None and "v" in p1 and seqs is not None, "adversary")
     tau, mu, wbar, a, b = _noise_figures(proof)
     answers = [
-        rational(x, f"proof.answers[{i}]")
-        for i, x in enumerate(as_list(get(proof, "answers"), "proof.answers", len(seqs)))
+        kernel.rational(x, f"proof.answers[{i}]")
+        for i, x in enumerate(
+            kernel.as_list(kernel.get(proof, "answers"), "proof.answers", len(seqs))
+        )
     ]
 
     def within() -> bool:
@@ -107,9 +114,10 @@ def rule_adversary(
     if not with_prec(within):
         raise CertificateError(f"an adversary answer is not within tau = {tau} of first")
     i, j = (
-        as_int(x, "proof.entry", high=d - 1) for x in as_list(get(proof, "entry"), "proof.entry", 2)
+        kernel.as_int(x, "proof.entry", high=d - 1)
+        for x in kernel.as_list(kernel.get(proof, "entry"), "proof.entry", 2)
     )
-    frac = rational(get(proof, "fraction"), "proof.fraction")
+    frac = kernel.rational(kernel.get(proof, "fraction"), "proof.fraction")
     err = abs(p2["W"][i][j] - p1["W"][i][j])
     bound = with_prec(lambda: derived_bound(tau, mu, wbar, a, b))
     ok = with_prec(lambda: bool(arb(err) >= arb(frac) * bound and arb(err) <= bound))
@@ -133,7 +141,7 @@ def rule_nuclear_gap(
         raise CertificateError("nuclear-gap: the heads must share v")
     if exact_rank(p1["W"]) != 1:
         raise CertificateError("nuclear-gap: first's W must have rank 1 (then ||W||_* = ||W||_F)")
-    parts = as_list(get(proof, "decomposition"), "proof.decomposition")
+    parts = kernel.as_list(kernel.get(proof, "decomposition"), "proof.decomposition")
     if len(parts) > d:
         raise CertificateError(f"proof.decomposition has more than d = {d} terms")
     R = [list(row) for row in p2["W"]]
@@ -166,4 +174,4 @@ def rule_nuclear_gap(
 
 
 def _pairs(parts: list[Any]) -> list[list[Any]]:
-    return [as_list(e, f"proof.decomposition[{t}]", 2) for t, e in enumerate(parts)]
+    return [kernel.as_list(e, f"proof.decomposition[{t}]", 2) for t, e in enumerate(parts)]

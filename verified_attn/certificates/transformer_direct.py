@@ -24,15 +24,8 @@ import flint
 import sympy
 
 from verified_attn.arithmetic import OutsideUnitInterval, arb_bounds
+from verified_attn.certificates import kernel
 from verified_attn.certificates.common_checks import Vec, vector
-from verified_attn.certificates.kernel import (
-    Header,
-    as_list,
-    get,
-    largest_unique_denominator,
-    numbers,
-    rational,
-)
 from verified_attn.certificates.relu_ffn import Network, fq
 from verified_attn.errors import CertificateError
 
@@ -44,19 +37,21 @@ def _dot(a: Vec, b: Vec) -> Fraction:
 
 
 def check_direct(
-    attention: dict[str, Any], head: Header, net: Network, W: list[list[Fraction]]
+    attention: dict[str, Any], head: kernel.Header, net: Network, W: list[list[Fraction]]
 ) -> tuple[dict[str, int], int, str]:
     """W re-decoded from the d^2 two-token answers inside one open cell of g."""
     arith, d = head.arith, head.d
     base = [
         vector(b, f"attention.base[{j}]", d)
-        for j, b in enumerate(as_list(get(attention, "base"), "attention.base", d))
+        for j, b in enumerate(kernel.as_list(kernel.get(attention, "base"), "attention.base", d))
     ]
     U = [
         vector(u, f"attention.directions[{k}]", d)
-        for k, u in enumerate(as_list(get(attention, "directions"), "attention.directions", d))
+        for k, u in enumerate(
+            kernel.as_list(kernel.get(attention, "directions"), "attention.directions", d)
+        )
     ]
-    t = rational(get(attention, "t"), "attention.t")
+    t = kernel.rational(kernel.get(attention, "t"), "attention.t")
     if t <= 0:
         raise CertificateError(f"attention.t must be > 0, got {t}")
     Ut = flint.fmpq_mat(d, d, [fq(U[k][i]) for k in range(d) for i in range(d)])
@@ -76,8 +71,10 @@ def check_direct(
         raise CertificateError("attention: some G^T u_k = 0 (that probe carries no information)")
     with arith.context():
         answers = [
-            numbers(row, f"attention.answers[{k}]", arith, d)
-            for k, row in enumerate(as_list(get(attention, "answers"), "attention.answers", d))
+            kernel.numbers(row, f"attention.answers[{k}]", arith, d)
+            for k, row in enumerate(
+                kernel.as_list(kernel.get(attention, "answers"), "attention.answers", d)
+            )
         ]
         M = []
         for k in range(d):
@@ -141,7 +138,7 @@ def _in_ball(q: Fraction, ball: Any, path: str) -> int | None:
     lo, hi = arb_bounds(ball)
     if not lo <= q <= hi:
         raise CertificateError(f"{path}: claimed {q} lies outside the re-decoded ball {ball}")
-    D = largest_unique_denominator(lo, hi)
+    D = kernel.largest_unique_denominator(lo, hi)
     if D is None:
         return None
     if q.denominator > D:
