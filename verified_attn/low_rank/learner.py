@@ -32,11 +32,10 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-import flint
 import numpy as np
 
 from verified_attn.arithmetic import Arithmetic
-from verified_attn.certificates.writer import certificate_base
+from verified_attn.certificates.writer import RunRecord, union_balls
 from verified_attn.errors import InvalidArgument, PrecisionExhausted
 from verified_attn.low_rank.probes import Prober, dump_probes, exact_floats
 from verified_attn.low_rank.skeleton import SkeletonResult, skeleton_query_bound, skeleton_recover
@@ -174,8 +173,12 @@ def learn_low_rank(
     assumptions += _rank_assumptions(result, rank, arith)
     out_params = public_params(params, exact, arith, False)
     certificate = functools.partial(
-        _skeleton_certificate, arith, prober, result, out_params, exact, checked, seed, counts,
-        bound, assumptions, rank, rank_tol,
+        _skeleton_certificate,
+        RunRecord(arith, seed, counts, bound, checked, assumptions),
+        (prober, result),
+        out_params,
+        exact,
+        (rank, rank_tol),
     )
     return LowRankRecovery.from_run(
         counts,
@@ -350,18 +353,11 @@ def _dump_params(params: dict[str, Any], d: int) -> dict[str, Any]:
 
 
 def _skeleton_certificate(
-    arith: Arithmetic,
-    prober: Prober,
-    result: SkeletonResult,
+    run: RunRecord,
+    probes: tuple[Prober, SkeletonResult],
     params: dict[str, Any],
     exact: bool,
-    checked: Verification | None,
-    seed: int,
-    counts: QueryCounts,
-    bound: int,
-    assumptions: list[str],
-    rank_given: int | None,
-    rank_tol: float,
+    ranks: tuple[int | None, float],
 ) -> dict[str, Any]:
     """The skeleton's certificate: design, every probe and its answer, the result.
 
@@ -370,18 +366,9 @@ def _skeleton_certificate(
     ball and the checker's re-solved one (both contain the truth), so that the checker can
     demand containment exactly.
     """
+    (prober, result), (rank_given, rank_tol), arith = probes, ranks, run.arith
     d = prober.oracle.d
-    data = certificate_base(
-        kind="low-rank",
-        theorem=THEOREM,
-        d=d,
-        arith=arith,
-        seed=seed,
-        counts=counts,
-        bound=bound,
-        verification=checked,
-        assumptions=assumptions,
-    )
+    data = run.header("low-rank", THEOREM, d)
     data.update(
         {
             "method": "skeleton",
@@ -406,19 +393,6 @@ def _skeleton_certificate(
 
         with arith.context():
             again = redecode(data)
-            widened = {
-                name: np.array(
-                    [
-                        flint.arb(x).union(y)
-                        for x, y in zip(
-                            np.asarray(params[name], dtype=object).reshape(-1),
-                            np.asarray(again[name], dtype=object).reshape(-1),
-                            strict=True,
-                        )
-                    ],
-                    dtype=object,
-                )
-                for name in ("W", "v")
-            }
+            widened = {name: union_balls(params[name], again[name]) for name in ("W", "v")}
             data["result"]["parameters"] = _dump_params(widened, d)
     return data

@@ -52,7 +52,7 @@ import flint
 import numpy as np
 
 from verified_attn.arithmetic import arb_bounds, reconstruct_rational, to_fraction
-from verified_attn.certificates.writer import certificate_base
+from verified_attn.certificates.writer import RunRecord, dump_floats, fresh_section
 from verified_attn.design import label_probe_scales
 from verified_attn.errors import (
     InvalidArgument,
@@ -64,7 +64,7 @@ from verified_attn.models import SingleHeadAttention
 from verified_attn.noisy.intervals import down as _down
 from verified_attn.noisy.intervals import up as _up
 from verified_attn.noisy.verification import LabelVerification, verify_labels
-from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.oracle import Oracle
 from verified_attn.progress import check_progress, reporting
 from verified_attn.recovery import LabelRecovery
 from verified_attn.serialize import dump_number, dump_rational
@@ -272,22 +272,12 @@ def learn_from_labels(
     assumptions, notes = _assumptions_and_notes(wbar, p, bits)
     certificate = functools.partial(
         _certificate_data,
-        d=d,
-        arith=oracle.arithmetic,
-        wbar=wbar,
-        bits=bits,
-        max_denominator=max_denominator,
-        transcript=transcript,
-        W=W,
-        v=v,
-        box=(W_lo, W_hi, v_lo, v_hi),
-        v_exact=v_exact,
-        p=p,
-        checked=checked,
-        seed=seed,
-        counts=counts,
-        bound=bound,
-        assumptions=assumptions,
+        RunRecord(oracle.arithmetic, seed, counts, bound, None, assumptions),
+        (wbar, bits, max_denominator),
+        transcript,
+        (W, v, (W_lo, W_hi, v_lo, v_hi)),
+        (v_exact, p),
+        checked,
     )
     return LabelRecovery.from_run(
         counts,
@@ -447,23 +437,12 @@ def _learn_W(
 
 
 def _certificate_data(
-    *,
-    d: int,
-    arith: Any,
-    wbar: Fraction,
-    bits: int,
-    max_denominator: int | None,
+    run: RunRecord,
+    labels_setting: tuple[Fraction, int, int | None],
     transcript: dict[str, Any],
-    W: np.ndarray,
-    v: np.ndarray,
-    box: tuple[np.ndarray, ...],
-    v_exact: list[Fraction | None] | None,
-    p: int,
+    result: tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]],
+    v_ratios: tuple[list[Fraction | None] | None, int],
     checked: LabelVerification | None,
-    seed: int,
-    counts: QueryCounts,
-    bound: int,
-    assumptions: list[str],
 ) -> dict[str, Any]:
     """Every label as the oracle gave it (the bisection transcripts), and the result.
 
@@ -471,36 +450,24 @@ def _certificate_data(
     the ratio bisection (null for i = p); ``answers.W[i][j]`` those of W_ij's. Checked by
     :mod:`verified_attn.certificates.labels`.
     """
-
-    def floats(arr: Any) -> Any:
-        return [floats(x) for x in arr] if np.ndim(arr) else dump_number(float(arr))
+    wbar, bits, max_denominator = labels_setting
+    W, v, (W_lo, W_hi, v_lo, v_hi) = result
+    v_exact, p = v_ratios
 
     def labels(x: Any) -> Any:
         if x is None:
             return None
         return [labels(y) for y in x] if isinstance(x, list) else dump_number(float(x))
 
-    data = certificate_base(
-        kind="labels",
-        theorem=THEOREM,
-        d=d,
-        arith=arith,
-        seed=seed,
-        counts=counts,
-        bound=bound,
-        verification=None,
-        assumptions=assumptions,
-    )
+    data = run.header("labels", THEOREM, len(v))
     data["verified"] = checked is not None and checked.decided > 0
-    data["verification"] = {
-        "rule": "certain-signs",
-        "count": 0 if checked is None else checked.count,
-        "seed": seed if checked is None else checked.seed,
-        "lengths": [1] if checked is None else list(checked.lengths),
-        "answers": [] if checked is None else [dump_number(float(a)) for a in checked.answers],
-        "decided": 0 if checked is None else checked.decided,
-    }
-    W_lo, W_hi, v_lo, v_hi = box
+    data["verification"] = fresh_section(
+        "certain-signs",
+        checked,
+        run.seed,
+        [] if checked is None else [dump_number(float(a)) for a in checked.answers],
+    )
+    data["verification"]["decided"] = 0 if checked is None else checked.decided
     data.update(
         {
             "labels": {
@@ -514,10 +481,10 @@ def _certificate_data(
             "result": {
                 "exact": False,
                 "p": p,
-                "parameters": {"W": floats(W), "v": floats(v)},
+                "parameters": {"W": dump_floats(W), "v": dump_floats(v)},
                 "enclosures": {
-                    "W": {"lower": floats(W_lo), "upper": floats(W_hi)},
-                    "v": {"lower": floats(v_lo), "upper": floats(v_hi)},
+                    "W": {"lower": dump_floats(W_lo), "upper": dump_floats(W_hi)},
+                    "v": {"lower": dump_floats(v_lo), "upper": dump_floats(v_hi)},
                 },
                 "v_exact": None
                 if v_exact is None

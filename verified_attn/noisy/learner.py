@@ -61,10 +61,11 @@ import flint
 import numpy as np
 
 from verified_attn.arithmetic import to_fraction
+from verified_attn.certificates.writer import RunRecord
 from verified_attn.errors import InvalidArgument, NotIdentifiable
 from verified_attn.models import SingleHeadAttention
 from verified_attn.noisy import symbolic
-from verified_attn.noisy.certificate_data import THEOREM
+from verified_attn.noisy.certificate_data import THEOREM, NoisySetting
 from verified_attn.noisy.certificate_data import noisy_certificate_data as _certificate_data
 from verified_attn.noisy.intervals import INTERVAL_PRECISION, noisy_intervals
 from verified_attn.noisy.intervals import arb_of as _arb
@@ -256,23 +257,11 @@ def learn_noisy(
     params = {"W": est["W"], "v": est["v"]}
     certificate = functools.partial(
         _certificate_data,
-        d=d,
-        arith=oracle.arithmetic,
-        design=design,
-        U=U,
-        b=b,
-        tau=tau,
-        wbar=wbar,
-        mu=mu,
-        repeats=repeats,
-        raw_v=raw_v,
-        raw_W=raw_W,
-        est=est,
-        checked=checked,
-        seed=seed,
-        counts=counts,
-        bound=bound,
-        assumptions=assumptions,
+        RunRecord(oracle.arithmetic, seed, counts, bound, None, assumptions),
+        NoisySetting(tau, wbar, mu, repeats, design, U, b),
+        (raw_v, raw_W),
+        est,
+        checked,
     )
     return NoisyRecovery.from_run(
         counts,
