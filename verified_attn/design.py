@@ -40,6 +40,8 @@ __all__ = [
     "is_power_of_two",
     "label_probe_scales",
     "largest_dyadic_scale",
+    "noisy_design",
+    "paper_noisy_queries",
     "unit_query",
     "user_design",
     "uv",
@@ -223,6 +225,38 @@ def largest_dyadic_scale(x: Fraction) -> Fraction:
     while 4 * b * b * x <= 1:
         b *= 2
     return b
+
+
+def noisy_design(v_hat: list[Fraction], name: str) -> list[list[Fraction]]:
+    """The noisy learner's design U (``U[i][k]``, columns u_k) from the estimates v_hat:
+    u_k = e_k ("paper"), or, for "norm", e_k + e_p (p = argmax |v_hat_i|) where
+    |v_hat_k| < |v_hat_p| / 4.
+
+    >>> noisy_design([Fraction(1), Fraction(8)], "norm")
+    [[Fraction(1, 1), Fraction(0, 1)], [Fraction(1, 1), Fraction(1, 1)]]
+    """
+    d = len(v_hat)
+    U = [[Fraction(int(i == k)) for k in range(d)] for i in range(d)]
+    if name == "norm":
+        p = max(range(d), key=lambda i: abs(v_hat[i]))
+        for k in range(d):
+            if k != p and 4 * abs(v_hat[k]) < abs(v_hat[p]):
+                U[p][k] = Fraction(1)
+    return U
+
+
+def paper_noisy_queries(d: int, a: Fraction, b: Fraction) -> list[list[list[Fraction]]]:
+    """The paper's d^2 + d noisy-design queries, exactly: [e_i], then [b e_i + a e_j; a e_j].
+
+    >>> paper_noisy_queries(1, Fraction(1, 2), Fraction(1))
+    [[[Fraction(1, 1)]], [[Fraction(3, 2)], [Fraction(1, 2)]]]
+    """
+    out = [[[Fraction(int(t == i)) for t in range(d)]] for i in range(d)]
+    for i in range(d):
+        for j in range(d):
+            top = [b * int(t == i) + a * int(t == j) for t in range(d)]
+            out.append([top, [a * int(t == j) for t in range(d)]])
+    return out
 
 
 def label_probe_scales(

@@ -60,7 +60,7 @@ from verified_attn.certificates.interval_box import (
     round_up,
 )
 from verified_attn.certificates.noisy_intervals import intervals
-from verified_attn.design import largest_dyadic_scale
+from verified_attn.design import largest_dyadic_scale, noisy_design
 from verified_attn.errors import CertificateError
 
 __all__ = [
@@ -87,17 +87,6 @@ _HALF = Fraction(1, 2)
 
 def _mean(xs: list[float]) -> Fraction:
     return sum((Fraction(x) for x in xs), Fraction(0)) / len(xs)
-
-
-def _design_rule(v_hat: list[Fraction], name: str) -> list[list[Fraction]]:
-    d = len(v_hat)
-    U = [[Fraction(int(i == k)) for k in range(d)] for i in range(d)]
-    if name == "norm":
-        p = max(range(d), key=lambda i: abs(v_hat[i]))
-        for k in range(d):
-            if k != p and 4 * abs(v_hat[k]) < abs(v_hat[p]):
-                U[p][k] = Fraction(1)
-    return U
 
 
 def _margin(v_hat: list[Fraction], tau: Fraction, mu: Fraction, name: str) -> str:
@@ -221,7 +210,7 @@ def _check_design(
     design: Any, name: str, v_hat: list[Fraction], wbar: Fraction, d: int
 ) -> tuple[list[list[Fraction]], Fraction]:
     """The stored U is the design rule's for these answers, and b the largest scale."""
-    U = _design_rule(v_hat, name)
+    U = noisy_design(v_hat, name)
     stored_U = [
         [bounded_rational(x, f"design.U[{i}][{k}]", positive=False) for k, x in enumerate(row)]
         for i, row in enumerate(kernel.as_matrix(kernel.get(design, "U"), "design.U", d, d))

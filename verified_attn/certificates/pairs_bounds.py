@@ -30,6 +30,7 @@ from verified_attn.certificates.pairs_models import (
     vec,
     with_prec,
 )
+from verified_attn.design import paper_noisy_queries
 from verified_attn.errors import CertificateError
 
 __all__ = ["derived_bound", "rule_adversary", "rule_nuclear_gap", "rule_paper_design"]
@@ -46,15 +47,6 @@ def derived_bound(
     return L * at * (1 + aa + s_plus * ab) / (ab * (am - at)) / (aa * ab)
 
 
-def _paper_sequences(d: int, a: Fraction, b: Fraction) -> list[list[list[Fraction]]]:
-    out = [[[Fraction(int(t == i)) for t in range(d)]] for i in range(d)]
-    for i in range(d):
-        for j in range(d):
-            top = [b * int(t == i) + a * int(t == j) for t in range(d)]
-            out.append([top, [a * int(t == j) for t in range(d)]])
-    return out
-
-
 def _noise_figures(proof: Any) -> tuple[Fraction, ...]:
     return tuple(
         kernel.rational(kernel.get(proof, k), f"proof.{k}")
@@ -69,7 +61,7 @@ def rule_paper_design(
     tau, mu, wbar, a, b = _noise_figures(proof)
     if tol != tau:
         raise CertificateError("the relation's tolerance must be proof.tau")
-    if sorted(map(sequence_key, _paper_sequences(d, a, b))) != sorted(map(sequence_key, seqs)):
+    if sorted(map(sequence_key, paper_noisy_queries(d, a, b))) != sorted(map(sequence_key, seqs)):
         raise CertificateError("the sequences are not the paper's design at the stated a, b")
     for name, p in (("first", p1), ("second", p2)):
         if sum((x * x for r in p["W"] for x in r), Fraction(0)) > wbar * wbar:

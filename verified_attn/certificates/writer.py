@@ -138,9 +138,7 @@ def union_balls(mine: Any, again: Any) -> np.ndarray:
     arr = np.asarray(mine, dtype=object)
     flat = [
         flint.arb(x).union(y)
-        for x, y in zip(
-            arr.reshape(-1), np.asarray(again, dtype=object).reshape(-1), strict=True
-        )
+        for x, y in zip(arr.reshape(-1), np.asarray(again, dtype=object).reshape(-1), strict=True)
     ]
     return np.array(flat, dtype=object).reshape(arr.shape)
 

@@ -62,6 +62,7 @@ import numpy as np
 
 from verified_attn.arithmetic import to_fraction
 from verified_attn.certificates.writer import RunRecord
+from verified_attn.design import noisy_design
 from verified_attn.errors import InvalidArgument, NotIdentifiable
 from verified_attn.models import SingleHeadAttention
 from verified_attn.noisy import symbolic
@@ -113,18 +114,6 @@ __all__ = [
 # ---------------------------------------------------------------------------------------
 # The design.
 # ---------------------------------------------------------------------------------------
-
-
-def _design(v_hat: list[Fraction], design: str) -> list[list[Fraction]]:
-    """Columns u_k: e_k (paper), or e_k / e_k + e_p with p = argmax |v_hat| (norm)."""
-    d = len(v_hat)
-    U = [[Fraction(int(i == k)) for k in range(d)] for i in range(d)]  # U[i][k]
-    if design == "norm":
-        p = max(range(d), key=lambda i: abs(v_hat[i]))
-        for k in range(d):
-            if k != p and 4 * abs(v_hat[k]) < abs(v_hat[p]):
-                U[p][k] = Fraction(1)
-    return U
 
 
 def _queries(U: list[list[Fraction]], b: Fraction) -> np.ndarray:
@@ -239,7 +228,7 @@ def learn_noisy(
             raw_v = _ask(oracle, np.eye(d)[:, None, :], repeats)
         v_hat = [_mean(a) for a in raw_v]
         _check_v(v_hat, tau, mu, design)
-        U = _design(v_hat, design)
+        U = noisy_design(v_hat, design)
         norm_sq = max(sum(U[i][k] ** 2 for i in range(d)) for k in range(d))
         b = probe_scale(wbar, norm_sq)
         with oracle.phase("W"):
