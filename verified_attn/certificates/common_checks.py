@@ -43,6 +43,7 @@ __all__ = [
     "head_predictor",
     "logit",
     "matches_exact",
+    "matrix",
     "passed",
     "rescales",
     "result_exact",
@@ -410,6 +411,18 @@ def vector(raw: Any, path: str, d: int) -> Vec:
     return tuple(
         kernel.rational(q, f"{path}[{i}]") for i, q in enumerate(kernel.as_list(raw, path, d))
     )
+
+
+def matrix(raw: Any, path: str, rows: int, cols: int) -> list[list[Fraction]]:
+    """A rows x cols matrix of stored exact rationals.
+
+    >>> matrix([["1/2", "0/1"]], "result.A", 1, 2)
+    [[Fraction(1, 2), Fraction(0, 1)]]
+    """
+    return [
+        [kernel.rational(q, f"{path}[{i}][{j}]") for j, q in enumerate(row)]
+        for i, row in enumerate(kernel.as_matrix(raw, path, rows, cols))
+    ]
 
 
 def stored_answers(

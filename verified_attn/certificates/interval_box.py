@@ -41,6 +41,7 @@ __all__ = [
     "fresh_enclosures",
     "round_down",
     "round_up",
+    "verification_summary",
 ]
 
 #: Largest dimension a noisy certificate may name (d^2 logits, a d x d inverse).
@@ -229,3 +230,20 @@ def fresh_enclosures(
 # ---------------------------------------------------------------------------------------
 # The intervals, from the answers.
 # ---------------------------------------------------------------------------------------
+
+
+def verification_summary(data: dict[str, Any], shown: int, why: str, count: int, line: str) -> str:
+    """``verified`` must say whether ``shown`` (what the fresh answers showed) is positive,
+    ``why`` naming it; the summary is ``line``, or that none is stored when ``count`` is 0.
+
+    >>> verification_summary({"verified": False}, 0, "0 were shown", 0, "ok")
+    'verification: none stored (the result was NOT verified)'
+    >>> verification_summary({"verified": False}, 2, "2 were shown", 2, "ok")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.CertificateError: verified is False, but 2 were shown
+    """
+    verified = kernel.get(data, "verified")
+    if verified is not (shown > 0):
+        raise CertificateError(f"verified is {verified!r}, but {why}")
+    return "verification: none stored (the result was NOT verified)" if count == 0 else line

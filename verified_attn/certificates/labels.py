@@ -50,6 +50,7 @@ from verified_attn.certificates.interval_box import (
     fresh_enclosures,
     round_down,
     round_up,
+    verification_summary,
 )
 from verified_attn.design import label_probe_scales
 from verified_attn.errors import CertificateError
@@ -314,12 +315,8 @@ def _verification(data: dict[str, Any], d: int, arith: Any, box: tuple[Any, ...]
     stored = kernel.as_int(kernel.get(ver, "decided"), "verification.decided", high=count)
     if stored != decided:
         raise CertificateError(f"verification.decided is {stored}, the box decides {decided}")
-    verified = kernel.get(data, "verified")
-    if verified is not (decided > 0):
-        raise CertificateError(f"verified is {verified!r}, but {decided} labels were decided")
-    if count == 0:
-        return "verification: none stored (the result was NOT verified)"
-    return (
+    line = (
         f"verification: {count} fresh labels (seed {seed}); the {decided} whose sign the "
         "reported box decides all agree"
     )
+    return verification_summary(data, decided, f"{decided} labels were decided", count, line)

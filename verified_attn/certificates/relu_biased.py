@@ -35,6 +35,7 @@ from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.common_checks import (
     MAX_WORK,
     Vec,
+    matrix,
     passed,
     stored_answers,
     vector,
@@ -86,18 +87,9 @@ def stated_network(data: dict[str, Any], d: int) -> tuple[ReluFFN, Fraction, Vec
     if not cols:
         cols, bias, out = [[Fraction(0)] * d], [Fraction(0)], [Fraction(0)]
     m = len(cols)
-    A = [
-        [kernel.rational(q, f"result.A[{i}][{k}]") for k, q in enumerate(row)]
-        for i, row in enumerate(kernel.as_matrix(kernel.get(res, "A"), "result.A", d, m))
-    ]
-    w = [
-        kernel.rational(q, f"result.w_o[{k}]")
-        for k, q in enumerate(kernel.as_list(kernel.get(res, "w_o"), "result.w_o", m))
-    ]
-    a = [
-        kernel.rational(q, f"result.a[{k}]")
-        for k, q in enumerate(kernel.as_list(kernel.get(res, "a"), "result.a", m))
-    ]
+    A = matrix(kernel.get(res, "A"), "result.A", d, m)
+    w = list(vector(kernel.get(res, "w_o"), "result.w_o", m))
+    a = list(vector(kernel.get(res, "a"), "result.a", m))
     b = kernel.rational(kernel.get(res, "b"), "result.b")
     want_A = [[cols[k][i] for k in range(m)] for i in range(d)]
     if A != want_A or w != out or a != bias or b != constant:

@@ -28,6 +28,7 @@ from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.common_checks import (
     MAX_WORK,
     Vec,
+    matrix,
     stored_answers,
     vector,
 )
@@ -151,14 +152,8 @@ def _network(data: dict[str, Any], d: int) -> Network:
     if not cols:
         cols, out = [[Fraction(0)] * d], [Fraction(0)]
     m = len(cols)
-    A = [
-        [kernel.rational(q, f"result.A[{i}][{k}]") for k, q in enumerate(row)]
-        for i, row in enumerate(kernel.as_matrix(kernel.get(res, "A"), "result.A", d, m))
-    ]
-    w = [
-        kernel.rational(q, f"result.w_o[{k}]")
-        for k, q in enumerate(kernel.as_list(kernel.get(res, "w_o"), "result.w_o", m))
-    ]
+    A = matrix(kernel.get(res, "A"), "result.A", d, m)
+    w = list(vector(kernel.get(res, "w_o"), "result.w_o", m))
     if A != [[cols[k][i] for k in range(m)] for i in range(d)] or w != out:
         raise CertificateError("result: A and w_o are not the ReluFFN of the stated canonical form")
     return Network(linear, neurons, A, w)

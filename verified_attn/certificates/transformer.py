@@ -50,6 +50,7 @@ from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.common_checks import (
     MAX_WORK,
     check_phases,
+    matrix,
     passed,
     vector,
 )
@@ -88,10 +89,10 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     lines.extend(ffn_lines)
 
     params = kernel.get(data, "result.parameters")
-    W = _matrix(kernel.get(params, "W"), "result.parameters.W", d, d)
+    W = matrix(kernel.get(params, "W"), "result.parameters.W", d, d)
     v_eff = list(vector(kernel.get(params, "v_eff"), "result.parameters.v_eff", d))
     m = len(net.w)
-    A = _matrix(kernel.get(params, "A"), "result.parameters.A", d, m)
+    A = matrix(kernel.get(params, "A"), "result.parameters.A", d, m)
     w_o = list(vector(kernel.get(params, "w_o"), "result.parameters.w_o", m))
     if A != net.A or w_o != net.w:
         raise CertificateError("result: A and w_o are not the learned g's (ffn.result)")
@@ -190,13 +191,6 @@ def _assumptions_carried(sub: dict[str, Any], head: kernel.Header, path: str) ->
     ]
     if missing:
         raise CertificateError(f"assumptions omit {path}'s assumption {short_text(missing[0])}")
-
-
-def _matrix(raw: Any, path: str, rows: int, cols: int) -> list[list[Fraction]]:
-    return [
-        [kernel.rational(q, f"{path}[{i}][{j}]") for j, q in enumerate(row)]
-        for i, row in enumerate(kernel.as_matrix(raw, path, rows, cols))
-    ]
 
 
 def _transformer(

@@ -45,46 +45,8 @@ def certificate_base(
 
     ``bias`` is the output bias the float agreement rule subtracts (None: no bias).
     """
-    ver: dict[str, Any]
-    if verification is None:
-        ver = {
-            "count": 0,
-            "seed": seed,
-            "lengths": [1],
-            "precision": None,
-            "bias": None,
-            "answers": [],
-        }
-    else:
-        ver = {
-            "count": verification.count,
-            "seed": verification.seed,
-            "lengths": list(verification.lengths),
-            "precision": verification.precision,
-            "bias": None if bias is None else dump_number(bias),
-            "answers": [dump_number(a) for a in verification.answers],
-        }
-    return {
-        "format": FORMAT,
-        "kind": kind,
-        "theorem": theorem,
-        "d": d,
-        "arithmetic": arith.name,
-        "precision": arith.precision,
-        "rtol": float(arith.rtol) if arith.name == "float" else None,
-        "unit_roundoff": float(arith.unit_roundoff) if arith.name == "float" else None,
-        "seed": seed,
-        "assumptions": list(assumptions or []),
-        "verified": verification is not None and verification.count > 0,
-        "queries": {
-            "learning": counts.learning,
-            "verification": counts.verification,
-            "by_phase": dict(counts.by_phase),
-            "verification_phases": list(counts.verification_phases),
-            "bound": bound,
-        },
-        "verification": ver,
-    }
+    run = RunRecord(arith, seed, counts, bound, verification, list(assumptions or []))
+    return run.header(kind, theorem, d, bias=bias)
 
 
 @dataclass(frozen=True)
@@ -109,19 +71,50 @@ class RunRecord:
     assumptions: list[str] = field(default_factory=list)
 
     def header(self, kind: str, theorem: str, d: int, *, bias: Any = None) -> dict[str, Any]:
-        """:func:`certificate_base` of this run for a certificate of ``kind``."""
-        return certificate_base(
-            kind=kind,
-            theorem=theorem,
-            d=d,
-            arith=self.arith,
-            seed=self.seed,
-            counts=self.counts,
-            bound=self.bound,
-            verification=self.verification,
-            assumptions=self.assumptions,
-            bias=bias,
-        )
+        """The header, ``queries`` and ``verification`` sections of a ``kind`` certificate of
+        this run (answers stored exactly); ``bias`` is the output bias the float agreement
+        rule subtracts (None: no bias)."""
+        arith, counts, checked = self.arith, self.counts, self.verification
+        ver: dict[str, Any]
+        if checked is None:
+            ver = {
+                "count": 0,
+                "seed": self.seed,
+                "lengths": [1],
+                "precision": None,
+                "bias": None,
+                "answers": [],
+            }
+        else:
+            ver = {
+                "count": checked.count,
+                "seed": checked.seed,
+                "lengths": list(checked.lengths),
+                "precision": checked.precision,
+                "bias": None if bias is None else dump_number(bias),
+                "answers": [dump_number(a) for a in checked.answers],
+            }
+        return {
+            "format": FORMAT,
+            "kind": kind,
+            "theorem": theorem,
+            "d": d,
+            "arithmetic": arith.name,
+            "precision": arith.precision,
+            "rtol": float(arith.rtol) if arith.name == "float" else None,
+            "unit_roundoff": float(arith.unit_roundoff) if arith.name == "float" else None,
+            "seed": self.seed,
+            "assumptions": list(self.assumptions),
+            "verified": checked is not None and checked.count > 0,
+            "queries": {
+                "learning": counts.learning,
+                "verification": counts.verification,
+                "by_phase": dict(counts.by_phase),
+                "verification_phases": list(counts.verification_phases),
+                "bound": self.bound,
+            },
+            "verification": ver,
+        }
 
 
 def union_balls(mine: Any, again: Any) -> np.ndarray:
