@@ -36,6 +36,7 @@ __all__ = [
     "box_balls",
     "box_enclosure",
     "check_fresh",
+    "float_header",
     "fmpq_of",
     "fraction_of",
     "fresh_enclosures",
@@ -53,6 +54,20 @@ MAX_RATIONAL_BITS = 256
 #: Largest ball work of re-evaluating the verification: the sum over the fresh sequences
 #: of d^2 + 2 length d ball operations (a few microseconds each: 2^20 is seconds at most).
 MAX_BOX_WORK = 1 << 20
+
+
+def float_header(data: Any, kind: str, max_d: int, why: str) -> kernel.Header:
+    """The header of a ``kind`` certificate, which is in float arithmetic (``why``).
+
+    >>> float_header({"format": "verified-attn-certificate/2", "kind": "labels"}, "noisy", 8, "")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.CertificateError: kind is 'labels', this checker reads 'noisy'
+    """
+    head = kernel.parse_header(data, kind, max_d=max_d)
+    if head.arith.name != "float":
+        raise CertificateError(f"a {kind} certificate is in float arithmetic ({why})")
+    return head
 
 
 def bounded_rational(obj: Any, path: str, *, positive: bool = True) -> Fraction:

@@ -29,7 +29,6 @@ The common sections of every certificate (written by
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,7 +39,7 @@ import flint
 import numpy as np
 import sympy
 
-from verified_attn.arithmetic import Arithmetic, get_arithmetic
+from verified_attn.arithmetic import Arithmetic, get_arithmetic, workprec
 from verified_attn.errors import CertificateError, VerifiedAttnError
 from verified_attn.serialize import load_number, load_rational, short_repr
 
@@ -253,7 +252,7 @@ def exact_ball(x: Any, precision: int = 128) -> flint.arb:
     >>> ball.overlaps(flint.arb("2.6487212707 +/- 1e-10"))
     True
     """
-    with _workprec(precision):
+    with workprec(precision):
         return +_ball(sympy.sympify(x))
 
 
@@ -283,16 +282,6 @@ def _ball(x: Any) -> flint.arb:
             return base ** int(x.exp)
         return (exponent * base.log()).exp()
     raise CertificateError(f"cannot evaluate {_short(x)}")
-
-
-@contextlib.contextmanager
-def _workprec(precision: int) -> Any:
-    old = flint.ctx.prec
-    flint.ctx.prec = precision
-    try:
-        yield
-    finally:
-        flint.ctx.prec = old
 
 
 @dataclass

@@ -47,6 +47,7 @@ from verified_attn.certificates.common_checks import check_phases, passed
 from verified_attn.certificates.interval_box import (
     bounded_rational,
     check_fresh,
+    float_header,
     fresh_enclosures,
     round_down,
     round_up,
@@ -138,10 +139,8 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     ...
     verified_attn.errors.CertificateError: d must be an int in 1..128, got 1000000
     """
-    head = kernel.parse_header(data, "labels", max_d=MAX_D)
+    head = float_header(data, "labels", MAX_D, "labels +-1.0")
     d, arith = head.d, head.arith
-    if arith.name != "float":
-        raise CertificateError("a labels certificate is in float arithmetic (labels +-1.0)")
     section = kernel.get(data, "labels")
     wbar = bounded_rational(kernel.get(section, "w_bound"), "labels.w_bound")
     bits = kernel.as_int(kernel.get(section, "bits"), "labels.bits", low=1, high=MAX_BITS)

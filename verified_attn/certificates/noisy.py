@@ -55,6 +55,7 @@ from verified_attn.certificates.interval_box import (
     box_balls,
     box_enclosure,
     check_fresh,
+    float_header,
     fresh_enclosures,
     round_down,
     round_up,
@@ -145,10 +146,8 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     ...
     verified_attn.errors.CertificateError: kind is 'labels', this checker reads 'noisy'
     """
-    head = kernel.parse_header(data, "noisy", max_d=MAX_D)
+    head = float_header(data, "noisy", MAX_D, "noisy answers")
     d, arith = head.d, head.arith
-    if arith.name != "float":
-        raise CertificateError("a noisy certificate is in float arithmetic (noisy answers)")
     noise = kernel.get(data, "noise")
     tau = bounded_rational(kernel.get(noise, "tolerance"), "noise.tolerance")
     wbar = bounded_rational(kernel.get(noise, "w_bound"), "noise.w_bound")
