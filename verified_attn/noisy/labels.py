@@ -51,6 +51,7 @@ from typing import Any
 import flint
 import numpy as np
 
+from verified_attn import validation
 from verified_attn.arithmetic import arb_bounds, reconstruct_rational, to_fraction
 from verified_attn.certificates.writer import RunRecord, dump_floats, fresh_section
 from verified_attn.design import label_probe_scales
@@ -68,14 +69,6 @@ from verified_attn.oracle import Oracle
 from verified_attn.progress import check_progress, reporting
 from verified_attn.recovery import LabelRecovery
 from verified_attn.serialize import dump_number, dump_rational
-from verified_attn.validation import (
-    check_int,
-    check_lengths,
-    check_oracle,
-    check_real,
-    check_seed,
-    check_verify,
-)
 from verified_attn.verification import DEFAULT_LENGTHS
 
 __all__ = ["INTERVAL_PRECISION", "MAX_BITS", "label_query_bound", "learn_from_labels"]
@@ -95,8 +88,8 @@ def label_query_bound(d: int, bits: int) -> int:
     >>> label_query_bound(3, 10)
     116
     """
-    d = check_int(d, "d", low=1)
-    bits = check_int(bits, "bits", low=1, high=MAX_BITS)
+    d = validation.check_int(d, "d", low=1)
+    bits = validation.check_int(bits, "bits", low=1, high=MAX_BITS)
     return 2 * d + (d - 1 + d * d) * bits
 
 
@@ -239,13 +232,13 @@ def learn_from_labels(
     probes divide by v_i), or if a ratio is beyond 2^bits; :class:`ModelClassMismatch`
     if the labels are impossible for a single head.
     """
-    check_oracle(oracle)
-    wbar = to_fraction(check_real(w_bound, "w_bound", low=0, low_open=True), name="w_bound")
-    bits = check_int(bits, "bits", low=1, high=MAX_BITS)
-    max_denominator = check_int(max_denominator, "max_denominator", low=1, allow_none=True)
-    verify = check_verify(verify)
-    seed = check_seed(seed)
-    lengths = check_lengths(lengths)
+    validation.check_oracle(oracle)
+    wbar = to_fraction(validation.check_real(w_bound, "w_bound", low=0, low_open=True), name="w_bound")
+    bits = validation.check_int(bits, "bits", low=1, high=MAX_BITS)
+    max_denominator = validation.check_int(max_denominator, "max_denominator", low=1, allow_none=True)
+    verify = validation.check_verify(verify)
+    seed = validation.check_seed(seed)
+    lengths = validation.check_lengths(lengths)
     progress = check_progress(progress)
     d = oracle.d
     bound = label_query_bound(d, bits)

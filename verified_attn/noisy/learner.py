@@ -60,6 +60,7 @@ from typing import Any
 import flint
 import numpy as np
 
+from verified_attn import validation
 from verified_attn.arithmetic import to_fraction
 from verified_attn.certificates.writer import RunRecord
 from verified_attn.design import noisy_design
@@ -84,15 +85,6 @@ from verified_attn.oracle_wrappers import worst_case_direction, worst_case_oracl
 from verified_attn.progress import reporting
 from verified_attn.recovery import NoisyRecovery
 from verified_attn.serialize import dump_number
-from verified_attn.validation import (
-    check_choice,
-    check_int,
-    check_lengths,
-    check_oracle,
-    check_real,
-    check_seed,
-    check_verify,
-)
 from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY
 
 __all__ = [
@@ -137,7 +129,7 @@ def _queries(U: list[list[Fraction]], b: Fraction) -> np.ndarray:
 
 
 def _positive(x: Any, name: str) -> Fraction:
-    return to_fraction(check_real(x, name, low=0, low_open=True), name=name)
+    return to_fraction(validation.check_real(x, name, low=0, low_open=True), name=name)
 
 
 def _assumptions(
@@ -204,7 +196,7 @@ def learn_noisy(
     the norm bound, and :class:`ModelClassMismatch` if a fresh answer is farther than the
     tolerance from the recovered model's enclosure.
     """
-    check_oracle(oracle)
+    validation.check_oracle(oracle)
     if oracle.arithmetic.name != "float":
         raise InvalidArgument(
             f"learn_noisy needs a float-mode oracle (a noisy black box); got arithmetic="
@@ -213,11 +205,11 @@ def learn_noisy(
     tau = _positive(tolerance, "tolerance")
     wbar = _positive(w_bound, "w_bound")
     mu = _positive(margin, "margin")
-    design = check_choice(design, "design", DESIGNS)
-    repeats = check_int(repeats, "repeats", low=1)
-    verify = check_verify(verify)
-    seed = check_seed(seed)
-    lengths = check_lengths(lengths)
+    design = validation.check_choice(design, "design", DESIGNS)
+    repeats = validation.check_int(repeats, "repeats", low=1)
+    verify = validation.check_verify(verify)
+    seed = validation.check_seed(seed)
+    lengths = validation.check_lengths(lengths)
     d = oracle.d
     _check_tolerance(design, tau, mu, d)
     bound = repeats * query_bound(d)
@@ -435,13 +427,13 @@ def learn_stochastic(
     and *on that event* the enclosures contain the truth. ``rec.assumptions`` says so first;
     the certificate re-checks the intervals from the answers given tau, not the event.
     """
-    check_oracle(oracle)
-    sigma = float(check_real(noise_scale, "noise_scale", low=0, low_open=True))
-    eps = float(check_real(target_error, "target_error", low=0, low_open=True))
+    validation.check_oracle(oracle)
+    sigma = float(validation.check_real(noise_scale, "noise_scale", low=0, low_open=True))
+    eps = float(validation.check_real(target_error, "target_error", low=0, low_open=True))
     _positive(w_bound, "w_bound")
     _positive(margin, "margin")
     delta = float(
-        check_real(
+        validation.check_real(
             failure_probability,
             "failure_probability",
             low=0,
@@ -450,8 +442,8 @@ def learn_stochastic(
             high_open=True,
         )
     )
-    design = check_choice(design, "design", DESIGNS)
-    verify = check_verify(verify)
+    design = validation.check_choice(design, "design", DESIGNS)
+    verify = validation.check_verify(verify)
     d = oracle.d
     tau = tolerance_for_error(eps, float(w_bound), float(margin), d, design=design)
     n = repeats_for(sigma, tau, query_bound(d) + verify, delta)
