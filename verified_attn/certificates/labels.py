@@ -42,17 +42,8 @@ from typing import Any
 import flint
 
 from verified_attn.arithmetic import arb_bounds, reconstruct_rational
-from verified_attn.certificates import CertificateCheck, kernel
+from verified_attn.certificates import CertificateCheck, interval_box, kernel
 from verified_attn.certificates.common_checks import check_phases, passed
-from verified_attn.certificates.interval_box import (
-    bounded_rational,
-    check_fresh,
-    float_header,
-    fresh_enclosures,
-    round_down,
-    round_up,
-    verification_summary,
-)
 from verified_attn.design import label_probe_scales
 from verified_attn.errors import CertificateError
 
@@ -139,12 +130,17 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     ...
     verified_attn.errors.CertificateError: d must be an int in 1..128, got 1000000
     """
-    head = float_header(data, "labels", MAX_D, "labels +-1.0")
+    head = interval_box.float_header(data, "labels", MAX_D, "labels +-1.0")
     d, arith = head.d, head.arith
     section = kernel.get(data, "labels")
-    wbar = bounded_rational(kernel.get(section, "w_bound"), "labels.w_bound")
+    wbar = interval_box.bounded_rational(kernel.get(section, "w_bound"), "labels.w_bound")
     bits = kernel.as_int(kernel.get(section, "bits"), "labels.bits", low=1, high=MAX_BITS)
-    if bounded_rational(kernel.get(section, "threshold"), "labels.threshold", positive=False) != 0:
+    if (
+        interval_box.bounded_rational(
+            kernel.get(section, "threshold"), "labels.threshold", positive=False
+        )
+        != 0
+    ):
         raise CertificateError("labels.threshold must be 0 (labels are sign(f))")
     max_den = kernel.get(section, "max_denominator")
     if max_den is not None:
@@ -175,10 +171,10 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     ratios = _ratios(answers, signs, p, arith, bits)
     W_iv = _w_intervals(answers, ratios, wbar, (bits, precision), arith)
 
-    W_lo = [[round_down(x[0]) for x in row] for row in W_iv]
-    W_hi = [[round_up(x[1]) for x in row] for row in W_iv]
-    v_lo = [round_down(r[0]) for r in ratios]
-    v_hi = [round_up(r[1]) for r in ratios]
+    W_lo = [[interval_box.round_down(x[0]) for x in row] for row in W_iv]
+    W_hi = [[interval_box.round_up(x[1]) for x in row] for row in W_iv]
+    v_lo = [interval_box.round_down(r[0]) for r in ratios]
+    v_hi = [interval_box.round_up(r[1]) for r in ratios]
     W_mid = [
         [float((Fraction(a) + Fraction(b)) / 2) for a, b in zip(rl, rh, strict=True)]
         for rl, rh in zip(W_lo, W_hi, strict=True)
@@ -284,7 +280,11 @@ def _v_exact(result: Any, ratios: list[Interval], max_den: int | None, d: int) -
     stored = kernel.as_list(claimed_exact, "result.v_exact", d)
     for i, ((lo, hi), x) in enumerate(zip(ratios, stored, strict=True)):
         want = reconstruct_rational(lo, hi, max_den)
-        got = None if x is None else bounded_rational(x, f"result.v_exact[{i}]", positive=False)
+        got = (
+            None
+            if x is None
+            else interval_box.bounded_rational(x, f"result.v_exact[{i}]", positive=False)
+        )
         if got != want:
             raise CertificateError(
                 f"result.v_exact[{i}]: reported {got}, the unique "
@@ -297,12 +297,12 @@ def _verification(data: dict[str, Any], d: int, arith: Any, box: tuple[Any, ...]
     ver = kernel.get(data, "verification")
     if kernel.get(ver, "rule") != "certain-signs":
         raise CertificateError("verification.rule must be 'certain-signs'")
-    count, seed, lengths = check_fresh(
+    count, seed, lengths = interval_box.check_fresh(
         ver, d, per_answer=1, stated=kernel.get(data, "queries.verification")
     )
     labels = _labels(kernel.get(ver, "answers"), "verification.answers", arith, count)
     decided = 0
-    enclosures = fresh_enclosures(d, count, seed, lengths, box)
+    enclosures = interval_box.fresh_enclosures(d, count, seed, lengths, box)
     for i, ((X, lo, hi), label) in enumerate(zip(enclosures, labels, strict=True)):
         if lo > 0 or hi < 0:
             decided += 1
@@ -318,4 +318,6 @@ def _verification(data: dict[str, Any], d: int, arith: Any, box: tuple[Any, ...]
         f"verification: {count} fresh labels (seed {seed}); the {decided} whose sign the "
         "reported box decides all agree"
     )
-    return verification_summary(data, decided, f"{decided} labels were decided", count, line)
+    return interval_box.verification_summary(
+        data, decided, f"{decided} labels were decided", count, line
+    )

@@ -32,6 +32,7 @@ __all__ = [
     "Probe",
     "ball",
     "bracket_delta",
+    "bracket_tactic",
     "coq_q",
     "exact_entry",
     "inverse",
@@ -160,3 +161,16 @@ def probe_tables(
         "(** Auxiliary numbers for the proof (any wrong one makes it fail). *)",
         mat_table("U_inv", Uinv, "0", "An inverse of U."),
     ]
+
+
+def bracket_tactic(br_prec: int) -> str:
+    """The Coq tactic that closes one probe's bracket goal: either side of the disjunction,
+    each by Coq Interval (at 60 bits, then at ``br_prec``).
+
+    >>> bracket_tactic(80).count("i_prec 80")
+    2
+    """
+    return (
+        f"first [left; split; [interval with (i_prec 60)|split; interval with (i_prec {br_prec})]\n"
+        f"          | right; split; [interval with (i_prec 60)|split; interval with (i_prec {br_prec})]]"
+    )

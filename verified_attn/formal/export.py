@@ -36,6 +36,7 @@ from verified_attn.formal.coq_tables import (
     Probe,
     ball,
     bracket_delta,
+    bracket_tactic,
     exact_entry,
     inverse,
     mat_table,
@@ -204,10 +205,7 @@ def _header(x: dict[str, Any], n: int) -> str:
 
 
 def _theorem(d: int, prec: int, br_prec: int) -> str:
-    leaf_br = (
-        f"first [left; split; [interval with (i_prec 60)|split; interval with (i_prec {br_prec})]\n"
-        f"          | right; split; [interval with (i_prec 60)|split; interval with (i_prec {br_prec})]]"
-    )
+    leaf_br = bracket_tactic(br_prec)
     return (
         "Theorem run_identified :\n"
         "  answers_in run (rmat W_c) (rvec v_c) /\\\n"

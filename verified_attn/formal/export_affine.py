@@ -26,6 +26,7 @@ from verified_attn.formal.coq_tables import (
     Probe,
     ball,
     bracket_delta,
+    bracket_tactic,
     coq_q,
     exact_entry,
     inverse,
@@ -186,10 +187,7 @@ def _header(x: dict[str, Any]) -> str:
 
 
 def _theorem(d: int, prec: int, br_prec: int) -> str:
-    br = (
-        f"first [left; split; [interval with (i_prec 60)|split; interval with (i_prec {br_prec})]\n"
-        f"          | right; split; [interval with (i_prec 60)|split; interval with (i_prec {br_prec})]]"
-    )
+    br = bracket_tactic(br_prec)
     hold = f"split; interval with (i_prec {prec})"
     head = "(rmat W_c) (rvec c_c) (rvec v_c) (Q2R beta_c)"
     return (
