@@ -328,7 +328,6 @@ def _rank_assumptions(result: SkeletonResult, rank: int | None, arith: Arithmeti
     ]
 
 
-
 def _dump_params(params: dict[str, Any], d: int) -> dict[str, Any]:
     out = {}
     for name, val in params.items():

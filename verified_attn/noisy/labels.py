@@ -348,7 +348,6 @@ def _assumptions_and_notes(wbar: Fraction, p: int, bits: int) -> tuple[list[str]
     return assumptions, notes
 
 
-
 def _learn_ratios(
     oracle: Oracle, signs: list[int], p: int, bits: int, transcript: list[Any]
 ) -> list[Interval]:
