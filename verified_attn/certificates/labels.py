@@ -135,12 +135,8 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     section = kernel.get(data, "labels")
     wbar = interval_box.bounded_rational(kernel.get(section, "w_bound"), "labels.w_bound")
     bits = kernel.as_int(kernel.get(section, "bits"), "labels.bits", low=1, high=MAX_BITS)
-    if (
-        interval_box.bounded_rational(
-            kernel.get(section, "threshold"), "labels.threshold", positive=False
-        )
-        != 0
-    ):
+    threshold = kernel.get(section, "threshold")
+    if interval_box.bounded_rational(threshold, "labels.threshold", positive=False) != 0:
         raise CertificateError("labels.threshold must be 0 (labels are sign(f))")
     max_den = kernel.get(section, "max_denominator")
     if max_den is not None:

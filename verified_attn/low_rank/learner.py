@@ -162,13 +162,9 @@ def learn_low_rank(
     assumptions = reconstruction_assumptions(arith, exact, denominator_bound)
     assumptions += _rank_assumptions(result, rank, arith)
     out_params = public_params(params, exact, arith, False)
+    record = RunRecord(arith, seed, counts, bound, checked, assumptions)
     certificate = functools.partial(
-        _skeleton_certificate,
-        RunRecord(arith, seed, counts, bound, checked, assumptions),
-        (prober, result),
-        out_params,
-        exact,
-        (rank, rank_tol),
+        _skeleton_certificate, record, (prober, result), out_params, exact, (rank, rank_tol)
     )
     return LowRankRecovery.from_run(
         counts,
