@@ -453,10 +453,7 @@ def stored_answers(
         raise CertificateError("answers: more answers x neurons than a checker evaluates")
     seen: set[Vec] = set()
     points: list[Vec] = []
-    for i, item in enumerate(raw):
-        path = f"answers[{i}]"
-        if not isinstance(item, dict):
-            raise CertificateError(f"{path} must be a JSON object")
+    for path, item in kernel.as_objects(raw, "answers"):
         x = vector(kernel.get(item, "x"), f"{path}.x", d)
         if x in seen:
             raise CertificateError(f"{path}.x repeats an earlier point")

@@ -53,6 +53,7 @@ __all__ = [
     "as_int",
     "as_list",
     "as_matrix",
+    "as_objects",
     "check_counts",
     "check_verification",
     "exact_ball",
@@ -148,6 +149,25 @@ def as_list(x: Any, path: str, length: int | None = None) -> list[Any]:
 
 def as_matrix(x: Any, path: str, rows: int, cols: int) -> list[list[Any]]:
     return [as_list(row, f"{path}[{i}]", cols) for i, row in enumerate(as_list(x, path, rows))]
+
+
+def as_objects(items: list[Any], path: str) -> list[tuple[str, dict[str, Any]]]:
+    """Each entry of a stored list, which must be a JSON object, with its path.
+
+    >>> as_objects([{"x": 1}], "answers")
+    [('answers[0]', {'x': 1})]
+    >>> as_objects([3], "answers")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.CertificateError: answers[0] must be a JSON object
+    """
+    out = []
+    for i, item in enumerate(items):
+        where = f"{path}[{i}]"
+        if not isinstance(item, dict):
+            raise CertificateError(f"{where} must be a JSON object")
+        out.append((where, item))
+    return out
 
 
 def rational(s: Any, path: str) -> Fraction:

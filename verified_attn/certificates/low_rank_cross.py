@@ -116,10 +116,7 @@ def read_probes(data: dict[str, Any], head: kernel.Header) -> list[Probe]:
 
     out = []
     scales: dict[str, tuple[Fraction, int]] = {}
-    for i, p in enumerate(raw):
-        path = f"answers.probes[{i}]"
-        if not isinstance(p, dict):
-            raise CertificateError(f"{path} must be a JSON object")
+    for path, p in kernel.as_objects(raw, "answers.probes"):
         phase = kernel.get(p, "phase")
         if not isinstance(phase, str) or not 0 < len(phase) <= 32:
             raise CertificateError(f"{path}.phase must be a short string")

@@ -3,8 +3,9 @@
 >>> import verified_attn as va
 >>> g = va.ReluFFN([[1, -1], [2, 1]], [3, -1], a=[1, -2], b=4)
 >>> data = va.learn_relu_ffn(va.Oracle(g, "exact")).certificate()
->>> verify(data).ok
-True
+>>> check = verify(data)
+>>> check.ok, check.kind
+(True, 'relu-ffn-biased')
 >>> data["result"]["neurons"][0]["c"] = "7/1"
 >>> verify(data)
 Traceback (most recent call last):
@@ -53,10 +54,7 @@ def _neurons(res: Any, d: int) -> list[Neuron]:
     if len(raw) * d > MAX_WORK:
         raise CertificateError("result.neurons: more neurons than a checker reads")
     out: list[Neuron] = []
-    for j, item in enumerate(raw):
-        path = f"result.neurons[{j}]"
-        if not isinstance(item, dict):
-            raise CertificateError(f"{path} must be a JSON object")
+    for path, item in kernel.as_objects(raw, "result.neurons"):
         n = vector(kernel.get(item, "n"), f"{path}.n", d)
         c = kernel.rational(kernel.get(item, "c"), f"{path}.c")
         gamma = kernel.rational(kernel.get(item, "gamma"), f"{path}.gamma")

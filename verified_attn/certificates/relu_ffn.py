@@ -130,11 +130,8 @@ def _network(data: dict[str, Any], d: int) -> Network:
     if len(raw) * d > MAX_WORK:
         raise CertificateError("result.neurons: more neurons than a checker reads")
     neurons: list[tuple[Vec, Fraction]] = []
-    for j, item in enumerate(raw):
-        path = f"result.neurons[{j}]"
-        n = vector(kernel.get(item, "n"), f"{path}.n", d) if isinstance(item, dict) else None
-        if n is None:
-            raise CertificateError(f"{path} must be a JSON object")
+    for path, item in kernel.as_objects(raw, "result.neurons"):
+        n = vector(kernel.get(item, "n"), f"{path}.n", d)
         gamma = kernel.rational(kernel.get(item, "gamma"), f"{path}.gamma")
         first = next((x for x in n if x != 0), None)
         if first != 1:
