@@ -40,6 +40,7 @@ __all__ = [
     "check_theorem",
     "claimed_parameters",
     "compare_parameters",
+    "exact_header",
     "head_predictor",
     "logit",
     "matches_exact",
@@ -75,6 +76,27 @@ def check_theorem(head: kernel.Header, theorem: str) -> None:
         raise CertificateError(
             f"theorem is {head.theorem!r:.80}, a {head.kind} certificate is {theorem!r}"
         )
+
+
+def exact_header(data: dict[str, Any], kind: str, theorem: str, learner: str) -> kernel.Header:
+    """The header of a ``kind`` certificate whose ``learner`` is exact: exact or certified
+    arithmetic, ``result.exact`` true, and the ``theorem`` that learner proves.
+
+    >>> exact_header({"format": "verified-attn-certificate/2", "kind": "relu-ffn",
+    ...               "theorem": "ffn/relu", "d": 1, "arithmetic": "float", "precision": None,
+    ...               "seed": 0, "assumptions": []}, "relu-ffn", "ffn/relu", "FFN")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.CertificateError: arithmetic must be exact or certified for a relu-ffn certificate
+    """
+    head = kernel.parse_header(data, kind)
+    if head.arith.name == "float":
+        raise CertificateError(f"arithmetic must be exact or certified for a {kind} certificate")
+    if kernel.get(data, "result.exact") is not True:
+        raise CertificateError(f"result.exact must be true (the {learner} learner is exact)")
+    if head.theorem != theorem:
+        raise CertificateError(f"theorem is {head.theorem!r}, expected {theorem!r}")
+    return head
 
 
 def result_exact(data: dict[str, Any], arith: Arithmetic) -> bool:

@@ -36,6 +36,7 @@ from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.common_checks import (
     MAX_WORK,
     Vec,
+    exact_header,
     matrix,
     passed,
     stored_answers,
@@ -99,13 +100,7 @@ def stated_network(data: dict[str, Any], d: int) -> tuple[ReluFFN, Fraction, Vec
 
 def verify(data: dict[str, Any]) -> CertificateCheck:
     """Re-check a ``relu-ffn-biased`` certificate dict; CertificateError naming what fails."""
-    head = kernel.parse_header(data, "relu-ffn-biased")
-    if head.arith.name == "float":
-        raise CertificateError("arithmetic must be exact or certified for this certificate")
-    if kernel.get(data, "result.exact") is not True:
-        raise CertificateError("result.exact must be true (exact and certified results are)")
-    if head.theorem != "ffn/relu-biased":
-        raise CertificateError(f"theorem is {head.theorem!r}, expected 'ffn/relu-biased'")
+    head = exact_header(data, "relu-ffn-biased", "ffn/relu-biased", "biased FFN")
     D = kernel.as_int(kernel.get(data, "denominator_bound"), "denominator_bound", low=1)
     if head.arith.name == "certified" and not any(
         f"denominator <= {D} " in a for a in head.assumptions

@@ -28,6 +28,7 @@ from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.common_checks import (
     MAX_WORK,
     Vec,
+    exact_header,
     matrix,
     stored_answers,
     vector,
@@ -198,13 +199,7 @@ def _ffn_predictor(head: kernel.Header, net: Network) -> Any:
 
 
 def relu_ffn(data: Any, kind: str = "relu-ffn") -> tuple[kernel.Header, Network, list[str]]:
-    head = kernel.parse_header(data, kind)
-    if head.arith.name == "float":
-        raise CertificateError("arithmetic must be exact or certified for a relu-ffn certificate")
-    if kernel.get(data, "result.exact") is not True:
-        raise CertificateError("result.exact must be true (the FFN learner is exact)")
-    if head.theorem != "ffn/relu":
-        raise CertificateError(f"theorem is {head.theorem!r}, expected 'ffn/relu'")
+    head = exact_header(data, kind, "ffn/relu", "FFN")
     d = head.d
     D = _size(kernel.get(data, "denominator_bound"), "denominator_bound", low=1, bits=1 << 16)
     if head.arith.name == "certified" and not any(
