@@ -82,12 +82,14 @@ def exact_header(data: dict[str, Any], kind: str, theorem: str, learner: str) ->
     """The header of a ``kind`` certificate whose ``learner`` is exact: exact or certified
     arithmetic, ``result.exact`` true, and the ``theorem`` that learner proves.
 
-    >>> exact_header({"format": "verified-attn-certificate/2", "kind": "relu-ffn",
-    ...               "theorem": "ffn/relu", "d": 1, "arithmetic": "float", "precision": None,
-    ...               "seed": 0, "assumptions": []}, "relu-ffn", "ffn/relu", "FFN")
+    >>> import verified_attn as va
+    >>> data = va.learn_relu_ffn(va.Oracle(va.ReluFFN([[1]], [1]), "exact")).certificate()
+    >>> exact_header(data, "relu-ffn", "ffn/relu", "FFN").theorem
+    'ffn/relu'
+    >>> exact_header(data, "relu-ffn", "ffn/relu-biased", "FFN")
     Traceback (most recent call last):
     ...
-    verified_attn.errors.CertificateError: arithmetic must be exact or certified for a relu-ffn certificate
+    verified_attn.errors.CertificateError: theorem is 'ffn/relu', expected 'ffn/relu-biased'
     """
     head = kernel.parse_header(data, kind)
     if head.arith.name == "float":
