@@ -81,14 +81,7 @@ from verified_attn.multi_head.canonical_float import (
     probe_columns,
 )
 
-__all__ = [
-    "FLOAT_RTOL",
-    "MAX_D",
-    "MAX_FLOAT_HEADS",
-    "MAX_HEADS",
-    "MAX_WORKING_PRECISION",
-    "verify",
-]
+__all__ = ["FLOAT_RTOL", "MAX_D", "MAX_FLOAT_HEADS", "MAX_HEADS", "MAX_WORKING_PRECISION", "verify"]
 
 
 def verify(data: dict[str, Any]) -> CertificateCheck:
