@@ -53,6 +53,7 @@ __all__ = [
     "reconstruct_rational",
     "simplest_rational_between",
     "to_fraction",
+    "workprec",
 ]
 
 ARITHMETICS = ("exact", "certified", "float")
@@ -354,7 +355,7 @@ class CertifiedArithmetic(Arithmetic):
         self.precision = int(precision)
 
     def context(self) -> contextlib.AbstractContextManager[None]:
-        return _workprec(self.precision)
+        return workprec(self.precision)
 
     def rational(self, q: Fraction) -> flint.arb:
         return flint.arb(flint.fmpq(q.numerator, q.denominator))
@@ -397,7 +398,13 @@ PRECISION_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def _workprec(bits: int) -> Iterator[None]:
+def workprec(bits: int) -> Iterator[None]:
+    """Set python-flint's working precision to ``bits`` for the block, then restore it.
+
+    >>> with workprec(100):
+    ...     flint.ctx.prec
+    100
+    """
     old = flint.ctx.prec
     flint.ctx.prec = bits
     try:

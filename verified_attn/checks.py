@@ -47,6 +47,7 @@ __all__ = [
     "SizeParams",
     "SymbolicCheck",
     "md_escape",
+    "result_builder",
 ]
 
 LEVEL_INSTANCES = "checked on instances"
@@ -128,6 +129,33 @@ class ClaimResult:
         if self.detail:
             lines += ["", "```", self.detail.replace("```", "'''"), "```"]
         return "\n".join(lines)
+
+
+def result_builder(paper_ref: str) -> Callable[..., ClaimResult]:
+    """The ClaimResult maker of one paper reference: ``(claim_id, statement, passed,
+    detail, *, queries=None, bound=None, data=None)``.
+
+    >>> result = result_builder("Thm 4.1")
+    >>> r = result("thm-4.1/x", "f is learned", True, "ok", queries=6)
+    >>> r.paper_ref, r.status, r.queries, r.data
+    ('Thm 4.1', 'PASS', 6, {})
+    """
+
+    def result(
+        claim_id: str,
+        statement: str,
+        passed: bool,
+        detail: str,
+        *,
+        queries: int | None = None,
+        bound: int | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> ClaimResult:
+        return ClaimResult(
+            claim_id, paper_ref, statement, passed, detail, queries, bound, data=data or {}
+        )
+
+    return result
 
 
 @dataclass(frozen=True)

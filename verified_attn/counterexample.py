@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from verified_attn.errors import CertificateError, InvalidArgument
-from verified_attn.serialize import dump_rational
+from verified_attn.serialize import dump_rational, write_certificate
 
 __all__ = ["RELATIONS", "Counterexample", "Proof", "model_dict"]
 
@@ -85,14 +85,7 @@ class Counterexample:
         """The ``counterexample`` certificate (a dict; also written as JSON to ``path``)."""
         data = self._data()
         if path is not None:
-            if not isinstance(path, str | Path):
-                raise InvalidArgument(f"path must be a str or Path, got {type(path).__name__}")
-            try:
-                Path(path).write_text(json.dumps(data, indent=1))
-            except OSError as exc:
-                raise InvalidArgument(
-                    f"cannot write the certificate to {str(path)!r}: {exc}"
-                ) from exc
+            write_certificate(data, path)
         return data
 
     def _data(self) -> dict[str, Any]:

@@ -35,8 +35,13 @@ __all__ = [
     "SingleHeadDesign",
     "check_design",
     "default_design",
+    "design_queries",
     "exact_array",
     "is_power_of_two",
+    "label_probe_scales",
+    "largest_dyadic_scale",
+    "noisy_design",
+    "paper_noisy_queries",
     "unit_query",
     "user_design",
     "uv",
@@ -205,6 +210,83 @@ def is_power_of_two(t: Fraction) -> bool:
     return n > 0 and (n & (n - 1)) == 0 and (m & (m - 1)) == 0 and n < 2**20 and m < 2**900
 
 
+def largest_dyadic_scale(x: Fraction) -> Fraction:
+    """The largest power of two b with b^2 x <= 1 (x > 0), exactly: the noisy design's probe
+    scale for x = ||u_k||_2^2 w_bound^2.
+
+    >>> largest_dyadic_scale(Fraction(9)), largest_dyadic_scale(Fraction(1, 16))
+    (Fraction(1, 4), Fraction(4, 1))
+    """
+    # Start near the answer from the bit lengths (so a huge or tiny x costs no loop).
+    k = (x.denominator.bit_length() - x.numerator.bit_length()) // 2
+    b = Fraction(2) ** k
+    while b * b * x > 1:
+        b /= 2
+    while 4 * b * b * x <= 1:
+        b *= 2
+    return b
+
+
+def noisy_design(v_hat: list[Fraction], name: str) -> list[list[Fraction]]:
+    """The noisy learner's design U (``U[i][k]``, columns u_k) from the estimates v_hat:
+    u_k = e_k ("paper"), or, for "norm", e_k + e_p (p = argmax |v_hat_i|) where
+    |v_hat_k| < |v_hat_p| / 4.
+
+    >>> noisy_design([Fraction(1), Fraction(8)], "norm")
+    [[Fraction(1, 1), Fraction(0, 1)], [Fraction(1, 1), Fraction(1, 1)]]
+    """
+    d = len(v_hat)
+    U = [[Fraction(int(i == k)) for k in range(d)] for i in range(d)]
+    if name == "norm":
+        p = max(range(d), key=lambda i: abs(v_hat[i]))
+        for k in range(d):
+            if k != p and 4 * abs(v_hat[k]) < abs(v_hat[p]):
+                U[p][k] = Fraction(1)
+    return U
+
+
+def paper_noisy_queries(d: int, a: Fraction, b: Fraction) -> list[list[list[Fraction]]]:
+    """The paper's d^2 + d noisy-design queries, exactly: [e_i], then [b e_i + a e_j; a e_j].
+
+    >>> paper_noisy_queries(1, Fraction(1, 2), Fraction(1))
+    [[[Fraction(1, 1)]], [[Fraction(3, 2)], [Fraction(1, 2)]]]
+    """
+    out = [[[Fraction(int(t == i)) for t in range(d)]] for i in range(d)]
+    for i in range(d):
+        for j in range(d):
+            top = [b * int(t == i) + a * int(t == j) for t in range(d)]
+            out.append([top, [a * int(t == j) for t in range(d)]])
+    return out
+
+
+def label_probe_scales(
+    ri: tuple[Fraction, Fraction], rj: tuple[Fraction, Fraction], wbar: Fraction
+) -> tuple[Fraction, Fraction]:
+    """The label design's token weight a and bisection range [0, B] for W_ij, from intervals
+    holding the ratios r_i, r_j (v_i / |v_p|) and the bound w_bound on ||W||_F.
+
+    |a| is the largest power of two with 8 a^2 w_bound |r_j| <= |r_i| (so the label flips
+    inside [0, B]), its sign makes a r_j and r_i opposite; B is the power of two with
+    B |a| w_bound <= 1 < 2 B |a| w_bound.
+
+    >>> label_probe_scales((Fraction(1), Fraction(1)), (Fraction(1), Fraction(1)), Fraction(1))
+    (Fraction(-1, 4), Fraction(4, 1))
+    """
+    ri_lo = min(abs(ri[0]), abs(ri[1]))
+    rj_hi = max(abs(rj[0]), abs(rj[1]))
+    a = Fraction(1)
+    while 8 * a * a * wbar * rj_hi > ri_lo:
+        a /= 2
+    if (ri[0] > 0) == (rj[0] > 0):
+        a = -a
+    B = Fraction(1)
+    while B * abs(a) * wbar > 1:
+        B /= 2
+    while 2 * B * abs(a) * wbar <= 1:
+        B *= 2
+    return a, B
+
+
 def exact_array(rows: list[list[Fraction]]) -> np.ndarray:
     """A float64 array when every entry is exactly a float (dyadic), else Fractions."""
     flat = [q for row in rows for q in row]
@@ -213,13 +295,33 @@ def exact_array(rows: list[list[Fraction]]) -> np.ndarray:
     return np.array(rows, dtype=object)
 
 
+def design_queries(U: list[list[Fraction]], d: int) -> list[tuple[Any, list[list[Fraction]]]]:
+    """The d^2 + d queries of a design U, each with what it measures, as exact rationals.
+
+    ``("v", i)``: the length-1 query [e_i]; ``("W", k, j)``: the probe [e_j + u_k; e_j] at
+    scale 1.
+
+    >>> U = [[Fraction(1), Fraction(0)], [Fraction(1), Fraction(1)]]
+    >>> queries = design_queries(U, 2)
+    >>> queries[0][0], queries[3]
+    (('v', 0), (('W', 0, 1), [[Fraction(1, 1), Fraction(2, 1)], [Fraction(0, 1), Fraction(1, 1)]]))
+    """
+    out: list[tuple[Any, list[list[Fraction]]]] = []
+    for i in range(d):
+        out.append((("v", i), [[Fraction(int(t == i)) for t in range(d)]]))
+    for k in range(d):
+        for j in range(d):
+            e = [Fraction(int(t == j)) for t in range(d)]
+            out.append((("W", k, j), [[e[t] + U[t][k] for t in range(d)], e]))
+    return out
+
+
 def unit_query(d: int, i: int | None) -> np.ndarray:
     """The length-1 query [e_i] (or [0] for i = None) as a (1, d) float array."""
     x = np.zeros((1, d))
     if i is not None:
         x[0, i] = 1.0
     return x
-
 
 
 def uv(arith: Arithmetic, design: SingleHeadDesign, v: Any) -> np.ndarray:
@@ -236,7 +338,6 @@ def uv(arith: Arithmetic, design: SingleHeadDesign, v: Any) -> np.ndarray:
                 acc = acc + arith.rational(col[i]) * v[i]
         out[k] = acc
     return out
-
 
 
 def default_design(arith: Arithmetic, v: Any, d: int, affine: bool) -> SingleHeadDesign:

@@ -22,21 +22,45 @@ import sympy
 from verified_attn.arithmetic import to_fraction
 from verified_attn.errors import InvalidArgument
 
-__all__ = ["ffn_biases", "float_batch", "fmpq_rows", "rational_list", "rational_rect", "sympy_rows"]
+__all__ = [
+    "ffn_biases",
+    "float_batch",
+    "fmpq_rows",
+    "matrix_rows",
+    "rational_list",
+    "rational_rect",
+    "sympy_rows",
+]
+
+
+def matrix_rows(x: Any, name: str, *, square: bool = False) -> list[list[Any]]:
+    """The rows of a SymPy matrix or 2-D array ``x`` as lists (entries unchecked);
+    InvalidArgument naming ``name`` otherwise (``square``: the error says a square one is
+    wanted).
+
+    >>> matrix_rows([[1, 2]], "W"), matrix_rows(sympy.Matrix([[3]]), "W")
+    ([[1, 2]], [[3]])
+    >>> matrix_rows([1, 2], "W", square=True)
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: W must be a square 2-D matrix; got shape (2,)
+    """
+    if isinstance(x, sympy.MatrixBase):
+        return x.tolist()
+    try:
+        arr = np.asarray(x, dtype=object)
+    except (ValueError, TypeError) as exc:
+        what = "a square matrix" if square else "a 2-D matrix"
+        raise InvalidArgument(f"{name} must be {what}, got {x!r}") from exc
+    if arr.ndim != 2:
+        what = "a square 2-D matrix" if square else "a 2-D matrix"
+        raise InvalidArgument(f"{name} must be {what}; got shape {arr.shape}")
+    return arr.tolist()
 
 
 def rational_rect(x: Any, name: str, *, rows: int | None = None, cols: int | None = None) -> list:
     """A non-empty rectangular matrix of exact rationals (rows x cols if given)."""
-    if isinstance(x, sympy.MatrixBase):
-        data = x.tolist()
-    else:
-        try:
-            arr = np.asarray(x, dtype=object)
-        except (ValueError, TypeError) as exc:
-            raise InvalidArgument(f"{name} must be a 2-D matrix, got {x!r}") from exc
-        if arr.ndim != 2:
-            raise InvalidArgument(f"{name} must be a 2-D matrix; got shape {arr.shape}")
-        data = arr.tolist()
+    data = matrix_rows(x, name)
     shape = (len(data), len(data[0]) if data else 0)
     if shape[0] == 0 or shape[1] == 0 or any(len(r) != shape[1] for r in data):
         raise InvalidArgument(f"{name} must be a non-empty rectangular matrix; got shape {shape}")

@@ -30,7 +30,6 @@ accessors). The contract, for every kind:
 
 from __future__ import annotations
 
-import json
 import platform
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,8 +39,9 @@ from typing import Any, ClassVar
 import numpy as np
 import sympy
 
-from verified_attn.errors import CertificateError, InvalidArgument
+from verified_attn.errors import CertificateError
 from verified_attn.oracle import QueryCounts
+from verified_attn.serialize import write_certificate
 from verified_attn.types import Answer, Vector
 from verified_attn.verification import Verification
 
@@ -256,13 +256,7 @@ class Recovery:
         data = dict(self.certificate_data)
         data["versions"] = versions()
         if path is not None:
-            if not isinstance(path, str | Path):
-                raise InvalidArgument(f"path must be a str or Path, got {type(path).__name__}")
-            try:
-                Path(path).write_text(json.dumps(data, indent=1))
-            except OSError as exc:
-                msg = f"cannot write the certificate to {str(path)!r}: {exc}"
-                raise InvalidArgument(msg) from exc
+            write_certificate(data, path)
         return data
 
     def _repr_markdown_(self) -> str:

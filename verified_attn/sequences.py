@@ -24,6 +24,7 @@ import sympy
 
 from verified_attn.arithmetic import to_fraction
 from verified_attn.errors import InvalidArgument
+from verified_attn.model_inputs import matrix_rows
 from verified_attn.types import SequenceLike
 
 __all__ = [
@@ -153,16 +154,7 @@ def rational_vector(x: Any, d: int | None, name: str) -> list[Fraction]:
 
 
 def rational_matrix(x: Any, name: str) -> list[list[Fraction]]:
-    if isinstance(x, sympy.MatrixBase):
-        rows = x.tolist()
-    else:
-        try:
-            arr = np.asarray(x, dtype=object)
-        except (ValueError, TypeError) as exc:
-            raise InvalidArgument(f"{name} must be a square matrix, got {x!r}") from exc
-        if arr.ndim != 2:
-            raise InvalidArgument(f"{name} must be a square 2-D matrix; got shape {arr.shape}")
-        rows = arr.tolist()
+    rows = matrix_rows(x, name, square=True)
     n = len(rows)
     if n == 0 or any(len(r) != n for r in rows):
         shape = (n, len(rows[0]) if n else 0)

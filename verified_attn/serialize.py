@@ -13,9 +13,11 @@ and radius, both exact dyadic rationals; SymPy expressions their ``srepr``.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import flint
@@ -32,6 +34,7 @@ __all__ = [
     "load_number",
     "load_rational",
     "short_repr",
+    "write_certificate",
 ]
 
 
@@ -310,3 +313,20 @@ def dump_value(x: Any) -> Any:
     if isinstance(x, np.integer):
         x = int(x)
     return dump_number(x)
+
+
+def write_certificate(data: dict[str, Any], path: Any) -> None:
+    """Write a certificate dict as JSON to ``path`` (a str or Path); InvalidArgument naming
+    the path where it is not one or cannot be written.
+
+    >>> write_certificate({}, 3)
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: path must be a str or Path, got int
+    """
+    if not isinstance(path, str | Path):
+        raise InvalidArgument(f"path must be a str or Path, got {type(path).__name__}")
+    try:
+        Path(path).write_text(json.dumps(data, indent=1))
+    except OSError as exc:
+        raise InvalidArgument(f"cannot write the certificate to {str(path)!r}: {exc}") from exc

@@ -232,65 +232,52 @@ def attention_parameters(
             "rotation were the identity"
         )
     r, b = readout_vector(readout, E)
+    proj: dict[str, Any]
     if isinstance(module, GPT2Attention):
-        H = int(module.num_heads)
+        H = Hkv = int(module.num_heads)
         hd = int(module.head_dim)
         # Conv1D stores (in, out) and computes x @ weight + bias: transpose to y = W x + b.
         Wc = tensor_array(module.c_attn.weight, (E, 3 * E)).T
         bc = tensor_array(module.c_attn.bias, (3 * E,))
-        return head_parameters(
-            Wq=Wc[:E],
-            bq=bc[:E],
-            Wk=Wc[E : 2 * E],
-            Wv=Wc[2 * E :],
-            bv=bc[2 * E :],
-            Wo=tensor_array(module.c_proj.weight, (E, E)).T,
-            bo=tensor_array(module.c_proj.bias, (E,)),
-            heads=H,
-            kv_heads=H,
-            head_dim=hd,
-            scale=float(module.scaling),
-            r=r,
-            b=b,
+        proj = {
+            "Wq": Wc[:E],
+            "bq": bc[:E],
+            "Wk": Wc[E : 2 * E],
+            "Wv": Wc[2 * E :],
+            "bv": bc[2 * E :],
+            "Wo": tensor_array(module.c_proj.weight, (E, E)).T,
+            "bo": tensor_array(module.c_proj.bias, (E,)),
+        }
+    elif isinstance(module, BertSelfAttention):
+        H = Hkv = int(module.num_attention_heads)
+        hd = int(module.attention_head_size)
+        proj = {
+            "Wq": tensor_array(module.query.weight, (E, E)),
+            "bq": tensor_array(module.query.bias, (E,)),
+            "Wk": tensor_array(module.key.weight, (E, E)),
+            "Wv": tensor_array(module.value.weight, (E, E)),
+            "bv": tensor_array(module.value.bias, (E,)),
+            "Wo": np.eye(E),  # the context is the output: no projection in this module
+            "bo": np.zeros(E),
+        }
+    else:
+        config = module.config
+        H, Hkv, hd = (
+            int(config.num_attention_heads),
+            int(config.num_key_value_heads),
+            int(module.head_dim),
         )
-    if isinstance(module, BertSelfAttention):
-        H = int(module.num_attention_heads)
-        return head_parameters(
-            Wq=tensor_array(module.query.weight, (E, E)),
-            bq=tensor_array(module.query.bias, (E,)),
-            Wk=tensor_array(module.key.weight, (E, E)),
-            Wv=tensor_array(module.value.weight, (E, E)),
-            bv=tensor_array(module.value.bias, (E,)),
-            Wo=np.eye(E),  # the context is the output: no projection in this module
-            bo=np.zeros(E),
-            heads=H,
-            kv_heads=H,
-            head_dim=int(module.attention_head_size),
-            scale=float(module.scaling),
-            r=r,
-            b=b,
-        )
-    config = module.config
-    H, Hkv, hd = (
-        int(config.num_attention_heads),
-        int(config.num_key_value_heads),
-        int(module.head_dim),
-    )
-    return head_parameters(
-        Wq=tensor_array(module.q_proj.weight, (H * hd, E)),
-        bq=tensor_array(module.q_proj.bias, (H * hd,)),
-        Wk=tensor_array(module.k_proj.weight, (Hkv * hd, E)),
-        Wv=tensor_array(module.v_proj.weight, (Hkv * hd, E)),
-        bv=tensor_array(module.v_proj.bias, (Hkv * hd,)),
-        Wo=tensor_array(module.o_proj.weight, (E, H * hd)),
-        bo=tensor_array(module.o_proj.bias, (E,)),
-        heads=H,
-        kv_heads=Hkv,
-        head_dim=hd,
-        scale=float(module.scaling),
-        r=r,
-        b=b,
-    )
+        proj = {
+            "Wq": tensor_array(module.q_proj.weight, (H * hd, E)),
+            "bq": tensor_array(module.q_proj.bias, (H * hd,)),
+            "Wk": tensor_array(module.k_proj.weight, (Hkv * hd, E)),
+            "Wv": tensor_array(module.v_proj.weight, (Hkv * hd, E)),
+            "bv": tensor_array(module.v_proj.bias, (Hkv * hd,)),
+            "Wo": tensor_array(module.o_proj.weight, (E, H * hd)),
+            "bo": tensor_array(module.o_proj.bias, (E,)),
+        }
+    scale = float(module.scaling)
+    return head_parameters(**proj, heads=H, kv_heads=Hkv, head_dim=hd, scale=scale, r=r, b=b)
 
 
 # ---------------------------------------------------------------------------------------

@@ -59,6 +59,7 @@ __all__ = [
     "HeadParameters",
     "attention_oracle",
     "attention_parameters",
+    "batch_oracle",
     "float_tolerances",
     "head_parameters",
     "module_oracle",
@@ -467,6 +468,27 @@ def module_oracle(
             raise ValueError(f"module output has shape {tuple(out.shape)}, expected {Xs.shape}")
         last = out[:, -1, :].to(torch.float64).numpy()
         return last @ r + b
+
+    return batch_oracle(batch_fn, E, dtype, (budget, record), model_class, rtol, parameter_rtol)
+
+
+def batch_oracle(
+    batch_fn: Callable[[np.ndarray], np.ndarray],
+    E: int,
+    dtype: torch.dtype,
+    limits: tuple[int | None, bool | None],
+    model_class: str | None,
+    rtol: float,
+    parameter_rtol: float | None,
+) -> Oracle:
+    """A float :class:`Oracle` over ``batch_fn`` ((B, N, E) -> (B,)), a torch computation
+    in ``dtype``; ``limits`` are the oracle's budget and record setting.
+
+    >>> o = batch_oracle(lambda Xs: Xs[:, -1, 0], 2, torch.float32, (None, None), None, 1e-4, None)
+    >>> o.query(np.array([[3.0, 1.0]])), o.arithmetic.unit_roundoff == 2.0**-24
+    (3.0, True)
+    """
+    budget, record = limits
 
     def fn(X: np.ndarray) -> float:
         return float(batch_fn(X[None])[0])

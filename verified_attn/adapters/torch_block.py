@@ -51,6 +51,7 @@ import numpy as np
 
 from verified_attn.adapters.torch import (
     _check_mha,
+    batch_oracle,
     float_tolerances,
     tensor_array,
     torch,
@@ -204,17 +205,12 @@ def block_oracle(
         with torch.no_grad():
             return box(x).to(torch.float64).numpy()
 
-    def fn(X: np.ndarray) -> float:
-        return float(batch_fn(X[None])[0])
-
-    return Oracle.from_callable(
-        fn,
-        d=E,
-        batch_fn=batch_fn,
-        budget=budget,
-        record=record,
-        model_class="one-layer-transformer-biased",
-        rtol=rtol,
-        parameter_rtol=parameter_rtol,
-        unit_roundoff=min(rtol, float(torch.finfo(tdtype).eps) / 2),
+    return batch_oracle(
+        batch_fn,
+        E,
+        tdtype,
+        (budget, record),
+        "one-layer-transformer-biased",
+        rtol,
+        parameter_rtol,
     )

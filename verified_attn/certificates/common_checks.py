@@ -29,17 +29,7 @@ import numpy as np
 import sympy
 
 from verified_attn.arithmetic import Arithmetic, OutsideUnitInterval, arb_bounds
-from verified_attn.certificates import CertificateCheck
-from verified_attn.certificates.kernel import (
-    Header,
-    as_bool,
-    as_list,
-    as_matrix,
-    get,
-    largest_unique_denominator,
-    number,
-    rational,
-)
+from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.errors import CertificateError, VerifiedAttnError
 from verified_attn.serialize import short_repr
 
@@ -50,9 +40,11 @@ __all__ = [
     "check_theorem",
     "claimed_parameters",
     "compare_parameters",
+    "exact_header",
     "head_predictor",
     "logit",
     "matches_exact",
+    "matrix",
     "passed",
     "rescales",
     "result_exact",
@@ -70,7 +62,7 @@ MAX_WORK = 1 << 26
 Claimed = dict[str, list[tuple[str, Any]]]
 
 
-def check_theorem(head: Header, theorem: str) -> None:
+def check_theorem(head: kernel.Header, theorem: str) -> None:
     """The header's theorem must be the one the kind's learner proves.
 
     >>> from verified_attn.certificates.kernel import Header
@@ -86,6 +78,29 @@ def check_theorem(head: Header, theorem: str) -> None:
         )
 
 
+def exact_header(data: dict[str, Any], kind: str, theorem: str, learner: str) -> kernel.Header:
+    """The header of a ``kind`` certificate whose ``learner`` is exact: exact or certified
+    arithmetic, ``result.exact`` true, and the ``theorem`` that learner proves.
+
+    >>> import verified_attn as va
+    >>> data = va.learn_relu_ffn(va.Oracle(va.ReluFFN([[1]], [1]), "exact")).certificate()
+    >>> exact_header(data, "relu-ffn", "ffn/relu", "FFN").theorem
+    'ffn/relu'
+    >>> exact_header(data, "relu-ffn", "ffn/relu-biased", "FFN")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.CertificateError: theorem is 'ffn/relu', expected 'ffn/relu-biased'
+    """
+    head = kernel.parse_header(data, kind)
+    if head.arith.name == "float":
+        raise CertificateError(f"arithmetic must be exact or certified for a {kind} certificate")
+    if kernel.get(data, "result.exact") is not True:
+        raise CertificateError(f"result.exact must be true (the {learner} learner is exact)")
+    if head.theorem != theorem:
+        raise CertificateError(f"theorem is {head.theorem!r}, expected {theorem!r}")
+    return head
+
+
 def result_exact(data: dict[str, Any], arith: Arithmetic) -> bool:
     """``result.exact``: true in exact arithmetic, false in float, either when certified.
 
@@ -97,7 +112,7 @@ def result_exact(data: dict[str, Any], arith: Arithmetic) -> bool:
     ...
     verified_attn.errors.CertificateError: result.exact is true in float arithmetic
     """
-    exact = as_bool(get(data, "result.exact"), "result.exact")
+    exact = kernel.as_bool(kernel.get(data, "result.exact"), "result.exact")
     if arith.name == "exact" and not exact:
         raise CertificateError("result.exact is false in exact arithmetic")
     if arith.name == "float" and exact:
@@ -129,9 +144,9 @@ def check_seed(data: dict[str, Any], seed: int, rule: str, *, when_verified: boo
     ...
     verified_attn.errors.CertificateError: seed is 3, but the verification's fresh sequences were drawn with seed 4: the learner uses one seed for both
     """
-    if when_verified and not get(data, "verification.count"):
+    if when_verified and not kernel.get(data, "verification.count"):
         return
-    stored = get(data, "verification.seed")
+    stored = kernel.get(data, "verification.seed")
     if stored != seed:
         raise CertificateError(
             f"seed is {seed}, but the verification's fresh sequences were drawn with seed "
@@ -139,11 +154,11 @@ def check_seed(data: dict[str, Any], seed: int, rule: str, *, when_verified: boo
         )
 
 
-def passed(head: Header, lines: list[str]) -> CertificateCheck:
+def passed(head: kernel.Header, lines: list[str]) -> CertificateCheck:
     """The certificate's check: its summary ``lines``, then the assumptions in force.
 
     >>> from verified_attn.arithmetic import get_arithmetic
-    >>> head = Header("noisy", "thm-6.1", 1, get_arithmetic("exact"), 0, ["bounded noise"])
+    >>> head = kernel.Header("noisy", "thm-6.1", 1, get_arithmetic("exact"), 0, ["bounded noise"])
     >>> passed(head, ["counts add up"]).summary
     ['counts add up', 'assumption: bounded noise']
     """
@@ -182,7 +197,7 @@ def claimed_parameters(
     ...
     verified_attn.errors.CertificateError: result.parameters has unexpected entries ['v']
     """
-    params = get(data, "result.parameters")
+    params = kernel.get(data, "result.parameters")
     if not isinstance(params, dict):
         raise CertificateError("result.parameters must be a JSON object")
     extra = set(params) - set(shapes)
@@ -192,15 +207,17 @@ def claimed_parameters(
     out: Claimed = {}
     for name, shape in shapes.items():
         path = f"result.parameters.{name}"
-        raw = get(data, path)
+        raw = kernel.get(data, path)
         if len(shape) == 2:
             labels = [
                 (f"{name}[{i}][{j}]", x)
-                for i, row in enumerate(as_matrix(raw, path, *shape))
+                for i, row in enumerate(kernel.as_matrix(raw, path, *shape))
                 for j, x in enumerate(row)
             ]
         elif len(shape) == 1:
-            labels = [(f"{name}[{i}]", x) for i, x in enumerate(as_list(raw, path, shape[0]))]
+            labels = [
+                (f"{name}[{i}]", x) for i, x in enumerate(kernel.as_list(raw, path, shape[0]))
+            ]
         else:
             labels = [(name, raw)]
         entries = []
@@ -208,9 +225,9 @@ def claimed_parameters(
             if want and not (isinstance(x, dict) and set(x) == {"rational"}):
                 raise CertificateError(f"result {label}: an exact result stores rationals")
             if want:
-                entries.append((label, rational(x["rational"], f"result {label}")))
+                entries.append((label, kernel.rational(x["rational"], f"result {label}")))
             else:
-                entries.append((label, number(x, f"result {label}", arith)))
+                entries.append((label, kernel.number(x, f"result {label}", arith)))
         out[name] = entries
     return out
 
@@ -317,7 +334,7 @@ def _compare_rationals(claimed: Claimed, again: dict[str, list[Any]], verb: str)
                     f"result {label}: claimed {show(q)} lies outside the ball {ball} "
                     f"{verb} from the stored answers"
                 )
-            D = largest_unique_denominator(lo, hi)
+            D = kernel.largest_unique_denominator(lo, hi)
             if D is not None and q.denominator > D:
                 raise CertificateError(
                     f"result {label}: claimed {show(q)} is not the only rational of its "
@@ -351,7 +368,7 @@ def logit(arith: Arithmetic, y: Any, path: str) -> Any:
 
 
 def head_predictor(
-    head: Header, claimed: Claimed, exact: bool, *, affine: bool = False
+    head: kernel.Header, claimed: Claimed, exact: bool, *, affine: bool = False
 ) -> Callable[[np.ndarray], Any]:
     """f(X) of the claimed single head (W, v, and c, beta when ``affine``) in the
     certificate's arithmetic; balls that did not reconstruct are evaluated by the model's
@@ -359,7 +376,7 @@ def head_predictor(
 
     >>> from verified_attn.arithmetic import get_arithmetic
     >>> claimed = {"W": [("W[0][0]", Fraction(0))], "v": [("v[0]", Fraction(2))]}
-    >>> head = Header("single-head", "thm-4.1", 1, get_arithmetic("exact"), 0)
+    >>> head = kernel.Header("single-head", "thm-4.1", 1, get_arithmetic("exact"), 0)
     >>> head_predictor(head, claimed, True)(np.array([[1.0]]))
     2
     """
@@ -415,12 +432,26 @@ def vector(raw: Any, path: str, d: int) -> Vec:
     >>> vector(["1/2", "-3/1"], "x", 2)
     (Fraction(1, 2), Fraction(-3, 1))
     """
-    return tuple(rational(q, f"{path}[{i}]") for i, q in enumerate(as_list(raw, path, d)))
+    return tuple(
+        kernel.rational(q, f"{path}[{i}]") for i, q in enumerate(kernel.as_list(raw, path, d))
+    )
+
+
+def matrix(raw: Any, path: str, rows: int, cols: int) -> list[list[Fraction]]:
+    """A rows x cols matrix of stored exact rationals.
+
+    >>> matrix([["1/2", "0/1"]], "result.A", 1, 2)
+    [[Fraction(1, 2), Fraction(0, 1)]]
+    """
+    return [
+        [kernel.rational(q, f"{path}[{i}][{j}]") for j, q in enumerate(row)]
+        for i, row in enumerate(kernel.as_matrix(raw, path, rows, cols))
+    ]
 
 
 def stored_answers(
     data: dict[str, Any],
-    head: Header,
+    head: kernel.Header,
     values: Callable[[list[Vec]], list[Fraction]],
     width: int,
     D: int,
@@ -431,7 +462,7 @@ def stored_answers(
     ``D``. Returns how many answers there are.
 
     >>> from verified_attn.arithmetic import get_arithmetic
-    >>> head = Header("relu-ffn", "ffn", 1, get_arithmetic("exact"), 0)
+    >>> head = kernel.Header("relu-ffn", "ffn", 1, get_arithmetic("exact"), 0)
     >>> data = {"answers": [{"x": ["1/1"], "y": {"rational": "2/1"}}]}
     >>> stored_answers(data, head, lambda xs: [2 * x[0] for x in xs], 1, 1)
     1
@@ -441,16 +472,13 @@ def stored_answers(
     verified_attn.errors.CertificateError: answers[0]: the stored answer 2 at x = ['1'] is not reproduced by the learned network (it gives 3)
     """
     arith, d = head.arith, head.d
-    raw = as_list(get(data, "answers"), "answers")
+    raw = kernel.as_list(kernel.get(data, "answers"), "answers")
     if len(raw) * (width + 1) * d > MAX_WORK:
         raise CertificateError("answers: more answers x neurons than a checker evaluates")
     seen: set[Vec] = set()
     points: list[Vec] = []
-    for i, item in enumerate(raw):
-        path = f"answers[{i}]"
-        if not isinstance(item, dict):
-            raise CertificateError(f"{path} must be a JSON object")
-        x = vector(get(item, "x"), f"{path}.x", d)
+    for path, item in kernel.as_objects(raw, "answers"):
+        x = vector(kernel.get(item, "x"), f"{path}.x", d)
         if x in seen:
             raise CertificateError(f"{path}.x repeats an earlier point")
         seen.add(x)
@@ -459,7 +487,7 @@ def stored_answers(
     with arith.context():
         for i, (item, x, want) in enumerate(zip(raw, points, wants, strict=True)):
             path = f"answers[{i}]"
-            y = number(get(item, "y"), f"{path}.y", arith)
+            y = kernel.number(kernel.get(item, "y"), f"{path}.y", arith)
             if not matches_exact(y, want, arith, D):
                 raise CertificateError(
                     f"{path}: the stored answer {y} at x = {[str(q) for q in x]} is not "

@@ -37,15 +37,7 @@ from fractions import Fraction
 from typing import Any
 
 from verified_attn.arithmetic import get_arithmetic
-from verified_attn.certificates import CertificateCheck
-from verified_attn.certificates.kernel import (
-    as_bool,
-    as_int,
-    as_list,
-    as_matrix,
-    get,
-    rational,
-)
+from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.pairs_models import check_counterexample_header
 from verified_attn.errors import CertificateError, VerifiedAttnError
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
@@ -64,33 +56,33 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     """Re-check a ``counterexample`` certificate dict; CertificateError naming what fails."""
     if isinstance(data, dict):
         # The seed the pair was drawn from: an int like every other header's (not Infinity).
-        as_int(get(data, "seed"), "seed")
+        kernel.as_int(kernel.get(data, "seed"), "seed")
     if isinstance(data, dict) and data.get("model_class") != "multi-head":
         from verified_attn.certificates.pairs import verify_pair
 
         return verify_pair(data)
     check_counterexample_header(data)
-    theorem = get(data, "theorem")
+    theorem = kernel.get(data, "theorem")
     if not isinstance(theorem, str) or len(theorem) > 64:
         raise CertificateError("theorem must be a short string")
-    if get(data, "model_class") != "multi-head":
+    if kernel.get(data, "model_class") != "multi-head":
         raise CertificateError("model_class must be 'multi-head'")
-    d = as_int(get(data, "d"), "d", low=1, high=MAX_D)
-    first = _heads(get(data, "first"), "first", d)
-    second = _heads(get(data, "second"), "second", d)
+    d = kernel.as_int(kernel.get(data, "d"), "d", low=1, high=MAX_D)
+    first = _heads(kernel.get(data, "first"), "first", d)
+    second = _heads(kernel.get(data, "second"), "second", d)
     if first == second:
         raise CertificateError("first and second are the same parameters: not a counterexample")
     groups = _groups(first, second)
-    stored = as_list(get(data, "proof.groups"), "proof.groups", len(groups))
+    stored = kernel.as_list(kernel.get(data, "proof.groups"), "proof.groups", len(groups))
     for i, (entry, (W, a, b)) in enumerate(zip(stored, groups, strict=True)):
         path = f"proof.groups[{i}]"
         got = (
             [
                 _rationals(row, f"{path}.W[{r}]", d)
-                for r, row in enumerate(as_list(get(entry, "W"), f"{path}.W", d))
+                for r, row in enumerate(kernel.as_list(kernel.get(entry, "W"), f"{path}.W", d))
             ],
-            _rationals(get(entry, "first_v"), f"{path}.first_v", d),
-            _rationals(get(entry, "second_v"), f"{path}.second_v", d),
+            _rationals(kernel.get(entry, "first_v"), f"{path}.first_v", d),
+            _rationals(kernel.get(entry, "second_v"), f"{path}.second_v", d),
         )
         if got != (W, a, b):
             raise CertificateError(f"{path} is not what the models give for W = {W}")
@@ -98,12 +90,12 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
             raise CertificateError(
                 f"{path}: the summed v differ for W = {W} ({a} vs {b}): the structural proof fails"
             )
-    if not as_bool(get(data, "proof.holds"), "proof.holds"):
+    if not kernel.as_bool(kernel.get(data, "proof.holds"), "proof.holds"):
         raise CertificateError("proof.holds is false")
-    seqs = as_list(get(data, "sequences"), "sequences")
+    seqs = kernel.as_list(kernel.get(data, "sequences"), "sequences")
     if not 1 <= len(seqs) <= MAX_SEQUENCES:
         raise CertificateError(f"sequences must have 1..{MAX_SEQUENCES} entries, got {len(seqs)}")
-    equal = as_list(get(data, "equal"), "equal", len(seqs))
+    equal = kernel.as_list(kernel.get(data, "equal"), "equal", len(seqs))
     try:
         m1, m2 = MultiHeadAttention(first), MultiHeadAttention(second)
     except VerifiedAttnError as exc:
@@ -112,12 +104,12 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     lengths = []
     for i, raw in enumerate(seqs):
         path = f"sequences[{i}]"
-        rows = as_list(raw, path)
+        rows = kernel.as_list(raw, path)
         if not 1 <= len(rows) <= MAX_LENGTH:
             raise CertificateError(f"{path} must have 1..{MAX_LENGTH} tokens, got {len(rows)}")
         X = [
             _rationals(row, f"{path}[{t}]", d)
-            for t, row in enumerate(as_matrix(rows, path, len(rows), d))
+            for t, row in enumerate(kernel.as_matrix(rows, path, len(rows), d))
         ]
         Xq = as_rational_sequence(X, d)
         with arith.context():
@@ -140,20 +132,20 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
 
 
 def _rationals(raw: Any, path: str, n: int) -> list[Fraction]:
-    return [rational(q, f"{path}[{i}]") for i, q in enumerate(as_list(raw, path, n))]
+    return [kernel.rational(q, f"{path}[{i}]") for i, q in enumerate(kernel.as_list(raw, path, n))]
 
 
 def _heads(raw: Any, path: str, d: int) -> Heads:
-    entries = as_list(raw, path)
+    entries = kernel.as_list(raw, path)
     if not 1 <= len(entries) <= MAX_HEADS:
         raise CertificateError(f"{path} must have 1..{MAX_HEADS} heads, got {len(entries)}")
     out = []
     for h, e in enumerate(entries):
         W = [
             _rationals(row, f"{path}[{h}].W[{i}]", d)
-            for i, row in enumerate(as_matrix(get(e, "W"), f"{path}[{h}].W", d, d))
+            for i, row in enumerate(kernel.as_matrix(kernel.get(e, "W"), f"{path}[{h}].W", d, d))
         ]
-        out.append((W, _rationals(get(e, "v"), f"{path}[{h}].v", d)))
+        out.append((W, _rationals(kernel.get(e, "v"), f"{path}[{h}].v", d)))
     return out
 
 

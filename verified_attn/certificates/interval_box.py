@@ -14,6 +14,7 @@ verified_attn.errors.CertificateError: noise.tolerance must be > 0, got -1/2
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -21,14 +22,10 @@ import flint
 import numpy as np
 
 from verified_attn.arithmetic import arb_bounds
-from verified_attn.certificates.kernel import (
-    as_int,
-    as_list,
-    get,
-    rational,
-)
+from verified_attn.certificates import kernel
 from verified_attn.errors import CertificateError
 from verified_attn.validation import MAX_LENGTH
+from verified_attn.verification import fresh_sequences
 
 __all__ = [
     "MAX_ANSWERS",
@@ -39,10 +36,13 @@ __all__ = [
     "box_balls",
     "box_enclosure",
     "check_fresh",
+    "float_header",
     "fmpq_of",
     "fraction_of",
+    "fresh_enclosures",
     "round_down",
     "round_up",
+    "verification_summary",
 ]
 
 #: Largest dimension a noisy certificate may name (d^2 logits, a d x d inverse).
@@ -54,6 +54,20 @@ MAX_RATIONAL_BITS = 256
 #: Largest ball work of re-evaluating the verification: the sum over the fresh sequences
 #: of d^2 + 2 length d ball operations (a few microseconds each: 2^20 is seconds at most).
 MAX_BOX_WORK = 1 << 20
+
+
+def float_header(data: Any, kind: str, max_d: int, why: str) -> kernel.Header:
+    """The header of a ``kind`` certificate, which is in float arithmetic (``why``).
+
+    >>> float_header({"format": "verified-attn-certificate/2", "kind": "labels"}, "noisy", 8, "")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.CertificateError: kind is 'labels', this checker reads 'noisy'
+    """
+    head = kernel.parse_header(data, kind, max_d=max_d)
+    if head.arith.name != "float":
+        raise CertificateError(f"a {kind} certificate is in float arithmetic ({why})")
+    return head
 
 
 def bounded_rational(obj: Any, path: str, *, positive: bool = True) -> Fraction:
@@ -71,7 +85,7 @@ def bounded_rational(obj: Any, path: str, *, positive: bool = True) -> Fraction:
     """
     if isinstance(obj, str) and len(obj) > 2 * (MAX_RATIONAL_BITS // 3 + 2) + 2:
         raise CertificateError(f"{path} has more than {MAX_RATIONAL_BITS} bits")
-    q = rational(obj, path)
+    q = kernel.rational(obj, path)
     if max(abs(q.numerator).bit_length(), q.denominator.bit_length()) > MAX_RATIONAL_BITS:
         raise CertificateError(f"{path} has more than {MAX_RATIONAL_BITS} bits")
     if positive and q <= 0:
@@ -191,11 +205,11 @@ def check_fresh(
     >>> check_fresh({"count": 2, "seed": 0, "lengths": [1, 2]}, 3, per_answer=1, stated=2)
     (2, 0, (1, 2))
     """
-    count = as_int(get(ver, "count"), "verification.count", high=MAX_ANSWERS)
-    seed = as_int(get(ver, "seed"), "verification.seed")
+    count = kernel.as_int(kernel.get(ver, "count"), "verification.count", high=MAX_ANSWERS)
+    seed = kernel.as_int(kernel.get(ver, "seed"), "verification.seed")
     lengths = tuple(
-        as_int(n, f"verification.lengths[{i}]", low=1, high=MAX_LENGTH)
-        for i, n in enumerate(as_list(get(ver, "lengths"), "verification.lengths"))
+        kernel.as_int(n, f"verification.lengths[{i}]", low=1, high=MAX_LENGTH)
+        for i, n in enumerate(kernel.as_list(kernel.get(ver, "lengths"), "verification.lengths"))
     )
     if not lengths:
         raise CertificateError("verification.lengths must not be empty")
@@ -212,6 +226,39 @@ def check_fresh(
     return count, seed, lengths
 
 
+def fresh_enclosures(
+    d: int, count: int, seed: int, lengths: tuple[int, ...], box: tuple[Any, ...]
+) -> Iterator[tuple[np.ndarray, Fraction, Fraction]]:
+    """The fresh sequences ``seed`` and ``lengths`` determine, each with the exact [lo, hi]
+    the reported ``box`` (W_lo, W_hi, v_lo, v_hi) gives f there.
+
+    >>> box = ([[0.0]], [[0.0]], [2.0], [2.0])
+    >>> [(X.tolist(), lo, hi) for X, lo, hi in fresh_enclosures(1, 1, 0, (1,), box)]
+    [([[0.5]], Fraction(1, 1), Fraction(1, 1))]
+    """
+    balls = box_balls(*box) if count else None
+    for X in fresh_sequences(d, count, seed, lengths):
+        lo, hi = box_enclosure(X, *box, balls=balls)
+        yield X, lo, hi
+
+
 # ---------------------------------------------------------------------------------------
 # The intervals, from the answers.
 # ---------------------------------------------------------------------------------------
+
+
+def verification_summary(data: dict[str, Any], shown: int, why: str, count: int, line: str) -> str:
+    """``verified`` must say whether ``shown`` (what the fresh answers showed) is positive,
+    ``why`` naming it; the summary is ``line``, or that none is stored when ``count`` is 0.
+
+    >>> verification_summary({"verified": False}, 0, "0 were shown", 0, "ok")
+    'verification: none stored (the result was NOT verified)'
+    >>> verification_summary({"verified": False}, 2, "2 were shown", 2, "ok")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.CertificateError: verified is False, but 2 were shown
+    """
+    verified = kernel.get(data, "verified")
+    if verified is not (shown > 0):
+        raise CertificateError(f"verified is {verified!r}, but {why}")
+    return "verification: none stored (the result was NOT verified)" if count == 0 else line

@@ -29,7 +29,6 @@ The common sections of every certificate (written by
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,7 +39,7 @@ import flint
 import numpy as np
 import sympy
 
-from verified_attn.arithmetic import Arithmetic, get_arithmetic
+from verified_attn.arithmetic import Arithmetic, get_arithmetic, workprec
 from verified_attn.errors import CertificateError, VerifiedAttnError
 from verified_attn.serialize import load_number, load_rational, short_repr
 
@@ -54,6 +53,7 @@ __all__ = [
     "as_int",
     "as_list",
     "as_matrix",
+    "as_objects",
     "check_counts",
     "check_verification",
     "exact_ball",
@@ -149,6 +149,25 @@ def as_list(x: Any, path: str, length: int | None = None) -> list[Any]:
 
 def as_matrix(x: Any, path: str, rows: int, cols: int) -> list[list[Any]]:
     return [as_list(row, f"{path}[{i}]", cols) for i, row in enumerate(as_list(x, path, rows))]
+
+
+def as_objects(items: list[Any], path: str) -> list[tuple[str, dict[str, Any]]]:
+    """Each entry of a stored list, which must be a JSON object, with its path.
+
+    >>> as_objects([{"x": 1}], "answers")
+    [('answers[0]', {'x': 1})]
+    >>> as_objects([3], "answers")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.CertificateError: answers[0] must be a JSON object
+    """
+    out = []
+    for i, item in enumerate(items):
+        where = f"{path}[{i}]"
+        if not isinstance(item, dict):
+            raise CertificateError(f"{where} must be a JSON object")
+        out.append((where, item))
+    return out
 
 
 def rational(s: Any, path: str) -> Fraction:
@@ -253,7 +272,7 @@ def exact_ball(x: Any, precision: int = 128) -> flint.arb:
     >>> ball.overlaps(flint.arb("2.6487212707 +/- 1e-10"))
     True
     """
-    with _workprec(precision):
+    with workprec(precision):
         return +_ball(sympy.sympify(x))
 
 
@@ -283,16 +302,6 @@ def _ball(x: Any) -> flint.arb:
             return base ** int(x.exp)
         return (exponent * base.log()).exp()
     raise CertificateError(f"cannot evaluate {_short(x)}")
-
-
-@contextlib.contextmanager
-def _workprec(precision: int) -> Any:
-    old = flint.ctx.prec
-    flint.ctx.prec = precision
-    try:
-        yield
-    finally:
-        flint.ctx.prec = old
 
 
 @dataclass

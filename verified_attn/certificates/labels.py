@@ -42,27 +42,10 @@ from typing import Any
 import flint
 
 from verified_attn.arithmetic import arb_bounds, reconstruct_rational
-from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates import CertificateCheck, interval_box, kernel
 from verified_attn.certificates.common_checks import check_phases, passed
-from verified_attn.certificates.interval_box import (
-    bounded_rational,
-    box_balls,
-    box_enclosure,
-    check_fresh,
-    round_down,
-    round_up,
-)
-from verified_attn.certificates.kernel import (
-    as_int,
-    as_list,
-    as_matrix,
-    check_counts,
-    get,
-    numbers,
-    parse_header,
-)
+from verified_attn.design import label_probe_scales
 from verified_attn.errors import CertificateError
-from verified_attn.verification import fresh_sequences
 
 __all__ = ["MAX_BITS", "MAX_D", "verify"]
 
@@ -76,7 +59,7 @@ Interval = tuple[Fraction, Fraction]
 
 def _labels(obj: Any, path: str, arith: Any, length: int) -> list[int]:
     out = []
-    for i, y in enumerate(numbers(obj, path, arith, length)):
+    for i, y in enumerate(kernel.numbers(obj, path, arith, length)):
         if y not in (1.0, -1.0):
             raise CertificateError(f"{path}[{i}]: a label is +1.0 or -1.0, got {y!r}")
         out.append(1 if y > 0 else -1)
@@ -102,24 +85,6 @@ def _over(x: Interval, y: Interval) -> Interval | None:
     if y[0] <= 0 <= y[1]:
         return None  # unbounded
     return _times(x, (1 / y[1], 1 / y[0]))
-
-
-def _scales(ri: Interval, rj: Interval, wbar: Fraction) -> tuple[Fraction, Fraction]:
-    """a: |a| = 2^-n, the largest with 8 a^2 w_bound |r_j| <= |r_i|, sign opposing a r_j to
-    r_i; B: the power of two with B |a| w_bound <= 1 < 2 B |a| w_bound."""
-    small = min(abs(ri[0]), abs(ri[1]))
-    large = max(abs(rj[0]), abs(rj[1]))
-    a = Fraction(1)
-    while 8 * a * a * wbar * large > small:
-        a /= 2
-    if (ri[0] > 0) == (rj[0] > 0):
-        a = -a
-    B = Fraction(1)
-    while B * abs(a) * wbar > 1:
-        B /= 2
-    while 2 * B * abs(a) * wbar <= 1:
-        B *= 2
-    return a, B
 
 
 def _w(
@@ -165,24 +130,23 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     ...
     verified_attn.errors.CertificateError: d must be an int in 1..128, got 1000000
     """
-    head = parse_header(data, "labels", max_d=MAX_D)
+    head = interval_box.float_header(data, "labels", MAX_D, "labels +-1.0")
     d, arith = head.d, head.arith
-    if arith.name != "float":
-        raise CertificateError("a labels certificate is in float arithmetic (labels +-1.0)")
-    section = get(data, "labels")
-    wbar = bounded_rational(get(section, "w_bound"), "labels.w_bound")
-    bits = as_int(get(section, "bits"), "labels.bits", low=1, high=MAX_BITS)
-    if bounded_rational(get(section, "threshold"), "labels.threshold", positive=False) != 0:
+    section = kernel.get(data, "labels")
+    wbar = interval_box.bounded_rational(kernel.get(section, "w_bound"), "labels.w_bound")
+    bits = kernel.as_int(kernel.get(section, "bits"), "labels.bits", low=1, high=MAX_BITS)
+    threshold = kernel.get(section, "threshold")
+    if interval_box.bounded_rational(threshold, "labels.threshold", positive=False) != 0:
         raise CertificateError("labels.threshold must be 0 (labels are sign(f))")
-    max_den = get(section, "max_denominator")
+    max_den = kernel.get(section, "max_denominator")
     if max_den is not None:
-        max_den = as_int(max_den, "labels.max_denominator", low=1, high=1 << 64)
-    precision = as_int(
-        get(section, "interval_precision"), "labels.interval_precision", low=32, high=4096
+        max_den = kernel.as_int(max_den, "labels.max_denominator", low=1, high=1 << 64)
+    precision = kernel.as_int(
+        kernel.get(section, "interval_precision"), "labels.interval_precision", low=32, high=4096
     )
     lines = [head.describe() + f", {bits} bits per unknown, w_bound {float(wbar):g}"]
     bound = 2 * d + (d - 1 + d * d) * bits
-    q = check_counts(
+    q = kernel.check_counts(
         data,
         learning=bound,
         bound=bound,
@@ -194,37 +158,37 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         f"{q['verification']} verification"
     )
 
-    answers = get(data, "answers")
+    answers = kernel.get(data, "answers")
     signs = _signs(answers, d, arith)
     p = 0
-    if as_int(get(data, "result.p"), "result.p", high=d - 1) != p:
+    if kernel.as_int(kernel.get(data, "result.p"), "result.p", high=d - 1) != p:
         raise CertificateError("result.p must be 0, the first coordinate with v_p != 0")
 
     ratios = _ratios(answers, signs, p, arith, bits)
     W_iv = _w_intervals(answers, ratios, wbar, (bits, precision), arith)
 
-    W_lo = [[round_down(x[0]) for x in row] for row in W_iv]
-    W_hi = [[round_up(x[1]) for x in row] for row in W_iv]
-    v_lo = [round_down(r[0]) for r in ratios]
-    v_hi = [round_up(r[1]) for r in ratios]
+    W_lo = [[interval_box.round_down(x[0]) for x in row] for row in W_iv]
+    W_hi = [[interval_box.round_up(x[1]) for x in row] for row in W_iv]
+    v_lo = [interval_box.round_down(r[0]) for r in ratios]
+    v_hi = [interval_box.round_up(r[1]) for r in ratios]
     W_mid = [
         [float((Fraction(a) + Fraction(b)) / 2) for a, b in zip(rl, rh, strict=True)]
         for rl, rh in zip(W_lo, W_hi, strict=True)
     ]
     v_mid = [float((Fraction(a) + Fraction(b)) / 2) for a, b in zip(v_lo, v_hi, strict=True)]
 
-    result = get(data, "result")
-    if get(result, "exact") is not False:
+    result = kernel.get(data, "result")
+    if kernel.get(result, "exact") is not False:
         raise CertificateError("result.exact must be false")
 
     def matrix(path: str) -> list[list[float]]:
         return [
-            numbers(r, f"{path}[{i}]", arith, d)
-            for i, r in enumerate(as_list(get(data, path), path, d))
+            kernel.numbers(r, f"{path}[{i}]", arith, d)
+            for i, r in enumerate(kernel.as_list(kernel.get(data, path), path, d))
         ]
 
     def vector(path: str) -> list[float]:
-        return numbers(get(data, path), path, arith, d)
+        return kernel.numbers(kernel.get(data, path), path, arith, d)
 
     _check_floats("result.enclosures.W.lower", matrix("result.enclosures.W.lower"), W_lo)
     _check_floats("result.enclosures.W.upper", matrix("result.enclosures.W.upper"), W_hi)
@@ -249,7 +213,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
 def _signs(answers: Any, d: int, arith: Any) -> list[int]:
     """The sign of every v_i from the labels of e_i and -e_i; none may be 0."""
     signs = []
-    for i, pair in enumerate(as_list(get(answers, "signs"), "answers.signs", d)):
+    for i, pair in enumerate(kernel.as_list(kernel.get(answers, "signs"), "answers.signs", d)):
         plus, minus = _labels(pair, f"answers.signs[{i}]", arith, 2)
         if plus == minus == -1:
             raise CertificateError(
@@ -266,7 +230,7 @@ def _ratios(answers: Any, signs: list[int], p: int, arith: Any, bits: int) -> li
     """v_i / |v_p| bracketed by replaying each stored bisection of the ratio."""
     d = len(signs)
     ratios: list[Interval] = []
-    for i, raw in enumerate(as_list(get(answers, "v"), "answers.v", d)):
+    for i, raw in enumerate(kernel.as_list(kernel.get(answers, "v"), "answers.v", d)):
         if i == p:
             if raw is not None:
                 raise CertificateError(f"answers.v[{i}] must be null (v_p is the scale)")
@@ -289,10 +253,10 @@ def _w_intervals(
     bits, precision = sizes
     d = len(ratios)
     W_iv: list[list[Interval]] = []
-    for i, row in enumerate(as_matrix(get(answers, "W"), "answers.W", d, d)):
+    for i, row in enumerate(kernel.as_matrix(kernel.get(answers, "W"), "answers.W", d, d)):
         W_row = []
         for j, raw in enumerate(row):
-            a, B = _scales(ratios[i], ratios[j], wbar)
+            a, B = label_probe_scales(ratios[i], ratios[j], wbar)
             up = 1 if ratios[i][0] > 0 else -1
             bstar = _replay(_labels(raw, f"answers.W[{i}][{j}]", arith, bits), Fraction(0), B, up)
             W_row.append(
@@ -304,15 +268,19 @@ def _w_intervals(
 
 def _v_exact(result: Any, ratios: list[Interval], max_den: int | None, d: int) -> list[str]:
     """result.v_exact: the unique rational of bounded denominator in each v interval."""
-    claimed_exact = get(result, "v_exact")
+    claimed_exact = kernel.get(result, "v_exact")
     if max_den is None:
         if claimed_exact is not None:
             raise CertificateError("result.v_exact must be null without labels.max_denominator")
         return []
-    stored = as_list(claimed_exact, "result.v_exact", d)
+    stored = kernel.as_list(claimed_exact, "result.v_exact", d)
     for i, ((lo, hi), x) in enumerate(zip(ratios, stored, strict=True)):
         want = reconstruct_rational(lo, hi, max_den)
-        got = None if x is None else bounded_rational(x, f"result.v_exact[{i}]", positive=False)
+        got = (
+            None
+            if x is None
+            else interval_box.bounded_rational(x, f"result.v_exact[{i}]", positive=False)
+        )
         if got != want:
             raise CertificateError(
                 f"result.v_exact[{i}]: reported {got}, the unique "
@@ -322,19 +290,16 @@ def _v_exact(result: Any, ratios: list[Interval], max_den: int | None, d: int) -
 
 
 def _verification(data: dict[str, Any], d: int, arith: Any, box: tuple[Any, ...]) -> str:
-    ver = get(data, "verification")
-    if get(ver, "rule") != "certain-signs":
+    ver = kernel.get(data, "verification")
+    if kernel.get(ver, "rule") != "certain-signs":
         raise CertificateError("verification.rule must be 'certain-signs'")
-    count, seed, lengths = check_fresh(
-        ver, d, per_answer=1, stated=get(data, "queries.verification")
+    count, seed, lengths = interval_box.check_fresh(
+        ver, d, per_answer=1, stated=kernel.get(data, "queries.verification")
     )
-    labels = _labels(get(ver, "answers"), "verification.answers", arith, count)
+    labels = _labels(kernel.get(ver, "answers"), "verification.answers", arith, count)
     decided = 0
-    balls = box_balls(*box) if count else None
-    for i, (X, label) in enumerate(
-        zip(fresh_sequences(d, count, seed, lengths), labels, strict=True)
-    ):
-        lo, hi = box_enclosure(X, *box, balls=balls)
+    enclosures = interval_box.fresh_enclosures(d, count, seed, lengths, box)
+    for i, ((X, lo, hi), label) in enumerate(zip(enclosures, labels, strict=True)):
         if lo > 0 or hi < 0:
             decided += 1
             if (lo > 0) != (label > 0):
@@ -342,15 +307,13 @@ def _verification(data: dict[str, Any], d: int, arith: Any, box: tuple[Any, ...]
                     f"verification.answers[{i}]: label {label} on the fresh sequence of length "
                     f"{X.shape[0]}, but the reported box gives f in [{float(lo)}, {float(hi)}]"
                 )
-    stored = as_int(get(ver, "decided"), "verification.decided", high=count)
+    stored = kernel.as_int(kernel.get(ver, "decided"), "verification.decided", high=count)
     if stored != decided:
         raise CertificateError(f"verification.decided is {stored}, the box decides {decided}")
-    verified = get(data, "verified")
-    if verified is not (decided > 0):
-        raise CertificateError(f"verified is {verified!r}, but {decided} labels were decided")
-    if count == 0:
-        return "verification: none stored (the result was NOT verified)"
-    return (
+    line = (
         f"verification: {count} fresh labels (seed {seed}); the {decided} whose sign the "
         "reported box decides all agree"
+    )
+    return interval_box.verification_summary(
+        data, decided, f"{decided} labels were decided", count, line
     )

@@ -64,7 +64,7 @@ from typing import Any
 
 import numpy as np
 
-from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.common_checks import (
     Claimed,
     check_phases,
@@ -76,16 +76,6 @@ from verified_attn.certificates.common_checks import (
     result_exact,
 )
 from verified_attn.certificates.elimination import MAX_REDUCED
-from verified_attn.certificates.kernel import (
-    Header,
-    as_int,
-    check_counts,
-    check_verification,
-    get,
-    number,
-    numbers,
-    parse_header,
-)
 from verified_attn.certificates.low_rank_cross import (
     RANK_CHECK,
     Cross,
@@ -118,8 +108,8 @@ THEOREM = "thm-5.1"
 
 def verify(data: dict[str, Any]) -> CertificateCheck:
     """Re-check a ``low-rank`` certificate dict; CertificateError naming what fails."""
-    head = parse_header(data, "low-rank")
-    method = get(data, "method")
+    head = kernel.parse_header(data, "low-rank")
+    method = kernel.get(data, "method")
     if method not in METHODS:
         raise CertificateError(f"method must be 'skeleton' or 'nuclear', got {method!r:.80}")
     check_theorem(head, THEOREM)
@@ -137,14 +127,14 @@ def redecode(data: dict[str, Any]) -> dict[str, np.ndarray]:
     Call inside the certificate's ``arith.context()``; the writer uses it to store balls
     that contain both its own and this checker's enclosures.
     """
-    head = parse_header(data, "low-rank")
+    head = kernel.parse_header(data, "low-rank")
     cross = Cross(data, head)
     return {"W": cross.W, "v": np.array(cross.v, dtype=object)}
 
 
-def _verify_skeleton(data: dict[str, Any], head: Header) -> list[str]:
+def _verify_skeleton(data: dict[str, Any], head: kernel.Header) -> list[str]:
     d, arith = head.d, head.arith
-    tol_raw = get(data, "rank_tol")
+    tol_raw = kernel.get(data, "rank_tol")
     if arith.name == "float":
         if isinstance(tol_raw, bool) or not isinstance(tol_raw, float) or not 0 < tol_raw < 1:
             raise CertificateError(f"rank_tol must be a float in (0, 1), got {tol_raw!r:.80}")
@@ -160,7 +150,7 @@ def _verify_skeleton(data: dict[str, Any], head: Header) -> list[str]:
     else:
         bound = d + 2 * d * r - r * r + (1 if r < d else 0)
         formula = f"d + 2dr - r^2 + [r < d] at the found r = {r}"
-    q = check_counts(
+    q = kernel.check_counts(
         data,
         learning=learning,
         bound=bound,
@@ -205,7 +195,7 @@ def _verify_skeleton(data: dict[str, Any], head: Header) -> list[str]:
         )
         lines.append(_rank_checks(cross, claimed, exact, tol_raw))
         lines.append(
-            check_verification(
+            kernel.check_verification(
                 data,
                 head,
                 head_predictor(head, claimed, exact),
@@ -266,22 +256,22 @@ def _rank_checks(cross: Cross, claimed: Claimed, exact: bool, rank_tol: Any) -> 
     )
 
 
-def _verify_nuclear(data: dict[str, Any], head: Header) -> list[str]:
+def _verify_nuclear(data: dict[str, Any], head: kernel.Header) -> list[str]:
     d, arith = head.d, head.arith
     if arith.name != "float":
         raise CertificateError("a nuclear certificate is float arithmetic only")
-    given = get(data, "rank_given")
+    given = kernel.get(data, "rank_given")
     if given is not None:
-        as_int(given, "rank_given", low=1, high=d)
-    m = as_int(get(data, "measurements"), "measurements", low=1, high=d * d)
-    v = numbers(get(data, "answers.v"), "answers.v", arith, d)
+        kernel.as_int(given, "rank_given", low=1, high=d)
+    m = kernel.as_int(kernel.get(data, "measurements"), "measurements", low=1, high=d * d)
+    v = kernel.numbers(kernel.get(data, "answers.v"), "answers.v", arith, d)
     probes = read_probes(data, head)
     if len(probes) != m or any(p.phase != "rop" for p in probes):
         raise CertificateError(
             f"answers.probes must hold the {m} rank-one probes (phase 'rop'), got {len(probes)}"
         )
     learning, phases, _ = count_phases(probes, d, set())
-    q = check_counts(data, learning=learning, bound=d + m, phases=phases)
+    q = kernel.check_counts(data, learning=learning, bound=d + m, phases=phases)
     check_phases(q["by_phase"], phases)
     result_exact(data, arith)
     claimed = claimed_parameters(data, arith, {"W": (d, d), "v": (d,)}, False)
@@ -297,7 +287,7 @@ def _verify_nuclear(data: dict[str, Any], head: Header) -> list[str]:
     scale = float(np.linalg.norm(t))
     gap = float(np.linalg.norm(fit - t))
     again = gap / scale if scale else gap
-    reported = float(number(get(data, "result.residual"), "result.residual", arith))
+    reported = float(kernel.number(kernel.get(data, "result.residual"), "result.residual", arith))
     if not _close(reported, again):
         raise CertificateError(
             f"result.residual is {reported:.6e}, the stored answers and the claimed W give "
@@ -305,7 +295,7 @@ def _verify_nuclear(data: dict[str, Any], head: Header) -> list[str]:
         )
     rescales = learning - d - m
     predict = head_predictor(head, claimed, False)
-    verified = check_verification(data, head, predict)  # parses the section first
+    verified = kernel.check_verification(data, head, predict)  # parses the section first
     return [
         f"queries: {q['learning']} learning (bound d + m = {d + m}"
         + (f", + {rescales} re-asked probes" if rescales else "")
@@ -321,19 +311,19 @@ def _close(a: float, b: float) -> bool:
     return math.isfinite(b) and abs(a - b) <= RESIDUAL_RTOL * max(abs(a), abs(b)) + RESIDUAL_ATOL
 
 
-def _verification_error(data: dict[str, Any], head: Header, predict: Any) -> str:
+def _verification_error(data: dict[str, Any], head: kernel.Header, predict: Any) -> str:
     """The reported largest relative gap on the fresh sequences, recomputed here."""
     from verified_attn.verification import agree, float_floor, fresh_sequences
 
-    ver = get(data, "verification")
+    ver = kernel.get(data, "verification")
     count, seed = ver["count"], ver["seed"]  # validated by check_verification
-    raw = get(data, "result.verification_error")
+    raw = kernel.get(data, "result.verification_error")
     if count == 0:
         if raw is not None:
             raise CertificateError("result.verification_error must be null when not verified")
         return "verification error: none (not verified)"
-    reported = float(number(raw, "result.verification_error", head.arith))
-    answers = [float(a) for a in numbers(ver["answers"], "verification.answers", head.arith)]
+    reported = float(kernel.number(raw, "result.verification_error", head.arith))
+    answers = [float(a) for a in kernel.numbers(ver["answers"], "verification.answers", head.arith)]
     sequences = fresh_sequences(head.d, count, seed, tuple(ver["lengths"]))
     floor = float_floor(answers, 0.0)
     worst = max(

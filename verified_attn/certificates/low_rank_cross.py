@@ -26,19 +26,9 @@ import numpy as np
 import sympy
 
 from verified_attn.arithmetic import Arithmetic, fmpq_matrix
+from verified_attn.certificates import kernel
 from verified_attn.certificates.common_checks import logit, rescales
 from verified_attn.certificates.elimination import Elimination, Product
-from verified_attn.certificates.kernel import (
-    MAX_ENTRIES,
-    Header,
-    as_int,
-    as_list,
-    as_matrix,
-    get,
-    number,
-    numbers,
-    rational,
-)
 from verified_attn.errors import CertificateError
 from verified_attn.probing import apply_exact, measured_array
 
@@ -66,10 +56,10 @@ class Probe:
 def _vector(raw: Any, path: str, d: int, seen: dict[str, Fraction] | None = None) -> list[Fraction]:
     """d exact rationals; ``seen`` caches strings already parsed (probes repeat a few)."""
     out = []
-    for i, q in enumerate(as_list(raw, path, d)):
+    for i, q in enumerate(kernel.as_list(raw, path, d)):
         x = seen.get(q) if seen is not None and isinstance(q, str) else None
         if x is None:
-            x = rational(q, f"{path}[{i}]")
+            x = kernel.rational(q, f"{path}[{i}]")
             if seen is not None and len(seen) < 1 << 16:
                 seen[q] = x
         out.append(x)
@@ -90,21 +80,21 @@ def _key(x: list[Fraction]) -> tuple[int, ...]:
     return tuple(n for q in x for n in (q.numerator, q.denominator))
 
 
-def read_probes(data: dict[str, Any], head: Header) -> list[Probe]:
+def read_probes(data: dict[str, Any], head: kernel.Header) -> list[Probe]:
     """The stored probes; a probe's u and b are d rationals or an index into
     ``answers.vectors`` (the table of distinct probe vectors the writer stores)."""
     d, arith = head.d, head.arith
-    raw = as_list(get(data, "answers.probes"), "answers.probes")
-    answers = get(data, "answers")
+    raw = kernel.as_list(kernel.get(data, "answers.probes"), "answers.probes")
+    answers = kernel.get(data, "answers")
     table_raw = answers.get("vectors") if isinstance(answers, dict) else None
-    table_raw = [] if table_raw is None else as_list(table_raw, "answers.vectors")
+    table_raw = [] if table_raw is None else kernel.as_list(table_raw, "answers.vectors")
     inline = sum(
         1
         for p in raw
         if isinstance(p, dict) and any(isinstance(p.get(k), list) for k in ("u", "b"))
     )
     # What the checker reads: the table's vectors, the inline ones, and a few per probe.
-    if (len(table_raw) + 2 * inline) * d + 4 * len(raw) > MAX_ENTRIES:
+    if (len(table_raw) + 2 * inline) * d + 4 * len(raw) > kernel.MAX_ENTRIES:
         raise CertificateError("answers.probes holds more entries than a checker reads")
     seen: dict[str, Fraction] = {}
     table = [_vector(x, f"answers.vectors[{k}]", d, seen) for k, x in enumerate(table_raw)]
@@ -126,28 +116,25 @@ def read_probes(data: dict[str, Any], head: Header) -> list[Probe]:
 
     out = []
     scales: dict[str, tuple[Fraction, int]] = {}
-    for i, p in enumerate(raw):
-        path = f"answers.probes[{i}]"
-        if not isinstance(p, dict):
-            raise CertificateError(f"{path} must be a JSON object")
-        phase = get(p, "phase")
+    for path, p in kernel.as_objects(raw, "answers.probes"):
+        phase = kernel.get(p, "phase")
         if not isinstance(phase, str) or not 0 < len(phase) <= 32:
             raise CertificateError(f"{path}.phase must be a short string")
-        raw_t = get(p, "scale")
+        raw_t = kernel.get(p, "scale")
         parsed = scales.get(raw_t) if isinstance(raw_t, str) else None
         if parsed is None:
-            t = rational(raw_t, f"{path}.scale")
+            t = kernel.rational(raw_t, f"{path}.scale")
             parsed = (t, rescales(t, f"{path}.scale", most=64))
             if isinstance(raw_t, str) and len(scales) < 64:
                 scales[raw_t] = parsed
-        iu, ib = vector(get(p, "u"), f"{path}.u"), vector(get(p, "b"), f"{path}.b")
+        iu, ib = vector(kernel.get(p, "u"), f"{path}.u"), vector(kernel.get(p, "b"), f"{path}.b")
         out.append(
             Probe(
                 phase,
                 vectors[iu],
                 vectors[ib],
                 parsed[0],
-                number(get(p, "answer"), f"{path}.answer", arith),
+                kernel.number(kernel.get(p, "answer"), f"{path}.answer", arith),
                 parsed[1],
                 iu,
                 ib,
@@ -219,20 +206,22 @@ def count_phases(
 class Cross:
     """The skeleton's stored design and probes, and the cross re-solved from them."""
 
-    def __init__(self, data: dict[str, Any], head: Header) -> None:
+    def __init__(self, data: dict[str, Any], head: kernel.Header) -> None:
         d, arith = head.d, head.arith
         self.d, self.arith = d, arith
-        self.rank = as_int(get(data, "rank"), "rank", low=0, high=d)
-        given = get(data, "rank_given")
-        self.rank_given = None if given is None else as_int(given, "rank_given", low=1, high=d)
+        self.rank = kernel.as_int(kernel.get(data, "rank"), "rank", low=0, high=d)
+        given = kernel.get(data, "rank_given")
+        self.rank_given = (
+            None if given is None else kernel.as_int(given, "rank_given", low=1, high=d)
+        )
         if self.rank_given is not None and self.rank > self.rank_given:
             raise CertificateError(f"rank {self.rank} exceeds rank_given {self.rank_given}")
         r = self.rank
-        design = get(data, "design")
+        design = kernel.get(data, "design")
         seen: dict[str, Fraction] = {}  # U repeats a few strings ("0/1", "1/1") d^2 times
         self.U = [
             _vector(row, f"design.U[{i}]", d, seen)
-            for i, row in enumerate(as_matrix(get(design, "U"), "design.U", d, d))
+            for i, row in enumerate(kernel.as_matrix(kernel.get(design, "U"), "design.U", d, d))
         ]
         U = _exact_matrix(self.U)
         if U.rank() < d:
@@ -240,15 +229,15 @@ class Cross:
         self.U_inv = U.inv()
         # Which probe vectors are design columns u_k (most are): no solve needed for them.
         self.columns = {_key([self.U[i][k] for i in range(d)]): k for k in range(d)}
-        basis = as_list(get(design, "basis"), "design.basis", r)
+        basis = kernel.as_list(kernel.get(design, "basis"), "design.basis", r)
         self.B = [_vector(b, f"design.basis[{j}]", d) for j, b in enumerate(basis)]
         self.S = [
-            as_int(s, f"design.pivots[{m}]", high=d - 1)
-            for m, s in enumerate(as_list(get(design, "pivots"), "design.pivots", r))
+            kernel.as_int(s, f"design.pivots[{m}]", high=d - 1)
+            for m, s in enumerate(kernel.as_list(kernel.get(design, "pivots"), "design.pivots", r))
         ]
         if len(set(self.S)) != r:
             raise CertificateError("design.pivots must be distinct rows")
-        nb = get(design, "next_b")
+        nb = kernel.get(design, "next_b")
         if (nb is None) != (r == d):
             raise CertificateError(
                 "design.next_b must be given exactly when rank < d (the column that "
@@ -256,7 +245,7 @@ class Cross:
             )
         self.next_b = None if nb is None else _vector(nb, "design.next_b", d)
         with arith.context():
-            self.v = numbers(get(data, "answers.v"), "answers.v", arith, d)
+            self.v = kernel.numbers(kernel.get(data, "answers.v"), "answers.v", arith, d)
             self.probes = read_probes(data, head)
             self.measured = measure_all(arith, self.v, self.probes)
             self._solve()

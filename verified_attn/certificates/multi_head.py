@@ -56,16 +56,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.common_checks import check_phases, passed
-from verified_attn.certificates.kernel import (
-    as_bool,
-    as_int,
-    check_counts,
-    check_verification,
-    get,
-    parse_header,
-)
 from verified_attn.certificates.multi_head_decode import compare_exact, redecode
 from verified_attn.certificates.multi_head_float import float_fit, float_phases
 from verified_attn.certificates.multi_head_orthogonal import verify_orthogonal
@@ -89,21 +81,14 @@ from verified_attn.multi_head.canonical_float import (
     probe_columns,
 )
 
-__all__ = [
-    "FLOAT_RTOL",
-    "MAX_D",
-    "MAX_FLOAT_HEADS",
-    "MAX_HEADS",
-    "MAX_WORKING_PRECISION",
-    "verify",
-]
+__all__ = ["FLOAT_RTOL", "MAX_D", "MAX_FLOAT_HEADS", "MAX_HEADS", "MAX_WORKING_PRECISION", "verify"]
 
 
 def verify(data: dict[str, Any]) -> CertificateCheck:
     """Re-check a ``multi-head`` certificate dict; CertificateError naming what fails."""
     if not isinstance(data, dict):
         raise CertificateError(f"a certificate is a JSON object, got {type(data).__name__}")
-    method = get(data, "method")
+    method = kernel.get(data, "method")
     try:
         if method == "canonical":
             return _canonical(data)
@@ -129,14 +114,17 @@ def _limit(d: int, H0: int, affine: bool) -> int:
 
 
 def _canonical(data: dict[str, Any]) -> CertificateCheck:
-    head = parse_header(data, "multi-head", max_d=MAX_D)
+    head = kernel.parse_header(data, "multi-head", max_d=MAX_D)
     d, arith = head.d, head.arith
-    affine = as_bool(get(data, "affine"), "affine")
-    heads_given = as_bool(get(data, "heads_given"), "heads_given")
-    H0 = as_int(
-        get(data, "H0"), "H0", low=1, high=MAX_FLOAT_HEADS if arith.name == "float" else MAX_HEADS
+    affine = kernel.as_bool(kernel.get(data, "affine"), "affine")
+    heads_given = kernel.as_bool(kernel.get(data, "heads_given"), "heads_given")
+    H0 = kernel.as_int(
+        kernel.get(data, "H0"),
+        "H0",
+        low=1,
+        high=MAX_FLOAT_HEADS if arith.name == "float" else MAX_HEADS,
     )
-    exact = as_bool(get(data, "result.exact"), "result.exact")
+    exact = kernel.as_bool(kernel.get(data, "result.exact"), "result.exact")
     if exact != (arith.name != "float"):
         raise CertificateError(f"result.exact is {exact} in {arith.name} arithmetic")
     if arith.name == "float" and not heads_given:
@@ -170,7 +158,7 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
         if arith.name == "float"
         else _limit(d, H0, affine)
     )
-    q = check_counts(data, learning=learning, bound=bound, phases=phases)
+    q = kernel.check_counts(data, learning=learning, bound=bound, phases=phases)
     if learning > bound:  # the float adaptive phases are held to the worst case
         raise CertificateError(f"{learning} learning queries exceed the bound {bound}")
     check_phases(q["by_phase"], phases)
@@ -193,5 +181,5 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
         )
     model = heads_model(claimed, beta, affine)
     with arith.context():
-        lines.append(check_verification(data, head, predictor(head, model)))
+        lines.append(kernel.check_verification(data, head, predictor(head, model)))
     return passed(head, lines)

@@ -26,12 +26,7 @@ from verified_attn.arithmetic import (
     fmpq_matrix,
     reconstruct_rational,
 )
-from verified_attn.certificates.kernel import (
-    Header,
-    as_int,
-    get,
-    number,
-)
+from verified_attn.certificates import kernel
 from verified_attn.certificates.multi_head_parts import (
     MAX_WORKING_PRECISION,
     Decoded,
@@ -51,7 +46,7 @@ __all__ = ["compare_exact", "redecode"]
 
 def redecode(
     data: dict[str, Any],
-    head: Header,
+    head: kernel.Header,
     affine: bool,
     heads_given: bool,
     H0: int,
@@ -60,14 +55,14 @@ def redecode(
     ties: list[dict[str, Any]],
 ) -> tuple[list[tuple[list[Fraction], list[Fraction], list[Fraction]]], Fraction | None]:
     d, arith = head.d, head.arith
-    prec = as_int(get(data, "working_precision"), "working_precision", low=32)
+    prec = kernel.as_int(kernel.get(data, "working_precision"), "working_precision", low=32)
     if prec > MAX_WORKING_PRECISION:
         raise CertificateError(
             f"working_precision must be an int in 32..{MAX_WORKING_PRECISION}, got {prec}"
         )
     if arith.name == "certified" and prec != arith.precision:
         raise CertificateError(f"working_precision {prec} is not the precision {arith.precision}")
-    D = as_int(get(data, "denominator_bound"), "denominator_bound", low=1)
+    D = kernel.as_int(kernel.get(data, "denominator_bound"), "denominator_bound", low=1)
     if D.bit_length() > prec:
         raise CertificateError(f"denominator_bound has more than {prec} bits")
     U, B = read_design(data, head, ncols)
@@ -217,7 +212,7 @@ def _tie_orders(
     The scores are affine in b, so there they are the means; F(0) there is the mean of
     F(0) at b_1 and b_j.
     """
-    measured = to_arb(number(tie["answer"], tie["path"], arith))
+    measured = to_arb(kernel.number(tie["answer"], tie["path"], arith))
     meets = []
     for p in fits:
         predicted = (f0[0] + f0[j]) / 2

@@ -20,13 +20,7 @@ from verified_attn.arithmetic import (
     Arithmetic,
     FloatArithmetic,
 )
-from verified_attn.certificates.kernel import (
-    Header,
-    as_int,
-    get,
-    number,
-    numbers,
-)
+from verified_attn.certificates import kernel
 from verified_attn.certificates.multi_head_float_bounds import (
     FitInputs,
     claimed_arrays,
@@ -64,7 +58,7 @@ __all__ = ["float_fit", "float_phases", "float_polish_count"]
 
 def float_fit(
     data: dict[str, Any],
-    head: Header,
+    head: kernel.Header,
     affine: bool,
     H0: int,
     ncols: int,
@@ -81,13 +75,15 @@ def float_fit(
     F0, F = read_samples(data, arith, ncols, npairs, len(ratios))
     pairs = design_pairs(list(Ua), ncols, half=True)
     observed = [*F0, *(a for row in F for a in row)]
-    observed += [number(t["answer"], t["path"], arith) for t in ties]
+    observed += [kernel.number(t["answer"], t["path"], arith) for t in ties]
     # The sequence polish's random sequences: regenerated from the seed.
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
     polish = float_polish_count(data, Ua.shape[0], H0, affine, unit)
     if polish:
-        observed += numbers(get(data, "answers.polish"), "answers.polish", arith, polish)
-        seed = as_int(get(data, "seed"), "seed", low=0)
+        observed += kernel.numbers(
+            kernel.get(data, "answers.polish"), "answers.polish", arith, polish
+        )
+        seed = kernel.as_int(kernel.get(data, "seed"), "seed", low=0)
 
     def rebuilt() -> Iterator[np.ndarray]:
         # Every learning query, built as it is read (at nn.MultiheadAttention E = 64, H = 4
@@ -135,7 +131,7 @@ def float_polish_count(data: dict[str, Any], d: int, H0: int, affine: bool, unit
     always = polish_count(d, H0, affine, unit=unit)
     if always:
         return always
-    raw = get(data, "answers").get("polish", [])
+    raw = kernel.get(data, "answers").get("polish", [])
     if not isinstance(raw, list):
         raise CertificateError("answers.polish must be a list")
     allowed = precision_polish_count(d, H0, affine, unit=unit)
@@ -162,7 +158,7 @@ def _float_polish(
     (:func:`~verified_attn.multi_head.canonical_float.polish_figures`); the stated parameter
     tolerance must cover the estimate, the recomputed prediction bound be within the rule's
     allowance, and each stored figure be at least half the recomputed one."""
-    result = get(data, "result")
+    result = kernel.get(data, "result")
     stated = stated_parameter_rtol(result, arith)
     if result.get("parameter_error_estimate_kind") != "sequences":
         raise CertificateError(
@@ -170,9 +166,13 @@ def _float_polish(
             f"polish takes, got {result.get('parameter_error_estimate_kind')!r}"
         )
     told = float(
-        number(get(result, "parameter_error_estimate"), "result.parameter_error_estimate", arith)
+        kernel.number(
+            kernel.get(result, "parameter_error_estimate"), "result.parameter_error_estimate", arith
+        )
     )
-    seed, lengths, told_ratio = stated_prediction_bound(get(result, "prediction_bound"), arith)
+    seed, lengths, told_ratio = stated_prediction_bound(
+        kernel.get(result, "prediction_bound"), arith
+    )
     heads = claimed_arrays(claimed, rows.queries.shape[1], affine)
     # The recomputation holds the claim to the tolerance it states, not to the header's.
     held = FloatArithmetic(

@@ -21,13 +21,7 @@ import numpy as np
 from verified_attn.arithmetic import (
     Arithmetic,
 )
-from verified_attn.certificates.kernel import (
-    as_int,
-    as_list,
-    get,
-    number,
-    numbers,
-)
+from verified_attn.certificates import kernel
 from verified_attn.errors import (
     CertificateError,
     InvalidArgument,
@@ -94,7 +88,7 @@ def float_prediction_bound(fit: FitInputs) -> str:
     kind "joint" it is not recomputed, so it must not be stated. A certificate without the
     field states no bound, and the summary says so."""
     data, arith, U, B, F0, F, ratios, claimed, beta, affine, ncols, H0 = fit.fields()
-    raw = get(data, "result").get("prediction_bound")
+    raw = kernel.get(data, "result").get("prediction_bound")
     d = U.shape[0]
     joint = joint_polish(d, H0, affine, len(F0) + len(F) * len(ratios))
     if raw is None:
@@ -138,7 +132,7 @@ def stated_prediction_bound(raw: Any, arith: Arithmetic) -> tuple[int, list[int]
     count = raw.get("sequences")
     if (
         count != PREDICTION_SEQUENCES
-        or float(number(raw.get("sigmas"), "result.prediction_bound.sigmas", arith))
+        or float(kernel.number(raw.get("sigmas"), "result.prediction_bound.sigmas", arith))
         != PREDICTION_SIGMAS
     ):
         raise CertificateError(
@@ -150,7 +144,7 @@ def stated_prediction_bound(raw: Any, arith: Arithmetic) -> tuple[int, list[int]
         lengths = list(check_lengths(raw.get("lengths")))
     except InvalidArgument as exc:
         raise CertificateError(f"result.prediction_bound: {exc}") from exc
-    told = float(number(raw.get("ratio"), "result.prediction_bound.ratio", arith))
+    told = float(kernel.number(raw.get("ratio"), "result.prediction_bound.ratio", arith))
     if not 0 <= told <= 1:
         raise CertificateError(f"result.prediction_bound.ratio {told!r} is not in [0, 1]")
     return seed, lengths, told
@@ -161,7 +155,7 @@ def stated_parameter_rtol(result: dict[str, Any], arith: Arithmetic) -> float:
     (a certificate without it states rtol)."""
     rtol = float(arith.rtol or 0.0)  # always set in float mode (the header's rtol)
     raw = result.get("parameter_rtol")
-    stated = rtol if raw is None else float(number(raw, "result.parameter_rtol", arith))
+    stated = rtol if raw is None else float(kernel.number(raw, "result.parameter_rtol", arith))
     if not rtol <= stated < 1:
         raise CertificateError(
             f"result.parameter_rtol must be in [rtol, 1) = [{rtol:g}, 1), got {stated!r}"
@@ -206,13 +200,13 @@ def float_parameter_tolerance(fit: FitInputs) -> str:
     (:func:`~verified_attn.multi_head.canonical_float.joint_polish`), so a file cannot
     choose the unchecked one."""
     data, arith, U, B, F0, F, ratios, claimed, beta, affine, ncols, H0 = fit.fields()
-    result = get(data, "result")
+    result = kernel.get(data, "result")
     stated = stated_parameter_rtol(result, arith)
     raw_est = result.get("parameter_error_estimate")
     told = (
         None
         if raw_est is None
-        else float(number(raw_est, "result.parameter_error_estimate", arith))
+        else float(kernel.number(raw_est, "result.parameter_error_estimate", arith))
     )
     if told is not None and not 0 <= told <= stated:
         raise CertificateError(
@@ -268,15 +262,17 @@ def float_rounds(
     """The float design's adaptive rounds at ``field``: at most ``limit`` records, each
     with a positive ``size`` (a scale or factor) and ``rows(record, path)`` rows of
     ``per_pair`` answers (kept for the record; the learning count includes them)."""
-    raw = get(data, field)
+    raw = kernel.get(data, field)
     if not isinstance(raw, list) or len(raw) > limit:
         raise CertificateError(f"{field} must list at most {limit} rounds")
     for i, row in enumerate(raw):
         path = f"{field}[{i}]"
-        if not number(get(row, size), f"{path}.{size}", arith) > 0:
+        if not kernel.number(kernel.get(row, size), f"{path}.{size}", arith) > 0:
             raise CertificateError(f"{path}.{size} must be positive")
-        for r, ans in enumerate(as_list(get(row, "answers"), f"{path}.answers", rows(row, path))):
-            numbers(ans, f"{path}.answers[{r}]", arith, per_pair)
+        for r, ans in enumerate(
+            kernel.as_list(kernel.get(row, "answers"), f"{path}.answers", rows(row, path))
+        ):
+            kernel.numbers(ans, f"{path}.answers[{r}]", arith, per_pair)
     return raw
 
 
@@ -292,7 +288,7 @@ def float_pilot(
     most ``pilot_rounds - 1``; their number. design.u_scale: the kept scale, positive."""
     limit = pilot_rounds(d, H0, affine, unit=float(getattr(arith, "unit_roundoff", 2.0**-53))) - 1
     raw = float_rounds(data, arith, "design.pilot", limit, "scale", lambda *_: d, per_pair)
-    if not number(get(data, "design.u_scale"), "design.u_scale", arith) > 0:
+    if not kernel.number(kernel.get(data, "design.u_scale"), "design.u_scale", arith) > 0:
         raise CertificateError("design.u_scale must be positive")
     return len(raw)
 
@@ -309,7 +305,7 @@ def float_conditioning(
     ``CONDITIONING_GROUPS`` (their total is held to the bound); the queries they asked."""
 
     def rows(row: Any, path: str) -> int:
-        k = as_int(get(row, "k"), f"{path}.k", low=0, high=d - 1)
+        k = kernel.as_int(kernel.get(row, "k"), f"{path}.k", low=0, high=d - 1)
         return ncols + (d - 1 if k == 0 else 1)
 
     raw = float_rounds(
@@ -332,12 +328,12 @@ def stored_ratios(data: dict[str, Any], H0: int, unit: float) -> list[tuple[int,
     them (2 H0 grid ratios in its window, then the redundant ones): a certificate that
     names other ratios (a longer query, a ratio outside the window) is not this design's."""
     n = 2 * H0 + float_redundancy(H0)
-    rows = as_list(get(data, "design.ratios"), "design.ratios", n)
+    rows = kernel.as_list(kernel.get(data, "design.ratios"), "design.ratios", n)
     out = []
     for i, row in enumerate(rows):
-        pair = as_list(row, f"design.ratios[{i}]", 2)
-        k = as_int(pair[0], f"design.ratios[{i}][0]", low=1)
-        m = as_int(pair[1], f"design.ratios[{i}][1]", low=1)
+        pair = kernel.as_list(row, f"design.ratios[{i}]", 2)
+        k = kernel.as_int(pair[0], f"design.ratios[{i}][0]", low=1)
+        m = kernel.as_int(pair[1], f"design.ratios[{i}][1]", low=1)
         out.append((k, m))
     if len({Fraction(k, m) for k, m in out}) != n:
         raise CertificateError(f"design.ratios repeats a ratio: {out}")

@@ -19,20 +19,8 @@ from verified_attn.arithmetic import (
     Arithmetic,
     fmpq_matrix,
 )
-from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.common_checks import check_phases, passed
-from verified_attn.certificates.kernel import (
-    Header,
-    as_bool,
-    as_list,
-    as_matrix,
-    check_counts,
-    check_verification,
-    get,
-    numbers,
-    parse_header,
-    rational,
-)
 from verified_attn.certificates.multi_head_parts import (
     FLOAT_RTOL,
     MAX_D,
@@ -52,14 +40,14 @@ __all__ = ["verify_orthogonal"]
 def verify_orthogonal(data: dict[str, Any]) -> CertificateCheck:
     from verified_attn.certificates.single_head import verify as verify_single_head
 
-    head = parse_header(data, "multi-head", max_d=MAX_D)
+    head = kernel.parse_header(data, "multi-head", max_d=MAX_D)
     d, arith = head.d, head.arith
-    if as_bool(get(data, "affine"), "affine"):
+    if kernel.as_bool(kernel.get(data, "affine"), "affine"):
         raise CertificateError("affine must be false for the orthogonal method")
-    exact = as_bool(get(data, "result.exact"), "result.exact")
+    exact = kernel.as_bool(kernel.get(data, "result.exact"), "result.exact")
     if exact != (arith.name != "float"):
         raise CertificateError(f"result.exact is {exact} in {arith.name} arithmetic")
-    subspaces = as_list(get(data, "subspaces"), "subspaces")
+    subspaces = kernel.as_list(kernel.get(data, "subspaces"), "subspaces")
     if not 1 <= len(subspaces) <= d:
         raise CertificateError(f"subspaces has {len(subspaces)} entries, expected 1..{d}")
     bases = _bases(subspaces, d)
@@ -72,13 +60,13 @@ def verify_orthogonal(data: dict[str, Any]) -> CertificateCheck:
     lines = [head.describe() + ", method orthogonal", ""]
     for h, (entry, B) in enumerate(zip(subspaces, bases, strict=True)):
         path = f"subspaces[{h}]"
-        sub = get(entry, "certificate")
-        dead = get(entry, "dead_answers")
+        sub = kernel.get(entry, "certificate")
+        dead = kernel.get(entry, "dead_answers")
         if (sub is None) == (dead is None):
             raise CertificateError(f"{path}: give exactly one of certificate or dead_answers")
         if sub is None:
             with arith.context():
-                values = numbers(dead, f"{path}.dead_answers", arith, B.ncols())
+                values = kernel.numbers(dead, f"{path}.dead_answers", arith, B.ncols())
                 if any(arith.sign(x) != 0 for x in values):
                     raise CertificateError(f"{path}.dead_answers: not all zero (v != 0)")
             phases[f"head{h + 1}/v"] = B.ncols()
@@ -96,16 +84,16 @@ def verify_orthogonal(data: dict[str, Any]) -> CertificateCheck:
         except CertificateError as exc:
             raise CertificateError(f"{path}.certificate: {exc}") from exc
         lines.append(f"subspace {h + 1} (rank {B.ncols()}): " + "; ".join(inner.summary[2:4]))
-        for name, n in get(sub, "queries.by_phase").items():
+        for name, n in kernel.get(sub, "queries.by_phase").items():
             phases[f"head{h + 1}/{name}"] = n
-        if get(sub, "queries.verification"):
+        if kernel.get(sub, "queries.verification"):
             inner_verification.append(f"head{h + 1}/verify")
         lifted.append(_lift(B, sub, head, path))
     if not lifted:
         raise CertificateError("every subspace is dead: there is no head to certify")
     learning = sum(n for name, n in phases.items() if not name.endswith("/verify"))
     bound = sum(r * r + r for r in ranks)
-    q = check_counts(
+    q = kernel.check_counts(
         data,
         learning=learning,
         phases=phases,
@@ -125,7 +113,9 @@ def verify_orthogonal(data: dict[str, Any]) -> CertificateCheck:
     model = heads_model(claimed, None, False)
     outer = q["by_phase"].get("verify", 0)
     with arith.context():
-        lines.append(check_verification(data, head, predictor(head, model), expected_queries=outer))
+        lines.append(
+            kernel.check_verification(data, head, predictor(head, model), expected_queries=outer)
+        )
     return passed(head, lines)
 
 
@@ -140,13 +130,13 @@ def _bases(subspaces: list[Any], d: int) -> list[flint.fmpq_mat]:
 
 
 def _basis(entry: Any, path: str, d: int) -> flint.fmpq_mat:
-    rows = as_list(get(entry, "basis"), f"{path}.basis", d)
-    r = len(as_list(rows[0], f"{path}.basis[0]"))
+    rows = kernel.as_list(kernel.get(entry, "basis"), f"{path}.basis", d)
+    r = len(kernel.as_list(rows[0], f"{path}.basis[0]"))
     if not 1 <= r <= d:
         raise CertificateError(f"{path}.basis must have 1..{d} columns, got {r}")
     B = [
-        [rational(q, f"{path}.basis[{i}][{j}]") for j, q in enumerate(row)]
-        for i, row in enumerate(as_matrix(rows, f"{path}.basis", d, r))
+        [kernel.rational(q, f"{path}.basis[{i}][{j}]") for j, q in enumerate(row)]
+        for i, row in enumerate(kernel.as_matrix(rows, f"{path}.basis", d, r))
     ]
     Bq = fmpq_matrix(B)
     if Bq.rank() != r:
@@ -154,16 +144,18 @@ def _basis(entry: Any, path: str, d: int) -> flint.fmpq_mat:
     return Bq
 
 
-def _lift(B: flint.fmpq_mat, sub: dict[str, Any], head: Header, path: str) -> tuple[Any, Any]:
+def _lift(
+    B: flint.fmpq_mat, sub: dict[str, Any], head: kernel.Header, path: str
+) -> tuple[Any, Any]:
     """The sub-certificate's claimed (W', v') lifted to Q^d: W = L W' L^T, v = L v'."""
     r = B.ncols()
-    params = get(sub, "result.parameters")
+    params = kernel.get(sub, "result.parameters")
     L = B * (B.transpose() * B).inv()
     arith = head.arith
     where = f"{path}.certificate.result.parameters"
-    rows = as_list(get(params, "W"), f"{where}.W", r)
+    rows = kernel.as_list(kernel.get(params, "W"), f"{where}.W", r)
     Wr = [read_entries(row, f"{where}.W[{i}]", head, r) for i, row in enumerate(rows)]
-    vr = read_entries(get(params, "v"), f"{where}.v", head, r)
+    vr = read_entries(kernel.get(params, "v"), f"{where}.v", head, r)
     if arith.name != "float":
         Wq = fmpq_matrix(Wr)
         vq = fmpq_matrix([[x] for x in vr])

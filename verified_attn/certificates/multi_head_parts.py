@@ -18,15 +18,7 @@ import numpy as np
 from verified_attn.arithmetic import (
     Arithmetic,
 )
-from verified_attn.certificates.kernel import (
-    Header,
-    as_int,
-    as_list,
-    as_matrix,
-    get,
-    numbers,
-    rational,
-)
+from verified_attn.certificates import kernel
 from verified_attn.errors import (
     CertificateError,
     VerifiedAttnError,
@@ -69,40 +61,40 @@ Decoded = list[tuple[Fraction, Fraction]]
 
 
 def read_ties(data: dict[str, Any], d: int, ncols: int) -> list[dict[str, Any]]:
-    raw = as_list(get(data, "answers.ties"), "answers.ties")
+    raw = kernel.as_list(kernel.get(data, "answers.ties"), "answers.ties")
     if len(raw) > d * (ncols - 1):
         raise CertificateError(f"answers.ties has {len(raw)} entries, at most {d * (ncols - 1)}")
     out, seen = [], set()
     for i, t in enumerate(raw):
         path = f"answers.ties[{i}]"
-        k = as_int(get(t, "k"), f"{path}.k", low=0, high=d - 1)
-        j = as_int(get(t, "j"), f"{path}.j", low=1, high=ncols - 1)
+        k = kernel.as_int(kernel.get(t, "k"), f"{path}.k", low=0, high=d - 1)
+        j = kernel.as_int(kernel.get(t, "j"), f"{path}.j", low=1, high=ncols - 1)
         if (k, j) in seen:
             raise CertificateError(f"{path}: the pair ({k}, {j}) is listed twice")
         seen.add((k, j))
-        out.append({"k": k, "j": j, "answer": get(t, "answer"), "path": f"{path}.answer"})
+        out.append({"k": k, "j": j, "answer": kernel.get(t, "answer"), "path": f"{path}.answer"})
     return out
 
 
-def read_entries(raw: Any, path: str, head: Header, count: int) -> list[Any]:
+def read_entries(raw: Any, path: str, head: kernel.Header, count: int) -> list[Any]:
     """Claimed numbers: exact rationals in exact/certified mode, floats in float mode."""
-    values = as_list(raw, path, count)
+    values = kernel.as_list(raw, path, count)
     if head.arith.name == "float":
-        return numbers(values, path, head.arith, count)
+        return kernel.numbers(values, path, head.arith, count)
     out = []
     for i, x in enumerate(values):
         if not (isinstance(x, dict) and set(x) == {"rational"}):
             raise CertificateError(f"{path}[{i}]: an exact result stores rationals")
-        out.append(rational(x["rational"], f"{path}[{i}]"))
+        out.append(kernel.rational(x["rational"], f"{path}[{i}]"))
     return out
 
 
 def claimed_heads(
-    data: dict[str, Any], head: Header, affine: bool, H0: int
+    data: dict[str, Any], head: kernel.Header, affine: bool, H0: int
 ) -> tuple[list[tuple[list[Any], list[Any], list[Any]]], Any]:
     """Claimed heads as (W row-major, v, c) flat lists (c zero when stored as null)."""
     d = head.d
-    raw = as_list(get(data, "result.heads"), "result.heads")
+    raw = kernel.as_list(kernel.get(data, "result.heads"), "result.heads")
     if not 1 <= len(raw) <= H0:
         raise CertificateError(f"result.heads has {len(raw)} heads, expected 1..{H0}")
     zero = 0.0 if head.arith.name == "float" else Fraction(0)
@@ -111,16 +103,16 @@ def claimed_heads(
         path = f"result.heads[{h}]"
         W = [
             x
-            for i, row in enumerate(as_matrix(get(entry, "W"), f"{path}.W", d, d))
+            for i, row in enumerate(kernel.as_matrix(kernel.get(entry, "W"), f"{path}.W", d, d))
             for x in read_entries(row, f"{path}.W[{i}]", head, d)
         ]
-        v = read_entries(get(entry, "v"), f"{path}.v", head, d)
-        c_raw = get(entry, "c")
+        v = read_entries(kernel.get(entry, "v"), f"{path}.v", head, d)
+        c_raw = kernel.get(entry, "c")
         if c_raw is not None and not affine:
             raise CertificateError(f"{path}.c must be null for the bias-free model")
         c = [zero] * d if c_raw is None else read_entries(c_raw, f"{path}.c", head, d)
         out.append((W, v, c))
-    beta_raw = get(data, "result.beta")
+    beta_raw = kernel.get(data, "result.beta")
     if affine == (beta_raw is None):
         raise CertificateError("result.beta must be given exactly for the affine model")
     beta = None
@@ -147,7 +139,7 @@ def heads_model(
         raise CertificateError(f"the claimed heads are not a model: {exc}") from exc
 
 
-def predictor(head: Header, model: MultiHeadAttention) -> Any:
+def predictor(head: kernel.Header, model: MultiHeadAttention) -> Any:
     arith = head.arith
     if arith.name == "float":
         return lambda X: float(model.evaluate_batch(np.asarray(X, dtype=np.float64)[None])[0])
@@ -155,29 +147,34 @@ def predictor(head: Header, model: MultiHeadAttention) -> Any:
 
 
 def read_design(
-    data: dict[str, Any], head: Header, ncols: int
+    data: dict[str, Any], head: kernel.Header, ncols: int
 ) -> tuple[list[list[Any]], list[list[Any]]]:
     d = head.d
     if head.arith.name == "float":
-        U = [numbers(r, f"design.U[{k}]", head.arith, d) for k, r in enumerate(_rows(data, "U", d))]
+        U = [
+            kernel.numbers(r, f"design.U[{k}]", head.arith, d)
+            for k, r in enumerate(_rows(data, "U", d))
+        ]
         B = [
-            numbers(r, f"design.B[{j}]", head.arith, d)
+            kernel.numbers(r, f"design.B[{j}]", head.arith, d)
             for j, r in enumerate(_rows(data, "B", ncols))
         ]
         return U, B
     U = [
-        [rational(q, f"design.U[{k}][{i}]") for i, q in enumerate(row)]
-        for k, row in enumerate(as_matrix(get(data, "design.U"), "design.U", d, d))
+        [kernel.rational(q, f"design.U[{k}][{i}]") for i, q in enumerate(row)]
+        for k, row in enumerate(kernel.as_matrix(kernel.get(data, "design.U"), "design.U", d, d))
     ]
     B = [
-        [rational(q, f"design.B[{j}][{i}]") for i, q in enumerate(row)]
-        for j, row in enumerate(as_matrix(get(data, "design.B"), "design.B", ncols, d))
+        [kernel.rational(q, f"design.B[{j}][{i}]") for i, q in enumerate(row)]
+        for j, row in enumerate(
+            kernel.as_matrix(kernel.get(data, "design.B"), "design.B", ncols, d)
+        )
     ]
     return U, B
 
 
 def _rows(data: dict[str, Any], name: str, n: int) -> list[Any]:
-    return as_list(get(data, f"design.{name}"), f"design.{name}", n)
+    return kernel.as_list(kernel.get(data, f"design.{name}"), f"design.{name}", n)
 
 
 def design_pairs(U: list[list[Any]], ncols: int, half: bool = False) -> list[tuple[list[Any], int]]:
@@ -194,10 +191,10 @@ def design_pairs(U: list[list[Any]], ncols: int, half: bool = False) -> list[tup
 
 def read_samples(data: dict[str, Any], arith: Arithmetic, ncols: int, npairs: int, n: int) -> Any:
     """F(0) per probe and n samples per pair (2 H0 in exact/certified mode)."""
-    F0 = numbers(get(data, "answers.F0"), "answers.F0", arith, ncols)
+    F0 = kernel.numbers(kernel.get(data, "answers.F0"), "answers.F0", arith, ncols)
     F = [
-        numbers(row, f"answers.F[{p}]", arith, n)
-        for p, row in enumerate(as_list(get(data, "answers.F"), "answers.F", npairs))
+        kernel.numbers(row, f"answers.F[{p}]", arith, n)
+        for p, row in enumerate(kernel.as_list(kernel.get(data, "answers.F"), "answers.F", npairs))
     ]
     return F0, F
 

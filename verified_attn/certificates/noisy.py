@@ -26,7 +26,7 @@ What is re-checked, with the core arithmetic only (never the learner's code):
    ball ||W||_F <= w_bound);
 3. the design: U is the one the design rule gives for these answers, and b the largest
    power of two with b ||u_k||_2 w_bound <= 1;
-4. the intervals, re-derived here (:func:`intervals`, the formula of the learner's module
+4. the intervals, re-derived (:func:`~.noisy_intervals.intervals`, the formula of the learner's module
    docstring written out again): every reported estimate, interval end and error bound
    must be *exactly* the float re-derived (both sides round the same exact rationals);
 5. verification: the fresh sequences the seed and lengths determine
@@ -45,8 +45,7 @@ from typing import Any
 
 import flint
 
-from verified_attn.arithmetic import arb_bounds, fmpq_matrix
-from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.common_checks import check_phases, passed
 from verified_attn.certificates.interval_box import (
     MAX_ANSWERS,
@@ -56,23 +55,15 @@ from verified_attn.certificates.interval_box import (
     box_balls,
     box_enclosure,
     check_fresh,
-    fmpq_of,
-    fraction_of,
+    float_header,
+    fresh_enclosures,
     round_down,
     round_up,
+    verification_summary,
 )
-from verified_attn.certificates.kernel import (
-    as_int,
-    as_list,
-    as_matrix,
-    check_counts,
-    get,
-    number,
-    numbers,
-    parse_header,
-)
+from verified_attn.certificates.noisy_intervals import intervals
+from verified_attn.design import largest_dyadic_scale, noisy_design
 from verified_attn.errors import CertificateError
-from verified_attn.verification import fresh_sequences
 
 __all__ = [
     "MAX_ANSWERS",
@@ -91,88 +82,6 @@ __all__ = [
 _HALF = Fraction(1, 2)
 
 
-def intervals(
-    v_hat: list[Fraction],
-    F: list[list[Fraction]],
-    U: list[list[Fraction]],
-    b: Fraction,
-    tau: Fraction,
-    precision: int,
-) -> dict[str, Any]:
-    """Estimates, intervals and error bounds from exact averaged answers (see step 4).
-
-    >>> out = intervals([Fraction(1)], [[Fraction(1)]], [[Fraction(1)]], Fraction(1),
-    ...                 Fraction(1, 1000), 128)
-    >>> out["W"], out["v"], out["v_error"]
-    ([[0.0]], [1.0], [0.001])
-
-    ``F[k][j]`` answers [b u_k + a e_j; a e_j], a = 1/2. Raises CertificateError where
-    the answers contradict ||W||_F <= w_bound (a probe's ratio out of range).
-    """
-    # Exact rational arithmetic in flint's fmpq (the same rationals as Fraction, faster);
-    # back to Fraction only to round to floats.
-    d = len(v_hat)
-    vq = [fmpq_of(q) for q in v_hat]
-    Uq = [[fmpq_of(q) for q in row] for row in U]
-    bq, tq, a = fmpq_of(b), fmpq_of(tau), flint.fmpq(1, 2)
-    half = flint.fmpq(1, 2)
-    with flint.ctx.workprec(precision):
-        s_hi = fmpq_of(arb_bounds(1 / (1 + flint.arb(-0.5).exp()))[1])  # >= sigmoid(1/2)
-        s_lo = 1 - s_hi  # <= sigmoid(-1/2)
-        L_hi = fmpq_of(arb_bounds(flint.arb(0.5).exp() + flint.arb(-0.5).exp() + 2)[1])
-        lo_M = [[flint.fmpq(0)] * d for _ in range(d)]
-        hi_M = [[flint.fmpq(0)] * d for _ in range(d)]
-        err_M = [[flint.fmpq(0)] * d for _ in range(d)]
-        for k in range(d):
-            uv = sum((Uq[i][k] * vq[i] for i in range(d)), flint.fmpq(0))
-            if uv == 0:
-                raise CertificateError(f"design column {k}: u_{k}^T v_hat = 0")
-            l1 = sum((abs(Uq[i][k]) for i in range(d)), flint.fmpq(0))
-            e_k = tq * (1 + a + s_hi * bq * l1) / (bq * abs(uv))
-            cap = min(L_hi * e_k, flint.fmpq(1)) / (a * bq)
-            for j in range(d):
-                y = (fmpq_of(F[k][j]) - a * vq[j]) / (bq * uv)
-                if y < s_lo - e_k or y > s_hi + e_k:
-                    raise CertificateError(
-                        f"answers.W[{k}][{j}]: alpha_hat = {float(fraction_of(y))} is outside "
-                        "[sigmoid(-1/2), sigmoid(1/2)] by more than its error bound: the "
-                        "answers contradict ||W||_F <= w_bound"
-                    )
-                if y <= s_lo:
-                    lo = hi = -half
-                elif y >= s_hi:
-                    lo = hi = half
-                else:
-                    ball = flint.arb(y)
-                    lo, hi = (fmpq_of(x) for x in arb_bounds((ball / (1 - ball)).log()))
-                    lo, hi = min(max(lo, -half), half), min(max(hi, -half), half)
-                lo_M[k][j], hi_M[k][j] = lo / (a * bq), hi / (a * bq)
-                err_M[k][j] = cap
-    inv = fmpq_matrix(U).transpose().inv()
-    out: dict[str, Any] = {
-        name: [[0.0] * d for _ in range(d)] for name in ("W", "W_lower", "W_upper", "W_error")
-    }
-    zero = flint.fmpq(0)
-    for r in range(d):
-        coef = [(k, inv[r, k]) for k in range(d) if inv[r, k] != 0]
-        for j in range(d):
-            lo = sum((c * (lo_M[k][j] if c > 0 else hi_M[k][j]) for k, c in coef), zero)
-            hi = sum((c * (hi_M[k][j] if c > 0 else lo_M[k][j]) for k, c in coef), zero)
-            err = sum((abs(c) * err_M[k][j] for k, c in coef), zero)
-            lo_f, hi_f, err_f = fraction_of(lo), fraction_of(hi), fraction_of(err)
-            mid = float((lo_f + hi_f) / 2)
-            total = max(Fraction(mid) - lo_f, hi_f - Fraction(mid)) + err_f
-            out["W"][r][j] = mid
-            out["W_error"][r][j] = round_up(total)
-            out["W_lower"][r][j] = round_down(Fraction(mid) - total)
-            out["W_upper"][r][j] = round_up(Fraction(mid) + total)
-    out["v"] = [float(q) for q in v_hat]
-    out["v_error"] = [round_up(abs(Fraction(float(q)) - q) + tau) for q in v_hat]
-    out["v_lower"] = [round_down(q - tau) for q in v_hat]
-    out["v_upper"] = [round_up(q + tau) for q in v_hat]
-    return out
-
-
 # ---------------------------------------------------------------------------------------
 # The checker.
 # ---------------------------------------------------------------------------------------
@@ -180,28 +89,6 @@ def intervals(
 
 def _mean(xs: list[float]) -> Fraction:
     return sum((Fraction(x) for x in xs), Fraction(0)) / len(xs)
-
-
-def _design_rule(v_hat: list[Fraction], name: str) -> list[list[Fraction]]:
-    d = len(v_hat)
-    U = [[Fraction(int(i == k)) for k in range(d)] for i in range(d)]
-    if name == "norm":
-        p = max(range(d), key=lambda i: abs(v_hat[i]))
-        for k in range(d):
-            if k != p and 4 * abs(v_hat[k]) < abs(v_hat[p]):
-                U[p][k] = Fraction(1)
-    return U
-
-
-def _largest_scale(wbar: Fraction, norm_sq: Fraction) -> Fraction:
-    x = norm_sq * wbar * wbar  # the largest b = 2^k with b^2 x <= 1
-    k = (x.denominator.bit_length() - x.numerator.bit_length()) // 2
-    b = Fraction(2) ** k
-    while b * b * x > 1:
-        b /= 2
-    while 4 * b * b * x <= 1:
-        b *= 2
-    return b
 
 
 def _margin(v_hat: list[Fraction], tau: Fraction, mu: Fraction, name: str) -> str:
@@ -230,9 +117,10 @@ def _margin(v_hat: list[Fraction], tau: Fraction, mu: Fraction, name: str) -> st
 def _claimed(raw: Any, path: str, d: int, matrix: bool, arith: Any) -> list[Any]:
     if matrix:
         return [
-            numbers(row, f"{path}[{i}]", arith, d) for i, row in enumerate(as_list(raw, path, d))
+            kernel.numbers(row, f"{path}[{i}]", arith, d)
+            for i, row in enumerate(kernel.as_list(raw, path, d))
         ]
-    return numbers(raw, path, arith, d)
+    return kernel.numbers(raw, path, arith, d)
 
 
 def _same(path: str, claimed: Any, again: Any) -> None:
@@ -258,26 +146,24 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     ...
     verified_attn.errors.CertificateError: kind is 'labels', this checker reads 'noisy'
     """
-    head = parse_header(data, "noisy", max_d=MAX_D)
+    head = float_header(data, "noisy", MAX_D, "noisy answers")
     d, arith = head.d, head.arith
-    if arith.name != "float":
-        raise CertificateError("a noisy certificate is in float arithmetic (noisy answers)")
-    noise = get(data, "noise")
-    tau = bounded_rational(get(noise, "tolerance"), "noise.tolerance")
-    wbar = bounded_rational(get(noise, "w_bound"), "noise.w_bound")
-    mu = bounded_rational(get(noise, "margin"), "noise.margin")
-    repeats = as_int(get(noise, "repeats"), "noise.repeats", low=1, high=MAX_ANSWERS)
-    stochastic = get(noise, "stochastic")
+    noise = kernel.get(data, "noise")
+    tau = bounded_rational(kernel.get(noise, "tolerance"), "noise.tolerance")
+    wbar = bounded_rational(kernel.get(noise, "w_bound"), "noise.w_bound")
+    mu = bounded_rational(kernel.get(noise, "margin"), "noise.margin")
+    repeats = kernel.as_int(kernel.get(noise, "repeats"), "noise.repeats", low=1, high=MAX_ANSWERS)
+    stochastic = kernel.get(noise, "stochastic")
     if repeats * (d * d + d) > MAX_ANSWERS:
         raise CertificateError(f"{repeats} repeats of d^2 + d queries: more than a checker reads")
-    design = get(data, "design")
-    name = get(design, "name")
+    design = kernel.get(data, "design")
+    name = kernel.get(design, "name")
     if name not in ("paper", "norm"):
         raise CertificateError(f"design.name must be 'paper' or 'norm', got {name!r:.40}")
-    if bounded_rational(get(design, "a"), "design.a") != _HALF:
+    if bounded_rational(kernel.get(design, "a"), "design.a") != _HALF:
         raise CertificateError("design.a must be 1/2")
-    precision = as_int(
-        get(design, "interval_precision"), "design.interval_precision", low=32, high=4096
+    precision = kernel.as_int(
+        kernel.get(design, "interval_precision"), "design.interval_precision", low=32, high=4096
     )
 
     lines = [
@@ -286,7 +172,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         + ("" if repeats == 1 else f", {repeats} repeats")
     ]
     bound = repeats * (d * d + d)
-    q = check_counts(
+    q = kernel.check_counts(
         data, learning=bound, bound=bound, phases={"v": repeats * d, "W": repeats * d * d}
     )
     check_phases(q["by_phase"], {"v", "W"})
@@ -295,14 +181,14 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         f"{q['verification']} verification"
     )
 
-    answers = get(data, "answers")
+    answers = kernel.get(data, "answers")
     raw_v = [
-        numbers(a, f"answers.v[{i}]", arith, repeats)
-        for i, a in enumerate(as_list(get(answers, "v"), "answers.v", d))
+        kernel.numbers(a, f"answers.v[{i}]", arith, repeats)
+        for i, a in enumerate(kernel.as_list(kernel.get(answers, "v"), "answers.v", d))
     ]
     raw_W = [
-        [numbers(a, f"answers.W[{k}][{j}]", arith, repeats) for j, a in enumerate(row)]
-        for k, row in enumerate(as_matrix(get(answers, "W"), "answers.W", d, d))
+        [kernel.numbers(a, f"answers.W[{k}][{j}]", arith, repeats) for j, a in enumerate(row)]
+        for k, row in enumerate(kernel.as_matrix(kernel.get(answers, "W"), "answers.W", d, d))
     ]
     v_hat = [_mean(a) for a in raw_v]
     F = [[_mean(a) for a in row] for row in raw_W]
@@ -324,10 +210,10 @@ def _check_design(
     design: Any, name: str, v_hat: list[Fraction], wbar: Fraction, d: int
 ) -> tuple[list[list[Fraction]], Fraction]:
     """The stored U is the design rule's for these answers, and b the largest scale."""
-    U = _design_rule(v_hat, name)
+    U = noisy_design(v_hat, name)
     stored_U = [
         [bounded_rational(x, f"design.U[{i}][{k}]", positive=False) for k, x in enumerate(row)]
-        for i, row in enumerate(as_matrix(get(design, "U"), "design.U", d, d))
+        for i, row in enumerate(kernel.as_matrix(kernel.get(design, "U"), "design.U", d, d))
     ]
     for i in range(d):
         for k in range(d):
@@ -337,8 +223,8 @@ def _check_design(
                     f"{U[i][k]} for these answers"
                 )
     norm_sq = max(sum((U[i][k] ** 2 for i in range(d)), Fraction(0)) for k in range(d))
-    b = _largest_scale(wbar, norm_sq)
-    if bounded_rational(get(design, "b"), "design.b") != b:
+    b = largest_dyadic_scale(norm_sq * wbar * wbar)
+    if bounded_rational(kernel.get(design, "b"), "design.b") != b:
         raise CertificateError(
             f"design.b is not {b}, the largest power of two with b ||u_k||_2 w_bound <= 1"
         )
@@ -349,8 +235,8 @@ def _check_intervals(
     data: dict[str, Any], again: dict[str, Any], wbar: Fraction, d: int, arith: Any
 ) -> tuple[dict[str, Any], str]:
     """The reported parameters and enclosures are exactly those re-derived (``again``)."""
-    result = get(data, "result")
-    if get(result, "exact") is not False:
+    result = kernel.get(data, "result")
+    if kernel.get(result, "exact") is not False:
         raise CertificateError("result.exact must be false")
     paths = {
         "W": "result.parameters.W",
@@ -363,7 +249,7 @@ def _check_intervals(
         "v_error": "result.enclosures.v_error",
     }
     claimed = {
-        key: _claimed(get(data, path), path, d, key.startswith("W"), arith)
+        key: _claimed(kernel.get(data, path), path, d, key.startswith("W"), arith)
         for key, path in paths.items()
     }
     for key, path in paths.items():
@@ -387,8 +273,8 @@ def _stochastic(stochastic: Any, arith: Any) -> str:
     if not isinstance(stochastic, dict):
         raise CertificateError("noise.stochastic must be null or an object")
     delta = float(
-        number(
-            get(stochastic, "failure_probability"),
+        kernel.number(
+            kernel.get(stochastic, "failure_probability"),
             "noise.stochastic.failure_probability",
             arith,
         )
@@ -407,34 +293,31 @@ def _verification(
     claimed: dict[str, Any],
     arith: Any,
 ) -> str:
-    ver = get(data, "verification")
-    if get(ver, "rule") != "within-tolerance":
+    ver = kernel.get(data, "verification")
+    if kernel.get(ver, "rule") != "within-tolerance":
         raise CertificateError("verification.rule must be 'within-tolerance'")
-    stated = get(data, "queries.verification")
+    stated = kernel.get(data, "queries.verification")
     count, seed, lengths = check_fresh(ver, d, per_answer=repeats, stated=stated)
     raw = [
-        numbers(a, f"verification.answers[{i}]", arith, repeats)
-        for i, a in enumerate(as_list(get(ver, "answers"), "verification.answers", count))
+        kernel.numbers(a, f"verification.answers[{i}]", arith, repeats)
+        for i, a in enumerate(
+            kernel.as_list(kernel.get(ver, "answers"), "verification.answers", count)
+        )
     ]
-    sequences = fresh_sequences(d, count, seed, lengths)
     box = (claimed["W_lower"], claimed["W_upper"], claimed["v_lower"], claimed["v_upper"])
-    balls = box_balls(*box) if count else None
-    for i, (X, answers) in enumerate(zip(sequences, raw, strict=True)):
+    used = set()
+    enclosures = fresh_enclosures(d, count, seed, lengths, box)
+    for i, ((X, lo, hi), answers) in enumerate(zip(enclosures, raw, strict=True)):
         observed = _mean(answers)
-        lo, hi = box_enclosure(X, *box, balls=balls)
+        used.add(int(X.shape[0]))
         if not lo - tau <= observed <= hi + tau:
             raise CertificateError(
                 f"verification.answers[{i}]: the answer {float(observed)} to the fresh sequence "
                 f"of length {X.shape[0]} is farther than tau from the reported box's values "
                 f"[{float(lo)}, {float(hi)}]"
             )
-    verified = get(data, "verified")
-    if verified is not (count > 0):
-        raise CertificateError(f"verified is {verified!r}, but {count} fresh answers are stored")
-    if count == 0:
-        return "verification: none stored (the result was NOT verified)"
-    used = sorted({int(X.shape[0]) for X in sequences})
-    return (
+    line = (
         f"verification: {count} fresh sequences (seed {seed}, lengths "
-        f"{', '.join(map(str, used))}): every answer within tau of the reported box"
+        f"{', '.join(map(str, sorted(used)))}): every answer within tau of the reported box"
     )
+    return verification_summary(data, count, f"{count} fresh answers are stored", count, line)

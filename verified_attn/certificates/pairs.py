@@ -58,16 +58,12 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-import flint
-
 from verified_attn.arithmetic import get_arithmetic
-from verified_attn.certificates import CertificateCheck
-from verified_attn.certificates.kernel import (
-    as_bool,
-    as_int,
-    as_list,
-    get,
-    rational,
+from verified_attn.certificates import CertificateCheck, kernel
+from verified_attn.certificates.pairs_bounds import (
+    rule_adversary,
+    rule_nuclear_gap,
+    rule_paper_design,
 )
 from verified_attn.certificates.pairs_models import (
     MAX_D,
@@ -75,18 +71,20 @@ from verified_attn.certificates.pairs_models import (
     MAX_SEQUENCES,
     PRECISION,
     RELATIONS,
-    Matrix,
     arb,
     ball_value,
     check_counterexample_header,
     differ,
+    exact_rank,
     exact_value,
     mat,
+    need,
     read_model,
     read_sequence,
-    vec,
+    sequence_key,
     with_prec,
 )
+from verified_attn.design import design_queries
 from verified_attn.errors import CertificateError
 
 __all__ = ["MAX_D", "MAX_LENGTH", "MAX_SEQUENCES", "PRECISION", "verify_pair"]
@@ -95,22 +93,22 @@ __all__ = ["MAX_D", "MAX_LENGTH", "MAX_SEQUENCES", "PRECISION", "verify_pair"]
 def verify_pair(data: dict[str, Any]) -> CertificateCheck:
     """Re-check a single-head / Transformer / failure counterexample certificate."""
     check_counterexample_header(data)
-    theorem = get(data, "theorem")
-    cx_kind = get(data, "counterexample_kind")
+    theorem = kernel.get(data, "theorem")
+    cx_kind = kernel.get(data, "counterexample_kind")
     for name, val in (("theorem", theorem), ("counterexample_kind", cx_kind)):
         if not isinstance(val, str) or len(val) > 64:
             raise CertificateError(f"{name} must be a short string")
-    d = as_int(get(data, "d"), "d", low=1, high=MAX_D)
-    relation = get(data, "relation")
+    d = kernel.as_int(kernel.get(data, "d"), "d", low=1, high=MAX_D)
+    relation = kernel.get(data, "relation")
     if relation not in RELATIONS:
         raise CertificateError(f"relation must be one of {RELATIONS}, got {relation!r:.40}")
-    tol_raw = get(data, "tolerance")
-    tol = None if tol_raw is None else rational(tol_raw, "tolerance")
+    tol_raw = kernel.get(data, "tolerance")
+    tol = None if tol_raw is None else kernel.rational(tol_raw, "tolerance")
     if relation == "within" and (tol is None or tol <= 0):
         raise CertificateError("a 'within' relation needs a positive tolerance")
-    cls1, p1, m1 = read_model(get(data, "first"), "first", d)
-    second_raw = get(data, "second")
-    failure = get(data, "failure")
+    cls1, p1, m1 = read_model(kernel.get(data, "first"), "first", d)
+    second_raw = kernel.get(data, "second")
+    failure = kernel.get(data, "failure")
     if second_raw is None:
         if not isinstance(failure, str) or not failure:
             raise CertificateError("second is null but no failure is stated")
@@ -121,19 +119,19 @@ def verify_pair(data: dict[str, Any]) -> CertificateCheck:
             raise CertificateError(f"first is a {cls1}, second a {cls2}: not a pair of one class")
         if p1 == p2:
             raise CertificateError("first and second are the same parameters: not a counterexample")
-    seq_raw = get(data, "sequences")
+    seq_raw = kernel.get(data, "sequences")
     seqs = None
     if seq_raw is not None:
-        entries = as_list(seq_raw, "sequences")
+        entries = kernel.as_list(seq_raw, "sequences")
         if not 1 <= len(entries) <= MAX_SEQUENCES:
             raise CertificateError(f"sequences must have 1..{MAX_SEQUENCES} entries")
         seqs = [read_sequence(X, f"sequences[{i}]", d) for i, X in enumerate(entries)]
-    proof = get(data, "proof")
+    proof = kernel.get(data, "proof")
     if not isinstance(proof, dict):
         raise CertificateError("proof must be a JSON object")
-    if not as_bool(get(proof, "holds"), "proof.holds"):
+    if not kernel.as_bool(kernel.get(proof, "holds"), "proof.holds"):
         raise CertificateError("proof.holds is false")
-    rule = get(proof, "rule")
+    rule = kernel.get(proof, "rule")
     what = (
         f"first and second are {cls1} models"
         if m2 is not None or p2 is not None
@@ -191,13 +189,8 @@ def _relation(relation: str, tol: Fraction | None, m1: Any, m2: Any, seqs: list[
 # ---------------------------------------------------------------------------------------
 
 
-def _need(cls_ok: bool, rule: str) -> None:
-    if not cls_ok:
-        raise CertificateError(f"proof.rule {rule!r} does not apply to these models")
-
-
 def _rule_zero_value(proof: Any, d: int, p1: Any, p2: Any, *_: Any) -> str:
-    _need(p2 is not None and "v" in p1 and "V" not in p1, "zero-value")
+    need(p2 is not None and "v" in p1 and "V" not in p1, "zero-value")
     if any(p1["v"]) or any(p2["v"]):
         raise CertificateError("zero-value: a model has v != 0, the structural proof fails")
     if _seqs_of(*_) is not None:
@@ -210,7 +203,7 @@ def _seqs_of(m1: Any, m2: Any, seqs: Any, tol: Any) -> Any:
 
 
 def _rule_positive_scale(proof: Any, d: int, p1: Any, p2: Any, *rest: Any) -> str:
-    _need(p2 is not None and "v" in p1 and "V" not in p1, "positive-scale")
+    need(p2 is not None and "v" in p1 and "V" not in p1, "positive-scale")
     if p1["W"] != p2["W"]:
         raise CertificateError("positive-scale: the heads have different W")
     i = next((k for k, x in enumerate(p1["v"]) if x != 0), None)
@@ -245,7 +238,7 @@ def _ffn_is_zero(p: dict[str, Any]) -> bool:
 
 
 def _rule_cancelling(proof: Any, d: int, p1: Any, p2: Any, *rest: Any) -> str:
-    _need(p2 is not None and "V" in p1, "cancelling-neurons")
+    need(p2 is not None and "V" in p1, "cancelling-neurons")
     for name, p in (("first", p1), ("second", p2)):
         if not _ffn_is_zero(p):
             raise CertificateError(
@@ -260,34 +253,22 @@ def _rule_cancelling(proof: Any, d: int, p1: Any, p2: Any, *rest: Any) -> str:
     )
 
 
-def _design_sequences(U: Matrix, d: int) -> list[tuple[Any, list[list[Fraction]]]]:
-    out: list[tuple[Any, list[list[Fraction]]]] = []
-    for i in range(d):
-        out.append((("v", i), [[Fraction(int(t == i)) for t in range(d)]]))
-    for k in range(d):
-        for j in range(d):
-            e = [Fraction(int(t == j)) for t in range(d)]
-            out.append((("W", k, j), [[e[t] + U[t][k] for t in range(d)], e]))
-    return out
-
-
 def _rule_design(
     proof: Any, d: int, p1: Any, p2: Any, m1: Any, m2: Any, seqs: Any, tol: Any
 ) -> str:
-    _need(p2 is not None and "v" in p1 and "V" not in p1 and seqs is not None, "design-queries")
-    U = mat(get(proof, "U"), "proof.U", d, d)
-    flat = flint.fmpq_mat(d, d, [flint.fmpq(q.numerator, q.denominator) for r in U for q in r])
-    if flat.rank() < d:
+    need(p2 is not None and "v" in p1 and "V" not in p1 and seqs is not None, "design-queries")
+    U = mat(kernel.get(proof, "U"), "proof.U", d, d)
+    if exact_rank(U) < d:
         raise CertificateError("proof.U is not invertible")
-    left = get(proof, "left_out")
-    design = _design_sequences(U, d)
+    left = kernel.get(proof, "left_out")
+    design = design_queries(U, d)
     keys = [k for k, _ in design]
     if left is not None:
         left = tuple(left)
         if left not in [tuple(k) for k in keys]:
             raise CertificateError(f"proof.left_out {left!r:.40} is not a query of the design")
     kept = [X for k, X in design if k != left]
-    if sorted(map(_key, kept)) != sorted(map(_key, seqs)):
+    if sorted(map(sequence_key, kept)) != sorted(map(sequence_key, seqs)):
         raise CertificateError(
             "the sequences are not the design's queries"
             + (f" without {left}" if left is not None else "")
@@ -300,9 +281,9 @@ def _rule_design(
         parts.append(
             f"without {left[0]} query {list(left[1:])}, at which the pair differs (exactly)"
         )
-    orth = get(proof, "orthogonal")
+    orth = kernel.get(proof, "orthogonal")
     if orth is not None:
-        k = as_int(orth, "proof.orthogonal", high=d - 1)
+        k = kernel.as_int(orth, "proof.orthogonal", high=d - 1)
         for name, p in (("first", p1), ("second", p2)):
             if sum((U[i][k] * p["v"][i] for i in range(d)), Fraction(0)) != 0:
                 raise CertificateError(f"u_{k}^T v != 0 in {name}: column {k} is not orthogonal")
@@ -310,31 +291,21 @@ def _rule_design(
     return "; ".join(parts)
 
 
-def _key(X: list[list[Fraction]]) -> tuple[tuple[Fraction, ...], ...]:
-    return tuple(tuple(r) for r in X)
-
-
-def _rank(W: Matrix) -> int:
-    n, m = len(W), len(W[0])
-    return flint.fmpq_mat(
-        n, m, [flint.fmpq(q.numerator, q.denominator) for r in W for q in r]
-    ).rank()
-
-
 def _rule_recorded(
     proof: Any, d: int, p1: Any, p2: Any, m1: Any, m2: Any, seqs: Any, tol: Any
 ) -> str:
-    _need(p2 is not None and seqs is not None, "recorded-queries")
+    need(p2 is not None and seqs is not None, "recorded-queries")
     parts = [f"recorded: the {len(seqs)} sequences are the learner's queries as it asked them"]
     ranks = proof.get("ranks")
     if ranks is not None:
         r1, r2 = (
-            as_int(x, f"proof.ranks[{i}]") for i, x in enumerate(as_list(ranks, "proof.ranks", 2))
+            kernel.as_int(x, f"proof.ranks[{i}]")
+            for i, x in enumerate(kernel.as_list(ranks, "proof.ranks", 2))
         )
-        if (_rank(p1["W"]), _rank(p2["W"])) != (r1, r2):
+        if (exact_rank(p1["W"]), exact_rank(p2["W"])) != (r1, r2):
             raise CertificateError(
                 f"proof.ranks says {r1}, {r2}; the stored W have ranks "
-                f"{_rank(p1['W'])}, {_rank(p2['W'])}"
+                f"{exact_rank(p1['W'])}, {exact_rank(p2['W'])}"
             )
         parts.append(f"rank W1 = {r1}, rank W2 = {r2} (exact)")
     witness = proof.get("differ")
@@ -344,96 +315,6 @@ def _rule_recorded(
             raise CertificateError("the pair agrees at proof.differ: it should tell them apart")
         parts.append("they differ (exactly) at the stated test query")
     return "; ".join(parts)
-
-
-def _derived_bound(
-    tau: Fraction, mu: Fraction, wbar: Fraction, a: Fraction, b: Fraction
-) -> flint.arb:
-    """L tau (1 + a + sigmoid(1/2) b) / (b (mu - tau)) / (a b), L = 2 + e^{1/2} + e^{-1/2}."""
-    half = flint.arb(1) / 2
-    L = 2 + half.exp() + (-half).exp()
-    s_plus = 1 / (1 + (-half).exp())
-    at, am, aa, ab = arb(tau), arb(mu), arb(a), arb(b)
-    return L * at * (1 + aa + s_plus * ab) / (ab * (am - at)) / (aa * ab)
-
-
-def _paper_sequences(d: int, a: Fraction, b: Fraction) -> list[list[list[Fraction]]]:
-    out = [[[Fraction(int(t == i)) for t in range(d)]] for i in range(d)]
-    for i in range(d):
-        for j in range(d):
-            top = [b * int(t == i) + a * int(t == j) for t in range(d)]
-            out.append([top, [a * int(t == j) for t in range(d)]])
-    return out
-
-
-def _noise_figures(proof: Any) -> tuple[Fraction, ...]:
-    return tuple(rational(get(proof, k), f"proof.{k}") for k in ("tau", "mu", "w_bound", "a", "b"))
-
-
-def _rule_paper(proof: Any, d: int, p1: Any, p2: Any, m1: Any, m2: Any, seqs: Any, tol: Any) -> str:
-    _need(p2 is not None and "v" in p1 and seqs is not None, "paper-design")
-    tau, mu, wbar, a, b = _noise_figures(proof)
-    if tol != tau:
-        raise CertificateError("the relation's tolerance must be proof.tau")
-    if sorted(map(_key, _paper_sequences(d, a, b))) != sorted(map(_key, seqs)):
-        raise CertificateError("the sequences are not the paper's design at the stated a, b")
-    for name, p in (("first", p1), ("second", p2)):
-        if sum((x * x for r in p["W"] for x in r), Fraction(0)) > wbar * wbar:
-            raise CertificateError(f"{name} has ||W||_F > Wbar")
-    small = [i for i in range(d) if abs(p1["v"][i]) < mu]
-    if not small:
-        raise CertificateError("no |v_i| < mu: the margin is not violated")
-    gap = max(
-        abs(x - y)
-        for r1, r2 in zip(p1["W"], p2["W"], strict=True)
-        for x, y in zip(r1, r2, strict=True)
-    )
-    bound = with_prec(lambda: _derived_bound(tau, mu, wbar, a, b))
-    if not with_prec(lambda: arb(gap) > 2 * bound):
-        raise CertificateError(
-            f"the W differ by {gap}, not more than twice the derived bound {bound}"
-        )
-    return (
-        f"design: the paper's d^2 + d probes (a = {a}, b = {b}); ||W||_F <= {wbar} in both; "
-        f"|v_{small[0]}| = {abs(p1['v'][small[0]])} < mu = {mu}; max |W1 - W2| entry = {gap} > "
-        f"twice the derived per-entry bound {float(bound.mid()):.6g} at tau = {tau}"
-    )
-
-
-def _rule_adversary(
-    proof: Any, d: int, p1: Any, p2: Any, m1: Any, m2: Any, seqs: Any, tol: Any
-) -> str:
-    _need(p2 is not None and "v" in p1 and seqs is not None, "adversary")
-    tau, mu, wbar, a, b = _noise_figures(proof)
-    answers = [
-        rational(x, f"proof.answers[{i}]")
-        for i, x in enumerate(as_list(get(proof, "answers"), "proof.answers", len(seqs)))
-    ]
-
-    def within() -> bool:
-        return all(
-            abs(ball_value(m1, X) - arb(y)) <= arb(tau) for X, y in zip(seqs, answers, strict=True)
-        )
-
-    if not with_prec(within):
-        raise CertificateError(f"an adversary answer is not within tau = {tau} of first")
-    i, j = (
-        as_int(x, "proof.entry", high=d - 1) for x in as_list(get(proof, "entry"), "proof.entry", 2)
-    )
-    frac = rational(get(proof, "fraction"), "proof.fraction")
-    err = abs(p2["W"][i][j] - p1["W"][i][j])
-    bound = with_prec(lambda: _derived_bound(tau, mu, wbar, a, b))
-    ok = with_prec(lambda: bool(arb(err) >= arb(frac) * bound and arb(err) <= bound))
-    if not ok:
-        raise CertificateError(
-            f"the estimate's error {err} is not in [{frac}, 1] x the bound {bound}"
-        )
-    ratio = float(err) / float(bound.mid())
-    return (
-        f"adversary: {len(seqs)} answers within tau = {tau} of first; the learner's estimate "
-        f"errs at W[{i}][{j}] by {float(err):.6g} = {ratio:.5f} x the derived bound "
-        f"{float(bound.mid()):.6g} (>= {frac}); so the bound cannot be lowered by 1 %"
-    )
 
 
 def _biased_value(p: dict[str, Any], x: list[Fraction]) -> Fraction:
@@ -449,7 +330,7 @@ def _biased_value(p: dict[str, Any], x: list[Fraction]) -> Fraction:
 def _rule_not_odd_linear(
     proof: Any, d: int, p1: Any, p2: Any, m1: Any, m2: Any, seqs: Any, tol: Any
 ) -> str:
-    _need(p2 is None and "c" in p1 and seqs is not None, "not-odd-linear")
+    need(p2 is None and "c" in p1 and seqs is not None, "not-odd-linear")
     if len(seqs) != 4 or any(len(X) != 1 for X in seqs):
         raise CertificateError("not-odd-linear needs the four length-1 sequences x, -x, 2x, -2x")
     x = seqs[0][0]
@@ -467,58 +348,14 @@ def _rule_not_odd_linear(
     )
 
 
-def _rule_nuclear_gap(
-    proof: Any, d: int, p1: Any, p2: Any, m1: Any, m2: Any, seqs: Any, tol: Any
-) -> str:
-    _need(p2 is not None and "v" in p1 and seqs is not None, "nuclear-gap")
-    if p1["v"] != p2["v"]:
-        raise CertificateError("nuclear-gap: the heads must share v")
-    if _rank(p1["W"]) != 1:
-        raise CertificateError("nuclear-gap: first's W must have rank 1 (then ||W||_* = ||W||_F)")
-    parts = as_list(get(proof, "decomposition"), "proof.decomposition")
-    if len(parts) > d:
-        raise CertificateError(f"proof.decomposition has more than d = {d} terms")
-    R = [list(row) for row in p2["W"]]
-    terms = []
-    for t, entry in enumerate(as_list_pairs(parts)):
-        P = vec(entry[0], f"proof.decomposition[{t}][0]", d)
-        Q = vec(entry[1], f"proof.decomposition[{t}][1]", d)
-        terms.append((P, Q))
-        R = [[R[a][b] - P[a] * Q[b] for b in range(d)] for a in range(d)]
-
-    def sq(xs: list[Fraction]) -> flint.arb:
-        return arb(sum((x * x for x in xs), Fraction(0))).sqrt()
-
-    def gap() -> tuple[bool, float, float]:
-        upper = sum((sq(P) * sq(Q) for P, Q in terms), flint.arb(0))
-        upper += flint.arb(d).sqrt() * sq([x for row in R for x in row])
-        norm = sq([x for row in p1["W"] for x in row])
-        return bool(upper < norm), float(upper.mid()), float(norm.mid())
-
-    ok, upper, norm = with_prec(gap)
-    if not ok:
-        raise CertificateError(
-            f"nuclear-gap: the bound ||W'||_* <= {upper:.6g} is not below ||W||_* = {norm:.6g}"
-        )
-    return (
-        f"nuclear: ||W'||_* <= {upper:.6g} (rational rank-one decomposition + sqrt(d) ||R||_F) "
-        f"< ||W||_* = ||W||_F = {norm:.6g} (rank W = 1), while the pair agrees on every recorded "
-        "query: W is not the nuclear-norm minimiser for these measurements"
-    )
-
-
-def as_list_pairs(parts: list[Any]) -> list[list[Any]]:
-    return [as_list(e, f"proof.decomposition[{t}]", 2) for t, e in enumerate(parts)]
-
-
 _RULES = {
-    "nuclear-gap": _rule_nuclear_gap,
+    "nuclear-gap": rule_nuclear_gap,
     "zero-value": _rule_zero_value,
     "positive-scale": _rule_positive_scale,
     "cancelling-neurons": _rule_cancelling,
     "design-queries": _rule_design,
     "recorded-queries": _rule_recorded,
-    "paper-design": _rule_paper,
-    "adversary": _rule_adversary,
+    "paper-design": rule_paper_design,
+    "adversary": rule_adversary,
     "not-odd-linear": _rule_not_odd_linear,
 }

@@ -16,13 +16,8 @@ from typing import Any
 
 import flint
 
-from verified_attn.arithmetic import get_arithmetic
-from verified_attn.certificates.kernel import (
-    FORMAT,
-    as_list,
-    get,
-    rational,
-)
+from verified_attn.arithmetic import fmpq_matrix, get_arithmetic
+from verified_attn.certificates import kernel
 from verified_attn.errors import CertificateError, VerifiedAttnError
 from verified_attn.models import OneLayerTransformer, SingleHeadAttention, as_rational_sequence
 
@@ -37,10 +32,13 @@ __all__ = [
     "ball_value",
     "check_counterexample_header",
     "differ",
+    "exact_rank",
     "exact_value",
     "mat",
+    "need",
     "read_model",
     "read_sequence",
+    "sequence_key",
     "vec",
     "with_prec",
 ]
@@ -56,11 +54,11 @@ Matrix = list[list[Fraction]]
 
 
 def vec(raw: Any, path: str, n: int | None = None) -> list[Fraction]:
-    return [rational(q, f"{path}[{i}]") for i, q in enumerate(as_list(raw, path, n))]
+    return [kernel.rational(q, f"{path}[{i}]") for i, q in enumerate(kernel.as_list(raw, path, n))]
 
 
 def mat(raw: Any, path: str, rows: int | None = None, cols: int | None = None) -> Matrix:
-    out = [vec(r, f"{path}[{i}]", cols) for i, r in enumerate(as_list(raw, path, rows))]
+    out = [vec(r, f"{path}[{i}]", cols) for i, r in enumerate(kernel.as_list(raw, path, rows))]
     if not out or any(len(r) != len(out[0]) for r in out) or not out[0]:
         raise CertificateError(f"{path} must be a non-empty rectangular matrix")
     if max(len(out), len(out[0])) > 4 * MAX_D:
@@ -69,28 +67,28 @@ def mat(raw: Any, path: str, rows: int | None = None, cols: int | None = None) -
 
 
 def read_model(raw: Any, path: str, d: int) -> tuple[str, dict[str, Any], Any]:
-    cls = get(raw, "class")
+    cls = kernel.get(raw, "class")
     try:
         p: dict[str, Any]
         if cls == "single-head":
             p = {
-                "W": mat(get(raw, "W"), f"{path}.W", d, d),
-                "v": vec(get(raw, "v"), f"{path}.v", d),
+                "W": mat(kernel.get(raw, "W"), f"{path}.W", d, d),
+                "v": vec(kernel.get(raw, "v"), f"{path}.v", d),
             }
             return cls, p, SingleHeadAttention(p["W"], p["v"])
         if cls == "one-layer-transformer":
             p = {
-                "W": mat(get(raw, "W"), f"{path}.W", d, d),
-                "V": mat(get(raw, "V"), f"{path}.V", d),
+                "W": mat(kernel.get(raw, "W"), f"{path}.W", d, d),
+                "V": mat(kernel.get(raw, "V"), f"{path}.V", d),
             }
-            p["A"] = mat(get(raw, "A"), f"{path}.A", len(p["V"][0]))
-            p["w_o"] = vec(get(raw, "w_o"), f"{path}.w_o", len(p["A"][0]))
+            p["A"] = mat(kernel.get(raw, "A"), f"{path}.A", len(p["V"][0]))
+            p["w_o"] = vec(kernel.get(raw, "w_o"), f"{path}.w_o", len(p["A"][0]))
             return cls, p, OneLayerTransformer(p["W"], p["V"], p["A"], p["w_o"])
         if cls == "relu-ffn-biased":
-            p = {"A": mat(get(raw, "A"), f"{path}.A", d)}
+            p = {"A": mat(kernel.get(raw, "A"), f"{path}.A", d)}
             m = len(p["A"][0])
-            p["c"] = vec(get(raw, "c"), f"{path}.c", m)
-            p["w_o"] = vec(get(raw, "w_o"), f"{path}.w_o", m)
+            p["c"] = vec(kernel.get(raw, "c"), f"{path}.c", m)
+            p["w_o"] = vec(kernel.get(raw, "w_o"), f"{path}.w_o", m)
             return cls, p, None
     except VerifiedAttnError as exc:
         raise CertificateError(f"{path} is not a model: {exc}") from exc
@@ -98,7 +96,7 @@ def read_model(raw: Any, path: str, d: int) -> tuple[str, dict[str, Any], Any]:
 
 
 def read_sequence(raw: Any, path: str, d: int) -> list[list[Fraction]]:
-    rows = as_list(raw, path)
+    rows = kernel.as_list(raw, path)
     if not 1 <= len(rows) <= MAX_LENGTH:
         raise CertificateError(f"{path} must have 1..{MAX_LENGTH} tokens, got {len(rows)}")
     return [vec(r, f"{path}[{t}]", d) for t, r in enumerate(rows)]
@@ -146,7 +144,27 @@ def check_counterexample_header(data: Any) -> None:
     """
     if not isinstance(data, dict):
         raise CertificateError(f"a certificate is a JSON object, got {type(data).__name__}")
-    if get(data, "format") != FORMAT:
-        raise CertificateError(f"unknown certificate format; expected {FORMAT!r}")
-    if get(data, "kind") != "counterexample":
+    if kernel.get(data, "format") != kernel.FORMAT:
+        raise CertificateError(f"unknown certificate format; expected {kernel.FORMAT!r}")
+    if kernel.get(data, "kind") != "counterexample":
         raise CertificateError("kind must be 'counterexample'")
+
+
+def need(applies: bool, rule: str) -> None:
+    """CertificateError unless the stated proof rule ``applies`` to the stored models."""
+    if not applies:
+        raise CertificateError(f"proof.rule {rule!r} does not apply to these models")
+
+
+def sequence_key(X: list[list[Fraction]]) -> tuple[tuple[Fraction, ...], ...]:
+    """A sequence as a hashable, sortable key (to compare sets of sequences)."""
+    return tuple(tuple(r) for r in X)
+
+
+def exact_rank(W: Matrix) -> int:
+    """The rank of a rational matrix, exactly.
+
+    >>> exact_rank([[Fraction(1), Fraction(2)], [Fraction(2), Fraction(4)]])
+    1
+    """
+    return int(fmpq_matrix(W).rank())

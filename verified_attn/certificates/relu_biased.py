@@ -3,8 +3,9 @@
 >>> import verified_attn as va
 >>> g = va.ReluFFN([[1, -1], [2, 1]], [3, -1], a=[1, -2], b=4)
 >>> data = va.learn_relu_ffn(va.Oracle(g, "exact")).certificate()
->>> verify(data).ok
-True
+>>> check = verify(data)
+>>> check.ok, check.kind
+(True, 'relu-ffn-biased')
 >>> data["result"]["neurons"][0]["c"] = "7/1"
 >>> verify(data)
 Traceback (most recent call last):
@@ -31,23 +32,15 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.common_checks import (
     MAX_WORK,
     Vec,
+    exact_header,
+    matrix,
     passed,
     stored_answers,
     vector,
-)
-from verified_attn.certificates.kernel import (
-    as_int,
-    as_list,
-    as_matrix,
-    check_counts,
-    check_verification,
-    get,
-    parse_header,
-    rational,
 )
 from verified_attn.errors import CertificateError
 from verified_attn.models import ReluFFN, as_rational_sequence
@@ -58,17 +51,14 @@ Neuron = tuple[tuple[Vec, Fraction], Fraction]
 
 
 def _neurons(res: Any, d: int) -> list[Neuron]:
-    raw = as_list(get(res, "neurons"), "result.neurons")
+    raw = kernel.as_list(kernel.get(res, "neurons"), "result.neurons")
     if len(raw) * d > MAX_WORK:
         raise CertificateError("result.neurons: more neurons than a checker reads")
     out: list[Neuron] = []
-    for j, item in enumerate(raw):
-        path = f"result.neurons[{j}]"
-        if not isinstance(item, dict):
-            raise CertificateError(f"{path} must be a JSON object")
-        n = vector(get(item, "n"), f"{path}.n", d)
-        c = rational(get(item, "c"), f"{path}.c")
-        gamma = rational(get(item, "gamma"), f"{path}.gamma")
+    for path, item in kernel.as_objects(raw, "result.neurons"):
+        n = vector(kernel.get(item, "n"), f"{path}.n", d)
+        c = kernel.rational(kernel.get(item, "c"), f"{path}.c")
+        gamma = kernel.rational(kernel.get(item, "gamma"), f"{path}.gamma")
         if next((x for x in n if x != 0), None) != 1:
             raise CertificateError(f"{path}.n: the first nonzero entry must be 1")
         if gamma == 0:
@@ -82,9 +72,9 @@ def _neurons(res: Any, d: int) -> list[Neuron]:
 def stated_network(data: dict[str, Any], d: int) -> tuple[ReluFFN, Fraction, Vec, list[Neuron]]:
     """The stated canonical form (constant, linear, neurons) and the ReluFFN it gives,
     checked against the stored A, w_o, a, b."""
-    res = get(data, "result")
-    constant = rational(get(res, "constant"), "result.constant")
-    linear = vector(get(res, "linear"), "result.linear", d)
+    res = kernel.get(data, "result")
+    constant = kernel.rational(kernel.get(res, "constant"), "result.constant")
+    linear = vector(kernel.get(res, "linear"), "result.linear", d)
     neurons = _neurons(res, d)
     cols = [list(n) for (n, _), _ in neurons]
     bias = [c for (_, c), _ in neurons]
@@ -96,16 +86,10 @@ def stated_network(data: dict[str, Any], d: int) -> tuple[ReluFFN, Fraction, Vec
     if not cols:
         cols, bias, out = [[Fraction(0)] * d], [Fraction(0)], [Fraction(0)]
     m = len(cols)
-    A = [
-        [rational(q, f"result.A[{i}][{k}]") for k, q in enumerate(row)]
-        for i, row in enumerate(as_matrix(get(res, "A"), "result.A", d, m))
-    ]
-    w = [
-        rational(q, f"result.w_o[{k}]")
-        for k, q in enumerate(as_list(get(res, "w_o"), "result.w_o", m))
-    ]
-    a = [rational(q, f"result.a[{k}]") for k, q in enumerate(as_list(get(res, "a"), "result.a", m))]
-    b = rational(get(res, "b"), "result.b")
+    A = matrix(kernel.get(res, "A"), "result.A", d, m)
+    w = list(vector(kernel.get(res, "w_o"), "result.w_o", m))
+    a = list(vector(kernel.get(res, "a"), "result.a", m))
+    b = kernel.rational(kernel.get(res, "b"), "result.b")
     want_A = [[cols[k][i] for k in range(m)] for i in range(d)]
     if A != want_A or w != out or a != bias or b != constant:
         raise CertificateError(
@@ -116,14 +100,8 @@ def stated_network(data: dict[str, Any], d: int) -> tuple[ReluFFN, Fraction, Vec
 
 def verify(data: dict[str, Any]) -> CertificateCheck:
     """Re-check a ``relu-ffn-biased`` certificate dict; CertificateError naming what fails."""
-    head = parse_header(data, "relu-ffn-biased")
-    if head.arith.name == "float":
-        raise CertificateError("arithmetic must be exact or certified for this certificate")
-    if get(data, "result.exact") is not True:
-        raise CertificateError("result.exact must be true (exact and certified results are)")
-    if head.theorem != "ffn/relu-biased":
-        raise CertificateError(f"theorem is {head.theorem!r}, expected 'ffn/relu-biased'")
-    D = as_int(get(data, "denominator_bound"), "denominator_bound", low=1)
+    head = exact_header(data, "relu-ffn-biased", "ffn/relu-biased", "biased FFN")
+    D = kernel.as_int(kernel.get(data, "denominator_bound"), "denominator_bound", low=1)
     if head.arith.name == "certified" and not any(
         f"denominator <= {D} " in a for a in head.assumptions
     ):
@@ -133,7 +111,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     model, _, _, neurons = stated_network(data, head.d)
     width = len(neurons)
     answers = stored_answers(data, head, lambda xs: [model.value(x) for x in xs], width, D)
-    q = check_counts(
+    q = kernel.check_counts(
         data, learning=answers, phases={"ffn": answers}, verification_phases=("ffn-verify",)
     )
     if set(q["by_phase"]) - {"ffn", "ffn-verify"}:
@@ -150,6 +128,6 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         f"bound {q['bound']}; {q['verification']} verification",
         f"result: canonical width {width}; every recorded answer reproduced "
         + ("exactly (==)" if head.arith.name == "exact" else f"(in its ball, denominator <= {D})"),
-        check_verification(data, head, predict),
+        kernel.check_verification(data, head, predict),
     ]
     return passed(head, lines)

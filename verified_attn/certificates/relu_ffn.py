@@ -24,23 +24,14 @@ from typing import Any
 
 import flint
 
-from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.common_checks import (
     MAX_WORK,
     Vec,
+    exact_header,
+    matrix,
     stored_answers,
     vector,
-)
-from verified_attn.certificates.kernel import (
-    Header,
-    as_int,
-    as_list,
-    as_matrix,
-    check_counts,
-    check_verification,
-    get,
-    parse_header,
-    rational,
 )
 from verified_attn.errors import CertificateError
 from verified_attn.models import ReluFFN, as_rational_sequence
@@ -121,7 +112,7 @@ def _size(x: Any, path: str, *, low: int, high: int | None = None, bits: int = 6
         raise CertificateError(
             f"{path} must be an int of at most {bits} bits, got {x.bit_length()}"
         )
-    return as_int(x, path, low=low, high=high)
+    return kernel.as_int(x, path, low=low, high=high)
 
 
 def _row(v: Vec) -> flint.fmpq_mat:
@@ -134,18 +125,15 @@ def _columns(points: list[Vec]) -> flint.fmpq_mat:
 
 
 def _network(data: dict[str, Any], d: int) -> Network:
-    res = get(data, "result")
-    linear = vector(get(res, "linear"), "result.linear", d)
-    raw = as_list(get(res, "neurons"), "result.neurons")
+    res = kernel.get(data, "result")
+    linear = vector(kernel.get(res, "linear"), "result.linear", d)
+    raw = kernel.as_list(kernel.get(res, "neurons"), "result.neurons")
     if len(raw) * d > MAX_WORK:
         raise CertificateError("result.neurons: more neurons than a checker reads")
     neurons: list[tuple[Vec, Fraction]] = []
-    for j, item in enumerate(raw):
-        path = f"result.neurons[{j}]"
-        n = vector(get(item, "n"), f"{path}.n", d) if isinstance(item, dict) else None
-        if n is None:
-            raise CertificateError(f"{path} must be a JSON object")
-        gamma = rational(get(item, "gamma"), f"{path}.gamma")
+    for path, item in kernel.as_objects(raw, "result.neurons"):
+        n = vector(kernel.get(item, "n"), f"{path}.n", d)
+        gamma = kernel.rational(kernel.get(item, "gamma"), f"{path}.gamma")
         first = next((x for x in n if x != 0), None)
         if first != 1:
             raise CertificateError(f"{path}.n: the first nonzero entry must be 1, got {first}")
@@ -162,25 +150,19 @@ def _network(data: dict[str, Any], d: int) -> Network:
     if not cols:
         cols, out = [[Fraction(0)] * d], [Fraction(0)]
     m = len(cols)
-    A = [
-        [rational(q, f"result.A[{i}][{k}]") for k, q in enumerate(row)]
-        for i, row in enumerate(as_matrix(get(res, "A"), "result.A", d, m))
-    ]
-    w = [
-        rational(q, f"result.w_o[{k}]")
-        for k, q in enumerate(as_list(get(res, "w_o"), "result.w_o", m))
-    ]
+    A = matrix(kernel.get(res, "A"), "result.A", d, m)
+    w = list(vector(kernel.get(res, "w_o"), "result.w_o", m))
     if A != [[cols[k][i] for k in range(m)] for i in range(d)] or w != out:
         raise CertificateError("result: A and w_o are not the ReluFFN of the stated canonical form")
     return Network(linear, neurons, A, w)
 
 
 def _ffn_counts(data: dict[str, Any], d: int, net: Network, answers: int) -> tuple[str, int]:
-    grid = _size(get(data, "grid"), "grid", low=1, high=MAX_GRID)
-    attempts = _size(get(data, "attempts"), "attempts", low=1, high=MAX_ATTEMPTS)
+    grid = _size(kernel.get(data, "grid"), "grid", low=1, high=MAX_GRID)
+    attempts = _size(kernel.get(data, "attempts"), "attempts", low=1, high=MAX_ATTEMPTS)
     bound = ffn_bound(d, net.width, grid, attempts)
-    count = as_int(get(data, "verification.count"), "verification.count")
-    q = check_counts(
+    count = kernel.as_int(kernel.get(data, "verification.count"), "verification.count")
+    q = kernel.check_counts(
         data,
         learning=answers,
         bound=bound,
@@ -207,7 +189,7 @@ def _ffn_counts(data: dict[str, Any], d: int, net: Network, answers: int) -> tup
     return line, count
 
 
-def _ffn_predictor(head: Header, net: Network) -> Any:
+def _ffn_predictor(head: kernel.Header, net: Network) -> Any:
     model = net.model()
 
     def evaluate(X: Any) -> Any:
@@ -216,16 +198,10 @@ def _ffn_predictor(head: Header, net: Network) -> Any:
     return evaluate
 
 
-def relu_ffn(data: Any, kind: str = "relu-ffn") -> tuple[Header, Network, list[str]]:
-    head = parse_header(data, kind)
-    if head.arith.name == "float":
-        raise CertificateError("arithmetic must be exact or certified for a relu-ffn certificate")
-    if get(data, "result.exact") is not True:
-        raise CertificateError("result.exact must be true (the FFN learner is exact)")
-    if head.theorem != "ffn/relu":
-        raise CertificateError(f"theorem is {head.theorem!r}, expected 'ffn/relu'")
+def relu_ffn(data: Any, kind: str = "relu-ffn") -> tuple[kernel.Header, Network, list[str]]:
+    head = exact_header(data, kind, "ffn/relu", "FFN")
     d = head.d
-    D = _size(get(data, "denominator_bound"), "denominator_bound", low=1, bits=1 << 16)
+    D = _size(kernel.get(data, "denominator_bound"), "denominator_bound", low=1, bits=1 << 16)
     if head.arith.name == "certified" and not any(
         f"denominator <= {D} " in a for a in head.assumptions
     ):
@@ -237,8 +213,8 @@ def relu_ffn(data: Any, kind: str = "relu-ffn") -> tuple[Header, Network, list[s
     lines = [head.describe()]
     answers = stored_answers(data, head, net.values, net.width, D)
     line, count = _ffn_counts(data, d, net, answers)
-    attempts = get(data, "attempts")
-    if count and get(data, "verification.seed") != head.seed + attempts - 1:
+    attempts = kernel.get(data, "attempts")
+    if count and kernel.get(data, "verification.seed") != head.seed + attempts - 1:
         # The learner verifies attempt i with seed + i: the last one is the result's.
         raise CertificateError(
             f"verification.seed must be seed + attempts - 1 = {head.seed + attempts - 1}"
@@ -248,7 +224,9 @@ def relu_ffn(data: Any, kind: str = "relu-ffn") -> tuple[Header, Network, list[s
         f"result: canonical width {net.width}; every recorded answer reproduced "
         + ("exactly (==)" if head.arith.name == "exact" else f"(in its ball, denominator <= {D})")
     )
-    lines.append(check_verification(data, head, _ffn_predictor(head, net), expected_queries=count))
+    lines.append(
+        kernel.check_verification(data, head, _ffn_predictor(head, net), expected_queries=count)
+    )
     lines.extend(f"assumption: {a}" for a in head.assumptions)
     return head, net, lines
 

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from verified_attn.arithmetic import Arithmetic, fmpq_matrix
-from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.common_checks import (
     Claimed,
     check_phases,
@@ -58,21 +58,6 @@ from verified_attn.certificates.common_checks import (
     rescales,
     result_exact,
     show,
-)
-from verified_attn.certificates.kernel import (
-    PROBE_CALLS,
-    Header,
-    as_bool,
-    as_int,
-    as_list,
-    as_matrix,
-    check_counts,
-    check_verification,
-    get,
-    number,
-    numbers,
-    parse_header,
-    rational,
 )
 from verified_attn.errors import CertificateError
 from verified_attn.probing import apply_exact, measured_array
@@ -96,9 +81,9 @@ DESIGN_WORK = 10_000_000
 
 def verify(data: dict[str, Any]) -> CertificateCheck:
     """Re-check a ``single-head`` certificate dict; CertificateError naming what fails."""
-    head = parse_header(data, "single-head", max_d=MAX_D)
+    head = kernel.parse_header(data, "single-head", max_d=MAX_D)
     check_theorem(head, THEOREM)
-    affine = as_bool(get(data, "affine"), "affine")
+    affine = kernel.as_bool(kernel.get(data, "affine"), "affine")
     U, scales, c_scales = _design(data, head.d, affine)
     refined = _refined(data, head)
     lines = [head.describe() + (" (affine)" if affine else "")]
@@ -116,7 +101,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         lines.append(compare_parameters(arith, exact, claimed, decoded, rtol=FLOAT_RTOL))
         lines.append(_describe_result(head, claimed, exact, affine))
         predict = head_predictor(head, claimed, exact, affine=affine)
-        lines.append(check_verification(data, head, predict))
+        lines.append(kernel.check_verification(data, head, predict))
     check_seed(data, head.seed, "the learner uses one seed for both")
     return passed(head, lines)
 
@@ -126,8 +111,8 @@ def _design(
 ) -> tuple[list[list[Fraction]], list[list[Fraction]], list[Fraction] | None]:
     # Full paths from the root: a missing or malformed field is named in full.
     U = [
-        [rational(q, f"design.U[{i}][{k}]") for k, q in enumerate(row)]
-        for i, row in enumerate(as_matrix(get(data, "design.U"), "design.U", d, d))
+        [kernel.rational(q, f"design.U[{i}][{k}]") for k, q in enumerate(row)]
+        for i, row in enumerate(kernel.as_matrix(kernel.get(data, "design.U"), "design.U", d, d))
     ]
     nonzero = [q for row in U for q in row if q]
     bits = max((q.numerator.bit_length() + q.denominator.bit_length() for q in nonzero), default=1)
@@ -138,15 +123,17 @@ def _design(
             f"{DESIGN_WORK:.0e})"
         )
     scales = [
-        [rational(q, f"design.scales[{k}][{j}]") for j, q in enumerate(row)]
-        for k, row in enumerate(as_matrix(get(data, "design.scales"), "design.scales", d, d))
+        [kernel.rational(q, f"design.scales[{k}][{j}]") for j, q in enumerate(row)]
+        for k, row in enumerate(
+            kernel.as_matrix(kernel.get(data, "design.scales"), "design.scales", d, d)
+        )
     ]
-    c_raw = get(data, "design.c_scales")
+    c_raw = kernel.get(data, "design.c_scales")
     c_scales = None
     if affine:
         c_scales = [
-            rational(q, f"design.c_scales[{k}]")
-            for k, q in enumerate(as_list(c_raw, "design.c_scales", d))
+            kernel.rational(q, f"design.c_scales[{k}]")
+            for k, q in enumerate(kernel.as_list(c_raw, "design.c_scales", d))
         ]
     elif c_raw is not None:
         raise CertificateError("design.c_scales must be null for the non-affine model")
@@ -159,10 +146,10 @@ REFINE_RTOL = 1e-5
 REFINE_MAX_EXPONENT = 10
 
 
-def _refined(data: dict[str, Any], head: Header) -> dict[tuple[int, int], int]:
+def _refined(data: dict[str, Any], head: kernel.Header) -> dict[tuple[int, int], int]:
     """design.refined: the W probes re-asked at a refined scale 2^n, as {(k, j): n}."""
-    raw = get(data, "design").get("refined", [])
-    entries = as_list(raw, "design.refined")
+    raw = kernel.get(data, "design").get("refined", [])
+    entries = kernel.as_list(raw, "design.refined")
     if entries and (head.arith.name != "float" or (head.arith.rtol or 0.0) < REFINE_RTOL):
         raise CertificateError(
             f"design.refined lists probes, but only a float box declaring rtol >= "
@@ -170,14 +157,14 @@ def _refined(data: dict[str, Any], head: Header) -> dict[tuple[int, int], int]:
         )
     out: dict[tuple[int, int], int] = {}
     for i, entry in enumerate(entries):
-        k, j, n = as_list(entry, f"design.refined[{i}]", 3)
+        k, j, n = kernel.as_list(entry, f"design.refined[{i}]", 3)
         key = (
-            as_int(k, f"design.refined[{i}][0]", high=head.d - 1),
-            as_int(j, f"design.refined[{i}][1]", high=head.d - 1),
+            kernel.as_int(k, f"design.refined[{i}][0]", high=head.d - 1),
+            kernel.as_int(j, f"design.refined[{i}][1]", high=head.d - 1),
         )
         if key in out:
             raise CertificateError(f"design.refined lists the probe {list(key)} twice")
-        out[key] = as_int(n, f"design.refined[{i}][2]", low=2, high=REFINE_MAX_EXPONENT)
+        out[key] = kernel.as_int(n, f"design.refined[{i}][2]", low=2, high=REFINE_MAX_EXPONENT)
     return out
 
 
@@ -203,7 +190,7 @@ def _counts(
     if affine:
         phases["beta"] = 1
     learning = bound + rescale + len(refined)
-    q = check_counts(data, learning=learning, bound=bound, phases=phases)
+    q = kernel.check_counts(data, learning=learning, bound=bound, phases=phases)
     check_phases(q["by_phase"], phases)
     return (
         f"queries: {q['learning']} learning = bound {bound} (d^2 + {'2d + 1' if affine else 'd'})"
@@ -213,21 +200,25 @@ def _counts(
     )
 
 
-def _answers(data: dict[str, Any], head: Header, affine: bool) -> dict[str, Any]:
+def _answers(data: dict[str, Any], head: kernel.Header, affine: bool) -> dict[str, Any]:
     d, arith = head.d, head.arith
-    raw = get(data, "answers")
+    raw = kernel.get(data, "answers")
     out: dict[str, Any] = {
-        "v": numbers(get(data, "answers.v"), "answers.v", arith, d, max_calls=PROBE_CALLS),
+        "v": kernel.numbers(
+            kernel.get(data, "answers.v"), "answers.v", arith, d, max_calls=kernel.PROBE_CALLS
+        ),
         "W": [
-            numbers(row, f"answers.W[{k}]", arith, d, max_calls=PROBE_CALLS)
-            for k, row in enumerate(as_list(get(data, "answers.W"), "answers.W", d))
+            kernel.numbers(row, f"answers.W[{k}]", arith, d, max_calls=kernel.PROBE_CALLS)
+            for k, row in enumerate(kernel.as_list(kernel.get(data, "answers.W"), "answers.W", d))
         ],
     }
     if affine:
-        out["beta"] = number(
-            get(data, "answers.beta"), "answers.beta", arith, max_calls=PROBE_CALLS
+        out["beta"] = kernel.number(
+            kernel.get(data, "answers.beta"), "answers.beta", arith, max_calls=kernel.PROBE_CALLS
         )
-        out["c"] = numbers(get(data, "answers.c"), "answers.c", arith, d, max_calls=PROBE_CALLS)
+        out["c"] = kernel.numbers(
+            kernel.get(data, "answers.c"), "answers.c", arith, d, max_calls=kernel.PROBE_CALLS
+        )
     else:
         for key in ("beta", "c"):
             if raw.get(key) is not None:
@@ -321,7 +312,7 @@ def _shapes(d: int, affine: bool) -> dict[str, tuple[int, ...]]:
     return {**shapes, "c": (d,), "beta": ()} if affine else shapes
 
 
-def _describe_result(head: Header, claimed: Claimed, exact: bool, affine: bool) -> str:
+def _describe_result(head: kernel.Header, claimed: Claimed, exact: bool, affine: bool) -> str:
     """One line: what the result is (small heads in full, larger ones by shape)."""
     d = head.d
     what = "exact rationals" if exact else "balls" if head.arith.name == "certified" else "floats"
@@ -336,18 +327,18 @@ def _describe_result(head: Header, claimed: Claimed, exact: bool, affine: bool) 
     return text.replace("'", "")
 
 
-def _check_bias(data: dict[str, Any], head: Header, claimed: Claimed, affine: bool) -> None:
+def _check_bias(data: dict[str, Any], head: kernel.Header, claimed: Claimed, affine: bool) -> None:
     """The float rule's bias is the claimed beta (affine float), else absent.
 
     The rule measures a gap relative to |answer - bias|: any other bias would change what
     the verification answers were held to, so it is not the file's to choose.
     """
-    raw = get(data, "verification.bias")
-    if raw is None and get(data, "verification.count") == 0:
+    raw = kernel.get(data, "verification.bias")
+    if raw is None and kernel.get(data, "verification.count") == 0:
         return  # nothing was verified, so no rule was applied (verify=0)
     if head.arith.name == "float" and affine:
         beta = float(claimed["beta"][0][1])
-        bias = number(raw, "verification.bias", head.arith) if raw is not None else None
+        bias = kernel.number(raw, "verification.bias", head.arith) if raw is not None else None
         if bias is None or float(bias) != beta:
             raise CertificateError(
                 f"verification.bias is {short_repr(raw)}, but the float rule's bias is the "

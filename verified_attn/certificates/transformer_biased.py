@@ -38,19 +38,8 @@ import flint
 import sympy
 
 from verified_attn.arithmetic import OutsideUnitInterval
-from verified_attn.certificates import CertificateCheck
+from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.common_checks import matches_exact, passed
-from verified_attn.certificates.kernel import (
-    as_int,
-    as_list,
-    as_matrix,
-    check_counts,
-    check_verification,
-    get,
-    number,
-    parse_header,
-    rational,
-)
 from verified_attn.certificates.relu_biased import Neuron, Vec, stated_network
 from verified_attn.certificates.relu_biased import verify as verify_ffn
 from verified_attn.errors import CertificateError
@@ -60,9 +49,10 @@ __all__ = ["verify"]
 
 
 def _vectors(raw: Any, path: str, d: int) -> list[Vec]:
-    rows = as_matrix(raw, path, d, d)
+    rows = kernel.as_matrix(raw, path, d, d)
     return [
-        tuple(rational(q, f"{path}[{i}][{j}]") for j, q in enumerate(r)) for i, r in enumerate(rows)
+        tuple(kernel.rational(q, f"{path}[{i}][{j}]") for j, q in enumerate(r))
+        for i, r in enumerate(rows)
     ]
 
 
@@ -96,10 +86,10 @@ def _inverse(rows: list[list[Fraction]], what: str) -> flint.fmpq_mat:
 def _decode(data: dict[str, Any], head: Any, net: tuple, d: int) -> list[list[Any]]:
     """W from the stored design and answers, in the certificate's arithmetic."""
     arith = head.arith
-    att = get(data, "attention")
-    base = _vectors(get(att, "base"), "attention.base", d)
-    U = _vectors(get(att, "directions"), "attention.directions", d)
-    t = rational(get(att, "t"), "attention.t")
+    att = kernel.get(data, "attention")
+    base = _vectors(kernel.get(att, "base"), "attention.base", d)
+    U = _vectors(kernel.get(att, "directions"), "attention.directions", d)
+    t = kernel.rational(kernel.get(att, "t"), "attention.t")
     if t <= 0:
         raise CertificateError("attention.t must be positive")
     _, constant, linear, neurons = net
@@ -108,12 +98,12 @@ def _decode(data: dict[str, Any], head: Any, net: tuple, d: int) -> list[list[An
     gu = [sum((x * y for x, y in zip(G, u, strict=True)), Fraction(0)) for u in U]
     if any(x == 0 for x in gu):
         raise CertificateError("attention: some G^T u_k is 0")
-    answers = as_matrix(get(att, "answers"), "attention.answers", d, d)
+    answers = kernel.as_matrix(kernel.get(att, "answers"), "attention.answers", d, d)
     M = []
     with arith.context():
         for k in range(d):
             for j in range(d):
-                y = number(answers[k][j], f"attention.answers[{k}][{j}]", arith)
+                y = kernel.number(answers[k][j], f"attention.answers[{k}][{j}]", arith)
                 gb = sum((x * z for x, z in zip(G, base[j], strict=True)), beta)
                 alpha = (y - arith.rational(gb)) / arith.rational(t * gu[k])
                 try:
@@ -135,33 +125,35 @@ def _decode(data: dict[str, Any], head: Any, net: tuple, d: int) -> list[list[An
 
 def verify(data: dict[str, Any]) -> CertificateCheck:
     """Re-check a ``transformer-biased`` certificate; CertificateError naming what fails."""
-    head = parse_header(data, "transformer-biased")
+    head = kernel.parse_header(data, "transformer-biased")
     d, arith = head.d, head.arith
     if arith.name == "float":
         raise CertificateError("arithmetic must be exact or certified for this certificate")
     if head.theorem != "transformer/biased-direct":
         raise CertificateError(f"theorem is {head.theorem!r}, expected 'transformer/biased-direct'")
-    ffn = get(data, "ffn")
+    ffn = kernel.get(data, "ffn")
     try:
         ffn_lines = verify_ffn(ffn).summary
     except CertificateError as exc:
         raise CertificateError(f"ffn: {exc}") from exc
-    if get(ffn, "d") != d or get(ffn, "seed") != head.seed:
+    if kernel.get(ffn, "d") != d or kernel.get(ffn, "seed") != head.seed:
         raise CertificateError("ffn: d and seed must be the certificate's")
     net = stated_network(ffn, d)
     g = net[0]
-    params = get(data, "result.parameters")
+    params = kernel.get(data, "result.parameters")
     W = [
-        [rational(q, f"result.parameters.W[{i}][{j}]") for j, q in enumerate(r)]
-        for i, r in enumerate(as_matrix(get(params, "W"), "result.parameters.W", d, d))
+        [kernel.rational(q, f"result.parameters.W[{i}][{j}]") for j, q in enumerate(r)]
+        for i, r in enumerate(
+            kernel.as_matrix(kernel.get(params, "W"), "result.parameters.W", d, d)
+        )
     ]
     for key, want in (("A", g.A), ("w_o", g.w_o), ("a", g.a)):
-        got = sympy.Matrix(as_list(get(params, key), f"result.parameters.{key}"))
+        got = sympy.Matrix(kernel.as_list(kernel.get(params, key), f"result.parameters.{key}"))
         if [sympy.Rational(str(x)) for x in got] != list(want):
             raise CertificateError(f"result.parameters.{key} is not the FFN's")
-    if rational(get(params, "b"), "result.parameters.b") != Fraction(str(g.b)):
+    if kernel.rational(kernel.get(params, "b"), "result.parameters.b") != Fraction(str(g.b)):
         raise CertificateError("result.parameters.b is not the FFN's")
-    D = as_int(get(data, "denominator_bound"), "denominator_bound", low=1)
+    D = kernel.as_int(kernel.get(data, "denominator_bound"), "denominator_bound", low=1)
     decoded = _decode(data, head, net, d)
     for i in range(d):
         for j in range(d):
@@ -170,8 +162,8 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
                 raise CertificateError(
                     f"result.parameters.W[{i}][{j}] = {w} is not the W the answers decode to"
                 )
-    ffn_q = as_int(get(ffn, "queries.learning"), "ffn.queries.learning")
-    q = check_counts(
+    ffn_q = kernel.as_int(kernel.get(ffn, "queries.learning"), "ffn.queries.learning")
+    q = kernel.check_counts(
         data,
         learning=ffn_q + d * d,
         phases={"attention-direct": d * d},
@@ -179,7 +171,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     )
     if q["bound"] < q["learning"]:
         raise CertificateError("queries.bound is below the learning count")
-    ffn_v = as_int(get(ffn, "queries.verification"), "ffn.queries.verification")
+    ffn_v = kernel.as_int(kernel.get(ffn, "queries.verification"), "ffn.queries.verification")
     if q["by_phase"].get("ffn-verify", 0) != ffn_v or q["by_phase"].get("ffn", 0) != ffn_q:
         raise CertificateError("queries: the ffn phases are not the FFN stage's counts")
     V = [[Fraction(int(i == j)) for j in range(d)] for i in range(d)]
@@ -194,6 +186,8 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         f"attention: the design lies in one open cell of g; W re-decoded from {d * d} answers "
         + ("(==)" if arith.name == "exact" else f"(in its balls, denominator <= {D})"),
         f"queries: {q['learning']} learning = {ffn_q} FFN + {d * d} attention",
-        check_verification(data, head, predict, expected_queries=q["by_phase"].get("verify", 0)),
+        kernel.check_verification(
+            data, head, predict, expected_queries=q["by_phase"].get("verify", 0)
+        ),
     ]
     return passed(head, lines)

@@ -23,7 +23,14 @@ from typing import Any
 
 import numpy as np
 
-from verified_attn.checks import LEVEL_SYMBOLIC, Claim, ClaimResult, SizeParams, SymbolicCheck
+from verified_attn.checks import (
+    LEVEL_SYMBOLIC,
+    Claim,
+    ClaimResult,
+    SizeParams,
+    SymbolicCheck,
+    result_builder,
+)
 from verified_attn.errors import ModelClassMismatch, NotIdentifiable
 from verified_attn.exact_recovery import symbolic
 from verified_attn.exact_recovery.claims_soundness import SOUNDNESS_CLAIMS
@@ -70,17 +77,7 @@ def _rational_head(
     return SingleHeadAttention(W, v, **kwargs)
 
 
-def _result(
-    claim_id: str,
-    statement: str,
-    passed: bool,
-    detail: str,
-    *,
-    queries: int | None = None,
-    bound: int | None = None,
-    data: dict[str, Any] | None = None,
-) -> ClaimResult:
-    return ClaimResult(claim_id, REF, statement, passed, detail, queries, bound, data=data or {})
+_result = result_builder(REF)
 
 
 #: Every d from 1 to ``d_max`` is checked by the symbolic claims of each size (``d_max``,

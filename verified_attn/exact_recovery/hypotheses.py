@@ -29,7 +29,7 @@ import numpy as np
 
 from verified_attn.arithmetic import get_arithmetic
 from verified_attn.counterexample import Counterexample, Proof, model_dict
-from verified_attn.design import default_design
+from verified_attn.design import default_design, design_queries
 from verified_attn.errors import InvalidArgument
 from verified_attn.models import SingleHeadAttention
 from verified_attn.serialize import dump_rational
@@ -67,17 +67,6 @@ def _rows(M: flint.fmpq_mat) -> list[list[Fraction]]:
         [Fraction(int(M[i, j].p), int(M[i, j].q)) for j in range(M.ncols())]
         for i in range(M.nrows())
     ]
-
-
-def _design_queries(U: list[list[Fraction]], d: int) -> list[tuple[Any, list[list[Fraction]]]]:
-    out: list[tuple[Any, list[list[Fraction]]]] = []
-    for i in range(d):
-        out.append((("v", i), [[Fraction(int(t == i)) for t in range(d)]]))
-    for k in range(d):
-        for j in range(d):
-            e = [Fraction(int(t == j)) for t in range(d)]
-            out.append((("W", k, j), [[e[t] + U[t][k] for t in range(d)], e]))
-    return out
 
 
 def _u_rows(U: list[list[Fraction]]) -> list[list[str]]:
@@ -125,7 +114,7 @@ def one_query_short(*, d: int = 3, seed: int = 0, left_out: str = "W") -> Counte
     U = design.U
     if any(s != 1 for row in design.scales for s in row):  # the default design's scales
         raise AssertionError("the default design has unit probe scales")
-    queries = _design_queries(U, d)
+    queries = design_queries(U, d)
     if left_out == "W":
         k, j = int(rng.integers(d)), int(rng.integers(d))
         delta = Fraction(int(rng.choice([-2, -1, 1, 2])), int(rng.integers(1, 3)))
@@ -247,7 +236,7 @@ def design_orthogonal(*, d: int = 3, seed: int = 0) -> Counterexample:
         first,
         second,
         "equal",
-        [X for _, X in _design_queries(U, d)],
+        [X for _, X in design_queries(U, d)],
         proof,
         figures={"orthogonal column": k, "direction": f"U^(-T) e_{k} r^T"},
         payload={"first": model_dict(first), "second": model_dict(second)},

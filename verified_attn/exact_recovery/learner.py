@@ -26,12 +26,11 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
-import flint
 import numpy as np
 import sympy
 
 from verified_attn.arithmetic import Arithmetic
-from verified_attn.certificates.writer import certificate_base
+from verified_attn.certificates.writer import RunRecord, union_balls
 from verified_attn.design import (
     SingleHeadDesign,
     check_design,
@@ -72,7 +71,6 @@ from verified_attn.validation import (
 from verified_attn.verification import (
     DEFAULT_LENGTHS,
     DEFAULT_VERIFY,
-    Verification,
     require_bias_resolution,
 )
 
@@ -268,16 +266,11 @@ def learn_single_head(
     # Built on request: serialising every answer costs seconds at d = 512.
     certificate = functools.partial(
         _certificate_data,
-        arith,
+        RunRecord(arith, seed, counts, bound, checked, assumptions),
         the_design,
         answers,
         out_params,
         exact,
-        checked,
-        seed,
-        counts,
-        bound,
-        assumptions,
         refined,
     )
     return SingleHeadRecovery.from_run(
@@ -431,16 +424,11 @@ def _rescale_saturated(
 
 
 def _certificate_data(
-    arith: Arithmetic,
+    run: RunRecord,
     design: SingleHeadDesign,
     answers: dict[str, Any],
     params: dict[str, Any],
     exact: bool,
-    checked: Verification | None,
-    seed: int,
-    counts: QueryCounts,
-    bound: int,
-    assumptions: list[str],
     refined: list[tuple[int, int, int]],
 ) -> dict[str, Any]:
     """Everything needed to re-check the recovery without the oracle, as exact JSON.
@@ -460,6 +448,7 @@ def _certificate_data(
     """
     from verified_attn.serialize import dump_number, dump_rational, load_number
 
+    arith = run.arith
     if arith.name == "certified" and not exact:
         with arith.context():
             reloaded = {
@@ -470,20 +459,7 @@ def _certificate_data(
                 reloaded["beta"] = load_number(dump_number(answers["beta"]))
                 reloaded["c"] = [load_number(dump_number(a)) for a in answers["c"]]
             again = decode_single_head(arith, design, reloaded)
-            params = {
-                name: np.array(
-                    [
-                        flint.arb(x).union(y)
-                        for x, y in zip(
-                            np.asarray(val, dtype=object).reshape(-1),
-                            np.asarray(again[name], dtype=object).reshape(-1),
-                            strict=True,
-                        )
-                    ],
-                    dtype=object,
-                ).reshape(np.shape(np.asarray(val, dtype=object)))
-                for name, val in params.items()
-            }
+            params = {name: union_balls(val, again[name]) for name, val in params.items()}
 
     def dump_param(name: str, val: Any) -> Any:
         if isinstance(val, sympy.MatrixBase):
@@ -495,16 +471,10 @@ def _certificate_data(
             return [[dump_number(x) for x in row] for row in arr.reshape(design.d, design.d)]
         return [dump_number(x) for x in arr.reshape(-1)]  # v, c: columns become flat lists
 
-    data = certificate_base(
-        kind="single-head",
-        theorem=THEOREM,
-        d=design.d,
-        arith=arith,
-        seed=seed,
-        counts=counts,
-        bound=bound,
-        verification=checked,
-        assumptions=assumptions,
+    data = run.header(
+        "single-head",
+        THEOREM,
+        design.d,
         bias=float(params["beta"]) if design.affine and arith.name == "float" else None,
     )
     data.update(

@@ -266,28 +266,31 @@ def _all_groups() -> list[tuple[str, tuple[str, ...]]]:
     return [(t.module, t.names) for t in THEOREMS]
 
 
+def _failed(theorem: FormalTheorem, detail: str, *, skipped: bool = False) -> ClaimResult:
+    """The theorem's claim, not passed (or skipped), with why."""
+    return ClaimResult(
+        theorem.claim_id,
+        theorem.paper_ref,
+        theorem.statement,
+        passed=False,
+        detail=detail,
+        skipped=skipped,
+    )
+
+
 def check_formal(theorem: FormalTheorem) -> ClaimResult:
     """Build ``formal/`` and check the theorem's names and assumptions (skipped sans Coq)."""
     level = f"Coq: {', '.join(theorem.names)} in formal/{theorem.module}.v"
     if not formal.coq_available():
         missing = "coqc" if formal.coqc_path() is None else "formal/ (the Coq sources)"
-        return ClaimResult(
-            theorem.claim_id,
-            theorem.paper_ref,
-            theorem.statement,
-            passed=False,
-            detail=f"skipped: needs Coq ({formal.COQ_INSTALL_HINT}); {missing} not found",
+        return _failed(
+            theorem,
+            f"skipped: needs Coq ({formal.COQ_INSTALL_HINT}); {missing} not found",
             skipped=True,
         )
     build = formal.build()
     if not build.ok:
-        return ClaimResult(
-            theorem.claim_id,
-            theorem.paper_ref,
-            theorem.statement,
-            passed=False,
-            detail=f"formal/ does not build: {build.log[-500:]}",
-        )
+        return _failed(theorem, f"formal/ does not build: {build.log[-500:]}")
     axioms = sorted(formal.assumptions(_all_groups())[(theorem.module, theorem.names)])
     bad = sorted(set(axioms) - formal.ALLOWED_AXIOMS)
     detail = f"{level}; built in {build.seconds:.1f} s; Print Assumptions: " + (

@@ -32,11 +32,13 @@ __all__ = [
     "Probe",
     "ball",
     "bracket_delta",
+    "bracket_tactic",
     "coq_q",
     "exact_entry",
     "inverse",
     "mat_table",
     "probe_precision",
+    "probe_tables",
     "vec_table",
 ]
 
@@ -135,4 +137,40 @@ def mat_table(name: str, xs: list[list[Fraction]], default: str, doc: str) -> st
     return (
         f"(** {doc} *)\nDefinition {name} : qmat := fun i j => match i, j with\n{rows}\n"
         f"  | _, _ => {default}%Q\n  end.\n"
+    )
+
+
+def probe_tables(
+    wb: list[list[tuple[Fraction, Fraction]]], Uinv: list[list[Fraction]]
+) -> list[str]:
+    """The tables w_lo, w_hi bracketing every recorded probe answer (``wb[k][j]``), then the
+    auxiliary numbers' heading and the inverse U_inv of the design.
+
+    >>> one = Fraction(1)
+    >>> print(probe_tables([[(one, 2 * one)]], [[one]])[2])
+    (** Auxiliary numbers for the proof (any wrong one makes it fail). *)
+    """
+    return [
+        mat_table(
+            "w_lo",
+            [[b[0] for b in row] for row in wb],
+            "1",
+            "The recorded answer to [e_j + t_kj u_k; e_j] lies in [w_lo k j, w_hi k j].",
+        ),
+        mat_table("w_hi", [[b[1] for b in row] for row in wb], "0", "(upper ends)"),
+        "(** Auxiliary numbers for the proof (any wrong one makes it fail). *)",
+        mat_table("U_inv", Uinv, "0", "An inverse of U."),
+    ]
+
+
+def bracket_tactic(br_prec: int) -> str:
+    """The Coq tactic that closes one probe's bracket goal: either side of the disjunction,
+    each by Coq Interval (at 60 bits, then at ``br_prec``).
+
+    >>> bracket_tactic(80).count("i_prec 80")
+    2
+    """
+    return (
+        f"first [left; split; [interval with (i_prec 60)|split; interval with (i_prec {br_prec})]\n"
+        f"          | right; split; [interval with (i_prec 60)|split; interval with (i_prec {br_prec})]]"
     )

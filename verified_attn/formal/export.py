@@ -36,10 +36,12 @@ from verified_attn.formal.coq_tables import (
     Probe,
     ball,
     bracket_delta,
+    bracket_tactic,
     exact_entry,
     inverse,
     mat_table,
     probe_precision,
+    probe_tables,
     vec_table,
 )
 from verified_attn.formal.export_affine import affine_data, affine_file
@@ -152,8 +154,6 @@ def _single_head_file(x: dict[str, Any]) -> str:
     d, D = x["d"], x["D"]
     lo_v = [b[0] for b in x["vb"]]
     hi_v = [b[1] for b in x["vb"]]
-    lo_w = [[b[0] for b in row] for row in x["wb"]]
-    hi_w = [[b[1] for b in row] for row in x["wb"]]
     proj = "cd cD cU cUinv ct cW cv cvlo cvhi cblo cbhi cmlo cmhi cs cm"
     unfold = f"{_TABLES} {proj} probe_value brackets inside sigmoid Q2R Qnum Qden"
     prec = a["prec"]
@@ -168,15 +168,7 @@ def _single_head_file(x: dict[str, Any]) -> str:
         mat_table("t_probe", x["t"], "0", "t_kj: the query [e_j + t_kj u_k; e_j]."),
         vec_table("v_lo", lo_v, "1", "The recorded answer to [e_i] lies in [v_lo i, v_hi i]."),
         vec_table("v_hi", hi_v, "0", "(upper ends)"),
-        mat_table(
-            "w_lo",
-            lo_w,
-            "1",
-            "The recorded answer to [e_j + t_kj u_k; e_j] lies in [w_lo k j, w_hi k j].",
-        ),
-        mat_table("w_hi", hi_w, "0", "(upper ends)"),
-        "(** Auxiliary numbers for the proof (any wrong one makes it fail). *)",
-        mat_table("U_inv", a["Uinv"], "0", "An inverse of U."),
+        *probe_tables(x["wb"], a["Uinv"]),
         mat_table("m_lo", a["mlo"], "0", "Brackets m_lo k j < u_k^T W e_j < m_hi k j."),
         mat_table("m_hi", a["mhi"], "0", "(upper ends)"),
         mat_table("s_probe", a["s"], "0", "t_kj u_k^T v."),
@@ -213,10 +205,7 @@ def _header(x: dict[str, Any], n: int) -> str:
 
 
 def _theorem(d: int, prec: int, br_prec: int) -> str:
-    leaf_br = (
-        f"first [left; split; [interval with (i_prec 60)|split; interval with (i_prec {br_prec})]\n"
-        f"          | right; split; [interval with (i_prec 60)|split; interval with (i_prec {br_prec})]]"
-    )
+    leaf_br = bracket_tactic(br_prec)
     return (
         "Theorem run_identified :\n"
         "  answers_in run (rmat W_c) (rvec v_c) /\\\n"

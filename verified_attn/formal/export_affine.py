@@ -26,11 +26,13 @@ from verified_attn.formal.coq_tables import (
     Probe,
     ball,
     bracket_delta,
+    bracket_tactic,
     coq_q,
     exact_entry,
     inverse,
     mat_table,
     probe_precision,
+    probe_tables,
     vec_table,
 )
 
@@ -110,8 +112,6 @@ _PROJ = (
 def _tables(x: dict[str, Any], a: dict[str, Any]) -> list[str]:
     vlo, vhi = [b[0] for b in x["vb"]], [b[1] for b in x["vb"]]
     clo, chi = [b[0] for b in x["cb"]], [b[1] for b in x["cb"]]
-    wlo = [[b[0] for b in row] for row in x["wb"]]
-    whi = [[b[1] for b in row] for row in x["wb"]]
     return [
         f"(** The stated denominator bound. *)\nDefinition D : positive := {x['D']}%positive.\n",
         mat_table("W_c", x["W"], "0", "The certified W (row i, column j)."),
@@ -129,15 +129,7 @@ def _tables(x: dict[str, Any], a: dict[str, Any]) -> list[str]:
             "c_lo", clo, "1", "The recorded answer to [tc_k u_k; 0] lies in [c_lo k, c_hi k]."
         ),
         vec_table("c_hi", chi, "0", "(upper ends)"),
-        mat_table(
-            "w_lo",
-            wlo,
-            "1",
-            "The recorded answer to [e_j + t_kj u_k; e_j] lies in [w_lo k j, w_hi k j].",
-        ),
-        mat_table("w_hi", whi, "0", "(upper ends)"),
-        "(** Auxiliary numbers for the proof (any wrong one makes it fail). *)",
-        mat_table("U_inv", a["Uinv"], "0", "An inverse of U."),
+        *probe_tables(x["wb"], a["Uinv"]),
         vec_table("nc_lo", a["nclo"], "0", "Brackets nc_lo k < u_k^T c < nc_hi k."),
         vec_table("nc_hi", a["nchi"], "0", "(upper ends)"),
         mat_table("n_lo", a["nlo"], "0", "Brackets n_lo k j < u_k^T W e_j + u_k^T c < n_hi k j."),
@@ -195,10 +187,7 @@ def _header(x: dict[str, Any]) -> str:
 
 
 def _theorem(d: int, prec: int, br_prec: int) -> str:
-    br = (
-        f"first [left; split; [interval with (i_prec 60)|split; interval with (i_prec {br_prec})]\n"
-        f"          | right; split; [interval with (i_prec 60)|split; interval with (i_prec {br_prec})]]"
-    )
+    br = bracket_tactic(br_prec)
     hold = f"split; interval with (i_prec {prec})"
     head = "(rmat W_c) (rvec c_c) (rvec v_c) (Q2R beta_c)"
     return (

@@ -51,24 +51,21 @@ def _result(cid: str, statement: str, ok: bool, detail: str, **kw: object) -> Cl
     return ClaimResult(cid, REF, statement, bool(ok), detail, **kw)  # type: ignore[arg-type]
 
 
+def _all_hold(cid: str, statement: str, checks: list[Any]) -> ClaimResult:
+    """The claim holds when every identity check does; the detail lists theirs."""
+    return _result(
+        cid, statement, all(c.holds for c in checks), "; ".join(c.detail for c in checks)
+    )
+
+
 def _rop(seed: int) -> ClaimResult:
     checks = [rop_identity(d) for d in (1, 2)]
-    return _result(
-        "thm-5.1/rop-identity",
-        ROP,
-        all(c.holds for c in checks),
-        "; ".join(c.detail for c in checks),
-    )
+    return _all_hold("thm-5.1/rop-identity", ROP, checks)
 
 
 def _skeleton_identity(seed: int) -> ClaimResult:
     checks = [skeleton_identity(3, 1, seed=seed), skeleton_identity(3, 2, seed=seed)]
-    return _result(
-        "thm-5.1/skeleton-identity",
-        SKELETON_IDENTITY,
-        all(c.holds for c in checks),
-        "; ".join(c.detail for c in checks),
-    )
+    return _all_hold("thm-5.1/skeleton-identity", SKELETON_IDENTITY, checks)
 
 
 def _dimension(seed: int) -> ClaimResult:

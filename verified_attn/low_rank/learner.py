@@ -32,11 +32,11 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-import flint
 import numpy as np
 
+from verified_attn import validation
 from verified_attn.arithmetic import Arithmetic
-from verified_attn.certificates.writer import certificate_base
+from verified_attn.certificates.writer import RunRecord, union_balls
 from verified_attn.errors import InvalidArgument, PrecisionExhausted
 from verified_attn.low_rank.probes import Prober, dump_probes, exact_floats
 from verified_attn.low_rank.skeleton import SkeletonResult, skeleton_query_bound, skeleton_recover
@@ -52,17 +52,6 @@ from verified_attn.probing import (
 from verified_attn.progress import check_progress, reporting
 from verified_attn.recovery import LowRankRecovery, enclosures_from_balls
 from verified_attn.serialize import dump_number, dump_rational
-from verified_attn.validation import (
-    check_choice,
-    check_denominator_bound,
-    check_int,
-    check_lengths,
-    check_oracle,
-    check_real,
-    check_seed,
-    check_verify,
-    require_size,
-)
 from verified_attn.verification import (
     DEFAULT_LENGTHS,
     DEFAULT_VERIFY,
@@ -120,27 +109,27 @@ def learn_low_rank(
     query: a bad one raises :class:`~verified_attn.errors.InvalidArgument`. ``progress``: a
     bar or callback over the queries (:mod:`verified_attn.progress`).
     """
-    check_oracle(oracle)
+    validation.check_oracle(oracle)
     if oracle.model_class == "single-head-affine":
         raise InvalidArgument(
             "oracle declares the affine model class; learn_low_rank handles the paper's "
             "model (no c, beta) only"
         )
     d = oracle.d
-    method = check_choice(method, "method", METHODS)
-    rank = check_int(rank, "rank", low=1, high=d, allow_none=True)
+    method = validation.check_choice(method, "method", METHODS)
+    rank = validation.check_int(rank, "rank", low=1, high=d, allow_none=True)
     arith = oracle.arithmetic
     # The probes and answers: O(d r) numbers (r = 1 when it is found), d^2 for the model.
-    require_size(
+    validation.require_size(
         f"learn_low_rank at d = {d}",
         numbers=4 * d * (rank or 1) + d * d,
         arithmetic=arith.name,
         precision=arith.precision,
         queries=d + 2 * d * (rank or 1) + 1,
     )
-    verify = check_verify(verify)
-    seed = check_seed(seed)
-    lengths = check_lengths(lengths)
+    verify = validation.check_verify(verify)
+    seed = validation.check_seed(seed)
+    lengths = validation.check_lengths(lengths)
     progress = check_progress(progress)
     if method == "nuclear":
         if denominator_bound is not None:
@@ -149,8 +138,8 @@ def learn_low_rank(
         return _nuclear(oracle, rank, verify, seed, lengths, solver, progress)
     if measurements is not None:
         raise InvalidArgument("measurements applies to method='nuclear' only")
-    rank_tol = float(check_real(rank_tol, "rank_tol", low=0, high=1, low_open=True, high_open=True))
-    denominator_bound = check_denominator_bound(denominator_bound)
+    rank_tol = float(validation.check_real(rank_tol, "rank_tol", low=0, high=1, low_open=True, high_open=True))
+    denominator_bound = validation.check_denominator_bound(denominator_bound)
     total = _skeleton_budget(oracle, rank, verify)
     arith = oracle.arithmetic
     with (
@@ -173,9 +162,9 @@ def learn_low_rank(
     assumptions = reconstruction_assumptions(arith, exact, denominator_bound)
     assumptions += _rank_assumptions(result, rank, arith)
     out_params = public_params(params, exact, arith, False)
+    record = RunRecord(arith, seed, counts, bound, checked, assumptions)
     certificate = functools.partial(
-        _skeleton_certificate, arith, prober, result, out_params, exact, checked, seed, counts,
-        bound, assumptions, rank, rank_tol,
+        _skeleton_certificate, record, (prober, result), out_params, exact, (rank, rank_tol)
     )
     return LowRankRecovery.from_run(
         counts,
@@ -222,12 +211,12 @@ def _nuclear(
         return learn_nuclear(
             oracle,
             rank,
-            measurements=check_int(measurements, "measurements", low=1, allow_none=True),
+            measurements=validation.check_int(measurements, "measurements", low=1, allow_none=True),
             verify=verify,
             seed=seed,
             lengths=lengths,
-            tol=check_real(tol, "tol", low=0, high=1, low_open=True, high_open=True),
-            max_iter=check_int(max_iter, "max_iter", low=1),
+            tol=validation.check_real(tol, "tol", low=0, high=1, low_open=True, high_open=True),
+            max_iter=validation.check_int(max_iter, "max_iter", low=1),
         )
 
 
@@ -335,7 +324,6 @@ def _rank_assumptions(result: SkeletonResult, rank: int | None, arith: Arithmeti
     ]
 
 
-
 def _dump_params(params: dict[str, Any], d: int) -> dict[str, Any]:
     out = {}
     for name, val in params.items():
@@ -350,18 +338,11 @@ def _dump_params(params: dict[str, Any], d: int) -> dict[str, Any]:
 
 
 def _skeleton_certificate(
-    arith: Arithmetic,
-    prober: Prober,
-    result: SkeletonResult,
+    run: RunRecord,
+    probes: tuple[Prober, SkeletonResult],
     params: dict[str, Any],
     exact: bool,
-    checked: Verification | None,
-    seed: int,
-    counts: QueryCounts,
-    bound: int,
-    assumptions: list[str],
-    rank_given: int | None,
-    rank_tol: float,
+    ranks: tuple[int | None, float],
 ) -> dict[str, Any]:
     """The skeleton's certificate: design, every probe and its answer, the result.
 
@@ -370,18 +351,9 @@ def _skeleton_certificate(
     ball and the checker's re-solved one (both contain the truth), so that the checker can
     demand containment exactly.
     """
+    (prober, result), (rank_given, rank_tol), arith = probes, ranks, run.arith
     d = prober.oracle.d
-    data = certificate_base(
-        kind="low-rank",
-        theorem=THEOREM,
-        d=d,
-        arith=arith,
-        seed=seed,
-        counts=counts,
-        bound=bound,
-        verification=checked,
-        assumptions=assumptions,
-    )
+    data = run.header("low-rank", THEOREM, d)
     data.update(
         {
             "method": "skeleton",
@@ -406,19 +378,6 @@ def _skeleton_certificate(
 
         with arith.context():
             again = redecode(data)
-            widened = {
-                name: np.array(
-                    [
-                        flint.arb(x).union(y)
-                        for x, y in zip(
-                            np.asarray(params[name], dtype=object).reshape(-1),
-                            np.asarray(again[name], dtype=object).reshape(-1),
-                            strict=True,
-                        )
-                    ],
-                    dtype=object,
-                )
-                for name in ("W", "v")
-            }
+            widened = {name: union_balls(params[name], again[name]) for name in ("W", "v")}
             data["result"]["parameters"] = _dump_params(widened, d)
     return data

@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from verified_attn.certificates.writer import certificate_base
+from verified_attn.certificates.writer import RunRecord
 from verified_attn.errors import InvalidArgument, ModelClassMismatch, NotIdentifiable
 from verified_attn.low_rank.probes import Prober, dump_probes
 from verified_attn.models import SingleHeadAttention
-from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.oracle import Oracle
 from verified_attn.recovery import LowRankRecovery
 from verified_attn.serialize import dump_number
 from verified_attn.verification import Verification, verify_model
@@ -217,8 +217,12 @@ def learn_nuclear(
         )
     r = rank if rank is not None else int(np.linalg.matrix_rank(X, tol=1e-6 * np.abs(X).max()))
     certificate = functools.partial(
-        _certificate, prober, params, checked, seed, counts, bound, rank, measurements,
-        residual, info,
+        _certificate,
+        RunRecord(prober.arith, seed, counts, bound, checked),
+        prober,
+        params,
+        (rank, measurements),
+        (residual, info),
     )
     return LowRankRecovery.from_run(
         counts,
@@ -289,16 +293,11 @@ def _verify_solution(
 
 
 def _certificate(
+    run: RunRecord,
     prober: Prober,
     params: dict[str, Any],
-    checked: Verification | None,
-    seed: int,
-    counts: QueryCounts,
-    bound: int,
-    rank: int | None,
-    measurements: int,
-    residual: float,
-    info: dict[str, Any],
+    sizes: tuple[int | None, int],
+    fit: tuple[float, dict[str, Any]],
 ) -> dict[str, Any]:
     """The nuclear method's certificate: every probe and answer, the claimed W and residual.
 
@@ -306,17 +305,8 @@ def _certificate(
     residual of the claimed W (float), re-checks the verification answers and recomputes
     their largest relative gap (the reported verification error).
     """
-    d = prober.oracle.d
-    data = certificate_base(
-        kind="low-rank",
-        theorem=THEOREM,
-        d=d,
-        arith=prober.arith,
-        seed=seed,
-        counts=counts,
-        bound=bound,
-        verification=checked,
-    )
+    (rank, measurements), (residual, info), checked = sizes, fit, run.verification
+    data = run.header("low-rank", THEOREM, prober.oracle.d)
     data.update(
         {
             "method": "nuclear",

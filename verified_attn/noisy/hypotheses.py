@@ -32,6 +32,7 @@ from fractions import Fraction
 import numpy as np
 
 from verified_attn.counterexample import Counterexample, Proof, model_dict
+from verified_attn.design import paper_noisy_queries
 from verified_attn.models import SingleHeadAttention
 from verified_attn.serialize import dump_rational
 
@@ -77,15 +78,6 @@ def positive_scale(*, d: int = 3, seed: int = 0) -> Counterexample:
         proof,
         payload={"first": model_dict(first), "second": model_dict(second)},
     )
-
-
-def _paper_queries(d: int, b: Fraction) -> list[list[list[Fraction]]]:
-    out = [[[Fraction(int(t == i)) for t in range(d)]] for i in range(d)]
-    for i in range(d):
-        for j in range(d):
-            top = [b * int(t == i) + A * int(t == j) for t in range(d)]
-            out.append([top, [A * int(t == j) for t in range(d)]])
-    return out
 
 
 def _noise_data(tau: Fraction, b: Fraction) -> dict[str, str]:
@@ -134,7 +126,7 @@ def margin(*, d: int = 3, seed: int = 0) -> Counterexample:
         first,
         second,
         "within",
-        _paper_queries(d, b),
+        paper_noisy_queries(d, A, b),
         proof,
         tolerance=TAU,
         figures={

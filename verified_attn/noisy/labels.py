@@ -51,8 +51,10 @@ from typing import Any
 import flint
 import numpy as np
 
+from verified_attn import validation
 from verified_attn.arithmetic import arb_bounds, reconstruct_rational, to_fraction
-from verified_attn.certificates.writer import certificate_base
+from verified_attn.certificates.writer import RunRecord, dump_floats, fresh_section
+from verified_attn.design import label_probe_scales
 from verified_attn.errors import (
     InvalidArgument,
     ModelClassMismatch,
@@ -63,18 +65,10 @@ from verified_attn.models import SingleHeadAttention
 from verified_attn.noisy.intervals import down as _down
 from verified_attn.noisy.intervals import up as _up
 from verified_attn.noisy.verification import LabelVerification, verify_labels
-from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.oracle import Oracle
 from verified_attn.progress import check_progress, reporting
 from verified_attn.recovery import LabelRecovery
 from verified_attn.serialize import dump_number, dump_rational
-from verified_attn.validation import (
-    check_int,
-    check_lengths,
-    check_oracle,
-    check_real,
-    check_seed,
-    check_verify,
-)
 from verified_attn.verification import DEFAULT_LENGTHS
 
 __all__ = ["INTERVAL_PRECISION", "MAX_BITS", "label_query_bound", "learn_from_labels"]
@@ -94,8 +88,8 @@ def label_query_bound(d: int, bits: int) -> int:
     >>> label_query_bound(3, 10)
     116
     """
-    d = check_int(d, "d", low=1)
-    bits = check_int(bits, "bits", low=1, high=MAX_BITS)
+    d = validation.check_int(d, "d", low=1)
+    bits = validation.check_int(bits, "bits", low=1, high=MAX_BITS)
     return 2 * d + (d - 1 + d * d) * bits
 
 
@@ -157,28 +151,6 @@ def _ratio_interval(lo: Fraction, hi: Fraction, sign: int) -> Interval:
     """v_i / |v_p| from lam* in (lo, hi]: |v_i| / |v_p| = (1 - lam*) / lam*, decreasing."""
     r_lo, r_hi = (1 - hi) / hi, (1 - lo) / lo
     return (r_lo, r_hi) if sign > 0 else (-r_hi, -r_lo)
-
-
-def _w_scales(ri: Interval, rj: Interval, wbar: Fraction) -> tuple[Fraction, Fraction]:
-    """The probe's token weight a and the bisection range [0, B] for W_ij.
-
-    |a| is a power of two with 8 a^2 w_bound |r_j| <= |r_i| so that B sigmoid(-1) |r_i| >
-    |a r_j| (the flip lies inside [0, B]); a's sign makes a r_j and r_i opposite; B is the
-    power of two with B |a| w_bound <= 1 < 2 B |a| w_bound.
-    """
-    ri_lo = min(abs(ri[0]), abs(ri[1]))
-    rj_hi = max(abs(rj[0]), abs(rj[1]))
-    a = Fraction(1)
-    while a * a * wbar * rj_hi * 8 > ri_lo:
-        a /= 2
-    if (ri[0] > 0) == (rj[0] > 0):
-        a = -a
-    B = Fraction(1)
-    while B * abs(a) * wbar > 1:
-        B /= 2
-    while 2 * B * abs(a) * wbar <= 1:
-        B *= 2
-    return a, B
 
 
 def _logit_interval(x: Interval) -> Interval:
@@ -260,13 +232,13 @@ def learn_from_labels(
     probes divide by v_i), or if a ratio is beyond 2^bits; :class:`ModelClassMismatch`
     if the labels are impossible for a single head.
     """
-    check_oracle(oracle)
-    wbar = to_fraction(check_real(w_bound, "w_bound", low=0, low_open=True), name="w_bound")
-    bits = check_int(bits, "bits", low=1, high=MAX_BITS)
-    max_denominator = check_int(max_denominator, "max_denominator", low=1, allow_none=True)
-    verify = check_verify(verify)
-    seed = check_seed(seed)
-    lengths = check_lengths(lengths)
+    validation.check_oracle(oracle)
+    wbar = to_fraction(validation.check_real(w_bound, "w_bound", low=0, low_open=True), name="w_bound")
+    bits = validation.check_int(bits, "bits", low=1, high=MAX_BITS)
+    max_denominator = validation.check_int(max_denominator, "max_denominator", low=1, allow_none=True)
+    verify = validation.check_verify(verify)
+    seed = validation.check_seed(seed)
+    lengths = validation.check_lengths(lengths)
     progress = check_progress(progress)
     d = oracle.d
     bound = label_query_bound(d, bits)
@@ -293,22 +265,12 @@ def learn_from_labels(
     assumptions, notes = _assumptions_and_notes(wbar, p, bits)
     certificate = functools.partial(
         _certificate_data,
-        d=d,
-        arith=oracle.arithmetic,
-        wbar=wbar,
-        bits=bits,
-        max_denominator=max_denominator,
-        transcript=transcript,
-        W=W,
-        v=v,
-        box=(W_lo, W_hi, v_lo, v_hi),
-        v_exact=v_exact,
-        p=p,
-        checked=checked,
-        seed=seed,
-        counts=counts,
-        bound=bound,
-        assumptions=assumptions,
+        RunRecord(oracle.arithmetic, seed, counts, bound, None, assumptions),
+        (wbar, bits, max_denominator),
+        transcript,
+        (W, v, (W_lo, W_hi, v_lo, v_hi)),
+        (v_exact, p),
+        checked,
     )
     return LabelRecovery.from_run(
         counts,
@@ -386,7 +348,6 @@ def _assumptions_and_notes(wbar: Fraction, p: int, bits: int) -> tuple[list[str]
     return assumptions, notes
 
 
-
 def _learn_ratios(
     oracle: Oracle, signs: list[int], p: int, bits: int, transcript: list[Any]
 ) -> list[Interval]:
@@ -437,7 +398,7 @@ def _learn_W(
             rows_t: list[list[float]] = []
             transcript.append(rows_t)
             for j in range(d):
-                a, B = _w_scales(ratios[i], ratios[j], wbar)
+                a, B = label_probe_scales(ratios[i], ratios[j], wbar)
 
                 def probe(t: Fraction, i: int = i, j: int = j, a: Fraction = a) -> np.ndarray:
                     X = [[Fraction(0)] * d for _ in range(2)]
@@ -468,23 +429,12 @@ def _learn_W(
 
 
 def _certificate_data(
-    *,
-    d: int,
-    arith: Any,
-    wbar: Fraction,
-    bits: int,
-    max_denominator: int | None,
+    run: RunRecord,
+    labels_setting: tuple[Fraction, int, int | None],
     transcript: dict[str, Any],
-    W: np.ndarray,
-    v: np.ndarray,
-    box: tuple[np.ndarray, ...],
-    v_exact: list[Fraction | None] | None,
-    p: int,
+    result: tuple[np.ndarray, np.ndarray, tuple[np.ndarray, ...]],
+    v_ratios: tuple[list[Fraction | None] | None, int],
     checked: LabelVerification | None,
-    seed: int,
-    counts: QueryCounts,
-    bound: int,
-    assumptions: list[str],
 ) -> dict[str, Any]:
     """Every label as the oracle gave it (the bisection transcripts), and the result.
 
@@ -492,36 +442,24 @@ def _certificate_data(
     the ratio bisection (null for i = p); ``answers.W[i][j]`` those of W_ij's. Checked by
     :mod:`verified_attn.certificates.labels`.
     """
-
-    def floats(arr: Any) -> Any:
-        return [floats(x) for x in arr] if np.ndim(arr) else dump_number(float(arr))
+    wbar, bits, max_denominator = labels_setting
+    W, v, (W_lo, W_hi, v_lo, v_hi) = result
+    v_exact, p = v_ratios
 
     def labels(x: Any) -> Any:
         if x is None:
             return None
         return [labels(y) for y in x] if isinstance(x, list) else dump_number(float(x))
 
-    data = certificate_base(
-        kind="labels",
-        theorem=THEOREM,
-        d=d,
-        arith=arith,
-        seed=seed,
-        counts=counts,
-        bound=bound,
-        verification=None,
-        assumptions=assumptions,
-    )
+    data = run.header("labels", THEOREM, len(v))
     data["verified"] = checked is not None and checked.decided > 0
-    data["verification"] = {
-        "rule": "certain-signs",
-        "count": 0 if checked is None else checked.count,
-        "seed": seed if checked is None else checked.seed,
-        "lengths": [1] if checked is None else list(checked.lengths),
-        "answers": [] if checked is None else [dump_number(float(a)) for a in checked.answers],
-        "decided": 0 if checked is None else checked.decided,
-    }
-    W_lo, W_hi, v_lo, v_hi = box
+    data["verification"] = fresh_section(
+        "certain-signs",
+        checked,
+        run.seed,
+        [] if checked is None else [dump_number(float(a)) for a in checked.answers],
+    )
+    data["verification"]["decided"] = 0 if checked is None else checked.decided
     data.update(
         {
             "labels": {
@@ -535,10 +473,10 @@ def _certificate_data(
             "result": {
                 "exact": False,
                 "p": p,
-                "parameters": {"W": floats(W), "v": floats(v)},
+                "parameters": {"W": dump_floats(W), "v": dump_floats(v)},
                 "enclosures": {
-                    "W": {"lower": floats(W_lo), "upper": floats(W_hi)},
-                    "v": {"lower": floats(v_lo), "upper": floats(v_hi)},
+                    "W": {"lower": dump_floats(W_lo), "upper": dump_floats(W_hi)},
+                    "v": {"lower": dump_floats(v_lo), "upper": dump_floats(v_hi)},
                 },
                 "v_exact": None
                 if v_exact is None

@@ -60,11 +60,14 @@ from typing import Any
 import flint
 import numpy as np
 
+from verified_attn import validation
 from verified_attn.arithmetic import to_fraction
+from verified_attn.certificates.writer import RunRecord
+from verified_attn.design import noisy_design
 from verified_attn.errors import InvalidArgument, NotIdentifiable
 from verified_attn.models import SingleHeadAttention
 from verified_attn.noisy import symbolic
-from verified_attn.noisy.certificate_data import THEOREM
+from verified_attn.noisy.certificate_data import THEOREM, NoisySetting
 from verified_attn.noisy.certificate_data import noisy_certificate_data as _certificate_data
 from verified_attn.noisy.intervals import INTERVAL_PRECISION, noisy_intervals
 from verified_attn.noisy.intervals import arb_of as _arb
@@ -82,15 +85,6 @@ from verified_attn.oracle_wrappers import worst_case_direction, worst_case_oracl
 from verified_attn.progress import reporting
 from verified_attn.recovery import NoisyRecovery
 from verified_attn.serialize import dump_number
-from verified_attn.validation import (
-    check_choice,
-    check_int,
-    check_lengths,
-    check_oracle,
-    check_real,
-    check_seed,
-    check_verify,
-)
 from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY
 
 __all__ = [
@@ -108,22 +102,9 @@ __all__ = [
 ]
 
 
-
 # ---------------------------------------------------------------------------------------
 # The design.
 # ---------------------------------------------------------------------------------------
-
-
-def _design(v_hat: list[Fraction], design: str) -> list[list[Fraction]]:
-    """Columns u_k: e_k (paper), or e_k / e_k + e_p with p = argmax |v_hat| (norm)."""
-    d = len(v_hat)
-    U = [[Fraction(int(i == k)) for k in range(d)] for i in range(d)]  # U[i][k]
-    if design == "norm":
-        p = max(range(d), key=lambda i: abs(v_hat[i]))
-        for k in range(d):
-            if k != p and 4 * abs(v_hat[k]) < abs(v_hat[p]):
-                U[p][k] = Fraction(1)
-    return U
 
 
 def _queries(U: list[list[Fraction]], b: Fraction) -> np.ndarray:
@@ -147,7 +128,7 @@ def _queries(U: list[list[Fraction]], b: Fraction) -> np.ndarray:
 
 
 def _positive(x: Any, name: str) -> Fraction:
-    return to_fraction(check_real(x, name, low=0, low_open=True), name=name)
+    return to_fraction(validation.check_real(x, name, low=0, low_open=True), name=name)
 
 
 def _assumptions(
@@ -214,7 +195,7 @@ def learn_noisy(
     the norm bound, and :class:`ModelClassMismatch` if a fresh answer is farther than the
     tolerance from the recovered model's enclosure.
     """
-    check_oracle(oracle)
+    validation.check_oracle(oracle)
     if oracle.arithmetic.name != "float":
         raise InvalidArgument(
             f"learn_noisy needs a float-mode oracle (a noisy black box); got arithmetic="
@@ -223,11 +204,11 @@ def learn_noisy(
     tau = _positive(tolerance, "tolerance")
     wbar = _positive(w_bound, "w_bound")
     mu = _positive(margin, "margin")
-    design = check_choice(design, "design", DESIGNS)
-    repeats = check_int(repeats, "repeats", low=1)
-    verify = check_verify(verify)
-    seed = check_seed(seed)
-    lengths = check_lengths(lengths)
+    design = validation.check_choice(design, "design", DESIGNS)
+    repeats = validation.check_int(repeats, "repeats", low=1)
+    verify = validation.check_verify(verify)
+    seed = validation.check_seed(seed)
+    lengths = validation.check_lengths(lengths)
     d = oracle.d
     _check_tolerance(design, tau, mu, d)
     bound = repeats * query_bound(d)
@@ -238,7 +219,7 @@ def learn_noisy(
             raw_v = _ask(oracle, np.eye(d)[:, None, :], repeats)
         v_hat = [_mean(a) for a in raw_v]
         _check_v(v_hat, tau, mu, design)
-        U = _design(v_hat, design)
+        U = noisy_design(v_hat, design)
         norm_sq = max(sum(U[i][k] ** 2 for i in range(d)) for k in range(d))
         b = probe_scale(wbar, norm_sq)
         with oracle.phase("W"):
@@ -256,23 +237,11 @@ def learn_noisy(
     params = {"W": est["W"], "v": est["v"]}
     certificate = functools.partial(
         _certificate_data,
-        d=d,
-        arith=oracle.arithmetic,
-        design=design,
-        U=U,
-        b=b,
-        tau=tau,
-        wbar=wbar,
-        mu=mu,
-        repeats=repeats,
-        raw_v=raw_v,
-        raw_W=raw_W,
-        est=est,
-        checked=checked,
-        seed=seed,
-        counts=counts,
-        bound=bound,
-        assumptions=assumptions,
+        RunRecord(oracle.arithmetic, seed, counts, bound, None, assumptions),
+        NoisySetting(tau, wbar, mu, repeats, design, U, b),
+        (raw_v, raw_W),
+        est,
+        checked,
     )
     return NoisyRecovery.from_run(
         counts,
@@ -457,13 +426,13 @@ def learn_stochastic(
     and *on that event* the enclosures contain the truth. ``rec.assumptions`` says so first;
     the certificate re-checks the intervals from the answers given tau, not the event.
     """
-    check_oracle(oracle)
-    sigma = float(check_real(noise_scale, "noise_scale", low=0, low_open=True))
-    eps = float(check_real(target_error, "target_error", low=0, low_open=True))
+    validation.check_oracle(oracle)
+    sigma = float(validation.check_real(noise_scale, "noise_scale", low=0, low_open=True))
+    eps = float(validation.check_real(target_error, "target_error", low=0, low_open=True))
     _positive(w_bound, "w_bound")
     _positive(margin, "margin")
     delta = float(
-        check_real(
+        validation.check_real(
             failure_probability,
             "failure_probability",
             low=0,
@@ -472,8 +441,8 @@ def learn_stochastic(
             high_open=True,
         )
     )
-    design = check_choice(design, "design", DESIGNS)
-    verify = check_verify(verify)
+    design = validation.check_choice(design, "design", DESIGNS)
+    verify = validation.check_verify(verify)
     d = oracle.d
     tau = tolerance_for_error(eps, float(w_bound), float(margin), d, design=design)
     n = repeats_for(sigma, tau, query_bound(d) + verify, delta)

@@ -18,6 +18,7 @@ from fractions import Fraction
 from typing import Any
 
 from verified_attn.arithmetic import to_fraction
+from verified_attn.design import largest_dyadic_scale
 from verified_attn.noisy import symbolic
 from verified_attn.validation import check_choice, check_int, check_real
 
@@ -58,15 +59,7 @@ def probe_scale(w_bound: Any, u_norm_sq: Any = 1) -> Fraction:
     """
     w = to_fraction(check_real(w_bound, "w_bound", low=0, low_open=True), name="w_bound")
     n = to_fraction(check_real(u_norm_sq, "u_norm_sq", low=0, low_open=True), name="u_norm_sq")
-    # Start near the answer from the bit lengths (so a huge or tiny w_bound costs no loop).
-    x = n * w * w  # want the largest b = 2^k with b^2 x <= 1
-    k = (x.denominator.bit_length() - x.numerator.bit_length()) // 2
-    b = Fraction(2) ** k
-    while b * b * x > 1:
-        b /= 2
-    while 4 * b * b * x <= 1:
-        b *= 2
-    return b
+    return largest_dyadic_scale(n * w * w)
 
 
 def a_priori_bounds(

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 import flint
 import numpy as np
@@ -214,14 +214,10 @@ def verify_within_tolerance(
             )
         gap = float(abs(observed - (lo + hi) / 2))
         worst = max(worst, gap / max(abs(float(observed)), float(tau)))
-    return ToleranceVerification(
-        count=count,
-        seed=seed,
-        lengths=lengths,
-        precision=None,
-        arithmetic="float",
-        rtol=None,
-        max_gap=worst if count else None,
+    return _float_record(
+        ToleranceVerification,
+        (count, seed, lengths),
+        worst if count else None,
         sequences=sequences,
         answers=averages,
         tolerance=float(tau),
@@ -302,15 +298,24 @@ def verify_labels(
                     observed=label,
                     expected=(float(lo), float(hi)),
                 )
-    return LabelVerification(
-        count=count,
-        seed=seed,
-        lengths=lengths,
-        precision=None,
-        arithmetic="float",
-        rtol=None,
-        max_gap=None,
+    return _float_record(
+        LabelVerification,
+        (count, seed, lengths),
+        None,
         sequences=sequences,
         answers=list(labels),
         decided=decided,
     )
+
+
+_V = TypeVar("_V", bound=Verification)
+
+
+def _float_record(
+    cls: type[_V], fresh: tuple[int, int, Any], max_gap: float | None, **fields: Any
+) -> _V:
+    """A float-mode record of one of the noisy rules (``fresh``: count, seed and lengths of
+    the fresh sequences; no precision and no rtol: the rule is the tolerance, or the sign)."""
+    count, seed, lengths = fresh
+    # Verification's leading fields: count, seed, lengths, precision, arithmetic, rtol, max_gap.
+    return cls(count, seed, lengths, None, "float", None, max_gap, **fields)
