@@ -312,6 +312,7 @@ ROOM_TESTS = {
         "tests/test_certificate_common.py",
         "tests/test_certificate_hostile.py",
         "tests/test_soundness_round2.py",
+        "tests/test_soundness_planted.py",
     ],
     "validation": [
         "tests/test_core_contract.py",
@@ -320,6 +321,7 @@ ROOM_TESTS = {
     ],
     "boxes": [
         "tests/test_soundness_round2.py",
+        "tests/test_soundness_planted.py",
         "tests/test_oracle_wrappers.py",
         "tests/exact_recovery",
     ],

@@ -6,8 +6,9 @@ every kind are refused, and the PyTorch adapter maps a module's weights to the m
 ['certificates/tampered-refused', 'adapters/torch-weight-mapping']
 
 Each genuine certificate must check, and each tampered copy (a claimed parameter moved,
-the learning count off by one, an exact verification answer moved by 2^-200, a forged
-``result`` parsed before the real one, the single-head header seed changed) must be
+the learning count off by one, an exact verification answer moved by 2^-200, a stored FFN
+answer moved by 2^-200 or a stored point repeated, a forged ``result`` parsed before the
+real one, the single-head header seed changed) must be
 refused with :class:`~verified_attn.errors.CertificateError`: a checker that accepts one
 fails the claim. The adapter claim needs PyTorch (``pip install 'verified-attn[torch]'``)
 and is skipped, saying so, without it.
@@ -57,6 +58,10 @@ def genuine_certificates(seed: int) -> dict[str, dict[str, Any]]:
         "transformer exact": va.learn_transformer(
             va.Oracle(random_transformer(2, 2, np.random.default_rng(seed)), "exact"), seed=seed
         ),
+        "relu-ffn exact": va.learn_relu_ffn(
+            va.Oracle(va.ReluFFN([[1, -2, Fraction(1, 3)], [2, 1, -1]], [1, -3, 2]), "exact"),
+            seed=seed,
+        ),
         "counterexample": va.counterexample("prop-7.1", kind="shared-score-split", d=2, seed=seed),
     }
     return {name: json.loads(json.dumps(r.certificate())) for name, r in out.items()}
@@ -98,6 +103,19 @@ def _moved_answer(data: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+def _stored_answer_copies(data: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """An FFN certificate's stored answers tampered: one moved by 2^-200, one point repeated."""
+    answers = data.get("answers")
+    if not isinstance(answers, list) or len(answers) < 2:
+        return []
+    moved = copy.deepcopy(data)
+    y = Fraction(moved["answers"][0]["y"]["rational"]) + Fraction(1, 2**200)
+    moved["answers"][0]["y"] = {"rational": f"{y.numerator}/{y.denominator}"}
+    repeated = copy.deepcopy(data)
+    repeated["answers"][1] = copy.deepcopy(repeated["answers"][0])
+    return [("a stored answer + 2^-200", moved), ("a stored point repeated", repeated)]
+
+
 def tampered(name: str, data: dict[str, Any]) -> list[tuple[str, Callable[[], Any]]]:
     """The tampered copies of one certificate, each as (what, a check that must refuse)."""
     from verified_attn.certificates import verify_certificate
@@ -115,6 +133,8 @@ def tampered(name: str, data: dict[str, Any]) -> list[tuple[str, Callable[[], An
     answer = _moved_answer(data)
     if answer is not None:
         out.append(("a verification answer + 2^-200", partial(verify_certificate, answer)))
+    for what, copied in _stored_answer_copies(data):
+        out.append((what, partial(verify_certificate, copied)))
     if name.startswith("single-head"):
         seeded = copy.deepcopy(data)
         seeded["seed"] += 1
@@ -196,7 +216,7 @@ def _check_adapter(seed: int) -> ClaimResult:
 _TAMPER_STATEMENT = (
     "Every certificate checker accepts its genuine certificates and refuses tampered "
     "copies: a claimed number moved, a count off by one, an exact answer moved by 2^-200, "
-    "a forged duplicate key, a changed seed"
+    "a stored FFN point repeated, a forged duplicate key, a changed seed"
 )
 _ADAPTER_STATEMENT = (
     "The PyTorch adapter maps nn.MultiheadAttention's weights to the model's (W, c, v, "

@@ -1,0 +1,100 @@
+"""Tests for the mistakes benchmarks/planted_mistakes.py found that the main job and the
+tests both let through: an FFN certificate's stored answers compared by closeness or with
+a point repeated, and the fast certified head's values negated."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from typing import Any
+
+import pytest
+import sympy
+
+import verified_attn as va
+from verified_attn.certificates import common_checks, verify_certificate
+from verified_attn.errors import CertificateError
+from verified_attn.soundness_claims import tampered
+
+
+@pytest.fixture(scope="module")
+def ffn_certificate() -> dict[str, Any]:
+    net = va.ReluFFN([[1, -2, Fraction(1, 3)], [2, 1, -1]], [1, -3, 2])
+    rec = va.learn_relu_ffn(va.Oracle(net, "exact"), seed=0)
+    return json.loads(json.dumps(rec.certificate()))
+
+
+def test_an_ffn_answer_moved_by_2_to_the_minus_200_is_refused(ffn_certificate) -> None:
+    copies = dict(tampered("relu-ffn exact", ffn_certificate))
+    assert verify_certificate(ffn_certificate).ok
+    with pytest.raises(CertificateError, match="is not reproduced by the learned network"):
+        copies["a stored answer + 2^-200"]()
+
+
+def test_an_ffn_certificate_with_a_point_twice_is_refused(ffn_certificate) -> None:
+    copies = dict(tampered("relu-ffn exact", ffn_certificate))
+    with pytest.raises(CertificateError, match="repeats an earlier point"):
+        copies["a stored point repeated"]()
+
+
+def test_an_exact_stored_answer_is_compared_with_equality() -> None:
+    from verified_attn.arithmetic import get_arithmetic
+
+    exact = get_arithmetic("exact")
+    want = Fraction(1, 3)
+    near = sympy.Rational(1, 3) + sympy.Rational(1, 2**200)
+    assert common_checks.matches_exact(sympy.Rational(1, 3), want, exact, 1)
+    assert not common_checks.matches_exact(near, want, exact, 1)
+
+
+def test_the_main_job_claim_fails_if_stored_answers_are_compared_by_closeness(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def close(y: Any, want: Fraction, arith: Any, D: int) -> bool:
+        return bool(abs(y - sympy.Rational(want.numerator, want.denominator)) < 2**-100)
+
+    from verified_attn.certificates import relu_ffn
+
+    monkeypatch.setattr(relu_ffn, "stored_answers", _with(close))
+    [r] = va.check_claims(["certificates/tampered-refused"])
+    assert not r.passed and "relu-ffn exact: a stored answer + 2^-200 was ACCEPTED" in r.detail
+
+
+def _with(matches: Any) -> Any:
+    """``common_checks.stored_answers`` with ``matches_exact`` replaced (a planted mistake)."""
+    real = common_checks.stored_answers
+
+    def planted(*args: Any, **kwargs: Any) -> Any:
+        saved = common_checks.matches_exact
+        common_checks.matches_exact = matches
+        try:
+            return real(*args, **kwargs)
+        finally:
+            common_checks.matches_exact = saved
+
+    return planted
+
+
+@pytest.mark.parametrize(
+    "W, v, X",
+    [
+        ([[1, -2], [3, Fraction(1, 2)]], [1, 5], [[1, 2], [-1, 3], [2, 0]]),
+        ([[0, 1], [-1, 0]], [-2, Fraction(3, 7)], [[Fraction(1, 3), 1], [4, -1]]),
+    ],
+)
+def test_the_fast_certified_head_answers_hold_the_exact_value(W: Any, v: Any, X: Any) -> None:
+    """FastCertifiedHead's certified answer is a ball holding f(X) (and so is the model's)."""
+    from verified_attn.arithmetic import get_arithmetic
+    from verified_attn.boxes import FastCertifiedHead
+    from verified_attn.models import as_rational_sequence
+
+    head = va.SingleHeadAttention(W, v)
+    exact = va.Oracle(head, "exact").query(X)
+    Xq = as_rational_sequence(X)
+    arith = get_arithmetic("certified")
+    with arith.context():
+        ball = FastCertifiedHead(head).evaluate_rational(Xq, arith)
+    lo, hi = common_checks.arb_bounds(ball)
+    value = Fraction(str(sympy.N(exact, 80)))  # f(X) to 80 digits, from SymPy's closed form
+    assert lo <= value + Fraction(1, 10**70) and value - Fraction(1, 10**70) <= hi
+    assert hi - lo < Fraction(1, 10**30)
