@@ -39,6 +39,7 @@ from verified_attn.multi_head.canonical_bounds import (
     probe_matrix,
     probe_sequence,
 )
+from verified_attn.multi_head.refusals import diagnosed, restated
 from verified_attn.multi_head.run_record import RunRecord
 from verified_attn.oracle import Oracle
 from verified_attn.rational_interpolation import interpolate, poles, to_arb
@@ -84,10 +85,10 @@ def learn_certified(
         with flint.ctx.workprec(prec):
             f0, samples = _ask_samples(oracle, B, pairs, H0, answers)
             H = H0 if degree_known else _degree(samples, H0)
-            diagnosed = functools.partial(_diagnosed, oracle, samples, pairs, B, H, degree_known)
-            decoded = diagnosed(lambda: [_decode(F, H, D) for F in samples])
+            diagnose = functools.partial(too_few_heads, oracle, samples, pairs, B, H, degree_known)
+            decoded = diagnosed(lambda: [_decode(F, H, D) for F in samples], diagnose)
             ties = functools.partial(_tie_links, oracle, U, B, f0, answers)
-            canon = diagnosed(lambda: assemble(decoded, U, B, d, H, ties, affine))
+            canon = diagnosed(lambda: assemble(decoded, U, B, d, H, ties, affine), diagnose)
             beta = _beta(canon, B, f0, D) if affine else None
         candidate = MultiHeadAttention(canon, beta=beta)
         checked = _verified(oracle, candidate, verify, seed, lengths, H, H0, prec, D, degree_known)
@@ -116,26 +117,6 @@ def _ask_samples(
         [f0[j], *(to_arb(a) for a in row)] for (_, j), row in zip(pairs, answers["F"], strict=True)
     ]
     return f0, samples
-
-
-def _diagnosed(
-    oracle: Oracle,
-    samples: list[list[flint.arb]],
-    pairs: Sequence[tuple[list[Fraction], int]],
-    B: list[list[Fraction]],
-    H: int,
-    degree_known: bool,
-    step: Callable[[], Any],
-) -> Any:
-    """``step()``; a decoding failure becomes :func:`too_few_heads`'s refusal where that
-    shows the box has more than ``H`` heads."""
-    try:
-        return step()
-    except (PrecisionExhausted, NotIdentifiable) as exc:
-        diagnosis = too_few_heads(oracle, samples, pairs, B, H, degree_known)
-        if diagnosis is not None:
-            raise diagnosis from exc
-        raise
 
 
 def _tie_links(
@@ -194,14 +175,12 @@ def _verified(
     except ModelClassMismatch as exc:
         if H == H0 or "token positions" in str(exc):
             raise
-        raise ModelClassMismatch(
+        raise restated(
+            exc,
             f"{exc}; {H} heads were found because the systems of degree {H + 1}..{H0} "
             f"could not be shown nonsingular at {prec} bits: either the oracle is not "
             f"a sum of at most {H0} heads, or it has more than {H} heads, one below "
             "the balls' radius (raise the oracle's precision)",
-            query=exc.query,
-            observed=exc.observed,
-            expected=exc.expected,
         ) from exc
     if refuted is not None:
         raise PrecisionExhausted(

@@ -41,6 +41,7 @@ from verified_attn.errors import (
 from verified_attn.exact_recovery import learn_single_head
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
 from verified_attn.multi_head.canonical_certified import dump_heads
+from verified_attn.multi_head.refusals import restated
 from verified_attn.multi_head.run_record import RunRecord
 from verified_attn.oracle import Oracle
 from verified_attn.progress import check_progress, reporting
@@ -283,11 +284,8 @@ def _learn_subspace(
     except NotIdentifiable:
         return None, {"dead": [a for _, a in adapter.answers]}
     except ModelClassMismatch as exc:
-        raise ModelClassMismatch(
-            f"restricted to subspace {h + 1} the oracle is not one head: {exc}",
-            query=exc.query,
-            observed=exc.observed,
-            expected=exc.expected,
+        raise restated(
+            exc, f"restricted to subspace {h + 1} the oracle is not one head: {exc}"
         ) from exc
     if arith.name != "float" and not rec.exact:
         raise PrecisionExhausted(
