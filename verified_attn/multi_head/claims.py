@@ -14,40 +14,27 @@ learner's head count and precision).
 from __future__ import annotations
 
 from verified_attn.checks import Claim
-from verified_attn.multi_head.claims_float import FLOAT_COUNT_CLAIM, FLOAT_PRECISION_CLAIM
-from verified_attn.multi_head.claims_recovery import AFFINE_RECOVERY_CLAIM, RECOVERY_CLAIM
-from verified_attn.multi_head.claims_soundness import (
-    NEAR_RATIONAL_CLAIM,
-    OUT_OF_CLASS_CLAIM,
-    POSITIONS_CLAIM,
-    TAMPER_CLAIM,
-)
-from verified_attn.multi_head.claims_structure import (
-    CANONICAL_CLAIM,
-    COLLISION_CLAIM,
-    DIMENSION_CLAIM,
-    KIND_CLAIMS,
-    LINEARITY_CLAIM,
-    ORTHOGONAL_CLAIM,
-    SINGLE_CLAIM,
-)
+from verified_attn.multi_head import claims_float as fl
+from verified_attn.multi_head import claims_recovery as rec
+from verified_attn.multi_head import claims_soundness as snd
+from verified_attn.multi_head import claims_structure as st
 
 __all__ = ["CLAIMS"]
 
 CLAIMS: list[Claim] = [
-    *KIND_CLAIMS,
-    LINEARITY_CLAIM,
-    CANONICAL_CLAIM,
-    DIMENSION_CLAIM,
-    COLLISION_CLAIM,
-    ORTHOGONAL_CLAIM,
-    SINGLE_CLAIM,
-    RECOVERY_CLAIM,
-    AFFINE_RECOVERY_CLAIM,
-    POSITIONS_CLAIM,
-    NEAR_RATIONAL_CLAIM,
-    FLOAT_COUNT_CLAIM,
-    FLOAT_PRECISION_CLAIM,
-    OUT_OF_CLASS_CLAIM,
-    TAMPER_CLAIM,
+    *st.KIND_CLAIMS,
+    st.LINEARITY_CLAIM,
+    st.CANONICAL_CLAIM,
+    st.DIMENSION_CLAIM,
+    st.COLLISION_CLAIM,
+    st.ORTHOGONAL_CLAIM,
+    st.SINGLE_CLAIM,
+    rec.RECOVERY_CLAIM,
+    rec.AFFINE_RECOVERY_CLAIM,
+    snd.POSITIONS_CLAIM,
+    snd.NEAR_RATIONAL_CLAIM,
+    fl.FLOAT_COUNT_CLAIM,
+    fl.FLOAT_PRECISION_CLAIM,
+    snd.OUT_OF_CLASS_CLAIM,
+    snd.TAMPER_CLAIM,
 ]

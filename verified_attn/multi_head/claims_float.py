@@ -72,15 +72,6 @@ def _float_head_count(seed: int) -> ClaimResult:
     return ClaimResult("prop-7.1/float-head-count", "ours", FLOAT_COUNT, ok, "; ".join(rows))
 
 
-FLOAT_COUNT = (
-    "From an upper bound max_heads, the float head count (Loewner singular values above the "
-    "noise floor 64 x noise x ||K||_F at 4 pairs, with a gap of 8) equals the number of "
-    "heads of random float64 boxes and never exceeds it for float32 boxes or a head "
-    "scaled by 1e-12; a zero floor overcounts; a box with more heads than max_heads is "
-    "refused (ModelClassMismatch)."
-)
-
-
 def _float_precision(seed: int) -> ClaimResult:
     """Float64 boxes learned to 1e-12 of their heads (the precision polish where it is
     asked), predictions on independent fresh sequences to 1e-11, under the follow-up's count;
@@ -156,6 +147,13 @@ def _float_precision(seed: int) -> ClaimResult:
     return ClaimResult("prop-7.1/float-precision", "ours", FLOAT_PRECISION, ok, "; ".join(rows))
 
 
+FLOAT_COUNT = (
+    "From an upper bound max_heads, the float head count (Loewner singular values above the "
+    "noise floor 64 x noise x ||K||_F at 4 pairs, with a gap of 8) equals the number of "
+    "heads of random float64 boxes and never exceeds it for float32 boxes or a head "
+    "scaled by 1e-12; a zero floor overcounts; a box with more heads than max_heads is "
+    "refused (ModelClassMismatch)."
+)
 FLOAT_PRECISION = (
     "The canonical multi-head learner on float64 black boxes (d = 8, H = 1-4, heads W ~ N(0, "
     "1/d), v ~ N(0, 1)) returns the canonical heads within 1e-12 relative of the true heads, "

@@ -23,7 +23,7 @@ from verified_attn.multi_head.canonical_learner import (
     follow_up_query_bound,
     learn_multi_head,
 )
-from verified_attn.multi_head.claims_structure import REF, is_canonical_of
+from verified_attn.multi_head.claims_structure import REF, is_canonical_of, size_presets
 from verified_attn.multi_head.counterexamples import counterexample, random_multi_head
 from verified_attn.oracle import Oracle
 
@@ -180,12 +180,7 @@ def _canonical_recovery_at(seed: int, size: SizeParams) -> ClaimResult:
 
 
 _RECOVERY_SIZES: dict[str, Any] = {
-    "sizes": {"d": 4, "heads": 2},
-    "presets": {
-        "small": {"d": 4, "heads": 2},
-        "medium": {"d": 8, "heads": 2},
-        "large": {"d": 16, "heads": 3},
-    },
+    **size_presets({"d": 4, "heads": 2}, {"d": 8, "heads": 2}, {"d": 16, "heads": 3}),
     "check_at": _canonical_recovery_at,
 }
 

@@ -35,6 +35,7 @@ __all__ = [
     "REF",
     "SINGLE_CLAIM",
     "is_canonical_of",
+    "size_presets",
 ]
 
 REF = "Prop 7.1"
@@ -44,16 +45,21 @@ def _result(cid: str, statement: str, ok: bool, detail: str, **kw: object) -> Cl
     return ClaimResult(cid, REF, statement, bool(ok), detail, **kw)  # type: ignore[arg-type]
 
 
+def size_presets(small: SizeParams, medium: SizeParams, large: SizeParams) -> dict[str, Any]:
+    """A claim's size arguments: the presets, the small one its default sizes.
+
+    >>> size_presets({"d": 2}, {"d": 4}, {"d": 8})["sizes"]
+    {'d': 2}
+    """
+    return {"sizes": small, "presets": {"small": small, "medium": medium, "large": large}}
+
+
 #: The kind claims check every d = 1..D and every H = 2..H_max (the structural proof and
 #: its wrong partner take about 0.5 s per pair).
-_KIND_SIZES: dict[str, Any] = {
-    "sizes": {"d_max": 3, "heads_max": 3},
-    "presets": {
-        "small": {"d_max": 3, "heads_max": 3},
-        "medium": {"d_max": 5, "heads_max": 3},
-        "large": {"d_max": 8, "heads_max": 4},
-    },
-}
+_KIND_SIZES = size_presets(
+    {"d_max": 3, "heads_max": 3}, {"d_max": 5, "heads_max": 3}, {"d_max": 8, "heads_max": 4}
+)
+
 _EVERY_DH = (
     " Proved structurally for every d = 1..3 and H = 2..3 (--size medium: d = 1..5, "
     "large: d = 1..8 and H = 2..4); the same proof fails on a perturbed partner."
