@@ -339,14 +339,21 @@ def _match(
     """The unique permutation p with ``{combine(base[h], other[p[h]])} == link``."""
     target = sorted(link)
     H = len(base)
-    found = []
-    for perm in itertools.permutations(range(H)):
+
+    def fits(perm: tuple[int, ...]) -> bool:
         got = [combine(base[h], other[perm[h]]) for h in range(H)]
-        if None not in got and sorted(got) == target:
-            found.append(perm)
+        return None not in got and sorted(got) == target
+
+    return _only_order(H, fits, f"the link {what}")
+
+
+def _only_order(H: int, fits: Callable[[tuple[int, ...]], bool], what: str) -> tuple[int, ...]:
+    """The one head order (a permutation of range(H)) that ``fits``; NotIdentifiable naming
+    ``what`` when there is none or more than one."""
+    found = [perm for perm in itertools.permutations(range(H)) if fits(perm)]
     if len(found) != 1:
         raise NotIdentifiable(
-            f"the link {what} is consistent with {len(found)} head orders, not exactly one; "
+            f"{what} is consistent with {len(found)} head orders, not exactly one; "
             "rerun with another seed"
         )
     return found[0]
@@ -456,22 +463,17 @@ def resolve_tie(
     """The unique head order at (u_k, b_j) whose predicted F(1) at (u_k, (b_1 + b_j)/2) meets
     the measured ball (both balls contain the true value for the true order)."""
     H = len(base)
-    found = []
-    for perm in itertools.permutations(range(H)):
+
+    def fits(perm: tuple[int, ...]) -> bool:
         if any(here[perm[h]][1] != base[h][1] for h in range(H)):
-            continue  # residues u_k^T v_h do not depend on b: only tied heads may swap
+            return False  # residues u_k^T v_h do not depend on b: only tied heads may swap
         predicted = f0
         for h in range(H):
             lam = (_arb(base[h][0] + here[perm[h]][0]) / 2).exp()
             predicted += _arb(base[h][1]) * lam / (1 + lam)
-        if predicted.overlaps(measured):
-            found.append(perm)
-    if len(found) != 1:
-        raise NotIdentifiable(
-            f"the tie link (u_{k + 1}, (b_1 + b_{j + 1})/2) is consistent with {len(found)} head "
-            "orders, not exactly one; rerun with another seed"
-        )
-    return found[0]
+        return bool(predicted.overlaps(measured))
+
+    return _only_order(H, fits, f"the tie link (u_{k + 1}, (b_1 + b_{j + 1})/2)")
 
 
 def dump_heads(heads: Sequence[tuple[Any, ...]], d: int) -> list[dict[str, Any]]:
