@@ -95,7 +95,9 @@ def test_recovery_claim_fails_with_a_limit_one_too_low(monkeypatch: pytest.Monke
 def test_affine_claim_fails_with_a_wrong_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     real = claims_recovery.canonical_query_bound
     monkeypatch.setattr(
-        claims_recovery, "canonical_query_bound", lambda d, H, affine=False: real(d, H, affine=affine) - 1
+        claims_recovery,
+        "canonical_query_bound",
+        lambda d, H, affine=False: real(d, H, affine=affine) - 1,
     )
     assert not claims_recovery._affine_recovery(0).passed
 
