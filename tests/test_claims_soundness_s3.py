@@ -377,16 +377,16 @@ def test_transformer_antisymmetry_fails_for_a_sign_error(monkeypatch: pytest.Mon
 def test_multi_head_kind_claim_fails_if_every_pair_is_proved(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from verified_attn.multi_head import claims as mh_claims
+    from verified_attn.multi_head import claims_structure
 
-    real = mh_claims.prove_same_map
+    real = claims_structure.prove_same_map
 
     def yes(*args: Any, **kwargs: Any) -> Any:
         import dataclasses
 
         return dataclasses.replace(real(*args, **kwargs), holds=True)
 
-    monkeypatch.setattr(mh_claims, "prove_same_map", yes)
+    monkeypatch.setattr(claims_structure, "prove_same_map", yes)
     res = _run("prop-7.1/permutation", {"d_max": 1, "heads_max": 2})
     assert not res.passed
 

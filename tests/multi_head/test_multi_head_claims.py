@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from verified_attn.multi_head import claims as mh_claims
+from verified_attn.multi_head import claims_float, claims_recovery, claims_structure
 from verified_attn.multi_head.claims import CLAIMS
 
 EXPECTED = {
@@ -54,17 +54,17 @@ def test_claim_passes(claim: object) -> None:
 
 def test_kind_claim_fails_when_the_proof_is_broken(monkeypatch: pytest.MonkeyPatch) -> None:
     # Make perturb() a no-op: the "perturbed proof must fail" half of the claim then fails.
-    monkeypatch.setattr(mh_claims, "perturb", lambda m, **kw: m)
-    res = mh_claims._kind_check("permutation", "s").check(0)
+    monkeypatch.setattr(claims_structure, "perturb", lambda m, **kw: m)
+    res = claims_structure._kind_check("permutation", "s").check(0)
     assert not res.passed
 
 
 def test_orthogonal_claim_fails_with_a_wrong_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     # The bound minus one must not be met.
     monkeypatch.setattr(
-        mh_claims, "orthogonal_query_bound", lambda r: sum(x * x + x for x in r) - 1
+        claims_structure, "orthogonal_query_bound", lambda r: sum(x * x + x for x in r) - 1
     )
-    assert not mh_claims._orthogonal(0).passed
+    assert not claims_structure._orthogonal(0).passed
 
 
 def test_dimension_claim_fails_if_collisions_are_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -75,29 +75,31 @@ def test_dimension_claim_fails_if_collisions_are_ignored(monkeypatch: pytest.Mon
     monkeypatch.setattr(
         identifiability, "symmetry_null_vectors", lambda m: (real(m)[0], [], real(m)[2])
     )
-    assert not mh_claims._dimension(0).passed
+    assert not claims_structure._dimension(0).passed
 
 
 def test_recovery_claim_fails_with_a_wrong_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
-        mh_claims, "canonical_query_bound", lambda d, H: d + 2 * H * (d * d + d - 1) - 1
+        claims_recovery, "canonical_query_bound", lambda d, H: d + 2 * H * (d * d + d - 1) - 1
     )
-    assert not mh_claims._canonical_recovery(0).passed
+    assert not claims_recovery._canonical_recovery(0).passed
 
 
 def test_recovery_claim_fails_with_a_limit_one_too_low(monkeypatch: pytest.MonkeyPatch) -> None:
     # The equal-v instances attain the limit exactly: limit - 1 must not be claimed.
-    real = mh_claims.canonical_query_limit
-    monkeypatch.setattr(mh_claims, "canonical_query_limit", lambda d, H: real(d, H) - 1)
-    assert not mh_claims._canonical_recovery(0).passed
+    real = claims_recovery.canonical_query_limit
+    monkeypatch.setattr(claims_recovery, "canonical_query_limit", lambda d, H: real(d, H) - 1)
+    assert not claims_recovery._canonical_recovery(0).passed
 
 
 def test_affine_claim_fails_with_a_wrong_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = mh_claims.canonical_query_bound
+    real = claims_recovery.canonical_query_bound
     monkeypatch.setattr(
-        mh_claims, "canonical_query_bound", lambda d, H, affine=False: real(d, H, affine=affine) - 1
+        claims_recovery,
+        "canonical_query_bound",
+        lambda d, H, affine=False: real(d, H, affine=affine) - 1,
     )
-    assert not mh_claims._affine_recovery(0).passed
+    assert not claims_recovery._affine_recovery(0).passed
 
 
 def test_float_head_count_claim_fails_with_a_wrong_floor(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,7 +109,7 @@ def test_float_head_count_claim_fails_with_a_wrong_floor(monkeypatch: pytest.Mon
 
     for factor in (1e-9, 1e9):
         monkeypatch.setattr(head_count_float, "NOISE_FACTOR", factor)
-        res = mh_claims._float_head_count(0)
+        res = claims_float._float_head_count(0)
         assert not res.passed, res.detail
 
 
@@ -118,5 +120,5 @@ def test_float_precision_claim_fails_without_the_polish(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(budget, "PRECISION_TARGET", float("inf"))
     monkeypatch.setattr(budget, "PRECISION_REQUIRED", float("inf"))
-    res = mh_claims._float_precision(0)
+    res = claims_float._float_precision(0)
     assert not res.passed and "H=1 seed 13: 166 queries (0 polish" in res.detail

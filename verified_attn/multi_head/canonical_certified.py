@@ -24,15 +24,13 @@ from typing import Any
 
 import flint
 
-from verified_attn.arithmetic import Arithmetic, arb_bounds, fmpq_matrix, reconstruct_rational
-from verified_attn.certificates.writer import certificate_base
+from verified_attn.arithmetic import arb_bounds, fmpq_matrix, reconstruct_rational
 from verified_attn.errors import ModelClassMismatch, NotIdentifiable, PrecisionExhausted
 from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head.canonical import canonical_form
 from verified_attn.multi_head.canonical_bounds import (
     EXACT_MODE_PRECISION,
     METHOD,
-    THEOREM,
     canonical_design,
     canonical_query_bound,
     canonical_query_limit,
@@ -41,7 +39,9 @@ from verified_attn.multi_head.canonical_bounds import (
     probe_matrix,
     probe_sequence,
 )
-from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.multi_head.refusals import diagnosed, restated
+from verified_attn.multi_head.run_record import RunRecord
+from verified_attn.oracle import Oracle
 from verified_attn.rational_interpolation import interpolate, poles, to_arb
 from verified_attn.recovery import MultiHeadRecovery
 from verified_attn.serialize import dump_number, dump_rational
@@ -82,93 +82,145 @@ def learn_certified(
     U, B, pairs = canonical_design(d, seed, affine)
     answers: dict[str, Any] = {"ties": []}
     with oracle.run() as run:
-        old_prec = flint.ctx.prec
-        flint.ctx.prec = prec
-        try:
-            with oracle.phase("F(0)"):
-                answers["F0"] = oracle.query_many([[b] for b in B])
-            f0 = [to_arb(a) for a in answers["F0"]]
-            with oracle.phase("F(k)"):
-                answers["F"] = [
-                    oracle.query_many([probe_sequence(u, B[j], k) for k in range(1, 2 * H0 + 1)])
-                    for u, j in pairs
-                ]
-            samples = [
-                [f0[j], *(to_arb(a) for a in row)]
-                for (_, j), row in zip(pairs, answers["F"], strict=True)
-            ]
+        with flint.ctx.workprec(prec):
+            f0, samples = _ask_samples(oracle, B, pairs, H0, answers)
             H = H0 if degree_known else _degree(samples, H0)
-            try:
-                decoded = [_decode(F, H, D) for F in samples]
-            except (PrecisionExhausted, NotIdentifiable) as exc:
-                diagnosis = too_few_heads(oracle, samples, pairs, B, H, degree_known)
-                if diagnosis is not None:
-                    raise diagnosis from exc
-                raise
-
-            def tie_links(needed: list[tuple[int, int]]) -> list[tuple[flint.arb, flint.arb]]:
-                """F(1) at (u_k, (b_1 + b_j)/2) for each tie, in one round; with its F(0) =
-                ((b_1 + b_j)/2)^T sum v + beta, known without a query (affine in b)."""
-                seqs = []
-                for k, j in needed:
-                    b = [(x + y) / 2 for x, y in zip(B[0], B[j], strict=True)]
-                    seqs.append(probe_sequence(U[k], b, 1))
-                with oracle.phase("tie links"):
-                    ans = oracle.query_many(seqs)
-                answers["ties"] = [
-                    {"k": k, "j": j, "answer": a} for (k, j), a in zip(needed, ans, strict=True)
-                ]
-                return [
-                    ((f0[0] + f0[j]) / 2, to_arb(a)) for (_, j), a in zip(needed, ans, strict=True)
-                ]
-
-            try:
-                canon = assemble(decoded, U, B, d, H, tie_links, affine)
-            except (PrecisionExhausted, NotIdentifiable) as exc:
-                diagnosis = too_few_heads(oracle, samples, pairs, B, H, degree_known)
-                if diagnosis is not None:
-                    raise diagnosis from exc
-                raise
-            beta = None
-            if affine:
-                # F(0) at b_1 is b_1^T sum_h v_h + beta, and sum_h v_h is now known exactly.
-                total_v = [sum((head[1][i] for head in canon), Fraction(0)) for i in range(d)]
-                known = sum((x * y for x, y in zip(B[0], total_v, strict=True)), Fraction(0))
-                beta = _rational(f0[0] - _arb(known), D, "the output bias beta")
-        finally:
-            flint.ctx.prec = old_prec
+            diagnose = functools.partial(too_few_heads, oracle, samples, pairs, B, H, degree_known)
+            decoded = diagnosed(lambda: [_decode(F, H, D) for F in samples], diagnose)
+            ties = functools.partial(_tie_links, oracle, U, B, f0, answers)
+            canon = diagnosed(lambda: assemble(decoded, U, B, d, H, ties, affine), diagnose)
+            beta = _beta(canon, B, f0, D) if affine else None
         candidate = MultiHeadAttention(canon, beta=beta)
-        # Rationals reconstructed from balls: verified at a raised precision (certified).
-        try:
-            checked, refuted = verify_candidate(
-                oracle,
-                candidate,
-                count=verify,
-                seed=seed,
-                lengths=lengths,
-                what="the recovered canonical heads",
-            )
-        except ModelClassMismatch as exc:
-            if H == H0 or "token positions" in str(exc):
-                raise
-            raise ModelClassMismatch(
-                f"{exc}; {H} heads were found because the systems of degree {H + 1}..{H0} "
-                f"could not be shown nonsingular at {prec} bits: either the oracle is not "
-                f"a sum of at most {H0} heads, or it has more than {H} heads, one below "
-                "the balls' radius (raise the oracle's precision)",
-                query=exc.query,
-                observed=exc.observed,
-                expected=exc.expected,
-            ) from exc
-        if refuted is not None:
-            raise PrecisionExhausted(
-                f"{refuted}: the scores and residues are not rationals with denominator <= "
-                f"{D}"
-                + ("" if degree_known else f" or there are more than {H} heads")
-                + "; raise the oracle's precision or give a denominator_bound (an enclosure "
-                "of canonical heads is not available)"
-            )
-    counts = run.counts
+        checked = _verified(oracle, candidate, verify, seed, lengths, H, H0, prec, D, degree_known)
+    record = RunRecord(arith, seed, run.counts, bound, checked, _assumptions(H, H0, prec, D))
+    return _result(record, candidate, U, B, answers, H, H0, degree_known, prec, D, affine)
+
+
+def _ask_samples(
+    oracle: Oracle,
+    B: list[list[Fraction]],
+    pairs: Sequence[tuple[list[Fraction], int]],
+    H0: int,
+    answers: dict[str, Any],
+) -> tuple[list[flint.arb], list[list[flint.arb]]]:
+    """Ask F(0) at every probe b_j and F(1..2 H0) at every pair (kept in ``answers``); the
+    balls F(0) and, per pair, its samples F(0..2 H0)."""
+    with oracle.phase("F(0)"):
+        answers["F0"] = oracle.query_many([[b] for b in B])
+    f0 = [to_arb(a) for a in answers["F0"]]
+    with oracle.phase("F(k)"):
+        answers["F"] = [
+            oracle.query_many([probe_sequence(u, B[j], k) for k in range(1, 2 * H0 + 1)])
+            for u, j in pairs
+        ]
+    samples = [
+        [f0[j], *(to_arb(a) for a in row)] for (_, j), row in zip(pairs, answers["F"], strict=True)
+    ]
+    return f0, samples
+
+
+def _tie_links(
+    oracle: Oracle,
+    U: list[list[Fraction]],
+    B: list[list[Fraction]],
+    f0: list[flint.arb],
+    answers: dict[str, Any],
+    needed: list[tuple[int, int]],
+) -> list[tuple[flint.arb, flint.arb]]:
+    """F(1) at (u_k, (b_1 + b_j)/2) for each tie, in one round; with its F(0) =
+    ((b_1 + b_j)/2)^T sum v + beta, known without a query (affine in b)."""
+    seqs = []
+    for k, j in needed:
+        b = [(x + y) / 2 for x, y in zip(B[0], B[j], strict=True)]
+        seqs.append(probe_sequence(U[k], b, 1))
+    with oracle.phase("tie links"):
+        ans = oracle.query_many(seqs)
+    answers["ties"] = [{"k": k, "j": j, "answer": a} for (k, j), a in zip(needed, ans, strict=True)]
+    return [((f0[0] + f0[j]) / 2, to_arb(a)) for (_, j), a in zip(needed, ans, strict=True)]
+
+
+def _beta(
+    canon: list[tuple[Any, ...]], B: list[list[Fraction]], f0: list[flint.arb], D: int
+) -> Fraction:
+    """The output bias: F(0) at b_1 is b_1^T sum_h v_h + beta, and sum_h v_h is known exactly."""
+    d = len(B[0])
+    total_v = [sum((head[1][i] for head in canon), Fraction(0)) for i in range(d)]
+    known = sum((x * y for x, y in zip(B[0], total_v, strict=True)), Fraction(0))
+    return _rational(f0[0] - _arb(known), D, "the output bias beta")
+
+
+def _verified(
+    oracle: Oracle,
+    candidate: MultiHeadAttention,
+    verify: int,
+    seed: int,
+    lengths: Sequence[int],
+    H: int,
+    H0: int,
+    prec: int,
+    D: int,
+    degree_known: bool,
+) -> Verification | None:
+    """Rationals reconstructed from balls, verified at a raised precision (certified); a
+    refusal names what the decoding took for granted (the head count, the denominators)."""
+    try:
+        checked, refuted = verify_candidate(
+            oracle,
+            candidate,
+            count=verify,
+            seed=seed,
+            lengths=lengths,
+            what="the recovered canonical heads",
+        )
+    except ModelClassMismatch as exc:
+        if H == H0 or "token positions" in str(exc):
+            raise
+        raise restated(
+            exc,
+            f"{exc}; {H} heads were found because the systems of degree {H + 1}..{H0} "
+            f"could not be shown nonsingular at {prec} bits: either the oracle is not "
+            f"a sum of at most {H0} heads, or it has more than {H} heads, one below "
+            "the balls' radius (raise the oracle's precision)",
+        ) from exc
+    if refuted is not None:
+        raise PrecisionExhausted(
+            f"{refuted}: the scores and residues are not rationals with denominator <= "
+            f"{D}"
+            + ("" if degree_known else f" or there are more than {H} heads")
+            + "; raise the oracle's precision or give a denominator_bound (an enclosure "
+            "of canonical heads is not available)"
+        )
+    return checked
+
+
+def _assumptions(H: int, H0: int, prec: int, D: int) -> list[str]:
+    """What an exact result of the ball decoding rests on (and a head count below H0)."""
+    assumptions = [decoding_assumption(prec, D)]
+    if H < H0:
+        assumptions.append(
+            f"{H} heads: the interpolation systems of degree {H + 1}..{H0} could not be "
+            f"shown nonsingular at {prec} bits (a ball containing 0 is taken as a singular "
+            "system); a head whose contribution shows only below the balls' radius would "
+            "be missed (the verification at a raised precision narrows this)"
+        )
+    return assumptions
+
+
+def _result(
+    record: RunRecord,
+    candidate: MultiHeadAttention,
+    U: list[list[Fraction]],
+    B: list[list[Fraction]],
+    answers: dict[str, Any],
+    H: int,
+    H0: int,
+    degree_known: bool,
+    prec: int,
+    D: int,
+    affine: bool,
+) -> MultiHeadRecovery:
+    """The recovery of the canonical form of ``candidate``, its notes and certificate."""
+    counts, d = record.counts, len(U)
     form = canonical_form(candidate)
     model = MultiHeadAttention(form.heads, beta=candidate.beta if affine else None)
     params: dict[str, Any] = {"heads": form.heads}
@@ -179,55 +231,33 @@ def learn_certified(
     per_head = "(d^2 + 2d)" if affine else "(d^2 + d)"
     notes = [
         f"canonical method: {counts.learning} learning queries ({ties} tie links): ours "
-        f"{ours} plus at most {bound - ours} tie links, <= {bound}; follow-up 4Hd^2 - 2H + 1 "
-        f"= {follow_up_query_bound(d, H0)} (bias-free model); parameters {per_head}H"
-        f"{' + 1' if affine else ''} = {parameter_count(d, H0, affine)}",
+        f"{ours} plus at most {record.bound - ours} tie links, <= {record.bound}; follow-up "
+        f"4Hd^2 - 2H + 1 = {follow_up_query_bound(d, H0)} (bias-free model); parameters "
+        f"{per_head}H{' + 1' if affine else ''} = {parameter_count(d, H0, affine)}",
         f"{H} canonical heads found" + ("" if degree_known else f" (upper bound {H0})"),
     ]
-    assumptions = [decoding_assumption(prec, D)]
-    if H < H0:
-        assumptions.append(
-            f"{H} heads: the interpolation systems of degree {H + 1}..{H0} could not be "
-            f"shown nonsingular at {prec} bits (a ball containing 0 is taken as a singular "
-            "system); a head whose contribution shows only below the balls' radius would "
-            "be missed (the verification at a raised precision narrows this)"
-        )
-    certificate = functools.partial(
-        _certificate_data,
-        arith,
-        U,
-        B,
-        answers,
-        form.heads,
-        params.get("beta"),
-        H0,
-        degree_known,
-        prec,
-        D,
-        affine,
-        checked,
-        seed,
-        counts,
-        bound,
-        assumptions,
-    )
-    return MultiHeadRecovery.from_run(
-        counts,
-        theorem=THEOREM,
+    fields = {
+        "affine": affine,
+        "heads_given": degree_known,
+        "H0": H0,
+        "working_precision": prec,
+        "denominator_bound": D,
+        "design": {
+            "U": [[dump_rational(q) for q in row] for row in U],
+            "B": [[dump_rational(q) for q in row] for row in B],
+        },
+        "answers": answers,
+        "result": {"heads": form.heads, "beta": params.get("beta")},
+    }
+    return record.recovery(
         method=METHOD,
         parameters=params,
         learned_model=model,
-        arithmetic=arith.name,
-        precision=arith.precision,
         exact=True,
-        bound=bound,
         parameter_count=parameter_count(d, H, affine),
-        seed=seed,
         rounds=1 + (1 if ties else 0),  # tie links: one adaptive round
-        verification=checked,
-        assumptions=assumptions,
         notes=notes,
-        certificate_data=certificate,
+        certificate_data=functools.partial(_certificate_data, record, d, fields),
     )
 
 
@@ -309,14 +339,21 @@ def _match(
     """The unique permutation p with ``{combine(base[h], other[p[h]])} == link``."""
     target = sorted(link)
     H = len(base)
-    found = []
-    for perm in itertools.permutations(range(H)):
+
+    def fits(perm: tuple[int, ...]) -> bool:
         got = [combine(base[h], other[perm[h]]) for h in range(H)]
-        if None not in got and sorted(got) == target:
-            found.append(perm)
+        return None not in got and sorted(got) == target
+
+    return _only_order(H, fits, f"the link {what}")
+
+
+def _only_order(H: int, fits: Callable[[tuple[int, ...]], bool], what: str) -> tuple[int, ...]:
+    """The one head order (a permutation of range(H)) that ``fits``; NotIdentifiable naming
+    ``what`` when there is none or more than one."""
+    found = [perm for perm in itertools.permutations(range(H)) if fits(perm)]
     if len(found) != 1:
         raise NotIdentifiable(
-            f"the link {what} is consistent with {len(found)} head orders, not exactly one; "
+            f"{what} is consistent with {len(found)} head orders, not exactly one; "
             "rerun with another seed"
         )
     return found[0]
@@ -426,22 +463,17 @@ def resolve_tie(
     """The unique head order at (u_k, b_j) whose predicted F(1) at (u_k, (b_1 + b_j)/2) meets
     the measured ball (both balls contain the true value for the true order)."""
     H = len(base)
-    found = []
-    for perm in itertools.permutations(range(H)):
+
+    def fits(perm: tuple[int, ...]) -> bool:
         if any(here[perm[h]][1] != base[h][1] for h in range(H)):
-            continue  # residues u_k^T v_h do not depend on b: only tied heads may swap
+            return False  # residues u_k^T v_h do not depend on b: only tied heads may swap
         predicted = f0
         for h in range(H):
             lam = (_arb(base[h][0] + here[perm[h]][0]) / 2).exp()
             predicted += _arb(base[h][1]) * lam / (1 + lam)
-        if predicted.overlaps(measured):
-            found.append(perm)
-    if len(found) != 1:
-        raise NotIdentifiable(
-            f"the tie link (u_{k + 1}, (b_1 + b_{j + 1})/2) is consistent with {len(found)} head "
-            "orders, not exactly one; rerun with another seed"
-        )
-    return found[0]
+        return bool(predicted.overlaps(measured))
+
+    return _only_order(H, fits, f"the tie link (u_{k + 1}, (b_1 + b_{j + 1})/2)")
 
 
 def dump_heads(heads: Sequence[tuple[Any, ...]], d: int) -> list[dict[str, Any]]:
@@ -468,54 +500,19 @@ def dump_heads(heads: Sequence[tuple[Any, ...]], d: int) -> list[dict[str, Any]]
     return entries
 
 
-def _certificate_data(
-    arith: Arithmetic,
-    U: list[list[Fraction]],
-    B: list[list[Fraction]],
-    answers: dict[str, Any],
-    heads: list[tuple[Any, ...]],
-    beta: Any,
-    H0: int,
-    degree_known: bool,
-    prec: int,
-    D: int,
-    affine: bool,
-    checked: Verification | None,
-    seed: int,
-    counts: QueryCounts,
-    bound: int,
-    assumptions: list[str],
-) -> dict[str, Any]:
+def _certificate_data(record: RunRecord, d: int, fields: dict[str, Any]) -> dict[str, Any]:
     """The canonical certificate: design, every answer exactly, the claimed heads.
 
     The pairs are implied by U and B (``(u_k, b_j)`` for all k, j, then the links
     ``(u_1 + u_k, b_1)``); the queries of a pair are ``[u + b] * k + [b]``, k = 1..2 H0,
     and F(0) is ``[b_j]``. Checked by :mod:`verified_attn.certificates.multi_head`.
     """
-    d = len(U)
-    data = certificate_base(
-        kind="multi-head",
-        theorem=THEOREM,
-        d=d,
-        arith=arith,
-        seed=seed,
-        counts=counts,
-        bound=bound,
-        verification=checked,
-        assumptions=assumptions,
-    )
-    data.update(
+    answers, result = fields["answers"], fields["result"]
+    return record.certificate(
+        d,
+        METHOD,
         {
-            "method": METHOD,
-            "affine": affine,
-            "heads_given": degree_known,
-            "H0": H0,
-            "working_precision": prec,
-            "denominator_bound": D,
-            "design": {
-                "U": [[dump_rational(q) for q in row] for row in U],
-                "B": [[dump_rational(q) for q in row] for row in B],
-            },
+            **fields,
             "answers": {
                 "F0": [dump_number(a) for a in answers["F0"]],
                 "F": [[dump_number(a) for a in row] for row in answers["F"]],
@@ -526,9 +523,8 @@ def _certificate_data(
             },
             "result": {
                 "exact": True,
-                "heads": dump_heads(heads, d),
-                "beta": None if beta is None else dump_number(beta),
+                "heads": dump_heads(result["heads"], d),
+                "beta": None if result["beta"] is None else dump_number(result["beta"]),
             },
-        }
+        },
     )
-    return data

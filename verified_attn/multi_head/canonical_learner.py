@@ -61,7 +61,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from verified_attn.errors import InvalidArgument, NotIdentifiable, PrecisionExhausted
+from verified_attn.errors import InvalidArgument
 from verified_attn.multi_head.canonical_bounds import (
     EXACT_MODE_PRECISION,
     METHOD,
@@ -76,6 +76,7 @@ from verified_attn.multi_head.canonical_bounds import (
     probe_matrix,
     probe_sequence,
 )
+from verified_attn.multi_head.refusals import diagnosed
 from verified_attn.oracle import Oracle
 from verified_attn.progress import check_progress, reporting
 from verified_attn.recovery import MultiHeadRecovery
@@ -226,13 +227,12 @@ def _learn(
         # Its own design and count (a ratio grid with redundancy), budget-checked there.
         from verified_attn.multi_head.canonical_float import learn_float, too_few_heads_float
 
-        try:
-            return learn_float(oracle, H0, verify=verify, seed=seed, lengths=lengths, affine=affine)
-        except (PrecisionExhausted, NotIdentifiable) as exc:
-            diagnosis = too_few_heads_float(oracle, H0, seed, affine)
-            if diagnosis is not None:
-                raise diagnosis from exc
-            raise
+        return diagnosed(
+            lambda: learn_float(
+                oracle, H0, verify=verify, seed=seed, lengths=lengths, affine=affine
+            ),
+            lambda: too_few_heads_float(oracle, H0, seed, affine),
+        )
     # The worst case, ties included: never exceeded, so a budget is checked against it.
     bound = canonical_query_limit(oracle.d, H0, affine=affine)
     oracle.require_remaining(bound, verify, "learn_multi_head")

@@ -117,11 +117,7 @@ class CounterexamplePair:
             "theorem": THEOREM,
             "model_class": "multi-head",
             "counterexample_kind": self.kind,
-            "d": self.d,
-            "heads": self.heads,
-            "seed": self.seed,
-            "first": [_head_dict(W, v) for W, v in self.first.heads],
-            "second": [_head_dict(W, v) for W, v in self.second.heads],
+            **_pair_fields(self),
             "proof": {
                 "statement": self.proof.statement,
                 "holds": self.proof.holds,
@@ -274,6 +270,17 @@ def _fr(x: Any) -> Fraction:
     return Fraction(int(x.p), int(x.q))
 
 
+def _pair_fields(pair: CounterexamplePair) -> dict[str, Any]:
+    """The size, seed and both models' heads, as both JSON forms of a pair give them."""
+    return {
+        "d": pair.d,
+        "heads": pair.heads,
+        "seed": pair.seed,
+        "first": [_head_dict(W, v) for W, v in pair.first.heads],
+        "second": [_head_dict(W, v) for W, v in pair.second.heads],
+    }
+
+
 def to_json(pair: CounterexamplePair) -> dict[str, Any]:
     """The pair as JSON-ready data: exact rationals as strings, and the proof.
 
@@ -286,11 +293,7 @@ def to_json(pair: CounterexamplePair) -> dict[str, Any]:
         "format": "verified-attn-counterexample/1",
         "model_class": "multi-head",
         "kind": pair.kind,
-        "d": pair.d,
-        "heads": pair.heads,
-        "seed": pair.seed,
-        "first": [_head_dict(W, v) for W, v in pair.first.heads],
-        "second": [_head_dict(W, v) for W, v in pair.second.heads],
+        **_pair_fields(pair),
         "proof": {
             "statement": p.statement,
             "holds": p.holds,

@@ -82,6 +82,7 @@ from verified_attn.errors import (
     NotIdentifiable,
     PrecisionExhausted,
 )
+from verified_attn.multi_head.refusals import restated
 from verified_attn.oracle import Oracle
 from verified_attn.recovery import MultiHeadRecovery, count_fields
 from verified_attn.validation import check_int, check_oracle, check_seed
@@ -541,12 +542,7 @@ def learn_float_max_heads(
                 "counted, and the decoding with fewer heads than the box has is refused"
             )
             if isinstance(cause, ModelClassMismatch):
-                raise ModelClassMismatch(
-                    f"{cause}{why}",
-                    query=cause.query,
-                    observed=cause.observed,
-                    expected=cause.expected,
-                ) from exc
+                raise restated(cause, f"{cause}{why}") from exc
             raise type(cause)(f"{cause}{why}") from exc
     counts = run.counts
     unit = max(float(getattr(oracle.arithmetic, "unit_roundoff", 2.0**-53)), 2.0**-53)

@@ -32,7 +32,6 @@ import numpy as np
 import sympy
 
 from verified_attn.arithmetic import Arithmetic
-from verified_attn.certificates.writer import certificate_base
 from verified_attn.errors import (
     InvalidArgument,
     ModelClassMismatch,
@@ -42,7 +41,9 @@ from verified_attn.errors import (
 from verified_attn.exact_recovery import learn_single_head
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
 from verified_attn.multi_head.canonical_certified import dump_heads
-from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.multi_head.refusals import restated
+from verified_attn.multi_head.run_record import RunRecord
+from verified_attn.oracle import Oracle
 from verified_attn.progress import check_progress, reporting
 from verified_attn.recovery import MultiHeadRecovery, SingleHeadRecovery
 from verified_attn.serialize import dump_number, dump_rational
@@ -53,11 +54,10 @@ from verified_attn.validation import (
     check_seed,
     check_verify,
 )
-from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY, Verification, verify_model
+from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY, verify_model
 
 __all__ = ["learn_orthogonal_heads", "orthogonal_heads_model", "orthogonal_query_bound"]
 
-THEOREM = "prop-7.1"
 METHOD = "orthogonal"
 
 
@@ -198,50 +198,23 @@ def learn_orthogonal_heads(
     denominator_bound = check_denominator_bound(denominator_bound)
     progress = check_progress(progress)
     Bs = _bases(bases, oracle.d)
-    ranks = [B.ncols() for B in Bs]
-    bound = orthogonal_query_bound(ranks)
+    bound = orthogonal_query_bound([B.ncols() for B in Bs])
     oracle.require_remaining(bound, verify * (len(Bs) + 1), "learn_orthogonal_heads")
-    arith = oracle.arithmetic
-    heads: list[tuple[Any, Any]] = []
-    notes: list[str] = []
-    parts: list[dict[str, Any]] = []  # per subspace, for the certificate
-    exact = arith.name != "float"
+    exact = oracle.arithmetic.name != "float"
     total = bound + verify * (len(Bs) + 1)
+    notes: list[str] = []
     with reporting(oracle, progress, "learn_orthogonal_heads", total=total), oracle.run() as run:
+        heads, parts = [], []  # the live heads lifted; per subspace, for the certificate
         for h, B in enumerate(Bs):
-            adapter = _Restricted(oracle, B, f"head{h + 1}")
-            inner = Oracle(adapter, arith, model_class="single-head", record=False)
-            adapter.inner = inner
-            try:
-                rec = learn_single_head(
-                    inner,
-                    affine=False,
-                    verify=verify,
-                    seed=seed + h,
-                    lengths=lengths,
-                    denominator_bound=denominator_bound,
-                )
-            except NotIdentifiable:
+            head, part = _learn_subspace(oracle, B, h, verify, seed, lengths, denominator_bound)
+            parts.append(part)
+            if head is None:
                 notes.append(
                     f"head {h + 1}: v = 0 in its subspace (a dead head); W_{h + 1} is free and "
                     "left out"
                 )
-                parts.append({"dead": [a for _, a in adapter.answers]})
-                continue
-            except ModelClassMismatch as exc:
-                raise ModelClassMismatch(
-                    f"restricted to subspace {h + 1} the oracle is not one head: {exc}",
-                    query=exc.query,
-                    observed=exc.observed,
-                    expected=exc.expected,
-                ) from exc
-            if arith.name != "float" and not rec.exact:
-                raise PrecisionExhausted(
-                    f"head {h + 1}: the certified balls did not reconstruct to rationals; rerun "
-                    "at a higher precision or with a denominator_bound"
-                )
-            heads.append(_lift(B, rec, exact))
-            parts.append({"live": rec})
+            else:
+                heads.append(head)
         if not heads:
             raise NotIdentifiable("every head is dead (v = 0 in its subspace): f is identically 0")
         candidate = MultiHeadAttention(
@@ -259,47 +232,67 @@ def learn_orthogonal_heads(
             if verify
             else None
         )
-    counts = run.counts
+    assumptions = sorted({a for part in parts if "live" in part for a in part["live"].assumptions})
+    record = RunRecord(oracle.arithmetic, seed, run.counts, bound, checked, assumptions)
     d = oracle.d
     notes.append(
-        f"orthogonal method: {counts.learning} learning queries against sum_h (r_h^2 + r_h) = "
-        f"{bound}; unrestricted H (d^2 + d) = {len(Bs) * (d * d + d)}"
+        f"orthogonal method: {run.counts.learning} learning queries against sum_h (r_h^2 + "
+        f"r_h) = {bound}; unrestricted H (d^2 + d) = {len(Bs) * (d * d + d)}"
     )
     params = {
         "heads": candidate.heads if exact else [(np.asarray(W), np.asarray(v)) for W, v in heads]
     }
-    assumptions = sorted({a for part in parts if "live" in part for a in part["live"].assumptions})
-    certificate = functools.partial(
-        _certificate_data,
-        arith,
-        Bs,
-        parts,
-        params["heads"],
-        exact,
-        checked,
-        seed,
-        counts,
-        bound,
-        assumptions,
-    )
-    return MultiHeadRecovery.from_run(
-        counts,
-        theorem=THEOREM,
+    return record.recovery(
         method=METHOD,
         parameters=params,
         learned_model=candidate,
-        arithmetic=arith.name,
-        precision=arith.precision,
         exact=exact,
-        bound=bound,
         parameter_count=bound,
-        seed=seed,
         rounds=2,
-        verification=checked,
-        assumptions=assumptions,
         notes=notes,
-        certificate_data=certificate,
+        certificate_data=functools.partial(
+            _certificate_data, record, Bs, parts, params["heads"], exact
+        ),
     )
+
+
+def _learn_subspace(
+    oracle: Oracle,
+    B: flint.fmpq_mat,
+    h: int,
+    verify: int,
+    seed: int,
+    lengths: Sequence[int],
+    denominator_bound: int | None,
+) -> tuple[tuple[Any, Any] | None, dict[str, Any]]:
+    """Head ``h`` learned through its subspace (Thm 4.1 on the restricted oracle) and lifted
+    to Q^d, with its certificate part ``{"live": recovery}``; a dead head (v = 0 in the
+    subspace) is None with ``{"dead": its answers}``."""
+    arith = oracle.arithmetic
+    adapter = _Restricted(oracle, B, f"head{h + 1}")
+    inner = Oracle(adapter, arith, model_class="single-head", record=False)
+    adapter.inner = inner
+    try:
+        rec = learn_single_head(
+            inner,
+            affine=False,
+            verify=verify,
+            seed=seed + h,
+            lengths=lengths,
+            denominator_bound=denominator_bound,
+        )
+    except NotIdentifiable:
+        return None, {"dead": [a for _, a in adapter.answers]}
+    except ModelClassMismatch as exc:
+        raise restated(
+            exc, f"restricted to subspace {h + 1} the oracle is not one head: {exc}"
+        ) from exc
+    if arith.name != "float" and not rec.exact:
+        raise PrecisionExhausted(
+            f"head {h + 1}: the certified balls did not reconstruct to rationals; rerun "
+            "at a higher precision or with a denominator_bound"
+        )
+    return _lift(B, rec, arith.name != "float"), {"live": rec}
 
 
 def _lift(B: flint.fmpq_mat, rec: SingleHeadRecovery, exact: bool) -> tuple[Any, Any]:
@@ -315,16 +308,11 @@ def _lift(B: flint.fmpq_mat, rec: SingleHeadRecovery, exact: bool) -> tuple[Any,
 
 
 def _certificate_data(
-    arith: Arithmetic,
+    record: RunRecord,
     Bs: list[flint.fmpq_mat],
     parts: list[dict[str, Any]],
     heads: list[tuple[Any, Any]],
     exact: bool,
-    checked: Verification | None,
-    seed: int,
-    counts: QueryCounts,
-    bound: int,
-    assumptions: list[str],
 ) -> dict[str, Any]:
     """The orthogonal certificate: the bases, per subspace the restricted head's own
     single-head certificate (or a dead head's answers), and the lifted heads.
@@ -333,17 +321,6 @@ def _certificate_data(
     certificate with the single-head checker and lifts its claim itself.
     """
     d = Bs[0].nrows()
-    data = certificate_base(
-        kind="multi-head",
-        theorem=THEOREM,
-        d=d,
-        arith=arith,
-        seed=seed,
-        counts=counts,
-        bound=bound,
-        verification=checked,
-        assumptions=assumptions,
-    )
     subspaces = []
     for B, part in zip(Bs, parts, strict=True):
         entry: dict[str, Any] = {
@@ -358,15 +335,15 @@ def _certificate_data(
             entry["certificate"] = None
             entry["dead_answers"] = [dump_number(a) for a in part["dead"]]
         subspaces.append(entry)
-    data.update(
+    return record.certificate(
+        d,
+        METHOD,
         {
-            "method": METHOD,
             "affine": False,
             "subspaces": subspaces,
             "result": {"exact": exact, "heads": dump_heads(heads, d), "beta": None},
-        }
+        },
     )
-    return data
 
 
 def orthogonal_heads_model(

@@ -1,0 +1,84 @@
+"""What a multi-head learner's finished run reports, whatever its method: the header of its
+certificate and the fields of its :class:`~verified_attn.recovery.MultiHeadRecovery` that
+come from the run (arithmetic, seed, counts, bound, verification, assumptions).
+
+>>> import verified_attn as va
+>>> oracle = va.Oracle(va.SingleHeadAttention([[1]], [2]), "exact")
+>>> with oracle.run() as run:
+...     _ = oracle.query([[1]])
+>>> record = RunRecord(oracle.arithmetic, 0, run.counts, 1, None, [])
+>>> cert = record.certificate(1, "canonical", {"affine": False})
+>>> cert["kind"], cert["method"], cert["affine"], cert["verification"]["count"]
+('multi-head', 'canonical', False, 0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from verified_attn.arithmetic import Arithmetic
+from verified_attn.certificates.writer import certificate_base
+from verified_attn.multi_head.canonical_bounds import THEOREM
+from verified_attn.oracle import QueryCounts
+from verified_attn.recovery import MultiHeadRecovery
+from verified_attn.verification import Verification
+
+__all__ = ["RunRecord"]
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A finished run: its arithmetic and seed, the oracle's counts, the learning bound it
+    was held to, its verification (None: ``verify=0``) and the assumptions its result rests on.
+
+    >>> import verified_attn as va
+    >>> oracle = va.Oracle(va.SingleHeadAttention([[1]], [2]), "exact")
+    >>> with oracle.run() as run:
+    ...     _ = oracle.query([[1]])
+    >>> record = RunRecord(oracle.arithmetic, 0, run.counts, 6, None, [])
+    >>> rec = record.recovery(method="canonical", learned_model=None, parameters={},
+    ...                       exact=True, parameter_count=2, rounds=1, notes=[])
+    >>> rec.queries, rec.bound, rec.verified
+    (1, 6, False)
+    """
+
+    arith: Arithmetic
+    seed: int
+    counts: QueryCounts
+    bound: int
+    checked: Verification | None
+    assumptions: list[str]
+
+    def certificate(self, d: int, method: str, fields: dict[str, Any]) -> dict[str, Any]:
+        """The multi-head certificate's data: the common header, ``method``, then ``fields``."""
+        data = certificate_base(
+            kind="multi-head",
+            theorem=THEOREM,
+            d=d,
+            arith=self.arith,
+            seed=self.seed,
+            counts=self.counts,
+            bound=self.bound,
+            verification=self.checked,
+            assumptions=self.assumptions,
+        )
+        data.update({"method": method, **fields})
+        return data
+
+    def recovery(self, *, method: str, learned_model: Any, **fields: Any) -> MultiHeadRecovery:
+        """The run's result: ``fields`` are the method's own (parameters, exact,
+        parameter_count, rounds, notes, certificate_data)."""
+        return MultiHeadRecovery.from_run(
+            self.counts,
+            theorem=THEOREM,
+            method=method,
+            learned_model=learned_model,
+            arithmetic=self.arith.name,
+            precision=self.arith.precision,
+            bound=self.bound,
+            seed=self.seed,
+            verification=self.checked,
+            assumptions=self.assumptions,
+            **fields,
+        )
