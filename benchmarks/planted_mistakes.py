@@ -333,7 +333,7 @@ ROOM_TESTS = {
     "noisy": ["tests/noisy"],
     "transformer": ["tests/transformer"],
     "multi_head": [
-        "tests/multi_head/test_counterexamples.py",
+        "tests/multi_head/test_multi_head_counterexamples.py",
         "tests/test_hypotheses.py",
         "tests/test_soundness_round2.py",
     ],
@@ -409,7 +409,8 @@ def trial(mistake: Mistake | None, *, tests: bool, timeout: float) -> dict[str, 
                 *ROOM_TESTS[mistake.room],
             ]
             tcode, ttail = run(cmd, root, timeout)
-            out["tests"] = "caught" if tcode not in (0, 5) else "missed"
+            # pytest exits 1 when a test failed; 2-5 (interrupted, usage, no tests) catch nothing.
+            out["tests"] = "caught" if tcode == 1 else "missed"
             out["tests_tail"] = ttail
         return out
 

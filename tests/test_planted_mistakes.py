@@ -41,6 +41,9 @@ def test_the_mistakes_cover_every_room_the_issue_names(bench: ModuleType) -> Non
     assert {"certificates", "validation", "boxes", "adapters", "sweeps"} <= rooms
     assert {"exact", "noisy", "transformer", "multi_head", "oracle"} <= rooms
     assert rooms <= set(bench.ROOM_TESTS)
+    root = SCRIPT.parents[1]
+    for paths in bench.ROOM_TESTS.values():
+        assert all((root / p).exists() for p in paths), paths
     assert len({m.id for m in bench.MISTAKES}) == len(bench.MISTAKES)
 
 

@@ -17,20 +17,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from verified_attn.arithmetic import Arithmetic
-from verified_attn.certificates.writer import certificate_base
+from verified_attn.certificates import writer
 from verified_attn.multi_head.canonical_bounds import THEOREM
-from verified_attn.oracle import QueryCounts
 from verified_attn.recovery import MultiHeadRecovery
-from verified_attn.verification import Verification
 
 __all__ = ["RunRecord"]
 
 
 @dataclass(frozen=True)
-class RunRecord:
-    """A finished run: its arithmetic and seed, the oracle's counts, the learning bound it
-    was held to, its verification (None: ``verify=0``) and the assumptions its result rests on.
+class RunRecord(writer.RunRecord):
+    """A finished run (the certificates' :class:`~verified_attn.certificates.writer.RunRecord`:
+    arithmetic, seed, the oracle's counts, the learning bound it was held to, its
+    verification, None for ``verify=0``, and the assumptions its result rests on), with the
+    multi-head certificate and result built from it.
 
     >>> import verified_attn as va
     >>> oracle = va.Oracle(va.SingleHeadAttention([[1]], [2]), "exact")
@@ -43,26 +42,9 @@ class RunRecord:
     (1, 6, False)
     """
 
-    arith: Arithmetic
-    seed: int
-    counts: QueryCounts
-    bound: int
-    checked: Verification | None
-    assumptions: list[str]
-
     def certificate(self, d: int, method: str, fields: dict[str, Any]) -> dict[str, Any]:
         """The multi-head certificate's data: the common header, ``method``, then ``fields``."""
-        data = certificate_base(
-            kind="multi-head",
-            theorem=THEOREM,
-            d=d,
-            arith=self.arith,
-            seed=self.seed,
-            counts=self.counts,
-            bound=self.bound,
-            verification=self.checked,
-            assumptions=self.assumptions,
-        )
+        data = self.header("multi-head", THEOREM, d)
         data.update({"method": method, **fields})
         return data
 
@@ -78,7 +60,7 @@ class RunRecord:
             precision=self.arith.precision,
             bound=self.bound,
             seed=self.seed,
-            verification=self.checked,
+            verification=self.verification,
             assumptions=self.assumptions,
             **fields,
         )
