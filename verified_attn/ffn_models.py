@@ -39,7 +39,49 @@ __all__ = ["OneLayerTransformer", "ReluFFN"]
 # ---------------------------------------------------------------------------------------
 
 
-class ReluFFN(SequenceModel):
+class _ReluLayer(SequenceModel):
+    """The ReLU layer both models end in: ``w_o^T ReLU(A^T h + a) + b`` with A's m columns,
+    its exact parameters and their float copies.
+
+    >>> ReluFFN([[2]], [3], b=1).b, OneLayerTransformer([[1]], [[1]], [[2]], [3]).w_o
+    (1, Matrix([[3]]))
+    """
+
+    #: model_class when a hidden or output bias is given.
+    biased_class = ""
+
+    def _set_layer(self, A: list[list[Fraction]], w_o: Any, a: Any, b: Any) -> None:
+        self._A = A
+        self.m = len(A[0])
+        self._w = _rational_list(w_o, "w_o", self.m)
+        self._a, self._b, self.biased = _ffn_biases(a, b, self.m)
+        if self.biased:
+            self.model_class = self.biased_class
+        self._w_float = np.array([float(q) for q in self._w], dtype=np.float64)
+        self._a_float = np.array([float(q) for q in self._a], dtype=np.float64)
+
+    @property
+    def A(self) -> sympy.Matrix:
+        """The hidden-layer matrix (one column per neuron), exactly."""
+        return _sympy_matrix(self._A)
+
+    @property
+    def w_o(self) -> sympy.Matrix:
+        """The output weights (m x 1), exactly."""
+        return _sympy_matrix([[q] for q in self._w])
+
+    @property
+    def a(self) -> sympy.Matrix:
+        """The hidden biases (m x 1), exactly (zero when not given)."""
+        return _sympy_matrix([[q] for q in self._a])
+
+    @property
+    def b(self) -> sympy.Rational:
+        """The output bias, exactly (zero when not given)."""
+        return _to_sympy(self._b)
+
+
+class ReluFFN(_ReluLayer):
     """One-hidden-layer ReLU network ``g(x) = w_o^T ReLU(A^T x + a) + b``.
 
     ``a`` (hidden biases, length m) and ``b`` (output bias) are keyword-only; without them
@@ -63,39 +105,13 @@ class ReluFFN(SequenceModel):
     """
 
     model_class = "relu-ffn"
+    biased_class = "relu-ffn-biased"
 
     def __init__(self, A: Any, w_o: Any, *, a: Any = None, b: Any = None) -> None:
-        self._A = _rational_rect(A, "A")
+        self._set_layer(_rational_rect(A, "A"), w_o, a, b)
         self.d = len(self._A)
-        self.m = len(self._A[0])
-        self._w = _rational_list(w_o, "w_o", self.m)
-        self._a, self._b, self.biased = _ffn_biases(a, b, self.m)
-        if self.biased:
-            self.model_class = "relu-ffn-biased"
         self._A_flint = _fmpq_matrix(self._A)
         self._A_float = np.array([[float(q) for q in r] for r in self._A], dtype=np.float64)
-        self._w_float = np.array([float(q) for q in self._w], dtype=np.float64)
-        self._a_float = np.array([float(q) for q in self._a], dtype=np.float64)
-
-    @property
-    def A(self) -> sympy.Matrix:
-        """The hidden-layer matrix (d x m), exactly."""
-        return _sympy_matrix(self._A)
-
-    @property
-    def w_o(self) -> sympy.Matrix:
-        """The output weights (m x 1), exactly."""
-        return _sympy_matrix([[q] for q in self._w])
-
-    @property
-    def a(self) -> sympy.Matrix:
-        """The hidden biases (m x 1), exactly (zero when not given)."""
-        return _sympy_matrix([[q] for q in self._a])
-
-    @property
-    def b(self) -> sympy.Rational:
-        """The output bias, exactly (zero when not given)."""
-        return _to_sympy(self._b)
 
     @property
     def parameter_count(self) -> int:
@@ -130,7 +146,7 @@ class ReluFFN(SequenceModel):
         return f"ReluFFN({kind}d={self.d}, m={self.m})"
 
 
-class OneLayerTransformer(SequenceModel):
+class OneLayerTransformer(_ReluLayer):
     """``T(X) = w_o^T ReLU(A^T V^T X^T softmax(X W x_N) + a) + b`` (docs/theory.md).
 
     W is d x d, V is d x e, A is e x m, w_o has length m; the FFN biases ``a`` (length m)
@@ -160,6 +176,7 @@ class OneLayerTransformer(SequenceModel):
     """
 
     model_class = "one-layer-transformer"
+    biased_class = "one-layer-transformer-biased"
 
     def __init__(self, W: Any, V: Any, A: Any, w_o: Any, *, a: Any = None, b: Any = None) -> None:
         self._W = _rational_rect(W, "W")
@@ -168,12 +185,7 @@ class OneLayerTransformer(SequenceModel):
             raise InvalidArgument(f"W must be square; got shape ({self.d}, {len(self._W[0])})")
         self._V = _rational_rect(V, "V", rows=self.d)
         self.e = len(self._V[0])
-        self._A = _rational_rect(A, "A", rows=self.e)
-        self.m = len(self._A[0])
-        self._w = _rational_list(w_o, "w_o", self.m)
-        self._a, self._b, self.biased = _ffn_biases(a, b, self.m)
-        if self.biased:
-            self.model_class = "one-layer-transformer-biased"
+        self._set_layer(_rational_rect(A, "A", rows=self.e), w_o, a, b)
         self._W_flint = _fmpq_matrix(self._W)
         self._VA_flint = _fmpq_matrix(self._V) * _fmpq_matrix(self._A)  # r_ik = x_i^T V A e_k
         self._w_fmpq = [_fmpq(q) for q in self._w]
@@ -182,8 +194,6 @@ class OneLayerTransformer(SequenceModel):
         self._VA_float = np.array(
             [[float(Fraction(int(q.p), int(q.q))) for q in row] for row in _rows(self._VA_flint)]
         )
-        self._w_float = np.array([float(q) for q in self._w], dtype=np.float64)
-        self._a_float = np.array([float(q) for q in self._a], dtype=np.float64)
 
     # -- exact parameters ------------------------------------------------------------
     @property
@@ -193,24 +203,6 @@ class OneLayerTransformer(SequenceModel):
     @property
     def V(self) -> sympy.Matrix:
         return _sympy_matrix(self._V)
-
-    @property
-    def A(self) -> sympy.Matrix:
-        return _sympy_matrix(self._A)
-
-    @property
-    def w_o(self) -> sympy.Matrix:
-        return _sympy_matrix([[q] for q in self._w])
-
-    @property
-    def a(self) -> sympy.Matrix:
-        """The FFN's hidden biases (m x 1), exactly (zero when not given)."""
-        return _sympy_matrix([[q] for q in self._a])
-
-    @property
-    def b(self) -> sympy.Rational:
-        """The FFN's output bias, exactly (zero when not given)."""
-        return _to_sympy(self._b)
 
     @property
     def v_eff(self) -> sympy.Matrix:

@@ -42,7 +42,6 @@ import sympy
 from verified_attn.errors import CertificateError
 from verified_attn.oracle import QueryCounts
 from verified_attn.serialize import write_certificate
-from verified_attn.types import Answer, Vector
 from verified_attn.verification import Verification
 
 __all__ = [
@@ -264,6 +263,16 @@ class Recovery:
         return "```\n" + self.summary() + "\n```"
 
 
+def _parameter(name: str, *, optional: bool = False) -> Any:
+    """A read-only property giving ``self.parameters[name]`` (None when ``optional`` and
+    absent): the named parameters every result kind exposes as attributes."""
+
+    def get(self: Recovery) -> Any:
+        return self.parameters.get(name) if optional else self.parameters[name]
+
+    return property(get, doc=f"The learned parameter ``{name}``.")
+
+
 @dataclass(repr=False)
 class SingleHeadRecovery(Recovery):
     """Theorem 4.1: one head. Parameters ``W`` (d x d), ``v`` (d x 1); affine: ``c``
@@ -271,21 +280,10 @@ class SingleHeadRecovery(Recovery):
 
     kind: ClassVar[str] = "single-head"
 
-    @property
-    def W(self) -> Any:
-        return self.parameters["W"]
-
-    @property
-    def v(self) -> Vector:
-        return self.parameters["v"]
-
-    @property
-    def c(self) -> Vector:
-        return self.parameters.get("c")
-
-    @property
-    def beta(self) -> Answer:
-        return self.parameters.get("beta")
+    W = _parameter("W")
+    v = _parameter("v")
+    c = _parameter("c", optional=True)
+    beta = _parameter("beta", optional=True)
 
 
 @dataclass(repr=False)
@@ -367,13 +365,8 @@ class MultiHeadRecovery(Recovery):
     #: The first-order parameter error estimate that tolerance covers (float), else None.
     parameter_error_estimate: float | None = None
 
-    @property
-    def heads(self) -> Any:
-        return self.parameters["heads"]
-
-    @property
-    def beta(self) -> Answer:
-        return self.parameters.get("beta")
+    heads = _parameter("heads")
+    beta = _parameter("beta", optional=True)
 
     @property
     def H(self) -> int:
@@ -401,17 +394,10 @@ class TransformerRecovery(Recovery):
     attention_bound: int = 0
     network: Any = None
 
-    @property
-    def W(self) -> Any:
-        return self.parameters["W"]
-
-    @property
-    def v_eff(self) -> Vector:
-        return self.parameters["v_eff"]
-
-    @property
-    def A(self) -> Any:
-        return self.parameters["A"]
+    W = _parameter("W")
+    v_eff = _parameter("v_eff")
+    A = _parameter("A")
+    w_o = _parameter("w_o")
 
     def summary(self) -> str:
         """The common summary, with the attention / FFN split of the learning count."""
@@ -422,10 +408,6 @@ class TransformerRecovery(Recovery):
             + f"\n  split: {self.attention_queries} attention ({formula} = "
             f"{self.attention_bound}) + {self.ffn_queries} FFN (canonical width {width})"
         )
-
-    @property
-    def w_o(self) -> Vector:
-        return self.parameters["w_o"]
 
 
 @dataclass(repr=False)
@@ -444,13 +426,8 @@ class ReluFFNRecovery(Recovery):
     network: Any = None
     attempts: int = 1
 
-    @property
-    def A(self) -> Any:
-        return self.parameters["A"]
-
-    @property
-    def w_o(self) -> Vector:
-        return self.parameters["w_o"]
+    A = _parameter("A")
+    w_o = _parameter("w_o")
 
     @property
     def width(self) -> int:

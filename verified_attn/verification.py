@@ -73,6 +73,7 @@ __all__ = [
     "require_bias_resolution",
     "tolerance",
     "verify_candidate",
+    "verify_if_asked",
     "verify_model",
 ]
 
@@ -386,6 +387,21 @@ def verify_model(
         oracle, count=count, seed=seed, lengths=lengths, precision=precision, phase=phase
     )
     return check_record(record, model, bias=bias, what=what)
+
+
+def verify_if_asked(
+    oracle: Any, model: Any, *, count: int, seed: int, lengths: Sequence[int], what: str
+) -> Verification | None:
+    """:func:`verify_model` when ``count`` > 0; None (the result is not verified) at 0.
+
+    >>> import verified_attn as va
+    >>> verify_if_asked(va.Oracle(va.SingleHeadAttention([[1]], [1])), None, count=0,
+    ...                 seed=0, lengths=(1,), what="the head") is None
+    True
+    """
+    if not count:
+        return None
+    return verify_model(oracle, model, count=count, seed=seed, lengths=lengths, what=what)
 
 
 def ask_fresh(

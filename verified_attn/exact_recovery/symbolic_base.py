@@ -16,6 +16,7 @@ from typing import Any
 
 import sympy
 
+from verified_attn import validation
 from verified_attn.arithmetic import to_fraction
 from verified_attn.errors import InvalidArgument
 from verified_attn.models import attention_output
@@ -40,17 +41,13 @@ Namespace = dict[str, Any]
 
 
 def check_d(d: Any, *, name: str = "d", low: int = 1, high: int = 64) -> int:
-    if isinstance(d, bool) or not isinstance(d, int):
-        raise InvalidArgument(f"{name} must be an int, got {type(d).__name__} {d!r}")
-    if not low <= d <= high:
-        raise InvalidArgument(f"{name} must be between {low} and {high}, got {d}")
-    return d
+    """The dimension of a symbolic check: an int in ``low..high`` (symbolic work grows fast)."""
+    return int(validation.check_int(d, name, low=low, high=high))
 
 
 def check_bool(x: Any, name: str) -> bool:
-    if not isinstance(x, bool):
-        raise InvalidArgument(f"{name} must be True or False, got {x!r}")
-    return x
+    """True or False (:func:`verified_attn.validation.check_bool`)."""
+    return bool(validation.check_bool(x, name))
 
 
 def symbol_vector(prefix: str, d: int, **assumptions: bool) -> sympy.Matrix:

@@ -58,7 +58,7 @@ from verified_attn.verification import (
     Verification,
     check_record,
     verify_candidate,
-    verify_model,
+    verify_if_asked,
 )
 
 __all__ = ["learn_low_rank", "parameter_count"]
@@ -138,7 +138,9 @@ def learn_low_rank(
         return _nuclear(oracle, rank, verify, seed, lengths, solver, progress)
     if measurements is not None:
         raise InvalidArgument("measurements applies to method='nuclear' only")
-    rank_tol = float(validation.check_real(rank_tol, "rank_tol", low=0, high=1, low_open=True, high_open=True))
+    rank_tol = float(
+        validation.check_real(rank_tol, "rank_tol", low=0, high=1, low_open=True, high_open=True)
+    )
     denominator_bound = validation.check_denominator_bound(denominator_bound)
     total = _skeleton_budget(oracle, rank, verify)
     arith = oracle.arithmetic
@@ -193,6 +195,7 @@ def learn_low_rank(
 # ---------------------------------------------------------------------------------------
 # Certificate data (checked by verified_attn.certificates.low_rank).
 # ---------------------------------------------------------------------------------------
+
 
 def _nuclear(
     oracle: Oracle,
@@ -264,17 +267,9 @@ def _verify_skeleton(
             exact, params = False, enclosures
             checked = check_record(checked, ball_predictor(params), what=what)
     else:
-        checked = (
-            verify_model(
-                oracle,
-                candidate if candidate is not None else ball_predictor(params),
-                count=verify,
-                seed=seed,
-                lengths=lengths,
-                what=what,
-            )
-            if verify
-            else None
+        model = candidate if candidate is not None else ball_predictor(params)
+        checked = verify_if_asked(
+            oracle, model, count=verify, seed=seed, lengths=lengths, what=what
         )
     return checked, exact, params, refuted
 

@@ -40,7 +40,7 @@ from verified_attn.models import SingleHeadAttention
 from verified_attn.oracle import Oracle
 from verified_attn.recovery import LowRankRecovery
 from verified_attn.serialize import dump_number
-from verified_attn.verification import Verification, verify_model
+from verified_attn.verification import Verification, verify_if_asked
 
 __all__ = [
     "DEFAULT_OVERSAMPLING",
@@ -268,17 +268,13 @@ def _verify_solution(
     """The nuclear-norm solution checked on fresh queries; a mismatch is NotIdentifiable
     unless a permuted pair disagreed (then the box is no head at all)."""
     try:
-        return (
-            verify_model(
-                oracle,
-                model,
-                count=verify,
-                seed=seed,
-                lengths=lengths,
-                what="the nuclear-norm solution",
-            )
-            if verify
-            else None
+        return verify_if_asked(
+            oracle,
+            model,
+            count=verify,
+            seed=seed,
+            lengths=lengths,
+            what="the nuclear-norm solution",
         )
     except ModelClassMismatch as exc:
         if exc.query is not None and "token positions" in str(exc):

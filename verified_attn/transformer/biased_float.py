@@ -76,7 +76,7 @@ from verified_attn.recovery import TransformerRecovery
 from verified_attn.transformer.relu_biased import FLOAT_TOL, BiasedReluNetwork
 from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
 from verified_attn.validation import check_lengths, check_oracle, check_seed, check_verify
-from verified_attn.verification import BIAS_ULPS, DEFAULT_LENGTHS, DEFAULT_VERIFY, verify_model
+from verified_attn.verification import BIAS_ULPS, DEFAULT_LENGTHS, DEFAULT_VERIFY, verify_if_asked
 
 __all__ = ["CELL_RTOL", "FFN_ATTEMPTS", "MARGIN", "RESOLUTION", "learn_biased_transformer_float"]
 
@@ -294,17 +294,8 @@ def learn_biased_transformer_float(
             )
         g = net.model()
         model = OneLayerTransformer(W, np.eye(d), g.A, g.w_o, a=g.a, b=g.b)
-        checked = (
-            verify_model(
-                oracle,
-                model,
-                count=verify,
-                seed=seed,
-                lengths=lengths,
-                what="the learned Transformer",
-            )
-            if verify
-            else None
+        checked = verify_if_asked(
+            oracle, model, count=verify, seed=seed, lengths=lengths, what="the learned Transformer"
         )
     attention = d * d + (d + 1) * len(ffns)
     params = dict(ffn.parameters)

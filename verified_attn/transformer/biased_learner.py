@@ -42,10 +42,9 @@ from typing import Any
 
 import sympy
 
-from verified_attn.arithmetic import Arithmetic
-from verified_attn.certificates.writer import certificate_base
+from verified_attn.certificates.writer import RunRecord
 from verified_attn.models import OneLayerTransformer
-from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.oracle import Oracle
 from verified_attn.progress import reporting
 from verified_attn.recovery import TransformerRecovery
 from verified_attn.serialize import dump_number, dump_rational
@@ -56,7 +55,6 @@ from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
 from verified_attn.verification import (
     DEFAULT_LENGTHS,
     DEFAULT_VERIFY,
-    Verification,
 )
 
 __all__ = ["cell_of", "learn_biased_transformer"]
@@ -125,7 +123,12 @@ def learn_biased_transformer(
         assumptions=list(ffn.assumptions),
         notes=list(ffn.notes),
         certificate_data=functools.partial(
-            _certificate, arith, ffn, design, W, checked, seed, counts, d * d + ffn.bound, D
+            _certificate,
+            RunRecord(arith, seed, counts, d * d + ffn.bound, checked, list(ffn.assumptions)),
+            ffn,
+            design,
+            W,
+            D,
         ),
         method="biased-direct",
         attention_queries=counts.by_phase.get("attention-direct", 0),
@@ -136,32 +139,14 @@ def learn_biased_transformer(
 
 
 def _certificate(
-    arith: Arithmetic,
-    ffn: Any,
-    design: dict[str, Any],
-    W: sympy.Matrix,
-    checked: Verification | None,
-    seed: int,
-    counts: QueryCounts,
-    bound: int,
-    D: int,
+    run: RunRecord, ffn: Any, design: dict[str, Any], W: sympy.Matrix, D: int
 ) -> dict[str, Any]:
     """The ``transformer-biased`` certificate: the FFN stage's whole ``relu-ffn-biased``
     certificate (``ffn``), the design and answers (``attention``: ``base``,
     ``directions``, ``t``, ``answers`` d x d, row k direction u_k), the denominator bound
     and the result; checker :mod:`verified_attn.certificates.transformer_biased`."""
     d = W.rows
-    data = certificate_base(
-        kind="transformer-biased",
-        theorem="transformer/biased-direct",
-        d=d,
-        arith=arith,
-        seed=seed,
-        counts=counts,
-        bound=bound,
-        verification=checked,
-        assumptions=list(ffn.assumptions),
-    )
+    data = run.header("transformer-biased", "transformer/biased-direct", d)
     sub = dict(ffn.certificate())
     sub.pop("versions", None)
     g = ffn.network.model()

@@ -54,7 +54,7 @@ import sympy
 from verified_attn.arithmetic import (
     Arithmetic,
 )
-from verified_attn.certificates.writer import certificate_base
+from verified_attn.certificates.writer import RunRecord
 from verified_attn.errors import (
     ModelClassMismatch,
     NotIdentifiable,
@@ -232,18 +232,13 @@ def learn_transformer(
     assumptions = _assumptions(arith, method, ffn, head, denominator_bound)
     certificate = functools.partial(
         _certificate_data,
-        arith,
+        RunRecord(arith, seed, counts, bound, checked, assumptions),
         method,
         ffn,
         head,
         pairs,
         direct,
         {"W": W, "v_eff": v_eff, "A": g.A, "w_o": g.w_o},
-        checked,
-        seed,
-        counts,
-        bound,
-        assumptions,
     )
     return TransformerRecovery.from_run(
         counts,
@@ -368,18 +363,13 @@ def _check_v_eff(net: ReluNetwork, v_eff: sympy.Matrix) -> None:
 
 
 def _certificate_data(
-    arith: Arithmetic,
+    run: RunRecord,
     method: str,
     ffn: ReluFFNRecovery,
     head: SingleHeadRecovery | None,
     pairs: dict[Key, tuple[Any, Any]],
     direct: dict[str, Any] | None,
     params: dict[str, Any],
-    checked: Verification | None,
-    seed: int,
-    counts: QueryCounts,
-    bound: int,
-    assumptions: list[str],
 ) -> dict[str, Any]:
     """The ``transformer`` certificate (checker: :mod:`verified_attn.certificates.transformer`).
 
@@ -393,17 +383,7 @@ def _certificate_data(
     k, column j); ``result``: ``W``, ``v_eff``, ``A``, ``w_o`` as exact rationals.
     """
     d = ffn.network.d
-    data = certificate_base(
-        kind="transformer",
-        theorem=f"transformer/{method}",
-        d=d,
-        arith=arith,
-        seed=seed,
-        counts=counts,
-        bound=bound,
-        verification=checked,
-        assumptions=assumptions,
-    )
+    data = run.header("transformer", f"transformer/{method}", d)
     ffn_data = dict(ffn.certificate())
     ffn_data.pop("versions", None)
     attention: dict[str, Any]

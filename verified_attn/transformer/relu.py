@@ -71,6 +71,7 @@ from verified_attn.arithmetic import (
     Arithmetic,
     simplest_rational_between,
 )
+from verified_attn.certificates.writer import RunRecord
 from verified_attn.errors import (
     ModelClassMismatch,
 )
@@ -381,18 +382,15 @@ def learn_relu_ffn(
     assumptions = _assumptions(arith, D)
     model = net.model()
     parameters = {"A": model.A, "w_o": model.w_o}
+    bound = ffn_query_bound(d, net.width, grid=grid, attempts=used)
     certificate = functools.partial(
         relu_certificate_data,
-        arith,
+        RunRecord(arith, seed, counts, bound, checked, assumptions),
         net,
         dict(values.raw),
-        checked,
-        seed,
-        counts,
         grid,
         used,
         D,
-        assumptions,
     )
     return ReluFFNRecovery.from_run(
         counts,
@@ -402,7 +400,7 @@ def learn_relu_ffn(
         arithmetic=arith.name,
         precision=arith.precision,
         exact=True,
-        bound=ffn_query_bound(d, net.width, grid=grid, attempts=used),
+        bound=bound,
         parameter_count=net.width * (d + 1),
         seed=seed,
         rounds=0,

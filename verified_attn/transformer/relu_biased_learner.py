@@ -22,9 +22,9 @@ from typing import Any, ClassVar
 import numpy as np
 
 from verified_attn.arithmetic import Arithmetic
-from verified_attn.certificates.writer import certificate_base
+from verified_attn.certificates.writer import RunRecord
 from verified_attn.errors import ModelClassMismatch
-from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.oracle import Oracle
 from verified_attn.progress import reporting
 from verified_attn.recovery import ReluFFNRecovery
 from verified_attn.serialize import dump_number, dump_rational
@@ -212,15 +212,10 @@ def _result(
         if not exact
         else functools.partial(
             certificate_data,
-            arith,
+            RunRecord(arith, seed, counts, bound, checked, assumptions),
             net,
             dict(answers_raw),
-            checked,
-            seed,
-            counts,
-            bound,
             D,
-            assumptions,
         ),
         network=net,
         attempts=len(reasons) + 1,
@@ -229,15 +224,10 @@ def _result(
 
 
 def certificate_data(
-    arith: Arithmetic,
+    run: RunRecord,
     net: BiasedReluNetwork,
     raw: dict[Any, Any],
-    checked: Verification | None,
-    seed: int,
-    counts: QueryCounts,
-    bound: int,
     denominator_bound: int,
-    assumptions: list[str],
 ) -> dict[str, Any]:
     """The ``relu-ffn-biased`` certificate (exact and certified results): every length-1
     answer exactly as given (``answers``: ``{"x", "y"}``) and the canonical form
@@ -246,17 +236,7 @@ def certificate_data(
     :func:`verified_attn.certificates.relu_biased.verify`.
     """
     model = net.model()
-    data = certificate_base(
-        kind="relu-ffn-biased",
-        theorem=THEOREM,
-        d=net.d,
-        arith=arith,
-        seed=seed,
-        counts=counts,
-        bound=bound,
-        verification=checked,
-        assumptions=assumptions,
-    )
+    data = run.header("relu-ffn-biased", THEOREM, net.d)
     data.update(
         {
             "denominator_bound": denominator_bound,

@@ -8,52 +8,35 @@ from __future__ import annotations
 
 from typing import Any
 
-from verified_attn.arithmetic import Arithmetic
-from verified_attn.certificates.writer import certificate_base
-from verified_attn.oracle import QueryCounts
+from verified_attn.certificates.writer import RunRecord
 from verified_attn.serialize import dump_number, dump_rational
-from verified_attn.transformer.relu_network import THEOREM, ReluNetwork, Vec, ffn_query_bound
-from verified_attn.verification import Verification
+from verified_attn.transformer.relu_network import THEOREM, ReluNetwork, Vec
 
 __all__ = ["relu_certificate_data"]
 
 
 def relu_certificate_data(
-    arith: Arithmetic,
+    run: RunRecord,
     net: ReluNetwork,
     raw: dict[Vec, Any],
-    checked: Verification | None,
-    seed: int,
-    counts: QueryCounts,
     grid: int,
     attempts: int,
     denominator_bound: int,
-    assumptions: list[str],
     *,
     kind: str = "relu-ffn",
 ) -> dict[str, Any]:
     """The ``relu-ffn`` certificate: every length-1 answer exactly as given, and the result.
 
-    Sections beyond the common ones (:func:`~verified_attn.certificates.writer.certificate_base`):
+    Sections beyond the common ones (:meth:`~verified_attn.certificates.writer.RunRecord.header`;
+    ``run.bound`` is the query bound of ``grid`` and ``attempts``):
     ``grid``, ``attempts``, ``denominator_bound``; ``answers``: a list of ``{"x": [d
     rationals], "y": number}``, one per learning query; ``result``: the canonical form
     (``linear``, ``neurons`` as ``{"n", "gamma"}``) and the ReluFFN ``A`` (d x m nested
     list) and ``w_o`` (list) built from it. The checker is
     :func:`verified_attn.certificates.transformer.verify_relu_ffn`.
     """
-    d = net.d
     model = net.model()
-    data = certificate_base(
-        kind=kind,
-        theorem=THEOREM,
-        d=d,
-        arith=arith,
-        seed=seed,
-        counts=counts,
-        bound=ffn_query_bound(d, net.width, grid=grid, attempts=attempts),
-        verification=checked,
-        assumptions=assumptions,
-    )
+    data = run.header(kind, THEOREM, net.d)
     data.update(
         {
             "grid": grid,
