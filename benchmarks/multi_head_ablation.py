@@ -1,12 +1,21 @@
 """Ablation of the float multi-head learner's heuristic stages: each switch off in turn.
 
-Run ``python benchmarks/multi_head_ablation.py`` (the ablation cells below) or ``--quick``
-(two small cells). Writes ``benchmarks/results/multi_head_ablation.json``.
+Run ``python benchmarks/multi_head_ablation.py`` (the ``subset`` cells below), ``--cells
+extended`` (the larger cells where the float benchmark's runs used restarts, rounds and
+polish) or ``--quick`` (two small cells). Writes ``benchmarks/results/multi_head_ablation.json``;
+``--merge`` keeps the rows of that file's other cells (each cell's rows come from one run).
 
 The cells are a subset of ``benchmarks/multi_head_float.py``'s (the same boxes, seeds and
-error measures): random float64 boxes d = 8, H = 2..6 (seeds 0-3) and d = 16, H = 4 (seeds
-0-1); ``nn.MultiheadAttention`` float64 E = 8, H = 2 and 4, E = 16, H = 4 and float32 E = 8,
-H = 2 and 4 (seeds 0-1). For the options of
+error measures). ``subset``: random float64 boxes d = 8, H = 2..6 (seeds 0-3) and d = 16,
+H = 4 (seeds 0-1); ``nn.MultiheadAttention`` float64 E = 8, H = 2 and 4, E = 16, H = 4 and
+float32 E = 8, H = 2 and 4 (seeds 0-1). ``extended``: the float benchmark's seeds where
+a restart, a conditioning round or the precision polish was recorded or measured: random
+float64 d = 8, H = 5 (seed 12), H = 6 (seeds 4, 12), H = 7 (seeds 1, 4), H = 8 (seed 4),
+d = 16, H = 8 (seed 1), ``nn.MultiheadAttention`` float64 E = 16, H = 8 (seed 0). There the
+learner as shipped runs first, recording which stages changed each run
+(``Options.fired``), and a switch is turned off only in the runs its stage changed (a stage
+that changed nothing leaves the run as it is). d = 32 and E = 32 (4-10 minutes a run on
+this machine, more under load) are not ablated. For the options of
 :class:`verified_attn.multi_head.pipeline.state.Options` (the learner as shipped, then each
 switch off alone) every cell is learned by ``learn_float`` and recorded: learned or refused,
 wrong results (parameters off by more than the stated parameter tolerance or predictions by
@@ -22,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -46,6 +56,9 @@ CELLS = [("random", "float64", 8, H, range(4)) for H in range(2, 7)]
 CELLS += [("random", "float64", 16, 4, range(2))]
 CELLS += [("torch", "float64", E, H, range(2)) for E, H in ((8, 2), (8, 4), (16, 4))]
 CELLS += [("torch", "float32", 8, H, range(2)) for H in (2, 4)]
+EXTENDED_CELLS = [("random", "float64", 8, 5, (12,)), ("random", "float64", 8, 6, (4, 12))]
+EXTENDED_CELLS += [("random", "float64", 8, 7, (1, 4)), ("random", "float64", 16, 8, (1,))]
+EXTENDED_CELLS += [("random", "float64", 8, 8, (4,)), ("torch", "float64", 16, 8, (0,))]
 QUICK_CELLS = [("random", "float64", 4, 2, range(2)), ("torch", "float32", 4, 2, range(1))]
 
 
@@ -66,7 +79,8 @@ def _box(kind: str, dtype: str, d: int, H: int, seed: int) -> tuple[Any, Any, An
 
 def run(switch: str, kind: str, dtype: str, d: int, H: int, seed: int) -> dict[str, Any]:
     """One cell with the stage ``switch`` off (``"none"``: the learner as shipped)."""
-    options = Options() if switch == "none" else Options(**{switch: False})
+    fired: dict[str, int] = {}
+    options = Options(fired=fired) if switch == "none" else Options(**{switch: False})
     oracle, heads, answer, affine = _box(kind, dtype, d, H, seed)
     row: dict[str, Any] = {"switch": switch, "kind": kind, "dtype": dtype, "d": d, "H": H}
     row.update(seed=seed, follow_up=follow_up_query_bound(d, H))
@@ -95,26 +109,68 @@ def run(switch: str, kind: str, dtype: str, d: int, H: int, seed: int) -> dict[s
             ),
             parameter_rtol=rec.parameter_rtol,
             rtol=rec.verification.rtol,
+            **_used(rec),
         )
     row["seconds"] = time.perf_counter() - t0
+    if switch == "none":
+        row["fired"] = fired  # the stages that changed the run (each counted per change)
     return row
 
 
+def _used(rec: Any) -> dict[str, Any]:
+    """What the run's adaptive stages did (from its certificate and query counts)."""
+    design = rec.certificate()["design"]
+    return {
+        "pilot_rounds_discarded": len(design["pilot"]),
+        "conditioning_groups": len(design["conditioning"]),
+        "restarted_groups": len(design["low_rank_restarts"]["groups"]),
+        "polish": rec.queries_by_phase.get("polish", 0),
+    }
+
+
 def _call(task: tuple[Any, ...]) -> dict[str, Any]:
-    return run(*task)
+    row = run(*task)
+    print(json.dumps(row), file=sys.stderr, flush=True)  # each row as it ends (a long run)
+    return row
+
+
+_KEY = ("kind", "dtype", "d", "H", "seed")
+#: A figure "improved" by a stage: without it the run's error is over this factor of the
+#: shipped run's (float noise between two fitting paths stays well under it).
+FACTOR = 2.0
+
+
+def _cell(r: dict[str, Any]) -> str:
+    return f"{r['kind']} {r['dtype']} d={r['d']} H={r['H']} seed={r['seed']}"
+
+
+def _effects(r: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """What the stage did for the run ``b`` (shipped) over ``r`` (the stage off)."""
+    if b["learned"] and not r["learned"]:
+        return [f"rescued ({r['refusal']} without it)"]
+    if not (b["learned"] and r["learned"]):
+        return []
+    out = []
+    if r["queries"] > b["queries"]:
+        out.append(f"queries {b['queries']} instead of {r['queries']}")
+    for what in ("parameter_error", "prediction_error"):
+        if r[what] > FACTOR * b[what]:
+            out.append(f"{what} {b[what]:.2e} instead of {r[what]:.2e}")
+    return out
 
 
 def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per switch: learned, wrong, rescued (learned as shipped, refused without the stage),
-    gained (refused as shipped, learned without it), the worst figures and the queries."""
-    key = ("kind", "dtype", "d", "H", "seed")
-    shipped = {tuple(r[k] for k in key): r for r in rows if r["switch"] == "none"}
+    gained (refused as shipped, learned without it), the worst figures and the queries, and
+    the runs the stage rescued or improved (``helped``: cell, seed and figure)."""
+    shipped = {tuple(r[k] for k in _KEY): r for r in rows if r["switch"] == "none"}
     out = []
     for switch in ["none", *SWITCHES]:
-        group = [r for r in rows if r["switch"] == switch]
+        group = [r for r in rows if r["switch"] == switch and tuple(r[k] for k in _KEY) in shipped]
         ok = [r for r in group if r["learned"]]
-        base = [shipped[tuple(r[k] for k in key)] for r in group]
-        both = [(r, b) for r, b in zip(group, base, strict=True) if r["learned"] and b["learned"]]
+        base = [shipped[tuple(r[k] for k in _KEY)] for r in group]
+        pairs = list(zip(group, base, strict=True))
+        both = [(r, b) for r, b in pairs if r["learned"] and b["learned"]]
         out.append(
             {
                 "switch": switch,
@@ -124,18 +180,18 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     r["parameter_error"] > r["parameter_rtol"] or r["prediction_error"] > r["rtol"]
                     for r in ok
                 ),
-                "rescued": sum(
-                    b["learned"] and not r["learned"] for r, b in zip(group, base, strict=True)
-                ),
-                "gained": sum(
-                    r["learned"] and not b["learned"] for r, b in zip(group, base, strict=True)
-                ),
+                "rescued": sum(b["learned"] and not r["learned"] for r, b in pairs),
+                "gained": sum(r["learned"] and not b["learned"] for r, b in pairs),
                 "max_parameter_error": max((r["parameter_error"] for r in ok), default=None),
                 "max_prediction_error": max((r["prediction_error"] for r in ok), default=None),
                 # Over the runs both learn: the stage's effect on the figures (> 1: it helps).
                 "parameter_error_ratio": _ratio(both, "parameter_error"),
                 "queries_ratio": _ratio(both, "queries"),
                 "over_follow_up": sum(r["queries"] >= r["follow_up"] for r in ok),
+                "helped": [f"{_cell(b)}: {e}" for r, b in pairs for e in _effects(r, b)],
+                "costs_queries": sum(
+                    r["queries"] < b["queries"] for r, b in both if switch != "none"
+                ),
                 "seconds": float(sum(r["seconds"] for r in group)),
             }
         )
@@ -173,39 +229,68 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}"
 
 
+def _runs(tasks: list[tuple[Any, ...]], args: argparse.Namespace) -> list[dict[str, Any]]:
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            return list(progress(pool.map(_call, tasks), "runs", total=len(tasks)))
+    return list(progress(map(_call, tasks), "runs", total=len(tasks)))
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
+    p.add_argument("--cells", choices=("subset", "extended"), default="subset")
+    p.add_argument("--merge", action="store_true", help="keep the JSON's other cells' rows")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--switches", nargs="*", default=None, help="only these switches")
     args = p.parse_args(argv)
     out = output_dir(args.out, args.quick, "multi_head_ablation")
-    cells = QUICK_CELLS if args.quick else CELLS
+    cells = QUICK_CELLS if args.quick else {"subset": CELLS, "extended": EXTENDED_CELLS}[args.cells]
     switches = ["none", *(args.switches if args.switches is not None else SWITCHES)]
     unknown = set(switches) - {"none", *SWITCHES}
     if unknown:
         p.error(f"--switches: unknown {sorted(unknown)}; known: {', '.join(SWITCHES)}")
-    tasks = [(sw, kind, dt, d, H, s) for sw in switches for kind, dt, d, H, ss in cells for s in ss]
     started = time.perf_counter()
-    if args.jobs > 1:
-        with ProcessPoolExecutor(args.jobs) as pool:
-            rows = list(progress(pool.map(_call, tasks), "runs", total=len(tasks)))
-    else:
-        rows = list(progress(map(_call, tasks), "runs", total=len(tasks)))
+    if cells is EXTENDED_CELLS:
+        # The learner as shipped first, then each switch only where its stage changed the
+        # run: a stage that changed nothing leaves the run as it is when switched off.
+        rows = _runs([("none", k, dt, d, H, s) for k, dt, d, H, ss in cells for s in ss], args)
+        tasks = [
+            (sw, r["kind"], r["dtype"], r["d"], r["H"], r["seed"])
+            for r in rows
+            for sw in switches[1:]
+            if sw in r.get("fired", {})
+        ]
+        rows += _runs(tasks, args)
+    else:  # the subset's cells run every switch, as recorded
+        tasks = [
+            (sw, kind, dt, d, H, s) for sw in switches for kind, dt, d, H, ss in cells for s in ss
+        ]
+        rows = _runs(tasks, args)
+    run_meta = {
+        "quick": args.quick,
+        "jobs": args.jobs,
+        "cells": [[k, dt, d, H, list(ss)] for k, dt, d, H, ss in cells],
+        "switches": switches,
+        "total_seconds": time.perf_counter() - started,
+    }
+    runs_meta = [run_meta]
+    path = out / "multi_head_ablation.json"
+    if args.merge and path.exists():
+        old = json.loads(path.read_text())
+        ran = {(k, dt, d, H, x) for k, dt, d, H, ss in cells for x in ss}
+        rows = [r for r in old["runs"] if tuple(r[k] for k in _KEY) not in ran] + rows
+        runs_meta = old["meta"]["settings"].get("runs", [old["meta"]["settings"]]) + runs_meta
     summary = summarise(rows)
     print(table(summary))
+    for s in summary:
+        for line in s["helped"]:
+            print(f"{s['switch']}: {line}")
     write_json(
         "multi_head_ablation",
         {
-            "meta": metadata(
-                0,
-                quick=args.quick,
-                jobs=args.jobs,
-                cells=[[k, dt, d, H, len(ss)] for k, dt, d, H, ss in cells],
-                options=[dataclasses.asdict(Options())],
-                total_seconds=time.perf_counter() - started,
-            ),
+            "meta": metadata(0, runs=runs_meta, options=[dataclasses.asdict(Options())]),
             "summary": summary,
             "runs": rows,
         },

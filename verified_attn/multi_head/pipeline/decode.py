@@ -122,8 +122,11 @@ def _decode_pooled(
     # what is left of their closeness is in the linear fit's sigma_min (the estimate).
     twins: list[tuple[int, int, int, int, float, float]] = []
     if not wide and options.swaps:
+        before = s.copy()
         r, s, res_best, _, twins, alts = _swap_alternatives(lt, Y, r, s, res_best, floor)
         twins = _resolve_twins(twins, alts, r, s, res_best, lt, f0, unit, ask_ties)
+        if twins or not np.array_equal(s, before):
+            options.mark("swaps")
     spread = np.zeros(d)
     for tw in twins:
         spread[tw[0]] = max(spread[tw[0]], tw[5])

@@ -122,8 +122,12 @@ def _group_fits(
     for _ in range(rounds):
         if not _repair_round(lt, Y, r, s, res_best, floor, pair_floor, ids):
             break
+        options.mark("pair_repairs")
+    before = res_best.copy()
     for k in range(d if repairable and options.joint_restarts else 0):
         _joint_rounds(lt, Y[k], r[k], s[k], res_best, k, floor[k], pair_floor, ncols)
+    if (res_best < before).any():
+        options.mark("joint_restarts")
     if wide:
         r_rep, s_rep = r, s  # the repaired free fits
         moved = np.flatnonzero(res_best < on_plane[2])
@@ -171,6 +175,8 @@ def _linear_stage(
         start = consensus_start(Mt, s_free[bad], weight, rng)
         again = fit_linear_groups(lt, Y[bad], Mt, r_free[bad], start, floor=floor[bad])
         better = again.residual < res[bad]
+        if better.any():
+            options.mark("consensus_start")
         i = bad[better]
         r[i], s[i], res[i] = again.r[better], again.s[better], again.residual[better]
     for _ in range(_LINEAR_ROUNDS if options.linear_rounds else 0):
@@ -191,6 +197,7 @@ def _linear_stage(
         better = again.residual < res[bad]
         if not better.any():
             break
+        options.mark("linear_rounds")
         i = bad[better]
         r[i], s[i], res[i] = again.r[better], again.s[better], again.residual[better]
     return r, s, res

@@ -44,13 +44,24 @@ class Options:
     conditioning: bool = True  # failing u-groups asked again at a better-conditioned u
     joint_polish: bool = True  # small boxes: a dense fit of every parameter on every answer
     precision_polish: bool = True  # a float64 box's polish on random sequences
+    # Where each stage counts the runs it changed (the ablation's record; None: not counted).
+    fired: dict[str, int] | None = field(default=None, compare=False, repr=False)
+
+    def mark(self, stage: str) -> None:
+        """Count ``stage`` as having changed the run (when ``fired`` is given).
+
+        >>> o = Options(fired={}); o.mark("swaps"); o.fired
+        {'swaps': 1}
+        """
+        if self.fired is not None:
+            self.fired[stage] = self.fired.get(stage, 0) + 1
 
 
 #: The learner as shipped: every stage on.
 DEFAULT_OPTIONS = Options()
 
 #: The switches' names, in the order the ablation turns them off.
-SWITCHES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Options))
+SWITCHES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Options) if f.type == "bool")
 
 
 @dataclass
