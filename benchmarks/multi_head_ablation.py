@@ -15,7 +15,10 @@ d = 16, H = 8 (seed 1), ``nn.MultiheadAttention`` float64 E = 16, H = 8 (seed 0)
 learner as shipped runs first, recording which stages changed each run
 (``Options.fired``), and a switch is turned off only in the runs its stage changed (a stage
 that changed nothing leaves the run as it is). d = 32 and E = 32 (4-10 minutes a run on
-this machine, more under load) are not ablated. For the options of
+this machine, more under load) are not ablated. ``lowrank``: a box of rank-2 heads,
+d = 8, H = 8, seed 6 (:func:`rank_two_box`), likewise. ``square``: the square design's cells
+(random float64 d = 8, H = 2, seeds 4-19; ``nn.MultiheadAttention`` float64 E = 8, H = 2,
+seeds 2-5; random float64 d = 4, H = 2 and 3, seeds 0-9), likewise. For the options of
 :class:`verified_attn.multi_head.pipeline.state.Options` (the learner as shipped, then each
 switch off alone) every cell is learned by ``learn_float`` and recorded: learned or refused,
 wrong results (parameters off by more than the stated parameter tolerance or predictions by
@@ -40,6 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import numpy as np
 from _common import metadata, output_dir, progress, write_json
 from multi_head_float import parameter_error, prediction_error, random_box, torch_box
 
@@ -59,13 +63,29 @@ CELLS += [("torch", "float32", 8, H, range(2)) for H in (2, 4)]
 EXTENDED_CELLS = [("random", "float64", 8, 5, (12,)), ("random", "float64", 8, 6, (4, 12))]
 EXTENDED_CELLS += [("random", "float64", 8, 7, (1, 4)), ("random", "float64", 16, 8, (1,))]
 EXTENDED_CELLS += [("random", "float64", 8, 8, (4,)), ("torch", "float64", 16, 8, (0,))]
+#: The square design's cells (no redundant columns: where the swaps can fire), further seeds.
+SQUARE_CELLS = [("random", "float64", 8, 2, range(4, 20)), ("torch", "float64", 8, 2, range(2, 6))]
+SQUARE_CELLS += [("random", "float64", 4, H, range(10)) for H in (2, 3)]
+#: A rank-2 box where a u-group stalls after the fits (the low-rank restarts' golden run).
+LOW_RANK_CELLS = [("rank2", "float64", 8, 8, (6,))]
 QUICK_CELLS = [("random", "float64", 4, 2, range(2)), ("torch", "float32", 4, 2, range(1))]
+
+
+def rank_two_box(d: int, H: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """H heads with rank-2 W_h (entries of the variance of W ~ N(0, 1/d)), v ~ N(0, 1): the
+    low-rank box of ``tests/multi_head/test_low_rank_restarts.py``."""
+    rng = np.random.default_rng(seed)
+    sig = (1.0 / np.sqrt(2 * d)) ** 0.5
+    return [
+        (rng.normal(0, sig, (d, 2)) @ rng.normal(0, sig, (2, d)), rng.normal(size=d))
+        for _ in range(H)
+    ]
 
 
 def _box(kind: str, dtype: str, d: int, H: int, seed: int) -> tuple[Any, Any, Any, Any]:
     """(oracle, truth heads, the float64 answer function, affine) of a benchmark box."""
-    if kind == "random":
-        heads = random_box(d, H, seed)
+    if kind in ("random", "rank2"):
+        heads = random_box(d, H, seed) if kind == "random" else rank_two_box(d, H, seed)
         model = MultiHeadAttention([(W.tolist(), v.tolist()) for W, v in heads])
         return va.Oracle(model, "float"), heads, lambda X: model.evaluate_batch(X[None])[0], False
     from verified_attn.adapters.torch import attention_oracle, attention_parameters
@@ -165,7 +185,9 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     the runs the stage rescued or improved (``helped``: cell, seed and figure)."""
     shipped = {tuple(r[k] for k in _KEY): r for r in rows if r["switch"] == "none"}
     out = []
-    for switch in ["none", *SWITCHES]:
+    # The switches of the learner as it is, then any a recorded run had that it no longer has.
+    gone = sorted({r["switch"] for r in rows} - {"none", *SWITCHES})
+    for switch in ["none", *SWITCHES, *gone]:
         group = [r for r in rows if r["switch"] == switch and tuple(r[k] for k in _KEY) in shipped]
         ok = [r for r in group if r["learned"]]
         base = [shipped[tuple(r[k] for k in _KEY)] for r in group]
@@ -239,20 +261,33 @@ def _runs(tasks: list[tuple[Any, ...]], args: argparse.Namespace) -> list[dict[s
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
-    p.add_argument("--cells", choices=("subset", "extended"), default="subset")
+    p.add_argument(
+        "--cells", choices=("subset", "extended", "square", "lowrank", "none"), default="subset"
+    )
     p.add_argument("--merge", action="store_true", help="keep the JSON's other cells' rows")
+    p.add_argument("--add", nargs="*", type=Path, default=[], help="rows of other runs' JSON")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--switches", nargs="*", default=None, help="only these switches")
     args = p.parse_args(argv)
     out = output_dir(args.out, args.quick, "multi_head_ablation")
-    cells = QUICK_CELLS if args.quick else {"subset": CELLS, "extended": EXTENDED_CELLS}[args.cells]
+    cells = (
+        QUICK_CELLS
+        if args.quick
+        else {
+            "subset": CELLS,
+            "extended": EXTENDED_CELLS,
+            "square": SQUARE_CELLS,
+            "lowrank": LOW_RANK_CELLS,
+            "none": [],
+        }[args.cells]
+    )
     switches = ["none", *(args.switches if args.switches is not None else SWITCHES)]
     unknown = set(switches) - {"none", *SWITCHES}
     if unknown:
         p.error(f"--switches: unknown {sorted(unknown)}; known: {', '.join(SWITCHES)}")
     started = time.perf_counter()
-    if cells is EXTENDED_CELLS:
+    if cells is not CELLS and not args.quick:
         # The learner as shipped first, then each switch only where its stage changed the
         # run: a stage that changed nothing leaves the run as it is when switched off.
         rows = _runs([("none", k, dt, d, H, s) for k, dt, d, H, ss in cells for s in ss], args)
@@ -282,6 +317,11 @@ def main(argv: list[str] | None = None) -> None:
         ran = {(k, dt, d, H, x) for k, dt, d, H, ss in cells for x in ss}
         rows = [r for r in old["runs"] if tuple(r[k] for k in _KEY) not in ran] + rows
         runs_meta = old["meta"]["settings"].get("runs", [old["meta"]["settings"]]) + runs_meta
+    for extra in args.add:  # another run's rows (its cells replace these cells' rows)
+        more = json.loads(extra.read_text())
+        ran = {tuple(r[k] for k in _KEY) for r in more["runs"]}
+        rows = [r for r in rows if tuple(r[k] for k in _KEY) not in ran] + more["runs"]
+        runs_meta += more["meta"]["settings"]["runs"]
     summary = summarise(rows)
     print(table(summary))
     for s in summary:

@@ -121,12 +121,11 @@ def _decode_pooled(
     # s = M^T w: swapping them leaves the plane, so there is no second solution to look for;
     # what is left of their closeness is in the linear fit's sigma_min (the estimate).
     twins: list[tuple[int, int, int, int, float, float]] = []
-    if not wide and options.swaps:
-        before = s.copy()
+    # Not a switch: a second solution is an error the first-order estimate cannot see, so
+    # it enters the estimate (or names the refusal) whether or not it changes the fit.
+    if not wide:
         r, s, res_best, _, twins, alts = _swap_alternatives(lt, Y, r, s, res_best, floor)
         twins = _resolve_twins(twins, alts, r, s, res_best, lt, f0, unit, ask_ties)
-        if twins or not np.array_equal(s, before):
-            options.mark("swaps")
     spread = np.zeros(d)
     for tw in twins:
         spread[tw[0]] = max(spread[tw[0]], tw[5])

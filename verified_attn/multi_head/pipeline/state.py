@@ -1,7 +1,7 @@
 """The float learner's typed state, passed from stage to stage, and its stage switches.
 
 >>> Options().pilot, Options(pilot=False).pilot, len(SWITCHES)
-(True, False, 10)
+(True, False, 9)
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ class Options:
     consensus_start: bool = True  # the redundant design's consensus-plane restart
     linear_rounds: bool = True  # the redundant design's pair-refit rounds on the plane
     low_rank_restarts: bool = True  # stalled groups from the others' low-rank head planes
-    swaps: bool = True  # the square design's swapped close scores (second solutions)
     conditioning: bool = True  # failing u-groups asked again at a better-conditioned u
     joint_polish: bool = True  # small boxes: a dense fit of every parameter on every answer
     precision_polish: bool = True  # a float64 box's polish on random sequences
@@ -50,8 +49,8 @@ class Options:
     def mark(self, stage: str) -> None:
         """Count ``stage`` as having changed the run (when ``fired`` is given).
 
-        >>> o = Options(fired={}); o.mark("swaps"); o.fired
-        {'swaps': 1}
+        >>> o = Options(fired={}); o.mark("pilot"); o.fired
+        {'pilot': 1}
         """
         if self.fired is not None:
             self.fired[stage] = self.fired.get(stage, 0) + 1
