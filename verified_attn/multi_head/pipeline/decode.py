@@ -107,13 +107,13 @@ def _decode_pooled(
     bad = [k for k in range(d) if not res_best[k] <= _GROUP_FIT * floor[k]]
     if bad:
         k = bad[0]
-        failure = (
-            f"the pooled fit of the u-group u_{k + 1} ({ncols} pairs, {H} heads) misses its "
-            f"answers by {res_best[k]:.2e}, over {_GROUP_FIT:g} x its rounding floor "
-            f"{floor[k]:.2e} ({len(bad)} of {d} groups): not {H} softmax heads, or too "
-            "ill-conditioned"
+        return _refused(
+            gap,
+            bad,
+            f"u_{k + 1} ({ncols} pairs, {H} heads) misses its answers by "
+            f"{res_best[k]:.2e}, over {_GROUP_FIT:g} x its rounding floor {floor[k]:.2e} "
+            f"({len(bad)} of {d} groups): not {H} softmax heads, or too ill-conditioned",
         )
-        return _Decoded([], 0.0, [], gap, 0.0, None, failure, tuple(bad))
     M = float_probe_matrix(B, affine)
     wide = M.shape[1] > M.shape[0]
     # (After the refusal above: the swaps cost a group fit each, 20 s at d = 32, H = 8.)
@@ -139,13 +139,14 @@ def _decode_pooled(
     stuck = [k for k in range(d) if not res_best[k] <= _CONVERGED * max(level, 1.0) * floor[k]]
     if stuck:
         k = stuck[0]
-        failure = (
-            f"the pooled fit of the u-group u_{k + 1} ({ncols} pairs, {H} heads) stops at "
+        return _refused(
+            gap,
+            stuck,
+            f"u_{k + 1} ({ncols} pairs, {H} heads) stops at "
             f"{res_best[k] / floor[k]:.3g} x its rounding floor, over {_CONVERGED:g} x the "
             f"groups' median {level:.3g} x ({len(stuck)} of {d} groups): a local minimum of "
-            "the fit (the box is not shown out of class); rerun with another seed"
+            "the fit (the box is not shown out of class); rerun with another seed",
         )
-        return _Decoded([], 0.0, [], gap, 0.0, None, failure, tuple(stuck))
     ambiguous: list[str] = []
     noise = np.sqrt(res_best**2 + floor**2)  # each group's |dY|: residual and rounding
     # Heads with (nearly) equal residues at u_k (e.g. equal v) are interchangeable in the
@@ -166,6 +167,13 @@ def _decode_pooled(
     if estimate > cast(float, getattr(arith, "parameter_rtol", arith.rtol)):
         ambiguous += _twin_names(twins, arith)
     return _Decoded(heads, beta, ambiguous, gap, float(sig.min()), estimate)
+
+
+def _refused(gap: float, groups: list[int], why: str) -> _Decoded:
+    """A failed decoding: the failing u-groups ``groups``, the first named by ``why``."""
+    return _Decoded(
+        [], 0.0, [], gap, 0.0, None, f"the pooled fit of the u-group {why}", tuple(groups)
+    )
 
 
 def _twin_names(
