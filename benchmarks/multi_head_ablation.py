@@ -60,6 +60,8 @@ CELLS = [("random", "float64", 8, H, range(4)) for H in range(2, 7)]
 CELLS += [("random", "float64", 16, 4, range(2))]
 CELLS += [("torch", "float64", E, H, range(2)) for E, H in ((8, 2), (8, 4), (16, 4))]
 CELLS += [("torch", "float32", 8, H, range(2)) for H in (2, 4)]
+#: Where consensus_start and linear_rounds both changed the run: the two off together.
+PAIR_CELLS = [("random", "float64", 8, 6, (4, 12))]
 EXTENDED_CELLS = [("random", "float64", 8, 5, (12,)), ("random", "float64", 8, 6, (4, 12))]
 EXTENDED_CELLS += [("random", "float64", 8, 7, (1, 4)), ("random", "float64", 16, 8, (1,))]
 EXTENDED_CELLS += [("random", "float64", 8, 8, (4,)), ("torch", "float64", 16, 8, (0,))]
@@ -100,7 +102,8 @@ def _box(kind: str, dtype: str, d: int, H: int, seed: int) -> tuple[Any, Any, An
 def run(switch: str, kind: str, dtype: str, d: int, H: int, seed: int) -> dict[str, Any]:
     """One cell with the stage ``switch`` off (``"none"``: the learner as shipped)."""
     fired: dict[str, int] = {}
-    options = Options(fired=fired) if switch == "none" else Options(**{switch: False})
+    off = {} if switch == "none" else dict.fromkeys(switch.split("+"), False)
+    options = Options(fired=fired, **off)
     oracle, heads, answer, affine = _box(kind, dtype, d, H, seed)
     row: dict[str, Any] = {"switch": switch, "kind": kind, "dtype": dtype, "d": d, "H": H}
     row.update(seed=seed, follow_up=follow_up_query_bound(d, H))
@@ -186,7 +189,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     shipped = {tuple(r[k] for k in _KEY): r for r in rows if r["switch"] == "none"}
     out = []
     # The switches of the learner as it is, then any a recorded run had that it no longer has.
-    gone = sorted({r["switch"] for r in rows} - {"none", *SWITCHES})
+    gone = sorted({r["switch"] for r in rows} - {"none", *SWITCHES})  # and switches together
     for switch in ["none", *SWITCHES, *gone]:
         group = [r for r in rows if r["switch"] == switch and tuple(r[k] for k in _KEY) in shipped]
         ok = [r for r in group if r["learned"]]
@@ -258,17 +261,27 @@ def _runs(tasks: list[tuple[Any, ...]], args: argparse.Namespace) -> list[dict[s
     return list(progress(map(_call, tasks), "runs", total=len(tasks)))
 
 
+def _merged(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``old`` and ``new`` rows, a new row replacing an old one of the same switch and run."""
+    ids = {(r["switch"], *(r[k] for k in _KEY)) for r in new}
+    return [r for r in old if (r["switch"], *(r[k] for k in _KEY)) not in ids] + new
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument(
-        "--cells", choices=("subset", "extended", "square", "lowrank", "none"), default="subset"
+        "--cells",
+        choices=("subset", "extended", "square", "lowrank", "pair", "none"),
+        default="subset",
     )
     p.add_argument("--merge", action="store_true", help="keep the JSON's other cells' rows")
     p.add_argument("--add", nargs="*", type=Path, default=[], help="rows of other runs' JSON")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--out", type=Path, default=None)
-    p.add_argument("--switches", nargs="*", default=None, help="only these switches")
+    p.add_argument(
+        "--switches", nargs="*", default=None, help="only these switches (a+b: both off at once)"
+    )
     args = p.parse_args(argv)
     out = output_dir(args.out, args.quick, "multi_head_ablation")
     cells = (
@@ -279,11 +292,12 @@ def main(argv: list[str] | None = None) -> None:
             "extended": EXTENDED_CELLS,
             "square": SQUARE_CELLS,
             "lowrank": LOW_RANK_CELLS,
+            "pair": PAIR_CELLS,
             "none": [],
         }[args.cells]
     )
     switches = ["none", *(args.switches if args.switches is not None else SWITCHES)]
-    unknown = set(switches) - {"none", *SWITCHES}
+    unknown = {x for sw in switches for x in sw.split("+")} - {"none", *SWITCHES}
     if unknown:
         p.error(f"--switches: unknown {sorted(unknown)}; known: {', '.join(SWITCHES)}")
     started = time.perf_counter()
@@ -295,7 +309,7 @@ def main(argv: list[str] | None = None) -> None:
             (sw, r["kind"], r["dtype"], r["d"], r["H"], r["seed"])
             for r in rows
             for sw in switches[1:]
-            if sw in r.get("fired", {})
+            if any(part in r.get("fired", {}) for part in sw.split("+"))
         ]
         rows += _runs(tasks, args)
     else:  # the subset's cells run every switch, as recorded
@@ -314,13 +328,11 @@ def main(argv: list[str] | None = None) -> None:
     path = out / "multi_head_ablation.json"
     if args.merge and path.exists():
         old = json.loads(path.read_text())
-        ran = {(k, dt, d, H, x) for k, dt, d, H, ss in cells for x in ss}
-        rows = [r for r in old["runs"] if tuple(r[k] for k in _KEY) not in ran] + rows
+        rows = _merged(old["runs"], rows)
         runs_meta = old["meta"]["settings"].get("runs", [old["meta"]["settings"]]) + runs_meta
     for extra in args.add:  # another run's rows (its cells replace these cells' rows)
         more = json.loads(extra.read_text())
-        ran = {tuple(r[k] for k in _KEY) for r in more["runs"]}
-        rows = [r for r in rows if tuple(r[k] for k in _KEY) not in ran] + more["runs"]
+        rows = _merged(rows, more["runs"])
         runs_meta += more["meta"]["settings"]["runs"]
     summary = summarise(rows)
     print(table(summary))
