@@ -277,6 +277,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--merge", action="store_true", help="keep the JSON's other cells' rows")
     p.add_argument("--add", nargs="*", type=Path, default=[], help="rows of other runs' JSON")
+    p.add_argument("--resume", type=Path, default=None, help="rows already run (JSON lines)")
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument(
@@ -304,12 +305,18 @@ def main(argv: list[str] | None = None) -> None:
     if cells is not CELLS and not args.quick:
         # The learner as shipped first, then each switch only where its stage changed the
         # run: a stage that changed nothing leaves the run as it is when switched off.
-        rows = _runs([("none", k, dt, d, H, s) for k, dt, d, H, ss in cells for s in ss], args)
+        # --resume: rows already run (as a JSON row a line, the run's standard error).
+        done = [json.loads(x) for x in args.resume.read_text().splitlines()] if args.resume else []
+        have = {(r["switch"], *(r[k] for k in _KEY)) for r in done}
+        todo = [("none", k, dt, d, H, s) for k, dt, d, H, ss in cells for s in ss]
+        rows = done + _runs([t for t in todo if t not in have], args)
         tasks = [
             (sw, r["kind"], r["dtype"], r["d"], r["H"], r["seed"])
-            for r in rows
             for sw in switches[1:]
-            if any(part in r.get("fired", {}) for part in sw.split("+"))
+            for r in rows
+            if r["switch"] == "none"
+            and any(part in r.get("fired", {}) for part in sw.split("+"))
+            and (sw, *(r[k] for k in _KEY)) not in have
         ]
         rows += _runs(tasks, args)
     else:  # the subset's cells run every switch, as recorded
