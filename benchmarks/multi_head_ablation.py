@@ -26,8 +26,10 @@ more than rtol: must stay 0), queries against the follow-up's ``4Hd^2 - 2H + 1``
 parameter and prediction errors, seconds.
 
 A stage "rescues" a run when the learner as shipped learns it and the learner without that
-stage does not; it "improves a figure" when, over the runs both learn, it lowers the worst
-parameter or prediction error or the queries.
+stage does not; it "improves a figure" of a run both learn when without it the run asks more
+queries, or its parameter or prediction error is over ``FACTOR`` (2) x the shipped run's
+(each such run is listed in the summary's ``helped``, with its cell and seed). Switches
+joined by ``+`` are off together (stages that may stand in for each other).
 """
 
 from __future__ import annotations
