@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> None:
         "switches": switches,
         "total_seconds": time.perf_counter() - started,
     }
-    runs_meta = [run_meta]
+    runs_meta = [run_meta] if cells else []  # --cells none: only merging
     path = out / "multi_head_ablation.json"
     if args.merge and path.exists():
         old = json.loads(path.read_text())
