@@ -1,6 +1,6 @@
 """A fixture for the tests that pin a float32 box's decoding figures (u-groups, joint).
 
-Below ``canonical_float.POLISH_PARAMETERS`` a float32 box takes the sequence polish
+Below ``pipeline.budget.POLISH_PARAMETERS`` a float32 box takes the sequence polish
 (tests/multi_head/test_sequence_polish_s11.py); these tests check the figures a float32 box
 past it keeps (e.g. E = 32, H = 4), on smaller boxes: import ``no_polish`` (autouse).
 """

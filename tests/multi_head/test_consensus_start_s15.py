@@ -11,12 +11,16 @@ import pytest
 from test_float_extraction_s3 import _box, _model
 
 import verified_attn as va
-from verified_attn.multi_head import canonical_float as cf
 from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
 from verified_attn.multi_head.float_linear_fit import (
     consensus_start,
     linear_start,
 )
+from verified_attn.multi_head.pipeline.asking import ask_pairs
+from verified_attn.multi_head.pipeline.budget import extra_columns, float_ratios
+from verified_attn.multi_head.pipeline.design import float_design, float_probe_matrix
+from verified_attn.multi_head.pipeline.fits import _group_fits
+from verified_attn.multi_head.pipeline.rules import _CONVERGED, _GROUP_FIT
 
 UNIT = 2.0**-53
 
@@ -67,13 +71,13 @@ def _group_answers(d: int, H: int, seed: int) -> tuple[np.ndarray, ...]:
     """The wide design's F(0) and grid answers of the float benchmark's random box (the
     pilot keeps the design scale 1 for it), asked directly."""
     model = _model(_box(d, H, seed))
-    extra = cf.extra_columns(d, H, False)
-    _, B, pairs = cf.float_design(d, seed, False, 1.0, extra)
+    extra = extra_columns(d, H, False)
+    _, B, pairs = float_design(d, seed, False, 1.0, extra)
     oracle = va.Oracle(model, "float")
-    ratios = cf.float_ratios(H)
+    ratios = float_ratios(H)
     f0 = np.array(oracle.query_many(B[:, None, :]), dtype=float)
-    ans = cf.ask_pairs(oracle, pairs[: d * len(B)], B, ratios)
-    Mt = cf.float_probe_matrix(B, False).T
+    ans = ask_pairs(oracle, pairs[: d * len(B)], B, ratios)
+    Mt = float_probe_matrix(B, False).T
     return f0, np.asarray(ans), np.array([k / m for k, m in ratios]), Mt
 
 
@@ -87,16 +91,16 @@ def test_a_stalled_u_group_of_eight_heads_reaches_its_floor(
     d, H, seed, k = 8, 8, 1, 0
     f0, ans, t, Mt = _group_answers(d, H, seed)
     rows = ans[k * len(f0) : (k + 1) * len(f0)]
-    _, _, res, floor = cf._group_fits(f0, rows, t, H, 1, UNIT, ids=[k], full_d=d, Mt=Mt)
-    assert res[0] <= cf._CONVERGED * floor[0]
+    _, _, res, floor = _group_fits(f0, rows, t, H, 1, UNIT, full_d=d, Mt=Mt)
+    assert res[0] <= _CONVERGED * floor[0]
     # Without it (the greedy start again), the same group stays far off its floor.
     from verified_attn.multi_head.pipeline import fits
 
     monkeypatch.setattr(
         fits, "consensus_start", lambda Mt, s, weight, rng: linear_start(Mt, s, weight)
     )
-    _, _, res, floor = cf._group_fits(f0, rows, t, H, 1, UNIT, ids=[k], full_d=d, Mt=Mt)
-    assert res[0] > cf._GROUP_FIT * floor[0]
+    _, _, res, floor = _group_fits(f0, rows, t, H, 1, UNIT, full_d=d, Mt=Mt)
+    assert res[0] > _GROUP_FIT * floor[0]
 
 
 @pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`

@@ -27,13 +27,11 @@ import pytest
 import verified_attn as va
 from verified_attn.arithmetic import FloatArithmetic
 from verified_attn.errors import CertificateError, InvalidArgument, PrecisionExhausted
-from verified_attn.multi_head.canonical_float import (
-    heads_error_estimate,
-    link_decided,
-    random_float_box,
-)
 from verified_attn.multi_head.canonical_learner import learn_multi_head
 from verified_attn.multi_head.float_fit import fit_groups, group_model, link_noise, link_orders
+from verified_attn.multi_head.pipeline.design import random_float_box
+from verified_attn.multi_head.pipeline.poles import link_decided
+from verified_attn.multi_head.pipeline.verify import heads_error_estimate
 from verified_attn.serialize import dump_number, load_number
 
 torch = pytest.importorskip("torch")

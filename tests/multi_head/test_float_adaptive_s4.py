@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 import verified_attn as va
-import verified_attn.multi_head.canonical_float as cf
 from verified_attn.errors import (
     CertificateError,
     ModelClassMismatch,
@@ -25,18 +24,21 @@ from verified_attn.errors import (
     PrecisionExhausted,
 )
 from verified_attn.models import MultiHeadAttention
-from verified_attn.multi_head.canonical_float import (
-    CONDITIONING_GROUPS,
+from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
+from verified_attn.multi_head.float_pilot import SCORE_TARGET, next_scale, pilot_rounds
+from verified_attn.multi_head.pipeline.budget import (
+    UNBOUNDED_ROUNDS_FROM_HEADS,
     adaptive_room,
     base_query_limit,
     extra_columns,
     float_query_bound,
     float_query_limit,
-    random_float_box,
+    precision_polish_count,
     redundancy,
 )
-from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
-from verified_attn.multi_head.float_pilot import SCORE_TARGET, next_scale, pilot_rounds
+from verified_attn.multi_head.pipeline.decode import _decode_pooled
+from verified_attn.multi_head.pipeline.design import CONDITIONING_GROUPS, random_float_box
+from verified_attn.multi_head.pipeline.rules import _Decoded
 from verified_attn.serialize import dump_number, load_number
 
 
@@ -54,7 +56,7 @@ def stall_first_decoding(
 ) -> list[np.ndarray]:
     """Make the learner's first decoding report the u-groups ``groups`` stalled (the later
     ones run as they are); returns the U of every decoding, in order."""
-    real = cf._decode_pooled
+    real = _decode_pooled
     calls: list[np.ndarray] = []
 
     def stalls_once(U: np.ndarray, *args: Any, **kwargs: Any) -> Any:
@@ -62,7 +64,7 @@ def stall_first_decoding(
         dec = real(U, *args, **kwargs)
         if len(calls) > 1:
             return dec
-        return cf._Decoded([], 0.0, [], dec.gap, 0.0, None, "simulated stall", groups)
+        return _Decoded([], 0.0, [], dec.gap, 0.0, None, "simulated stall", groups)
 
     monkeypatch.setattr("verified_attn.multi_head.pipeline.decode._decode_pooled", stalls_once)
     return calls
@@ -105,7 +107,7 @@ def test_module_scale_box_is_learned_only_with_the_pilot(monkeypatch: pytest.Mon
     rec = learn_multi_head(va.Oracle(model, "float"), heads=4, seed=0)
     # The precision polish too (ceil(288 / 8) = 36 sequences): the decoded estimate was
     # above PRECISION_TARGET.
-    polish = cf.precision_polish_count(8, 4, False)
+    polish = precision_polish_count(8, 4, False)
     assert rec.queries == float_query_bound(8, 4) + 8 * 9 + polish == 755
     assert rec.queries_by_phase["pilot"] == 2 * 8 * 9
     assert rec.queries <= rec.bound == float_query_limit(8, 4) < follow_up_query_bound(8, 4)
@@ -139,7 +141,7 @@ def test_the_worst_case_of_the_adaptive_phases(d: int, H: int, affine: bool) -> 
     assert 1 <= rounds <= 3 and pilot <= room
     limit = float_query_limit(d, H, affine=affine)
     base = base_query_limit(d, H, affine=affine)
-    if extra and H >= cf.UNBOUNDED_ROUNDS_FROM_HEADS:
+    if extra and H >= UNBOUNDED_ROUNDS_FROM_HEADS:
         # The redundant design from six heads on: the design and the pilot's rounds under
         # the follow-up's count, the conditioning rounds at their whole worst case on top.
         # (Up to five heads the redundant columns share the room, as the square design.)
@@ -224,7 +226,7 @@ def test_a_stalled_group_is_asked_again_and_certified(monkeypatch: pytest.Monkey
     model = MultiHeadAttention([(W.tolist(), v.tolist()) for W, v in heads])
     rec = learn_multi_head(va.Oracle(model, "float"), heads=5, seed=0)
     assert len(calls) == 2
-    polish = cf.precision_polish_count(8, 5, False)  # asked: the decoded estimate > target
+    polish = precision_polish_count(8, 5, False)  # asked: the decoded estimate > target
     assert rec.queries == float_query_bound(8, 5) + 9 * 11 + polish == 933
     assert rec.queries_by_phase["conditioning"] == 9 * 11
     assert rec.queries <= rec.bound == float_query_limit(8, 5) < follow_up_query_bound(8, 5)

@@ -10,8 +10,8 @@ import pytest
 import verified_attn as va
 from verified_attn.certificates.multi_head import MAX_FLOAT_HEADS, MAX_HEADS
 from verified_attn.errors import CertificateError
-from verified_attn.multi_head.canonical_float import random_float_box
 from verified_attn.multi_head.canonical_learner import learn_multi_head
+from verified_attn.multi_head.pipeline.design import random_float_box
 
 
 def test_a_seven_head_float_certificate_rechecks() -> None:

@@ -16,14 +16,14 @@ import pytest
 
 import verified_attn as va
 from verified_attn.errors import CertificateError, PrecisionExhausted
-from verified_attn.multi_head.canonical_float import (
+from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
+from verified_attn.multi_head.float_pilot import pilot_rounds
+from verified_attn.multi_head.pipeline.budget import (
     extra_columns,
     float_query_bound,
     float_query_limit,
     probe_columns,
 )
-from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
-from verified_attn.multi_head.float_pilot import pilot_rounds
 from verified_attn.verification import DEFAULT_VERIFY
 
 torch = pytest.importorskip("torch")

@@ -24,10 +24,19 @@ from verified_attn.errors import (
     PrecisionExhausted,
 )
 from verified_attn.models import MultiHeadAttention
-from verified_attn.multi_head import canonical_float as cf
 from verified_attn.multi_head.canonical import canonical_form
 from verified_attn.multi_head.canonical_learner import learn_multi_head
-from verified_attn.multi_head.float_fit import group_model
+from verified_attn.multi_head.float_fit import GroupFit, group_model
+from verified_attn.multi_head.pipeline.budget import (
+    float_query_bound,
+    float_ratios,
+    precision_polish_count,
+)
+from verified_attn.multi_head.pipeline.decode import _resolve_twins, _swap_alternatives
+from verified_attn.multi_head.pipeline.design import float_design, float_sequence, random_float_box
+from verified_attn.multi_head.pipeline.fits import _group_fits
+from verified_attn.multi_head.pipeline.poles import _sigmoid
+from verified_attn.multi_head.pipeline.rules import _CONVERGED
 
 REFUSALS = (ModelClassMismatch, NotIdentifiable, PrecisionExhausted)
 UNIT = 2.0**-53
@@ -76,11 +85,11 @@ def _answers(
     model: MultiHeadAttention, d: int, H: int, seed: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The design and the grid answers of the float learner, asked directly."""
-    U, B, pairs = cf.float_design(d, seed, False)
+    U, B, pairs = float_design(d, seed, False)
     oracle = va.Oracle(model, "float")
-    ratios = cf.float_ratios(H)
+    ratios = float_ratios(H)
     f0 = np.array(oracle.query_many(B[:, None, :]), dtype=float)
-    seqs = [cf.float_sequence(u, B[j], k, m) for u, j in pairs for k, m in ratios]
+    seqs = [float_sequence(u, B[j], k, m) for u, j in pairs for k, m in ratios]
     ans = np.array(oracle.query_many(seqs), dtype=float).reshape(len(pairs), len(ratios))
     return U, B, f0, ans, np.array([k / m for k, m in ratios])
 
@@ -113,8 +122,8 @@ def test_local_minima_of_main_are_learned(H: int, seed: int, main: str) -> None:
     assert rec.verification_error is not None and rec.verification_error <= 1e-9
     # And the decoder's groups themselves: every one at the rounding floor, at the truth.
     U, B, f0, ans, t = _answers(model, d, H, seed)
-    _, s, res, floor = cf._group_fits(f0, ans, t, H, d, UNIT)
-    assert (res <= cf._CONVERGED * floor).all()
+    _, s, res, floor = _group_fits(f0, ans, t, H, d, UNIT)
+    assert (res <= _CONVERGED * floor).all()
     true_s = np.array([[[U[k] @ W @ B[j] for W, _ in heads] for j in range(d)] for k in range(d)])
     for k in range(d):
         # the group's head order is its own: compare sorted scores of each pair
@@ -130,16 +139,16 @@ def test_second_solution_is_decided_by_one_tie_link(monkeypatch: pytest.MonkeyPa
     # The square design (with redundant columns there is no second solution to decide:
     # test_float_wide_s6 learns this box without a tie link).
     monkeypatch.setattr("verified_attn.multi_head.pipeline.budget.REDUNDANT_FROM_HEADS", 9)
-    model = cf.random_float_box(8, 6, 1)
+    model = random_float_box(8, 6, 1)
     heads = _heads_of(model)
-    U, B, _ = cf.float_design(8, 1, False)
+    U, B, _ = float_design(8, 1, False)
     true_s = np.array([[[U[k] @ W @ B[j] for W, _ in heads] for j in range(8)] for k in range(8)])
     assert np.diff(np.sort(true_s, axis=-1), axis=-1).min() < 1e-4  # the premise
     rec = learn_multi_head(va.Oracle(model, "float"), heads=6, seed=1)
     # The one extra query, in its own phase, within the float path's worst case.
     assert rec.queries_by_phase["tie links"] == 1
     # Learning queries: the design, the link and the precision polish (ceil(432 / 8)).
-    assert rec.queries == cf.float_query_bound(8, 6) + 1 + cf.precision_polish_count(8, 6, False)
+    assert rec.queries == float_query_bound(8, 6) + 1 + precision_polish_count(8, 6, False)
     assert _error(rec, model) <= min(_estimate(rec), 1e-10)
     # The tie link's answer is in the certificate, which re-checks without the oracle.
     assert va.verify_certificate(rec.certificate()).ok
@@ -148,17 +157,17 @@ def test_second_solution_is_decided_by_one_tie_link(monkeypatch: pytest.MonkeyPa
 def test_resolve_twins_asks_and_decides() -> None:
     # One group, a twin whose second solution predicts the tie link differently: the link's
     # answer picks one, an answer halfway decides nothing (the twin stays, for the refusal).
-    lt = np.log(np.array([k / m for k, m in cf.float_ratios(2)]))
+    lt = np.log(np.array([k / m for k, m in float_ratios(2)]))
     r = np.array([[1.0, 2.0]])
     s = np.array([[[0.1, 0.5], [0.3, 0.30005]]])
-    alt = cf.GroupFit(r[0].copy(), s[0].copy(), np.array([1e-15]))
+    alt = GroupFit(r[0].copy(), s[0].copy(), np.array([1e-15]))
     alt.s[1] = [0.30005, 0.3]
     f0 = np.array([0.2, -0.1])
     res = np.array([1e-15])
     twins = [(0, 1, 0, 1, 5e-5, 5e-5)]
 
     def predict(rr: np.ndarray, ss: np.ndarray) -> float:
-        return float((f0[0] + f0[1]) / 2 + rr @ cf._sigmoid((ss[0] + ss[1]) / 2))
+        return float((f0[0] + f0[1]) / 2 + rr @ _sigmoid((ss[0] + ss[1]) / 2))
 
     asked: list[list[tuple[int, int]]] = []
 
@@ -171,11 +180,11 @@ def test_resolve_twins_asks_and_decides() -> None:
 
     y_alt = predict(alt.r, alt.s)
     r1, s1, res1 = r.copy(), s.copy(), res.copy()
-    left = cf._resolve_twins(twins, [alt], r1, s1, res1, lt, f0, UNIT, answer_with(y_alt))
+    left = _resolve_twins(twins, [alt], r1, s1, res1, lt, f0, UNIT, answer_with(y_alt))
     assert left == [] and asked == [[(0, 1)]] and np.array_equal(s1[0], alt.s)
     y_mid = (y_alt + predict(r[0], s[0])) / 2
     r2, s2, res2 = r.copy(), s.copy(), res.copy()
-    left = cf._resolve_twins(twins, [alt], r2, s2, res2, lt, f0, UNIT, answer_with(y_mid))
+    left = _resolve_twins(twins, [alt], r2, s2, res2, lt, f0, UNIT, answer_with(y_mid))
     assert left == twins and np.array_equal(s2, s)
 
 
@@ -183,28 +192,28 @@ def test_swap_alternatives_sees_what_the_first_order_estimate_cannot() -> None:
     # One synthetic group: pair 0 has two scores 4e-5 apart; answers exact to rounding.
     rng = np.random.default_rng(3)
     J, H = 6, 3
-    lt = np.log(np.array([k / m for k, m in cf.float_ratios(H)]))
+    lt = np.log(np.array([k / m for k, m in float_ratios(H)]))
     r = np.array([[1.3, 0.8, -1.1]])
     s = rng.uniform(-3.0, 3.0, (1, J, H))
     s[0, 0, 1] = s[0, 0, 0] + 4e-5
     Y = group_model(lt, r, s)
     floor = np.array([UNIT * float(np.linalg.norm(Y))])
     res = np.array([float(np.linalg.norm(group_model(lt, r, s) - Y))]) + floor
-    _, _, _, spread, twins, _ = cf._swap_alternatives(lt, Y, r, s, res, floor)
+    _, _, _, spread, twins, _ = _swap_alternatives(lt, Y, r, s, res, floor)
     assert [(k, j, a, b) for k, j, a, b, _, _ in twins] == [(0, 0, 0, 1)]
     # The second solution is far beyond the first-order error (floor / sigma_min ~ 1e-10).
     assert spread[0] > 1e-6
     # Scores far apart: no second solution, nothing reported.
     s[0, 0, 1] = s[0, 0, 0] + 0.7
     Y = group_model(lt, r, s)
-    _, _, _, spread, twins, _ = cf._swap_alternatives(lt, Y, r, s, res, floor)
+    _, _, _, spread, twins, _ = _swap_alternatives(lt, Y, r, s, res, floor)
     assert twins == [] and spread[0] == 0.0
 
 
 def test_a_group_stuck_above_the_others_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     # The gate: a group at 200 x the others' residual level is a local minimum, refused
     # before any estimate (the estimate assumes a fit at the noise level).
-    real = cf._group_fits
+    real = _group_fits
 
     def stuck(*args: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         r, s, res, floor = real(*args, **kwargs)
@@ -236,7 +245,7 @@ def test_a_fresh_miss_is_not_called_out_of_class(monkeypatch: pytest.MonkeyPatch
 @pytest.mark.parametrize(("H", "seed"), [(3, 0), (4, 2), (5, 3), (6, 0)])
 def test_estimate_bounds_the_true_error(H: int, seed: int) -> None:
     # Measured (d = 8, H = 2-6, seeds 0-9): the true error is 3x - 100x below the estimate.
-    model = cf.random_float_box(8, H, seed)
+    model = random_float_box(8, H, seed)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=H, seed=seed)
     est = _estimate(rec)
     assert rec.verification is not None
@@ -248,7 +257,7 @@ def test_estimate_bounds_the_true_error(H: int, seed: int) -> None:
 def test_property_random_boxes_never_a_wrong_answer(d: int, H: int, seed: int) -> None:
     # Whatever is returned is within the rtol it states, in parameters and on fresh
     # sequences of lengths 1-16 (the learner's verification lengths are not used here).
-    model = cf.random_float_box(d, H, seed)
+    model = random_float_box(d, H, seed)
     try:
         rec = learn_multi_head(va.Oracle(model, "float"), heads=H, seed=seed)
     except REFUSALS:

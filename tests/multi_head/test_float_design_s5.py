@@ -21,10 +21,17 @@ import pytest
 from test_float_adaptive_s4 import _fresh_error
 
 import verified_attn as va
-import verified_attn.multi_head.canonical_float as cf
 from verified_attn.errors import CertificateError, PrecisionExhausted
 from verified_attn.multi_head.canonical_learner import learn_multi_head
 from verified_attn.multi_head.float_fit import sigma_min_groups
+from verified_attn.multi_head.pipeline.budget import (
+    _float_ratios,
+    float_query_bound,
+    float_ratios,
+    max_length,
+    precision_polish_count,
+)
+from verified_attn.multi_head.pipeline.design import float_design, random_float_box
 
 WINDOW_LOG2 = 8.0  # the stated window from H = 3 on: log2 t in [-8, 8]
 LONGEST = 257  # the stated longest per-pair query k + m from H = 3 on
@@ -63,18 +70,18 @@ def _violations(ratios: list[tuple[int, int]], H: int) -> list[str]:
 
 @pytest.mark.parametrize("H", range(1, 9))
 def test_ratios_span_the_stated_window_and_length(H: int) -> None:
-    ratios = cf.float_ratios(H)
+    ratios = float_ratios(H)
     assert _violations(ratios, H) == []
     window, longest = _stated(H)
     # The window's ends are reached exactly (1/256 and 256/1 from H = 3 on, 1/64 and 64/1
     # below): the full width is used.
     assert ratios[0] == (1, longest - 1) and ratios[2 * H - 1] == (longest - 1, 1)
-    assert cf.max_length(H) == longest
+    assert max_length(H) == longest
     assert max(abs(math.log2(k / m)) for k, m in ratios) == window
 
 
 def test_wrong_ratio_variants_fail_the_check() -> None:
-    good = cf.float_ratios(4)
+    good = float_ratios(4)
     outside = [(1, 512), *good[1:]]  # log2 t = -9: outside the window
     too_long = [(2, 511), *good[1:]]  # log2 t = -7.997 inside, but 513 tokens
     repeated = [*good[:-1], good[3]]  # the redundant sample repeats a grid ratio
@@ -98,7 +105,7 @@ def test_the_wider_window_is_better_conditioned_at_the_true_heads(
 
     def error(ratios: list[tuple[int, int]]) -> float:
         lt = np.log([k / m for k, m in ratios])
-        U, B, _ = cf.float_design(d, 0, False)
+        U, B, _ = float_design(d, 0, False)
         S = np.einsum("ki,hij,nj->knh", U, W, B)
         R = U @ v.T
         F0 = B @ v.sum(axis=0)
@@ -109,20 +116,20 @@ def test_the_wider_window_is_better_conditioned_at_the_true_heads(
         e = carry * floor / sigma_min_groups(lt, R, S)
         return float(np.sqrt((e**2).sum())) / max(1.0, float(np.abs(W).max()), np.abs(v).max())
 
-    new = error(cf.float_ratios(H))
+    new = error(float_ratios(H))
     monkeypatch.setattr("verified_attn.multi_head.pipeline.design._LOG2_WINDOW", 6.0)
     monkeypatch.setattr("verified_attn.multi_head.pipeline.design._MAX_LENGTH", 65)
-    cf._float_ratios.cache_clear()
+    _float_ratios.cache_clear()
     try:
-        old = error(cf.float_ratios(H))
+        old = error(float_ratios(H))
     finally:
-        cf._float_ratios.cache_clear()
+        _float_ratios.cache_clear()
     assert new <= 2e-9 and old >= 2e-8 and new * 30 <= old
 
 
 def _certificate() -> dict:
     # Three heads: the first count whose window is [-8, 8] (longest query 257).
-    rec = learn_multi_head(va.Oracle(cf.random_float_box(4, 3, 0), "float"), heads=3, seed=0)
+    rec = learn_multi_head(va.Oracle(random_float_box(4, 3, 0), "float"), heads=3, seed=0)
     assert rec.verified and rec.max_length == LONGEST
     return rec.certificate()
 
@@ -130,7 +137,7 @@ def _certificate() -> dict:
 def test_certificates_of_the_design_recheck_and_tampered_ratios_are_refused() -> None:
     cert = _certificate()
     assert va.verify_certificate(cert).ok
-    assert [tuple(r) for r in cert["design"]["ratios"]] == cf.float_ratios(3)
+    assert [tuple(r) for r in cert["design"]["ratios"]] == float_ratios(3)
     for i, bad_ratio in ((0, [1, 64]), (0, [1, 512]), (1, [2, 511]), (4, [2, 2])):
         bad = copy.deepcopy(cert)
         bad["design"]["ratios"][i] = bad_ratio
@@ -170,19 +177,19 @@ def test_a_box_the_old_window_refuses_is_learned(monkeypatch: pytest.MonkeyPatch
     # link, no conditioning round: the count is the old design's, 8 + 15 x 71). The square
     # design (no redundant columns): this test is about its window.
     monkeypatch.setattr("verified_attn.multi_head.pipeline.budget.REDUNDANT_FROM_HEADS", 9)
-    model = cf.random_float_box(8, 7, 0)
+    model = random_float_box(8, 7, 0)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=7, seed=0)
-    polish = cf.precision_polish_count(8, 7, False)  # asked: the decoded estimate > target
-    assert rec.queries == cf.float_query_bound(8, 7) + polish == 1073 + 63
+    polish = precision_polish_count(8, 7, False)  # asked: the decoded estimate > target
+    assert rec.queries == float_query_bound(8, 7) + polish == 1073 + 63
     assert rec.verified and _fresh_error(rec, model, 8, 0) <= 1e-9
     monkeypatch.setattr("verified_attn.multi_head.pipeline.design._LOG2_WINDOW", 6.0)
     monkeypatch.setattr("verified_attn.multi_head.pipeline.design._MAX_LENGTH", 65)
-    cf._float_ratios.cache_clear()
+    _float_ratios.cache_clear()
     try:
         with pytest.raises(PrecisionExhausted):
             learn_multi_head(va.Oracle(model, "float"), heads=7, seed=0)
     finally:
-        cf._float_ratios.cache_clear()
+        _float_ratios.cache_clear()
 
 
 def test_the_design_asked_in_small_blocks_is_the_same_queries_in_the_same_order(
@@ -190,7 +197,7 @@ def test_the_design_asked_in_small_blocks_is_the_same_queries_in_the_same_order(
 ) -> None:
     # ask_pairs builds at most _BLOCK_ENTRIES query entries at once (memory at large d);
     # the blocks change neither the queries, their order, their phases nor the result.
-    box = cf.random_float_box(4, 3, 2)
+    box = random_float_box(4, 3, 2)
     calls: list[int] = []
     query_many = va.Oracle.query_many
 

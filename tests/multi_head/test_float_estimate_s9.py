@@ -2,7 +2,7 @@
 
 ``row_sensitivities`` gives, per u-group, how far one unit of answer change can move each
 linear functional of the group's fit that a head parameter is made of; the estimate
-(``canonical_float._propagated_error``) carries them to the heads entry by entry. Checked
+(``pipeline.verify._propagated_error``) carries them to the heads entry by entry. Checked
 against the fits themselves: an answer change along the worst direction moves the refitted
 functional by the stated amount (first order), random changes of the same norm by less,
 and the estimate never exceeds the operator-norm bound it replaced.
@@ -13,7 +13,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from verified_attn.multi_head import canonical_float as cf
 from verified_attn.multi_head.float_fit import (
     fit_groups,
     group_model,
@@ -25,6 +24,8 @@ from verified_attn.multi_head.float_linear_fit import (
     linear_jacobian,
     sigma_min_linear,
 )
+from verified_attn.multi_head.pipeline.design import float_design, float_probe_matrix
+from verified_attn.multi_head.pipeline.verify import _propagated_error
 
 LT = np.log(2.0 ** np.linspace(-6, 6, 5))
 R_SIZE = 1e-7  # the answer change: small enough that the refit is first order
@@ -147,15 +148,15 @@ def test_the_estimate_is_never_over_the_operator_norm_bound(d: int, H: int, extr
     # The bound it replaced, written out: |U^-1| |M^-1| (sum_k (|dY_k| / sigma_min_k)^2)^1/2
     # for W (no |M^-1| with redundant columns) and v; the per-entry estimate is at most it.
     rng = np.random.default_rng(d * 10 + H + extra)
-    U, B, _ = cf.float_design(d, 0, False, extra=extra)
+    U, B, _ = float_design(d, 0, False, extra=extra)
     heads = [(rng.normal(0, 1 / np.sqrt(d), (d, d)), rng.normal(0, 1, d)) for _ in range(H)]
-    M = cf.float_probe_matrix(B, False)
+    M = float_probe_matrix(B, False)
     r = np.stack([U @ v for _, v in heads], axis=1)
     s = np.stack([U @ W @ M for W, _ in heads], axis=2)
     residual = rng.uniform(1e-9, 1e-8, d)
     floor = rng.uniform(1e-9, 1e-8, d)
     f0 = np.zeros(len(B))
-    got = cf._propagated_error(
+    got = _propagated_error(
         residual, floor, LT, r, s, np.zeros(d), U, B, f0, heads, 0.0, 2.0**-53, False
     )
     if extra:

@@ -23,9 +23,9 @@ from verified_attn.errors import (
     PrecisionExhausted,
 )
 from verified_attn.models import MultiHeadAttention
-from verified_attn.multi_head.canonical_float import float_query_bound
 from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
 from verified_attn.multi_head.float_fit import fit_groups, group_model, link_orders
+from verified_attn.multi_head.pipeline.budget import float_query_bound
 from verified_attn.serialize import dump_number, load_number
 
 REFUSALS = (ModelClassMismatch, NotIdentifiable, PrecisionExhausted)

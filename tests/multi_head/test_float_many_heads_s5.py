@@ -21,15 +21,18 @@ from test_float_extraction_s3 import REFUSALS, _box, _model
 
 import verified_attn as va
 from verified_attn.errors import CertificateError, PrecisionExhausted
-from verified_attn.multi_head import canonical_float as cf
-from verified_attn.multi_head.canonical_float import (
-    CONDITIONING_GROUPS,
+from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
+from verified_attn.multi_head.pipeline.budget import (
     adaptive_room,
     conditioning_cost,
     float_query_bound,
     float_query_limit,
+    precision_polish_count,
 )
-from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
+from verified_attn.multi_head.pipeline.decode import _decode_pooled
+from verified_attn.multi_head.pipeline.design import CONDITIONING_GROUPS
+from verified_attn.multi_head.pipeline.fits import _refit_groups
+from verified_attn.multi_head.pipeline.rules import _Decoded
 
 
 @pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
@@ -43,7 +46,7 @@ def test_every_failing_group_is_asked_again_in_one_round(monkeypatch: pytest.Mon
     monkeypatch.setattr(
         "verified_attn.multi_head.pipeline.budget.REDUNDANT_FROM_HEADS", 9
     )  # the square design's mechanism
-    real_refit = cf._refit_groups
+    real_refit = _refit_groups
     calls = stall_first_decoding(monkeypatch, (3, 5))
     refits: list[list[int]] = []
 
@@ -58,7 +61,7 @@ def test_every_failing_group_is_asked_again_in_one_round(monkeypatch: pytest.Mon
     assert len(calls) == 2
     assert [sorted(g) for g in refits] == [[3, 5]]
     assert rec.queries_by_phase["conditioning"] == 2 * 9 * 11
-    polish = cf.precision_polish_count(8, 5, False)  # asked: the decoded estimate > target
+    polish = precision_polish_count(8, 5, False)  # asked: the decoded estimate > target
     assert rec.queries == float_query_bound(8, 5) + 2 * 9 * 11 + polish == 987 + 45
     assert rec.queries <= rec.bound == float_query_limit(8, 5) < follow_up_query_bound(8, 5)
     assert _fresh_error(rec, model, 8, 0) <= rec.verification.rtol
@@ -82,7 +85,7 @@ def test_the_groups_asked_again_are_held_to_the_room(
     # failing group as it is cannot succeed (its fit depends only on its own answers): none
     # is asked. Both are refused with the decoder's reason, within the bound.
     def always(*args: Any, **kwargs: Any) -> Any:
-        return cf._Decoded([], 0.0, [], 1.0, 0.0, None, "groups miss (simulated)", stalled)
+        return _Decoded([], 0.0, [], 1.0, 0.0, None, "groups miss (simulated)", stalled)
 
     monkeypatch.setattr(
         "verified_attn.multi_head.pipeline.budget.REDUNDANT_FROM_HEADS", 9
@@ -134,7 +137,7 @@ def test_a_local_minimum_is_asked_again_and_learned(monkeypatch: pytest.MonkeyPa
     # round its 8 pairs and its link, 15 ratios: 135 queries; 1073 + 270 = 1343 < the
     # follow-up's 1779) and the heads come back within the rtol.
     monkeypatch.setattr("verified_attn.multi_head.pipeline.budget.REDUNDANT_FROM_HEADS", 9)
-    real = cf._decode_pooled
+    real = _decode_pooled
     first: list[Any] = []
     failures = ["misses its answers (simulated)", "a local minimum of the fit (simulated)"]
 
@@ -142,7 +145,7 @@ def test_a_local_minimum_is_asked_again_and_learned(monkeypatch: pytest.MonkeyPa
         dec = real(*args, **kwargs)
         first.append(dec)
         if len(first) <= len(failures):
-            return cf._Decoded([], 0.0, [], dec.gap, 0.0, None, failures[len(first) - 1], (4,))
+            return _Decoded([], 0.0, [], dec.gap, 0.0, None, failures[len(first) - 1], (4,))
         return dec
 
     monkeypatch.setattr("verified_attn.multi_head.pipeline.decode._decode_pooled", record)
@@ -150,7 +153,7 @@ def test_a_local_minimum_is_asked_again_and_learned(monkeypatch: pytest.MonkeyPa
     rec = learn_multi_head(va.Oracle(model, "float"), heads=7, seed=0)
     assert len(first) == 3 and first[2].estimate is not None
     assert rec.queries_by_phase["conditioning"] == 2 * 9 * 15
-    polish = cf.precision_polish_count(8, 7, False)  # asked: the decoded estimate > target
+    polish = precision_polish_count(8, 7, False)  # asked: the decoded estimate > target
     assert rec.queries == 1343 + polish < follow_up_query_bound(8, 7)
     assert rec.queries <= rec.bound == float_query_limit(8, 7)
     assert _fresh_error(rec, model, 8, 0) <= rec.verification.rtol

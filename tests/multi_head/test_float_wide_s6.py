@@ -14,21 +14,6 @@ from test_float_extraction_s3 import _box, _model
 
 import verified_attn as va
 from verified_attn.errors import CertificateError
-from verified_attn.multi_head import canonical_float as cf
-from verified_attn.multi_head.canonical_float import (
-    REDUNDANT_FROM_HEADS,
-    _limit_at,
-    adaptive_room,
-    base_query_limit,
-    conditioning_partners,
-    extra_columns,
-    float_design,
-    float_query_bound,
-    float_query_limit,
-    probe_columns,
-    random_float_box,
-    redundancy,
-)
 from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
 from verified_attn.multi_head.float_fit import (
     group_model,
@@ -41,6 +26,23 @@ from verified_attn.multi_head.float_linear_fit import (
     sigma_min_linear,
 )
 from verified_attn.multi_head.float_pilot import MAX_ROUNDS, pilot_rounds
+from verified_attn.multi_head.pipeline.budget import (
+    PRECISION_REQUIRED,
+    PRECISION_TARGET,
+    REDUNDANT_FROM_HEADS,
+    _limit_at,
+    adaptive_room,
+    base_query_limit,
+    conditioning_cost,
+    extra_columns,
+    float_query_bound,
+    float_query_limit,
+    precision_polish_count,
+    probe_columns,
+    redundancy,
+)
+from verified_attn.multi_head.pipeline.design import float_design, random_float_box
+from verified_attn.multi_head.pipeline.pilot import conditioning_partners
 from verified_attn.serialize import dump_number, load_number
 
 SIZES = [
@@ -217,7 +219,7 @@ def test_the_plane_needs_no_tie_link_for_two_close_scores() -> None:
     rec = learn_multi_head(va.Oracle(model, "float"), heads=6, seed=1)
     assert "tie links" not in rec.queries_by_phase
     # The design and the precision polish (the decoded estimate was above its target).
-    assert rec.queries == float_query_bound(8, 6) + cf.precision_polish_count(8, 6, False)
+    assert rec.queries == float_query_bound(8, 6) + precision_polish_count(8, 6, False)
     assert _fresh_error(rec, model, 8, 1) <= 1e-10
 
 
@@ -229,7 +231,7 @@ def test_a_square_design_local_minimum_is_learned_at_once() -> None:
     model = _model(_box(8, 7, 5000))
     rec = learn_multi_head(va.Oracle(model, "float"), heads=7, seed=0)
     assert "conditioning" not in rec.queries_by_phase
-    polish = cf.precision_polish_count(8, 7, False)  # asked: the decoded estimate > target
+    polish = precision_polish_count(8, 7, False)  # asked: the decoded estimate > target
     assert rec.queries == float_query_bound(8, 7) + polish == 1436 + 63
     assert rec.queries < follow_up_query_bound(8, 7)
     assert _fresh_error(rec, model, 8, 0) <= 1e-10
@@ -272,7 +274,7 @@ def test_a_conditioning_round_of_the_wide_design_turns_the_row(
     rec = learn_multi_head(va.Oracle(model, "float"), heads=6, seed=0)
     assert len(calls) == 2
     before, after = calls
-    assert rec.queries_by_phase["conditioning"] == cf.conditioning_cost(8, 6, False, 3) == 143
+    assert rec.queries_by_phase["conditioning"] == conditioning_cost(8, 6, False, 3) == 143
     assert rec.queries == float_query_bound(8, 6) + 143 <= rec.bound
     # The turned row: same norm, cos(pi/4) of the old row and sin(pi/4) of u_1 (scaled to
     # its norm), every other row unchanged. A scaled row (the square design's round) fails.
@@ -316,12 +318,12 @@ def test_the_wide_design_conditions_past_the_follow_up_count(
     stall_first_decoding(monkeypatch, (1, 3, 5))
     model = random_float_box(8, 6, 0)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=6, seed=0)
-    assert 3 * cf.conditioning_cost(8, 6, False, 3) == 429 > adaptive_room(8, 6, False) == 383
+    assert 3 * conditioning_cost(8, 6, False, 3) == 429 > adaptive_room(8, 6, False) == 383
     assert rec.queries_by_phase["conditioning"] == 429
     # Past the follow-up's count already, with a decoded estimate within 1e-10: the
-    # precision polish (54 sequences) is not asked (canonical_float.polish_wanted).
+    # precision polish (54 sequences) is not asked (pipeline.budget.polish_wanted).
     assert "polish" not in rec.queries_by_phase
-    assert cf.PRECISION_TARGET < rec.parameter_error_estimate <= cf.PRECISION_REQUIRED
+    assert PRECISION_TARGET < rec.parameter_error_estimate <= PRECISION_REQUIRED
     assert follow_up_query_bound(8, 6) < rec.queries == 1141 + 429 <= rec.bound
     assert _fresh_error(rec, model, 8, 0) <= rec.verification.rtol
     assert va.verify_certificate(rec.certificate()).ok

@@ -1,4 +1,4 @@
-"""Low-rank restarts of stalled u-groups (float_rescue, canonical_float._low_rank_restarts).
+"""Low-rank restarts of stalled u-groups (float_rescue, pipeline.repairs._low_rank_restarts).
 
 The subspace finder must find a planted rank with the heads in any order, and must say None
 for full-rank heads, for planes off their subspace by more than its tolerance, and with too
@@ -16,15 +16,13 @@ import pytest
 
 import verified_attn as va
 from verified_attn.models import MultiHeadAttention
-from verified_attn.multi_head import canonical_float as cf
 from verified_attn.multi_head import float_rescue as fr
 from verified_attn.multi_head.canonical_learner import learn_multi_head
 from verified_attn.multi_head.float_fit import (
     group_model,
 )
-from verified_attn.multi_head.float_linear_fit import (
-    fit_linear_groups,
-)
+from verified_attn.multi_head.float_linear_fit import fit_linear_groups
+from verified_attn.multi_head.pipeline.repairs import _low_rank_restarts, _stalled
 from verified_attn.verification import fresh_sequences
 
 
@@ -220,9 +218,9 @@ def _group_set(rank: int | None, seed: int, stall: list[int]):
 
 def test_low_rank_restarts_restart_stalled_groups_of_a_low_rank_set() -> None:
     f0, ans, t, H, Mt, _, stalled, s = _group_set(2, 21, [0, 5])
-    fits, restarted, rank = cf._low_rank_restarts(f0, ans, t, H, stalled, Mt)
+    fits, restarted, rank = _low_rank_restarts(f0, ans, t, H, stalled, Mt)
     assert (restarted, rank) == ([0, 5], 2)
-    assert not cf._stalled(fits[2], fits[3]).any()
+    assert not _stalled(fits[2], fits[3]).any()
     for k in (0, 5):  # the group's own heads back, in some order
         got = np.sort(fits[1][k], axis=-1)
         assert np.abs(got - np.sort(s[k], axis=-1)).max() < 1e-8
@@ -230,11 +228,11 @@ def test_low_rank_restarts_restart_stalled_groups_of_a_low_rank_set() -> None:
 
 def test_low_rank_restarts_leave_full_rank_sets_and_converged_sets_alone() -> None:
     f0, ans, t, H, Mt, converged, stalled, _ = _group_set(None, 22, [3])
-    fits, restarted, rank = cf._low_rank_restarts(f0, ans, t, H, stalled, Mt)
+    fits, restarted, rank = _low_rank_restarts(f0, ans, t, H, stalled, Mt)
     assert (restarted, rank) == ([], 0)
     assert all(a is b for a, b in zip(fits, stalled, strict=True))
     f0, ans, t, H, Mt, converged, _, _ = _group_set(2, 23, [])
-    fits, restarted, rank = cf._low_rank_restarts(f0, ans, t, H, converged, Mt)
+    fits, restarted, rank = _low_rank_restarts(f0, ans, t, H, converged, Mt)
     assert (restarted, rank) == ([], 0)
     # A square design (no redundant pair): no restarts, whatever the rank.
     f0, ans, t, H, Mt, _, stalled, _ = _group_set(2, 24, [1])
@@ -242,19 +240,19 @@ def test_low_rank_restarts_leave_full_rank_sets_and_converged_sets_alone() -> No
     ncols = square.shape[0]
     rows = np.concatenate([ans[k * 12 : k * 12 + ncols] for k in range(8)])
     cut = tuple(x[:, :ncols] if x.ndim == 3 else x for x in stalled)
-    _, restarted, _ = cf._low_rank_restarts(f0[:ncols], rows, t, H, cut, square)
+    _, restarted, _ = _low_rank_restarts(f0[:ncols], rows, t, H, cut, square)
     assert restarted == []
 
 
 def test_stalled_is_the_decoders_rule() -> None:
     floor = np.ones(5)
     res = np.array([1.0, 2.0, 1.5, 70.0, 1e6])  # median 2: the line at 60
-    assert cf._stalled(res, floor).tolist() == [False, False, False, True, True]
+    assert _stalled(res, floor).tolist() == [False, False, False, True, True]
     # A noisy box (median 1e3 x its floor): 30 x that level is the line, and 1e5 x the floor.
     res = np.array([1e3, 1e3, 1e3, 2e4, 2.5e4])
-    assert cf._stalled(res, floor).tolist() == [False, False, False, False, False]
+    assert _stalled(res, floor).tolist() == [False, False, False, False, False]
     res = np.array([1e4, 1e4, 1e4, 1e4, 2e5])
-    assert cf._stalled(res, floor).tolist() == [False, False, False, False, True]
+    assert _stalled(res, floor).tolist() == [False, False, False, False, True]
 
 
 def _rank_two_box(seed: int, d: int = 8, H: int = 8) -> MultiHeadAttention:
@@ -298,7 +296,7 @@ def test_low_rank_restarts_keep_the_better_fit(monkeypatch: pytest.MonkeyPatch) 
     from verified_attn.multi_head.float_fit import GroupFit
 
     f0, ans, t, H, Mt, _, stalled, _ = _group_set(2, 21, [0, 5])
-    real = cf.fit_linear_groups
+    real = fit_linear_groups
 
     def worse(*args: Any, **kwargs: Any) -> GroupFit:
         fit = real(*args, **kwargs)
@@ -306,7 +304,7 @@ def test_low_rank_restarts_keep_the_better_fit(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr("verified_attn.multi_head.pipeline.fits.fit_linear_groups", worse)
     monkeypatch.setattr("verified_attn.multi_head.pipeline.repairs.fit_linear_groups", worse)
-    fits, restarted, _ = cf._low_rank_restarts(f0, ans, t, H, stalled, Mt)
+    fits, restarted, _ = _low_rank_restarts(f0, ans, t, H, stalled, Mt)
     assert restarted == []
     assert np.array_equal(fits[2], stalled[2])  # no residual grew
     assert np.array_equal(fits[1], stalled[1]) and np.array_equal(fits[0], stalled[0])

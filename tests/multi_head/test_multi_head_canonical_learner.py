@@ -20,7 +20,6 @@ from verified_attn.errors import (
 from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head import counterexample
 from verified_attn.multi_head.canonical import canonical_form
-from verified_attn.multi_head.canonical_float import float_query_limit, precision_polish_count
 from verified_attn.multi_head.canonical_learner import (
     canonical_query_bound,
     canonical_query_limit,
@@ -28,6 +27,7 @@ from verified_attn.multi_head.canonical_learner import (
     learn_multi_head,
 )
 from verified_attn.multi_head.counterexamples import random_multi_head
+from verified_attn.multi_head.pipeline.budget import float_query_limit, precision_polish_count
 
 
 def _model(d: int, H: int, seed: int) -> MultiHeadAttention:

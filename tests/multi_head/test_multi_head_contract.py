@@ -32,7 +32,6 @@ from verified_attn.errors import (
 from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head import counterexample
 from verified_attn.multi_head.canonical import canonical_form
-from verified_attn.multi_head.canonical_float import float_query_limit
 from verified_attn.multi_head.canonical_learner import (
     canonical_query_bound,
     canonical_query_limit,
@@ -44,6 +43,7 @@ from verified_attn.multi_head.learner import (
     orthogonal_heads_model,
     orthogonal_query_bound,
 )
+from verified_attn.multi_head.pipeline.budget import float_query_limit
 from verified_attn.recovery import MultiHeadRecovery
 
 ARITHS = ("exact", "certified", "float")

@@ -1,4 +1,4 @@
-"""When the precision polish is asked (canonical_float.polish_wanted): above PRECISION_TARGET
+"""When the precision polish is asked (pipeline.budget.polish_wanted): above PRECISION_TARGET
 while the run stays under the follow-up's count, past that count only above
 PRECISION_REQUIRED (or when the decoded heads were refused), never past the run's bound.
 
@@ -13,9 +13,8 @@ import pytest
 from test_float_extraction_s3 import _box, _model
 
 import verified_attn as va
-from verified_attn.multi_head import canonical_float as cf
-from verified_attn.multi_head.canonical_float import polish_wanted
 from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
+from verified_attn.multi_head.pipeline.budget import PRECISION_TARGET, polish_wanted
 
 # nn.MultiheadAttention E = 16, H = 8: 289 polish sequences, bound 13,064, follow-up 8177.
 COUNT, BOUND, FOLLOW_UP = 289, 13_064, 8_177
@@ -23,7 +22,7 @@ COUNT, BOUND, FOLLOW_UP = 289, 13_064, 8_177
 
 def _old_rule(estimate: float | None, count: int, asked: int, bound: int) -> bool:
     # The wrong variant (the rule before): above the target whenever the bound holds it.
-    return (estimate is None or estimate > cf.PRECISION_TARGET) and 0 < count <= bound - asked
+    return (estimate is None or estimate > PRECISION_TARGET) and 0 < count <= bound - asked
 
 
 @pytest.mark.parametrize(
@@ -55,7 +54,7 @@ def test_the_learner_asks_the_rule_with_its_own_figures(monkeypatch: pytest.Monk
     # d = 8, H = 1, seed 13 (the precision polish's box): decoded estimate 5.9e-9 after 166
     # learning queries, 9 polish sequences, follow-up 255.
     calls: list[tuple[Any, ...]] = []
-    real = cf.polish_wanted
+    real = polish_wanted
 
     def spy(*args: Any) -> bool:
         calls.append(args)

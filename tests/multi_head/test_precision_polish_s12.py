@@ -17,9 +17,14 @@ import verified_attn as va
 from verified_attn.arithmetic import FloatArithmetic
 from verified_attn.errors import CertificateError, PrecisionExhausted
 from verified_attn.models import MultiHeadAttention
-from verified_attn.multi_head import canonical_float as cf
-from verified_attn.multi_head.canonical_float import precision_polish_count
+from verified_attn.multi_head.canonical_bounds import parameter_count
 from verified_attn.multi_head.canonical_learner import learn_multi_head
+from verified_attn.multi_head.pipeline.budget import (
+    PRECISION_POLISH_PARAMETERS,
+    PRECISION_TARGET,
+    polish_count,
+    precision_polish_count,
+)
 from verified_attn.serialize import dump_number, load_number
 from verified_attn.verification import fresh_sequences
 
@@ -40,19 +45,19 @@ def test_golden_precision_polish_counts(d: int, H: int, affine: bool, count: int
     assert precision_polish_count(d, H, affine) == count
     # A coarse box is always polished (polish_count), never by this rule.
     assert precision_polish_count(d, H, affine, unit=F32) == 0
-    assert (cf.polish_count(d, H, affine, unit=F32) > 0) == (H >= 2)
+    assert (polish_count(d, H, affine, unit=F32) > 0) == (H >= 2)
 
 
 def test_no_precision_polish_past_the_precision_polish_parameters() -> None:
     # Up to d = 32 with eight heads (nn.MultiheadAttention E = 32, H = 8: 8705 parameters,
     # ceil(8705 / 8) sequences); E = 64, H = 4 (16,897) is past it.
-    assert cf.parameter_count(32, 8, True) == 8705 <= cf.PRECISION_POLISH_PARAMETERS
+    assert parameter_count(32, 8, True) == 8705 <= PRECISION_POLISH_PARAMETERS
     assert precision_polish_count(32, 8, True) == 1089
     assert precision_polish_count(32, 6, False) == 792
-    assert cf.parameter_count(64, 4, True) == 16897 > cf.PRECISION_POLISH_PARAMETERS
+    assert parameter_count(64, 4, True) == 16897 > PRECISION_POLISH_PARAMETERS
     assert precision_polish_count(64, 4, True) == 0
     # The coarse polish keeps its own limit: float32 E = 32, H = 4 is past it.
-    assert cf.polish_count(32, 4, True, unit=F32) == 0 < cf.polish_count(16, 8, True, unit=F32)
+    assert polish_count(32, 4, True, unit=F32) == 0 < polish_count(16, 8, True, unit=F32)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +74,7 @@ def test_a_box_above_the_target_is_polished_to_its_heads(polished: Any) -> None:
     assert rec.queries_by_phase["polish"] == 9
     assert "9 polish" in rec.notes[0]
     assert "9 of them on random sequences" in rec.notes[1]
-    assert rec.parameter_error_estimate <= cf.PRECISION_TARGET
+    assert rec.parameter_error_estimate <= PRECISION_TARGET
     assert _error(rec, truth) <= 1e-12
 
 
@@ -92,7 +97,7 @@ def test_a_box_under_the_target_asks_nothing_more(monkeypatch: pytest.MonkeyPatc
     model, truth = _learned_box(8, 2, 0)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=2, seed=0)
     assert rec.queries == 363 and "polish" not in rec.queries_by_phase
-    assert rec.parameter_error_estimate <= cf.PRECISION_TARGET
+    assert rec.parameter_error_estimate <= PRECISION_TARGET
     assert _error(rec, truth) <= 1e-13
     # The wrong variant: target 0, every result polished (18 more queries).
     monkeypatch.setattr("verified_attn.multi_head.pipeline.budget.PRECISION_TARGET", 0.0)

@@ -16,13 +16,13 @@ import verified_attn as va
 from tests.multi_head.polish_pin import no_polish  # noqa: F401 (autouse: u-group figures)
 from verified_attn.errors import PrecisionExhausted
 from verified_attn.models import MultiHeadAttention
-from verified_attn.multi_head import canonical_float as cf
 from verified_attn.multi_head.float_fit import (
     group_model,
 )
 from verified_attn.multi_head.float_linear_fit import (
     fit_linear_groups,
 )
+from verified_attn.multi_head.pipeline.design import float_probe_matrix, ratio_window
 from verified_attn.multi_head.prediction_bound import (
     group_gradients,
     groups_prediction_bound,
@@ -113,7 +113,7 @@ def test_group_gradients_are_the_derivatives_through_the_fits(affine: bool) -> N
     rng = np.random.default_rng(4)
     U = np.linalg.qr(rng.normal(size=(d, d)))[0] * 2.0
     B = rng.normal(size=(d + 2, d))  # two redundant columns: a wide probe matrix
-    M = cf.float_probe_matrix(B, affine)
+    M = float_probe_matrix(B, affine)
     p = M.shape[0]
     r = rng.normal(size=(d, H))
     w = rng.normal(size=(d, p, H))
@@ -142,7 +142,7 @@ def test_the_bound_is_attained_by_a_refit_along_the_worst_direction() -> None:
     rng = np.random.default_rng(7)
     U = np.eye(d) * 2.0
     B = rng.normal(size=(d + 2, d))
-    M = cf.float_probe_matrix(B, False)
+    M = float_probe_matrix(B, False)
     lt = np.log(2.0 ** np.linspace(-6, 6, 6))
     r = rng.normal(0, 1.5, (d, H))
     w = rng.normal(0, 1, (d, d, H))
@@ -244,7 +244,7 @@ def test_the_result_once_off_by_more_than_its_rtol_is_refused(
     from verified_attn.errors import NotIdentifiable
 
     # The design it was returned with: the 257-token window (a coarse box now keeps 65).
-    original = cf.ratio_window
+    original = ratio_window
     monkeypatch.setattr(
         "verified_attn.multi_head.pipeline.budget.ratio_window",
         lambda H, *, unit=2.0**-53: original(H),

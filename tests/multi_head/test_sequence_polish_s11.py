@@ -17,16 +17,16 @@ import pytest
 import verified_attn as va
 from verified_attn.errors import CertificateError, PrecisionExhausted
 from verified_attn.models import MultiHeadAttention
-from verified_attn.multi_head import canonical_float as cf
 from verified_attn.multi_head import sequence_fit as sf
-from verified_attn.multi_head.canonical_float import (
+from verified_attn.multi_head.canonical_learner import learn_multi_head
+from verified_attn.multi_head.pipeline.budget import (
     float_query_bound,
     float_query_limit,
     float_ratios,
     max_length,
     polish_count,
 )
-from verified_attn.multi_head.canonical_learner import learn_multi_head
+from verified_attn.multi_head.pipeline.design import float_sequence, ratio_window
 from verified_attn.multi_head.prediction_bound import parameter_gradient
 from verified_attn.serialize import dump_number, load_number
 from verified_attn.verification import fresh_sequences
@@ -68,7 +68,7 @@ def test_compressed_rows_give_the_models_answers(affine: bool) -> None:
     heads = _heads(3, 2, 0, affine)
     model = _model(heads, 0.7, affine)
     u, b = np.array([0.5, -1.0, 0.25]), np.array([1.0, 0.5, -0.5])
-    seqs = [cf.float_sequence(u, b, 5, 3), cf.float_sequence(u, b, 1, 64)]
+    seqs = [float_sequence(u, b, 5, 3), float_sequence(u, b, 1, 64)]
     seqs += sf.polish_sequences(3, 6, seed=1)
     rows = sf.compress(seqs, np.zeros(len(seqs)))
     got = sf.model_values(heads, 0.7, rows, affine)
@@ -88,7 +88,7 @@ def test_compressed_rows_give_the_models_answers(affine: bool) -> None:
 @pytest.mark.parametrize("affine", [False, True])
 def test_jacobian_against_central_differences(affine: bool) -> None:
     heads = _heads(3, 2, 1, affine)
-    seqs = [*sf.polish_sequences(3, 5, seed=2), cf.float_sequence(np.ones(3), -np.ones(3), 3, 2)]
+    seqs = [*sf.polish_sequences(3, 5, seed=2), float_sequence(np.ones(3), -np.ones(3), 3, 2)]
     rows = sf.compress(seqs, np.zeros(len(seqs)))
     theta = sf.pack_parameters(heads, 0.3, affine)
     _, J = sf._jacobian(heads, rows, affine)
@@ -317,7 +317,7 @@ def test_the_long_window_would_hold_the_module_to_answers_it_rounds(
     # The wrong variant: the 257-token window at four heads. The polish reaches the module's
     # heads (2.5e-6), but its float32 answer on one 257-token query is off from them by
     # 5.5e-4 of the heads' part, over rtol 1e-4: refused.
-    original = cf.ratio_window
+    original = ratio_window
     monkeypatch.setattr(
         "verified_attn.multi_head.pipeline.budget.ratio_window",
         lambda H, *, unit=2.0**-53: original(H),

@@ -50,6 +50,7 @@ def conditioning_stage(st: FloatState) -> None:
         ):
             break
         room -= cost
+        st.options.mark("conditioning")
         # The redundant design turns each group's row toward one that stays; the square
         # design scales it.
         partners = conditioning_partners(d, again, st.replaced) if st.wide else [None] * len(again)

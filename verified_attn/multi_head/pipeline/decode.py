@@ -76,11 +76,10 @@ def _decode_pooled(
     2. Per u-group k, the pairs ``(u_k, b_j)`` fitted jointly with shared residues
        (:func:`~.float_fit.fit_groups`), started from each of its ``_SOURCES``
        best-conditioned pairs' residues (the widest score gaps), the best kept; a group
-       above ``_CONVERGED`` x its rounding floor is repaired (leave-one-out residues,
-       scores-only restarts of its missing pairs, then joint restarts of its worst pair),
+       above ``_CONVERGED`` x its rounding floor gets joint restarts of its worst pair,
        all in :func:`_group_fits`. With redundant columns (:func:`extra_columns`) each
        source's fit is the start of the fit in (r, w), ``s = M^T w``
-       (:func:`_linear_stage`), a group the repairs change is fitted on the plane again
+       (:func:`_linear_stage`), a group the restarts change is fitted on the plane again
        from them, and step 3's swaps are not needed.
     3. Gates: a group over ``_GROUP_FIT`` x its floor misses its answers; one over
        ``_CONVERGED`` x the groups' median level is a local minimum (the first-order
@@ -107,13 +106,13 @@ def _decode_pooled(
     bad = [k for k in range(d) if not res_best[k] <= _GROUP_FIT * floor[k]]
     if bad:
         k = bad[0]
-        failure = (
-            f"the pooled fit of the u-group u_{k + 1} ({ncols} pairs, {H} heads) misses its "
-            f"answers by {res_best[k]:.2e}, over {_GROUP_FIT:g} x its rounding floor "
-            f"{floor[k]:.2e} ({len(bad)} of {d} groups): not {H} softmax heads, or too "
-            "ill-conditioned"
+        return _refused(
+            gap,
+            bad,
+            f"u_{k + 1} ({ncols} pairs, {H} heads) misses its answers by "
+            f"{res_best[k]:.2e}, over {_GROUP_FIT:g} x its rounding floor {floor[k]:.2e} "
+            f"({len(bad)} of {d} groups): not {H} softmax heads, or too ill-conditioned",
         )
-        return _Decoded([], 0.0, [], gap, 0.0, None, failure, tuple(bad))
     M = float_probe_matrix(B, affine)
     wide = M.shape[1] > M.shape[0]
     # (After the refusal above: the swaps cost a group fit each, 20 s at d = 32, H = 8.)
@@ -121,7 +120,9 @@ def _decode_pooled(
     # s = M^T w: swapping them leaves the plane, so there is no second solution to look for;
     # what is left of their closeness is in the linear fit's sigma_min (the estimate).
     twins: list[tuple[int, int, int, int, float, float]] = []
-    if not wide and options.swaps:
+    # Not a switch: a second solution is an error the first-order estimate cannot see, so
+    # it enters the estimate (or names the refusal) whether or not it changes the fit.
+    if not wide:
         r, s, res_best, _, twins, alts = _swap_alternatives(lt, Y, r, s, res_best, floor)
         twins = _resolve_twins(twins, alts, r, s, res_best, lt, f0, unit, ask_ties)
     spread = np.zeros(d)
@@ -137,13 +138,14 @@ def _decode_pooled(
     stuck = [k for k in range(d) if not res_best[k] <= _CONVERGED * max(level, 1.0) * floor[k]]
     if stuck:
         k = stuck[0]
-        failure = (
-            f"the pooled fit of the u-group u_{k + 1} ({ncols} pairs, {H} heads) stops at "
+        return _refused(
+            gap,
+            stuck,
+            f"u_{k + 1} ({ncols} pairs, {H} heads) stops at "
             f"{res_best[k] / floor[k]:.3g} x its rounding floor, over {_CONVERGED:g} x the "
             f"groups' median {level:.3g} x ({len(stuck)} of {d} groups): a local minimum of "
-            "the fit (the box is not shown out of class); rerun with another seed"
+            "the fit (the box is not shown out of class); rerun with another seed",
         )
-        return _Decoded([], 0.0, [], gap, 0.0, None, failure, tuple(stuck))
     ambiguous: list[str] = []
     noise = np.sqrt(res_best**2 + floor**2)  # each group's |dY|: residual and rounding
     # Heads with (nearly) equal residues at u_k (e.g. equal v) are interchangeable in the
@@ -164,6 +166,13 @@ def _decode_pooled(
     if estimate > cast(float, getattr(arith, "parameter_rtol", arith.rtol)):
         ambiguous += _twin_names(twins, arith)
     return _Decoded(heads, beta, ambiguous, gap, float(sig.min()), estimate)
+
+
+def _refused(gap: float, groups: list[int], why: str) -> _Decoded:
+    """A failed decoding: the failing u-groups ``groups``, the first named by ``why``."""
+    return _Decoded(
+        [], 0.0, [], gap, 0.0, None, f"the pooled fit of the u-group {why}", tuple(groups)
+    )
 
 
 def _twin_names(

@@ -99,8 +99,6 @@ _CONDITIONING_FACTOR = 2.0**-0.5
 # too and toward u_4 not; scaled by 2^-1/2 it met it, by 2^1/2 not; u_5 of seed 3 the other
 # way (2^-1/2 not; 1.5 and 2 yes).
 _CONDITIONING_ANGLE = math.pi / 4
-# Ambiguous residue matches are refit from at most this many candidate orders.
-_REFIT_ORDERS = 24
 # A pair's own fit is good when its residual is at most this times |F|; else restarts.
 _PAIR_FIT = 1e-9
 _RESTARTS = 8

@@ -222,6 +222,8 @@ def pilot_stage(st: FloatState) -> None:
     st.scale, st.kept, st.discarded = _pilot(
         st.oracle, st.f0, st.ratios, st.H, st.seed, st.affine, st.options.pilot
     )
+    if st.discarded:
+        st.options.mark("pilot")
     st.U, st.B, st.pairs = float_design(st.d, st.seed, st.affine, st.scale, st.wide)
     st.Mt = float_probe_matrix(st.B, st.affine).T
     st.piloted = pilot_pairs(st.d, len(st.B))

@@ -4,7 +4,6 @@ and the small assignment helpers the decoding shares.
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any
 
@@ -111,31 +110,6 @@ def _varpro(linear: Any, s_arr: np.ndarray, m: int) -> tuple[float, np.ndarray, 
     return best
 
 
-def _fit_scores(
-    t: np.ndarray, F: np.ndarray, r: np.ndarray, s0: list[float]
-) -> tuple[list[float], float]:
-    """Scores s with ``F(t) = F(0) + sum_h r_h sigmoid(s_h + log t)`` (r known), by
-    Gauss-Newton from s0; returns them and the relative residual norm."""
-    lt = np.log(t[1:])
-    y = F[1:] - F[0]
-    s_arr = np.array(s0, dtype=np.float64)
-    best = (math.inf, s_arr)
-    for _ in range(30):
-        sig = _sigmoid(s_arr[None, :] + lt[:, None])
-        res = sig @ r - y
-        norm = float(np.linalg.norm(res))
-        if not np.isfinite(norm):
-            break
-        if norm < best[0]:
-            best = (norm, s_arr)
-        J = sig * (1.0 - sig) * r[None, :]
-        step = np.clip(np.linalg.lstsq(J, -res, rcond=None)[0], -2.0, 2.0)
-        s_arr = np.clip(s_arr + step, -30.0, 30.0)
-        if np.linalg.norm(step) <= 1e-14 * max(1.0, float(np.abs(s_arr).max())):
-            break
-    return [float(x) for x in best[1]], best[0] / max(float(np.linalg.norm(y)), 1e-300)
-
-
 def _ranked(errors: dict[tuple[int, ...], float]) -> list[tuple[int, ...]]:
     """The orders indistinguishable from the best one (within _MATCH_MARGIN of its error)."""
     best = min(errors.values())
@@ -161,43 +135,6 @@ def link_decided(miss: np.ndarray, predicted: float) -> bool:
     """
     noise = max(float(predicted), float(miss[0]))
     return bool(miss[1] > _LINK_EXCLUDE * noise)
-
-
-def _float_match(
-    base: list[tuple[float, float]],
-    other: list[tuple[float, float]],
-    link: list[tuple[float, float]],
-    what: str,
-    ambiguous: list[str],
-) -> tuple[int, ...]:
-    """The order p with ``{(base[h] + other[p[h]]) / 2}`` nearest to ``link`` (the float
-    links are halved, ``((u_1 + u_k) / 2, b_1)``, so that their scores stay in the ratio
-    grid's window: scores and residues average along them).
-
-    If another order is within _MATCH_MARGIN of the best one, the best is still taken
-    (the joint fit, its conditioning check and the fresh queries decide) and the step is
-    recorded in ``ambiguous``: a refusal then names it (NotIdentifiable).
-    """
-    H = len(base)
-    s_scale = max(1.0, *(abs(x[0]) for x in link))
-    r_scale = max(abs(x[1]) for x in link) or 1.0  # all residues 0: absolute
-    perms = np.array(list(itertools.permutations(range(H))))
-    bs, os_, ls = np.array(base), np.array(other), np.array(link)
-    got = (bs[None, :, :] + os_[perms]) / 2  # (P, H, 2)
-    dist = np.maximum(
-        np.abs(got[:, :, None, 0] - ls[None, None, :, 0]) / s_scale,
-        np.abs(got[:, :, None, 1] - ls[None, None, :, 1]) / r_scale,
-    )  # (P, H, H): head h of order p against link head o
-    errors = dist.min(axis=2).max(axis=1)
-    order = np.argsort(errors, kind="stable")
-    best = float(errors[order[0]])
-    close = [int(i) for i in order[1:3] if errors[i] <= _MATCH_MARGIN * best]
-    if close:
-        ambiguous.append(
-            f"the link {what} matches {1 + len(close)}+ head orders within "
-            f"{_MATCH_MARGIN:g}x (best mismatch {best:.1e}, next {float(errors[close[0]]):.1e})"
-        )
-    return tuple(int(x) for x in perms[order[0]])
 
 
 def _refine(

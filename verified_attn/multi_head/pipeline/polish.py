@@ -78,6 +78,7 @@ def _decoded_figures(st: FloatState) -> Figures:
     rows = _learning_rows(st)
     ys = rows[3]
     if st.options.joint_polish and joint_polish(st.d, H, affine, len(ys)):
+        st.options.mark("joint_polish")
         heads, beta_fit, residuals, sigma_min, sensitivity, jrows = _refine(
             dec.heads, dec.beta, rows, affine
         )
@@ -138,6 +139,7 @@ def polish_stage(st: FloatState, learning: int) -> None:
             st.bound,
             follow_up_query_bound(d, H),
         ):
+            st.options.mark("precision_polish")
             start = (decoded[0], decoded[1]) if decoded else (dec.heads, dec.beta)
             found = _sequence_polish(st, precision, *start)
         elif decoded is None:

@@ -149,5 +149,8 @@ def restart_stage(st: FloatState) -> None:
     low-rank head planes (no query), before any is asked again."""
     if st.fits is None or not st.options.low_rank_restarts:
         return
+    before = st.fits[2]
     st.fits, more, rank = _low_rank_restarts(st.f0, st.ans, st.t, st.H, st.fits, st.Mt)
+    if (st.fits[2] < before).any():
+        st.options.mark("low_rank_restarts")
     st.restarted, st.rank = st.restarted + more, max(st.rank, rank)

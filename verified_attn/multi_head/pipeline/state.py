@@ -1,7 +1,7 @@
 """The float learner's typed state, passed from stage to stage, and its stage switches.
 
 >>> Options().pilot, Options(pilot=False).pilot, len(SWITCHES)
-(True, False, 10)
+(True, False, 8)
 """
 
 from __future__ import annotations
@@ -35,22 +35,31 @@ class Options:
     """
 
     pilot: bool = True  # rescaling rounds of the pilot pairs (off: the design scale)
-    pair_repairs: bool = True  # leave-one-out residues and multi-start pair refits
     joint_restarts: bool = True  # a stalled group's worst pair restarted jointly
     consensus_start: bool = True  # the redundant design's consensus-plane restart
     linear_rounds: bool = True  # the redundant design's pair-refit rounds on the plane
     low_rank_restarts: bool = True  # stalled groups from the others' low-rank head planes
-    swaps: bool = True  # the square design's swapped close scores (second solutions)
     conditioning: bool = True  # failing u-groups asked again at a better-conditioned u
     joint_polish: bool = True  # small boxes: a dense fit of every parameter on every answer
     precision_polish: bool = True  # a float64 box's polish on random sequences
+    # Where each stage counts the runs it changed (the ablation's record; None: not counted).
+    fired: dict[str, int] | None = field(default=None, compare=False, repr=False)
+
+    def mark(self, stage: str) -> None:
+        """Count ``stage`` as having changed the run (when ``fired`` is given).
+
+        >>> o = Options(fired={}); o.mark("pilot"); o.fired
+        {'pilot': 1}
+        """
+        if self.fired is not None:
+            self.fired[stage] = self.fired.get(stage, 0) + 1
 
 
 #: The learner as shipped: every stage on.
 DEFAULT_OPTIONS = Options()
 
 #: The switches' names, in the order the ablation turns them off.
-SWITCHES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Options))
+SWITCHES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Options) if f.type == "bool")
 
 
 @dataclass
