@@ -140,27 +140,46 @@ def float_table(data: dict[str, Any]) -> str:
 
 
 def _cells_sentence(cells: list[list[Any]]) -> str:
-    """The ablation's cells, ``[kind, dtype, d, H, seeds]`` each, grouped by box and d."""
-    groups: dict[tuple[str, str, int], list[tuple[int, int]]] = {}
+    """The ablation's cells, ``[kind, dtype, d, H, seeds]`` each (``seeds`` a count, or
+    the list of seeds run), grouped by box and d."""
+    groups: dict[tuple[str, str, int], list[tuple[int, str]]] = {}
     for kind, dtype, d, h, seeds in cells:
-        groups.setdefault((kind, dtype, d), []).append((h, seeds))
+        said = (f"{seeds} seeds" if isinstance(seeds, int)
+                else "seed" + ("s " if len(seeds) > 1 else " ") + ", ".join(map(str, seeds)))
+        groups.setdefault((kind, dtype, d), []).append((h, said))
     parts = []
     for (kind, dtype, d), hs in groups.items():
-        seeds = sorted({s for _, s in hs})
-        runs = " or ".join(str(s) for s in seeds)
-        parts.append(f"{_BOX.get(kind, kind)} {dtype} d = {d}, H = {_range(h for h, _ in hs)}"
-                     f" ({runs} seeds)")
+        by_seeds: dict[str, list[int]] = {}
+        for h, said in hs:
+            by_seeds.setdefault(said, []).append(h)
+        runs = "; ".join(f"H = {_range(h)} ({said})" for said, h in by_seeds.items())
+        parts.append(f"{_BOX.get(kind, kind)} {dtype} d = {d}, {runs}")
     return "; ".join(parts)
+
+
+def _ablation_cells(data: dict[str, Any]) -> list[list[Any]]:
+    """Every cell the ablation ran, once: ``meta.settings.cells``, or the union over the
+    runs it was assembled from (``meta.settings.runs``)."""
+    settings = data["meta"]["settings"]
+    batches = settings["runs"] if "runs" in settings else [settings]
+    out: list[list[Any]] = []
+    for batch in batches:
+        out += [c for c in batch["cells"] if c not in out]
+    return out
 
 
 def ablation_table(data: dict[str, Any]) -> str:
     """Each stage switched off in turn (``benchmarks/multi_head_ablation.py``): one row per
-    switch in the JSON's order, then a sentence naming its cells and what moved."""
+    single switch in the JSON's order, then sentences on the switches off together, the
+    cells and what moved."""
     header = ["stage off", "learned", "wrong", "rescued", "gained", "worst parameter error",
               "parameter error ratio", "queries ratio", "past follow-up"]
     rows: list[list[object]] = []
-    moved = []
+    moved, together = [], []
     for s in data["summary"]:
+        if "+" in s["switch"]:
+            together.append(s)
+            continue
         name = "none (as shipped)" if s["switch"] == "none" else f"`{s['switch']}`"
         rows.append(
             [name, f"{s['learned']}/{s['runs']}", s["wrong"], s["rescued"], s["gained"],
@@ -176,10 +195,16 @@ def ablation_table(data: dict[str, Any]) -> str:
         changes += [f"{what} {s[what]}" for what in ("wrong", "rescued", "gained") if s[what]]
         if s["switch"] != "none" and changes:
             moved.append(f"`{s['switch']}` ({', '.join(changes)})")
-    cells = data["meta"]["settings"]["cells"]
-    runs = max((s["runs"] for s in data["summary"]), default=0)
     lines = _table(header, rows)
-    lines += ["", f"Cells ({runs} runs per row): {_cells_sentence(cells)}. "
+    if together:
+        learned = sum(s["learned"] for s in together)
+        runs = sum(s["runs"] for s in together)
+        wrong = sum(s["wrong"] for s in together)
+        worst = max(s.get("queries_ratio") or 1.0 for s in together)
+        lines += ["", f"Switched off together ({len(together)} combinations of the restart "
+                  f"stages): {learned}/{runs} learned, {wrong} wrong, queries ratio at most "
+                  f"{_ratio(worst)}."]
+    lines += ["", f"Cells: {_cells_sentence(_ablation_cells(data))}. "
               + ("Differences from the learner as shipped: "
                  + "; ".join(moved) + "." if moved
                  else "No stage off changes a figure on these cells.")]

@@ -92,10 +92,14 @@ def test_new_switches_and_cells_get_rows(results: Path) -> None:
     ablation = json.loads((results / "multi_head_ablation.json").read_text())
     new = dict(ablation["summary"][-1], switch="new_stage", rescued=2, queries_ratio=1.5)
     ablation["summary"].append(new)
-    ablation["meta"]["settings"]["cells"].append(["torch", "float64", 32, 8, 2])
+    ablation["meta"]["settings"]["runs"][0]["cells"].append(["torch", "float64", 32, 8, 2])
     table = tables.ablation_table(ablation)
     assert "| `new_stage` | " in table
     assert "nn.MHA float64 d = 32, H = 8 (2 seeds)" in table
+    together = dict(ablation["summary"][-1], switch="new_stage+pilot", learned=1, runs=3)
+    ablation["summary"].append(together)
+    assert "| `new_stage+pilot` |" not in tables.ablation_table(ablation)
+    assert "learned" in tables.ablation_table(ablation).split("Switched off together")[1]
     assert "`new_stage` (queries x1.5, rescued 2)" in table
     floats = json.loads((results / "multi_head_float.json").read_text())
     cell = dict(floats["summary"][0], d=128, H=3, learned=1, runs=2)

@@ -105,9 +105,9 @@ def learn_low_rank(
 
     ``verify`` fresh sequences of the given ``lengths`` (in turn) are checked against the
     result (0: not verified, and the result says so; with the rank given, the one rank
-    test still guards the class and is counted as verification). Every argument is checked before any
-    query: a bad one raises :class:`~verified_attn.errors.InvalidArgument`. ``progress``: a
-    bar or callback over the queries (:mod:`verified_attn.progress`).
+    test still guards the class and is counted as verification). Every argument is checked
+    before any query: a bad one raises :class:`~verified_attn.errors.InvalidArgument`.
+    ``progress``: a bar or callback over the queries (:mod:`verified_attn.progress`).
     """
     validation.check_oracle(oracle)
     if oracle.model_class == "single-head-affine":
@@ -143,7 +143,6 @@ def learn_low_rank(
     )
     denominator_bound = validation.check_denominator_bound(denominator_bound)
     total = _skeleton_budget(oracle, rank, verify)
-    arith = oracle.arithmetic
     with (
         reporting(oracle, progress, "learn_low_rank", total=total),
         oracle.run() as run,
