@@ -32,7 +32,7 @@ the answer). The learner returns a float result only if
 :data:`PREDICTION_SIGMAS` standard deviations fit within what the agreement rule allows at
 each of :data:`PREDICTION_SEQUENCES` sequences of its verification's generator (the
 multi-head learner's figures); otherwise :class:`~verified_attn.errors.PrecisionExhausted`
-names the rtol at which they would fit.
+names the rtol at which the worst case fits too.
 """
 
 from __future__ import annotations
@@ -237,7 +237,8 @@ def require_prediction_bound(
     on :data:`PREDICTION_SEQUENCES` sequences ``fresh_sequences(d, ., seed, lengths)``.
 
     Raises :class:`PrecisionExhausted` if the ratio is over 1, naming the sequence, the
-    figures and the smallest rtol at which the bound would fit.
+    figures and the smallest rtol at which the worst case fits as well (a result learned
+    at that rtol is not at the edge of the rule).
     """
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
     sequences = fresh_sequences(design.d, PREDICTION_SEQUENCES, seed=seed, lengths=lengths)
@@ -261,10 +262,11 @@ def require_prediction_bound(
     worst = int(np.argmax(np.where(np.isnan(ratios), np.inf, ratios)))
     ratio = float(ratios[worst])
     if not ratio <= 1.0:
+        # The rtol to declare: where the worst case fits too (every rounding aligned), so
+        # a result learned at it is not at the edge of the 2-sigma rule.
+        margins = np.column_stack([bounds[:, 0], PREDICTION_SIGMAS * bounds[:, 1]])
         sizes = np.maximum(np.abs(preds - beta), max(floor, 1e-300))
-        needed = float(
-            np.max((PREDICTION_SIGMAS * bounds[:, 1] - (allowed - arith.rtol * sizes)) / sizes)
-        )
+        needed = float(np.max((np.max(margins, axis=1) - (allowed - arith.rtol * sizes)) / sizes))
         raise PrecisionExhausted(
             f"learn_single_head: the decoded head's predictions are too uncertain for rtol "
             f"{arith.rtol:g} at unit roundoff {unit:.3g}: at the sequence of length "
@@ -272,8 +274,20 @@ def require_prediction_bound(
             f"first-order bound is evaluated on, none asked) {PREDICTION_SIGMAS:g} standard "
             f"deviations of the prediction error under the answers' rounding are "
             f"{PREDICTION_SIGMAS * bounds[worst, 1]:.2e}, {ratio:.3g} x what the agreement "
-            f"rule allows there ({allowed[worst]:.2e}; prediction {preds[worst]:.6g}); the "
-            f"bound fits at rtol {needed:.2g}: declare that (e.g. attention_oracle(..., "
+            f"rule allows there ({allowed[worst]:.2e}; prediction {preds[worst]:.6g}); its "
+            f"worst case (every rounding aligned) fits at rtol {_round_up(needed):.2g}: declare that (e.g. attention_oracle(..., "
             f"rtol=), Oracle.from_callable(..., rtol=)) to learn it at that tolerance"
         )
     return ratio, worst_case
+
+
+def _round_up(x: float) -> float:
+    """``x`` rounded up to two significant digits (so the rtol named is never below it).
+
+    >>> _round_up(0.0001712), _round_up(0.0017)
+    (0.00018, 0.0017)
+    """
+    if not (x > 0 and np.isfinite(x)):
+        return x
+    scale = 10.0 ** (np.floor(np.log10(x)) - 1)
+    return float(np.round(np.ceil(x / scale * (1 - 1e-12)) * scale, 15))
