@@ -28,7 +28,7 @@ from verified_attn.verification import float_floor, fresh_sequences, tolerance
 torch = pytest.importorskip("torch")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from multi_head_float import torch_box  # noqa: E402
+from multi_head_float import torch_box  # type: ignore[import-not-found]  # noqa: E402
 
 from verified_attn.adapters.torch import attention_oracle  # noqa: E402
 
@@ -140,6 +140,7 @@ def test_head_gradients_are_the_multi_head_output_gradients() -> None:
     X = fresh_sequences(3, 8, seed=1)[6]
     xa, q, gv = fb.head_gradients(W, v, c, X)
     gW, gv2, gc = output_gradients([(W, v, c)], X, affine=True)[0]
+    assert gc is not None
     assert np.allclose(np.outer(xa, q), gW) and np.allclose(gv, gv2) and np.allclose(xa, gc)
 
 

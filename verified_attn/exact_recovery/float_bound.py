@@ -236,10 +236,13 @@ def require_prediction_bound(
     the prediction error, and the largest worst case, over what the agreement rule allows,
     on :data:`PREDICTION_SEQUENCES` sequences ``fresh_sequences(d, ., seed, lengths)``.
 
-    Raises :class:`PrecisionExhausted` if the ratio is over 1, naming the sequence, the
+    A float result's only (exact and certified ones: ``(0, 0)``). Raises
+    :class:`PrecisionExhausted` if the ratio is over 1, naming the sequence, the
     figures and the smallest rtol at which twice the bound fits (a result learned at that
     rtol is not at the edge of the rule).
     """
+    if arith.name != "float":  # exact and certified results carry no rounding to bound
+        return 0.0, 0.0
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
     sequences = fresh_sequences(design.d, PREDICTION_SEQUENCES, seed=seed, lengths=lengths)
     bounds = prediction_bounds(unit, design, answers, params, sequences)

@@ -259,8 +259,7 @@ def learn_single_head(
         checked, exact, params, refuted = verify_reconstruction(
             oracle, params, enclosures, exact, affine, count=verify, seed=seed, lengths=lengths
         )
-        if arith.name == "float":  # the predictions off the asked sequences, at no query
-            require_prediction_bound(arith, the_design, answers, params, seed=seed, lengths=lengths)
+        require_prediction_bound(arith, the_design, answers, params, seed=seed, lengths=lengths)
     counts = run.counts
     formula = "d^2 + 2d + 1" if affine else "d^2 + d"
     terms = {formula: bound, "refine round of a low-precision box, at most d^2": d * d}
