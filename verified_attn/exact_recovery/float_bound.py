@@ -16,10 +16,10 @@ at a sequence X is bounded as a linear functional of the answers: ``dy(X) = sum_
 da_i`` with ``g_i`` the derivative of ``y(X)`` in answer i, by the chain rule through the
 decoding (:func:`answer_gradients`: every W entry also depends on v's answers through
 ``u_k^T v`` and on beta's, every c entry too). Each answer's rounding is modelled as
-independent with standard deviation ``unit_roundoff`` times the magnitudes the box computes
-for it, one ulp (2 unit roundoffs) of each (:func:`answer_noise`): ``|beta|``, the values ``sum_i p_i |v| |x_i|``, and a
-score's ``|x_i| |W x_N + c|`` carried to the answer by ``p_1 p_2 |v^T (x_1 - x_2)|``, each
-magnitude as Cauchy-Schwarz allows (the box forms them as dot products whose own sizes the
+independent, its standard deviation one ulp (``2 * unit_roundoff``) of the magnitudes the
+box computes for it (:func:`answer_noise`): ``|beta|``, the values ``sum_i p_i |v|
+|x_i|``, and a score's ``|x_i| |W x_N + c|`` carried to the answer by ``p_1 p_2 |v^T (x_1
+- x_2)|``, each magnitude as Cauchy-Schwarz allows (the box forms them as dot products whose own sizes the
 learner cannot see). The prediction error then has standard deviation ``(sum_i g_i^2
 sigma_i^2)^(1/2)``; the worst case, every rounding aligned, is ``sum_i |g_i| sigma_i``.
 
@@ -28,11 +28,13 @@ readout N(0, 1), 24 modules): the actual answer errors against the float64 modul
 to 0.8 times this model's sigma in RMS, per module (one unit roundoff of the same
 magnitudes would be 0.2 to 1.6; ``unit_roundoff * |answer|`` alone underestimates a refined
 probe's rounding up to 500 times: its large scale t enters the box's scores and values, not
-the answer). The learner returns a float result only if
-:data:`PREDICTION_SIGMAS` standard deviations fit within what the agreement rule allows at
+the answer). The learner returns a float result only if :data:`PREDICTION_SIGMAS`
+standard deviations fit within what the agreement rule allows at
 each of :data:`PREDICTION_SEQUENCES` sequences of its verification's generator (the
 multi-head learner's figures); otherwise :class:`~verified_attn.errors.PrecisionExhausted`
-names the rtol at which twice the bound fits.
+names the rtol at which twice the bound fits. On those 24 modules at rtol 1e-4 every
+result whose actual prediction error exceeded the rule's allowance was refused (5), every
+returned one was within 0.36 of it (11), and 8 within it were refused (0.17 to 0.69).
 """
 
 from __future__ import annotations
