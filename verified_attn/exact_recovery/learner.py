@@ -40,6 +40,7 @@ from verified_attn.design import (
     uv,
 )
 from verified_attn.errors import ModelClassMismatch
+from verified_attn.exact_recovery.float_bound import require_prediction_bound
 from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.probing import (
     MAX_RESCALES,
@@ -256,6 +257,7 @@ def learn_single_head(
         checked, exact, params, refuted = verify_reconstruction(
             oracle, params, enclosures, exact, affine, count=verify, seed=seed, lengths=lengths
         )
+        require_prediction_bound(arith, the_design, answers, params, seed=seed, lengths=lengths)
     counts = run.counts
     formula = "d^2 + 2d + 1" if affine else "d^2 + d"
     terms = {formula: bound, "refine round of a low-precision box, at most d^2": d * d}
