@@ -2,7 +2,9 @@
 
 Run ``python benchmarks/planted_mistakes.py`` (every mistake against ``verified-attn check``,
 then the room's tests for each one the main job lets through) or ``--list``. Writes
-``benchmarks/results/planted_mistakes.json``.
+``benchmarks/results/planted_mistakes.json``; ``--only ID... --update`` measures those
+mistakes again (after a fix) and replaces their entries there, each entry naming the commit
+it was measured at.
 
 Each mistake is one textual change to one source file, the kind a tired author or a careless
 refactoring makes: a dropped check, a loosened comparison, a transposed weight, a miscounted
@@ -254,9 +256,9 @@ MISTAKES = [
         "simplest-rational",
         "exact",
         "arithmetic.py",
-        "        if Fraction(a) == lo or a + 1 <= hi:",
-        "        if Fraction(a) == lo or a + 1 < hi:",
-        "the simplest rational in an interval misses its end",
+        "            a = a if Fraction(a) == lo else a + 1",
+        "            a = a + 1",
+        "the simplest rational skips an integer lower end",
     ),
     Mistake(
         "refine-scale",
@@ -329,7 +331,11 @@ ROOM_TESTS = {
     "sweeps": ["tests/test_sweep.py", "tests/test_sweep_hostile.py"],
     "oracle": ["tests/test_oracle.py", "tests/test_executor_batches.py"],
     "verification": ["tests/test_soundness_round2.py", "tests/exact_recovery"],
-    "exact": ["tests/test_arithmetic.py", "tests/exact_recovery"],
+    "exact": [
+        "tests/test_arithmetic.py",
+        "tests/test_soundness_planted.py",
+        "tests/exact_recovery",
+    ],
     "noisy": ["tests/noisy"],
     "transformer": ["tests/transformer"],
     "multi_head": [
@@ -428,6 +434,12 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="directory for the JSON (default: results/; a fresh temporary one with --only)",
     )
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="with --only: replace those mistakes' entries in results/planted_mistakes.json "
+        "(each entry records the commit it was measured at) and recompute the summary",
+    )
     args = parser.parse_args(argv)
     chosen = [m for m in MISTAKES if not args.only or m.id in args.only]
     for m in chosen:
@@ -446,16 +458,20 @@ def main(argv: list[str] | None = None) -> int:
     if controls["unchanged"]["main_job"] != "missed" or controls["control"]["main_job"] != "caught":
         raise SystemExit(f"the controls failed: {controls}")
     commit = run(["git", "rev-parse", "HEAD"], ROOT, 60)[1].strip()
-    out = output_dir(args.out, bool(args.only), "planted")
-    results: dict[str, dict[str, object]] = {}
+    out = output_dir(args.out, bool(args.only) and not args.update, "planted")
+    # --update keeps the recorded run's other entries; each entry records its commit.
+    results = _earlier(out) if args.update else {}
+    wanted = [m.id for m in (MISTAKES if args.update else chosen)]
     for m in progress(chosen, "planted mistakes", unit="mistake"):
-        results[m.id] = {**asdict(m), **trial(m, tests=not args.no_tests, timeout=args.timeout)}
+        found = trial(m, tests=not args.no_tests, timeout=args.timeout)
+        results[m.id] = {**asdict(m), **found, "commit": commit}
+        results = {i: results[i] for i in wanted if i in results}
         # Written after every mistake, so a stopped run keeps what it measured ("complete").
         summary = summarise(results)
         payload = {
             **metadata(0, main_job="verified-attn check (seed 0, default size)", commit=commit),
             "benchmark": "planted_mistakes",
-            "complete": len(results) == len(chosen),
+            "complete": len(results) == len(wanted),
             "controls": controls,
             "summary": summary,
             "mistakes": results,
@@ -465,6 +481,14 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(summary, indent=2))
     print(f"wrote {path}")
     return 0
+
+
+def _earlier(out: Path) -> dict[str, dict[str, object]]:
+    """The recorded run's entries (``--update``); those of mistakes no longer listed go."""
+    data = json.loads((out / "planted_mistakes.json").read_text())
+    listed = {m.id for m in MISTAKES}
+    commit = data["settings"]["commit"]
+    return {i: {"commit": commit, **e} for i, e in data["mistakes"].items() if i in listed}
 
 
 def summarise(results: dict[str, dict[str, object]]) -> dict[str, object]:

@@ -1,13 +1,17 @@
 """Tests for the mistakes benchmarks/planted_mistakes.py found that the main job and the
 tests both let through: an FFN certificate's stored answers compared by closeness or with
-a point repeated, and the fast certified head's values negated."""
+a point repeated, the fast certified head's values negated, the simplest rational missing
+an interval's end, and the refine round's scale rounded up; and the transcript the refine
+round overwrote."""
 
 from __future__ import annotations
 
 import json
+import math
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
 import pytest
 import sympy
 
@@ -98,3 +102,61 @@ def test_the_fast_certified_head_answers_hold_the_exact_value(W: Any, v: Any, X:
     value = Fraction(str(sympy.N(exact, 80)))  # f(X) to 80 digits, from SymPy's closed form
     assert lo <= value + Fraction(1, 10**70) and value - Fraction(1, 10**70) <= hi
     assert hi - lo < Fraction(1, 10**30)
+
+
+# ---------------------------------------------------------------------------------------
+# The simplest rational at an interval's end, and the refine round's scales.
+# ---------------------------------------------------------------------------------------
+
+
+def _simplest_by_search(lo: Fraction, hi: Fraction) -> Fraction:
+    """The rational in [lo, hi] with the smallest denominator, then the smallest |numerator|."""
+    q = 1
+    while True:
+        inside = [Fraction(p, q) for p in range(math.floor(lo * q), math.ceil(hi * q) + 1)]
+        inside = [x for x in inside if lo <= x <= hi]
+        if inside:
+            return min(inside, key=lambda x: (abs(x.numerator), x))
+        q += 1
+
+
+def test_the_simplest_rational_agrees_with_a_search_at_every_small_interval() -> None:
+    """Every interval with endpoints p/q (q <= 5, |p/q| <= 3): ends included."""
+    from verified_attn.arithmetic import simplest_rational_between
+
+    points = sorted({Fraction(p, q) for q in range(1, 6) for p in range(-3 * q, 3 * q + 1)})
+    for i, lo in enumerate(points):
+        for hi in points[i:]:
+            assert simplest_rational_between(lo, hi) == _simplest_by_search(lo, hi), (lo, hi)
+
+
+def test_a_refined_probe_scale_is_the_largest_power_of_two_under_the_target() -> None:
+    """rtol 1e-3: each refined W probe is asked at t = 2^n, the largest power of two with
+    t |u_k^T W e_j| <= REFINE_TARGET (the logit's error is least near it)."""
+    from verified_attn.exact_recovery.learner import REFINE_MAX_SCALE, REFINE_TARGET
+
+    W = [[1, -2, Fraction(1, 5)], [3, Fraction(1, 2), Fraction(-1, 9)], [0, 1, Fraction(1, 40)]]
+    model = va.SingleHeadAttention(W, [1, -1, 2])
+    oracle = va.Oracle.from_callable(lambda X: float(model(X)), d=3, rtol=1e-3)
+    cert = va.learn_single_head(oracle).certificate()
+    U = [[Fraction(x) for x in row] for row in cert["design"]["U"]]
+    refined = cert["design"]["refined"]
+    assert refined  # the case: some probes were refined
+    for k, j, n in refined:
+        m = abs(sum(U[k][i] * Fraction(W[i][j]) for i in range(3)))  # u_k^T W e_j
+        assert 2**n <= REFINE_MAX_SCALE
+        assert 2**n * m <= REFINE_TARGET, (k, j, n, m)
+        assert 2 ** (n + 1) * m > REFINE_TARGET or 2 ** (n + 1) > REFINE_MAX_SCALE, (k, j, n)
+
+
+def test_the_transcript_records_what_the_box_answered_after_a_refine_round() -> None:
+    """The refine and rescale rounds overwrite the learner's answers: the transcript keeps
+    the box's own answer to each query it lists."""
+    model = va.SingleHeadAttention([[1, -2], [3, 0.5]], [1, -1])
+    oracle = va.Oracle.from_callable(lambda X: float(model(X)), d=2, rtol=1e-3)
+    rec = va.learn_single_head(oracle)
+    assert rec.queries_by_phase.get("refine")
+    entries = list(oracle.transcript)
+    assert len(entries) == oracle.queries
+    for entry in entries:
+        assert float(entry.answer) == float(model(np.asarray(entry.raw, dtype=float))), entry

@@ -394,7 +394,8 @@ class Oracle:
             self.transcript_complete = False
             return
         self._recorded_numbers += size
-        self._batches.append((self._phase, converted, answers))
+        # A copy: callers own the answer list they get back and may overwrite entries.
+        self._batches.append((self._phase, converted, list(answers)))
 
     def _query_array(self, Xs: np.ndarray, *, owned: bool = False) -> list[Any]:
         """Fast path: a (B, N, d) float array of queries, validated as a whole."""
