@@ -337,7 +337,7 @@ ROOM_TESTS = {
         "tests/exact_recovery",
     ],
     "noisy": ["tests/noisy"],
-    "transformer": ["tests/transformer"],
+    "transformer": ["tests/transformer", "tests/test_soundness_planted.py"],
     "multi_head": [
         "tests/multi_head/test_multi_head_counterexamples.py",
         "tests/test_hypotheses.py",

@@ -160,3 +160,18 @@ def test_the_transcript_records_what_the_box_answered_after_a_refine_round() -> 
     assert len(entries) == oracle.queries
     for entry in entries:
         assert float(entry.answer) == float(model(np.asarray(entry.raw, dtype=float))), entry
+
+
+def test_a_canonical_relu_network_computes_what_its_model_computes() -> None:
+    """The canonical form's own value (linear term plus neurons) equals its ReluFFN's."""
+    from verified_attn.transformer.relu_network import ReluNetwork
+
+    net = ReluNetwork(
+        (Fraction(2), Fraction(-1)),
+        (((Fraction(1), Fraction(3)), Fraction(2)), ((Fraction(1), Fraction(-1, 2)), Fraction(-5))),
+    )
+    model = net.model()
+    for x0 in range(-3, 4):
+        for x1 in range(-3, 4):
+            x = (Fraction(x0), Fraction(x1, 2))
+            assert net.value(x) == model.value(list(x)), x
