@@ -175,3 +175,32 @@ def test_a_canonical_relu_network_computes_what_its_model_computes() -> None:
         for x1 in range(-3, 4):
             x = (Fraction(x0), Fraction(x1, 2))
             assert net.value(x) == model.value(list(x)), x
+
+
+def test_the_bad_input_claim_is_in_the_main_job_and_passes() -> None:
+    assert "validation/bad-input-refused" in [c.id for c in va.claims.all_claims()]
+    [r] = va.check_claims(["validation/bad-input-refused"])
+    assert r.status == "PASS", r.detail
+
+
+@pytest.mark.parametrize("planted", ["low", "finite"])
+def test_the_bad_input_claim_fails_when_validation_lets_one_through(
+    monkeypatch: pytest.MonkeyPatch, planted: str
+) -> None:
+    from verified_attn import validation
+
+    real_int, real_real = validation.check_int, validation.check_real
+
+    def no_low(x: Any, name: str, **kwargs: Any) -> Any:
+        return real_int(x, name, **{**kwargs, "low": None})
+
+    def no_finite(x: Any, name: str, **kwargs: Any) -> Any:
+        return x if isinstance(x, float) and math.isnan(x) else real_real(x, name, **kwargs)
+
+    if planted == "low":
+        monkeypatch.setattr(validation, "check_int", no_low)
+    else:
+        monkeypatch.setattr(validation, "check_real", no_finite)
+    [r] = va.check_claims(["validation/bad-input-refused"])
+    named = {"low": "a negative seed", "finite": "a NaN rank tolerance"}[planted]
+    assert not r.passed and f"; {named}" in r.detail, r.detail

@@ -3,7 +3,7 @@ every kind are refused, and the PyTorch adapter maps a module's weights to the m
 
 >>> from verified_attn.soundness_claims import CLAIMS
 >>> [c.id for c in CLAIMS]
-['certificates/tampered-refused', 'adapters/torch-weight-mapping']
+['certificates/tampered-refused', 'adapters/torch-weight-mapping', 'validation/bad-input-refused']
 
 Each genuine certificate must check, and each tampered copy (a claimed parameter moved,
 the learning count off by one, an exact verification answer moved by 2^-200, a stored FFN
@@ -32,6 +32,7 @@ __all__ = ["CLAIMS", "bump_first_number", "genuine_certificates", "tampered"]
 
 _TAMPER_ID = "certificates/tampered-refused"
 _ADAPTER_ID = "adapters/torch-weight-mapping"
+_INPUT_ID = "validation/bad-input-refused"
 
 
 def genuine_certificates(seed: int) -> dict[str, dict[str, Any]]:
@@ -213,6 +214,53 @@ def _check_adapter(seed: int) -> ClaimResult:
     return ClaimResult(_ADAPTER_ID, "adapters", _ADAPTER_STATEMENT, ok, detail)
 
 
+def _bad_inputs() -> list[tuple[str, str, Callable[[], Any]]]:
+    """(what, a fragment the refusal must name, the call) for each bad argument."""
+    import verified_attn as va
+
+    head = va.SingleHeadAttention([[1, -2], [3, 1]], [1, 5])
+
+    def learn(**kwargs: Any) -> Callable[[], Any]:
+        return lambda: va.learn_single_head(va.Oracle(head, "exact"), **kwargs)
+
+    return [
+        ("a negative seed", "seed must be an int >= 0", learn(seed=-1)),
+        ("no verification lengths", "lengths must not be empty", learn(lengths=[])),
+        ("a length of 0", "in 1..", learn(lengths=[0])),
+        ("verify = -1", "verify must be an int", learn(verify=-1)),
+        (
+            "a NaN rank tolerance",
+            "rank_tol must be finite",
+            lambda: va.learn_low_rank(va.Oracle(head, "float"), rank=1, rank_tol=float("nan")),
+        ),
+        (
+            "a low-rank head at d = 10^9",
+            "queries",
+            lambda: va.learn_low_rank(va.Oracle.from_callable(sum, d=10**9), rank=1),
+        ),
+    ]
+
+
+def _check_bad_inputs(seed: int) -> ClaimResult:
+    from verified_attn.errors import InvalidArgument
+
+    wrong: list[str] = []
+    cases = _bad_inputs()
+    for what, fragment, call in cases:
+        try:
+            call()
+            wrong.append(f"{what} was ACCEPTED")
+        except InvalidArgument as exc:
+            if fragment not in str(exc):
+                wrong.append(f"{what}: refused as {str(exc)[:80]!r}, not naming {fragment!r}")
+        except Exception as exc:  # a raw error from deep inside is a failure too
+            wrong.append(f"{what}: raised {type(exc).__name__}, not InvalidArgument")
+    detail = f"{len(cases) - len(wrong)} of {len(cases)} bad arguments refused, each named"
+    if wrong:
+        detail += "; " + "; ".join(wrong)
+    return ClaimResult(_INPUT_ID, "validation", _INPUT_STATEMENT, not wrong, detail)
+
+
 _TAMPER_STATEMENT = (
     "Every certificate checker accepts its genuine certificates and refuses tampered "
     "copies: a claimed number moved, a count off by one, an exact answer moved by 2^-200, "
@@ -223,7 +271,14 @@ _ADAPTER_STATEMENT = (
     "beta) exactly as the module computes, and a learned head equals the mapped one"
 )
 
+_INPUT_STATEMENT = (
+    "Bad arguments (a negative seed, empty or zero lengths, a negative verify count, a NaN "
+    "tolerance, a size past the query cap) are refused with InvalidArgument naming the "
+    "problem, before any query"
+)
+
 CLAIMS: list[Claim] = [
     Claim(_TAMPER_ID, "certificates", _TAMPER_STATEMENT, _check_tampered, level=LEVEL_INSTANCES),
     Claim(_ADAPTER_ID, "adapters", _ADAPTER_STATEMENT, _check_adapter, level=LEVEL_INSTANCES),
+    Claim(_INPUT_ID, "validation", _INPUT_STATEMENT, _check_bad_inputs, level=LEVEL_INSTANCES),
 ]
