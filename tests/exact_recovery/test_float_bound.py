@@ -123,15 +123,6 @@ def test_answer_gradients_match_finite_differences_of_the_decoding() -> None:
     assert abs(gb) > 1e-3 and np.abs(ga).max() > 1e-3
 
 
-def test_the_constants_are_the_multi_head_learners() -> None:
-    from verified_attn.multi_head import prediction_bound as mh
-
-    assert (fb.PREDICTION_SEQUENCES, fb.PREDICTION_SIGMAS) == (
-        mh.PREDICTION_SEQUENCES,
-        mh.PREDICTION_SIGMAS,
-    )
-
-
 def test_head_gradients_are_the_multi_head_output_gradients() -> None:
     from verified_attn.multi_head.prediction_bound import output_gradients
 

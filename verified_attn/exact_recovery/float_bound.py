@@ -49,7 +49,8 @@ from verified_attn.arithmetic import Arithmetic
 from verified_attn.design import SingleHeadDesign
 from verified_attn.errors import PrecisionExhausted
 from verified_attn.models import SingleHeadAttention
-from verified_attn.verification import float_floor, fresh_sequences, tolerance
+from verified_attn.prediction_rule import PREDICTION_SEQUENCES, PREDICTION_SIGMAS, rule_ratios
+from verified_attn.verification import float_floor, fresh_sequences
 
 __all__ = [
     "PREDICTION_SEQUENCES",
@@ -63,11 +64,6 @@ __all__ = [
 ]
 
 #: Sequences the bound is evaluated on (the verification's first, then more of the same
-#: generator; none is asked): the multi-head learner's figure.
-PREDICTION_SEQUENCES = 64
-#: A result is returned only if this many standard deviations of its prediction error fit
-#: within what the agreement rule allows at each of them: the multi-head learner's figure.
-PREDICTION_SIGMAS = 2.0
 
 
 @dataclass(frozen=True)
@@ -259,18 +255,13 @@ def require_prediction_bound(
         ),
     )
     preds = np.array([float(model.evaluate_batch(X[None])[0]) for X in sequences])
-    floor = float_floor(list(preds), beta)
-    allowed = np.array([tolerance(arith, y, bias=beta, floor=floor) for y in preds])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratios = PREDICTION_SIGMAS * bounds[:, 1] / allowed
-        worst_case = float(np.max(bounds[:, 0] / allowed))
-    worst = int(np.argmax(np.where(np.isnan(ratios), np.inf, ratios)))
+    allowed, ratios, worst_case, worst = rule_ratios(arith, preds, beta, bounds)
     ratio = float(ratios[worst])
     if not ratio <= 1.0:
         # The rtol to declare: where twice the bound fits, so that a result learned at it
         # is not at the edge of the 2-sigma rule (measured: at the edge, off by 1.13 x).
         margins = 2 * PREDICTION_SIGMAS * bounds[:, 1]
-        sizes = np.maximum(np.abs(preds - beta), max(floor, 1e-300))
+        sizes = np.maximum(np.abs(preds - beta), max(float_floor(list(preds), beta), 1e-300))
         needed = float(np.max((margins - (allowed - arith.rtol * sizes)) / sizes))
         raise PrecisionExhausted(
             f"learn_single_head: the decoded head's predictions are too uncertain for rtol "

@@ -41,6 +41,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from verified_attn.multi_head.float_fit import inverse_grams
+from verified_attn.prediction_rule import PREDICTION_SEQUENCES, PREDICTION_SIGMAS
 
 __all__ = [
     "PREDICTION_SEQUENCES",
@@ -53,11 +54,6 @@ __all__ = [
 ]
 
 #: Sequences the first-order prediction bound is evaluated on (the verification's fresh
-#: sequences first, then more from the same generator; none is asked).
-PREDICTION_SEQUENCES = 64
-#: A result is returned only if this many standard deviations of its prediction error fit
-#: within what the agreement rule allows, at every one of those sequences.
-PREDICTION_SIGMAS = 2.0
 
 Head = tuple[np.ndarray, ...]
 

@@ -50,11 +50,11 @@ from verified_attn.multi_head.sequence_fit import (
     covariance_rows,
     normal_equations,
 )
+from verified_attn.prediction_rule import rule_ratios
 from verified_attn.verification import (
     agree,
     float_floor,
     fresh_sequences,
-    tolerance,
     verify_model,
 )
 
@@ -78,12 +78,7 @@ def _prediction_ratio(
         [tuple(x.tolist() for x in hd) for hd in heads], beta=beta if affine else None
     )
     preds = np.array([float(model.evaluate_batch(X[None])[0]) for X in sequences])
-    floor = float_floor(list(preds), beta)
-    allowed = np.array([tolerance(arith, y, bias=beta, floor=floor) for y in preds])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratios = PREDICTION_SIGMAS * bounds[:, 1] / allowed
-        worst_case = float(np.max(bounds[:, 0] / allowed))
-    worst = int(np.argmax(np.where(np.isnan(ratios), np.inf, ratios)))
+    allowed, ratios, worst_case, worst = rule_ratios(arith, preds, beta, bounds)
     ratio = float(ratios[worst])
     if not ratio <= 1.0:
         raise PrecisionExhausted(
