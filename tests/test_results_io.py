@@ -229,7 +229,10 @@ def float32_head() -> va.Recovery:
     torch = pytest.importorskip("torch")
     from verified_attn.adapters.torch import attention_oracle
 
-    torch.manual_seed(0)
+    # Seed 11: a module the prediction bound returns at rtol 1e-4 (most E = 16 float32
+    # modules are refused there, naming a looser rtol) whose fresh gap passes rtol only
+    # through the rule's allowance for rounding on the bias: the case this test is about.
+    torch.manual_seed(11)
     mha = torch.nn.MultiheadAttention(16, 1, batch_first=True)
     with torch.no_grad():
         mha.in_proj_bias.normal_()
