@@ -91,7 +91,7 @@ def test_a_stalled_u_group_of_eight_heads_reaches_its_floor(
     d, H, seed, k = 8, 8, 1, 0
     f0, ans, t, Mt = _group_answers(d, H, seed)
     rows = ans[k * len(f0) : (k + 1) * len(f0)]
-    _, _, res, floor = _group_fits(f0, rows, t, H, 1, UNIT, full_d=d, Mt=Mt)
+    _, _, res, floor = _group_fits(f0, rows, t, H, 1, UNIT, ids=[k], full_d=d, Mt=Mt)
     assert res[0] <= _CONVERGED * floor[0]
     # Without it (the greedy start again), the same group stays far off its floor.
     from verified_attn.multi_head.pipeline import fits
@@ -99,7 +99,7 @@ def test_a_stalled_u_group_of_eight_heads_reaches_its_floor(
     monkeypatch.setattr(
         fits, "consensus_start", lambda Mt, s, weight, rng: linear_start(Mt, s, weight)
     )
-    _, _, res, floor = _group_fits(f0, rows, t, H, 1, UNIT, full_d=d, Mt=Mt)
+    _, _, res, floor = _group_fits(f0, rows, t, H, 1, UNIT, ids=[k], full_d=d, Mt=Mt)
     assert res[0] > _GROUP_FIT * floor[0]
 
 

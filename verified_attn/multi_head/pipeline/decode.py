@@ -76,10 +76,11 @@ def _decode_pooled(
     2. Per u-group k, the pairs ``(u_k, b_j)`` fitted jointly with shared residues
        (:func:`~.float_fit.fit_groups`), started from each of its ``_SOURCES``
        best-conditioned pairs' residues (the widest score gaps), the best kept; a group
-       above ``_CONVERGED`` x its rounding floor gets joint restarts of its worst pair,
+       above ``_CONVERGED`` x its rounding floor is repaired (leave-one-out residues,
+       scores-only restarts of its missing pairs, then joint restarts of its worst pair),
        all in :func:`_group_fits`. With redundant columns (:func:`extra_columns`) each
        source's fit is the start of the fit in (r, w), ``s = M^T w``
-       (:func:`_linear_stage`), a group the restarts change is fitted on the plane again
+       (:func:`_linear_stage`), a group the repairs change is fitted on the plane again
        from them, and step 3's swaps are not needed.
     3. Gates: a group over ``_GROUP_FIT`` x its floor misses its answers; one over
        ``_CONVERGED`` x the groups' median level is a local minimum (the first-order

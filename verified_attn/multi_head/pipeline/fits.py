@@ -36,7 +36,10 @@ from verified_attn.multi_head.pipeline.rules import (
     _JOINT_ROUNDS,
     _LINEAR_ROUNDS,
     _PRUNE_ABOVE,
+    _RANDOM_STARTS,
     _REPAIR_PRUNE,
+    _REPAIR_STEPS,
+    _REPAIRS,
     _SOURCE_WORK,
     _SOURCES,
     _score_grid,
@@ -52,6 +55,7 @@ def _group_fits(
     d: int,
     unit: float,
     *,
+    ids: Sequence[int] | None = None,
     full_d: int | None = None,
     Mt: np.ndarray | None = None,
     options: Options = DEFAULT_OPTIONS,
@@ -64,10 +68,11 @@ def _group_fits(
     than p (redundant columns) the free fits are only the starts of the fit in (r, w) with
     ``s = Mt w`` (:func:`_linear_stage`), whose scores are returned.
 
-    ``full_d`` (the design's d) lets a subset of the groups be refitted
-    (:func:`_refit_groups`) exactly as they are fitted among all d: the same sources and
-    restart limit (only the pruning of very large batches of starts depends on the batch's
-    size)."""
+    ``ids`` (the groups' indices in the design, default ``range(d)``) and ``full_d`` (the
+    design's d) let a subset of the groups be refitted (:func:`_refit_groups`) exactly as
+    they are fitted among all d: the same sources, repair limit and seeded starts (only the
+    pruning of very large batches of starts depends on the batch's size)."""
+    ids = list(range(d)) if ids is None else list(ids)
     full_d = d if full_d is None else full_d
     ncols, T = len(f0), len(t)
     lt = np.log(t)
@@ -103,28 +108,33 @@ def _group_fits(
     r = fit.r.reshape(d, n_src, H)[np.arange(d), best]
     s = fit.s.reshape(d, n_src, ncols, H)[np.arange(d), best]
     res_best = res[np.arange(d), best]
-    # Restarts cost ~10 s a group at d = 16, H = 8; when more groups than _repair_limit(d)
-    # miss after the pooled fits, none is restarted (the decoding is refused) (measured at d = 16, H = 8:
+    # Repairs cost ~10 s a group at d = 16, H = 8; when more groups than _repair_limit(d)
+    # miss after the pooled fits, the decoding is refused at once (measured at d = 16, H = 8:
     # 10 of 16 groups at 1e4 x - 1e10 x the floor, where even fits started at the truth
     # estimate errors up to 2e-6: the design's conditioning, not the starts).
     n_bad = int(np.sum(~(res_best <= _CONVERGED * floor)))
     repairable = n_bad <= _repair_limit(full_d)
+    rounds = _REPAIRS if repairable and options.pair_repairs else 0
     if wide:
-        # The joint restarts below work on the free fit (off the plane): the groups they
-        # change are fitted on the plane again afterwards, from the restarted scores.
+        # The repairs below work on the free fit (off the plane): the groups they change
+        # are fitted on the plane again afterwards, from the repaired scores.
         on_plane = (r.copy(), s.copy(), res_best.copy())
+    for _ in range(rounds):
+        if not _repair_round(lt, Y, r, s, res_best, floor, pair_floor, ids):
+            break
+        options.mark("pair_repairs")
     before = res_best.copy()
     for k in range(d if repairable and options.joint_restarts else 0):
         _joint_rounds(lt, Y[k], r[k], s[k], res_best, k, floor[k], pair_floor, ncols)
     if (res_best < before).any():
         options.mark("joint_restarts")
     if wide:
-        r_rep, s_rep = r, s  # the restarted free fits
+        r_rep, s_rep = r, s  # the repaired free fits
         moved = np.flatnonzero(res_best < on_plane[2])
         r, s, res_best = on_plane
         if len(moved):
             # Measured (random d = 8, H = 6, benchmark seeds 4 and 12): one u-group left at
-            # 1e9 x its floor by the fit on the plane, which the free restarts reach.
+            # 1e9 x its floor by the fit on the plane, which the free repairs' starts reach.
             assert Mt is not None
             got = _linear_stage(lt, Y[moved], Mt, r_rep[moved], s_rep[moved], floor[moved], options)
             better = got[2] < res_best[moved]
@@ -209,7 +219,9 @@ def _refit_groups(
     each group's fit depends only on its own answers (the others keep theirs, at no cost)."""
     d, ncols = len(fits[0]), len(f0)
     rows = np.concatenate([ans[k * ncols : (k + 1) * ncols] for k in groups])
-    got = _group_fits(f0, rows, t, H, len(groups), unit, full_d=d, Mt=Mt, options=options)
+    got = _group_fits(
+        f0, rows, t, H, len(groups), unit, ids=groups, full_d=d, Mt=Mt, options=options
+    )
     out = tuple(x.copy() for x in fits)
     for x, y in zip(out, got, strict=True):
         x[list(groups)] = y
@@ -218,7 +230,7 @@ def _refit_groups(
 
 def fit_stage(st: FloatState) -> None:
     """Stage 4, the u-group fits: each u's pairs fitted jointly with shared residues, with
-    the joint restarts of groups in local minima (:func:`_group_fits`)."""
+    the repairs of groups in local minima (:func:`_group_fits`)."""
     st.fits = _group_fits(st.f0, st.ans, st.t, st.H, st.d, st.unit, Mt=st.Mt, options=st.options)
 
 
@@ -307,6 +319,65 @@ def _source_scores(lt: np.ndarray, Y: np.ndarray, r0: np.ndarray, s0: np.ndarray
         flat[worse[keep]], miss[worse[keep]] = got[keep], got_miss[keep]
     s0 = flat.reshape(d, n_src, ncols, H)
     return s0
+
+
+def _repair_round(
+    lt: np.ndarray,
+    Y: np.ndarray,
+    r: np.ndarray,
+    s: np.ndarray,
+    res_best: np.ndarray,
+    floor: np.ndarray,
+    pair_floor: np.ndarray,
+    ids: Sequence[int],
+) -> bool:
+    """One repair round of the groups over ``_CONVERGED`` x their floor (r, s and res_best
+    changed in place); False when there is nothing left to repair or nothing changed."""
+    d, ncols, H = s.shape
+    # A group whose pooled fit misses its answers has a pair in a local minimum (two
+    # heads' scores swapped, or merged poles), which also biases the shared residues.
+    # Leave each pair out in turn (the best of these fits gives unbiased residues),
+    # refit the pairs that then miss from many starts, then the whole group again.
+    bad_groups = [k for k in range(d) if not res_best[k] <= _CONVERGED * floor[k]]
+    if not bad_groups or H == 1:
+        return False
+    changed = False
+    for k in bad_groups:
+        rk, sk = r[k].copy(), s[k].copy()
+        if ncols >= 3:
+            keep = np.array([[i for i in range(ncols) if i != j] for j in range(ncols)])
+            loo = fit_groups(lt, Y[k][keep], np.repeat(rk[None], ncols, 0), sk[keep])
+            loo = polish_groups(lt, Y[k][keep], loo.r, loo.s)
+            jbest = int(loo.residual.argmin())
+            rk = loo.r[jbest]
+            sk[keep[jbest]] = loo.s[jbest]
+        miss = np.linalg.norm(group_model(lt, rk[None], sk[None])[0] - Y[k], axis=-1)
+        pf = pair_floor[k * ncols : (k + 1) * ncols]
+        jj = np.flatnonzero(~(miss <= _CONVERGED * pf))
+        if len(jj):
+            rng = np.random.default_rng([ids[k], H, 12])
+            starts = np.concatenate(
+                [
+                    transposition_starts(sk[jj]),
+                    moved_starts(sk[jj], _score_grid(lt)),
+                    rng.uniform(-6.0, 6.0, (len(jj), _RANDOM_STARTS, H)),
+                ],
+                axis=1,
+            )
+            sk[jj], _ = fit_scores(
+                lt,
+                Y[k, jj],
+                np.repeat(rk[None], len(jj), 0),
+                starts,
+                steps=_REPAIR_STEPS,
+                prune=_REPAIR_PRUNE,
+            )
+        again = fit_groups(lt, Y[k][None], rk[None], sk[None], floor=floor[k : k + 1])
+        again = polish_groups(lt, Y[k][None], again.r, again.s)
+        if again.residual[0] < res_best[k]:
+            r[k], s[k], res_best[k] = again.r[0], again.s[0], again.residual[0]
+            changed = True
+    return changed
 
 
 def _joint_rounds(

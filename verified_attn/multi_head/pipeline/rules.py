@@ -36,6 +36,8 @@ _BASIN = 1e-6
 _TIE_RESIDUE = 1e-6
 # Starting-point fits with more (problem, start) rows than this are pruned (fit_scores).
 _PRUNE_ABOVE = 50_000
+# Rounds of the transposition repair of pairs stuck in a local minimum.
+_REPAIRS = 3
 # Two scores of one pair within this (log t units) are refitted swapped (a second solution?).
 _NEAR_GAP = 1e-2
 # A second solution whose residual is within this factor of the fit's (or of the rounding
@@ -48,6 +50,10 @@ _TWIN = 2.0
 # A second solution farther than this times the group's first-order error is asked about
 # (a tie link); closer ones are the fit itself, found again.
 _TWIN_SIGNIFICANT = 100.0
+# Levenberg-Marquardt steps per repair start: a pair with several crowded scores (four within
+# 0.5 at d = 8, H = 5, seed 2) needs ~300 from a start in the right basin (60 leave it in the
+# wrong one, with a score off by 0.15).
+_REPAIR_STEPS = 300
 # ... of which the first 40 run from every start, the rest from each pair's 8 best (the cost
 # is in the starts: d = 16, H = 8 spent 320 of 366 s in these fits without pruning).
 _REPAIR_PRUNE = (40, 8)
@@ -60,6 +66,8 @@ _LINEAR_ROUNDS = 2
 _CONSENSUS_SEED = 0x636F6E
 # Shifts of one head's score tried by the joint restarts (log t units).
 _LOCAL_SHIFTS = np.array([-0.3, -0.1, -0.03, -0.01, 0.01, 0.03, 0.1, 0.3])
+# Random starts per repaired pair.
+_RANDOM_STARTS = 96
 
 
 def _score_grid(lt: np.ndarray) -> np.ndarray:

@@ -1,7 +1,7 @@
 """The float learner's typed state, passed from stage to stage, and its stage switches.
 
 >>> Options().pilot, Options(pilot=False).pilot, len(SWITCHES)
-(True, False, 8)
+(True, False, 9)
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class Options:
     """
 
     pilot: bool = True  # rescaling rounds of the pilot pairs (off: the design scale)
+    pair_repairs: bool = True  # leave-one-out residues and multi-start pair refits
     joint_restarts: bool = True  # a stalled group's worst pair restarted jointly
     consensus_start: bool = True  # the redundant design's consensus-plane restart
     linear_rounds: bool = True  # the redundant design's pair-refit rounds on the plane
