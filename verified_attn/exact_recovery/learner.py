@@ -22,9 +22,8 @@ certified and float arithmetic. The affine model adds the query [0] (beta) and d
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 import sympy
@@ -41,6 +40,7 @@ from verified_attn.design import (
 )
 from verified_attn.errors import ModelClassMismatch
 from verified_attn.exact_recovery.float_bound import require_prediction_bound
+from verified_attn.learner_options import ExactOptions, learner_options
 from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.probing import (
     MAX_RESCALES,
@@ -57,21 +57,15 @@ from verified_attn.probing import (
     saturated,
     verify_reconstruction,
 )
-from verified_attn.progress import check_progress, reporting
+from verified_attn.progress import reporting
 from verified_attn.recovery import SingleHeadRecovery, enclosures_from_balls
 from verified_attn.validation import (
     check_bool,
-    check_denominator_bound,
-    check_lengths,
     check_oracle,
-    check_seed,
-    check_verify,
     number_bytes,
     require_memory,
 )
 from verified_attn.verification import (
-    DEFAULT_LENGTHS,
-    DEFAULT_VERIFY,
     require_bias_resolution,
 )
 
@@ -198,11 +192,7 @@ def learn_single_head(
     *,
     affine: bool | None = None,
     design: Any = None,
-    verify: int = DEFAULT_VERIFY,
-    seed: int = 0,
-    lengths: Sequence[int] = DEFAULT_LENGTHS,
-    denominator_bound: int | None = None,
-    progress: Any = False,
+    **options: Unpack[ExactOptions],
 ) -> SingleHeadRecovery:
     """Recover (W, v) — and (c, beta) for the affine model — from black-box queries.
 
@@ -223,11 +213,9 @@ def learn_single_head(
     affine = check_bool(affine, "affine", allow_none=True)
     if affine is None:
         affine = oracle.model_class == "single-head-affine"
-    verify = check_verify(verify)
-    seed = check_seed(seed)
-    lengths = check_lengths(lengths)
-    denominator_bound = check_denominator_bound(denominator_bound)
-    progress = check_progress(progress)
+    verify, seed, lengths, denominator_bound, progress = learner_options(
+        "learn_single_head", options
+    )
     arith = oracle.arithmetic
     d = oracle.d
     bound = query_bound(d, affine=affine)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from verified_attn import validation
 from verified_attn.arithmetic import Arithmetic
 from verified_attn.certificates.writer import RunRecord, union_balls
 from verified_attn.errors import InvalidArgument, PrecisionExhausted
+from verified_attn.learner_options import CheckOptions, learner_options
 from verified_attn.low_rank.probes import Prober, dump_probes, exact_floats
 from verified_attn.low_rank.skeleton import SkeletonResult, skeleton_query_bound, skeleton_recover
 from verified_attn.oracle import Oracle, QueryCounts
@@ -49,12 +50,10 @@ from verified_attn.probing import (
     public_params,
     reconstruction_assumptions,
 )
-from verified_attn.progress import check_progress, reporting
+from verified_attn.progress import reporting
 from verified_attn.recovery import LowRankRecovery, enclosures_from_balls
 from verified_attn.serialize import dump_number, dump_rational
 from verified_attn.verification import (
-    DEFAULT_LENGTHS,
-    DEFAULT_VERIFY,
     Verification,
     check_record,
     verify_candidate,
@@ -81,15 +80,12 @@ def learn_low_rank(
     *,
     rank: int | None = None,
     method: str = "skeleton",
-    verify: int = DEFAULT_VERIFY,
-    seed: int = 0,
-    lengths: Sequence[int] = DEFAULT_LENGTHS,
     denominator_bound: int | None = None,
     rank_tol: float = 1e-8,
     measurements: int | None = None,
     tol: float = 1e-9,
     max_iter: int = 5000,
-    progress: Any = False,
+    **options: Unpack[CheckOptions],
 ) -> LowRankRecovery:
     """Recover (W, v) of a head whose W has rank <= ``rank`` (found if None).
 
@@ -127,10 +123,7 @@ def learn_low_rank(
         precision=arith.precision,
         queries=d + 2 * d * (rank or 1) + 1,
     )
-    verify = validation.check_verify(verify)
-    seed = validation.check_seed(seed)
-    lengths = validation.check_lengths(lengths)
-    progress = check_progress(progress)
+    verify, seed, lengths, _, progress = learner_options("learn_low_rank", options, CheckOptions)
     if method == "nuclear":
         if denominator_bound is not None:
             raise InvalidArgument("denominator_bound applies to method='skeleton' only")

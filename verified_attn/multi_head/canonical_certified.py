@@ -26,6 +26,7 @@ import flint
 
 from verified_attn.arithmetic import arb_bounds, fmpq_matrix, reconstruct_rational
 from verified_attn.errors import ModelClassMismatch, NotIdentifiable, PrecisionExhausted
+from verified_attn.learner_options import LearnerOptions
 from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head.canonical import canonical_form
 from verified_attn.multi_head.canonical_bounds import (
@@ -62,18 +63,11 @@ def decoding_assumption(precision: int, D: int) -> str:
 
 
 def learn_certified(
-    oracle: Oracle,
-    H0: int,
-    *,
-    degree_known: bool,
-    verify: int,
-    seed: int,
-    lengths: Sequence[int],
-    denominator_bound: int | None,
-    affine: bool,
+    oracle: Oracle, H0: int, degree_known: bool, opts: LearnerOptions, affine: bool
 ) -> MultiHeadRecovery:
     """The exact/certified path of :func:`~.canonical_learner.learn_multi_head` (arguments
     already validated there)."""
+    verify, seed, lengths, denominator_bound, _ = opts
     arith = oracle.arithmetic
     d = oracle.d
     bound = canonical_query_limit(d, H0, affine=affine)

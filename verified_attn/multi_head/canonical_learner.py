@@ -58,10 +58,10 @@ which the certificate checker (:mod:`verified_attn.certificates.multi_head`) use
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from typing import Unpack
 
 from verified_attn.errors import InvalidArgument
+from verified_attn.learner_options import ExactOptions, LearnerOptions, learner_options
 from verified_attn.multi_head.canonical_bounds import (
     EXACT_MODE_PRECISION,
     METHOD,
@@ -78,19 +78,14 @@ from verified_attn.multi_head.canonical_bounds import (
 )
 from verified_attn.multi_head.refusals import diagnosed
 from verified_attn.oracle import Oracle
-from verified_attn.progress import check_progress, reporting
+from verified_attn.progress import reporting
 from verified_attn.recovery import MultiHeadRecovery
 from verified_attn.validation import (
     check_bool,
-    check_denominator_bound,
     check_int,
-    check_lengths,
     check_oracle,
-    check_seed,
-    check_verify,
     require_size,
 )
-from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY
 
 __all__ = [
     "EXACT_MODE_PRECISION",
@@ -114,12 +109,8 @@ def learn_multi_head(
     *,
     heads: int | None = None,
     max_heads: int | None = None,
-    verify: int = DEFAULT_VERIFY,
-    seed: int = 0,
-    lengths: Sequence[int] = DEFAULT_LENGTHS,
-    denominator_bound: int | None = None,
     affine: bool | None = None,
-    progress: Any = False,
+    **options: Unpack[ExactOptions],
 ) -> MultiHeadRecovery:
     """Recover the canonical form of a multi-head oracle (exact, certified or float).
 
@@ -176,10 +167,7 @@ def learn_multi_head(
         precision=arith.precision,
         queries=2 * H0 * (d * d + 2 * d),
     )
-    verify = check_verify(verify)
-    seed = check_seed(seed)
-    lengths = check_lengths(lengths)
-    denominator_bound = check_denominator_bound(denominator_bound)
+    opts = learner_options("learn_multi_head", options)
     affine = check_bool(affine, "affine", allow_none=True)
     declared = oracle.model_class in ("multi-head-affine", "single-head-affine")
     if affine is None:
@@ -189,32 +177,15 @@ def learn_multi_head(
             f"affine=False, but the oracle declares model class {oracle.model_class!r} "
             "(score or output biases): pass affine=True or leave it None"
         )
-    progress = check_progress(progress)
-    with reporting(oracle, progress, "learn_multi_head"):
-        return _learn(
-            oracle,
-            H0,
-            degree_known=heads is not None,
-            verify=verify,
-            seed=seed,
-            lengths=lengths,
-            denominator_bound=denominator_bound,
-            affine=affine,
-        )
+    with reporting(oracle, opts.progress, "learn_multi_head"):
+        return _learn(oracle, H0, heads is not None, opts, affine)
 
 
 def _learn(
-    oracle: Oracle,
-    H0: int,
-    *,
-    degree_known: bool,
-    verify: int,
-    seed: int,
-    lengths: Sequence[int],
-    denominator_bound: int | None,
-    affine: bool,
+    oracle: Oracle, H0: int, degree_known: bool, opts: LearnerOptions, affine: bool
 ) -> MultiHeadRecovery:
     """:func:`learn_multi_head` by arithmetic (arguments validated there)."""
+    verify, seed, lengths = opts.verify, opts.seed, opts.lengths
     arith = oracle.arithmetic
     if arith.name == "float" and not degree_known:
         # The count first (its own probes, the Loewner rule), then the float decoding with it.
@@ -238,13 +209,4 @@ def _learn(
     oracle.require_remaining(bound, verify, "learn_multi_head")
     from verified_attn.multi_head.canonical_certified import learn_certified
 
-    return learn_certified(
-        oracle,
-        H0,
-        degree_known=degree_known,
-        verify=verify,
-        seed=seed,
-        lengths=lengths,
-        denominator_bound=denominator_bound,
-        affine=affine,
-    )
+    return learn_certified(oracle, H0, degree_known, opts, affine)

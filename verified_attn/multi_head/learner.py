@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, Unpack
 
 import flint
 import numpy as np
@@ -39,22 +39,19 @@ from verified_attn.errors import (
     PrecisionExhausted,
 )
 from verified_attn.exact_recovery import learn_single_head
+from verified_attn.learner_options import ExactOptions, learner_options
 from verified_attn.models import MultiHeadAttention, as_rational_sequence
 from verified_attn.multi_head.canonical_certified import dump_heads
 from verified_attn.multi_head.refusals import restated
 from verified_attn.multi_head.run_record import RunRecord
 from verified_attn.oracle import Oracle
-from verified_attn.progress import check_progress, reporting
+from verified_attn.progress import reporting
 from verified_attn.recovery import MultiHeadRecovery, SingleHeadRecovery
 from verified_attn.serialize import dump_number, dump_rational
 from verified_attn.validation import (
-    check_denominator_bound,
-    check_lengths,
     check_oracle,
-    check_seed,
-    check_verify,
 )
-from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY, verify_model
+from verified_attn.verification import verify_model
 
 __all__ = ["learn_orthogonal_heads", "orthogonal_heads_model", "orthogonal_query_bound"]
 
@@ -160,12 +157,7 @@ def _fmpq_mat(m: sympy.Matrix) -> flint.fmpq_mat:
 def learn_orthogonal_heads(
     oracle: Oracle,
     bases: Any,
-    *,
-    verify: int = DEFAULT_VERIFY,
-    seed: int = 0,
-    lengths: Sequence[int] = DEFAULT_LENGTHS,
-    denominator_bound: int | None = None,
-    progress: Any = False,
+    **options: Unpack[ExactOptions],
 ) -> MultiHeadRecovery:
     """Recover every head living in one of the known, pairwise orthogonal subspaces.
 
@@ -192,11 +184,9 @@ def learn_orthogonal_heads(
             f"oracle declares model class {oracle.model_class!r}: learn_orthogonal_heads "
             "covers bias-free heads; use learn_multi_head (it learns c_h and beta)"
         )
-    verify = check_verify(verify)
-    seed = check_seed(seed)
-    lengths = check_lengths(lengths)
-    denominator_bound = check_denominator_bound(denominator_bound)
-    progress = check_progress(progress)
+    verify, seed, lengths, denominator_bound, progress = learner_options(
+        "learn_orthogonal_heads", options
+    )
     Bs = _bases(bases, oracle.d)
     bound = orthogonal_query_bound([B.ncols() for B in Bs])
     oracle.require_remaining(bound, verify * (len(Bs) + 1), "learn_orthogonal_heads")

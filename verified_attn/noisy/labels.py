@@ -44,9 +44,9 @@ for W (each entry's probe divides by v_i) and ||W||_F <= w_bound.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Any
+from typing import Any, Unpack
 
 import flint
 import numpy as np
@@ -61,15 +61,15 @@ from verified_attn.errors import (
     NotIdentifiable,
     PrecisionExhausted,
 )
+from verified_attn.learner_options import CheckOptions, learner_options
 from verified_attn.models import SingleHeadAttention
 from verified_attn.noisy.intervals import down as _down
 from verified_attn.noisy.intervals import up as _up
 from verified_attn.noisy.verification import LabelVerification, verify_labels
 from verified_attn.oracle import Oracle
-from verified_attn.progress import check_progress, reporting
+from verified_attn.progress import reporting
 from verified_attn.recovery import LabelRecovery
 from verified_attn.serialize import dump_number, dump_rational
-from verified_attn.verification import DEFAULT_LENGTHS
 
 __all__ = ["INTERVAL_PRECISION", "MAX_BITS", "label_query_bound", "learn_from_labels"]
 
@@ -198,10 +198,7 @@ def learn_from_labels(
     w_bound: Any,
     bits: int = 30,
     max_denominator: int | None = None,
-    verify: int = DEFAULT_LABEL_VERIFY,
-    seed: int = 0,
-    lengths: Sequence[int] = DEFAULT_LENGTHS,
-    progress: Any = False,
+    **options: Unpack[CheckOptions],
 ) -> LabelRecovery:
     """Recover v up to a positive scale and W from sign labels, ``bits`` bits each.
 
@@ -236,10 +233,9 @@ def learn_from_labels(
     wbar = to_fraction(validation.check_real(w_bound, "w_bound", low=0, low_open=True), name="w_bound")
     bits = validation.check_int(bits, "bits", low=1, high=MAX_BITS)
     max_denominator = validation.check_int(max_denominator, "max_denominator", low=1, allow_none=True)
-    verify = validation.check_verify(verify)
-    seed = validation.check_seed(seed)
-    lengths = validation.check_lengths(lengths)
-    progress = check_progress(progress)
+    verify, seed, lengths, _, progress = learner_options(
+        "learn_from_labels", options, CheckOptions, verify=DEFAULT_LABEL_VERIFY
+    )
     d = oracle.d
     bound = label_query_bound(d, bits)
     oracle.require_remaining(bound, verify, f"learn_from_labels at d = {d}")

@@ -53,9 +53,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, Unpack
 
 import flint
 import numpy as np
@@ -65,6 +64,7 @@ from verified_attn.arithmetic import to_fraction
 from verified_attn.certificates.writer import RunRecord
 from verified_attn.design import noisy_design
 from verified_attn.errors import InvalidArgument, NotIdentifiable
+from verified_attn.learner_options import CheckOptions, learner_options
 from verified_attn.models import SingleHeadAttention
 from verified_attn.noisy import symbolic
 from verified_attn.noisy.certificate_data import THEOREM, NoisySetting
@@ -85,7 +85,6 @@ from verified_attn.oracle_wrappers import worst_case_direction, worst_case_oracl
 from verified_attn.progress import reporting
 from verified_attn.recovery import NoisyRecovery
 from verified_attn.serialize import dump_number
-from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY
 
 __all__ = [
     "DESIGNS",
@@ -155,10 +154,7 @@ def learn_noisy(
     margin: Any,
     design: str = "paper",
     repeats: int = 1,
-    verify: int = DEFAULT_VERIFY,
-    seed: int = 0,
-    lengths: Sequence[int] = DEFAULT_LENGTHS,
-    progress: Any = False,
+    **options: Unpack[CheckOptions],
 ) -> NoisyRecovery:
     """Estimate (W, v) with per-entry guaranteed error bounds from d^2 + d noisy queries.
 
@@ -206,9 +202,7 @@ def learn_noisy(
     mu = _positive(margin, "margin")
     design = validation.check_choice(design, "design", DESIGNS)
     repeats = validation.check_int(repeats, "repeats", low=1)
-    verify = validation.check_verify(verify)
-    seed = validation.check_seed(seed)
-    lengths = validation.check_lengths(lengths)
+    verify, seed, lengths, _, progress = learner_options("learn_noisy", options, CheckOptions)
     d = oracle.d
     _check_tolerance(design, tau, mu, d)
     bound = repeats * query_bound(d)
@@ -400,10 +394,7 @@ def learn_stochastic(
     margin: Any,
     failure_probability: float = 1e-3,
     design: str = "paper",
-    verify: int = DEFAULT_VERIFY,
-    seed: int = 0,
-    lengths: Sequence[int] = DEFAULT_LENGTHS,
-    progress: Any = False,
+    **options: Unpack[CheckOptions],
 ) -> NoisyRecovery:
     """Zero-mean Gaussian noise of scale sigma: repeat, average, then Thm 6.1.
 
@@ -442,7 +433,7 @@ def learn_stochastic(
         )
     )
     design = validation.check_choice(design, "design", DESIGNS)
-    verify = validation.check_verify(verify)
+    verify = learner_options("learn_stochastic", options, CheckOptions).verify
     d = oracle.d
     tau = tolerance_for_error(eps, float(w_bound), float(margin), d, design=design)
     n = repeats_for(sigma, tau, query_bound(d) + verify, delta)
@@ -453,10 +444,7 @@ def learn_stochastic(
         margin=margin,
         design=design,
         repeats=n,
-        verify=verify,
-        seed=seed,
-        lengths=lengths,
-        progress=progress,
+        **options,
     )
     statement = (
         f"probabilistic, not certified: the noise is assumed zero-mean Gaussian of scale "

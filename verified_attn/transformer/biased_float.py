@@ -57,8 +57,7 @@ certificate and ``certificate()`` says so.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -69,14 +68,15 @@ from verified_attn.errors import (
     NotIdentifiable,
     PrecisionExhausted,
 )
+from verified_attn.learner_options import CheckOptions, learner_options
 from verified_attn.models import OneLayerTransformer
 from verified_attn.oracle import Oracle
-from verified_attn.progress import check_progress, reporting
+from verified_attn.progress import reporting
 from verified_attn.recovery import TransformerRecovery
 from verified_attn.transformer.relu_biased import FLOAT_TOL, BiasedReluNetwork
 from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
-from verified_attn.validation import check_lengths, check_oracle, check_seed, check_verify
-from verified_attn.verification import BIAS_ULPS, DEFAULT_LENGTHS, DEFAULT_VERIFY, verify_if_asked
+from verified_attn.validation import check_oracle
+from verified_attn.verification import BIAS_ULPS, verify_if_asked
 
 __all__ = ["CELL_RTOL", "FFN_ATTEMPTS", "MARGIN", "RESOLUTION", "learn_biased_transformer_float"]
 
@@ -241,11 +241,7 @@ def _no_certificate() -> dict[str, Any]:
 
 def learn_biased_transformer_float(
     oracle: Oracle,
-    *,
-    verify: int = DEFAULT_VERIFY,
-    seed: int = 0,
-    lengths: Sequence[int] = DEFAULT_LENGTHS,
-    progress: Any = False,
+    **options: Unpack[CheckOptions],
 ) -> TransformerRecovery:
     """Learn ``T(X) = w_o^T ReLU(A^T V^T X^T softmax(X W x_N) + a) + b`` from a float box.
 
@@ -263,10 +259,9 @@ def learn_biased_transformer_float(
     cell's measured gradient, alpha_1 outside (0, 1) or the fresh sequences refute it).
     """
     check_oracle(oracle)
-    check_progress(progress)
-    verify = check_verify(verify)
-    seed = check_seed(seed)
-    lengths = check_lengths(lengths)
+    verify, seed, lengths, _, progress = learner_options(
+        "learn_biased_transformer_float", options, CheckOptions
+    )
     arith = oracle.arithmetic
     if arith.name != "float":
         raise InvalidArgument(

@@ -37,12 +37,12 @@ Transformer is verified on fresh sequences of every length in ``lengths``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 import sympy
 
 from verified_attn.certificates.writer import RunRecord
+from verified_attn.learner_options import ExactOptions
 from verified_attn.models import OneLayerTransformer
 from verified_attn.oracle import Oracle
 from verified_attn.progress import reporting
@@ -52,22 +52,13 @@ from verified_attn.transformer.cell import cell_attention, cell_of
 from verified_attn.transformer.common import learner_arguments, verify_learned
 from verified_attn.transformer.relu_biased import BiasedReluNetwork
 from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
-from verified_attn.verification import (
-    DEFAULT_LENGTHS,
-    DEFAULT_VERIFY,
-)
 
 __all__ = ["cell_of", "learn_biased_transformer"]
 
 
 def learn_biased_transformer(
     oracle: Oracle,
-    *,
-    verify: int = DEFAULT_VERIFY,
-    seed: int = 0,
-    lengths: Sequence[int] = DEFAULT_LENGTHS,
-    denominator_bound: int | None = None,
-    progress: Any = False,
+    **options: Unpack[ExactOptions],
 ) -> TransformerRecovery:
     """Learn ``T(X) = w_o^T ReLU(A^T V^T X^T softmax(X W x_N) + a) + b`` exactly.
 
@@ -83,14 +74,8 @@ def learn_biased_transformer(
     connection, GELU, a causal mask: the fresh sequences refute the learned model),
     :class:`InvalidArgument` for float oracles or bad arguments.
     """
-    verify, seed, lengths, denominator_bound = learner_arguments(
-        oracle,
-        verify,
-        seed,
-        lengths,
-        denominator_bound,
-        progress=progress,
-        rational="learn_biased_transformer",
+    verify, seed, lengths, denominator_bound, progress = learner_arguments(
+        oracle, "learn_biased_transformer", options
     )
     arith = oracle.arithmetic
     d = oracle.d

@@ -3,10 +3,9 @@
 >>> import verified_attn as va
 >>> from verified_attn.models import ReluFFN
 >>> oracle = va.Oracle(ReluFFN([[1, -1]], [2, 1]), "exact")
->>> learner_arguments(oracle, 4, 0, (1, 2), None, rational="learn_relu_ffn")
-(4, 0, (1, 2), None)
->>> learner_arguments(va.Oracle(ReluFFN([[1]], [1]), "float"), 4, 0, (1,), None,
-...                   rational="learn_relu_ffn")
+>>> learner_arguments(oracle, "learn_relu_ffn", {"verify": 4, "lengths": (1, 2)}).lengths
+(1, 2)
+>>> learner_arguments(va.Oracle(ReluFFN([[1]], [1]), "float"), "learn_relu_ffn", {})
 Traceback (most recent call last):
 ...
 verified_attn.errors.InvalidArgument: learn_relu_ffn needs an oracle with arithmetic 'exact' or 'certified' (rational answers); got arithmetic='float'
@@ -16,7 +15,7 @@ Fraction(6, 1)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -24,15 +23,9 @@ import sympy
 
 from verified_attn.arithmetic import Arithmetic, arb_bounds, reconstruct_rational
 from verified_attn.errors import InvalidArgument, ModelClassMismatch, PrecisionExhausted
+from verified_attn.learner_options import LearnerOptions, learner_options
 from verified_attn.oracle import Oracle
-from verified_attn.progress import check_progress
-from verified_attn.validation import (
-    check_denominator_bound,
-    check_lengths,
-    check_oracle,
-    check_seed,
-    check_verify,
-)
+from verified_attn.validation import check_oracle
 from verified_attn.verification import Verification, verify_candidate
 
 __all__ = ["learner_arguments", "rational_answer", "verify_learned", "verify_network"]
@@ -40,32 +33,23 @@ __all__ = ["learner_arguments", "rational_answer", "verify_learned", "verify_net
 
 def learner_arguments(
     oracle: Oracle,
-    verify: Any,
-    seed: Any,
-    lengths: Any,
-    denominator_bound: Any,
+    learner: str,
+    options: Mapping[str, Any],
     *,
-    progress: Any = False,
-    rational: str | None = None,
-) -> tuple[int, int, tuple[int, ...], int | None]:
-    """The room's common arguments checked (oracle, progress, verify, seed, lengths,
-    denominator_bound), returned normalised; ``rational``: the learner's name, when it
-    needs rational answers (an oracle in exact or certified arithmetic)."""
+    rational: bool = True,
+) -> LearnerOptions:
+    """The oracle and the shared keywords of ``learner`` checked (:func:`learner_options`);
+    ``rational``: the learner needs rational answers (an oracle in exact or certified
+    arithmetic)."""
     check_oracle(oracle)
-    check_progress(progress)
-    out = (
-        check_verify(verify),
-        check_seed(seed),
-        check_lengths(lengths),
-        check_denominator_bound(denominator_bound),
-    )
+    opts = learner_options(learner, options)
     name = oracle.arithmetic.name
-    if rational is not None and name not in ("exact", "certified"):
+    if rational and name not in ("exact", "certified"):
         raise InvalidArgument(
-            f"{rational} needs an oracle with arithmetic 'exact' or 'certified' (rational "
+            f"{learner} needs an oracle with arithmetic 'exact' or 'certified' (rational "
             f"answers); got arithmetic={name!r}"
         )
-    return out
+    return opts
 
 
 def rational_answer(arith: Arithmetic, y: Any, point: Sequence[Fraction], D: int) -> Fraction:

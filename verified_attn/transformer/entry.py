@@ -21,10 +21,10 @@ model class: pass ``biases=True`` for one with biases). The bias-free learners a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from verified_attn.errors import InvalidArgument
+from verified_attn.learner_options import ExactOptions
 from verified_attn.oracle import Oracle
 from verified_attn.recovery import ReluFFNRecovery, TransformerRecovery
 from verified_attn.transformer import learner, relu
@@ -32,7 +32,6 @@ from verified_attn.transformer.biased_float import learn_biased_transformer_floa
 from verified_attn.transformer.biased_learner import learn_biased_transformer
 from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
 from verified_attn.validation import check_oracle, require_size
-from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY
 
 __all__ = ["BIASED_CLASSES", "learn_relu_ffn", "learn_transformer"]
 
@@ -66,13 +65,9 @@ def learn_relu_ffn(
     oracle: Oracle,
     *,
     biases: bool | None = None,
-    verify: int = DEFAULT_VERIFY,
-    seed: int = 0,
-    lengths: Sequence[int] = DEFAULT_LENGTHS,
     attempts: int = 3,
-    denominator_bound: int | None = None,
     grid: int = 4,
-    progress: Any = False,
+    **options: Unpack[ExactOptions],
 ) -> ReluFFNRecovery:
     """Learn g(x) = f([x]) as a canonical ReLU network, with biases or without.
 
@@ -85,16 +80,9 @@ def learn_relu_ffn(
     d = oracle.d
     # Every learner probes d - 1 directions per piece of at least one line: >= d queries, d^2 numbers.
     _require_size(oracle, "learn_relu_ffn", numbers=d * d, queries=d)
-    kw: dict[str, Any] = {
-        "verify": verify,
-        "seed": seed,
-        "lengths": lengths,
-        "attempts": attempts,
-        "progress": progress,
-    }
     if _biases(oracle, biases, float_too=True):
-        return learn_biased_relu_ffn(oracle, denominator_bound=denominator_bound, **kw)
-    return relu.learn_relu_ffn(oracle, grid=grid, denominator_bound=denominator_bound, **kw)
+        return learn_biased_relu_ffn(oracle, attempts=attempts, **options)
+    return relu.learn_relu_ffn(oracle, grid=grid, attempts=attempts, **options)
 
 
 def learn_transformer(
@@ -102,11 +90,7 @@ def learn_transformer(
     *,
     biases: bool | None = None,
     method: str | None = None,
-    verify: int = DEFAULT_VERIFY,
-    seed: int = 0,
-    lengths: Sequence[int] = DEFAULT_LENGTHS,
-    denominator_bound: int | None = None,
-    progress: Any = False,
+    **options: Unpack[ExactOptions],
 ) -> TransformerRecovery:
     """Learn a one-layer Transformer, its FFN with biases or without (exactly; float oracles
     of the biased class in float, verified with the float rule).
@@ -123,7 +107,6 @@ def learn_transformer(
     d = oracle.d
     # W alone takes d^2 queries from two d x d designs.
     _require_size(oracle, "learn_transformer", numbers=2 * d * d, queries=d * d)
-    kw: dict[str, Any] = {"verify": verify, "seed": seed, "lengths": lengths, "progress": progress}
     if _biases(oracle, biases, float_too=False):
         if method not in (None, "direct"):
             raise InvalidArgument(
@@ -131,8 +114,7 @@ def learn_transformer(
                 "with biases W is learned inside one cell of the FFN: use method=None"
             )
         if oracle.arithmetic.name == "float":  # denominator_bound: certified reconstruction only
-            return learn_biased_transformer_float(oracle, **kw)
-        return learn_biased_transformer(oracle, denominator_bound=denominator_bound, **kw)
-    return learner.learn_transformer(
-        oracle, method=method or "paper", denominator_bound=denominator_bound, **kw
-    )
+            kw = {k: v for k, v in options.items() if k != "denominator_bound"}
+            return learn_biased_transformer_float(oracle, **kw)  # type: ignore[arg-type]
+        return learn_biased_transformer(oracle, **options)
+    return learner.learn_transformer(oracle, method=method or "paper", **options)

@@ -43,9 +43,8 @@ in d and m alone.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, Unpack
 
 import flint
 import numpy as np
@@ -61,6 +60,7 @@ from verified_attn.errors import (
     PrecisionExhausted,
 )
 from verified_attn.exact_recovery import learn_single_head
+from verified_attn.learner_options import ExactOptions
 from verified_attn.models import OneLayerTransformer, as_rational_sequence
 from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.progress import reporting
@@ -75,8 +75,6 @@ from verified_attn.validation import (
     check_oracle,
 )
 from verified_attn.verification import (
-    DEFAULT_LENGTHS,
-    DEFAULT_VERIFY,
     Verification,
 )
 
@@ -167,11 +165,7 @@ def learn_transformer(
     oracle: Oracle,
     *,
     method: str = "paper",
-    verify: int = DEFAULT_VERIFY,
-    seed: int = 0,
-    lengths: Sequence[int] = DEFAULT_LENGTHS,
-    denominator_bound: int | None = None,
-    progress: Any = False,
+    **options: Unpack[ExactOptions],
 ) -> TransformerRecovery:
     """Learn ``T(X) = w_o^T ReLU(A^T V^T X^T softmax(X W x_N))`` exactly from queries.
 
@@ -193,14 +187,8 @@ def learn_transformer(
     oracle is not such a Transformer, :class:`InvalidArgument` for float oracles (exact
     learning needs rational answers), an unknown method or another bad argument.
     """
-    verify, seed, lengths, denominator_bound = learner_arguments(
-        oracle,
-        verify,
-        seed,
-        lengths,
-        denominator_bound,
-        progress=progress,
-        rational="learn_transformer",
+    verify, seed, lengths, denominator_bound, progress = learner_arguments(
+        oracle, "learn_transformer", options
     )
     method = check_choice(method, "method", METHODS)
     arith = oracle.arithmetic

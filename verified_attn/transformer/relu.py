@@ -60,9 +60,8 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, Unpack
 
 import flint
 import numpy as np
@@ -75,6 +74,7 @@ from verified_attn.certificates.writer import RunRecord
 from verified_attn.errors import (
     ModelClassMismatch,
 )
+from verified_attn.learner_options import ExactOptions
 from verified_attn.oracle import Oracle
 from verified_attn.progress import reporting
 from verified_attn.recovery import ReluFFNRecovery
@@ -99,8 +99,6 @@ from verified_attn.validation import (
     check_int,
 )
 from verified_attn.verification import (
-    DEFAULT_LENGTHS,
-    DEFAULT_VERIFY,
     Verification,
 )
 
@@ -307,13 +305,9 @@ def _learn_once(
 def learn_relu_ffn(
     oracle: Oracle,
     *,
-    verify: int = DEFAULT_VERIFY,
-    seed: int = 0,
-    lengths: Sequence[int] = DEFAULT_LENGTHS,
     grid: int = 4,
     attempts: int = 3,
-    denominator_bound: int | None = None,
-    progress: Any = False,
+    **options: Unpack[ExactOptions],
 ) -> ReluFFNRecovery:
     """Learn g(x) = f([x]) exactly as a canonical bias-free ReLU network.
 
@@ -338,14 +332,8 @@ def learn_relu_ffn(
     bias-free ReLU network), :class:`PrecisionExhausted` if an answer cannot be
     reconstructed, :class:`QueryBudgetExceeded` when the oracle's budget runs out.
     """
-    verify, seed, lengths, denominator_bound = learner_arguments(
-        oracle,
-        verify,
-        seed,
-        lengths,
-        denominator_bound,
-        progress=progress,
-        rational="learn_relu_ffn",
+    verify, seed, lengths, denominator_bound, progress = learner_arguments(
+        oracle, "learn_relu_ffn", options
     )
     grid = check_int(grid, "grid", low=1, high=MAX_GRID)
     attempts = check_int(attempts, "attempts", low=1, high=MAX_ATTEMPTS)

@@ -15,15 +15,15 @@ The method and the count are described in :mod:`verified_attn.transformer.relu_b
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Unpack
 
 import numpy as np
 
 from verified_attn.arithmetic import Arithmetic
 from verified_attn.certificates.writer import RunRecord
 from verified_attn.errors import ModelClassMismatch
+from verified_attn.learner_options import ExactOptions
 from verified_attn.oracle import Oracle
 from verified_attn.progress import reporting
 from verified_attn.recovery import ReluFFNRecovery
@@ -41,8 +41,6 @@ from verified_attn.validation import (
     check_int,
 )
 from verified_attn.verification import (
-    DEFAULT_LENGTHS,
-    DEFAULT_VERIFY,
     Verification,
 )
 
@@ -82,12 +80,8 @@ class BiasedReluFFNRecovery(ReluFFNRecovery):
 def learn_biased_relu_ffn(
     oracle: Oracle,
     *,
-    verify: int = DEFAULT_VERIFY,
-    seed: int = 0,
-    lengths: Sequence[int] = DEFAULT_LENGTHS,
     attempts: int = 3,
-    denominator_bound: int | None = None,
-    progress: Any = False,
+    **options: Unpack[ExactOptions],
 ) -> BiasedReluFFNRecovery:
     """Learn ``g(x) = f([x]) = w_o^T ReLU(A^T x + a) + b`` in canonical form.
 
@@ -109,8 +103,8 @@ def learn_biased_relu_ffn(
     :class:`PrecisionExhausted` when a certified answer does not reconstruct,
     :class:`InvalidArgument` for bad arguments.
     """
-    verify, seed, lengths, denominator_bound = learner_arguments(
-        oracle, verify, seed, lengths, denominator_bound, progress=progress
+    verify, seed, lengths, denominator_bound, progress = learner_arguments(
+        oracle, "learn_biased_relu_ffn", options, rational=False
     )
     attempts = check_int(attempts, "attempts", low=1, high=MAX_ATTEMPTS)
     arith = oracle.arithmetic
