@@ -148,6 +148,24 @@ class Recovery:
         fields.setdefault("verified", verification is not None and verification.count > 0)
         return cls(**count_fields(counts), **fields)
 
+    @classmethod
+    def from_record(cls, record: Any, **fields: Any) -> Any:
+        """:meth:`from_run` with the facts a certificate's header states of the run taken
+        from ``record`` (a :class:`~verified_attn.certificates.writer.RunRecord`): its
+        counts, arithmetic and precision, seed, bound, verification and assumptions (the
+        same list). ``fields`` are the other fields; one named there (e.g. a bound with a
+        refine round the header does not count) is the result's.
+        """
+        run = {
+            "arithmetic": record.arith.name,
+            "precision": record.arith.precision,
+            "seed": record.seed,
+            "bound": record.bound,
+            "verification": record.verification,
+            "assumptions": record.assumptions,
+        }
+        return cls.from_run(record.counts, **{**run, **fields})
+
     @property
     def model(self) -> Any:
         """The learned model as one of the package's model objects."""

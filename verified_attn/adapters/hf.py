@@ -64,7 +64,7 @@ This module imports torch and transformers when it is imported and raises an
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -88,13 +88,13 @@ except ImportError as _exc:  # the optional extra is not installed
     ) from _exc
 
 from verified_attn.adapters.torch import (
+    BoxOptions,
     HeadParameters,
-    float_tolerances,
+    box_settings,
     head_parameters,
     module_oracle,
     readout_vector,
     tensor_array,
-    torch_dtype,
 )
 from verified_attn.errors import InvalidArgument, ModelClassMismatch
 from verified_attn.oracle import Oracle
@@ -285,16 +285,7 @@ def attention_parameters(
 # ---------------------------------------------------------------------------------------
 
 
-def attention_oracle(
-    module: Any,
-    readout: Any,
-    *,
-    dtype: str | torch.dtype = "float64",
-    budget: int | None = None,
-    record: bool | None = None,
-    rtol: float | None = None,
-    parameter_rtol: float | None = None,
-) -> Oracle:
+def attention_oracle(module: Any, readout: Any, **options: Unpack[BoxOptions]) -> Oracle:
     """A float-mode :class:`Oracle` answering ``r^T module(X)_N + b`` for (N, E) queries.
 
     ``module``: a ``GPT2Attention``, ``BertSelfAttention`` or ``LlamaAttention`` (any head
@@ -324,10 +315,7 @@ def attention_oracle(
     (True, 'single-head-affine')
     """
     E = _check_module(module)
-    dt = torch_dtype(dtype)
-    rtol, parameter_rtol = float_tolerances(
-        dt == torch.float32 or _float32_softmax(module), rtol, parameter_rtol
-    )
+    settings = box_settings("attention_oracle", options, single=_float32_softmax(module))
     rotary = (
         LlamaRotaryEmbedding(config=copy.deepcopy(_config(module)))
         if isinstance(module, _ROTARY)
@@ -343,17 +331,14 @@ def attention_oracle(
         # Attention modules return (output, weights); blocks return the output.
         return out[0] if isinstance(out, tuple) else out
 
+    batch_first = True  # transformers modules are batch-first
     return module_oracle(
         module,
         forward,
         E,
-        True,  # transformers modules are batch-first
+        batch_first,
         readout,
-        dt,
-        budget=budget,
-        record=record,
+        settings,
         model_class="single-head-affine",
-        rtol=rtol,
-        parameter_rtol=parameter_rtol,
         prepare=_sdpa_if_unset,
     )

@@ -37,9 +37,9 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple, TypedDict, Unpack
 
 import numpy as np
 
@@ -56,10 +56,13 @@ from verified_attn.models import SingleHeadAttention
 from verified_attn.oracle import Oracle
 
 __all__ = [
+    "Box",
+    "BoxOptions",
     "HeadParameters",
     "attention_oracle",
     "attention_parameters",
     "batch_oracle",
+    "box_settings",
     "float_tolerances",
     "head_parameters",
     "module_oracle",
@@ -173,6 +176,50 @@ def torch_dtype(dtype: Any) -> torch.dtype:
     if isinstance(dtype, str) and dtype in _DTYPES:
         return _DTYPES[dtype]
     raise InvalidArgument(f"dtype must be 'float64' or 'float32', got {dtype!r}")
+
+
+class BoxOptions(TypedDict, total=False):
+    """The keywords every module adapter takes for its box: ``dtype`` ("float64", the
+    default, or "float32"), the oracle's ``budget`` and ``record``, and the tolerances
+    ``rtol`` and ``parameter_rtol`` it declares (:func:`attention_oracle`)."""
+
+    dtype: str | torch.dtype
+    budget: int | None
+    record: bool | None
+    rtol: float | None
+    parameter_rtol: float | None
+
+
+class Box(NamedTuple):
+    """:class:`BoxOptions` read: the torch dtype and the tolerances in force."""
+
+    dtype: torch.dtype
+    budget: int | None
+    record: bool | None
+    rtol: float
+    parameter_rtol: float | None
+
+
+def box_settings(adapter: str, options: Mapping[str, Any], *, single: bool = False) -> Box:
+    """``options`` (:class:`BoxOptions` of ``adapter``) read: the dtype checked, the
+    tolerances by :func:`float_tolerances` (``single``: the module computes in float32
+    whatever its dtype); a keyword the adapter does not take is refused as Python would.
+
+    >>> box_settings("f", {"dtype": "float32", "budget": 9})
+    Box(dtype=torch.float32, budget=9, record=None, rtol=0.0001, parameter_rtol=0.001)
+    >>> box_settings("f", {"rtl": 1e-3})
+    Traceback (most recent call last):
+    ...
+    TypeError: f() got an unexpected keyword argument 'rtl'
+    """
+    for key in options:
+        if key not in BoxOptions.__optional_keys__:
+            raise TypeError(f"{adapter}() got an unexpected keyword argument {key!r}")
+    dt = torch_dtype(options.get("dtype", "float64"))
+    rtol, parameter_rtol = float_tolerances(
+        dt == torch.float32 or single, options.get("rtol"), options.get("parameter_rtol")
+    )
+    return Box(dt, options.get("budget"), options.get("record"), rtol, parameter_rtol)
 
 
 def readout_vector(readout: Any, E: int) -> tuple[np.ndarray, float]:
@@ -308,16 +355,7 @@ def head_parameters(
 # ---------------------------------------------------------------------------------------
 
 
-def attention_oracle(
-    module: Any,
-    readout: Any,
-    *,
-    dtype: str | torch.dtype = "float64",
-    budget: int | None = None,
-    record: bool | None = None,
-    rtol: float | None = None,
-    parameter_rtol: float | None = None,
-) -> Oracle:
+def attention_oracle(module: Any, readout: Any, **options: Unpack[BoxOptions]) -> Oracle:
     """A float-mode :class:`Oracle` answering ``r^T MHA(X, X, X)_N + b`` for (N, E) queries.
 
     ``rtol`` is the relative agreement the learner's verification asks of this box. Default:
@@ -346,9 +384,7 @@ def attention_oracle(
     (0.0, 1, 'single-head-affine')
     """
     E = _check_mha(module)
-    rtol, parameter_rtol = float_tolerances(
-        torch_dtype(dtype) == torch.float32, rtol, parameter_rtol
-    )
+    settings = box_settings("attention_oracle", options)
 
     first = bool(module.batch_first)
 
@@ -365,12 +401,8 @@ def attention_oracle(
         E,
         bool(module.batch_first),
         readout,
-        torch_dtype(dtype),
-        budget=budget,
-        record=record,
+        settings,
         model_class="single-head-affine",
-        rtol=rtol,
-        parameter_rtol=parameter_rtol,
     )
 
 
@@ -418,16 +450,10 @@ def sequence_oracle(
     def forward(m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
         return m(x)
 
+    # The box declares rtol 1e-6 in either dtype and no parameter tolerance of its own.
+    settings = Box(torch_dtype(dtype), budget, record, 1e-6, None)
     return module_oracle(
-        module,
-        forward,
-        d,
-        batch_first,
-        readout,
-        torch_dtype(dtype),
-        budget=budget,
-        record=record,
-        model_class=model_class,
+        module, forward, d, batch_first, readout, settings, model_class=model_class
     )
 
 
@@ -437,17 +463,14 @@ def module_oracle(
     E: int,
     batch_first: bool,
     readout: Any,
-    dtype: torch.dtype,
+    settings: Box,
     *,
-    budget: int | None,
-    record: bool | None,
     model_class: str | None,
-    rtol: float = 1e-6,
     prepare: Callable[[torch.nn.Module], None] | None = None,
-    parameter_rtol: float | None = None,
 ) -> Oracle:
     """A float oracle over a private eval-mode copy of ``module`` read out at the last
-    position (shared by the PyTorch and HuggingFace adapters)."""
+    position (shared by the PyTorch and HuggingFace adapters), with ``settings``."""
+    dtype = settings.dtype
     r, b = readout_vector(readout, E)
     # A private copy in eval mode: dropout off, the caller's module (and its dtype) untouched,
     # and later edits to it do not change the oracle's answers mid-run.
@@ -469,7 +492,9 @@ def module_oracle(
         last = out[:, -1, :].to(torch.float64).numpy()
         return last @ r + b
 
-    return batch_oracle(batch_fn, E, dtype, (budget, record), model_class, rtol, parameter_rtol)
+    limits = (settings.budget, settings.record)
+    rtol, parameter_rtol = settings.rtol, settings.parameter_rtol
+    return batch_oracle(batch_fn, E, dtype, limits, model_class, rtol, parameter_rtol)
 
 
 def batch_oracle(

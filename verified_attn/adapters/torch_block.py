@@ -45,17 +45,17 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
 from verified_attn.adapters.torch import (
+    BoxOptions,
     _check_mha,
     batch_oracle,
-    float_tolerances,
+    box_settings,
     tensor_array,
     torch,
-    torch_dtype,
 )
 from verified_attn.errors import InvalidArgument, ModelClassMismatch
 from verified_attn.models import OneLayerTransformer
@@ -174,11 +174,7 @@ def block_oracle(
     linear2: Any,
     *,
     activation: Any = None,
-    dtype: str | torch.dtype = "float64",
-    budget: int | None = None,
-    record: bool | None = None,
-    rtol: float | None = None,
-    parameter_rtol: float | None = None,
+    **options: Unpack[BoxOptions],
 ) -> Oracle:
     """A float :class:`Oracle` answering the block's output at the last position.
 
@@ -195,8 +191,8 @@ def block_oracle(
     """
     E = _check_block(attn, linear1, linear2)
     _query_bias_score(attn, E)
-    tdtype = torch_dtype(dtype)
-    rtol, parameter_rtol = float_tolerances(tdtype == torch.float32, rtol, parameter_rtol)
+    settings = box_settings("block_oracle", options)
+    tdtype = settings.dtype
     block = AttentionBlock(attn, linear1, linear2, activation)
     box = copy.deepcopy(block).to(device="cpu", dtype=tdtype).eval()
 
@@ -205,12 +201,7 @@ def block_oracle(
         with torch.no_grad():
             return box(x).to(torch.float64).numpy()
 
-    return batch_oracle(
-        batch_fn,
-        E,
-        tdtype,
-        (budget, record),
-        "one-layer-transformer-biased",
-        rtol,
-        parameter_rtol,
-    )
+    limits = (settings.budget, settings.record)
+    rtol, parameter_rtol = settings.rtol, settings.parameter_rtol
+    model_class = "one-layer-transformer-biased"
+    return batch_oracle(batch_fn, E, tdtype, limits, model_class, rtol, parameter_rtol)

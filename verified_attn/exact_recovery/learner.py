@@ -254,31 +254,21 @@ def learn_single_head(
     out_params = public_params(params, exact, arith, affine)
     model = learned_single_head(out_params, exact, affine)
     # Built on request: serialising every answer costs seconds at d = 512.
+    record = RunRecord(arith, seed, counts, bound, checked, assumptions)
     certificate = functools.partial(
-        _certificate_data,
-        RunRecord(arith, seed, counts, bound, checked, assumptions),
-        the_design,
-        answers,
-        out_params,
-        exact,
-        refined,
+        _certificate_data, record, the_design, answers, out_params, exact, refined
     )
-    return SingleHeadRecovery.from_run(
-        counts,
+    return SingleHeadRecovery.from_record(
+        record,
         theorem=THEOREM,
         parameters=out_params,
         learned_model=model,
-        arithmetic=arith.name,
-        precision=arith.precision,
         exact=exact,
         bound=bound + d * d if refine else bound,
         bound_terms=terms if refine else {},
         parameter_count=bound,
-        seed=seed,
         rounds=2 + (1 if counts.by_phase.get("rescale") else 0),
-        verification=checked,
         enclosures=None if enclosures is None else enclosures_from_balls(enclosures),
-        assumptions=assumptions,
         notes=notes,
         certificate_data=certificate,
     )

@@ -229,29 +229,22 @@ def learn_noisy(
     enclosures, notes = _enclosures_and_notes(est, prior, b, U, design, tau, repeats)
     assumptions = _assumptions(tau, wbar, mu, design, repeats)
     params = {"W": est["W"], "v": est["v"]}
+    # The header's verification is None: the certificate stores the checked answers itself.
+    record = RunRecord(oracle.arithmetic, seed, counts, bound, None, assumptions)
+    setting = NoisySetting(tau, wbar, mu, repeats, design, U, b)
     certificate = functools.partial(
-        _certificate_data,
-        RunRecord(oracle.arithmetic, seed, counts, bound, None, assumptions),
-        NoisySetting(tau, wbar, mu, repeats, design, U, b),
-        (raw_v, raw_W),
-        est,
-        checked,
+        _certificate_data, record, setting, (raw_v, raw_W), est, checked
     )
-    return NoisyRecovery.from_run(
-        counts,
+    return NoisyRecovery.from_record(
+        record,
         theorem=THEOREM,
         parameters=params,
         learned_model=SingleHeadAttention(est["W"], est["v"]),
-        arithmetic="float",
-        precision=None,
         exact=False,
-        bound=bound,
         parameter_count=query_bound(d),
-        seed=seed,
         rounds=2,
         verification=checked,
         enclosures=enclosures,
-        assumptions=assumptions,
         notes=notes,
         certificate_data=certificate,
         tolerance=tau,

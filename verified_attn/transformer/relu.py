@@ -338,10 +338,10 @@ def learn_relu_ffn(
     grid = check_int(grid, "grid", low=1, high=MAX_GRID)
     attempts = check_int(attempts, "attempts", low=1, high=MAX_ATTEMPTS)
     arith = oracle.arithmetic
-    D = default_denominator_bound(arith) if denominator_bound is None else denominator_bound
+    values = Answers(oracle, denominator_bound)
+    D = values.D
     d = oracle.d
     rng = np.random.default_rng(seed)
-    values = Answers(oracle, D)
     reasons: list[str] = []
     checked: Verification | None = None
     with reporting(oracle, progress, "learn_relu_ffn"), oracle.run() as run, arith.context():
@@ -371,29 +371,18 @@ def learn_relu_ffn(
     model = net.model()
     parameters = {"A": model.A, "w_o": model.w_o}
     bound = ffn_query_bound(d, net.width, grid=grid, attempts=used)
+    record = RunRecord(arith, seed, counts, bound, checked, assumptions)
     certificate = functools.partial(
-        relu_certificate_data,
-        RunRecord(arith, seed, counts, bound, checked, assumptions),
-        net,
-        dict(values.raw),
-        grid,
-        used,
-        D,
+        relu_certificate_data, record, net, dict(values.raw), grid, used, D
     )
-    return ReluFFNRecovery.from_run(
-        counts,
+    return ReluFFNRecovery.from_record(
+        record,
         theorem=THEOREM,
         parameters=parameters,
         learned_model=model,
-        arithmetic=arith.name,
-        precision=arith.precision,
         exact=True,
-        bound=bound,
         parameter_count=net.width * (d + 1),
-        seed=seed,
         rounds=0,
-        verification=checked,
-        assumptions=assumptions,
         notes=notes,
         certificate_data=certificate,
         network=net,

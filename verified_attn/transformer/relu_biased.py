@@ -77,7 +77,7 @@ from verified_attn.errors import InvalidArgument, ModelClassMismatch
 from verified_attn.models import OneLayerTransformer, ReluFFN
 from verified_attn.oracle import Oracle
 from verified_attn.transformer.common import rational_answer
-from verified_attn.transformer.relu_network import CanonicalNetwork
+from verified_attn.transformer.relu_network import CanonicalNetwork, default_denominator_bound
 
 __all__ = [
     "BiasedReluNetwork",
@@ -219,14 +219,19 @@ class Answers:
     """g at length-1 query points, as Fractions (exact, certified) or floats, cached.
 
     Certified answers are reconstructed as the unique rational with denominator at most
-    ``denominator_bound`` in the ball (:class:`PrecisionExhausted` if there is none).
+    ``denominator_bound`` in the ball (:class:`PrecisionExhausted` if there is none; None:
+    :func:`~verified_attn.transformer.relu_network.default_denominator_bound`).
     """
 
-    def __init__(self, oracle: Oracle, denominator_bound: int) -> None:
+    def __init__(self, oracle: Oracle, denominator_bound: int | None) -> None:
         self.oracle = oracle
         self.arith: Arithmetic = oracle.arithmetic
         self.float = self.arith.name == "float"
-        self.D = denominator_bound
+        self.D = (
+            default_denominator_bound(self.arith)
+            if denominator_bound is None
+            else denominator_bound
+        )
         self.cache: dict[Vec, Num] = {}
         self.raw: dict[Vec, Any] = {}
 

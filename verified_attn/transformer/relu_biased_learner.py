@@ -29,7 +29,6 @@ from verified_attn.progress import reporting
 from verified_attn.recovery import ReluFFNRecovery
 from verified_attn.serialize import dump_number, dump_rational
 from verified_attn.transformer.common import learner_arguments, verify_network
-from verified_attn.transformer.relu import default_denominator_bound
 from verified_attn.transformer.relu_biased import (
     Answers,
     BiasedReluNetwork,
@@ -108,10 +107,10 @@ def learn_biased_relu_ffn(
     )
     attempts = check_int(attempts, "attempts", low=1, high=MAX_ATTEMPTS)
     arith = oracle.arithmetic
-    D = default_denominator_bound(arith) if denominator_bound is None else denominator_bound
+    answers = Answers(oracle, denominator_bound)
+    D = answers.D
     d = oracle.d
     rng = np.random.default_rng(seed)
-    answers = Answers(oracle, D)
     reasons: list[str] = []
     bound = 0
     with reporting(oracle, progress, "learn_biased_relu_ffn"), oracle.run() as run, arith.context():
