@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from numbers import Integral
 from typing import Any
@@ -48,6 +48,7 @@ __all__ = [
     "ExactArithmetic",
     "FloatArithmetic",
     "arb_bounds",
+    "ball_rational",
     "fraction_from_arb",
     "get_arithmetic",
     "reconstruct_rational",
@@ -174,6 +175,24 @@ def arb_bounds(x: flint.arb) -> tuple[Fraction, Fraction]:
     mid = fraction_from_arb(x.mid())
     rad = fraction_from_arb(x.rad())
     return mid - rad, mid + rad
+
+
+def ball_rational(x: flint.arb, max_denominator: int, refuse: Callable[[], Exception]) -> Fraction:
+    """The unique rational with denominator <= ``max_denominator`` in the ball ``x``
+    (:func:`reconstruct_rational` of its exact endpoints); where there is none, raises
+    ``refuse()``, the caller's error saying what the ball was.
+
+    >>> ball_rational(flint.arb(1) / 3, 100, lambda: ValueError("no"))
+    Fraction(1, 3)
+    >>> ball_rational(flint.arb(0.5, 0.5), 100, lambda: ValueError("not unique"))
+    Traceback (most recent call last):
+    ...
+    ValueError: not unique
+    """
+    q = reconstruct_rational(*arb_bounds(x), max_denominator)
+    if q is None:
+        raise refuse()
+    return q
 
 
 # ---------------------------------------------------------------------------------------

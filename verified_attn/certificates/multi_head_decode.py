@@ -22,9 +22,8 @@ import flint
 
 from verified_attn.arithmetic import (
     Arithmetic,
-    arb_bounds,
+    ball_rational,
     fmpq_matrix,
-    reconstruct_rational,
 )
 from verified_attn.certificates import kernel
 from verified_attn.certificates.multi_head_parts import (
@@ -124,14 +123,14 @@ def _ball(q: Fraction) -> flint.arb:
 
 
 def _unique(x: flint.arb, D: int, what: str) -> Fraction:
-    lo, hi = arb_bounds(x)
-    q = reconstruct_rational(lo, hi, D)
-    if q is None:
-        raise CertificateError(
+    return ball_rational(
+        x,
+        D,
+        lambda: CertificateError(
             f"{what} ({x}) holds no unique rational with denominator <= {D}: the stored "
             "answers do not determine it under the stated assumption"
-        )
-    return q
+        ),
+    )
 
 
 def _rationals(found: list[tuple[flint.arb, flint.arb]], D: int, where: str) -> Decoded:

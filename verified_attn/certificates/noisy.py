@@ -32,7 +32,7 @@ What is re-checked, with the core arithmetic only (never the learner's code):
 5. verification: the fresh sequences the seed and lengths determine
    (:func:`verified_attn.verification.fresh_sequences`); every stored (averaged) answer
    must lie within tau of the ball of values the *reported* box gives
-   (:func:`box_enclosure`).
+   (:func:`~.interval_box.box_enclosure`).
 
 A stochastic run's certificate says so: its tolerance holds only with the stated
 probability, and the checker re-checks the intervals *given* tau.
@@ -50,34 +50,18 @@ from verified_attn.certificates.common_checks import check_phases, passed
 from verified_attn.certificates.interval_box import (
     MAX_ANSWERS,
     MAX_D,
-    MAX_RATIONAL_BITS,
     bounded_rational,
-    box_balls,
-    box_enclosure,
     check_fresh,
     float_header,
     fresh_enclosures,
-    round_down,
-    round_up,
     verification_summary,
 )
 from verified_attn.certificates.noisy_intervals import intervals
 from verified_attn.design import largest_dyadic_scale, noisy_design
 from verified_attn.errors import CertificateError
 
-__all__ = [
-    "MAX_ANSWERS",
-    "MAX_D",
-    "MAX_RATIONAL_BITS",
-    "bounded_rational",
-    "box_balls",
-    "box_enclosure",
-    "check_fresh",
-    "intervals",
-    "round_down",
-    "round_up",
-    "verify",
-]
+# The checker's helpers live in interval_box and noisy_intervals; this module owns verify.
+__all__ = ["verify"]
 
 _HALF = Fraction(1, 2)
 

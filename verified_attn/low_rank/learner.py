@@ -160,22 +160,16 @@ def learn_low_rank(
     certificate = functools.partial(
         _skeleton_certificate, record, (prober, result), out_params, exact, (rank, rank_tol)
     )
-    return LowRankRecovery.from_run(
-        counts,
+    return LowRankRecovery.from_record(
+        record,
         theorem=THEOREM,
         parameters=out_params,
         learned_model=learned_single_head(out_params, exact, False),
-        arithmetic=arith.name,
-        precision=arith.precision,
         exact=exact,
-        bound=bound,
         parameter_count=parameter_count(d, r),
-        seed=seed,
         # v, each rank test, each column and row (and a wasted column); rescales excluded
         rounds=1 + len(result.tests) + 2 * r + (1 if result.notes else 0),
-        verification=checked,
         enclosures=None if enclosures is None else enclosures_from_balls(enclosures),
-        assumptions=assumptions,
         notes=notes,
         certificate_data=certificate,
         rank=r,

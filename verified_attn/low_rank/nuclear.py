@@ -216,27 +216,18 @@ def learn_nuclear(
             "smaller scale; these extra queries are counted in 'queries'"
         )
     r = rank if rank is not None else int(np.linalg.matrix_rank(X, tol=1e-6 * np.abs(X).max()))
+    record = RunRecord(prober.arith, seed, counts, bound, checked)
     certificate = functools.partial(
-        _certificate,
-        RunRecord(prober.arith, seed, counts, bound, checked),
-        prober,
-        params,
-        (rank, measurements),
-        (residual, info),
+        _certificate, record, prober, params, (rank, measurements), (residual, info)
     )
-    return LowRankRecovery.from_run(
-        counts,
+    return LowRankRecovery.from_record(
+        record,
         theorem=THEOREM,
         parameters=params,
         learned_model=model,
-        arithmetic="float",
-        precision=None,
         exact=False,
-        bound=bound,
         parameter_count=2 * d * r - r * r + d,
-        seed=seed,
         rounds=2 + (1 if counts.by_phase.get("rescale") else 0),
-        verification=checked,
         notes=notes,
         certificate_data=certificate,
         rank=r,

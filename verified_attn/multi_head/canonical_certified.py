@@ -24,7 +24,7 @@ from typing import Any
 
 import flint
 
-from verified_attn.arithmetic import arb_bounds, fmpq_matrix, reconstruct_rational
+from verified_attn.arithmetic import ball_rational, fmpq_matrix
 from verified_attn.errors import ModelClassMismatch, NotIdentifiable, PrecisionExhausted
 from verified_attn.learner_options import LearnerOptions
 from verified_attn.models import MultiHeadAttention
@@ -298,14 +298,14 @@ def too_few_heads(
 
 
 def _rational(x: flint.arb, D: int, what: str) -> Fraction:
-    lo, hi = arb_bounds(x)
-    q = reconstruct_rational(lo, hi, D)
-    if q is None:
-        raise PrecisionExhausted(
+    return ball_rational(
+        x,
+        D,
+        lambda: PrecisionExhausted(
             f"{what} ({x}) did not reconstruct to a unique rational with denominator <= {D}; "
             "raise the precision or give a denominator_bound"
-        )
-    return q
+        ),
+    )
 
 
 def _decode(F: list[flint.arb], H: int, D: int) -> Decoded:

@@ -81,24 +81,13 @@ from verified_attn.noisy.planning import (
 )
 from verified_attn.noisy.verification import ToleranceVerification, verify_within_tolerance
 from verified_attn.oracle import Oracle
-from verified_attn.oracle_wrappers import worst_case_direction, worst_case_oracle
 from verified_attn.progress import reporting
 from verified_attn.recovery import NoisyRecovery
 from verified_attn.serialize import dump_number
 
-__all__ = [
-    "DESIGNS",
-    "INTERVAL_PRECISION",
-    "learn_noisy",
-    "learn_stochastic",
-    "noisy_intervals",
-    "probe_scale",
-    "query_bound",
-    "repeats_for",
-    "tolerance_for_error",
-    "worst_case_direction",
-    "worst_case_oracle",
-]
+# The planning formulas, the intervals and the adversaries are their modules' own (the
+# package re-exports them); this module owns the learners.
+__all__ = ["learn_noisy", "learn_stochastic"]
 
 
 # ---------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import Any
 
 import sympy
 
-from verified_attn.arithmetic import Arithmetic, arb_bounds, reconstruct_rational
+from verified_attn.arithmetic import Arithmetic, ball_rational
 from verified_attn.errors import InvalidArgument, ModelClassMismatch, PrecisionExhausted
 from verified_attn.learner_options import LearnerOptions, learner_options
 from verified_attn.oracle import Oracle
@@ -67,14 +67,14 @@ def rational_answer(arith: Arithmetic, y: Any, point: Sequence[Fraction], D: int
                 expected="a rational number",
             )
         return Fraction(int(y.p), int(y.q))
-    lo, hi = arb_bounds(y)
-    q = reconstruct_rational(lo, hi, D)
-    if q is None:
-        raise PrecisionExhausted(
+    return ball_rational(
+        y,
+        D,
+        lambda: PrecisionExhausted(
             f"at {arith.precision} bits the answer {y} at {shown} does not pin down a "
             f"rational with denominator <= {D}; raise the oracle's precision"
-        )
-    return q
+        ),
+    )
 
 
 def verify_learned(
