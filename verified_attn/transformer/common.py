@@ -15,9 +15,9 @@ Fraction(6, 1)
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 import sympy
 
@@ -28,7 +28,15 @@ from verified_attn.oracle import Oracle
 from verified_attn.validation import check_oracle
 from verified_attn.verification import Verification, verify_candidate
 
-__all__ = ["learner_arguments", "rational_answer", "verify_learned", "verify_network"]
+__all__ = [
+    "first_success",
+    "learner_arguments",
+    "rational_answer",
+    "verify_learned",
+    "verify_network",
+]
+
+T = TypeVar("T")
 
 
 def learner_arguments(
@@ -50,6 +58,38 @@ def learner_arguments(
             f"answers); got arithmetic={name!r}"
         )
     return opts
+
+
+def first_success(
+    attempts: int,
+    attempt: Callable[[int], T],
+    retry: tuple[type[Exception], ...],
+    refusal: str,
+) -> tuple[T, list[Exception]]:
+    """``attempt(0)``, ``attempt(1)``, ... until one returns: its value and the exceptions
+    (of the ``retry`` types) the ones before it raised. After ``attempts`` failures,
+    :class:`ModelClassMismatch`: ``refusal`` with every failure's reason. The FFN learners'
+    random planes and lines.
+
+    >>> def attempt(i):
+    ...     if i < 2:
+    ...         raise ValueError(f"plane {i} failed")
+    ...     return i
+    >>> value, failed = first_success(3, attempt, (ValueError,), "no fit")
+    >>> value, [str(e) for e in failed]
+    (2, ['plane 0 failed', 'plane 1 failed'])
+    >>> first_success(2, attempt, (ValueError,), "no fit after 2 planes")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.ModelClassMismatch: no fit after 2 planes (plane 0 failed; plane 1 failed)
+    """
+    failed: list[Exception] = []
+    for i in range(attempts):
+        try:
+            return attempt(i), failed
+        except retry as exc:
+            failed.append(exc)
+    raise ModelClassMismatch(f"{refusal} ({'; '.join(str(e) for e in failed)})")
 
 
 def rational_answer(arith: Arithmetic, y: Any, point: Sequence[Fraction], D: int) -> Fraction:

@@ -67,18 +67,14 @@ import flint
 import numpy as np
 
 from verified_attn.arithmetic import (
-    Arithmetic,
     simplest_rational_between,
 )
 from verified_attn.certificates.writer import RunRecord
-from verified_attn.errors import (
-    ModelClassMismatch,
-)
 from verified_attn.learner_options import ExactOptions
 from verified_attn.oracle import Oracle
 from verified_attn.progress import reporting
 from verified_attn.recovery import ReluFFNRecovery
-from verified_attn.transformer.common import learner_arguments, verify_network
+from verified_attn.transformer.common import first_success, learner_arguments, verify_network
 from verified_attn.transformer.relu_biased import Answers, Piece
 from verified_attn.transformer.relu_certificate import relu_certificate_data
 from verified_attn.transformer.relu_network import (
@@ -339,27 +335,17 @@ def learn_relu_ffn(
     attempts = check_int(attempts, "attempts", low=1, high=MAX_ATTEMPTS)
     arith = oracle.arithmetic
     values = Answers(oracle, denominator_bound)
-    D = values.D
     d = oracle.d
     rng = np.random.default_rng(seed)
-    reasons: list[str] = []
-    checked: Verification | None = None
     with reporting(oracle, progress, "learn_relu_ffn"), oracle.run() as run, arith.context():
-        for attempt in range(attempts):
-            try:
-                net, checked = _attempt(
-                    oracle, values, rng, (grid, attempt), verify, seed + attempt, lengths
-                )
-            except _Retry as exc:
-                reasons.append(str(exc))
-                continue
-            break
-        else:
-            raise ModelClassMismatch(
-                f"no bias-free ReLU network fits the oracle after {attempts} attempts "
-                f"({'; '.join(reasons)})"
-            )
+        (net, checked), failed = first_success(
+            attempts,
+            lambda i: _attempt(oracle, values, rng, (grid, i), verify, seed + i, lengths),
+            (_Retry,),
+            f"no bias-free ReLU network fits the oracle after {attempts} attempts",
+        )
     counts = run.counts
+    reasons = [str(exc) for exc in failed]
     used = len(reasons) + 1
     notes = [f"attempt {i + 1} failed: {r}" for i, r in enumerate(reasons)]
     if used > 1:
@@ -367,13 +353,13 @@ def learn_relu_ffn(
             f"{used} random planes were used; the queries of the failed ones are counted in "
             "'queries' (phase 'ffn') and in the bound (one term per attempt)"
         )
-    assumptions = _assumptions(arith, D)
+    assumptions = values.assumptions()
     model = net.model()
     parameters = {"A": model.A, "w_o": model.w_o}
     bound = ffn_query_bound(d, net.width, grid=grid, attempts=used)
     record = RunRecord(arith, seed, counts, bound, checked, assumptions)
     certificate = functools.partial(
-        relu_certificate_data, record, net, dict(values.raw), grid, used, D
+        relu_certificate_data, record, net, dict(values.raw), grid, used, values.D
     )
     return ReluFFNRecovery.from_record(
         record,
@@ -411,13 +397,3 @@ def _attempt(
         )
     checked = verify_network(oracle, net, count=verify, seed=seed, lengths=lengths, retry=_Retry)
     return net, checked
-
-
-def _assumptions(arith: Arithmetic, D: int) -> list[str]:
-    if arith.name != "certified":
-        return []
-    return [
-        f"every answer to a length-1 query is a rational with denominator <= {D} (the "
-        f"denominator bound): each ball at {arith.precision} bits holds exactly one such "
-        "rational, which the learner uses"
-    ]

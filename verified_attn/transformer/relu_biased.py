@@ -244,6 +244,17 @@ class Answers:
                 self.cache[p] = self._number(y, p)
         return [self.cache[p] for p in points]
 
+    def assumptions(self) -> list[str]:
+        """What a result learned from these answers rests on: certified answers taken as
+        the one rational of their ball with denominator <= D (none for exact or float)."""
+        if self.arith.name != "certified":
+            return []
+        return [
+            f"every answer to a length-1 query is a rational with denominator <= {self.D} "
+            f"(the denominator bound): each ball at {self.arith.precision} bits holds exactly "
+            "one such rational, which the learner uses"
+        ]
+
     def _query(self, p: Vec) -> Any:
         if self.float:
             return np.array([p], dtype=np.float64)

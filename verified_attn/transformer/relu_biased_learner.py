@@ -20,15 +20,13 @@ from typing import Any, ClassVar, Unpack
 
 import numpy as np
 
-from verified_attn.arithmetic import Arithmetic
 from verified_attn.certificates.writer import RunRecord
-from verified_attn.errors import ModelClassMismatch
 from verified_attn.learner_options import ExactOptions
 from verified_attn.oracle import Oracle
 from verified_attn.progress import reporting
 from verified_attn.recovery import ReluFFNRecovery
 from verified_attn.serialize import dump_number, dump_rational
-from verified_attn.transformer.common import learner_arguments, verify_network
+from verified_attn.transformer.common import first_success, learner_arguments, verify_network
 from verified_attn.transformer.relu_biased import (
     Answers,
     BiasedReluNetwork,
@@ -108,49 +106,56 @@ def learn_biased_relu_ffn(
     attempts = check_int(attempts, "attempts", low=1, high=MAX_ATTEMPTS)
     arith = oracle.arithmetic
     answers = Answers(oracle, denominator_bound)
-    D = answers.D
-    d = oracle.d
     rng = np.random.default_rng(seed)
-    reasons: list[str] = []
-    bound = 0
     with reporting(oracle, progress, "learn_biased_relu_ffn"), oracle.run() as run, arith.context():
-        for attempt in range(attempts):
-            try:
-                with oracle.phase("ffn"):
-                    net, search = learn_line(
-                        answers,
-                        d,
-                        rng,
-                        radius=RADIUS * 16**attempt,
-                        grid=2**attempt,
-                        shrink=(2 if arith.name == "float" else 8) * attempt,
-                    )
-                counts = {
-                    "pieces": search.pieces,
-                    "half_pieces": search.half_pieces,
-                    "checks": search.checks,
-                    "kinks": search.found,
-                }
-                bound += search.queries()
-                checked = verify_network(
-                    oracle, net, count=verify, seed=seed + attempt, lengths=lengths, retry=_Refuted
-                )
-            except (Retry, _Refuted) as exc:
-                if isinstance(exc, Retry) and exc.search is not None:
-                    bound += exc.search.queries()
-                reasons.append(str(exc))
-                continue
-            break
-        else:
-            raise ModelClassMismatch(
-                f"no one-hidden-layer ReLU network with biases fits the oracle after "
-                f"{attempts} lines ({'; '.join(reasons)})"
-            )
-    return _result(answers.raw, run.counts, arith, net, checked, counts, bound, reasons, seed, D)
+        (net, search, checked), failed = first_success(
+            attempts,
+            lambda i: _line(answers, rng, i, (verify, seed + i, lengths)),
+            (Retry, _Refuted),
+            f"no one-hidden-layer ReLU network with biases fits the oracle after {attempts} lines",
+        )
+    counts = {
+        "pieces": search.pieces,
+        "half_pieces": search.half_pieces,
+        "checks": search.checks,
+        "kinks": search.found,
+    }
+    # Every line searched counts, refuted or not (a Retry before any query has no search).
+    bound = search.queries() + sum(e.search.queries() for e in failed if e.search is not None)
+    reasons = [str(exc) for exc in failed]
+    return _result(answers, run.counts, net, checked, counts, bound, reasons, seed)
+
+
+def _line(
+    answers: Answers, rng: np.random.Generator, attempt: int, check: tuple[int, int, Any]
+) -> tuple[BiasedReluNetwork, Any, Verification | None]:
+    """Line ``attempt``: its network, search and verification; Retry if the search fails,
+    _Refuted (carrying the search) if the fresh sequences refute the network."""
+    verify, seed, lengths = check
+    oracle = answers.oracle
+    with oracle.phase("ffn"):
+        net, search = learn_line(
+            answers,
+            oracle.d,
+            rng,
+            radius=RADIUS * 16**attempt,
+            grid=2**attempt,
+            shrink=(2 if answers.arith.name == "float" else 8) * attempt,
+        )
+    try:
+        checked = verify_network(
+            oracle, net, count=verify, seed=seed, lengths=lengths, retry=_Refuted
+        )
+    except _Refuted as exc:
+        exc.search = search
+        raise
+    return net, search, checked
 
 
 class _Refuted(Exception):
-    """The fresh sequences refute this line's network."""
+    """The fresh sequences refute this line's network (``search``: the line's search)."""
+
+    search: Any = None
 
 
 def _parameters(net: BiasedReluNetwork, exact: bool) -> dict[str, Any]:
@@ -166,26 +171,19 @@ def _parameters(net: BiasedReluNetwork, exact: bool) -> dict[str, Any]:
 
 
 def _result(
-    answers_raw: dict[Any, Any],
+    answers: Answers,
     counts: Any,
-    arith: Arithmetic,
     net: BiasedReluNetwork,
     checked: Verification | None,
     line_counts: dict[str, int],
     bound: int,
     reasons: list[str],
     seed: int,
-    D: int,
 ) -> BiasedReluFFNRecovery:
+    arith = answers.arith
     exact = arith.name != "float"
     notes = [f"line {i + 1} failed: {r}" for i, r in enumerate(reasons)]
-    assumptions = []
-    if arith.name == "certified":
-        assumptions.append(
-            f"every answer to a length-1 query is a rational with denominator <= {D} (the "
-            f"denominator bound): each ball at {arith.precision} bits holds exactly one such "
-            "rational, which the learner uses"
-        )
+    assumptions = answers.assumptions()
     return BiasedReluFFNRecovery.from_run(
         counts,
         theorem=THEOREM,
@@ -207,8 +205,8 @@ def _result(
             certificate_data,
             RunRecord(arith, seed, counts, bound, checked, assumptions),
             net,
-            dict(answers_raw),
-            D,
+            dict(answers.raw),
+            answers.D,
         ),
         network=net,
         attempts=len(reasons) + 1,
