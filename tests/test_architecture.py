@@ -368,11 +368,6 @@ def test_no_module_imports_a_higher_layer() -> None:
 
 
 @needs_duplicates
-@pytest.mark.xfail(
-    reason="about 50 pairs remain (issue 36 open), most of them the keyword signatures of "
-    "public learners and adapters and Recovery.from_run calls; the mark goes when <= 20",
-    strict=False,
-)
 def test_duplicates_at_most_the_limit() -> None:
     assert duplicate_pairs(PACKAGE) <= MAX_DUPLICATE_PAIRS
 
