@@ -121,7 +121,8 @@ def learn_biased_relu_ffn(
         "kinks": search.found,
     }
     # Every line searched counts, refuted or not (a Retry before any query has no search).
-    bound = search.queries() + sum(e.search.queries() for e in failed if e.search is not None)
+    tried = [search, *(getattr(exc, "search", None) for exc in failed)]
+    bound = sum(line.queries() for line in tried if line is not None)
     reasons = [str(exc) for exc in failed]
     return _result(answers, run.counts, net, checked, counts, bound, reasons, seed)
 
