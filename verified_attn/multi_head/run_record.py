@@ -51,16 +51,6 @@ class RunRecord(writer.RunRecord):
     def recovery(self, *, method: str, learned_model: Any, **fields: Any) -> MultiHeadRecovery:
         """The run's result: ``fields`` are the method's own (parameters, exact,
         parameter_count, rounds, notes, certificate_data)."""
-        return MultiHeadRecovery.from_run(
-            self.counts,
-            theorem=THEOREM,
-            method=method,
-            learned_model=learned_model,
-            arithmetic=self.arith.name,
-            precision=self.arith.precision,
-            bound=self.bound,
-            seed=self.seed,
-            verification=self.verification,
-            assumptions=self.assumptions,
-            **fields,
+        return MultiHeadRecovery.from_record(
+            self, theorem=THEOREM, method=method, learned_model=learned_model, **fields
         )
