@@ -35,7 +35,13 @@ from verified_attn.validation import (
 )
 from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY
 
-__all__ = ["CheckOptions", "ExactOptions", "LearnerOptions", "learner_options"]
+__all__ = [
+    "CheckOptions",
+    "ExactOptions",
+    "LearnerOptions",
+    "learner_options",
+    "refuse_unknown",
+]
 
 
 class CheckOptions(TypedDict, total=False):
@@ -64,6 +70,15 @@ class LearnerOptions(NamedTuple):
     progress: Any
 
 
+def refuse_unknown(learner: str, options: Mapping[str, Any], kind: type = ExactOptions) -> None:
+    """TypeError, as Python's own, for a keyword in ``options`` that ``kind`` does not
+    declare (a learner that passes its keywords on checks them under its own name)."""
+    allowed = kind.__optional_keys__  # type: ignore[attr-defined]
+    for key in options:
+        if key not in allowed:
+            raise TypeError(f"{learner}() got an unexpected keyword argument {key!r}")
+
+
 def learner_options(
     learner: str,
     options: Mapping[str, Any],
@@ -73,10 +88,7 @@ def learner_options(
 ) -> LearnerOptions:
     """``options`` (keywords of ``kind``) checked in the order verify, seed, lengths,
     denominator_bound, progress; ``verify`` is the learner's default count."""
-    allowed = kind.__optional_keys__  # type: ignore[attr-defined]
-    for key in options:
-        if key not in allowed:
-            raise TypeError(f"{learner}() got an unexpected keyword argument {key!r}")
+    refuse_unknown(learner, options, kind)
     return LearnerOptions(
         verify=check_verify(options.get("verify", verify)),
         seed=check_seed(options.get("seed", 0)),

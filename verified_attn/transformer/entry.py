@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Unpack
 
 from verified_attn.errors import InvalidArgument
-from verified_attn.learner_options import ExactOptions
+from verified_attn.learner_options import ExactOptions, refuse_unknown
 from verified_attn.oracle import Oracle
 from verified_attn.recovery import ReluFFNRecovery, TransformerRecovery
 from verified_attn.transformer import learner, relu
@@ -76,6 +76,7 @@ def learn_relu_ffn(
     (``grid`` is the bias-free learner's only); the bias-free one (exact, certified) a
     :class:`~verified_attn.ReluFFNRecovery`. See the module docstring for the choice.
     """
+    refuse_unknown("learn_relu_ffn", options)
     check_oracle(oracle)
     d = oracle.d
     # Every learner probes d - 1 directions per piece of at least one line: >= d queries, d^2 numbers.
@@ -103,6 +104,7 @@ def learn_transformer(
     oracles: :func:`~verified_attn.transformer.biased_float.learn_biased_transformer_float`;
     ``method`` must be None or "direct").
     """
+    refuse_unknown("learn_transformer", options)
     check_oracle(oracle)
     d = oracle.d
     # W alone takes d^2 queries from two d x d designs.
