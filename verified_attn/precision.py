@@ -32,11 +32,13 @@ from typing import Any
 import numpy as np
 
 from verified_attn.errors import InvalidArgument
+from verified_attn.serialize import dump_number
 
 __all__ = [
     "ErrorFigures",
     "bits",
     "bits_text",
+    "figures_record",
     "relative_parameter_error",
     "stated_relative_error",
 ]
@@ -172,3 +174,13 @@ class ErrorFigures:
             "prediction_error": self.prediction_error,
             "prediction_bits": finite(self.prediction_bits),
         }
+
+
+def figures_record(figures: ErrorFigures) -> dict[str, Any]:
+    """A certificate's ``result.error_figures``: :meth:`ErrorFigures.to_dict` with every
+    number stored exactly (``{"float": hex}``).
+
+    >>> figures_record(ErrorFigures(0.25, None))["parameter_bits"]
+    {'float': '0x1.0000000000000p+1'}
+    """
+    return {k: None if v is None else dump_number(float(v)) for k, v in figures.to_dict().items()}
