@@ -18,7 +18,9 @@ error of the canonical heads against the truth, best head order, relative to the
 true entry; with the two, ``parameter_abs_error`` and ``max_parameter_magnitude``); the
 prediction error on 16 independent fresh sequences of lengths 1..16 (another generator
 than the learner's, relative to max(|answer|, 1)); both in bits (``parameter_bits``,
-``prediction_bits``: -log2 of the relative error); the learning queries
+``prediction_bits``: -log2 of the relative error), beside the bits the result states
+(``reported_parameter_bits``, ``reported_prediction_bits``: ``rec.error_figures``); the
+learning queries
 against the follow-up's ``4Hd^2 - 2H + 1`` and the parameter count ``H (d^2 + d)``; the
 pilot's u scale and discarded rounds; seconds; the peak resident memory (``peak_rss_mib``:
 with ``--jobs`` >= 2 each run has a fresh worker process, so it is the run's own peak,
@@ -44,7 +46,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import learner_progress, metadata, output_dir, progress, write_json
-from multi_head_float_bits import add_bits, bits_columns, plot_bits, precision_rows
+from multi_head_float_bits import (
+    add_bits,
+    bits_columns,
+    plot_bits,
+    precision_rows,
+    reported_bits,
+)
 
 import verified_attn as va
 from verified_attn.errors import VerifiedAttnError
@@ -131,6 +139,7 @@ def run_random(d: int, H: int, seed: int) -> dict[str, Any]:
             parameter_rtol=rec.parameter_rtol,
             **parameter_error(rec.parameters["heads"], heads),
             prediction_error=prediction_error(predict, answer, d, seed),
+            **reported_bits(rec),
         )
     add_bits(row)
     row["seconds"] = time.perf_counter() - t0
@@ -181,6 +190,7 @@ def run_torch(E: int, H: int, seed: int, dtype: str) -> dict[str, Any]:
             parameter_rtol=rec.parameter_rtol,
             **parameter_error(got, list(zip(truth.W, truth.v, strict=True))),
             prediction_error=prediction_error(predict, ref.query, E, seed),
+            **reported_bits(rec),
         )
     add_bits(row)
     row["seconds"] = time.perf_counter() - t0

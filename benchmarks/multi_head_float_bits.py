@@ -53,8 +53,7 @@ def goal_bits(kind: str, dtype: str, d: int, H: int) -> float:
 
 def _json_bits(error: float | None) -> float | None:
     """bits(error) as JSON holds it: None for no figure or an exact 0 (infinite bits)."""
-    b = bits(error)
-    return b if b is not None and math.isfinite(b) else None
+    return _finite(bits(error))
 
 
 def add_bits(row: dict[str, Any]) -> dict[str, Any]:
@@ -63,6 +62,21 @@ def add_bits(row: dict[str, Any]) -> dict[str, Any]:
     row["parameter_bits"] = _json_bits(row["parameter_error"]) if learned else None
     row["prediction_bits"] = _json_bits(row["prediction_error"]) if learned else None
     return row
+
+
+def reported_bits(rec: Any) -> dict[str, float | None]:
+    """What a learned result states (``rec.error_figures``): its parameter and prediction
+    bits, beside the measured ones (``overclaimed`` counts runs stating more parameter bits
+    than measured)."""
+    figures = rec.error_figures
+    return {
+        "reported_parameter_bits": _finite(figures.parameter_bits),
+        "reported_prediction_bits": _finite(figures.prediction_bits),
+    }
+
+
+def _finite(b: float | None) -> float | None:
+    return b if b is not None and math.isfinite(b) else None
 
 
 def _cells(rows: list[dict[str, Any]]) -> dict[tuple[str, str, int, int], list[dict[str, Any]]]:
@@ -86,7 +100,16 @@ def bits_columns(group: list[dict[str, Any]]) -> dict[str, Any]:
     ok = [add_bits(dict(r)) for r in group if r["learned"]]
     pb = [53.0 if r["parameter_bits"] is None else r["parameter_bits"] for r in ok]
     qb = [53.0 if r["prediction_bits"] is None else r["prediction_bits"] for r in ok]
+    overclaimed = sum(
+        r.get("reported_parameter_bits") is not None
+        and r["parameter_bits"] is not None
+        and r["reported_parameter_bits"] > r["parameter_bits"]
+        for r in ok
+    )
     return {
+        # Runs whose result stated more parameter bits than measured (must be 0; rows of
+        # runs before the figure was recorded count as not).
+        "overclaimed": overclaimed,
         "min_parameter_bits": _low(pb),
         "median_parameter_bits": _median(pb),
         "min_prediction_bits": _low(qb),

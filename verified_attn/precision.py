@@ -17,8 +17,8 @@ certificates, benchmarks): the largest entry error over the largest entry magnit
 the heads (canonical order, or the best order where a benchmark compares an arbitrary
 one). For predictions: the largest relative gap of the agreement rule
 (:mod:`verified_attn.verification`), or a benchmark's ``|prediction - answer| /
-max(|answer|, 1)``. Its bits are ``-log2`` of the figure: 52 bits is float64's limit (unit
-roundoff ``2^-53``), 23 float32's.
+max(|answer|, 1)``. Its bits are ``-log2`` of the figure; the formats' limits are their
+unit roundoffs, 53 bits for float64 (``2^-53``) and 24 for float32.
 """
 
 from __future__ import annotations

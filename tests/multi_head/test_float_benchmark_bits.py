@@ -63,6 +63,14 @@ def test_a_cell_counts_the_seeds_meeting_its_goal() -> None:
     assert (lower["goal_bits"], lower["met_goal"]) == (50, 3)
 
 
+def test_a_run_stating_more_bits_than_measured_is_counted() -> None:
+    honest = _run(0, 2.0**-45) | {"reported_parameter_bits": 44.0}
+    over = _run(1, 2.0**-45) | {"reported_parameter_bits": 45.5}
+    old = _run(2, 2.0**-45)  # recorded before the figure was: not counted
+    assert bits_bench.bits_columns([honest, old])["overclaimed"] == 0
+    assert bits_bench.bits_columns([honest, over, old])["overclaimed"] == 1
+
+
 def test_bits_are_minus_log2_of_the_runs_errors() -> None:
     row = bits_bench.add_bits(_run(0, 3e-15))
     assert row["parameter_bits"] == pytest.approx(-math.log2(3e-15))
@@ -110,8 +118,10 @@ def test_quick_run_with_a_precision_goal(tmp_path: Path) -> None:
     subprocess.run(cmd, check=True, env=env, capture_output=True, timeout=300)
     data = json.loads((tmp_path / "multi_head_float.json").read_text())
     assert [p["goal_bits"] for p in data["precision"]] == [40.0, 40.0]
+    assert all(cell["overclaimed"] == 0 for cell in data["summary"])
     for run in data["runs"]:
         assert run["parameter_bits"] == pytest.approx(-math.log2(run["parameter_error"]))
+        assert run["reported_parameter_bits"] <= run["parameter_bits"]
         assert run["parameter_abs_error"] == pytest.approx(
             run["parameter_error"] * run["max_parameter_magnitude"]
         )
