@@ -8,8 +8,9 @@
 49.83
 >>> relative_parameter_error([([[1.0]], [2.0 + 2.0**-40])], [([[1.0]], [2.0])]) == 2.0**-41
 True
->>> ErrorFigures(2.0**-48, 2.0**-50).text()
-'parameters 3.55e-15 relative (48.0 bits), predictions 8.88e-16 relative (50.0 bits)'
+>>> print(ErrorFigures(2.0**-48, 2.0**-50).text())  # doctest: +NORMALIZE_WHITESPACE
+parameters 3.55e-15 (48.0 bits) relative to the largest entry (first-order estimate),
+predictions 8.88e-16 (50.0 bits) (largest relative gap on the fresh sequences)
 
 The one metric for parameters, everywhere a float figure is given (results, float
 certificates, benchmarks): the largest entry error over the largest entry magnitude,
@@ -151,11 +152,14 @@ class ErrorFigures:
         return bits(self.prediction_error)
 
     def text(self) -> str:
-        """One line for summaries."""
-        return (
-            f"parameters {bits_text(self.parameter_error).replace(' (', ' relative (', 1)}, "
-            f"predictions {bits_text(self.prediction_error).replace(' (', ' relative (', 1)}"
-        )
+        """One line for summaries: what each figure is, and its bits."""
+        param = bits_text(self.parameter_error)
+        if self.parameter_error is not None:
+            param += " relative to the largest entry (first-order estimate)"
+        pred = bits_text(self.prediction_error)
+        if self.prediction_error is not None:
+            pred += " (largest relative gap on the fresh sequences)"
+        return f"parameters {param}, predictions {pred}"
 
     def to_dict(self) -> dict[str, float | None]:
         """``{"parameter_error", "parameter_bits", "prediction_error", "prediction_bits"}``,
