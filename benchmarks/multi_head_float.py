@@ -48,7 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import learner_progress, metadata, output_dir, progress, write_json
 from multi_head_float_bits import (
     add_bits,
+    add_precision_goal,
     bits_columns,
+    goal_rows,
     plot_bits,
     precision_rows,
     reported_bits,
@@ -452,14 +454,7 @@ def main() -> None:
         action="store_true",
         help="keep the rows (and sweep) of the families not run from the existing JSON",
     )
-    p.add_argument(
-        "--precision-goal",
-        nargs="?",
-        const="issue",
-        default=None,
-        help="add a row per cell: the fraction of seeds meeting a goal in parameter bits "
-        "(BITS for every cell; without it the issue's goals, multi_head_float_bits.goal_bits)",
-    )
+    add_precision_goal(p)
     args = p.parse_args()
     families = set(args.cells.split(","))
     if not families <= set(FAMILIES):
@@ -535,10 +530,7 @@ def main() -> None:
     summary = summarise(rows)
     for s in summary:
         print(s)
-    goal = None if args.precision_goal in (None, "issue") else float(args.precision_goal)
-    precision = precision_rows(rows, goal) if args.precision_goal is not None else None
-    for row in precision or []:
-        print(row)
+    precision = goal_rows(args.precision_goal, rows)
     write_json(
         "multi_head_float",
         {

@@ -144,6 +144,32 @@ def precision_rows(rows: list[dict[str, Any]], goal: float | None = None) -> lis
     return out
 
 
+def add_precision_goal(parser: argparse.ArgumentParser) -> None:
+    """The benchmark's ``--precision-goal [BITS]`` option."""
+    parser.add_argument(
+        "--precision-goal",
+        nargs="?",
+        const="issue",
+        default=None,
+        help="add a row per cell: the fraction of seeds meeting a goal in parameter bits "
+        "(BITS for every cell; without it the issue's goals, multi_head_float_bits.goal_bits)",
+    )
+
+
+def goal_rows(option: str | None, rows: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The ``precision`` rows ``--precision-goal`` asks for (printed), else None.
+
+    >>> goal_rows(None, []) is None
+    True
+    """
+    if option is None:
+        return None
+    out = precision_rows(rows, None if option == "issue" else float(option))
+    for row in out:
+        print(row)
+    return out
+
+
 def recompute(data: dict[str, Any], goal: float | None = None) -> dict[str, Any]:
     """The benchmark JSON with the bits columns recomputed from its runs: each run's
     bits, each summary cell's bits columns, and the ``precision`` rows."""

@@ -130,3 +130,10 @@ def test_quick_run_with_a_precision_goal(tmp_path: Path) -> None:
         runs = [r for r in data["runs"] if (r["d"], r["H"]) == (cell["d"], cell["H"])]
         assert prec["met_goal"] == sum(r["parameter_bits"] >= 40 for r in runs)
     assert (tmp_path / "multi_head_float_bits.png").exists()
+
+
+def test_the_option_without_bits_takes_the_issues_goals() -> None:
+    rows = [_run(0, 2.0**-49, d=16, H=2), _run(0, 2.0**-47, kind="torch", d=8, H=2)]
+    goals = {p["kind"]: (p["goal_bits"], p["met_goal"]) for p in bits_bench.goal_rows("issue", rows)}
+    assert goals == {"random": (48.0, 1), "torch": (46.0, 1)}
+    assert [p["goal_bits"] for p in bits_bench.goal_rows("50", rows)] == [50.0, 50.0]
