@@ -2,8 +2,11 @@
 
 Run ``python benchmarks/multi_head_float.py`` (full) or ``--quick`` (a few seeds, small
 sizes). Writes ``benchmarks/results/multi_head_float.json``,
-``multi_head_float_success.png``, ``multi_head_float_error.png`` and
-``multi_head_float_scale.png``.
+``multi_head_float_success.png``, ``multi_head_float_error.png``,
+``multi_head_float_scale.png`` and ``multi_head_float_bits.png`` (parameter bits per cell
+beside the anchors: ``multi_head_float_bits.py``). ``--precision-goal [BITS]`` adds the
+``precision`` rows: per cell the fraction of seeds meeting a goal in parameter bits (the
+issue's goals without BITS).
 
 1. Random float64 boxes: W_h ~ N(0, 1/d), v_h ~ N(0, 1) (seed s: ``default_rng(s)``, heads
    drawn in order), ``learn_multi_head(Oracle(model, "float"), heads=H, seed=s)``.
@@ -12,8 +15,12 @@ sizes). Writes ``benchmarks/results/multi_head_float.json``,
 
 Per run: learned or the refusal's class and message; the parameter error (largest entry
 error of the canonical heads against the truth, best head order, relative to the largest
-true entry); the prediction error on 16 independent fresh sequences of lengths 1..16
-(another generator than the learner's, relative to max(|answer|, 1)); the learning queries
+true entry; with the two, ``parameter_abs_error`` and ``max_parameter_magnitude``); the
+prediction error on 16 independent fresh sequences of lengths 1..16 (another generator
+than the learner's, relative to max(|answer|, 1)); both in bits (``parameter_bits``,
+``prediction_bits``: -log2 of the relative error), beside the bits the result states
+(``reported_parameter_bits``, ``reported_prediction_bits``: ``rec.error_figures``); the
+learning queries
 against the follow-up's ``4Hd^2 - 2H + 1`` and the parameter count ``H (d^2 + d)``; the
 pilot's u scale and discarded rounds; seconds; the peak resident memory (``peak_rss_mib``:
 with ``--jobs`` >= 2 each run has a fresh worker process, so it is the run's own peak,
@@ -28,7 +35,6 @@ the box and the interpreter included; with ``--jobs 1`` the process's peak so fa
 from __future__ import annotations
 
 import argparse
-import itertools
 import resource
 import sys
 import time
@@ -40,6 +46,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import learner_progress, metadata, output_dir, progress, write_json
+from multi_head_float_bits import (
+    add_bits,
+    add_precision_goal,
+    bits_columns,
+    goal_rows,
+    plot_bits,
+    precision_rows,
+    reported_bits,
+)
 
 import verified_attn as va
 from verified_attn.errors import VerifiedAttnError
@@ -51,6 +66,7 @@ from verified_attn.multi_head.canonical_float import (
     redundancy,
 )
 from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
+from verified_attn.precision import relative_parameter_error
 from verified_attn.serialize import load_number
 
 
@@ -59,17 +75,16 @@ def random_box(d: int, H: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]
     return [(rng.normal(0, 1 / np.sqrt(d), (d, d)), rng.normal(0, 1, d)) for _ in range(H)]
 
 
-def parameter_error(got: list[Any], truth: list[Any]) -> float:
-    g = [np.concatenate([np.ravel(x) for x in h]) for h in got]
-    t = [np.concatenate([np.ravel(x) for x in h]) for h in truth]
-    ref = max(float(np.abs(x).max()) for x in t)
-    return (
-        min(
-            max(float(np.abs(g[p[h]] - t[h]).max()) for h in range(len(t)))
-            for p in itertools.permutations(range(len(t)))
-        )
-        / ref
-    )
+def parameter_error(got: list[Any], truth: list[Any]) -> dict[str, float]:
+    """The metric of :mod:`verified_attn.precision` (largest entry error over the largest
+    true entry, best head order) with the two figures it is the ratio of."""
+    largest = max(float(np.abs(np.asarray(x)).max()) for h in truth for x in h)
+    rel = relative_parameter_error(got, truth)
+    return {
+        "parameter_error": rel,
+        "parameter_abs_error": rel * largest,
+        "max_parameter_magnitude": largest,
+    }
 
 
 def prediction_error(predict: Any, answer: Any, d: int, seed: int) -> float:
@@ -124,9 +139,11 @@ def run_random(d: int, H: int, seed: int) -> dict[str, Any]:
             **pilot_info(rec, d, H),
             rtol=rec.verification.rtol,
             parameter_rtol=rec.parameter_rtol,
-            parameter_error=parameter_error(rec.parameters["heads"], heads),
+            **parameter_error(rec.parameters["heads"], heads),
             prediction_error=prediction_error(predict, answer, d, seed),
+            **reported_bits(rec),
         )
+    add_bits(row)
     row["seconds"] = time.perf_counter() - t0
     row["follow_up"] = follow_up_query_bound(d, H)
     row["bound"] = float_query_limit(d, H)
@@ -173,9 +190,11 @@ def run_torch(E: int, H: int, seed: int, dtype: str) -> dict[str, Any]:
             **pilot_info(rec, E, H),
             rtol=box.arithmetic.rtol,
             parameter_rtol=rec.parameter_rtol,
-            parameter_error=parameter_error(got, list(zip(truth.W, truth.v, strict=True))),
+            **parameter_error(got, list(zip(truth.W, truth.v, strict=True))),
             prediction_error=prediction_error(predict, ref.query, E, seed),
+            **reported_bits(rec),
         )
+    add_bits(row)
     row["seconds"] = time.perf_counter() - t0
     row["follow_up"] = follow_up_query_bound(E, H)
     unit = 2.0**-24 if dtype == "float32" else 2.0**-53  # the adapter's declared unit roundoff
@@ -267,6 +286,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 ),
                 "max_parameter_error": max((r["parameter_error"] for r in ok), default=None),
                 "max_prediction_error": max((r["prediction_error"] for r in ok), default=None),
+                **bits_columns(group),
                 "queries": ok[0]["queries"] if ok else None,
                 "max_queries": max((r["queries"] for r in ok), default=None),
                 # Learned runs whose conditioning rounds took them to the follow-up's count.
@@ -434,6 +454,7 @@ def main() -> None:
         action="store_true",
         help="keep the rows (and sweep) of the families not run from the existing JSON",
     )
+    add_precision_goal(p)
     args = p.parse_args()
     families = set(args.cells.split(","))
     if not families <= set(FAMILIES):
@@ -445,6 +466,7 @@ def main() -> None:
         data = json.loads((out / "multi_head_float.json").read_text())
         plot(data["summary"], out)
         plot_conditioning(data["conditioning"], out)
+        plot_bits(precision_rows(data["runs"]), out / "multi_head_float_bits.png")
         return
     seeds = range(3) if args.quick else range(args.seeds)
     few = range(3) if args.quick else range(args.seeds_large)
@@ -508,6 +530,7 @@ def main() -> None:
     summary = summarise(rows)
     for s in summary:
         print(s)
+    precision = goal_rows(args.precision_goal, rows)
     write_json(
         "multi_head_float",
         {
@@ -524,6 +547,7 @@ def main() -> None:
                 total_seconds=time.perf_counter() - started,
             ),
             "summary": summary,
+            **({"precision": precision} if precision is not None else {}),
             "conditioning": sweep,
             "runs": rows,
         },
@@ -531,6 +555,7 @@ def main() -> None:
     )
     plot(summary, out)
     plot_conditioning(sweep, out)
+    plot_bits(precision or precision_rows(rows), out / "multi_head_float_bits.png")
 
 
 if __name__ == "__main__":

@@ -31,9 +31,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # verified_attn from this checkout (bits)
+    sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "benchmarks" / "results"
 #: The pages with generated tables, relative to the repository root.
-PAGES = ["docs/multi_head.md"]
+PAGES = ["docs/multi_head.md", "docs/multi_head_float_benchmark.md"]
 
 _MARKER = re.compile(
     r"(<!-- table:(?P<name>[\w-]+):begin -->\n)(?P<body>.*?)(<!-- table:(?P=name):end -->)",
@@ -63,6 +65,22 @@ def _range(values: Iterable[int]) -> str:
 def _num(x: float | None) -> str:
     """An error figure: two significant digits, or a dash when there is none."""
     return _DASH if x is None else f"{x:.1e}"
+
+
+def _one(x: float | None) -> str:
+    """A figure in bits: one decimal, or a dash when there is none."""
+    return _DASH if x is None else f"{x:.1f}"
+
+
+def _bits(error: float | None) -> str:
+    """An error's bits, -log2 (:func:`verified_attn.precision.bits`), one decimal.
+
+    >>> _bits(2.0**-40), _bits(None)
+    ('40.0', '–')
+    """
+    from verified_attn.precision import bits
+
+    return _one(bits(error))
 
 
 def _ratio(x: float | None) -> str:
@@ -129,13 +147,39 @@ def float_table(data: dict[str, Any]) -> str:
                 sum(c["wrong"] for c in cells),
                 sum(c.get("learned_1e-12", 0) for c in cells),
                 _num(max(errors, default=None)),
+                _bits(max(errors, default=None)),
                 _num(max(preds, default=None)),
+                _bits(max(preds, default=None)),
                 _ratio(ratio),
                 _span(medians),
             ]
         )
     header = ["box", "d", "H", "learned", "wrong", "within 1e-12", "worst parameter error",
-              "worst prediction error", "queries / follow-up", "median s"]
+              "bits", "worst prediction error", "bits", "queries / follow-up", "median s"]
+    return "\n".join(_table(header, rows))
+
+
+def bits_table(data: dict[str, Any]) -> str:
+    """The float learner's cells in bits against the precision goals: the ``precision`` rows
+    ``benchmarks/multi_head_float_bits.py`` adds to ``multi_head_float.json``."""
+    rows: list[list[object]] = []
+    order = sorted(data["precision"], key=lambda p: (p["kind"] != "random", p["dtype"] != "float64",
+                                                     p["kind"], p["dtype"], p["d"], p["H"]))
+    for p in order:
+        rows.append(
+            [
+                f"{_BOX.get(p['kind'], p['kind'])} {p['dtype']}",
+                p["d"],
+                p["H"],
+                _one(p["median_parameter_bits"]),
+                _one(p["min_parameter_bits"]),
+                _one(p["min_prediction_bits"]),
+                f"{p['goal_bits']:g}",
+                f"{p['met_goal']}/{p['seeds']}",
+            ]
+        )
+    header = ["box", "d", "H", "median parameter bits", "worst parameter bits",
+              "worst prediction bits", "goal (bits)", "met goal"]
     return "\n".join(_table(header, rows))
 
 
@@ -243,6 +287,8 @@ TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "multi_head_float": ("multi_head_float.json", float_table),
     "multi_head_ablation": ("multi_head_ablation.json", ablation_table),
     "head_count_float": ("head_count_float.json", head_count_table),
+    # on docs/multi_head_float_benchmark.md
+    "multi_head_float_bits": ("multi_head_float.json", bits_table),
 }
 
 

@@ -45,7 +45,8 @@ def results(tmp_path: Path) -> Path:
 def test_the_pages_tables_are_what_the_json_gives() -> None:
     assert tables.main(["--check"]) == 0, "run: python docs/_doc_tables.py"
     text = PAGE.read_text(encoding="utf-8")
-    assert tables.tables_in(text) == list(tables.TABLES)  # every table, once, in order
+    shown = [n for p in tables.PAGES for n in tables.tables_in((ROOT / p).read_text("utf-8"))]
+    assert shown == list(tables.TABLES)  # every table, once, in order, over the pages
     assert "| random float64 | 8 |" in text and "| `pilot` | " in text  # filled, not empty
 
 
@@ -113,7 +114,8 @@ def test_a_lost_marker_or_an_unknown_table_fails(
     text = PAGE.read_text(encoding="utf-8")
     page = tmp_path / "multi_head.md"
     monkeypatch.setattr(tables, "ROOT", tmp_path)
-    monkeypatch.setattr(tables, "PAGES", ["multi_head.md"])
+    monkeypatch.setattr(tables, "PAGES", ["multi_head.md", "multi_head_float_benchmark.md"])
+    shutil.copy(DOCS / "multi_head_float_benchmark.md", tmp_path)
     page.write_text(text, encoding="utf-8")
     assert tables.main(["--check"]) == 0
     # Without its end marker the float table is no longer generated: the check says so.
@@ -159,6 +161,23 @@ def test_the_pipeline_picture_lists_the_learners_stages_in_order() -> None:
 def test_the_doc_scripts_doctests(name: str) -> None:
     result = doctest.testmod(_load(name))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_the_bits_table_follows_the_precision_rows(tmp_path: Path, results: Path) -> None:
+    bench = DOCS / "multi_head_float_benchmark.md"
+    assert tables.main(["--check", str(bench)]) == 0
+    assert "| random float64 | 8 | 6 | " in bench.read_text(encoding="utf-8")
+    path = results / "multi_head_float.json"
+    data = json.loads(path.read_text())
+    data["precision"][0]["met_goal"] -= 1  # one seed fewer met its goal
+    path.write_text(json.dumps(data))
+    page = tmp_path / "bench.md"
+    shutil.copy(bench, page)
+    assert tables.main(["--check", "--results", str(results), str(page)]) == 1
+    # The float table's bits are -log2 of its worst errors: a wrong figure is seen there too.
+    data["summary"][0]["max_parameter_error"] = 1e-6  # random float64 d = 8, H = 1
+    assert "| 1.9e-13 | 42.3 |" in tables.float_table(json.loads(path.read_text()))
+    assert "| 1.0e-06 | 19.9 |" in tables.float_table(data)
 
 
 def test_the_page_stays_short() -> None:

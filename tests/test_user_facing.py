@@ -134,7 +134,7 @@ THEOREM_FIGURES = {
     "transformer.md": ["transformer.png"],
     "multi_head.md": ["multi_head_queries.png", "multi_head_float_scale.png"],
     "multi_head_float_benchmark.md": ["multi_head_float_success.png",
-                                      "multi_head_float_error.png"],
+                                      "multi_head_float_error.png", "multi_head_float_bits.png"],
 }
 _IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s]+)\)")
 

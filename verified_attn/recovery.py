@@ -41,6 +41,7 @@ import sympy
 
 from verified_attn.errors import CertificateError
 from verified_attn.oracle import QueryCounts
+from verified_attn.precision import ErrorFigures, stated_relative_error
 from verified_attn.serialize import write_certificate
 from verified_attn.verification import Verification
 
@@ -176,6 +177,14 @@ class Recovery:
         """The largest relative gap on the fresh sequences (float mode), else None."""
         return None if self.verification is None else self.verification.max_gap
 
+    @property
+    def error_figures(self) -> ErrorFigures:
+        """The figures a float result states, each with its bits (:mod:`verified_attn.precision`):
+        the verification's largest relative gap, and (where the kind states one) the
+        parameter error relative to the largest entry; None outside float mode."""
+        gap = self.verification_error if self.arithmetic == "float" else None
+        return ErrorFigures(None, gap)
+
     def to_numpy(self) -> dict[str, Any]:
         """The parameters as float64 values (ball midpoints in certified mode)."""
         return {k: as_float(val) for k, val in self.parameters.items()}
@@ -193,6 +202,8 @@ class Recovery:
         ]
         if self.verification is not None:
             lines.append(f"  verification: {self.verification.describe()}")
+            if self.arithmetic == "float":
+                lines.append(f"  precision: {self.error_figures.text()}")
         elif not self.verified:
             lines.append("  verification: none (verify=0): the result is NOT verified")
         lines.extend(f"  assumption: {a}" for a in self.assumptions)
@@ -389,6 +400,17 @@ class MultiHeadRecovery(Recovery):
     @property
     def H(self) -> int:
         return len(self.parameters["heads"])
+
+    @property
+    def error_figures(self) -> ErrorFigures:
+        """As :attr:`Recovery.error_figures`, with the parameter figure of a float result:
+        :attr:`parameter_error_estimate` relative to the largest entry of the heads."""
+        figures = super().error_figures
+        if self.parameter_error_estimate is None or self.arithmetic != "float":
+            return figures
+        beta = float(self.parameters.get("beta") or 0.0)
+        error = stated_relative_error(self.parameter_error_estimate, self.parameters["heads"], beta)
+        return ErrorFigures(error, figures.prediction_error)
 
 
 @dataclass(repr=False)

@@ -130,6 +130,7 @@ def recovery_to_dict(rec: Recovery) -> dict[str, Any]:
         "enclosures": None if rec.enclosures is None else encode(rec.enclosures),
         "assumptions": list(rec.assumptions),
         "notes": list(rec.notes),
+        "error_figures": rec.error_figures.to_dict(),
     }
     for name in rec.extra_fields:
         val = getattr(rec, name)

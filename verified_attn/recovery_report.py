@@ -127,6 +127,8 @@ def recovery_text(rec: Recovery, *, parameters: bool = True) -> str:
         f"arithmetic: {arith}; parameters are {_MEANING[kind]}",
         verification,
     ]
+    if rec.arithmetic == "float" and rec.verification is not None:
+        lines.append(f"precision: {rec.error_figures.text()}")
     lines.extend(f"assumption: {a}" for a in rec.assumptions)
     lines.extend(f"note: {n}" for n in rec.notes)
     lines.extend(phase_glossary(rec.queries_by_phase))

@@ -52,6 +52,7 @@ import numpy as np
 
 from verified_attn.arithmetic import Arithmetic
 from verified_attn.errors import InvalidArgument, ModelClassMismatch, PrecisionExhausted
+from verified_attn.precision import bits
 from verified_attn.validation import check_lengths, check_seed, check_verify
 
 __all__ = [
@@ -328,7 +329,7 @@ class Verification:
         if self.precision is not None:
             text += f", asked and predicted at {self.precision} bits"
         if self.max_gap is not None:
-            text += f"; max relative gap {self.max_gap:.4g}"
+            text += f"; max relative gap {self.max_gap:.4g} ({bits(self.max_gap):.1f} bits)"
         t = self.tightest
         if t is not None and self.rtol is not None and self.allowance is not None:
             text += (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -82,7 +83,11 @@ def test_float_recovery_reports_its_error() -> None:
     assert res.passed, res.detail
     assert (res.queries, res.bound) == (4160, 4160)
     assert 0 <= res.data["relative_error"] <= thm.FLOAT_RELATIVE_ERROR_BOUND
-    assert f"{res.data['relative_error_W']:.3e}" in res.detail
+    # The figure and its bits, -log2 of it (verified_attn.precision).
+    from verified_attn.precision import bits_text
+
+    assert f"W {bits_text(res.data['relative_error_W'])}" in res.detail
+    assert res.data["relative_error_bits"] == -math.log2(res.data["relative_error"])
 
 
 def test_v_zero_and_not_a_head_pass() -> None:

@@ -58,8 +58,10 @@ from typing import Any
 
 from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.common_checks import check_phases, passed
+from verified_attn.certificates.float_figures import check_error_figures, max_gap
 from verified_attn.certificates.multi_head_decode import compare_exact, redecode
 from verified_attn.certificates.multi_head_float import float_fit, float_phases
+from verified_attn.certificates.multi_head_float_bounds import claimed_arrays
 from verified_attn.certificates.multi_head_orthogonal import verify_orthogonal
 from verified_attn.certificates.multi_head_parts import (
     FLOAT_RTOL,
@@ -182,4 +184,10 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
     model = heads_model(claimed, beta, affine)
     with arith.context():
         lines.append(kernel.check_verification(data, head, predictor(head, model)))
+    if arith.name == "float":
+        bias = float(beta) if affine else 0.0
+        counted = kernel.get(data, "verification.count")
+        gap = max_gap(data, arith, d, predictor(head, model), bias) if counted else None
+        heads = claimed_arrays(claimed, d, affine)
+        lines.insert(-1, check_error_figures(data, arith, heads, bias, gap))
     return passed(head, lines)

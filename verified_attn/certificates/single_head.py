@@ -59,6 +59,7 @@ from verified_attn.certificates.common_checks import (
     result_exact,
     show,
 )
+from verified_attn.certificates.float_figures import check_error_figures, max_gap
 from verified_attn.errors import CertificateError
 from verified_attn.probing import apply_exact, measured_array
 from verified_attn.serialize import short_repr
@@ -102,6 +103,8 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         lines.append(_describe_result(head, claimed, exact, affine))
         predict = head_predictor(head, claimed, exact, affine=affine)
         lines.append(kernel.check_verification(data, head, predict))
+        if arith.name == "float":
+            lines.insert(-1, _figures(data, head, claimed, affine, predict))
     check_seed(data, head.seed, "the learner uses one seed for both")
     return passed(head, lines)
 
@@ -325,6 +328,17 @@ def _describe_result(head: kernel.Header, claimed: Claimed, exact: bool, affine:
             c = [show(q) for _, q in claimed["c"]]
             text += f", c = {c}, beta = {show(claimed['beta'][0][1])}"
     return text.replace("'", "")
+
+
+def _figures(
+    data: dict[str, Any], head: kernel.Header, claimed: Claimed, affine: bool, predict: Any
+) -> str:
+    """``result.error_figures`` recomputed (:mod:`~verified_attn.certificates.float_figures`):
+    the verification's largest relative gap; the single head states no parameter figure."""
+    bias = float(claimed["beta"][0][1]) if affine else 0.0
+    counted = kernel.get(data, "verification.count")
+    gap = max_gap(data, head.arith, head.d, predict, bias) if counted else None
+    return check_error_figures(data, head.arith, [], bias, gap)
 
 
 def _check_bias(data: dict[str, Any], head: kernel.Header, claimed: Claimed, affine: bool) -> None:

@@ -37,6 +37,7 @@ from verified_attn.exact_recovery.claims_soundness import SOUNDNESS_CLAIMS
 from verified_attn.exact_recovery.learner import learn_single_head, query_bound
 from verified_attn.models import SingleHeadAttention
 from verified_attn.oracle import Oracle
+from verified_attn.precision import bits, bits_text
 
 __all__ = ["CLAIMS", "FLOAT_RELATIVE_ERROR_BOUND"]
 
@@ -398,12 +399,13 @@ def _check_float(seed: int) -> ClaimResult:
         "thm-4.1/float-recovery",
         _FLOAT,
         ok,
-        f"d = {d}: max relative error W {err_W:.3e}, v {err_v:.3e} (bound "
+        f"d = {d}: max relative error W {bits_text(err_W)}, v {bits_text(err_v)} (bound "
         f"{FLOAT_RELATIVE_ERROR_BOUND:g}); {rec.queries} queries; verification error "
-        f"{rec.verification_error:.3e}",
+        f"{bits_text(rec.verification_error)}",
         queries=rec.queries,
         bound=query_bound(d),
-        data={"relative_error": err, "relative_error_W": err_W, "relative_error_v": err_v},
+        data={"relative_error": err, "relative_error_W": err_W, "relative_error_v": err_v,
+              "relative_error_bits": bits(err)},
     )
 
 

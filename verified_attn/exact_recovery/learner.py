@@ -42,6 +42,7 @@ from verified_attn.errors import ModelClassMismatch
 from verified_attn.exact_recovery.float_bound import require_prediction_bound
 from verified_attn.learner_options import ExactOptions, learner_options
 from verified_attn.oracle import Oracle, QueryCounts
+from verified_attn.precision import ErrorFigures, figures_record
 from verified_attn.probing import (
     MAX_RESCALES,
     RESCALE_FACTOR,
@@ -480,4 +481,8 @@ def _certificate_data(
             },
         }
     )
+    checked = run.verification
+    if arith.name == "float":  # the figures in bits: no parameter figure is stated
+        gap = checked.max_gap if checked is not None and checked.count else None
+        data["result"]["error_figures"] = figures_record(ErrorFigures(None, gap))
     return data

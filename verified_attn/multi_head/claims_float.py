@@ -17,6 +17,7 @@ from verified_attn.models import MultiHeadAttention
 from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
 from verified_attn.oracle import Oracle
 from verified_attn.oracle_wrappers import float32_multi_head_oracle
+from verified_attn.precision import bits_text, relative_parameter_error
 
 __all__ = ["FLOAT_COUNT_CLAIM", "FLOAT_PRECISION_CLAIM"]
 
@@ -76,7 +77,6 @@ def _float_precision(seed: int) -> ClaimResult:
     """Float64 boxes learned to 1e-12 of their heads (the precision polish where it is
     asked), predictions on independent fresh sequences to 1e-11, under the follow-up's count;
     the same box unpolished, and a learned parameter moved by 1e-11, fail the check."""
-    import itertools
     import math
     from unittest import mock
 
@@ -92,16 +92,7 @@ def _float_precision(seed: int) -> ClaimResult:
         return MultiHeadAttention([(W.tolist(), v.tolist()) for W, v in hs]), hs
 
     def errors(got: list[Any], truth: list[Any], model: MultiHeadAttention, s: int) -> Any:
-        flat = [np.concatenate([np.ravel(x) for x in h[:2]]) for h in got]
-        true = [np.concatenate([np.ravel(x) for x in h]) for h in truth]
-        ref = max(float(np.abs(x).max()) for x in true)
-        perr = (
-            min(
-                max(float(np.abs(flat[p[h]] - true[h]).max()) for h in range(len(true)))
-                for p in itertools.permutations(range(len(true)))
-            )
-            / ref
-        )
+        perr = relative_parameter_error([h[:2] for h in got], truth)
         learned = MultiHeadAttention([tuple(x.tolist() for x in h[:2]) for h in got])
         rng, pred = np.random.default_rng([seed, s, 0x7072]), 0.0
         for n in range(1, 17):
@@ -125,7 +116,8 @@ def _float_precision(seed: int) -> ClaimResult:
         ok &= perr <= 1e-12 and pred <= 1e-11 and under and verify_certificate(rec.certificate()).ok
         rows.append(
             f"H={H} seed {s}: {rec.queries} queries ({polish} polish; follow-up "
-            f"{follow_up_query_bound(d, H)}), parameters {perr:.1e}, predictions {pred:.1e}"
+            f"{follow_up_query_bound(d, H)}), parameters {bits_text(perr)}, predictions "
+            f"{bits_text(pred)}"
         )
         if (H, s) == (1, 13):
             # The deliberately wrong variants: a learned parameter moved by 1e-11 relative,

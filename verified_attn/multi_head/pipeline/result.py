@@ -21,6 +21,7 @@ from verified_attn.multi_head.pipeline.design import box_precision, coarse
 from verified_attn.multi_head.pipeline.state import FloatState
 from verified_attn.multi_head.prediction_bound import PREDICTION_SEQUENCES, PREDICTION_SIGMAS
 from verified_attn.oracle import QueryCounts
+from verified_attn.precision import ErrorFigures, figures_record, stated_relative_error
 from verified_attn.recovery import MultiHeadRecovery
 from verified_attn.serialize import dump_number
 from verified_attn.verification import (
@@ -133,6 +134,13 @@ def _certificate_data(
                 "parameter_error_estimate": dump_number(float(tolerance[1])),
                 # "u-groups", "joint" or "sequences" (the sequence polish)
                 "parameter_error_estimate_kind": tolerance[2],
+                # The figures in bits (verified_attn.precision), recomputed by the checker.
+                "error_figures": figures_record(
+                    ErrorFigures(
+                        stated_relative_error(float(tolerance[1]), heads, float(beta or 0.0)),
+                        checked.max_gap if checked is not None and checked.count else None,
+                    )
+                ),
                 "prediction_bound": {
                     k: dump_number(float(v)) if k in ("ratio", "worst_case", "sigmas") else v
                     for k, v in prediction.items()
