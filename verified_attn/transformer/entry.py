@@ -30,6 +30,7 @@ from verified_attn.recovery import ReluFFNRecovery, TransformerRecovery
 from verified_attn.transformer import learner, relu
 from verified_attn.transformer.biased_float import learn_biased_transformer_float
 from verified_attn.transformer.biased_learner import learn_biased_transformer
+from verified_attn.transformer.multi_head_learner import learn_multi_head_transformer
 from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
 from verified_attn.validation import check_oracle, require_size
 from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY
@@ -37,6 +38,7 @@ from verified_attn.verification import DEFAULT_LENGTHS, DEFAULT_VERIFY
 __all__ = ["BIASED_CLASSES", "learn_relu_ffn", "learn_transformer"]
 
 BIASED_CLASSES = ("relu-ffn-biased", "one-layer-transformer-biased")
+MULTI_HEAD_CLASS = "one-layer-transformer-multi-head"
 
 
 def _biases(oracle: Oracle, biases: Any, *, float_too: bool) -> bool:
@@ -47,6 +49,20 @@ def _biases(oracle: Oracle, biases: Any, *, float_too: bool) -> bool:
     if not isinstance(biases, bool):
         raise InvalidArgument(f"biases must be True, False or None, got {biases!r}")
     return biases
+
+
+def _max_heads(max_heads: int | None, method: str | None) -> int:
+    """The multi-head learner's ``max_heads``, required; ``method`` does not apply."""
+    if max_heads is None:
+        raise InvalidArgument(
+            f"the oracle declares model class {MULTI_HEAD_CLASS!r}: pass max_heads= (an upper "
+            "bound on the number of heads)"
+        )
+    if method is not None:
+        raise InvalidArgument(
+            f"method={method!r} is for one head; the multi-head learner has one method"
+        )
+    return max_heads
 
 
 def _require_size(oracle: Oracle, what: str, *, numbers: int, queries: int) -> None:
@@ -102,6 +118,7 @@ def learn_transformer(
     *,
     biases: bool | None = None,
     method: str | None = None,
+    max_heads: int | None = None,
     verify: int = DEFAULT_VERIFY,
     seed: int = 0,
     lengths: Sequence[int] = DEFAULT_LENGTHS,
@@ -118,12 +135,24 @@ def learn_transformer(
     (:func:`~verified_attn.transformer.biased_learner.learn_biased_transformer`; float
     oracles: :func:`~verified_attn.transformer.biased_float.learn_biased_transformer_float`;
     ``method`` must be None or "direct").
+
+    Multi-head (``max_heads`` given, an upper bound on the heads; required for an oracle of
+    class ``one-layer-transformer-multi-head``): the FFN first, then the heads cell by cell
+    of it (:func:`~verified_attn.transformer.multi_head_learner.learn_multi_head_transformer`;
+    exact or certified oracles; ``biases`` and ``method`` do not apply).
     """
     check_oracle(oracle)
     d = oracle.d
     # W alone takes d^2 queries from two d x d designs.
     _require_size(oracle, "learn_transformer", numbers=2 * d * d, queries=d * d)
     kw: dict[str, Any] = {"verify": verify, "seed": seed, "lengths": lengths, "progress": progress}
+    if max_heads is not None or oracle.model_class == MULTI_HEAD_CLASS:
+        return learn_multi_head_transformer(
+            oracle,
+            max_heads=_max_heads(max_heads, method),
+            denominator_bound=denominator_bound,
+            **kw,
+        )
     if _biases(oracle, biases, float_too=False):
         if method not in (None, "direct"):
             raise InvalidArgument(
