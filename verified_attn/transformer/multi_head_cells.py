@@ -33,12 +33,21 @@ import numpy as np
 
 from verified_attn.arithmetic import Arithmetic
 from verified_attn.errors import InvalidArgument, NotIdentifiable
+from verified_attn.models import as_rational_sequence
 from verified_attn.oracle import Oracle
 from verified_attn.transformer.relu_biased import BiasedReluNetwork, Vec
 
 __all__ = ["Cell", "CellOracle", "pattern_matrix", "spanning_cells"]
 
 Pattern = tuple[bool, ...]
+Rows = list[list[Fraction]]
+
+
+def _rows(X: flint.fmpq_mat) -> Rows:
+    return [
+        [Fraction(int(X[i, j].p), int(X[i, j].q)) for j in range(X.ncols())]
+        for i in range(X.nrows())
+    ]
 
 
 @dataclass(frozen=True)
@@ -143,6 +152,7 @@ class CellOracle:
         self.d = outer.d
         self.inner: Oracle | None = None
         self.answers: list[Any] = []
+        self.asked: list[tuple[flint.fmpq_mat, Any]] = []
         self.offset = sum((g * x for g, x in zip(cell.G, cell.center, strict=True)), cell.beta)
         q = [flint.fmpq(x.numerator, x.denominator) for x in cell.center]
         self._center = q
@@ -152,21 +162,42 @@ class CellOracle:
         verification = self.inner is not None and self.inner.in_verification
         return self.outer.phase(f"{self.label}/{inner}", verification=verification)
 
-    def evaluate_rational(self, Yq: flint.fmpq_mat, arith: Arithmetic) -> Any:
+    def _lift(self, Yq: flint.fmpq_mat) -> flint.fmpq_mat:
         tq = flint.fmpq(self.t.numerator, self.t.denominator)
         n = Yq.nrows()
-        X = flint.fmpq_mat(
+        return flint.fmpq_mat(
             n, self.d, [self._center[j] + tq * Yq[i, j] for i in range(n) for j in range(self.d)]
         )
+
+    def evaluate_rational(self, Yq: flint.fmpq_mat, arith: Arithmetic) -> Any:
+        X = self._lift(Yq)
         with self._forward():
             answer = self.outer.query(X)
         out = (answer - arith.rational(self.offset)) / arith.rational(self.t)
         self.answers.append(out)
+        self.asked.append((X, answer))
         return out
 
     def all_zero(self, arith: Arithmetic) -> bool:
         """Whether every answer so far is 0 (certified: every ball contains 0)."""
         return all(arith.agree(y, arith.rational(Fraction(0))) for y in self.answers)
+
+    def witness(self) -> tuple[Rows | None, Any]:
+        """The first outer query whose answer less g is not 0 (else the first), as rows of
+        Fractions, and its outer answer."""
+        arith = self.outer.arithmetic
+        zero = arith.rational(Fraction(0))
+        for (X, y), out in zip(self.asked, self.answers, strict=True):
+            if not arith.agree(out, zero):
+                return _rows(X), y
+        return (_rows(self.asked[0][0]), self.asked[0][1]) if self.asked else (None, None)
+
+    def lifted(self, Y: Any) -> tuple[Rows | None, Any]:
+        """The outer query c + t Y of an inner query Y, as rows, with its answer if asked."""
+        if Y is None:
+            return None, None
+        X = self._lift(as_rational_sequence(np.asarray(Y, dtype=object), self.d))
+        return _rows(X), next((y for Z, y in self.asked if Z == X), None)
 
     def evaluate_batch(self, Ys: np.ndarray) -> np.ndarray:
         raise InvalidArgument("a cell oracle answers in exact or certified arithmetic only")

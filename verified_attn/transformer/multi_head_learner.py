@@ -78,6 +78,8 @@ ASSUMPTION = (
     "distinct neurons have distinct length-1 hyperplanes (the FFN learned from length-1 "
     "queries has every neuron of the box)"
 )
+#: The canonical learner's NotIdentifiable when no pair has a pole (the function is 0).
+DEGREE_ZERO = "no pair gives a certified rational function of degree >= 1"
 Key = tuple[tuple[sympy.Rational, ...], tuple[sympy.Rational, ...]]  # (W_h, c_h) entries
 
 
@@ -192,11 +194,11 @@ def _fit_cell(
     denominator_bound: int | None,
     attempts: int,
 ) -> dict[Key, sympy.Matrix]:
-    """The heads of cell ``i``: {(W_h, c_h): v_h^S} from learn_multi_head on its oracle,
-    t quartered after a refuted fit (the queries left the cell); dead heads are absent."""
+    """The heads of cell ``i``: {(W_h, c_h): v_h^S} from learn_multi_head on its oracle;
+    dead heads are absent. A failed fit (the queries may have left the cell) is retried
+    with t quartered; after ``attempts`` the box is refused with the failing query."""
     arith = oracle.arithmetic
     t = _start_t(cell)
-    last: Exception | None = None
     for attempt in range(attempts):
         adapter = CellOracle(oracle, cell, t, f"cell{i + 1}" + (f".{attempt}" if attempt else ""))
         inner = Oracle(adapter, arith, model_class="multi-head-affine", record=False)
@@ -210,21 +212,34 @@ def _fit_cell(
                 affine=True,
                 denominator_bound=denominator_bound,
             )
-        except NotIdentifiable:
-            if adapter.all_zero(arith):
+        except NotIdentifiable as exc:
+            if not str(exc).startswith(DEGREE_ZERO):
+                raise
+            if not any(cell.G) and adapter.all_zero(arith):
                 return {}  # every head's value is 0 on this cell: none shows there
-            raise
+            failure: Exception = exc
+            why = "no design pair shows a softmax mix (no head), yet the answers less g are not 0"
+            witness = adapter.witness()
         except (ModelClassMismatch, PrecisionExhausted) as exc:
-            last, t = exc, t / 4
-            continue
-        if rec.parameters["beta"] != 0:
-            raise ModelClassMismatch(
-                f"not a multi-head Transformer: on cell {i + 1} of g the answers less g have "
-                f"the output bias {rec.parameters['beta']} (a multi-head function has none)"
-            )
-        return _unscale(rec.parameters["heads"], cell, t)
-    assert last is not None
-    raise type(last)(f"cell {i + 1} of g (t down to {t * 4}): {last}") from last
+            failure, why = exc, str(exc)
+            witness = adapter.lifted(getattr(exc, "query", None))
+        else:
+            if rec.parameters["beta"] == 0:
+                return _unscale(rec.parameters["heads"], cell, t)
+            failure, witness = ModelClassMismatch(""), adapter.witness()
+            why = f"the answers less g have the output bias {rec.parameters['beta']} (a "
+            why += "multi-head function has none)"
+        t /= 4
+    if isinstance(failure, PrecisionExhausted):
+        raise PrecisionExhausted(f"cell {i + 1} of g: {failure}") from failure
+    X, y = witness
+    raise ModelClassMismatch(
+        f"not a multi-head Transformer (or one whose FFN is not linear on these queries, "
+        f"sent within t = {t * 4} of a point of cell {i + 1} of g): {why}; query "
+        f"{None if X is None else [[str(q) for q in r] for r in X]} -> {y}",
+        query=X,
+        observed=y,
+    ) from failure
 
 
 def _start_t(cell: Cell) -> Fraction:
