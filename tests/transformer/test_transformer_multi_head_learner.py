@@ -201,3 +201,30 @@ def test_a_step_leaving_the_cell_is_retried_smaller(monkeypatch: Any) -> None:
     assert rec.queries > 109 and any("." in phase for phase in rec.queries_by_phase)
     X = _fresh(np.random.default_rng(3), 3, 2)
     assert rec.model.evaluate(X, "exact") == T2.evaluate(X, "exact")
+
+
+def test_the_result_is_kept_as_json_and_read_back() -> None:
+    """to_dict / from_dict keep V_h's shape, the biased network and the model (==)."""
+    import json
+
+    rec = va.learn_transformer(va.Oracle(T2, "exact"), max_heads=2)
+    back = type(rec).from_dict(json.loads(json.dumps(rec.to_dict())))
+    assert back.network == rec.network and back.queries == rec.queries
+    assert [h[1].shape for h in back.parameters["heads"]] == [(2, 2), (2, 2)]
+    X = [[Fraction(1), Fraction(1, 2)], [Fraction(-1), Fraction(2)], [Fraction(0), Fraction(1)]]
+    assert back.model.evaluate(X, "exact") == T2.evaluate(X, "exact")
+
+
+def test_the_single_head_biased_result_reads_back_with_its_biases() -> None:
+    import json
+
+    from verified_attn.models import OneLayerTransformer
+
+    T = OneLayerTransformer(
+        [[1, -1], [0, 2]], [[1, 0], [1, 1]], [[1, 0], [1, -1]], [2, -1], a=[1, -2], b=3
+    )
+    rec = va.learn_transformer(va.Oracle(T, "exact"))
+    back = type(rec).from_dict(json.loads(json.dumps(rec.to_dict())))
+    X = [[Fraction(1), Fraction(0)], [Fraction(1, 2), Fraction(-3)]]
+    assert back.model.evaluate(X, "exact") == T.evaluate(X, "exact")
+    assert back.network == rec.network
