@@ -35,6 +35,7 @@ from verified_attn.arithmetic import Arithmetic
 from verified_attn.errors import InvalidArgument, NotIdentifiable
 from verified_attn.models import as_rational_sequence
 from verified_attn.oracle import Oracle
+from verified_attn.rational_interpolation import to_arb
 from verified_attn.transformer.relu_biased import BiasedReluNetwork, Vec
 
 __all__ = ["Cell", "CellOracle", "pattern_matrix", "spanning_cells"]
@@ -139,7 +140,8 @@ def spanning_cells(net: BiasedReluNetwork, seed: int) -> list[Cell]:
 
 class CellOracle:
     """One cell's function of Y, ``(T(c + t Y) - g_S(c)) / t``, as a model (``d``,
-    ``evaluate_rational``) for an inner :class:`~verified_attn.oracle.Oracle`.
+    ``evaluate_rational``) for an inner :class:`~verified_attn.oracle.Oracle`. An exact
+    outer answer is enclosed in a ball when the inner oracle is certified.
 
     Queries are counted on the outer oracle under ``<label>/<inner phase>``, declared
     verification there exactly when the inner phase is.
@@ -152,6 +154,7 @@ class CellOracle:
         self.d = outer.d
         self.inner: Oracle | None = None
         self.answers: list[Any] = []
+        self.arith: Arithmetic = outer.arithmetic  # the inner oracle's, once it asks
         self.asked: list[tuple[flint.fmpq_mat, Any]] = []
         self.offset = sum((g * x for g, x in zip(cell.G, cell.center, strict=True)), cell.beta)
         q = [flint.fmpq(x.numerator, x.denominator) for x in cell.center]
@@ -173,19 +176,25 @@ class CellOracle:
         X = self._lift(Yq)
         with self._forward():
             answer = self.outer.query(X)
-        out = (answer - arith.rational(self.offset)) / arith.rational(self.t)
+        if arith.name == "certified" and self.outer.arithmetic.name == "exact":
+            answer_in = to_arb(answer)  # an exact answer, enclosed at the inner precision
+        else:
+            answer_in = answer
+        out = (answer_in - arith.rational(self.offset)) / arith.rational(self.t)
+        self.arith = arith
         self.answers.append(out)
         self.asked.append((X, answer))
         return out
 
-    def all_zero(self, arith: Arithmetic) -> bool:
+    def all_zero(self) -> bool:
         """Whether every answer so far is 0 (certified: every ball contains 0)."""
+        arith = self.arith
         return all(arith.agree(y, arith.rational(Fraction(0))) for y in self.answers)
 
     def witness(self) -> tuple[Rows | None, Any]:
         """The first outer query whose answer less g is not 0 (else the first), as rows of
         Fractions, and its outer answer."""
-        arith = self.outer.arithmetic
+        arith = self.arith
         zero = arith.rational(Fraction(0))
         for (X, y), out in zip(self.asked, self.answers, strict=True):
             if not arith.agree(out, zero):

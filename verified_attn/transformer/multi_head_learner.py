@@ -52,6 +52,7 @@ from typing import Any
 
 import sympy
 
+from verified_attn.arithmetic import CertifiedArithmetic
 from verified_attn.errors import ModelClassMismatch, NotIdentifiable, PrecisionExhausted
 from verified_attn.ffn_heads import MultiHeadTransformer
 from verified_attn.multi_head.canonical_bounds import canonical_query_limit
@@ -78,6 +79,9 @@ ASSUMPTION = (
     "distinct neurons have distinct length-1 hyperplanes (the FFN learned from length-1 "
     "queries has every neuron of the box)"
 )
+#: Bits of the cell learners' balls when the box is exact (its answers are exact, so any
+#: precision encloses them; the reconstruction's denominator bound is 2^(bits / 4)).
+INNER_PRECISION = 1024
 #: The canonical learner's NotIdentifiable when no pair has a pole (the function is 0).
 DEGREE_ZERO = "no pair gives a certified rational function of degree >= 1"
 Key = tuple[tuple[sympy.Rational, ...], tuple[sympy.Rational, ...]]  # (W_h, c_h) entries
@@ -198,10 +202,13 @@ def _fit_cell(
     dead heads are absent. A failed fit (the queries may have left the cell) is retried
     with t quartered; after ``attempts`` the box is refused with the failing query."""
     arith = oracle.arithmetic
+    # The cell's scores are t^2 u^T W_h b: its poles crowd near -1, and the scores' rationals
+    # carry t^-2 in their denominators. An exact box's answers are enclosed at 1024 bits.
+    inner_arith = arith if arith.name == "certified" else CertifiedArithmetic(INNER_PRECISION)
     t = _start_t(cell)
     for attempt in range(attempts):
         adapter = CellOracle(oracle, cell, t, f"cell{i + 1}" + (f".{attempt}" if attempt else ""))
-        inner = Oracle(adapter, arith, model_class="multi-head-affine", record=False)
+        inner = Oracle(adapter, inner_arith, model_class="multi-head-affine", record=False)
         adapter.inner = inner
         try:
             rec = learn_multi_head(
@@ -215,7 +222,7 @@ def _fit_cell(
         except NotIdentifiable as exc:
             if not str(exc).startswith(DEGREE_ZERO):
                 raise
-            if not any(cell.G) and adapter.all_zero(arith):
+            if not any(cell.G) and adapter.all_zero():
                 return {}  # every head's value is 0 on this cell: none shows there
             failure: Exception = exc
             why = "no design pair shows a softmax mix (no head), yet the answers less g are not 0"
