@@ -183,7 +183,7 @@ class MultiHeadTransformer(_ReluLayer):
         """``(W_h, V_h)`` per head, or ``(W_h, V_h, c_h)`` if any head has a score bias."""
         out = []
         for W, V, c in zip(self._W, self._V, self._c, strict=True):
-            part = (sympy_rows(W), sympy_rows(V))
+            part: tuple[sympy.Matrix, ...] = (sympy_rows(W), sympy_rows(V))
             if self.affine:
                 cz = c if c is not None else [Fraction(0)] * self.d
                 part = (*part, sympy_rows([[q] for q in cz]))

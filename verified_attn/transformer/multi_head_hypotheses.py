@@ -88,7 +88,7 @@ def always_on_neuron(*, d: int = 2, seed: int = 0) -> TransformerPair:
 def killed_head(*, d: int = 2, seed: int = 0) -> TransformerPair:
     """A = u r^T has rank one; a head with V_h = x p^T, p^T u = 0, has V_h A = 0."""
     rng, heads, _, w, a = _base(d, seed)
-    u, r = [1, 2], [Fraction(1, 2), -1]
+    u, r = [1, 2], [Fraction(1, 2), Fraction(-1)]
     A = [[ui * rj for rj in r] for ui in u]
     x = [int(v) or 1 for v in rng.integers(-2, 3, d)]
     V_killed = [[2 * xi, -xi] for xi in x]  # rows x_i (2, -1): (2, -1) . u = 0
