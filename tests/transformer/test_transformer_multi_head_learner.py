@@ -228,3 +228,18 @@ def test_the_single_head_biased_result_reads_back_with_its_biases() -> None:
     X = [[Fraction(1), Fraction(0)], [Fraction(1, 2), Fraction(-3)]]
     assert back.model.evaluate(X, "exact") == T.evaluate(X, "exact")
     assert back.network == rec.network
+
+
+def test_neurons_sharing_a_length_one_hyperplane_are_refused_naming_the_assumption() -> None:
+    """Neuron 1 reads head 1, neuron 2 head 2, one hyperplane at length 1: g merges them,
+    the model from g is wrong on longer sequences, and the fresh sequences refuse it."""
+    half = Fraction(-1, 2)
+    T = MultiHeadTransformer(
+        [([[1, 0], [0, -1]], [[1, 0], [0, 0]]), ([[0, 1], [1, 0]], [[0, 1], [0, 0]])],
+        [[1, 0], [0, 1]],
+        [1, 1],
+        a=[half, half],
+    )
+    with pytest.raises(ModelClassMismatch, match="distinct length-1 hyperplanes") as info:
+        va.learn_transformer(va.Oracle(T, "exact"), max_heads=2)
+    assert info.value.query is not None and len(info.value.query) >= 2

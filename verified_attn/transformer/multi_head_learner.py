@@ -38,7 +38,7 @@ margin and is quartered when a cell's fit is refuted (the queries left the cell)
 
 Assumptions, stated on every result: distinct neurons of the box have distinct length-1
 hyperplanes (two neurons fed by different heads but with one hyperplane at length 1 merge
-in g, and the learned model is then refused by the fresh sequences, never returned).
+in g; the model learned from g is then returned only if the fresh sequences agree).
 Count: the FFN's queries plus, per cell, learn_multi_head's affine count at d and
 ``max_heads``, against the canonical form's free numbers
 ``H'(d^2 + d) + (H' - 1) d (m' + 1) + (m' + 1)(d + 1)``.
@@ -146,14 +146,7 @@ def learn_multi_head_transformer(
         ]
         heads = _solve_shares(net, cells, fits)
         model = _assemble(net, heads)
-        checked = verify_learned(
-            oracle,
-            model,
-            count=verify,
-            seed=seed,
-            lengths=lengths,
-            what="the learned multi-head Transformer",
-        )
+        checked = _verified(oracle, model, verify, seed, lengths)
     counts = run.counts
     per_cell = canonical_query_limit(d, H0, affine=True)
     bound = ffn.bound + len(cells) * per_cell
@@ -186,6 +179,27 @@ def learn_multi_head_transformer(
         attention_bound=len(cells) * per_cell,
         network=net,
     )
+
+
+def _verified(oracle: Oracle, model: Any, verify: int, seed: int, lengths: Sequence[int]) -> Any:
+    """The fresh sequences against the learned model; a refutation names the assumption."""
+    try:
+        return verify_learned(
+            oracle,
+            model,
+            count=verify,
+            seed=seed,
+            lengths=lengths,
+            what="the learned multi-head Transformer",
+        )
+    except ModelClassMismatch as exc:
+        raise ModelClassMismatch(
+            f"{exc} (not a multi-head Transformer, or one outside the learner's assumption: "
+            f"{ASSUMPTION})",
+            query=exc.query,
+            observed=exc.observed,
+            expected=exc.expected,
+        ) from exc
 
 
 def _fit_cell(
