@@ -243,3 +243,21 @@ def test_neurons_sharing_a_length_one_hyperplane_are_refused_naming_the_assumpti
     with pytest.raises(ModelClassMismatch, match="distinct length-1 hyperplanes") as info:
         va.learn_transformer(va.Oracle(T, "exact"), max_heads=2)
     assert info.value.query is not None and len(info.value.query) >= 2
+
+
+def test_the_benchmark_row() -> None:
+    """benchmarks/transformer.py --multi-head: a row's counts add up, the model is ==."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "transformer.py"
+    sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location("bench_transformer_mh", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench
+    spec.loader.exec_module(bench)
+    row = bench.run_multi_head(2, 2, 4, 0)
+    assert row["equal_on_fresh"] and (row["queries"], row["parameter_count"]) == (153, 32)
+    assert row["queries"] == row["ffn_queries"] + row["attention_queries"] <= row["bound"]

@@ -36,6 +36,7 @@ __all__ = [
     "colliding_heads",
     "dead_neuron",
     "killed_head",
+    "random_multi_head_transformer",
 ]
 
 
@@ -108,3 +109,26 @@ def colliding_heads(*, d: int = 2, seed: int = 0) -> TransformerPair:
     total = [[p + q for p, q in zip(r1, r2, strict=True)] for r1, r2 in zip(V1, V2, strict=True)]
     second = MultiHeadTransformer([(W, total)], A, w, a=a, b=1)
     return TransformerPair("colliding-heads", first, second, "one softmax: only V_1 + V_2 shows")
+
+
+def random_multi_head_transformer(
+    d: int, H: int, m: int, seed: int, *, e: int | None = None
+) -> MultiHeadTransformer:
+    """A random bias-carrying multi-head Transformer with small rational entries (the
+    benchmark's boxes): W_h entries k/2, V_h (d x e, e = d by default), A, w_o, a, b small
+    integers.
+
+    >>> T = random_multi_head_transformer(2, 3, 4, 0)
+    >>> T.H, T.d, T.e, T.m, T.biased
+    (3, 2, 2, 4, True)
+    """
+    e = d if e is None else e
+    rng = np.random.default_rng([seed, d, H, m, 11])
+    heads = [(_matrix(rng, d, d), rng.integers(-2, 3, (d, e)).tolist()) for _ in range(H)]
+    return MultiHeadTransformer(
+        heads,
+        rng.integers(-2, 3, (e, m)).tolist(),
+        [int(x) or 1 for x in rng.integers(-2, 3, m)],
+        a=rng.integers(-2, 3, m).tolist(),
+        b=int(rng.integers(-2, 3)),
+    )
