@@ -342,13 +342,16 @@ def _balls_apart(a: sympy.Expr, b: sympy.Expr) -> bool:
 
     >>> _balls_apart(sympy.exp(sympy.Rational(1, 3)), sympy.Rational(7, 5))
     True
+    >>> _balls_apart(sympy.exp(sympy.Rational(1, 3)), sympy.exp(sympy.Rational(2, 6)))
+    False
     """
     from verified_attn.errors import ModelClassMismatch
     from verified_attn.rational_interpolation import to_arb
 
     try:
         with workprec(128):
-            return not (to_arb(a) - to_arb(b)).contains(0)
+            diff = to_arb(a) - to_arb(b)
+            return bool(diff.is_finite()) and not diff.contains(0)
     except ModelClassMismatch:
         return False
 

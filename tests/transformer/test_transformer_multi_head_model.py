@@ -175,3 +175,18 @@ def test_pre_activation_terms_are_the_product_of_the_denominators() -> None:
         ei * sympy.Rational(int(c.p), int(c.q)) for ei, c in zip(e, wrong[0], strict=True)
     )
     assert sympy.simplify(lhs_wrong - rhs) != 0
+
+
+def test_exact_equality_refutes_different_long_answers_by_balls() -> None:
+    """Two three-head models at length 16: exact_equal says no from disjoint 128-bit
+    balls (the symbolic cancel of such sums of exponentials does not finish); equal
+    answers still compare equal, and a NaN ball proves nothing."""
+    from verified_attn.arithmetic import _balls_apart
+
+    T, U = _random(7, H=3), _random(8, H=3)
+    rng = np.random.default_rng(9)
+    X = [[Fraction(int(a), 4) for a in rng.integers(-8, 9, 2)] for _ in range(16)]
+    y, z = T.evaluate(X, "exact"), U.evaluate(X, "exact")
+    assert _balls_apart(y, z) and not exact_equal(y, z)
+    assert exact_equal(y, T.evaluate(X, "exact")) and not _balls_apart(y, y)
+    assert not _balls_apart(sympy.Integer(1) / (sympy.exp(sympy.Rational(0)) - 1), 0)
