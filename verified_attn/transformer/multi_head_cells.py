@@ -149,8 +149,11 @@ class CellOracle:
 
     model_class = "multi-head-affine"
 
-    def __init__(self, outer: Oracle, cell: Cell, t: Fraction, label: str) -> None:
+    def __init__(
+        self, outer: Oracle, cell: Cell, t: Fraction, label: str, precision: int | None = None
+    ) -> None:
         self.outer, self.cell, self.t, self.label = outer, cell, t, label
+        self.precision = precision  # bits to ask a certified outer oracle at (None: its own)
         self.d = outer.d
         self.inner: Oracle | None = None
         self.answers: list[Any] = []
@@ -175,7 +178,7 @@ class CellOracle:
     def evaluate_rational(self, Yq: flint.fmpq_mat, arith: Arithmetic) -> Any:
         X = self._lift(Yq)
         with self._forward():
-            answer = self.outer.query(X)
+            answer = self.outer.query_many([X], precision=self.precision)[0]
         if arith.name == "certified" and self.outer.arithmetic.name == "exact":
             answer_in = to_arb(answer)  # an exact answer, enclosed at the inner precision
         else:

@@ -218,10 +218,18 @@ def _fit_cell(
     arith = oracle.arithmetic
     # The cell's scores are t^2 u^T W_h b: its poles crowd near -1, and the scores' rationals
     # carry t^-2 in their denominators. An exact box's answers are enclosed at 1024 bits.
-    inner_arith = arith if arith.name == "certified" else CertifiedArithmetic(INNER_PRECISION)
+    # A certified box over one of our models is asked at those bits too (as the fresh
+    # verification asks at a raised precision); a black box at its own.
+    raise_to = arith.name == "certified" and oracle.can_raise_precision
+    raise_to = raise_to and (arith.precision or 0) < INNER_PRECISION
+    if arith.name == "exact" or raise_to:
+        inner_arith: Any = CertifiedArithmetic(INNER_PRECISION)
+    else:
+        inner_arith = arith
     t = _start_t(cell)
     for attempt in range(attempts):
-        adapter = CellOracle(oracle, cell, t, f"cell{i + 1}" + (f".{attempt}" if attempt else ""))
+        label = f"cell{i + 1}" + (f".{attempt}" if attempt else "")
+        adapter = CellOracle(oracle, cell, t, label, INNER_PRECISION if raise_to else None)
         inner = Oracle(adapter, inner_arith, model_class="multi-head-affine", record=False)
         adapter.inner = inner
         try:
