@@ -143,6 +143,49 @@ def run_biased(d: int, m: int, arithmetic: str, seed: int) -> dict[str, Any]:
     return row
 
 
+#: (d, H, m) of the multi-head rows (exact, V_h d x d): small, as the exact evaluation of
+#: H heads at length 16 grows like 16^H.
+MULTI_HEAD_SIZES = [(2, 2, 4), (3, 2, 6), (4, 3, 8), (8, 2, 8)]
+
+
+def run_multi_head(d: int, H: int, m: int, seed: int) -> dict[str, Any]:
+    """One multi-head row: va.learn_transformer(max_heads=H) on a random exact box; the
+    learned model is compared with == on three sequences it never asked.
+
+    >>> row = run_multi_head(2, 2, 3, 0)
+    >>> row["equal_on_fresh"], row["queries"] == row["ffn_queries"] + row["attention_queries"]
+    (True, True)
+    """
+    from verified_attn.errors import VerifiedAttnError
+    from verified_attn.transformer.multi_head_hypotheses import random_multi_head_transformer
+
+    T = random_multi_head_transformer(d, H, m, seed)
+    row: dict[str, Any] = {"d": d, "H": H, "m": m, "arithmetic": "exact", "kind": "multi-head"}
+    try:
+        rec, seconds, _ = timed(
+            lambda: va.learn_transformer(va.Oracle(T, "exact"), max_heads=H), repeats=1
+        )
+    except VerifiedAttnError as exc:
+        return {**row, "refused": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    rng = np.random.default_rng([seed, 5])
+    fresh = [(rng.integers(-8, 9, (n, d)) / 4).tolist() for n in (2, 3, 5)]
+    return {
+        **row,
+        "width": rec.network.width,
+        "heads_found": len([h for h in rec.parameters["heads"] if any(h[1])]),
+        "queries": rec.queries,
+        "ffn_queries": rec.ffn_queries,
+        "attention_queries": rec.attention_queries,
+        "bound": rec.bound,
+        "parameter_count": rec.parameter_count,
+        "verification_queries": rec.verification_queries,
+        "seconds": seconds,
+        "equal_on_fresh": all(
+            rec.model.evaluate(X, "exact") == T.evaluate(X, "exact") for X in fresh
+        ),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -150,6 +193,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--biased", action="store_true", help="also the FFN-bias rows")
+    parser.add_argument("--multi-head", action="store_true", help="also the multi-head rows")
     args = parser.parse_args(argv)
     args.out = output_dir(args.out, args.quick, NAME)
     sizes = QUICK if args.quick else FULL
@@ -161,7 +205,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.biased:
         for d, m in BIASED_SIZES[:2] if args.quick else BIASED_SIZES:
             rows += [run_biased(d, m, a, args.seed) for a in ("exact", "float")]
-    target_rows = [r for r in rows if (r["d"], r["m"]) == TARGET[0] and r.get("kind") != "biased"]
+    if args.multi_head:
+        for d, H, m in MULTI_HEAD_SIZES[:1] if args.quick else MULTI_HEAD_SIZES:
+            rows.append(run_multi_head(d, H, m, args.seed))
+    plain = [r for r in rows if r.get("kind") not in ("biased", "multi-head")]
+    target_rows = [r for r in plain if (r["d"], r["m"]) == TARGET[0]]
     data = {
         "benchmark": NAME,
         "meta": metadata(args.seed, arithmetic="certified", precision=PRECISION),
@@ -180,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
         (args.out / f"{NAME}.json").write_text(json.dumps(data, indent=1, default=str))
     if not args.no_plots:
-        _plot([r for r in rows if r.get("kind") != "biased"], args.out)
+        _plot(plain, args.out)
     return data
 
 

@@ -346,11 +346,33 @@ def exact_equal(a: Any, b: Any) -> bool:
     a, b = sympy.sympify(a), sympy.sympify(b)
     if a == b:
         return True
+    if _balls_apart(a, b):  # a proof of a != b, before the (possibly huge) symbolic cancel
+        return False
     diff = sympy.cancel(sympy.together(a - b))
     if diff == 0:
         return True
     z = diff.equals(0)
     return bool(z is True)
+
+
+def _balls_apart(a: sympy.Expr, b: sympy.Expr) -> bool:
+    """Whether 128-bit balls around two closed forms (rationals and exp) are disjoint, which
+    proves them different; False when they overlap or are not such closed forms.
+
+    >>> _balls_apart(sympy.exp(sympy.Rational(1, 3)), sympy.Rational(7, 5))
+    True
+    >>> _balls_apart(sympy.exp(sympy.Rational(1, 3)), sympy.exp(sympy.Rational(2, 6)))
+    False
+    """
+    from verified_attn.errors import ModelClassMismatch
+    from verified_attn.rational_interpolation import to_arb
+
+    try:
+        with workprec(128):
+            diff = to_arb(a) - to_arb(b)
+            return bool(diff.is_finite()) and not diff.contains(0)
+    except ModelClassMismatch:
+        return False
 
 
 class CertifiedArithmetic(Arithmetic):

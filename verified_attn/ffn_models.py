@@ -195,6 +195,19 @@ class OneLayerTransformer(_ReluLayer):
             [[float(Fraction(int(q.p), int(q.q))) for q in row] for row in _rows(self._VA_flint)]
         )
 
+    @staticmethod
+    def from_heads(heads: Any, A: Any, w_o: Any, *, a: Any = None, b: Any = None) -> Any:
+        """The multi-head form: ``heads`` (W_h, V_h[, c_h]) or a MultiHeadAttention, summed
+        before the FFN; a :class:`~verified_attn.ffn_heads.MultiHeadTransformer`.
+
+        >>> T = OneLayerTransformer.from_heads([([[1]], [[1]]), ([[0]], [[1]])], [[1]], [1])
+        >>> T.H, T.evaluate([[3]], "exact")
+        (2, 6)
+        """
+        from verified_attn.ffn_heads import MultiHeadTransformer
+
+        return MultiHeadTransformer(heads, A, w_o, a=a, b=b)
+
     # -- exact parameters ------------------------------------------------------------
     @property
     def W(self) -> sympy.Matrix:

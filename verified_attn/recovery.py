@@ -442,7 +442,9 @@ class TransformerRecovery(Recovery):
     def summary(self) -> str:
         """The common summary, with the attention / FFN split of the learning count."""
         width = self.network.width if self.network is not None else 0
-        formula = "2(d^2 + d)" if self.method == "paper" else "d^2"
+        formula = {"paper": "2(d^2 + d)", "multi-head-cells": "cells x learn_multi_head"}.get(
+            self.method, "d^2"
+        )
         return (
             super().summary()
             + f"\n  split: {self.attention_queries} attention ({formula} = "

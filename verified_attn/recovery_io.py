@@ -85,7 +85,9 @@ def _encode_parameter(name: str, val: Any, part: int | None = None) -> Any:
     """A parameter with the shape its name fixes (a 1 x 1 W is still a matrix)."""
     if name == "heads":
         return [[_encode_parameter("head", x, i) for i, x in enumerate(h)] for h in val]
-    vector = name in _VECTORS or (part is not None and part > 0)
+    # A head's part after W is a vector (v, c), or a d x e matrix V_h (multi-head Transformer).
+    wide = isinstance(val, sympy.MatrixBase | np.ndarray) and np.ndim(val) == 2 and val.shape[1] > 1
+    vector = name in _VECTORS or (part is not None and part > 0 and not wide)
     if vector and isinstance(val, sympy.MatrixBase):
         return [encode(e) for e in val]
     if vector and isinstance(val, np.ndarray):
@@ -96,10 +98,13 @@ def _encode_parameter(name: str, val: Any, part: int | None = None) -> Any:
 def _encode_network(net: Any) -> Any:
     if net is None:
         return None
-    return {
+    out = {
         "linear": encode(list(net.linear)),
         "neurons": [[encode(list(n)), encode(g)] for n, g in net.neurons],
     }
+    if hasattr(net, "constant"):  # a biased network: neurons are [[n_j, c_j], gamma_j]
+        out["constant"] = encode(net.constant)
+    return out
 
 
 def recovery_to_dict(rec: Recovery) -> dict[str, Any]:
@@ -253,7 +258,7 @@ def _parameter(obj: Any, exact: bool, vector: bool) -> Any:
     if exact:
         if not isinstance(obj, list):
             return sympy.sympify(_scalar(obj))
-        rows = [[x] for x in obj] if vector else obj
+        rows = [[x] for x in obj] if vector and not any(isinstance(x, list) for x in obj) else obj
         if not all(isinstance(r, list) for r in rows):
             raise _Bad(f"a matrix must be a list of rows, got {short_repr(obj)}")
         return sympy.Matrix([[sympy.sympify(_scalar(x)) for x in r] for r in rows])
@@ -333,6 +338,8 @@ def _network(obj: Any) -> Any:
 
     if obj is None:
         return None
+    if "constant" in obj:
+        return _biased_network(obj, tuple(_exact(x) for x in _field(obj, "linear", list)))
     linear = tuple(load_rational(x) for x in _field(obj, "linear", list))
     neurons = []
     for item in _field(obj, "neurons", list):
@@ -340,6 +347,24 @@ def _network(obj: Any) -> Any:
             raise _Bad(f"a neuron must be [n, gamma], got {short_repr(item)}")
         neurons.append((tuple(load_rational(x) for x in item[0]), load_rational(item[1])))
     return ReluNetwork(linear, tuple(neurons))
+
+
+def _biased_network(obj: Any, linear: tuple[Any, ...]) -> Any:
+    from verified_attn.transformer.relu_biased import BiasedReluNetwork
+
+    neurons = []
+    for item in _field(obj, "neurons", list):
+        ok = isinstance(item, list) and len(item) == 2 and isinstance(item[0], list)
+        if not ok or len(item[0]) != 2 or not isinstance(item[0][0], list):
+            raise _Bad(f"a biased neuron must be [[n, c], gamma], got {short_repr(item)}")
+        n = tuple(_exact(x) for x in item[0][0])
+        neurons.append(((n, _exact(item[0][1])), _exact(item[1])))
+    return BiasedReluNetwork(_exact(obj["constant"]), linear, tuple(neurons))
+
+
+def _exact(x: Any) -> Fraction:
+    """A stored exact rational: "p/q" or a JSON integer."""
+    return Fraction(x) if isinstance(x, int) and not isinstance(x, bool) else load_rational(x)
 
 
 def _extra(name: str, val: Any) -> Any:
@@ -355,11 +380,19 @@ def _model(cls: type[Recovery], params: dict[str, Any], exact: bool) -> Any:
     from verified_attn import models
 
     p = params if exact else {k: as_float(v) for k, v in params.items()}
+    if "heads" in p and cls.kind == "transformer":  # the multi-head Transformer: A = I
+        heads = [tuple(h) for h in p["heads"]]
+        m = np.shape(p["w_o"])[0]
+        return models.OneLayerTransformer.from_heads(
+            heads, np.eye(m, dtype=int), p["w_o"], a=p["a"], b=p["b"]
+        )
     if "heads" in p:
         heads = [tuple(h) for h in p["heads"]]
         return models.MultiHeadAttention(heads, beta=p.get("beta"))
     if cls.kind == "transformer":
-        return models.OneLayerTransformer(p["W"], sympy.eye(p["W"].shape[0]), p["A"], p["w_o"])
+        return models.OneLayerTransformer(
+            p["W"], sympy.eye(p["W"].shape[0]), p["A"], p["w_o"], a=p.get("a"), b=p.get("b")
+        )
     if cls.kind == "relu-ffn":
         return models.ReluFFN(p["A"], p["w_o"])
     kwargs = {"c": p["c"], "beta": p["beta"]} if "c" in p else {}

@@ -30,12 +30,14 @@ from verified_attn.recovery import ReluFFNRecovery, TransformerRecovery
 from verified_attn.transformer import learner, relu
 from verified_attn.transformer.biased_float import learn_biased_transformer_float
 from verified_attn.transformer.biased_learner import learn_biased_transformer
+from verified_attn.transformer.multi_head_learner import learn_multi_head_transformer
 from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
 from verified_attn.validation import check_oracle, require_size
 
 __all__ = ["BIASED_CLASSES", "learn_relu_ffn", "learn_transformer"]
 
 BIASED_CLASSES = ("relu-ffn-biased", "one-layer-transformer-biased")
+MULTI_HEAD_CLASS = "one-layer-transformer-multi-head"
 
 
 def _biases(oracle: Oracle, biases: Any, *, float_too: bool) -> bool:
@@ -46,6 +48,20 @@ def _biases(oracle: Oracle, biases: Any, *, float_too: bool) -> bool:
     if not isinstance(biases, bool):
         raise InvalidArgument(f"biases must be True, False or None, got {biases!r}")
     return biases
+
+
+def _max_heads(max_heads: int | None, method: str | None) -> int:
+    """The multi-head learner's ``max_heads``, required; ``method`` does not apply."""
+    if max_heads is None:
+        raise InvalidArgument(
+            f"the oracle declares model class {MULTI_HEAD_CLASS!r}: pass max_heads= (an upper "
+            "bound on the number of heads)"
+        )
+    if method is not None:
+        raise InvalidArgument(
+            f"method={method!r} is for one head; the multi-head learner has one method"
+        )
+    return max_heads
 
 
 def _require_size(oracle: Oracle, what: str, *, numbers: int, queries: int) -> None:
@@ -91,6 +107,7 @@ def learn_transformer(
     *,
     biases: bool | None = None,
     method: str | None = None,
+    max_heads: int | None = None,
     **options: Unpack[ExactOptions],
 ) -> TransformerRecovery:
     """Learn a one-layer Transformer, its FFN with biases or without (exactly; float oracles
@@ -103,12 +120,21 @@ def learn_transformer(
     (:func:`~verified_attn.transformer.biased_learner.learn_biased_transformer`; float
     oracles: :func:`~verified_attn.transformer.biased_float.learn_biased_transformer_float`;
     ``method`` must be None or "direct").
+
+    Multi-head (``max_heads`` given, an upper bound on the heads; required for an oracle of
+    class ``one-layer-transformer-multi-head``): the FFN first, then the heads cell by cell
+    of it (:func:`~verified_attn.transformer.multi_head_learner.learn_multi_head_transformer`;
+    exact or certified oracles; ``biases`` and ``method`` do not apply).
     """
     refuse_unknown("learn_transformer", options)
     check_oracle(oracle)
     d = oracle.d
     # W alone takes d^2 queries from two d x d designs.
     _require_size(oracle, "learn_transformer", numbers=2 * d * d, queries=d * d)
+    if max_heads is not None or oracle.model_class == MULTI_HEAD_CLASS:
+        return learn_multi_head_transformer(
+            oracle, max_heads=_max_heads(max_heads, method), **options
+        )
     if _biases(oracle, biases, float_too=False):
         if method not in (None, "direct"):
             raise InvalidArgument(
