@@ -38,6 +38,7 @@ from verified_attn.model_inputs import (
 from verified_attn.models import MultiHeadAttention
 from verified_attn.relu_eval import sign_of_exp_sum
 from verified_attn.sequences import fmpq, fmpq_to_sympy
+from verified_attn.validation import check_head_tuple, check_nonempty_list
 
 __all__ = ["MultiHeadTransformer", "pre_activation_terms"]
 
@@ -83,27 +84,9 @@ def _heads_of(heads: Any) -> tuple[list[tuple[Any, Any, Any]], Fraction]:
     if isinstance(heads, MultiHeadAttention):
         out = [(m.W, m.v, m.c if m.affine else None) for m in heads.head_models]
         return out, to_fraction(heads.beta)
-    if isinstance(heads, str | bytes) or not isinstance(heads, Sequence) or not heads:
-        raise InvalidArgument(
-            "heads must be a MultiHeadAttention or a non-empty list of (W, V) pairs or "
-            f"(W, V, c) triples; got {heads!r}"[:200]
-        )
-    parsed = []
-    for h, head in enumerate(heads):
-        if (
-            isinstance(head, str | bytes)
-            or not isinstance(head, Sequence)
-            or len(head)
-            not in (
-                2,
-                3,
-            )
-        ):
-            raise InvalidArgument(
-                f"heads[{h}] must be a pair (W, V) or a triple (W, V, c); got {head!r}"[:200]
-            )
-        parsed.append((head[0], head[1], head[2] if len(head) == 3 else None))
-    return parsed, Fraction(0)
+    what = "a MultiHeadAttention or a non-empty list of (W, V) pairs or (W, V, c) triples"
+    check_nonempty_list(heads, "heads", what)
+    return [check_head_tuple(head, h, "V") for h, head in enumerate(heads)], Fraction(0)
 
 
 class MultiHeadTransformer(_ReluLayer):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -41,6 +40,7 @@ from verified_attn.sequences import rational_vector as _rational_vector
 from verified_attn.sequences import square_float_array as _square_float_array
 from verified_attn.sequences import to_sympy as _to_sympy
 from verified_attn.types import SequenceLike
+from verified_attn.validation import check_head_tuple, check_nonempty_list
 
 __all__ = [
     "BlackBoxModel",
@@ -253,23 +253,15 @@ class MultiHeadAttention(SequenceModel):
     model_class = "multi-head"
 
     def __init__(self, heads: Any, *, beta: Any = None) -> None:
-        if isinstance(heads, str | bytes) or not isinstance(heads, Sequence) or not heads:
-            raise InvalidArgument(
-                "heads must be a non-empty list of (W, v) pairs or (W, v, c) triples; "
-                f"got {heads!r}"[:200]
-            )
+        check_nonempty_list(heads, "heads", "a non-empty list of (W, v) pairs or (W, v, c) triples")
         models = []
         for h, head in enumerate(heads):
             if isinstance(head, SingleHeadAttention):
                 models.append(head)
                 continue
-            if not isinstance(head, Sequence) or len(head) not in (2, 3):
-                raise InvalidArgument(
-                    f"heads[{h}] must be a pair (W, v) or a triple (W, v, c); got {head!r}"[:200]
-                )
+            W, v, c = check_head_tuple(head, h)
             try:
-                c = head[2] if len(head) == 3 else None
-                models.append(SingleHeadAttention(head[0], head[1], c=c))
+                models.append(SingleHeadAttention(W, v, c=c))
             except InvalidArgument as exc:
                 raise InvalidArgument(f"heads[{h}]: {exc}") from exc
         d = models[0].d

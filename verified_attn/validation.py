@@ -136,6 +136,40 @@ def check_real(
     return x
 
 
+def check_nonempty_list(x: Any, name: str, what: str) -> Sequence[Any]:
+    """``x`` if it is a non-empty list or tuple (not a string), else :class:`InvalidArgument`:
+    "``name`` must be ``what``".
+
+    >>> check_nonempty_list([], "heads", "a non-empty list of heads")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: heads must be a non-empty list of heads; got []
+    """
+    if isinstance(x, str | bytes) or not isinstance(x, Sequence) or not x:
+        raise InvalidArgument(f"{name} must be {what}; got {x!r}"[:200])
+    return x
+
+
+def check_head_tuple(head: Any, h: int, value: str = "v") -> tuple[Any, Any, Any]:
+    """``heads[h]`` given as a pair (W, value) or a triple (W, value, c): the three parts,
+    c None for a pair.
+
+    >>> check_head_tuple(([[1]], [2]), 0)
+    ([[1]], [2], None)
+    >>> check_head_tuple([[1]], 3, "V")
+    Traceback (most recent call last):
+    ...
+    verified_attn.errors.InvalidArgument: heads[3] must be a pair (W, V) or a triple (W, V, c); got [[1]]
+    """
+    if isinstance(head, str | bytes) or not isinstance(head, Sequence) or len(head) not in (2, 3):
+        raise InvalidArgument(
+            f"heads[{h}] must be a pair (W, {value}) or a triple (W, {value}, c); got {head!r}"[
+                :200
+            ]
+        )
+    return head[0], head[1], (head[2] if len(head) == 3 else None)
+
+
 def check_lengths(lengths: Any, name: str = "lengths") -> tuple[int, ...]:
     """A non-empty sequence of sequence lengths, each in 1..MAX_LENGTH."""
     if isinstance(lengths, str | bytes) or not isinstance(lengths, Sequence | range | np.ndarray):

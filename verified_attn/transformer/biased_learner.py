@@ -49,7 +49,7 @@ from verified_attn.progress import reporting
 from verified_attn.recovery import TransformerRecovery
 from verified_attn.serialize import dump_number, dump_rational
 from verified_attn.transformer.cell import cell_attention, cell_of
-from verified_attn.transformer.common import learner_arguments, verify_learned
+from verified_attn.transformer.common import learner_arguments, length_one_ffn, verify_learned
 from verified_attn.transformer.relu_biased import BiasedReluNetwork
 from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
 
@@ -74,16 +74,13 @@ def learn_biased_transformer(
     connection, GELU, a causal mask: the fresh sequences refute the learned model),
     :class:`InvalidArgument` for float oracles or bad arguments.
     """
-    verify, seed, lengths, denominator_bound, progress = learner_arguments(
-        oracle, "learn_biased_transformer", options
-    )
+    opts = learner_arguments(oracle, "learn_biased_transformer", options)
+    verify, seed, lengths, denominator_bound, progress = opts
     arith = oracle.arithmetic
     d = oracle.d
     D = denominator_bound or 2 ** ((arith.precision or 256) // 4)
     with reporting(oracle, progress, "learn_biased_transformer"), oracle.run() as run:
-        ffn = learn_biased_relu_ffn(
-            oracle, verify=verify, seed=seed, lengths=(1,), denominator_bound=denominator_bound
-        )
+        ffn = length_one_ffn(learn_biased_relu_ffn, oracle, opts)
         net: BiasedReluNetwork = ffn.network
         with arith.context(), oracle.phase("attention-direct"):
             W, design = cell_attention(oracle, net, seed, D)

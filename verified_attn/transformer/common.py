@@ -31,6 +31,7 @@ from verified_attn.verification import Verification, verify_candidate
 __all__ = [
     "first_success",
     "learner_arguments",
+    "length_one_ffn",
     "rational_answer",
     "verify_learned",
     "verify_network",
@@ -58,6 +59,18 @@ def learner_arguments(
             f"answers); got arithmetic={name!r}"
         )
     return opts
+
+
+def length_one_ffn(learn: Callable[..., T], oracle: Oracle, opts: LearnerOptions) -> T:
+    """The FFN g(x) = T([x]) learned by ``learn`` from length-1 queries with the caller's
+    keywords, checked on length 1 only: the Transformer's own check covers every length."""
+    return learn(
+        oracle,
+        verify=opts.verify,
+        seed=opts.seed,
+        lengths=(1,),
+        denominator_bound=opts.denominator_bound,
+    )
 
 
 def first_success(

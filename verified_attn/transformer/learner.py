@@ -66,7 +66,7 @@ from verified_attn.oracle import Oracle, QueryCounts
 from verified_attn.progress import reporting
 from verified_attn.recovery import ReluFFNRecovery, SingleHeadRecovery, TransformerRecovery
 from verified_attn.serialize import dump_number, dump_rational
-from verified_attn.transformer.common import learner_arguments, verify_learned
+from verified_attn.transformer.common import learner_arguments, length_one_ffn, verify_learned
 from verified_attn.transformer.direct import direct_attention as _direct_attention
 from verified_attn.transformer.direct import direct_denominator_bound as _direct_denominator_bound
 from verified_attn.transformer.relu import ReluNetwork, learn_relu_ffn
@@ -187,16 +187,13 @@ def learn_transformer(
     oracle is not such a Transformer, :class:`InvalidArgument` for float oracles (exact
     learning needs rational answers), an unknown method or another bad argument.
     """
-    verify, seed, lengths, denominator_bound, progress = learner_arguments(
-        oracle, "learn_transformer", options
-    )
+    opts = learner_arguments(oracle, "learn_transformer", options)
+    verify, seed, lengths, denominator_bound, progress = opts
     method = check_choice(method, "method", METHODS)
     arith = oracle.arithmetic
     d = oracle.d
     with reporting(oracle, progress, "learn_transformer"), oracle.run() as run:
-        ffn = learn_relu_ffn(
-            oracle, verify=verify, seed=seed, lengths=(1,), denominator_bound=denominator_bound
-        )
+        ffn = length_one_ffn(learn_relu_ffn, oracle, opts)
         net: ReluNetwork = ffn.network
         head: SingleHeadRecovery | None = None
         direct: dict[str, Any] | None = None

@@ -61,7 +61,7 @@ from verified_attn.multi_head.canonical_learner import learn_multi_head
 from verified_attn.oracle import Oracle
 from verified_attn.progress import reporting
 from verified_attn.recovery import TransformerRecovery
-from verified_attn.transformer.common import learner_arguments, verify_learned
+from verified_attn.transformer.common import learner_arguments, length_one_ffn, verify_learned
 from verified_attn.transformer.multi_head_cells import (
     Cell,
     CellOracle,
@@ -117,17 +117,14 @@ def learn_multi_head_transformer(
     Transformer (a residual connection, LayerNorm, ...), :class:`NotIdentifiable` if g is
     constant on every sampled point, :class:`InvalidArgument` for bad arguments.
     """
-    verify, seed, lengths, denominator_bound, progress = learner_arguments(
-        oracle, "learn_transformer", options
-    )
+    opts = learner_arguments(oracle, "learn_transformer", options)
+    verify, seed, lengths, denominator_bound, progress = opts
     H0 = check_int(max_heads, "max_heads", low=1)
     attempts = check_int(attempts, "attempts", low=1)
     arith = oracle.arithmetic
     d = oracle.d
     with reporting(oracle, progress, "learn_transformer"), oracle.run() as run:
-        ffn = learn_biased_relu_ffn(
-            oracle, verify=verify, seed=seed, lengths=(1,), denominator_bound=denominator_bound
-        )
+        ffn = length_one_ffn(learn_biased_relu_ffn, oracle, opts)
         net: BiasedReluNetwork = ffn.network
         cells = spanning_cells(net, seed)
         fits = [
