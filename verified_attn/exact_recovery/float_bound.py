@@ -59,6 +59,8 @@ __all__ = [
     "answer_gradients",
     "answer_noise",
     "head_gradients",
+    "parameter_bounds",
+    "parameter_error_estimate",
     "prediction_bounds",
     "require_prediction_bound",
 ]
@@ -219,6 +221,66 @@ def prediction_bounds(
             )
         )
     return np.array(out)
+
+
+def parameter_bounds(
+    unit: float, design: SingleHeadDesign, answers: dict[str, Any], params: dict[str, Any]
+) -> dict[str, np.ndarray]:
+    """Entry-wise first-order worst case of each parameter's error (``W``, ``v``, and
+    ``c``, ``beta`` if affine): every answer's rounding (:func:`answer_noise`) aligned
+    against it, carried through the decoding by absolute values at each step,
+    ``|dv| = s_a + s_b``, ``|dp| = |U|^T |dv|``, ``|dY| = (s_F + |dv_j|) / |t p_k| + |Y|
+    |dp_k| / |p_k|``, ``|dM| = |dY| / (t Y (1 - Y))``, ``|dW| <= |U^-T| |dM|`` (O(d^3)),
+    plus the decoding's own float rounding (a few ulps of each ratio and logit, and of the
+    product with ``U^-T``, whose rows have ``n`` nonzeros: ``n`` ulps of ``|U^-T| |M|``).
+    """
+    pr = Probes.of(design, answers)
+    s_b, s_a, s_F, s_G = answer_noise(unit, pr, params)
+    dv = s_a + s_b
+    dp = np.abs(pr.U).T @ dv
+    ap = np.abs(pr.p)
+
+    def logit_error(Y: np.ndarray, t: np.ndarray, dY: np.ndarray) -> np.ndarray:
+        Yc = np.clip(Y, np.finfo(np.float64).tiny, 1 - unit)
+        own = unit * (np.abs(np.log(Yc)) + np.abs(np.log1p(-Yc)))
+        return (dY + 4 * unit * Yc) / (t * Yc * (1 - Yc)) + own / t
+
+    dY = (s_F + dv[None, :]) / (pr.t * ap[:, None]) + np.abs(pr.Y) * (dp / ap)[:, None]
+    dM = logit_error(pr.Y, pr.t, dY)
+    M = np.abs(np.log(np.clip(pr.Y, 1e-300, 1.0)) - np.log1p(-np.clip(pr.Y, 0.0, 1 - unit)))
+    M = M / pr.t
+    out: dict[str, np.ndarray] = {"v": dv}
+    dm0 = m0 = None
+    if pr.G is not None:
+        assert pr.t0 is not None and pr.Y0 is not None and s_G is not None
+        dY0 = (s_G + s_b) / (pr.t0 * ap) + np.abs(pr.Y0) * dp / ap
+        dm0 = logit_error(pr.Y0, pr.t0, dY0)
+        Y0 = np.clip(pr.Y0, 1e-300, 1 - unit)
+        m0 = np.abs(np.log(Y0) - np.log1p(-Y0)) / pr.t0
+        dM, M = dM + dm0[:, None], M + m0[:, None]
+        out["beta"] = np.array([s_b])
+    inv_t = np.abs(np.linalg.inv(pr.U).T)
+    n = float(np.count_nonzero(inv_t, axis=1).max(initial=1))
+    out["W"] = inv_t @ (dM + n * 2 * unit * M)
+    if dm0 is not None and m0 is not None:
+        out["c"] = inv_t @ (dm0 + n * 2 * unit * m0)
+    return out
+
+
+def parameter_error_estimate(
+    unit: float, design: SingleHeadDesign, answers: dict[str, Any], params: dict[str, Any]
+) -> float:
+    """The largest entry of :func:`parameter_bounds` over ``max(1, |beta|, largest entry)``
+    of ``params`` (the learners' convention; :func:`verified_attn.precision.
+    stated_relative_error` turns it into the figure relative to the largest entry)."""
+    bounds = parameter_bounds(unit, design, answers, params)
+    worst = max(float(np.max(b, initial=0.0)) for b in bounds.values())
+    largest = max(
+        float(np.max(np.abs(np.asarray(params[k], dtype=np.float64)), initial=0.0))
+        for k in ("W", "v", "c", "beta")
+        if k in params and params[k] is not None
+    )
+    return worst / max(1.0, largest)
 
 
 def require_prediction_bound(

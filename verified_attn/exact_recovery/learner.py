@@ -40,9 +40,12 @@ from verified_attn.design import (
     uv,
 )
 from verified_attn.errors import ModelClassMismatch
-from verified_attn.exact_recovery.float_bound import require_prediction_bound
+from verified_attn.exact_recovery.float_bound import (
+    parameter_error_estimate,
+    require_prediction_bound,
+)
 from verified_attn.oracle import Oracle, QueryCounts
-from verified_attn.precision import ErrorFigures, figures_record
+from verified_attn.precision import ErrorFigures, figures_record, stated_relative_error
 from verified_attn.probing import (
     MAX_RESCALES,
     RESCALE_FACTOR,
@@ -259,6 +262,7 @@ def learn_single_head(
             oracle, params, enclosures, exact, affine, count=verify, seed=seed, lengths=lengths
         )
         require_prediction_bound(arith, the_design, answers, params, seed=seed, lengths=lengths)
+        estimate = _estimate(arith, the_design, answers, params)
     counts = run.counts
     formula = "d^2 + 2d + 1" if affine else "d^2 + d"
     terms = {formula: bound, "refine round of a low-precision box, at most d^2": d * d}
@@ -275,6 +279,7 @@ def learn_single_head(
         out_params,
         exact,
         refined,
+        estimate,
     )
     return SingleHeadRecovery.from_run(
         counts,
@@ -294,7 +299,20 @@ def learn_single_head(
         assumptions=assumptions,
         notes=notes,
         certificate_data=certificate,
+        parameter_error_estimate=estimate,
     )
+
+
+def _estimate(
+    arith: Arithmetic, design: SingleHeadDesign, answers: dict[str, Any], params: dict[str, Any]
+) -> float | None:
+    """A float result's first-order parameter error estimate (relative to max(1, |beta|,
+    largest entry); :func:`~verified_attn.exact_recovery.float_bound.parameter_error_estimate`),
+    None for exact and certified results."""
+    if arith.name != "float":
+        return None
+    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
+    return parameter_error_estimate(unit, design, answers, params)
 
 
 def _ask_v(oracle: Oracle, affine: bool) -> tuple[dict[str, Any], Any]:
@@ -433,6 +451,7 @@ def _certificate_data(
     params: dict[str, Any],
     exact: bool,
     refined: list[tuple[int, int, int]],
+    estimate: float | None = None,
 ) -> dict[str, Any]:
     """Everything needed to re-check the recovery without the oracle, as exact JSON.
 
@@ -504,7 +523,12 @@ def _certificate_data(
         }
     )
     checked = run.verification
-    if arith.name == "float":  # the figures in bits: no parameter figure is stated
+    if arith.name == "float" and estimate is not None:  # the figures in bits
         gap = checked.max_gap if checked is not None and checked.count else None
-        data["result"]["error_figures"] = figures_record(ErrorFigures(None, gap))
+        head = [tuple(params[k] for k in ("W", "v", "c") if k in params)]
+        beta = float(params["beta"]) if design.affine else 0.0
+        data["result"]["parameter_error_estimate"] = dump_number(float(estimate))
+        data["result"]["error_figures"] = figures_record(
+            ErrorFigures(stated_relative_error(float(estimate), head, beta), gap)
+        )
     return data
