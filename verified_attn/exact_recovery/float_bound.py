@@ -47,10 +47,10 @@ import numpy as np
 
 from verified_attn.arithmetic import Arithmetic
 from verified_attn.design import SingleHeadDesign
-from verified_attn.errors import PrecisionExhausted
+from verified_attn.errors import ModelClassMismatch, PrecisionExhausted
 from verified_attn.models import SingleHeadAttention
 from verified_attn.prediction_rule import PREDICTION_SEQUENCES, PREDICTION_SIGMAS, rule_ratios
-from verified_attn.verification import float_floor, fresh_sequences
+from verified_attn.verification import bias_allowance, float_floor, fresh_sequences
 
 __all__ = [
     "PREDICTION_SEQUENCES",
@@ -61,6 +61,7 @@ __all__ = [
     "head_gradients",
     "parameter_bounds",
     "parameter_error_estimate",
+    "precision_or_mismatch",
     "prediction_bounds",
     "require_prediction_bound",
 ]
@@ -337,6 +338,59 @@ def require_prediction_bound(
             f"rtol=), Oracle.from_callable(..., rtol=)) to learn it at that tolerance"
         )
     return ratio, worst_case
+
+
+def precision_or_mismatch(
+    arith: Arithmetic,
+    design: SingleHeadDesign,
+    answers: dict[str, Any],
+    params: dict[str, Any],
+    mismatch: ModelClassMismatch,
+    *,
+    seed: int,
+    lengths: Sequence[int],
+) -> None:
+    """Raise :class:`PrecisionExhausted` (from ``mismatch``) where a float verification's
+    refutation is explained by the answers' rounding; return otherwise (the caller
+    re-raises the mismatch: exact and certified results, and gaps past the bound).
+
+    Explained: the gap ``|answer - prediction|`` at the refuting sequence is within the
+    first-order worst case of the prediction error there (:func:`prediction_bounds`) plus
+    the rule's allowance for rounding on the bias, so a head of the class whose answers
+    are this coarse could give it. The error then names the rtol
+    :func:`require_prediction_bound` names (or, where its 2 sigma fit on its sequences,
+    the rtol at which twice this gap fits).
+    """
+    X = None if mismatch.query is None else np.asarray(mismatch.query, dtype=np.float64)
+    if arith.name != "float" or X is None or X.ndim != 2 or X.shape[1] != design.d:
+        return
+    try:
+        observed, expected = float(mismatch.observed), float(mismatch.expected)
+    except (TypeError, ValueError):
+        return
+    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
+    worst = float(prediction_bounds(unit, design, answers, params, [X])[0, 0])
+    beta = float(params["beta"]) if design.affine else 0.0
+    gap = abs(observed - expected)
+    if not gap <= worst + bias_allowance(arith, beta):
+        return
+    cause = (
+        f"the verification refuted the decoded head on a fresh sequence of length "
+        f"{X.shape[0]} by {gap:.3g}, within the first-order worst case {worst:.3g} of its "
+        f"prediction error under the answers' rounding: a precision limit, not evidence "
+        f"against the model class"
+    )
+    try:
+        require_prediction_bound(arith, design, answers, params, seed=seed, lengths=lengths)
+    except PrecisionExhausted as exc:
+        rest = str(exc).removeprefix("learn_single_head: ")
+        raise PrecisionExhausted(f"learn_single_head: {cause}; {rest}") from mismatch
+    size = max(abs(observed - beta), 1e-300)
+    raise PrecisionExhausted(
+        f"learn_single_head: {cause}; twice that gap fits at rtol "
+        f"{_round_up(2 * gap / size):.2g}: declare that (e.g. attention_oracle(..., rtol=), "
+        f"Oracle.from_callable(..., rtol=)) to learn it at that tolerance"
+    ) from mismatch
 
 
 def _round_up(x: float) -> float:

@@ -42,6 +42,7 @@ from verified_attn.design import (
 from verified_attn.errors import ModelClassMismatch
 from verified_attn.exact_recovery.float_bound import (
     parameter_error_estimate,
+    precision_or_mismatch,
     require_prediction_bound,
 )
 from verified_attn.oracle import Oracle, QueryCounts
@@ -258,11 +259,9 @@ def learn_single_head(
         refined = _refine_low_precision(oracle, arith, the_design, answers) if refine else []
         params = decode_single_head(arith, the_design, answers)
         exact, enclosures, params = finalize(arith, params, denominator_bound)
-        checked, exact, params, refuted = verify_reconstruction(
-            oracle, params, enclosures, exact, affine, count=verify, seed=seed, lengths=lengths
+        checked, exact, params, refuted, estimate = _verify_and_bound(
+            oracle, the_design, answers, (params, enclosures, exact), verify, seed, lengths
         )
-        require_prediction_bound(arith, the_design, answers, params, seed=seed, lengths=lengths)
-        estimate = _estimate(arith, the_design, answers, params)
     counts = run.counts
     formula = "d^2 + 2d + 1" if affine else "d^2 + d"
     terms = {formula: bound, "refine round of a low-precision box, at most d^2": d * d}
@@ -303,16 +302,39 @@ def learn_single_head(
     )
 
 
-def _estimate(
-    arith: Arithmetic, design: SingleHeadDesign, answers: dict[str, Any], params: dict[str, Any]
-) -> float | None:
-    """A float result's first-order parameter error estimate (relative to max(1, |beta|,
-    largest entry); :func:`~verified_attn.exact_recovery.float_bound.parameter_error_estimate`),
-    None for exact and certified results."""
+def _verify_and_bound(
+    oracle: Oracle,
+    design: SingleHeadDesign,
+    answers: dict[str, Any],
+    decoded: tuple[dict[str, Any], Any, bool],
+    verify: int,
+    seed: int,
+    lengths: Sequence[int],
+) -> tuple[Any, bool, dict[str, Any], str | None, float | None]:
+    """Verification, then (float) the prediction bound and the parameter estimate:
+    ``(verification, exact, params, refuted note, estimate)``.
+
+    A float refutation the answers' rounding explains is refused with
+    :class:`PrecisionExhausted` (:func:`~verified_attn.exact_recovery.float_bound.
+    precision_or_mismatch`); the estimate is relative to max(1, |beta|, largest entry)
+    (:func:`~verified_attn.exact_recovery.float_bound.parameter_error_estimate`), None for
+    exact and certified results.
+    """
+    params, enclosures, exact = decoded
+    arith = oracle.arithmetic
+    try:
+        checked, exact, params, refuted = verify_reconstruction(
+            oracle, params, enclosures, exact, design.affine, count=verify, seed=seed,
+            lengths=lengths,
+        )
+    except ModelClassMismatch as exc:
+        precision_or_mismatch(arith, design, answers, params, exc, seed=seed, lengths=lengths)
+        raise
+    require_prediction_bound(arith, design, answers, params, seed=seed, lengths=lengths)
     if arith.name != "float":
-        return None
+        return checked, exact, params, refuted, None
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
-    return parameter_error_estimate(unit, design, answers, params)
+    return checked, exact, params, refuted, parameter_error_estimate(unit, design, answers, params)
 
 
 def _ask_v(oracle: Oracle, affine: bool) -> tuple[dict[str, Any], Any]:
