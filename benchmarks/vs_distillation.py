@@ -143,6 +143,9 @@ def _ours_float32(
         res["rejected_observed"] = float(exc.observed)
         res["rejected_expected"] = float(exc.expected)
         res["rejected_abs_discrepancy"] = abs(float(exc.observed) - float(exc.expected))
+    except va.PrecisionExhausted as exc:
+        res["verification"] = "refused (PrecisionExhausted)"
+        res["refused"] = str(exc)
     # Box noise: how far the float32 answers are from the float64 truth (relative RMS).
     box32 = attention_oracle(mha, readout, dtype="float32", record=False)
     res["box_function_error"] = _function_error(lambda x: np.asarray(box32.query_many(x)), ys, xs)

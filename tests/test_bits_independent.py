@@ -2,7 +2,7 @@
 
 Random float64 boxes from seeds the float benchmark does not use (1000 and up; it draws
 0..19 and 10000 + seed), small (d = 4..8, H = 2..3), learned with ``va.learn_multi_head``;
-a single head at d = 12 with ``va.learn_single_head``. The truth is the box's own float64
+single heads at d = 12 and 64 (and an affine one at d = 12) with ``va.learn_single_head``. The truth is the box's own float64
 numbers, exact in mpmath; its canonical form (heads with equal (W, c) merged, zero ones
 dropped, sorted by W row-major, then c) and every figure are computed here in mpmath at
 50 digits, with none of the learners' code:
@@ -177,15 +177,27 @@ def test_the_canonical_form_here_merges_drops_and_sorts(learned: tuple[Any, Any]
     assert not claims_no_more(swapped, truth)
 
 
-def test_single_head_reports_no_more_bits_than_measured() -> None:
-    rng = np.random.default_rng(1010)
-    d = 12
+@pytest.mark.parametrize(("d", "affine"), [(12, False), (64, False), (12, True)])
+def test_single_head_reports_no_more_bits_than_measured(d: int, affine: bool) -> None:
+    rng = np.random.default_rng(1010 + d)
     W, v = rng.normal(0, 1 / np.sqrt(d), (d, d)), rng.normal(0, 1, d)
-    rec = va.learn_single_head(va.Oracle(va.SingleHeadAttention(W.tolist(), v.tolist()), "float"))
-    assert rec.error_figures.parameter_bits is None  # the single head states no parameter figure
-    assert claims_no_more(rec, [(W, v)])
+    c, beta = rng.normal(0, 1, d), 0.75
+    extra: dict[str, Any] = {"c": c.tolist(), "beta": beta} if affine else {}
+    truth = [(W, v, c) if affine else (W, v)]
+    beta = beta if affine else 0.0
+    rec = va.learn_single_head(
+        va.Oracle(va.SingleHeadAttention(W.tolist(), v.tolist(), **extra), "float")
+    )
+    assert rec.error_figures.parameter_bits is not None  # a figure is stated
+    assert claims_no_more(rec, truth, beta)
+    learned = [(rec.W, rec.v, rec.c) if affine else (rec.W, rec.v)]
     with mpmath.workdps(DIGITS):
-        measured = measured_parameter_bits([(rec.W, rec.v)], [(W, v)], d)
-    assert measured > 30  # what it would have been able to state (float64 box, d = 12)
+        measured = float(measured_parameter_bits(learned, truth, d))
+    assert rec.error_figures.parameter_bits > measured - 8  # and it is not vacuous
+    # Stated 2 bits past what the parameters show: refused.
+    factor = 2.0 ** (measured + 2 - rec.error_figures.parameter_bits)
+    inflated = dataclasses.replace(rec, parameter_error_estimate=rec.parameter_error_estimate / factor)
+    assert inflated.error_figures.parameter_bits > measured
+    assert not claims_no_more(inflated, truth, beta)
     ver = dataclasses.replace(rec.verification, max_gap=rec.verification.max_gap / 2**12)
-    assert not claims_no_more(dataclasses.replace(rec, verification=ver), [(W, v)])
+    assert not claims_no_more(dataclasses.replace(rec, verification=ver), truth, beta)

@@ -112,6 +112,8 @@ def test_exact_result_states_no_float_figures() -> None:
     assert rec.error_figures == ErrorFigures(None, None)
     assert "precision:" not in rec.summary()
     single = va.learn_single_head(va.Oracle(va.SingleHeadAttention([[2.0]], [3.0]), "float"))
-    assert single.error_figures.parameter_error is None
+    # Its largest entry is 3 > 1: the estimate is already relative to it.
+    assert single.error_figures.parameter_error == pytest.approx(single.parameter_error_estimate)
+    assert 30 < single.error_figures.parameter_bits < 53
     assert single.error_figures.prediction_error == single.verification.max_gap
     assert "bits)" in single.verification.describe()

@@ -308,11 +308,28 @@ class SingleHeadRecovery(Recovery):
     (d x 1) and ``beta``. ``model`` is a :class:`~verified_attn.models.SingleHeadAttention`."""
 
     kind: ClassVar[str] = "single-head"
+    extra_fields: ClassVar[tuple[str, ...]] = ("parameter_error_estimate",)
+    #: A float result's first-order parameter error estimate, relative to max(1, |beta|,
+    #: largest entry) (:func:`~verified_attn.exact_recovery.float_bound.parameter_error_estimate`);
+    #: None otherwise.
+    parameter_error_estimate: float | None = None
 
     W = _parameter("W")
     v = _parameter("v")
     c = _parameter("c", optional=True)
     beta = _parameter("beta", optional=True)
+
+    @property
+    def error_figures(self) -> ErrorFigures:
+        """As :attr:`Recovery.error_figures`, with the parameter figure of a float result:
+        :attr:`parameter_error_estimate` relative to the largest entry of W, v (and c)."""
+        figures = super().error_figures
+        if self.parameter_error_estimate is None or self.arithmetic != "float":
+            return figures
+        head = tuple(self.parameters[k] for k in ("W", "v", "c") if k in self.parameters)
+        beta = float(self.parameters.get("beta") or 0.0)
+        error = stated_relative_error(self.parameter_error_estimate, [head], beta)
+        return ErrorFigures(error, figures.prediction_error)
 
 
 @dataclass(repr=False)

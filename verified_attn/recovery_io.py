@@ -463,7 +463,9 @@ def _from_dict(data: dict[str, Any], cls: type[Recovery]) -> Recovery:
         notes=list(_field(data, "notes", list)),
     )
     for name in target.extra_fields:
-        fields[name] = _extra(name, _field(data, name))
+        # A single head's estimate is absent from results written without one.
+        optional = name == "parameter_error_estimate" and name not in data
+        fields[name] = None if optional else _extra(name, _field(data, name))
     return target(**fields)
 
 

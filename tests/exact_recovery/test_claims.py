@@ -15,6 +15,7 @@ from verified_attn.checks import ClaimResult
 from verified_attn.exact_recovery import claims as thm
 from verified_attn.exact_recovery import information, symbolic, symbolic_base
 from verified_attn.exact_recovery.learner import learn_single_head
+from verified_attn.precision import relative_parameter_error
 
 IDS = [
     "thm-4.1/query-count",
@@ -88,6 +89,9 @@ def test_float_recovery_reports_its_error() -> None:
 
     assert f"W {bits_text(res.data['relative_error_W'])}" in res.detail
     assert res.data["relative_error_bits"] == -math.log2(res.data["relative_error"])
+    stated, measured = res.data["stated_parameter_error"], res.data["measured_parameter_error"]
+    assert measured <= stated <= 2**8 * measured  # never more than shown, and not vacuous
+    assert f"parameters stated {bits_text(stated)}" in res.detail
 
 
 def test_v_zero_and_not_a_head_pass() -> None:
@@ -149,6 +153,26 @@ def test_float_claim_fails_just_outside_its_bound(monkeypatch: pytest.MonkeyPatc
     res = _run("thm-4.1/float-recovery")
     assert not res.passed
     assert res.data["relative_error"] > thm.FLOAT_RELATIVE_ERROR_BOUND
+
+
+def test_float_claim_fails_for_an_overstated_parameter_figure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The result states 4 bits more than its parameters show: the claim rejects it.
+    real = thm.learn_single_head
+
+    def overstating(oracle: va.Oracle, **kwargs: Any) -> Any:
+        rec = real(oracle, **kwargs)
+        truth = oracle.model.float_parameters()
+        shown = relative_parameter_error([(rec.W, rec.v)], [(truth["W"], truth["v"])])
+        scale = shown / rec.error_figures.parameter_error / 16
+        return replace(rec, parameter_error_estimate=rec.parameter_error_estimate * scale)
+
+    monkeypatch.setattr(thm, "learn_single_head", overstating)
+    res = _run("thm-4.1/float-recovery")
+    assert not res.passed
+    assert res.data["stated_parameter_error"] < res.data["measured_parameter_error"]
+    assert res.data["relative_error"] <= thm.FLOAT_RELATIVE_ERROR_BOUND  # only the figure fails
 
 
 def test_v_zero_fails_if_the_learner_guesses(monkeypatch: pytest.MonkeyPatch) -> None:

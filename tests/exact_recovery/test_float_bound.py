@@ -23,7 +23,7 @@ from verified_attn.arithmetic import FloatArithmetic
 from verified_attn.design import default_design, unit_query
 from verified_attn.exact_recovery import float_bound as fb
 from verified_attn.exact_recovery.learner import decode_single_head
-from verified_attn.verification import float_floor, fresh_sequences, tolerance
+from verified_attn.verification import bias_allowance, float_floor, fresh_sequences, tolerance
 
 torch = pytest.importorskip("torch")
 
@@ -221,3 +221,79 @@ def test_wrong_variants_let_e32_seed_2_through(
     mha, r = torch_box(32, 1, 2)
     rec = va.learn_single_head(attention_oracle(mha, r, dtype="float32"), seed=2)
     assert _actual_ratio(rec, mha, r, 2, 1e-4) > 1
+
+
+# ---------------------------------------------------------------------------------------
+# The parameter estimate, and refutations explained by precision.
+# ---------------------------------------------------------------------------------------
+
+
+def _worst_case_by_differences(
+    arith: Any, design: Any, answers: dict[str, Any], noise: Any
+) -> dict[str, np.ndarray]:
+    """``sum_i |d param / d answer_i| sigma_i`` per entry, by central differences of the
+    decoding itself (the true first-order worst case under ``noise``)."""
+    s_b, s_a, s_F, s_G = noise
+    sigma = {"beta": np.array(s_b), "v": s_a, "W": s_F, "c": s_G}
+    out: dict[str, np.ndarray] = {}
+    for key, s in sigma.items():
+        for ix in np.ndindex(np.shape(s)):
+            h = 1e-6
+            got = []
+            for sign in (1, -1):
+                ans = {k: np.array(a, dtype=float) for k, a in answers.items()}
+                ans[key][ix] += sign * h
+                with arith.context():
+                    p = decode_single_head(arith, design, {k: a.tolist() for k, a in ans.items()})
+                p["beta"] = float(ans["beta"])
+                got.append({k: np.asarray(x, dtype=float) for k, x in p.items()})
+            for k in got[0]:
+                term = np.abs(got[0][k] - got[1][k]) / (2 * h) * float(np.asarray(s)[ix])
+                out[k] = out.get(k, 0.0) + term
+    return out
+
+
+def _drop_v_noise(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = fb.answer_noise
+
+    def noise(unit: float, pr: Any, params: Any) -> Any:
+        _, s_a, s_F, s_G = real(unit, pr, params)
+        return 0.0, 0 * s_a, s_F, s_G
+
+    monkeypatch.setattr(fb, "answer_noise", noise)
+
+
+@pytest.mark.parametrize("variant", [None, _drop_v_noise])
+def test_parameter_bounds_cover_the_worst_case_of_the_decoding(
+    monkeypatch: pytest.MonkeyPatch, variant: Any
+) -> None:
+    arith, design, answers, params = _synthetic()
+    pr = fb.Probes.of(design, answers)
+    truth = _worst_case_by_differences(arith, design, answers, fb.answer_noise(2.0**-24, pr, params))
+    if variant is not None:
+        variant(monkeypatch)
+    bounds = fb.parameter_bounds(2.0**-24, design, answers, params)
+    ratios = {k: np.ravel(bounds[k]) / np.ravel(truth[k]) for k in ("W", "v", "c", "beta")}
+    covered = all(bool((r >= 1 - 1e-4).all()) for r in ratios.values())
+    assert covered == (variant is None), ratios
+    if variant is None:  # and not vacuous: within 8x of the true worst case per entry
+        assert all(bool((r <= 8).all()) for r in ratios.values()), ratios
+
+
+def test_a_refutation_within_the_worst_case_is_precision_beyond_it_the_class() -> None:
+    arith, design, answers, params = _synthetic()
+    X = fresh_sequences(3, 6, seed=4)[5]
+    worst = float(fb.prediction_bounds(2.0**-24, design, answers, params, [X])[0, 0])
+    pred = _predict(params, X)
+
+    def refuted(gap: float, a: Any = arith) -> None:
+        exc = va.ModelClassMismatch("refuted", query=X, observed=pred + gap, expected=pred)
+        fb.precision_or_mismatch(a, design, answers, params, exc, seed=0, lengths=(1, 2))
+
+    with pytest.raises(va.PrecisionExhausted, match="within the first-order worst case") as info:
+        refuted(0.5 * worst)
+    assert isinstance(info.value.__cause__, va.ModelClassMismatch)
+    assert _named_rtol(info.value) > 0
+    # Past the bound and the bias's allowance: the caller's ModelClassMismatch stands.
+    refuted(4 * worst + 2 * bias_allowance(arith, float(params["beta"])))
+    refuted(0.5 * worst, va.get_arithmetic("exact"))  # exact results: never precision

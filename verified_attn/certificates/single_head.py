@@ -60,7 +60,9 @@ from verified_attn.certificates.common_checks import (
     show,
 )
 from verified_attn.certificates.float_figures import check_error_figures, max_gap
+from verified_attn.design import SingleHeadDesign
 from verified_attn.errors import CertificateError
+from verified_attn.exact_recovery.float_bound import parameter_error_estimate
 from verified_attn.probing import apply_exact, measured_array
 from verified_attn.serialize import short_repr
 
@@ -104,7 +106,8 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         predict = head_predictor(head, claimed, exact, affine=affine)
         lines.append(kernel.check_verification(data, head, predict))
         if arith.name == "float":
-            lines.insert(-1, _figures(data, head, claimed, affine, predict))
+            design = SingleHeadDesign(head.d, affine, U, scales, c_scales)
+            lines.insert(-1, _figures(data, head, claimed, (design, answers), predict))
     check_seed(data, head.seed, "the learner uses one seed for both")
     return passed(head, lines)
 
@@ -331,14 +334,42 @@ def _describe_result(head: kernel.Header, claimed: Claimed, exact: bool, affine:
 
 
 def _figures(
-    data: dict[str, Any], head: kernel.Header, claimed: Claimed, affine: bool, predict: Any
+    data: dict[str, Any],
+    head: kernel.Header,
+    claimed: Claimed,
+    probes: tuple[SingleHeadDesign, dict[str, Any]],
+    predict: Any,
 ) -> str:
     """``result.error_figures`` recomputed (:mod:`~verified_attn.certificates.float_figures`):
-    the verification's largest relative gap; the single head states no parameter figure."""
-    bias = float(claimed["beta"][0][1]) if affine else 0.0
+    the verification's largest relative gap, and the parameter figure from
+    ``result.parameter_error_estimate``, itself recomputed from the stored design, answers
+    and claimed parameters (:func:`~verified_attn.exact_recovery.float_bound.
+    parameter_error_estimate`; equal to :data:`ESTIMATE_RTOL`, the last ulps of a sum)."""
+    design, answers = probes
+    params = {
+        name: np.array([float(x) for _, x in entries], dtype=np.float64)
+        for name, entries in claimed.items()
+    }
+    params["W"] = params["W"].reshape(head.d, head.d)
+    bias = float(params["beta"][0]) if design.affine else 0.0
+    raw = kernel.get(data, "result").get("parameter_error_estimate")
+    if raw is not None:
+        told = float(kernel.number(raw, "result.parameter_error_estimate", head.arith))
+        unit = float(getattr(head.arith, "unit_roundoff", 2.0**-53))
+        want = parameter_error_estimate(unit, design, answers, params)
+        if not abs(told - want) <= ESTIMATE_RTOL * want:
+            raise CertificateError(
+                f"result.parameter_error_estimate {told:.6e} is not the first-order estimate "
+                f"recomputed from the stored answers ({want:.6e})"
+            )
     counted = kernel.get(data, "verification.count")
     gap = max_gap(data, head.arith, head.d, predict, bias) if counted else None
-    return check_error_figures(data, head.arith, [], bias, gap)
+    heads = [tuple(params[k] for k in ("W", "v", "c") if k in params)]
+    return check_error_figures(data, head.arith, heads, bias, gap)
+
+
+#: Relative agreement required between a stated and a recomputed parameter estimate.
+ESTIMATE_RTOL = 1e-9
 
 
 def _check_bias(data: dict[str, Any], head: kernel.Header, claimed: Claimed, affine: bool) -> None:

@@ -47,10 +47,10 @@ import numpy as np
 
 from verified_attn.arithmetic import Arithmetic
 from verified_attn.design import SingleHeadDesign
-from verified_attn.errors import PrecisionExhausted
+from verified_attn.errors import ModelClassMismatch, PrecisionExhausted
 from verified_attn.models import SingleHeadAttention
 from verified_attn.prediction_rule import PREDICTION_SEQUENCES, PREDICTION_SIGMAS, rule_ratios
-from verified_attn.verification import float_floor, fresh_sequences
+from verified_attn.verification import bias_allowance, float_floor, fresh_sequences
 
 __all__ = [
     "PREDICTION_SEQUENCES",
@@ -59,6 +59,9 @@ __all__ = [
     "answer_gradients",
     "answer_noise",
     "head_gradients",
+    "parameter_bounds",
+    "parameter_error_estimate",
+    "precision_or_mismatch",
     "prediction_bounds",
     "require_prediction_bound",
 ]
@@ -221,6 +224,66 @@ def prediction_bounds(
     return np.array(out)
 
 
+def parameter_bounds(
+    unit: float, design: SingleHeadDesign, answers: dict[str, Any], params: dict[str, Any]
+) -> dict[str, np.ndarray]:
+    """Entry-wise first-order worst case of each parameter's error (``W``, ``v``, and
+    ``c``, ``beta`` if affine): every answer's rounding (:func:`answer_noise`) aligned
+    against it, carried through the decoding by absolute values at each step,
+    ``|dv| = s_a + s_b``, ``|dp| = |U|^T |dv|``, ``|dY| = (s_F + |dv_j|) / |t p_k| + |Y|
+    |dp_k| / |p_k|``, ``|dM| = |dY| / (t Y (1 - Y))``, ``|dW| <= |U^-T| |dM|`` (O(d^3)),
+    plus the decoding's own float rounding (a few ulps of each ratio and logit, and of the
+    product with ``U^-T``, whose rows have ``n`` nonzeros: ``n`` ulps of ``|U^-T| |M|``).
+    """
+    pr = Probes.of(design, answers)
+    s_b, s_a, s_F, s_G = answer_noise(unit, pr, params)
+    dv = s_a + s_b
+    dp = np.abs(pr.U).T @ dv
+    ap = np.abs(pr.p)
+
+    def logit_error(Y: np.ndarray, t: np.ndarray, dY: np.ndarray) -> np.ndarray:
+        Yc = np.clip(Y, np.finfo(np.float64).tiny, 1 - unit)
+        own = unit * (np.abs(np.log(Yc)) + np.abs(np.log1p(-Yc)))
+        return (dY + 4 * unit * Yc) / (t * Yc * (1 - Yc)) + own / t
+
+    dY = (s_F + dv[None, :]) / (pr.t * ap[:, None]) + np.abs(pr.Y) * (dp / ap)[:, None]
+    dM = logit_error(pr.Y, pr.t, dY)
+    M = np.abs(np.log(np.clip(pr.Y, 1e-300, 1.0)) - np.log1p(-np.clip(pr.Y, 0.0, 1 - unit)))
+    M = M / pr.t
+    out: dict[str, np.ndarray] = {"v": dv}
+    dm0 = m0 = None
+    if pr.G is not None:
+        assert pr.t0 is not None and pr.Y0 is not None and s_G is not None
+        dY0 = (s_G + s_b) / (pr.t0 * ap) + np.abs(pr.Y0) * dp / ap
+        dm0 = logit_error(pr.Y0, pr.t0, dY0)
+        Y0 = np.clip(pr.Y0, 1e-300, 1 - unit)
+        m0 = np.abs(np.log(Y0) - np.log1p(-Y0)) / pr.t0
+        dM, M = dM + dm0[:, None], M + m0[:, None]
+        out["beta"] = np.array([s_b])
+    inv_t = np.abs(np.linalg.inv(pr.U).T)
+    n = float(np.count_nonzero(inv_t, axis=1).max(initial=1))
+    out["W"] = inv_t @ (dM + n * 2 * unit * M)
+    if dm0 is not None and m0 is not None:
+        out["c"] = inv_t @ (dm0 + n * 2 * unit * m0)
+    return out
+
+
+def parameter_error_estimate(
+    unit: float, design: SingleHeadDesign, answers: dict[str, Any], params: dict[str, Any]
+) -> float:
+    """The largest entry of :func:`parameter_bounds` over ``max(1, |beta|, largest entry)``
+    of ``params`` (the learners' convention; :func:`verified_attn.precision.
+    stated_relative_error` turns it into the figure relative to the largest entry)."""
+    bounds = parameter_bounds(unit, design, answers, params)
+    worst = max(float(np.max(b, initial=0.0)) for b in bounds.values())
+    largest = max(
+        float(np.max(np.abs(np.asarray(params[k], dtype=np.float64)), initial=0.0))
+        for k in ("W", "v", "c", "beta")
+        if k in params and params[k] is not None
+    )
+    return worst / max(1.0, largest)
+
+
 def require_prediction_bound(
     arith: Arithmetic,
     design: SingleHeadDesign,
@@ -275,6 +338,59 @@ def require_prediction_bound(
             f"rtol=), Oracle.from_callable(..., rtol=)) to learn it at that tolerance"
         )
     return ratio, worst_case
+
+
+def precision_or_mismatch(
+    arith: Arithmetic,
+    design: SingleHeadDesign,
+    answers: dict[str, Any],
+    params: dict[str, Any],
+    mismatch: ModelClassMismatch,
+    *,
+    seed: int,
+    lengths: Sequence[int],
+) -> None:
+    """Raise :class:`PrecisionExhausted` (from ``mismatch``) where a float verification's
+    refutation is explained by the answers' rounding; return otherwise (the caller
+    re-raises the mismatch: exact and certified results, and gaps past the bound).
+
+    Explained: the gap ``|answer - prediction|`` at the refuting sequence is within the
+    first-order worst case of the prediction error there (:func:`prediction_bounds`) plus
+    the rule's allowance for rounding on the bias, so a head of the class whose answers
+    are this coarse could give it. The error then names the rtol
+    :func:`require_prediction_bound` names (or, where its 2 sigma fit on its sequences,
+    the rtol at which twice this gap fits).
+    """
+    X = None if mismatch.query is None else np.asarray(mismatch.query, dtype=np.float64)
+    if arith.name != "float" or X is None or X.ndim != 2 or X.shape[1] != design.d:
+        return
+    try:
+        observed, expected = float(mismatch.observed), float(mismatch.expected)
+    except (TypeError, ValueError):
+        return
+    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
+    worst = float(prediction_bounds(unit, design, answers, params, [X])[0, 0])
+    beta = float(params["beta"]) if design.affine else 0.0
+    gap = abs(observed - expected)
+    if not gap <= worst + bias_allowance(arith, beta):
+        return
+    cause = (
+        f"the verification refuted the decoded head on a fresh sequence of length "
+        f"{X.shape[0]} by {gap:.3g}, within the first-order worst case {worst:.3g} of its "
+        f"prediction error under the answers' rounding: a precision limit, not evidence "
+        f"against the model class"
+    )
+    try:
+        require_prediction_bound(arith, design, answers, params, seed=seed, lengths=lengths)
+    except PrecisionExhausted as exc:
+        rest = str(exc).removeprefix("learn_single_head: ")
+        raise PrecisionExhausted(f"learn_single_head: {cause}; {rest}") from mismatch
+    size = max(abs(observed - beta), 1e-300)
+    raise PrecisionExhausted(
+        f"learn_single_head: {cause}; twice that gap fits at rtol "
+        f"{_round_up(2 * gap / size):.2g}: declare that (e.g. attention_oracle(..., rtol=), "
+        f"Oracle.from_callable(..., rtol=)) to learn it at that tolerance"
+    ) from mismatch
 
 
 def _round_up(x: float) -> float:

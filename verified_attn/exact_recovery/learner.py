@@ -39,10 +39,14 @@ from verified_attn.design import (
     uv,
 )
 from verified_attn.errors import ModelClassMismatch
-from verified_attn.exact_recovery.float_bound import require_prediction_bound
+from verified_attn.exact_recovery.float_bound import (
+    parameter_error_estimate,
+    precision_or_mismatch,
+    require_prediction_bound,
+)
 from verified_attn.learner_options import ExactOptions, learner_options
 from verified_attn.oracle import Oracle, QueryCounts
-from verified_attn.precision import ErrorFigures, figures_record
+from verified_attn.precision import ErrorFigures, figures_record, stated_relative_error
 from verified_attn.probing import (
     MAX_RESCALES,
     RESCALE_FACTOR,
@@ -243,10 +247,9 @@ def learn_single_head(
         refined = _refine_low_precision(oracle, arith, the_design, answers) if refine else []
         params = decode_single_head(arith, the_design, answers)
         exact, enclosures, params = finalize(arith, params, denominator_bound)
-        checked, exact, params, refuted = verify_reconstruction(
-            oracle, params, enclosures, exact, affine, count=verify, seed=seed, lengths=lengths
+        checked, exact, params, refuted, estimate = _verify_and_bound(
+            oracle, the_design, answers, (params, enclosures, exact), verify, seed, lengths
         )
-        require_prediction_bound(arith, the_design, answers, params, seed=seed, lengths=lengths)
     counts = run.counts
     formula = "d^2 + 2d + 1" if affine else "d^2 + d"
     terms = {formula: bound, "refine round of a low-precision box, at most d^2": d * d}
@@ -257,7 +260,7 @@ def learn_single_head(
     # Built on request: serialising every answer costs seconds at d = 512.
     record = RunRecord(arith, seed, counts, bound, checked, assumptions)
     certificate = functools.partial(
-        _certificate_data, record, the_design, answers, out_params, exact, refined
+        _certificate_data, record, the_design, answers, out_params, exact, refined, estimate
     )
     return SingleHeadRecovery.from_record(
         record,
@@ -272,7 +275,43 @@ def learn_single_head(
         enclosures=None if enclosures is None else enclosures_from_balls(enclosures),
         notes=notes,
         certificate_data=certificate,
+        parameter_error_estimate=estimate,
     )
+
+
+def _verify_and_bound(
+    oracle: Oracle,
+    design: SingleHeadDesign,
+    answers: dict[str, Any],
+    decoded: tuple[dict[str, Any], Any, bool],
+    verify: int,
+    seed: int,
+    lengths: Sequence[int],
+) -> tuple[Any, bool, dict[str, Any], str | None, float | None]:
+    """Verification, then (float) the prediction bound and the parameter estimate:
+    ``(verification, exact, params, refuted note, estimate)``.
+
+    A float refutation the answers' rounding explains is refused with
+    :class:`PrecisionExhausted` (:func:`~verified_attn.exact_recovery.float_bound.
+    precision_or_mismatch`); the estimate is relative to max(1, |beta|, largest entry)
+    (:func:`~verified_attn.exact_recovery.float_bound.parameter_error_estimate`), None for
+    exact and certified results.
+    """
+    params, enclosures, exact = decoded
+    arith = oracle.arithmetic
+    try:
+        checked, exact, params, refuted = verify_reconstruction(
+            oracle, params, enclosures, exact, design.affine, count=verify, seed=seed,
+            lengths=lengths,
+        )
+    except ModelClassMismatch as exc:
+        precision_or_mismatch(arith, design, answers, params, exc, seed=seed, lengths=lengths)
+        raise
+    require_prediction_bound(arith, design, answers, params, seed=seed, lengths=lengths)
+    if arith.name != "float":
+        return checked, exact, params, refuted, None
+    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
+    return checked, exact, params, refuted, parameter_error_estimate(unit, design, answers, params)
 
 
 def _ask_v(oracle: Oracle, affine: bool) -> tuple[dict[str, Any], Any]:
@@ -411,6 +450,7 @@ def _certificate_data(
     params: dict[str, Any],
     exact: bool,
     refined: list[tuple[int, int, int]],
+    estimate: float | None = None,
 ) -> dict[str, Any]:
     """Everything needed to re-check the recovery without the oracle, as exact JSON.
 
@@ -482,7 +522,12 @@ def _certificate_data(
         }
     )
     checked = run.verification
-    if arith.name == "float":  # the figures in bits: no parameter figure is stated
+    if arith.name == "float" and estimate is not None:  # the figures in bits
         gap = checked.max_gap if checked is not None and checked.count else None
-        data["result"]["error_figures"] = figures_record(ErrorFigures(None, gap))
+        head = [tuple(params[k] for k in ("W", "v", "c") if k in params)]
+        beta = float(params["beta"]) if design.affine else 0.0
+        data["result"]["parameter_error_estimate"] = dump_number(float(estimate))
+        data["result"]["error_figures"] = figures_record(
+            ErrorFigures(stated_relative_error(float(estimate), head, beta), gap)
+        )
     return data
