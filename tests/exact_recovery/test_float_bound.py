@@ -269,7 +269,9 @@ def test_parameter_bounds_cover_the_worst_case_of_the_decoding(
 ) -> None:
     arith, design, answers, params = _synthetic()
     pr = fb.Probes.of(design, answers)
-    truth = _worst_case_by_differences(arith, design, answers, fb.answer_noise(2.0**-24, pr, params))
+    truth = _worst_case_by_differences(
+        arith, design, answers, fb.answer_noise(2.0**-24, pr, params)
+    )
     if variant is not None:
         variant(monkeypatch)
     bounds = fb.parameter_bounds(2.0**-24, design, answers, params)
@@ -288,7 +290,9 @@ def test_a_refutation_within_the_worst_case_is_precision_beyond_it_the_class() -
 
     def refuted(gap: float, a: Any = arith) -> None:
         exc = va.ModelClassMismatch("refuted", query=X, observed=pred + gap, expected=pred)
-        fb.precision_or_mismatch(a, design, answers, params, exc, seed=0, lengths=(1, 2))
+        fb.precision_or_mismatch(
+            fb.DecodedHead(a, design, answers, params), exc, seed=0, lengths=(1, 2)
+        )
 
     with pytest.raises(va.PrecisionExhausted, match="within the first-order worst case") as info:
         refuted(0.5 * worst)

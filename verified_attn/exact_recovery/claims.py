@@ -412,9 +412,14 @@ def _check_float(seed: int) -> ClaimResult:
         f"relative to the largest entry, measured {bits_text(measured)}",
         queries=rec.queries,
         bound=query_bound(d),
-        data={"relative_error": err, "relative_error_W": err_W, "relative_error_v": err_v,
-              "relative_error_bits": bits(err), "stated_parameter_error": stated,
-              "measured_parameter_error": measured},
+        data={
+            "relative_error": err,
+            "relative_error_W": err_W,
+            "relative_error_v": err_v,
+            "relative_error_bits": bits(err),
+            "stated_parameter_error": stated,
+            "measured_parameter_error": measured,
+        },
     )
 
 

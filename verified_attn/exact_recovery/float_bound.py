@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -55,6 +55,7 @@ from verified_attn.verification import bias_allowance, float_floor, fresh_sequen
 __all__ = [
     "PREDICTION_SEQUENCES",
     "PREDICTION_SIGMAS",
+    "DecodedHead",
     "Probes",
     "answer_gradients",
     "answer_noise",
@@ -284,14 +285,18 @@ def parameter_error_estimate(
     return worst / max(1.0, largest)
 
 
+class DecodedHead(NamedTuple):
+    """A decoded single head with what it was decoded from: the oracle's arithmetic, the
+    design, the answers by phase and the parameters (W, v, and c, beta if affine)."""
+
+    arith: Arithmetic
+    design: SingleHeadDesign
+    answers: dict[str, Any]
+    params: dict[str, Any]
+
+
 def require_prediction_bound(
-    arith: Arithmetic,
-    design: SingleHeadDesign,
-    answers: dict[str, Any],
-    params: dict[str, Any],
-    *,
-    seed: int,
-    lengths: Sequence[int],
+    head: DecodedHead, *, seed: int, lengths: Sequence[int]
 ) -> tuple[float, float]:
     """``(ratio, worst case)``: the largest :data:`PREDICTION_SIGMAS` standard deviations of
     the prediction error, and the largest worst case, over what the agreement rule allows,
@@ -302,6 +307,7 @@ def require_prediction_bound(
     figures and the smallest rtol at which twice the bound fits (a result learned at that
     rtol is not at the edge of the rule).
     """
+    arith, design, answers, params = head
     if arith.name != "float":  # exact and certified results carry no rounding to bound
         return 0.0, 0.0
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
@@ -341,14 +347,7 @@ def require_prediction_bound(
 
 
 def precision_or_mismatch(
-    arith: Arithmetic,
-    design: SingleHeadDesign,
-    answers: dict[str, Any],
-    params: dict[str, Any],
-    mismatch: ModelClassMismatch,
-    *,
-    seed: int,
-    lengths: Sequence[int],
+    head: DecodedHead, mismatch: ModelClassMismatch, *, seed: int, lengths: Sequence[int]
 ) -> None:
     """Raise :class:`PrecisionExhausted` (from ``mismatch``) where a float verification's
     refutation is explained by the answers' rounding; return otherwise (the caller
@@ -361,6 +360,7 @@ def precision_or_mismatch(
     :func:`require_prediction_bound` names (or, where its 2 sigma fit on its sequences,
     the rtol at which twice this gap fits).
     """
+    arith, design, answers, params = head
     X = None if mismatch.query is None else np.asarray(mismatch.query, dtype=np.float64)
     if arith.name != "float" or X is None or X.ndim != 2 or X.shape[1] != design.d:
         return
@@ -381,7 +381,7 @@ def precision_or_mismatch(
         f"against the model class"
     )
     try:
-        require_prediction_bound(arith, design, answers, params, seed=seed, lengths=lengths)
+        require_prediction_bound(head, seed=seed, lengths=lengths)
     except PrecisionExhausted as exc:
         rest = str(exc).removeprefix("learn_single_head: ")
         raise PrecisionExhausted(f"learn_single_head: {cause}; {rest}") from mismatch

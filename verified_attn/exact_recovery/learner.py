@@ -22,6 +22,7 @@ certified and float arithmetic. The affine model adds the query [0] (beta) and d
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, Unpack
 
@@ -40,6 +41,7 @@ from verified_attn.design import (
 )
 from verified_attn.errors import ModelClassMismatch
 from verified_attn.exact_recovery.float_bound import (
+    DecodedHead,
     parameter_error_estimate,
     precision_or_mismatch,
     require_prediction_bound,
@@ -299,15 +301,22 @@ def _verify_and_bound(
     """
     params, enclosures, exact = decoded
     arith = oracle.arithmetic
+    head = DecodedHead(arith, design, answers, params)
     try:
         checked, exact, params, refuted = verify_reconstruction(
-            oracle, params, enclosures, exact, design.affine, count=verify, seed=seed,
+            oracle,
+            params,
+            enclosures,
+            exact,
+            design.affine,
+            count=verify,
+            seed=seed,
             lengths=lengths,
         )
     except ModelClassMismatch as exc:
-        precision_or_mismatch(arith, design, answers, params, exc, seed=seed, lengths=lengths)
+        precision_or_mismatch(head, exc, seed=seed, lengths=lengths)
         raise
-    require_prediction_bound(arith, design, answers, params, seed=seed, lengths=lengths)
+    require_prediction_bound(head._replace(params=params), seed=seed, lengths=lengths)
     if arith.name != "float":
         return checked, exact, params, refuted, None
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))

@@ -79,7 +79,9 @@ def model_symbols(d: int, affine: bool = False) -> Namespace:
     return {"d": d, "affine": affine, "W": W, "v": v, "c": c, "beta": beta, "params": params}
 
 
-def model_answer(ns: Namespace, rows: Sequence[Any], opaque: dict[Any, Any] | None = None) -> sympy.Expr:
+def model_answer(
+    ns: Namespace, rows: Sequence[Any], opaque: dict[Any, Any] | None = None
+) -> sympy.Expr:
     """The model's answer on ``rows``, straight from :func:`attention_output`.
 
     With ``opaque`` (a dict), each ``exp(s)`` is a fresh positive symbol E_n instead, and
