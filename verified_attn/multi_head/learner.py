@@ -45,6 +45,7 @@ from verified_attn.multi_head.canonical_certified import dump_heads
 from verified_attn.multi_head.refusals import restated
 from verified_attn.multi_head.run_record import RunRecord
 from verified_attn.oracle import Oracle
+from verified_attn.oracle_subbox import SubBox
 from verified_attn.progress import reporting
 from verified_attn.recovery import MultiHeadRecovery, SingleHeadRecovery
 from verified_attn.serialize import dump_number, dump_rational
@@ -67,7 +68,7 @@ def orthogonal_query_bound(ranks: list[int]) -> int:
     return sum(r * r + r for r in ranks)
 
 
-class _Restricted:
+class _Restricted(SubBox):
     """Head g seen through its subspace: Y (N x r) is sent as X = Y B^T to the outer oracle.
 
     A model for the inner oracle (the public model protocol: ``d``, ``evaluate_rational``,
@@ -80,7 +81,7 @@ class _Restricted:
     model_class = "single-head"
 
     def __init__(self, outer: Oracle, B: flint.fmpq_mat, label: str) -> None:
-        self.outer = outer
+        super().__init__(outer, label)
         self.B_T = B.transpose()
         self.B_T_float = np.array(
             [
@@ -89,28 +90,20 @@ class _Restricted:
             ]
         )
         self.d = B.ncols()
-        self.label = label
-        self.inner: Oracle | None = None
         self.answers: list[tuple[str, Any]] = []
 
-    def _forward(self) -> Any:
-        inner = "other" if self.inner is None else self.inner.phase_name
-        verification = self.inner is not None and self.inner.in_verification
-        return self.outer.phase(f"{self.label}/{inner}", verification=verification)
-
     def _keep(self, answers: Sequence[Any]) -> None:
-        name = "other" if self.inner is None else self.inner.phase_name
-        self.answers.extend((name, a) for a in answers)
+        self.answers.extend((self.inner_phase, a) for a in answers)
 
     def evaluate_rational(self, Yq: flint.fmpq_mat, arith: Arithmetic) -> Any:
-        with self._forward():
+        with self.forward():
             answer = self.outer.query(Yq * self.B_T)
         self._keep([answer])
         return answer
 
     def evaluate_batch(self, Ys: np.ndarray) -> np.ndarray:
         Xs = np.asarray(Ys, dtype=np.float64) @ self.B_T_float
-        with self._forward():
+        with self.forward():
             out = np.asarray(self.outer.query_many(Xs), dtype=np.float64)
         self._keep(out.tolist())
         return out
@@ -260,8 +253,7 @@ def _learn_subspace(
     subspace) is None with ``{"dead": its answers}``."""
     arith = oracle.arithmetic
     adapter = _Restricted(oracle, B, f"head{h + 1}")
-    inner = Oracle(adapter, arith, model_class="single-head", record=False)
-    adapter.inner = inner
+    inner = adapter.attach(arith)
     try:
         rec = learn_single_head(
             inner,

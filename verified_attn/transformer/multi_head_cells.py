@@ -35,6 +35,7 @@ from verified_attn.arithmetic import Arithmetic
 from verified_attn.errors import InvalidArgument, NotIdentifiable
 from verified_attn.models import as_rational_sequence
 from verified_attn.oracle import Oracle
+from verified_attn.oracle_subbox import SubBox
 from verified_attn.rational_interpolation import to_arb
 from verified_attn.transformer.relu_biased import BiasedReluNetwork, Vec
 
@@ -138,7 +139,7 @@ def spanning_cells(net: BiasedReluNetwork, seed: int) -> list[Cell]:
     )
 
 
-class CellOracle:
+class CellOracle(SubBox):
     """One cell's function of Y, ``(T(c + t Y) - g_S(c)) / t``, as a model (``d``,
     ``evaluate_rational``) for an inner :class:`~verified_attn.oracle.Oracle`. An exact
     outer answer is enclosed in a ball when the inner oracle is certified.
@@ -152,21 +153,15 @@ class CellOracle:
     def __init__(
         self, outer: Oracle, cell: Cell, t: Fraction, label: str, precision: int | None = None
     ) -> None:
-        self.outer, self.cell, self.t, self.label = outer, cell, t, label
+        super().__init__(outer, label)
+        self.cell, self.t = cell, t
         self.precision = precision  # bits to ask a certified outer oracle at (None: its own)
-        self.d = outer.d
-        self.inner: Oracle | None = None
         self.answers: list[Any] = []
         self.arith: Arithmetic = outer.arithmetic  # the inner oracle's, once it asks
         self.asked: list[tuple[flint.fmpq_mat, Any]] = []
         self.offset = sum((g * x for g, x in zip(cell.G, cell.center, strict=True)), cell.beta)
         q = [flint.fmpq(x.numerator, x.denominator) for x in cell.center]
         self._center = q
-
-    def _forward(self) -> Any:
-        inner = "other" if self.inner is None else self.inner.phase_name
-        verification = self.inner is not None and self.inner.in_verification
-        return self.outer.phase(f"{self.label}/{inner}", verification=verification)
 
     def _lift(self, Yq: flint.fmpq_mat) -> flint.fmpq_mat:
         tq = flint.fmpq(self.t.numerator, self.t.denominator)
@@ -177,7 +172,7 @@ class CellOracle:
 
     def evaluate_rational(self, Yq: flint.fmpq_mat, arith: Arithmetic) -> Any:
         X = self._lift(Yq)
-        with self._forward():
+        with self.forward():
             answer = self.outer.query_many([X], precision=self.precision)[0]
         if arith.name == "certified" and self.outer.arithmetic.name == "exact":
             answer_in = to_arb(answer)  # an exact answer, enclosed at the inner precision

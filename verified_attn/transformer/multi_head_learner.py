@@ -217,8 +217,7 @@ def _fit_cell(
     for attempt in range(attempts):
         label = f"cell{i + 1}" + (f".{attempt}" if attempt else "")
         adapter = CellOracle(oracle, cell, t, label, INNER_PRECISION if raise_to else None)
-        inner = Oracle(adapter, inner_arith, model_class="multi-head-affine", record=False)
-        adapter.inner = inner
+        inner = adapter.attach(inner_arith)
         try:
             rec = learn_multi_head(
                 inner,
