@@ -249,6 +249,19 @@ THEOREMS: list[FormalTheorem] = [
         ("thm-5.1/skeleton-identity",),
     ),
     FormalTheorem(
+        "formal/cert-lowrank-identified",
+        "Thm 5.1",
+        "CertLowRank",
+        ("lowrank_identified", "holds_comb"),
+        "For every d, r: if a skeleton run's probes, read as linear equations in W B and "
+        "U_S^T W (with the cross U_S^T (W B) = (U_S^T W) B), have a left inverse, the "
+        "certified W has every recorded measurement u^T W b and W = (W B) X, and the pivot "
+        "block U_S^T W B has an inverse, then every head (W', v') whose columns are spanned "
+        "by W' B and that has the recorded answers to [e_i] and the 2dr - r^2 recorded "
+        "measurements is the certified head (the instance each exported low-rank run proves).",
+        ("thm-5.1/skeleton-identity",),
+    ),
+    FormalTheorem(
         "formal/thm61-entry-bound",
         "Thm 6.1",
         "Thm61",

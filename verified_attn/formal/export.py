@@ -45,12 +45,17 @@ from verified_attn.formal.coq_tables import (
     vec_table,
 )
 from verified_attn.formal.export_affine import affine_data, affine_file
+from verified_attn.formal.export_low_rank import low_rank_file
 from verified_attn.formal.export_pair import pair_file
 
 __all__ = ["EXPORTABLE", "export_coq", "single_head_data"]
 
 #: The certificate kinds (and arithmetics) a Coq file can be written for.
-EXPORTABLE = {"single-head": ("certified",), "counterexample": ("exact",)}
+EXPORTABLE = {
+    "single-head": ("certified",),
+    "counterexample": ("exact",),
+    "low-rank": ("exact",),
+}
 #: Largest d exported: the file holds d^2 probes, each closed by two interval calls.
 MAX_D = 16
 _DEN = re.compile(r"denominator <= (\d+)")
@@ -69,6 +74,8 @@ def export_coq(certificate: str | Path | Mapping[str, Any], path: str | Path | N
         )
     if kind == "counterexample":
         text = pair_file(data)
+    elif kind == "low-rank":
+        text = low_rank_file(data)
     else:
         x = single_head_data(data)
         text = affine_file(x) if x["affine"] else _single_head_file(x)
