@@ -262,6 +262,22 @@ THEOREMS: list[FormalTheorem] = [
         ("thm-5.1/skeleton-identity",),
     ),
     FormalTheorem(
+        "formal/cert-hypothesis-pairs",
+        "Thm 4.1, App B, Transformer",
+        "CertHyp",
+        ("hyp_zero_value", "hyp_positive_scale", "hyp_cancelling_neurons"),
+        "For every d (and e, m), on every sequence of every length: two heads with rational "
+        "W and v = 0 give the same output; heads (W, v) and (W, c v) with a rational c > 0 "
+        "give f2 = c f1, hence the same sign; a one-layer Transformer whose FFN neurons lie "
+        "on one ray a (column k of A is s_k a, s_k >= 0) with sum_k w_k s_k = 0 outputs 0, "
+        "whatever W and V (the theorems the exported hypothesis pairs apply).",
+        (
+            "thm-4.1/hypothesis/v-zero",
+            "app-b/hypothesis/positive-scale",
+            "transformer/hypothesis/v-eff-zero",
+        ),
+    ),
+    FormalTheorem(
         "formal/thm61-entry-bound",
         "Thm 6.1",
         "Thm61",

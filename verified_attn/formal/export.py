@@ -45,6 +45,7 @@ from verified_attn.formal.coq_tables import (
     vec_table,
 )
 from verified_attn.formal.export_affine import affine_data, affine_file
+from verified_attn.formal.export_hypothesis import hypothesis_file
 from verified_attn.formal.export_low_rank import low_rank_file
 from verified_attn.formal.export_pair import pair_file
 
@@ -72,7 +73,9 @@ def export_coq(certificate: str | Path | Mapping[str, Any], path: str | Path | N
         raise CertificateError(
             f"export to Coq covers {sorted(EXPORTABLE)} certificates, not {kind!r:.40}"
         )
-    if kind == "counterexample":
+    if kind == "counterexample" and data.get("model_class") is None:
+        text = hypothesis_file(data)
+    elif kind == "counterexample":
         text = pair_file(data)
     elif kind == "low-rank":
         text = low_rank_file(data)
