@@ -1,8 +1,9 @@
 """Coq check times of the other exported kinds (used by ``coq_export.py``).
 
 Exact skeleton (low-rank) runs of random rank-r heads W = C X (integer C, rationals X with
-denominators <= 2, seeded) at (d, r) = (4, 1), (8, 2), (8, 4); the three hypothesis pairs
-(thm-4.1 v-zero, app-b positive-scale, transformer v-eff-zero) and one Prop 7.1 pair
+denominators <= 2, seeded) at (d, r) = (4, 1), (8, 2), (8, 4); five hypothesis pairs
+(thm-4.1 v-zero, app-b positive-scale, transformer v-eff-zero, and on recorded queries
+thm-4.1 design-orthogonal, thm-5.1 rank-exceeds) and one Prop 7.1 pair
 (shared-score-split) at d = 4. One coqc run each; rows name the kind, d, r, the file size,
 export time and coqc wall and CPU seconds.
 """
@@ -19,7 +20,13 @@ from verified_attn.formal.coq_check import compile_exported
 
 LOW_RANK = ((4, 1), (8, 2), (8, 4))
 LOW_RANK_QUICK = ((4, 1),)
-HYPOTHESES = (("thm-4.1", "v-zero"), ("app-b", "positive-scale"), ("transformer", "v-eff-zero"))
+HYPOTHESES = (
+    ("thm-4.1", "v-zero"),
+    ("app-b", "positive-scale"),
+    ("transformer", "v-eff-zero"),
+    ("thm-4.1", "design-orthogonal"),
+    ("thm-5.1", "rank-exceeds"),
+)
 
 
 def low_rank_head(d: int, r: int, seed: int) -> va.SingleHeadAttention:

@@ -50,11 +50,10 @@ def test_hypothesis_export_states_the_pair() -> None:
     assert "transformer 2 2 2 N X (rmat S_W)" in text
 
 
-def test_hypothesis_export_refuses_pairs_on_recorded_queries_only() -> None:
-    for theorem, kind in [("thm-4.1", "design-orthogonal"), ("thm-5.1", "rank-exceeds")]:
-        data = va.counterexample(theorem, kind=kind, d=2, seed=1).certificate()
-        with pytest.raises(CertificateError, match="recorded queries"):
-            va.export_coq(data)
+def test_hypothesis_export_refuses_pairs_within_a_tolerance() -> None:
+    data = va.counterexample("thm-6.1", kind="margin", d=2, seed=1).certificate()
+    with pytest.raises(CertificateError, match="within a tolerance"):
+        va.export_coq(data)
     bad = _data("v-zero")
     bad["first"]["class"] = "one-layer-transformer"
     with pytest.raises(CertificateError, match="single-head"):

@@ -278,6 +278,21 @@ THEOREMS: list[FormalTheorem] = [
         ),
     ),
     FormalTheorem(
+        "formal/cert-recorded-queries",
+        "Thm 4.1, Thm 5.1",
+        "CertQueries",
+        ("queries_agree", "answer_two"),
+        "For every d: two heads with rational W1, W2 and the same v answer each query [x] "
+        "alike, and a query [a; b] alike when (a - b)^T W1 b = (a - b)^T W2 b or "
+        "(a - b)^T v = 0 (the answer is b^T v + sigmoid((a - b)^T W b) (a - b)^T v): the "
+        "theorem the exported pairs that agree on a learner's recorded queries apply.",
+        (
+            "thm-4.1/hypothesis/one-query-short",
+            "thm-4.1/hypothesis/design-orthogonal",
+            "thm-5.1/hypothesis/rank-exceeds",
+        ),
+    ),
+    FormalTheorem(
         "formal/thm61-entry-bound",
         "Thm 6.1",
         "Thm61",

@@ -17,8 +17,9 @@ the pair's rationals (its side conditions are checks over Q run by ``vm_compute`
   ``pair_same_function`` (both are 0 on every sequence).
 
 The exporter supplies only the scale c and each FFN's ray a and scales s; a wrong one
-makes the proof fail. The other hypotheses' pairs agree on a finite set of recorded
-queries, or within a tolerance, and are not exported.
+makes the proof fail. The pairs that agree exactly on a learner's recorded queries only
+are exported by :mod:`~verified_attn.formal.export_queries`; those that agree within a
+tolerance, or show a learner's failure, are not exported.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from typing import Any
 from verified_attn.certificates.kernel import as_list, as_matrix, get, rational
 from verified_attn.errors import CertificateError
 from verified_attn.formal.coq_tables import coq_q, mat_table, vec_table
+from verified_attn.formal.export_queries import KINDS as QUERY_KINDS
+from verified_attn.formal.export_queries import queries_file
 
 __all__ = ["KINDS", "MAX_D", "hypothesis_file"]
 
@@ -111,11 +114,14 @@ def _scale(first: dict[str, Any], second: dict[str, Any]) -> Fraction:
 def hypothesis_file(data: Mapping[str, Any]) -> str:
     """The Coq text for a hypothesis ``counterexample`` certificate of :data:`KINDS`."""
     key = (get(data, "theorem"), get(data, "counterexample_kind"))
+    if key in QUERY_KINDS:
+        return queries_file(data)
     if key not in KINDS:
-        covered = ", ".join(f"{t} {k}" for t, k in KINDS)
+        covered = ", ".join(f"{t} {k}" for t, k in (*KINDS, *QUERY_KINDS))
         raise CertificateError(
             f"export to Coq covers the hypothesis pairs {covered} (and the prop-7.1 pairs), "
-            f"not {key[0]!r:.30} {key[1]!r:.40}: the others agree on recorded queries only"
+            f"not {key[0]!r:.30} {key[1]!r:.40}: the others are a learner's failure or agree "
+            "only within a tolerance"
         )
     d = get(data, "d")
     if not isinstance(d, int) or not 1 <= d <= MAX_D:
