@@ -113,3 +113,12 @@ def test_admitted_hypothesis_pair_is_caught() -> None:
     cheat = text.replace(proof[: proof.index("Qed.") + 4], "Admitted.")
     check = compile_exported(cheat)
     assert not check.ok and "pair_same_function" in check.log
+
+
+@needs_coq
+def test_another_runs_second_model_fails() -> None:
+    data = _data("positive-scale")
+    other = va.counterexample("app-b", kind="positive-scale", d=2, seed=2).certificate()
+    assert other["second"]["W"] != data["first"]["W"]
+    data["second"] = other["second"]  # another run's (W, c v): W differs
+    assert not compile_exported(va.export_coq(data)).ok

@@ -103,3 +103,12 @@ def test_changed_v_identical_heads_and_admitted_fail() -> None:
     proof = text[text.index("Proof.", text.index("Theorem pair_same_answers")) :]
     check = compile_exported(text.replace(proof[: proof.index("Qed.") + 4], "Admitted."))
     assert not check.ok and "pair_same_answers" in check.log
+
+
+@needs_coq
+def test_another_runs_queries_fail() -> None:
+    data = _data("thm-4.1", "design-orthogonal", d=3)
+    other = va.counterexample("thm-4.1", kind="design-orthogonal", d=3, seed=2).certificate()
+    assert other["sequences"] != data["sequences"]
+    data["sequences"] = other["sequences"]  # this pair's blind column is not that design's
+    assert not compile_exported(va.export_coq(data)).ok
