@@ -89,7 +89,7 @@ def test_export_refuses_what_it_cannot_state(one: dict[str, Any]) -> None:
     with pytest.raises(CertificateError, match="denominator bound D"):
         va.export_coq(no_d)
     other = copy.deepcopy(one)
-    other["kind"] = "low-rank"
+    other["kind"] = "multi-head"
     with pytest.raises(CertificateError, match="covers"):
         va.export_coq(other)
 

@@ -97,7 +97,7 @@ def test_affine_export_states_the_run(one_text: str) -> None:
     assert _scalar(one_text, "beta_c").group(1) == "(1 # 4)"
     assert "apply (affine_identified run)" in one_text
     assert "Admitted" not in one_text and "admit" not in one_text
-    assert "4\n       recorded queries" in one_text  # d^2 + 2d + 1 = 4 at d = 1
+    assert "\n       4 recorded queries ([0]" in one_text  # d^2 + 2d + 1 = 4 at d = 1
 
 
 def test_affine_export_refuses_a_certificate_without_c(one: dict[str, Any]) -> None:

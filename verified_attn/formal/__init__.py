@@ -31,6 +31,7 @@ from verified_attn.errors import InvalidArgument, VerifiedAttnError
 __all__ = [
     "ALLOWED_AXIOMS",
     "COQ_INSTALL_HINT",
+    "PACKAGED",
     "BuildResult",
     "FormalError",
     "assumptions",
@@ -80,16 +81,24 @@ class BuildResult:
     files: list[str] = field(default_factory=list)
 
 
+#: Where a built wheel puts the Coq sources of ``formal/`` (pyproject.toml maps them there).
+PACKAGED = Path(__file__).resolve().parent / "coq"
+
+
 def formal_dir() -> Path | None:
-    """The ``formal/`` directory: ``$VERIFIED_ATTN_FORMAL_DIR`` or the checkout's, if present.
+    """The Coq sources: ``$VERIFIED_ATTN_FORMAL_DIR`` if set, else the checkout's ``formal/``,
+    else the copy an installed wheel ships (:data:`PACKAGED`); None if none is present.
 
     >>> d = formal_dir()
     >>> d is None or (d / "_CoqProject").is_file()
     True
     """
     env = os.environ.get("VERIFIED_ATTN_FORMAL_DIR")
-    candidate = Path(env) if env else Path(__file__).resolve().parents[2] / "formal"
-    return candidate if (candidate / "_CoqProject").is_file() else None
+    if env:
+        candidates = [Path(env)]
+    else:
+        candidates = [Path(__file__).resolve().parents[2] / "formal", PACKAGED]
+    return next((c for c in candidates if (c / "_CoqProject").is_file()), None)
 
 
 def coqc_path() -> str | None:

@@ -249,6 +249,50 @@ THEOREMS: list[FormalTheorem] = [
         ("thm-5.1/skeleton-identity",),
     ),
     FormalTheorem(
+        "formal/cert-lowrank-identified",
+        "Thm 5.1",
+        "CertLowRank",
+        ("lowrank_identified", "holds_comb"),
+        "For every d, r: if a skeleton run's probes, read as linear equations in W B and "
+        "U_S^T W (with the cross U_S^T (W B) = (U_S^T W) B), have a left inverse, the "
+        "certified W has every recorded measurement u^T W b and W = (W B) X, and the pivot "
+        "block U_S^T W B has an inverse, then every head (W', v') whose columns are spanned "
+        "by W' B and that has the recorded answers to [e_i] and the 2dr - r^2 recorded "
+        "measurements is the certified head (the instance each exported low-rank run proves).",
+        ("thm-5.1/skeleton-identity",),
+    ),
+    FormalTheorem(
+        "formal/cert-hypothesis-pairs",
+        "Thm 4.1, App B, Transformer",
+        "CertHyp",
+        ("hyp_zero_value", "hyp_positive_scale", "hyp_cancelling_neurons"),
+        "For every d (and e, m), on every sequence of every length: two heads with rational "
+        "W and v = 0 give the same output; heads (W, v) and (W, c v) with a rational c > 0 "
+        "give f2 = c f1, hence the same sign; a one-layer Transformer whose FFN neurons lie "
+        "on one ray a (column k of A is s_k a, s_k >= 0) with sum_k w_k s_k = 0 outputs 0, "
+        "whatever W and V (the theorems the exported hypothesis pairs apply).",
+        (
+            "thm-4.1/hypothesis/v-zero",
+            "app-b/hypothesis/positive-scale",
+            "transformer/hypothesis/v-eff-zero",
+        ),
+    ),
+    FormalTheorem(
+        "formal/cert-recorded-queries",
+        "Thm 4.1, Thm 5.1",
+        "CertQueries",
+        ("queries_agree", "answer_two"),
+        "For every d: two heads with rational W1, W2 and the same v answer each query [x] "
+        "alike, and a query [a; b] alike when (a - b)^T W1 b = (a - b)^T W2 b or "
+        "(a - b)^T v = 0 (the answer is b^T v + sigmoid((a - b)^T W b) (a - b)^T v): the "
+        "theorem the exported pairs that agree on a learner's recorded queries apply.",
+        (
+            "thm-4.1/hypothesis/one-query-short",
+            "thm-4.1/hypothesis/design-orthogonal",
+            "thm-5.1/hypothesis/rank-exceeds",
+        ),
+    ),
+    FormalTheorem(
         "formal/thm61-entry-bound",
         "Thm 6.1",
         "Thm61",

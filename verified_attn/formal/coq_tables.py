@@ -33,7 +33,9 @@ __all__ = [
     "ball",
     "bracket_delta",
     "bracket_tactic",
+    "certified_header",
     "coq_q",
+    "enum_tactics",
     "exact_entry",
     "inverse",
     "mat_table",
@@ -173,4 +175,49 @@ def bracket_tactic(br_prec: int) -> str:
     return (
         f"first [left; split; [interval with (i_prec 60)|split; interval with (i_prec {br_prec})]\n"
         f"          | right; split; [interval with (i_prec 60)|split; interval with (i_prec {br_prec})]]"
+    )
+
+
+def enum_tactics(unfold: str) -> list[str]:
+    """The tactics a certified run's proof uses: ``enum`` splits an index below d into its
+    cases, ``data`` unfolds the file's tables (``unfold``) in one probe's goal.
+
+    >>> print(enum_tactics("W_c")[1])
+    Ltac data := cbv beta iota zeta delta [W_c].
+    <BLANKLINE>
+    """
+    return [
+        "Ltac enum k H := destruct k as [|k];\n"
+        "  [idtac | tryif (exfalso; lia) then idtac else enum k H].\n",
+        f"Ltac data := cbv beta iota zeta delta [{unfold}].\n",
+    ]
+
+
+def certified_header(x: dict[str, Any], what: str, head: str, queries: str, instance: str) -> str:
+    """The header of a certified run's file: the certificate, then ``run_identified`` in words.
+
+    ``what`` names the model, ``head`` the certified parameters, ``queries`` the recorded
+    queries and ``instance`` the general theorem the proof instantiates (its file).
+
+    >>> x = {"describe": "d = 1", "sha256": "0" * 8, "D": 4}
+    >>> text = certified_header(x, "head", "(W_c, v_c)", "2 queries", "CertHead.plain_identified")
+    >>> "denominators at most D = 4" in text and "[CertHead.plain_identified]" in text
+    True
+    """
+    module = instance.split(".")[0]
+    return (
+        f"(** * A certified {what}, checked by Coq's kernel.\n\n"
+        f"    Certificate: {x['describe']}; sha256 {x['sha256']}.\n\n"
+        "    Theorem [run_identified] (at the end of this file) states, with the recorded data\n"
+        "    below:\n"
+        f"    1. the certified head {head} answers each of the\n"
+        f"       {queries}\n"
+        "       inside its recorded interval;\n"
+        f"    2. its entries are rationals with denominators at most D = {x['D']};\n"
+        "    3. every head over the reals whose entries are rationals with denominators at most\n"
+        "       D and that answers every recorded query inside its interval is the certified\n"
+        "       head.\n"
+        f"    It instantiates [{instance}] (formal/{module}.v),\n"
+        "    proved for every d; the checks over Q run by computation, each probe's\n"
+        "    inequalities about exp are proved by Coq Interval. *)\n"
     )

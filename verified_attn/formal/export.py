@@ -37,6 +37,8 @@ from verified_attn.formal.coq_tables import (
     ball,
     bracket_delta,
     bracket_tactic,
+    certified_header,
+    enum_tactics,
     exact_entry,
     inverse,
     mat_table,
@@ -45,12 +47,18 @@ from verified_attn.formal.coq_tables import (
     vec_table,
 )
 from verified_attn.formal.export_affine import affine_data, affine_file
+from verified_attn.formal.export_hypothesis import hypothesis_file
+from verified_attn.formal.export_low_rank import low_rank_file
 from verified_attn.formal.export_pair import pair_file
 
 __all__ = ["EXPORTABLE", "export_coq", "single_head_data"]
 
 #: The certificate kinds (and arithmetics) a Coq file can be written for.
-EXPORTABLE = {"single-head": ("certified",), "counterexample": ("exact",)}
+EXPORTABLE = {
+    "single-head": ("certified",),
+    "counterexample": ("exact",),
+    "low-rank": ("exact",),
+}
 #: Largest d exported: the file holds d^2 probes, each closed by two interval calls.
 MAX_D = 16
 _DEN = re.compile(r"denominator <= (\d+)")
@@ -67,8 +75,12 @@ def export_coq(certificate: str | Path | Mapping[str, Any], path: str | Path | N
         raise CertificateError(
             f"export to Coq covers {sorted(EXPORTABLE)} certificates, not {kind!r:.40}"
         )
-    if kind == "counterexample":
+    if kind == "counterexample" and data.get("model_class") is None:
+        text = hypothesis_file(data)
+    elif kind == "counterexample":
         text = pair_file(data)
+    elif kind == "low-rank":
+        text = low_rank_file(data)
     else:
         x = single_head_data(data)
         text = affine_file(x) if x["affine"] else _single_head_file(x)
@@ -158,7 +170,13 @@ def _single_head_file(x: dict[str, Any]) -> str:
     unfold = f"{_TABLES} {proj} probe_value brackets inside sigmoid Q2R Qnum Qden"
     prec = a["prec"]
     parts = [
-        _header(x, d * d + d),
+        certified_header(
+            x,
+            "single head",
+            "(W_c, v_c)",
+            f"{d * d + d} recorded queries ([e_i] and [e_j + t_kj u_k; e_j], i, j, k < {d})",
+            "CertHead.plain_identified",
+        ),
         "From Coq Require Import Reals QArith Lia.\nFrom Interval Require Import Tactic.\n"
         "From VerifiedAttn Require Import Defs CertHead IntervalZ.\nOpen Scope R_scope.\n",
         f"(** The stated denominator bound. *)\nDefinition D : positive := {D}%positive.\n",
@@ -176,32 +194,11 @@ def _single_head_file(x: dict[str, Any]) -> str:
         "Definition run : head_cert := {|\n  cd := " + str(d) + "; cD := D; cU := U; "
         "cUinv := U_inv; ct := t_probe;\n  cW := W_c; cv := v_c; cvlo := v_lo; cvhi := v_hi; "
         "cblo := w_lo; cbhi := w_hi;\n  cmlo := m_lo; cmhi := m_hi; cs := s_probe; cm := m_c |}.\n",
-        "Ltac enum k H := destruct k as [|k];\n"
-        "  [idtac | tryif (exfalso; lia) then idtac else enum k H].\n",
-        f"Ltac data := cbv beta iota zeta delta [{unfold}].\n",
+        *enum_tactics(unfold),
         _theorem(d, prec, a["br_prec"]),
         "Print Assumptions run_identified.\n",
     ]
     return "\n".join(parts)
-
-
-def _header(x: dict[str, Any], n: int) -> str:
-    d = x["d"]
-    return (
-        "(** * A certified single head, checked by Coq's kernel.\n\n"
-        f"    Certificate: {x['describe']}; sha256 {x['sha256']}.\n\n"
-        "    Theorem [run_identified] (at the end of this file) states, with the recorded data\n"
-        "    below:\n"
-        f"    1. the certified head (W_c, v_c) answers each of the {n} recorded queries\n"
-        f"       ([e_i] and [e_j + t_kj u_k; e_j], i, j, k < {d}) inside its recorded interval;\n"
-        f"    2. its entries are rationals with denominators at most D = {x['D']};\n"
-        "    3. every head (W', v') over the reals whose entries are rationals with\n"
-        "       denominators at most D and that answers every recorded query inside its\n"
-        "       interval is (W_c, v_c).\n"
-        "    It instantiates [CertHead.plain_identified] (formal/CertHead.v), proved for every\n"
-        "    d; the checks over Q run by computation, each probe's inequalities about exp\n"
-        "    are proved by Coq Interval. *)\n"
-    )
 
 
 def _theorem(d: int, prec: int, br_prec: int) -> str:

@@ -27,7 +27,9 @@ from verified_attn.formal.coq_tables import (
     ball,
     bracket_delta,
     bracket_tactic,
+    certified_header,
     coq_q,
+    enum_tactics,
     exact_entry,
     inverse,
     mat_table,
@@ -147,7 +149,14 @@ def affine_file(x: dict[str, Any]) -> str:
     d = x["d"]
     unfold = f"{_TABLES} {_PROJ} probe_value brackets inside sigmoid Q2R Qnum Qden"
     parts = [
-        _header(x),
+        certified_header(
+            {**x, "describe": f"{x['describe']}, affine"},
+            "affine single head",
+            "(W_c, c_c, v_c, beta_c)",
+            f"{d * d + 2 * d + 1} recorded queries ([0], [e_i], [tc_k u_k; 0] and\n"
+            f"       [e_j + t_kj u_k; e_j], i, j, k < {d})",
+            "CertAffine.affine_identified",
+        ),
         "From Coq Require Import Reals QArith Lia.\nFrom Interval Require Import Tactic.\n"
         "From VerifiedAttn Require Import Defs CertHead CertAffine IntervalZ.\n"
         "Open Scope R_scope.\n",
@@ -157,33 +166,11 @@ def affine_file(x: dict[str, Any]) -> str:
         "ablo := b_lo; abhi := b_hi;\n  avlo := v_lo; avhi := v_hi; aclo := c_lo; achi := c_hi; "
         "awlo := w_lo; awhi := w_hi;\n  anclo := nc_lo; anchi := nc_hi; anlo := n_lo; "
         "anhi := n_hi;\n  asc := sc_probe; as_ := s_probe; auc := uc_c; am := m_c |}.\n",
-        "Ltac enum k H := destruct k as [|k];\n"
-        "  [idtac | tryif (exfalso; lia) then idtac else enum k H].\n",
-        f"Ltac data := cbv beta iota zeta delta [{unfold}].\n",
+        *enum_tactics(unfold),
         _theorem(d, a["prec"], a["br_prec"]),
         "Print Assumptions run_identified.\n",
     ]
     return "\n".join(parts)
-
-
-def _header(x: dict[str, Any]) -> str:
-    d = x["d"]
-    return (
-        "(** * A certified affine single head, checked by Coq's kernel.\n\n"
-        f"    Certificate: {x['describe']}, affine; sha256 {x['sha256']}.\n\n"
-        "    Theorem [run_identified] (at the end of this file) states, with the recorded data\n"
-        "    below:\n"
-        f"    1. the certified head (W_c, c_c, v_c, beta_c) answers each of the {d * d + 2 * d + 1}\n"
-        f"       recorded queries ([0], [e_i], [tc_k u_k; 0] and [e_j + t_kj u_k; e_j],\n"
-        f"       i, j, k < {d}) inside its recorded interval;\n"
-        f"    2. its entries are rationals with denominators at most D = {x['D']};\n"
-        "    3. every head (W', c', v', beta') over the reals whose entries are rationals with\n"
-        "       denominators at most D and that answers every recorded query inside its\n"
-        "       interval is (W_c, c_c, v_c, beta_c).\n"
-        "    It instantiates [CertAffine.affine_identified] (formal/CertAffine.v), proved for\n"
-        "    every d; the checks over Q run by computation, each probe's inequalities about exp\n"
-        "    are proved by Coq Interval. *)\n"
-    )
 
 
 def _theorem(d: int, prec: int, br_prec: int) -> str:
