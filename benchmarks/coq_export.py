@@ -12,7 +12,7 @@ Targets (issue 38): d = 4 in at most 60 s, d = 8 in at most 300 s. Run::
     /work/venv/bin/python benchmarks/coq_export.py --quick    # d = 2 only
 
 The other exported kinds (exact low-rank runs, hypothesis and Prop 7.1 pairs) are timed
-by ``coq_export_kinds.py`` into ``kind_rows``.
+by ``_coq_export_kinds.py`` into ``kind_rows``.
 
 Exit status 1 if a check fails or Coq is missing; a missed time target is recorded.
 """
@@ -32,7 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import metadata, output_dir, progress, write_json
-from coq_export_kinds import run_kinds
+from _coq_export_kinds import run_kinds
 
 import verified_attn as va
 from verified_attn import formal

@@ -11,7 +11,7 @@ single-head and multi-head learners.
 A bound is ``(worst case, standard deviation)`` of the prediction error at each of
 :data:`PREDICTION_SEQUENCES` sequences the learner did not ask. A result is returned only if
 :data:`PREDICTION_SIGMAS` standard deviations fit within what the agreement rule
-(:func:`~verified_attn.verification.tolerance`, the floor of the predictions themselves)
+(:func:`~verified_attn.agreement.tolerance`, the floor of the predictions themselves)
 allows at every one of them.
 """
 

@@ -24,7 +24,7 @@ The common sections of every certificate (written by
 - ``verification``: ``count``, ``seed``, ``lengths``, ``bias`` and the ``answers`` to the
   fresh sequences that count, seed and lengths determine
   (:func:`verified_attn.verification.fresh_sequences`), re-checked against the claimed
-  model with the one agreement rule (:func:`verified_attn.verification.agree`).
+  model with the one agreement rule (:func:`verified_attn.agreement.agree`).
 """
 
 from __future__ import annotations
@@ -462,7 +462,7 @@ def check_verification(
 
     The fresh sequences are regenerated from the stored count, seed and lengths; every
     stored answer must agree with ``predict(X)`` under
-    :func:`verified_attn.verification.agree` (the learner's rule). ``expected_queries``:
+    :func:`verified_attn.agreement.agree` (the learner's rule). ``expected_queries``:
     the verification count the ``queries`` section states (default: the stored count).
     Returns the summary line.
     """

@@ -38,7 +38,7 @@ What is re-checked, with the core arithmetic only (never the learners' modules):
 not cheaply reproducible, so the checker does **not** re-decode: it rebuilds every learning
 query from the stored float design and checks that the claimed heads reproduce every
 stored learning answer under the one agreement rule
-(:func:`verified_attn.verification.agree`) at the stored rtol.
+(:func:`verified_attn.agreement.agree`) at the stored rtol.
 
 ``method: "orthogonal"``: the bases are full rank and pairwise orthogonal; each live
 subspace's restricted head carries its own single-head certificate, re-checked by

@@ -24,7 +24,7 @@ tolerance (its rtol unless it declares a looser one), two standard deviations of
 first-order prediction error are within what the agreement rule allows on 64 sequences it
 does not ask (:mod:`.prediction_bound`), and it reproduces every learning answer and every
 fresh verification answer under the one agreement rule
-(:func:`verified_attn.verification.agree`) at that rtol; the certificate checker re-checks
+(:func:`verified_attn.agreement.agree`) at that rtol; the certificate checker re-checks
 the answers and recomputes both figures, since the float fit is not cheaply reproducible.
 """
 

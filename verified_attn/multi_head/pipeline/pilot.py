@@ -127,7 +127,7 @@ def _not_reproduced(
 ) -> PrecisionExhausted:
     """The refusal after the fitted heads miss an answer of the box (learning or fresh).
 
-    The relative gap is the agreement rule's (:func:`verified_attn.verification.agree`:
+    The relative gap is the agreement rule's (:func:`verified_attn.agreement.agree`:
     relative to the answer less the bias ``bias``), the rule that failed.
 
     >>> e = ModelClassMismatch("miss", query=np.zeros((3, 2)), observed=0.02, expected=0.0201)

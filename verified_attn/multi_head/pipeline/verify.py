@@ -69,7 +69,7 @@ def _prediction_ratio(
 ) -> tuple[float, float]:
     """The largest ``PREDICTION_SIGMAS`` standard deviations of the prediction error, and the
     largest worst-case bound, over what the agreement rule allows an answer to differ from
-    the prediction (:func:`~verified_attn.verification.tolerance`, with the floor of these
+    the prediction (:func:`~verified_attn.agreement.tolerance`, with the floor of these
     predictions; ``bounds``: per sequence, worst case and standard deviation, from
     :mod:`.prediction_bound`); PrecisionExhausted, naming the sequence, if the first is over
     1. So a result claims of its predictions on sequences it did not ask what it verified on
