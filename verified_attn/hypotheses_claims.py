@@ -61,11 +61,31 @@ def perturb_certificate(data: dict[str, Any]) -> dict[str, Any]:
         out["first"]["c"] = ["0/1"] * len(out["first"]["c"])
     elif rule == "adversary":
         second["W"][0][-1] = _bump(second["W"][0][-1])
+    elif second["class"] == "one-layer-transformer-multi-head":
+        _remove_reason(out)
     elif second["class"] == "one-layer-transformer":
         second["w_o"][0] = _bump(second["w_o"][0])
     else:
         second["v"][0] = _bump(second["v"][0])
     return out
+
+
+def _remove_reason(out: dict[str, Any]) -> None:
+    """A multi-head Transformer pair with its reason removed (so it is two maps): the
+    extra neuron switched on, the constant not moved into b, the killed head's value
+    made visible to the FFN (in both models), or the colliding heads' W made distinct."""
+    first, second, kind = out["first"], out["second"], out["counterexample_kind"]
+    if kind == "dead-neuron":
+        second["a"][-1] = "1/1"
+    elif kind == "always-on-neuron":
+        second["b"] = first["b"]
+    elif kind == "killed-head":
+        for model in (first, second):
+            model["heads"][-1]["V"][0][0] = _bump(model["heads"][-1]["V"][0][0])
+    elif kind == "colliding-heads":
+        first["heads"][-1]["W"][0][0] = _bump(first["heads"][-1]["W"][0][0])
+    else:
+        second["w_o"][0] = _bump(second["w_o"][0])
 
 
 def _claim(h: Hypothesis) -> Claim:
