@@ -34,6 +34,11 @@ _REFS = {
     "transformer": "one-layer reduction",
     "prop-7.1": "Prop 7.1",
 }
+#: Where a kind's reference is not its theorem's (the multi-head Transformer's pairs).
+_KIND_REFS = dict.fromkeys(
+    ("dead-neuron", "always-on-neuron", "killed-head", "colliding-heads"),
+    "ours (docs/transformer.md, Several heads before the FFN)",
+)
 #: The dimension each claim is checked at (small: the checks are exact).
 CLAIM_D = {"tolerance": 2, "nuclear-below-constant": 4}
 
@@ -124,9 +129,9 @@ def _claim(h: Hypothesis) -> Claim:
         )
         if cx.failure:
             detail += f"; failure: {cx.failure[:160]}"
-        return ClaimResult(h.claim_id, _REFS[h.theorem], _statement(h), ok, detail)
+        return ClaimResult(h.claim_id, _KIND_REFS.get(h.kind, _REFS[h.theorem]), _statement(h), ok, detail)
 
-    return Claim(h.claim_id, _REFS[h.theorem], _statement(h), check, level=LEVEL_INSTANCES)
+    return Claim(h.claim_id, _KIND_REFS.get(h.kind, _REFS[h.theorem]), _statement(h), check, level=LEVEL_INSTANCES)
 
 
 def _statement(h: Hypothesis) -> str:
