@@ -359,6 +359,23 @@ def test_multi_head_transformer_rules_refuse_tampering(built, kind) -> None:
         verify_certificate(bad)
 
 
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda m: m["heads"][1]["V"][0].append("1/1"), r"heads\[1\]\.V"),  # e differs
+        (lambda m: m["heads"][0].update(c=["1/1"]), r"heads\[0\]\.c"),  # c of length 1
+        (lambda m: m.update(heads={"W": [["1/1"]]}), r"\.heads"),  # not a list
+        (lambda m: m["a"].pop(), r"\.a"),  # a shorter than w_o
+        (lambda m: m.update(b="1/0"), r"\.b"),  # not a rational
+    ],
+)
+def test_multi_head_transformer_reader_names_the_bad_entry(built, edit, message) -> None:
+    bad = json.loads(json.dumps(built[("transformer", "killed-head")].certificate()))
+    edit(bad["first"])
+    with pytest.raises(CertificateError, match=message):
+        verify_certificate(bad)
+
+
 def _bump_str(q: str) -> str:
     return str(Fraction(q) + 1)
 
