@@ -94,6 +94,8 @@ def _remove_reason(out: dict[str, Any]) -> None:
 
 
 def _claim(h: Hypothesis) -> Claim:
+    ref = _KIND_REFS.get(h.kind, _REFS[h.theorem])
+
     def check(seed: int) -> ClaimResult:
         from verified_attn.certificates import verify_certificate
 
@@ -129,9 +131,9 @@ def _claim(h: Hypothesis) -> Claim:
         )
         if cx.failure:
             detail += f"; failure: {cx.failure[:160]}"
-        return ClaimResult(h.claim_id, _KIND_REFS.get(h.kind, _REFS[h.theorem]), _statement(h), ok, detail)
+        return ClaimResult(h.claim_id, ref, _statement(h), ok, detail)
 
-    return Claim(h.claim_id, _KIND_REFS.get(h.kind, _REFS[h.theorem]), _statement(h), check, level=LEVEL_INSTANCES)
+    return Claim(h.claim_id, ref, _statement(h), check, level=LEVEL_INSTANCES)
 
 
 def _statement(h: Hypothesis) -> str:
