@@ -18,8 +18,10 @@ import pytest
 
 import verified_attn as va
 from verified_attn.certificates import verify_certificate
+from verified_attn.certificates.pairs_models import read_model
 from verified_attn.cli import main
 from verified_attn.errors import CertificateError, InvalidArgument
+from verified_attn.ffn_heads import MultiHeadTransformer
 from verified_attn.hypotheses import HYPOTHESES, hypotheses_markdown
 from verified_attn.hypotheses_claims import CLAIM_D, perturb_certificate
 
@@ -36,6 +38,10 @@ REQUIRED = {
     ("app-b", "positive-scale"),
     ("transformer", "v-eff-zero"),
     ("transformer", "ffn-bias"),
+    ("transformer", "dead-neuron"),
+    ("transformer", "always-on-neuron"),
+    ("transformer", "killed-head"),
+    ("transformer", "colliding-heads"),
     ("prop-7.1", "permutation"),
     ("prop-7.1", "shared-score-split"),
     ("prop-7.1", "dead-head"),
@@ -161,6 +167,8 @@ def _params(model) -> dict:
         return {"W": model.W, "V": model.V, "A": model.A, "w_o": model.w_o}
     if isinstance(model, va.MultiHeadAttention):
         return {"heads": model.heads}
+    if isinstance(model, MultiHeadTransformer):
+        return {"heads": model.heads, "A": model.A, "w_o": model.w_o, "a": model.a, "b": model.b}
     return {k: np.asarray(v).tolist() for k, v in model.parameters().items()}
 
 
@@ -178,8 +186,41 @@ def _head_value(W, v, X) -> mpmath.mpf:
     return sum(wi * sum(x[i] * v[i] for i in range(d)) for wi, x in zip(w, X, strict=True)) / sum(w)
 
 
+def _pooled(W, c, X) -> list:
+    """sum_i alpha_i x_i with alpha = softmax(X (W x_N + c))."""
+    d = len(X[0])
+    s = [
+        sum(x[i] * (sum(W[i][j] * X[-1][j] for j in range(d)) + c[i]) for i in range(d)) for x in X
+    ]
+    top = max(s)
+    w = [mpmath.exp(si - top) for si in s]
+    return [sum(wi * x[i] for wi, x in zip(w, X, strict=True)) / sum(w) for i in range(d)]
+
+
+def _transformer_value(model, X) -> mpmath.mpf:
+    """T(X) = w_o^T ReLU(A^T sum_h V_h^T pooled_h + a) + b, from the exact parameters."""
+
+    def rows(M) -> list:
+        return [[_mp(x) for x in M.row(i)] for i in range(M.rows)]
+
+    A, e = rows(model.A), model.e
+    h = [mpmath.mpf(0)] * e
+    for head in model.heads:
+        W, V = rows(head[0]), rows(head[1])
+        c = [_mp(x) for x in head[2]] if len(head) == 3 else [0] * model.d
+        p = _pooled(W, c, X)
+        h = [h[t] + sum(V[i][t] * p[i] for i in range(model.d)) for t in range(e)]
+    out = _mp(model.b)
+    for k in range(model.m):
+        z = sum(A[t][k] * h[t] for t in range(e)) + _mp(model.a[k])
+        out += _mp(model.w_o[k]) * max(z, 0)
+    return out
+
+
 def _value(model, X) -> mpmath.mpf:
     X = [[_mp(x) for x in row] for row in X]
+    if isinstance(model, MultiHeadTransformer):
+        return _transformer_value(model, X)
     if isinstance(model, va.SingleHeadAttention):
         W = [[_mp(x) for x in model.W.row(i)] for i in range(model.d)]
         return _head_value(W, [_mp(x) for x in model.v], X)
@@ -241,6 +282,117 @@ def test_high_precision_check_can_fail(built) -> None:
     X = [[e[t] + U[t][k] for t in range(cx.d)], e]
     with mpmath.workdps(80):
         assert abs(_value(cx.first, X) - _value(cx.second, X)) > mpmath.mpf(10) ** -10
+
+
+MULTI_HEAD_KINDS = ["dead-neuron", "always-on-neuron", "killed-head", "colliding-heads"]
+
+
+def _read(raw: dict, d: int) -> MultiHeadTransformer:
+    return read_model(raw, "model", d)[2]
+
+
+@pytest.mark.parametrize("kind", MULTI_HEAD_KINDS)
+def test_multi_head_transformer_without_its_reason_is_told_apart(built, kind) -> None:
+    """The perturbation removes the reason (extra neuron on, constant not in b, the killed
+    head's value seen, the colliding heads' W apart): the checker refuses it, and the
+    independent evaluator finds the two models differ (so the agreement of the real pair
+    above is not the evaluator agreeing with itself)."""
+    data = built[("transformer", kind)].certificate()
+    bad = perturb_certificate(data)
+    with pytest.raises(CertificateError, match=_RULE[kind]):
+        verify_certificate(bad)
+    first, second = _read(bad["first"], 3), _read(bad["second"], 3)
+    with mpmath.workdps(80):
+        gaps = [abs(_value(first, X) - _value(second, X)) for X in _random_sequences(3, 12, 7)]
+    assert max(gaps) > mpmath.mpf(10) ** -10
+
+
+_RULE = {
+    "dead-neuron": "never-active-neuron",
+    "always-on-neuron": "always-on-neuron",
+    "killed-head": "killed-head",
+    "colliding-heads": "colliding-heads",
+}
+
+
+def test_multi_head_transformer_json_round_trip() -> None:
+    """The reader gives back the model the writer was given: every parameter (score
+    biases c, hidden biases a, output bias b included) shows in the exact values."""
+    from verified_attn.counterexample import model_dict
+    from verified_attn.transformer.multi_head_hypotheses import random_multi_head_transformer
+
+    T = random_multi_head_transformer(2, 3, 4, 1)
+    heads = [(W, V, [Fraction(h + 1, 2), Fraction(-1, 3)]) for h, (W, V) in enumerate(T.heads)]
+    affine = MultiHeadTransformer(heads, T.A, T.w_o, a=T.a, b=T.b)
+    for model in (T, affine):
+        raw = json.loads(json.dumps(model_dict(model)))
+        back = _read(raw, 2)
+        assert raw["class"] == "one-layer-transformer-multi-head"
+        assert _params(back) == _params(model)
+        for X in _random_sequences(2, 6, 3):
+            exact = model.evaluate(X, "exact")
+            assert back.evaluate(X, "exact") == exact
+            with mpmath.workdps(40):  # the independent evaluator is the same map
+                assert abs(_value(model, X) - mpmath.mpf(str(exact.evalf(50)))) < 1e-30
+    assert _params(T) != _params(affine)
+
+
+@pytest.mark.parametrize("kind", MULTI_HEAD_KINDS)
+def test_multi_head_transformer_rules_refuse_tampering(built, kind) -> None:
+    base = built[("transformer", kind)].certificate()
+    for other in set(_RULE.values()) - {_RULE[kind]}:  # another reason: it does not hold
+        bad = json.loads(json.dumps(base))
+        bad["proof"]["rule"] = other
+        with pytest.raises(CertificateError, match=other):
+            verify_certificate(bad)
+    bad = json.loads(json.dumps(base))
+    bad["sequences"] = bad["proof"]["checked"]
+    with pytest.raises(CertificateError, match="sequences must be null"):
+        verify_certificate(bad)
+    bad = json.loads(json.dumps(base))
+    bad["second"]["heads"] = bad["second"]["heads"] * 3  # more heads than the reader takes
+    with pytest.raises(CertificateError, match="heads"):
+        verify_certificate(bad)
+    bad = json.loads(json.dumps(base))
+    bad["second"]["b"] = _bump_str(bad["second"]["b"])  # the map itself moved
+    with pytest.raises(CertificateError):
+        verify_certificate(bad)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda m: m["heads"][1]["V"][0].append("1/1"), r"heads\[1\]\.V"),  # e differs
+        (lambda m: m["heads"][0].update(c=["1/1"]), r"heads\[0\]\.c"),  # c of length 1
+        (lambda m: m.update(heads={"W": [["1/1"]]}), r"\.heads"),  # not a list
+        (lambda m: m["a"].pop(), r"\.a"),  # a shorter than w_o
+        (lambda m: m.update(b="1/0"), r"\.b"),  # not a rational
+    ],
+)
+def test_multi_head_transformer_reader_names_the_bad_entry(built, edit, message) -> None:
+    bad = json.loads(json.dumps(built[("transformer", "killed-head")].certificate()))
+    edit(bad["first"])
+    with pytest.raises(CertificateError, match=message):
+        verify_certificate(bad)
+
+
+def _bump_str(q: str) -> str:
+    return str(Fraction(q) + 1)
+
+
+def test_multi_head_transformer_evaluation_is_bounded(built) -> None:
+    """Exact evaluation sums over length^H token choices: a long spot check through four
+    heads is refused before any work, not left to run."""
+    bad = json.loads(json.dumps(built[("transformer", "colliding-heads")].certificate()))
+    bad["first"]["heads"] = bad["first"]["heads"] * 2  # four heads: summed V doubled ...
+    bad["second"]["heads"][0]["V"] = [
+        [str(2 * Fraction(x)) for x in row] for row in bad["second"]["heads"][0]["V"]
+    ]  # ... and so is second's: the structure holds
+    bad["proof"]["checked"] = [[["1/1", "0/1", "0/1"]] * 16]
+    with pytest.raises(CertificateError, match="too large"):
+        verify_certificate(bad)
+    bad["proof"]["checked"] = [[["1/1", "0/1", "0/1"]] * 4]
+    assert verify_certificate(bad).ok
 
 
 def test_ffn_bias_witness_independently() -> None:

@@ -33,7 +33,7 @@ from typing import Any
 from verified_attn.errors import CertificateError, InvalidArgument
 from verified_attn.serialize import dump_rational, write_certificate
 
-__all__ = ["RELATIONS", "Counterexample", "Proof", "model_dict"]
+__all__ = ["RELATIONS", "Counterexample", "Proof", "model_dict", "multi_head_transformer_dict"]
 
 RELATIONS = ("equal", "within", "same-sign")
 
@@ -213,23 +213,51 @@ def _q_list(xs: Any) -> list[str]:
     return [dump_rational(Fraction(int(x.p), int(x.q))) for x in xs]
 
 
+def _rows(M: Any) -> list[list[str]]:
+    return [_q_list(M.row(i)) for i in range(M.rows)]
+
+
 def model_dict(model: Any) -> dict[str, Any]:
     """A package model's exact parameters as JSON ("p/q" strings), with its class."""
+    from verified_attn.ffn_heads import MultiHeadTransformer
     from verified_attn.models import OneLayerTransformer, SingleHeadAttention
-
-    def rows(M: Any) -> list[list[str]]:
-        return [_q_list(M.row(i)) for i in range(M.rows)]
 
     if isinstance(model, SingleHeadAttention):
         if model.affine:
             raise InvalidArgument("counterexample certificates hold the paper's model (no c, beta)")
-        return {"class": "single-head", "W": rows(model.W), "v": _q_list(model.v)}
+        return {"class": "single-head", "W": _rows(model.W), "v": _q_list(model.v)}
     if isinstance(model, OneLayerTransformer):
         return {
             "class": "one-layer-transformer",
-            "W": rows(model.W),
-            "V": rows(model.V),
-            "A": rows(model.A),
+            "W": _rows(model.W),
+            "V": _rows(model.V),
+            "A": _rows(model.A),
             "w_o": _q_list(model.w_o),
         }
+    if isinstance(model, MultiHeadTransformer):
+        return multi_head_transformer_dict(model)
     raise InvalidArgument(f"no counterexample form for {type(model).__name__}")
+
+
+def multi_head_transformer_dict(model: Any) -> dict[str, Any]:
+    """A :class:`~verified_attn.ffn_heads.MultiHeadTransformer` as JSON: per head W, V and
+    c (null without a score bias), then A, w_o, the hidden biases a and the output bias b,
+    every entry an exact "p/q" string.
+
+    >>> from verified_attn.ffn_heads import MultiHeadTransformer
+    >>> T = MultiHeadTransformer([([[1]], [[1, 0]], [2])], [[1], [3]], [-1], a=[0], b=5)
+    >>> multi_head_transformer_dict(T)["heads"], multi_head_transformer_dict(T)["b"]
+    ([{'W': [['1/1']], 'V': [['1/1', '0/1']], 'c': ['2/1']}], '5/1')
+    """
+    heads = [
+        {"W": _rows(h[0]), "V": _rows(h[1]), "c": _q_list(h[2]) if model.affine else None}
+        for h in model.heads
+    ]
+    return {
+        "class": model.model_class,
+        "heads": heads,
+        "A": _rows(model.A),
+        "w_o": _q_list(model.w_o),
+        "a": _q_list(model.a),
+        "b": dump_rational(Fraction(int(model.b.p), int(model.b.q))),
+    }

@@ -71,6 +71,7 @@ _LR = "verified_attn.low_rank.hypotheses"
 _NO = "verified_attn.noisy.hypotheses"
 _TR = "verified_attn.transformer.hypotheses"
 _MH = "verified_attn.multi_head.hypotheses"
+_TM = "verified_attn.transformer.multi_head_counterexamples"
 
 HYPOTHESES: tuple[Hypothesis, ...] = (
     Hypothesis(
@@ -161,6 +162,41 @@ HYPOTHESES: tuple[Hypothesis, ...] = (
         f"{_TR}:ffn_bias",
     ),
     Hypothesis(
+        "transformer",
+        "dead-neuron",
+        "multi-head Transformers are identified only in canonical form: no never-active neuron",
+        "a neuron with zero input weights and a negative bias is never active: two "
+        "multi-head Transformers, one with it (any output weight) and one without, are "
+        "equal on every sequence",
+        f"{_TM}:dead_neuron",
+    ),
+    Hypothesis(
+        "transformer",
+        "always-on-neuron",
+        "multi-head Transformers are identified only in canonical form: no always-on neuron",
+        "a neuron with zero input weights and bias a_k > 0 is always active and adds the "
+        "constant w_k a_k: with it, or with w_k a_k added to b instead, two multi-head "
+        "Transformers are equal on every sequence",
+        f"{_TM}:always_on_neuron",
+    ),
+    Hypothesis(
+        "transformer",
+        "killed-head",
+        "multi-head Transformers are identified only in canonical form: every head has V_h A != 0",
+        "a head whose values the FFN annihilates (V_h A = 0) adds nothing: two multi-head "
+        "Transformers differing only in its W_h are equal on every sequence",
+        f"{_TM}:killed_head",
+    ),
+    Hypothesis(
+        "transformer",
+        "colliding-heads",
+        "multi-head Transformers are identified only in canonical form: heads have "
+        "pairwise distinct (W_h, c_h)",
+        "two heads with one W share one softmax, so only V_1 + V_2 is seen: the two heads "
+        "and one head with V_1 + V_2 are equal on every sequence",
+        f"{_TM}:colliding_heads",
+    ),
+    Hypothesis(
         "prop-7.1",
         "permutation",
         "(positive) multi-head parameters are identified only up to head order",
@@ -208,7 +244,7 @@ def hypotheses(theorem: str | None = None) -> list[Hypothesis]:
     """Every registered hypothesis (of one theorem, if given), in registry order.
 
     >>> [h.kind for h in hypotheses("transformer")]
-    ['v-eff-zero', 'ffn-bias']
+    ['v-eff-zero', 'ffn-bias', 'dead-neuron', 'always-on-neuron', 'killed-head', 'colliding-heads']
     """
     if theorem is None:
         return list(HYPOTHESES)

@@ -50,7 +50,11 @@ What is re-checked, with the core models (:mod:`verified_attn.models`), the core
      the nuclear-norm minimiser;
    - ``not-odd-linear`` (a failure): for the stored biased FFN g, the antisymmetrised
      length-1 map D(x) = g(x) - g(-x) is computed exactly at x and 2x and must violate
-     D(2x) = 2 D(x), which every single-head regressor satisfies (D(x) = 2 x^T v).
+     D(2x) = 2 D(x), which every single-head regressor satisfies (D(x) = 2 x^T v);
+   - ``never-active-neuron``, ``always-on-neuron``, ``killed-head``, ``colliding-heads``
+     (multi-head Transformers): the pair differs only in constant neurons, heads with
+     V_h A = 0, or how heads sharing (W, c) split their V
+     (:mod:`verified_attn.certificates.pairs_heads`), and is equal at ``proof.checked``.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ from verified_attn.certificates.pairs_bounds import (
     rule_nuclear_gap,
     rule_paper_design,
 )
+from verified_attn.certificates.pairs_heads import RULES as HEAD_RULES
 from verified_attn.certificates.pairs_models import (
     MAX_D,
     MAX_LENGTH,
@@ -358,4 +363,5 @@ _RULES = {
     "paper-design": rule_paper_design,
     "adversary": rule_adversary,
     "not-odd-linear": _rule_not_odd_linear,
+    **HEAD_RULES,
 }

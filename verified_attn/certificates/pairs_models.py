@@ -19,12 +19,16 @@ import flint
 from verified_attn.arithmetic import fmpq_matrix, get_arithmetic
 from verified_attn.certificates import kernel
 from verified_attn.errors import CertificateError, VerifiedAttnError
+from verified_attn.ffn_heads import MultiHeadTransformer
 from verified_attn.models import OneLayerTransformer, SingleHeadAttention, as_rational_sequence
 
 __all__ = [
     "MAX_D",
+    "MAX_HEADS",
     "MAX_LENGTH",
     "MAX_SEQUENCES",
+    "MAX_TERMS",
+    "MULTI_HEAD_TRANSFORMER",
     "PRECISION",
     "RELATIONS",
     "Matrix",
@@ -36,6 +40,7 @@ __all__ = [
     "exact_value",
     "mat",
     "need",
+    "read_heads_ffn",
     "read_model",
     "read_sequence",
     "sequence_key",
@@ -49,6 +54,11 @@ MAX_LENGTH = 16
 #: Ball precision (bits) of the "within" and "same-sign" decisions.
 PRECISION = 256
 RELATIONS = ("equal", "within", "same-sign")
+#: The class of a multi-head one-layer Transformer, its most heads, and the most token
+#: choices (length^H) its exact evaluation of one sequence may sum over.
+MULTI_HEAD_TRANSFORMER = "one-layer-transformer-multi-head"
+MAX_HEADS = 4
+MAX_TERMS = 4096
 
 Matrix = list[list[Fraction]]
 
@@ -84,6 +94,10 @@ def read_model(raw: Any, path: str, d: int) -> tuple[str, dict[str, Any], Any]:
             p["A"] = mat(kernel.get(raw, "A"), f"{path}.A", len(p["V"][0]))
             p["w_o"] = vec(kernel.get(raw, "w_o"), f"{path}.w_o", len(p["A"][0]))
             return cls, p, OneLayerTransformer(p["W"], p["V"], p["A"], p["w_o"])
+        if cls == MULTI_HEAD_TRANSFORMER:
+            p = read_heads_ffn(raw, path, d)
+            heads = [(W, V) if c is None else (W, V, c) for W, V, c in p["heads"]]
+            return cls, p, MultiHeadTransformer(heads, p["A"], p["w_o"], a=p["a"], b=p["b"])
         if cls == "relu-ffn-biased":
             p = {"A": mat(kernel.get(raw, "A"), f"{path}.A", d)}
             m = len(p["A"][0])
@@ -95,6 +109,42 @@ def read_model(raw: Any, path: str, d: int) -> tuple[str, dict[str, Any], Any]:
     raise CertificateError(f"{path}.class {cls!r:.40} is not a class this checker reads")
 
 
+def read_heads_ffn(raw: Any, path: str, d: int) -> dict[str, Any]:
+    """A multi-head Transformer's exact parameters: ``heads`` as (W, V, c or None) with a
+    common e, then A (e x m), w_o, a (length m) and b.
+
+    >>> raw = {"heads": [{"W": [["1"]], "V": [["2"]], "c": None}], "A": [["1", "-1"]],
+    ...        "w_o": ["1", "1"], "a": ["0", "0"], "b": "3"}
+    >>> p = read_heads_ffn(raw, "first", 1)
+    >>> p["heads"][0][1], p["b"]
+    ([[Fraction(2, 1)]], Fraction(3, 1))
+    """
+    entries = kernel.as_list(kernel.get(raw, "heads"), f"{path}.heads")
+    if not 1 <= len(entries) <= MAX_HEADS:
+        raise CertificateError(f"{path}.heads must have 1..{MAX_HEADS} heads, got {len(entries)}")
+    heads: list[tuple[Matrix, Matrix, list[Fraction] | None]] = []
+    for h, e in enumerate(entries):
+        at = f"{path}.heads[{h}]"
+        V = mat(kernel.get(e, "V"), f"{at}.V", d, len(heads[0][1][0]) if heads else None)
+        c = kernel.get(e, "c")
+        heads.append(
+            (
+                mat(kernel.get(e, "W"), f"{at}.W", d, d),
+                V,
+                None if c is None else vec(c, f"{at}.c", d),
+            )
+        )
+    A = mat(kernel.get(raw, "A"), f"{path}.A", len(heads[0][1][0]))
+    m = len(A[0])
+    return {
+        "heads": heads,
+        "A": A,
+        "w_o": vec(kernel.get(raw, "w_o"), f"{path}.w_o", m),
+        "a": vec(kernel.get(raw, "a"), f"{path}.a", m),
+        "b": kernel.rational(kernel.get(raw, "b"), f"{path}.b"),
+    }
+
+
 def read_sequence(raw: Any, path: str, d: int) -> list[list[Fraction]]:
     rows = kernel.as_list(raw, path)
     if not 1 <= len(rows) <= MAX_LENGTH:
@@ -102,13 +152,26 @@ def read_sequence(raw: Any, path: str, d: int) -> list[list[Fraction]]:
     return [vec(r, f"{path}[{t}]", d) for t, r in enumerate(rows)]
 
 
+def _affordable(model: Any, X: list[list[Fraction]]) -> None:
+    """A multi-head Transformer's exact ReLU decision sums over one token per head: at
+    most :data:`MAX_TERMS` such choices per sequence, refused before any work."""
+    H = getattr(model, "H", 1)
+    if len(X) ** H > MAX_TERMS:
+        raise CertificateError(
+            f"a sequence of {len(X)} tokens through {H} heads is {len(X)}^{H} > {MAX_TERMS} "
+            "terms: too large to evaluate"
+        )
+
+
 def exact_value(model: Any, X: list[list[Fraction]]) -> Any:
+    _affordable(model, X)
     arith = get_arithmetic("exact")
     with arith.context():
         return model.evaluate_rational(as_rational_sequence(X, model.d), arith)
 
 
 def ball_value(model: Any, X: list[list[Fraction]]) -> flint.arb:
+    _affordable(model, X)
     arith = get_arithmetic("certified", PRECISION)
     with arith.context():
         return model.evaluate_rational(as_rational_sequence(X, model.d), arith)

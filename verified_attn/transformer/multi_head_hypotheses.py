@@ -17,6 +17,10 @@ reason they are one function on every sequence:
   adds nothing to any pre-activation; its W_h is free.
 - ``colliding_heads``: two heads with one W (and c) have one softmax on every sequence, so
   only the sum of their V is seen; the canonical form merges them.
+
+Each is registered as the counterexample ``transformer/hypothesis/<kind>`` (with
+``dead-neuron`` for the never-active neuron) by
+:mod:`verified_attn.transformer.multi_head_counterexamples`.
 """
 
 from __future__ import annotations
