@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import output_dir
+from _common import output_dir, progress
 
 from verified_attn.precision import bits
 
@@ -176,7 +176,7 @@ def recompute(data: dict[str, Any], goal: float | None = None) -> dict[str, Any]
     for row in data["runs"]:
         add_bits(row)
     cells = _cells(data["runs"])
-    for cell in data["summary"]:
+    for cell in progress(data["summary"], "cells"):
         cell.update(bits_columns(cells[(cell["kind"], cell["dtype"], cell["d"], cell["H"])]))
     data["precision"] = precision_rows(data["runs"], goal)
     return data

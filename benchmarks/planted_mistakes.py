@@ -239,7 +239,7 @@ MISTAKES = [
     Mistake(
         "float-rule-10x",
         "verification",
-        "verification.py",
+        "agreement.py",
         "    return gap <= tolerance(arith, a, bias=bias, floor=floor), gap / size",
         "    return gap <= 10 * tolerance(arith, a, bias=bias, floor=floor), gap / size",
         "the float rule accepts 10x its tolerance",
@@ -247,7 +247,7 @@ MISTAKES = [
     Mistake(
         "bias-in-float64",
         "verification",
-        "verification.py",
+        "agreement.py",
         "    return BIAS_ULPS * 2 * unit * abs(float(bias))",
         "    return BIAS_ULPS * 2 * 2.0**-53 * abs(float(bias))",
         "the bias allowance uses float64's unit roundoff for every box",
