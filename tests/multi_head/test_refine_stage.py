@@ -56,9 +56,10 @@ def test_golden_refine_counts() -> None:
     assert follow_up_query_bound(8, 6) == 1525
     assert refine_count(8, 6, False, 1141, 3117, unit=2.0**-53) == 383
     assert refine_count(8, 6, False, 1195, 3117, unit=2.0**-53) == 329
-    # Never past the run's bound; none under P / 2 = 216 sequences; none for float32.
+    # Never past the run's bound; none under P / 8 = 54 sequences; none for float32.
     assert refine_count(8, 1, False, 175, 254, unit=2.0**-53) == 79
-    assert refine_count(8, 6, False, 1400, 3117, unit=2.0**-53) == 0
+    assert refine_count(8, 6, False, 1470, 3117, unit=2.0**-53) == 54
+    assert refine_count(8, 6, False, 1471, 3117, unit=2.0**-53) == 0
     assert refine_count(8, 6, False, 1141, 3117, unit=2.0**-24) == 0
     # Another stream than the polish's: other sequences, the same lengths.
     ours, polish = refine_sequences(4, 3, 0), polish_sequences(4, 3, 0)
