@@ -149,3 +149,30 @@ def test_the_refined_certificate_rechecks_and_tampering_is_rejected(refined: Any
     )
     with pytest.raises(CertificateError):
         va.verify_certificate(bad)
+
+
+@pytest.mark.parametrize("affine", [False, True])
+def test_the_operator_is_the_column_scaled_jacobian(affine: bool) -> None:
+    from verified_attn.multi_head.pipeline.refine import _jacobian_operator
+    from verified_attn.multi_head.sequence_fit import _jacobian
+
+    rng = np.random.default_rng(1)
+    d, H = 3, 2
+    heads = [
+        tuple([rng.normal(0, 0.5, (d, d)), rng.normal(0, 1, d)] + [rng.normal(0, 1, d)] * affine)
+        for _ in range(H)
+    ]
+    rows = compress(polish_sequences(d, 20, 0), [0.0] * 20)
+    J = _jacobian(heads, rows, affine)[1]
+    op, D = _jacobian_operator(heads, rows, affine)
+    assert np.allclose(D, np.linalg.norm(J, axis=0), rtol=1e-14, atol=0)
+    x, r = rng.normal(size=J.shape[1]), rng.normal(size=J.shape[0])
+    assert np.allclose(op.matvec(x), (J / D) @ x, rtol=0, atol=1e-13)
+    assert np.allclose(op.rmatvec(r), (J / D).T @ r, rtol=0, atol=1e-13)
+    # The wrong variant: W_h's entries read transposed (x_N a^T for a x_N^T) is caught.
+    per = d * d + (2 * d if affine else d)
+    wrong = x.copy()
+    for h in range(H):
+        block = wrong[h * per : h * per + d * d]
+        block[:] = block.reshape(d, d).T.ravel()
+    assert not np.allclose(op.matvec(wrong), (J / D) @ x, rtol=0, atol=1e-3)

@@ -148,50 +148,40 @@ def _jacobian_operator(
     heads: Sequence[Head], rows: SequenceRows, affine: bool
 ) -> tuple[LinearOperator, np.ndarray]:
     """The Jacobian of the answers in the packed parameters, column-scaled (``J D^-1``), as
-    an operator that never holds it, and the column norms D."""
+    an operator that never holds it, and the column norms D. Per row and head it is
+    ``d f / d W_h = a x_N^T`` (a = ``sum_l p_l (v^T x_l - f_h) x_l``), ``d f / d v_h = sum_l
+    p_l x_l`` (and ``d f / d c_h = a``, ``d f / d beta = 1``): the heads' a and p-means are
+    kept side by side, (n, H d), so each product is one matrix product."""
     n, d = len(rows), rows.queries.shape[1]
-    Q = rows.queries
-    XA, PM = [], []
-    for hd in heads:
-        _, p, xa = _head_terms(hd, rows, affine)
-        XA.append(xa)
-        PM.append(np.einsum("nl,nld->nd", p, rows.tokens))
-    norms = []
-    for xa, pm in zip(XA, PM, strict=True):
-        norms.append(np.sqrt(np.einsum("ni,nj->ij", xa**2, Q**2)).ravel())
-        norms.append(np.sqrt(np.sum(pm**2, axis=0)))
-        if affine:
-            norms.append(np.sqrt(np.sum(xa**2, axis=0)))
+    H, Q = len(heads), rows.queries
+    terms = [_head_terms(hd, rows, affine) for hd in heads]
+    XA = np.hstack([xa for _, _, xa in terms])  # (n, H d)
+    PM = np.hstack([np.einsum("nl,nld->nd", p, rows.tokens) for _, p, _ in terms])
+    cols = [np.sqrt((XA**2).T @ Q**2).reshape(H, d * d), np.sqrt(np.sum(PM**2, 0)).reshape(H, d)]
     if affine:
-        norms.append(np.array([math.sqrt(n)]))
-    D = np.concatenate(norms)
+        cols.append(np.sqrt(np.sum(XA**2, 0)).reshape(H, d))
+    D = np.concatenate([np.hstack(cols).ravel(), [math.sqrt(n)] if affine else []])
     D[D == 0] = 1.0
     per = d * d + (2 * d if affine else d)
 
     def matvec(x: np.ndarray) -> np.ndarray:
         x = np.ravel(x) / D
-        out = np.full(n, x[-1] if affine else 0.0)
-        for h, (xa, pm) in enumerate(zip(XA, PM, strict=True)):
-            block = x[h * per : (h + 1) * per]
-            out += np.einsum("ni,ni->n", xa, Q @ block[: d * d].reshape(d, d).T)
-            out += pm @ block[d * d : d * d + d]
-            if affine:
-                out += xa @ block[d * d + d :]
+        blocks = x[: H * per].reshape(H, per)
+        W = blocks[:, : d * d].reshape(H, d, d)
+        out = np.einsum("nk,nk->n", XA, Q @ W.transpose(2, 0, 1).reshape(d, H * d))
+        out += PM @ blocks[:, d * d : d * d + d].ravel()
+        if affine:
+            out += XA @ blocks[:, d * d + d :].ravel() + x[-1]
         return out
 
     def rmatvec(r: np.ndarray) -> np.ndarray:
         r = np.ravel(r)
-        parts = []
-        for xa, pm in zip(XA, PM, strict=True):
-            parts += [(xa.T @ (r[:, None] * Q)).ravel(), pm.T @ r]
-            if affine:
-                parts.append(xa.T @ r)
+        parts = [((XA * r[:, None]).T @ Q).reshape(H, d * d), (PM.T @ r).reshape(H, d)]
         if affine:
-            parts.append(np.array([r.sum()]))
-        return np.concatenate(parts) / D
+            parts.append((XA.T @ r).reshape(H, d))
+        return np.concatenate([np.hstack(parts).ravel(), [r.sum()] if affine else []]) / D
 
-    P = len(D)
-    return LinearOperator((n, P), matvec=matvec, rmatvec=rmatvec, dtype=np.float64), D
+    return LinearOperator((n, len(D)), matvec=matvec, rmatvec=rmatvec, dtype=np.float64), D
 
 
 def gauss_newton(
