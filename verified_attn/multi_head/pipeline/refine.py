@@ -1,4 +1,4 @@
-"""Stage 9, the refinement: Gauss-Newton on every answer with residuals in extended precision.
+"""The refinement, after the polish: Gauss-Newton on every answer, residuals in extended precision.
 
 >>> import numpy as np
 >>> from verified_attn.multi_head.sequence_fit import compress, polish_sequences
@@ -14,7 +14,7 @@ True
 Measured on random float64 boxes (d = 8, H = 6): the learner's heads sit at the
 least-squares floor of its own answers (the box's rounding through the design's Jacobian,
 column-scaled condition number 1e3 - 3e3): a Gauss-Newton step from them with exact
-residuals moves no entry by more than that floor (2^-44.6 to 2^-46.9 relative). The floor
+residuals lands on that floor (2^-44.6 to 2^-46.9 relative), no better. The floor
 falls only with better-conditioned answers: ``R = 4Hd^2 - 2H - (queries asked)`` random
 sequences of :func:`~.sequence_fit.polish_sequences` (another stream), which the
 follow-up's count leaves, bring the condition number to 30 - 60 and the floor to 2^-50.5 to
@@ -218,7 +218,7 @@ def gauss_newton(
 
 
 def refine_stage(st: FloatState, learning: int) -> None:
-    """Stage 9: after ``learning`` queries, the :func:`refine_count` random sequences (phase
+    """The refinement: after ``learning`` queries, the :func:`refine_count` random sequences (phase
     ``refinement``) and :func:`gauss_newton` on every learning answer. The stated parameter
     error stays the earlier fit's first-order estimate (of u-groups: the larger of it and
     the same figure at the refined heads, what the certificate checker recomputes)."""
