@@ -33,6 +33,11 @@ from verified_attn.multi_head.sequence_fit import compress, model_values, polish
 from verified_attn.serialize import dump_number, load_number
 
 TARGET = 2.0**-51  # the relative parameter error of the anchor (d = 8, H = 6)
+#: The figures below were measured with an 80-bit long double (x86-64); where long double is
+#: a double the residuals are float64 and these tests do not apply.
+EXTENDED = pytest.mark.skipif(
+    np.finfo(np.longdouble).nmant < 63, reason="long double is float64 on this platform"
+)
 LENGTHS = tuple(range(1, 17))
 
 
@@ -67,6 +72,7 @@ def test_golden_refine_counts() -> None:
     assert not any(np.array_equal(a, b) for a, b in zip(ours, polish, strict=True))
 
 
+@EXTENDED
 @pytest.mark.parametrize("seed", [0, 1])
 def test_extended_residuals_beat_float64_ones_on_a_correctly_rounded_box(seed: int) -> None:
     # Answers rounded once from extended precision (the box's rounding at most half a unit):
@@ -113,6 +119,7 @@ def refined() -> list[tuple[Any, Any, list[Any]]]:
     return out
 
 
+@EXTENDED
 def test_refined_heads_meet_the_anchor_and_the_stage_off_does_not(refined: Any) -> None:
     for rec, off, truth in refined:
         assert _mp_error(rec.parameters["heads"], truth) <= TARGET
