@@ -30,6 +30,7 @@ STAGES: list[tuple[str, str, str, str]] = [
     ("decoding", "decode_stage", "decode", "W_h, v_h (c_h)"),
     ("conditioning", "conditioning_stage", "conditioning", "failing groups again"),
     ("polish", "polish_stage", "polish", "error figures"),
+    ("refinement", "refine_stage", "refine", "sequences, GN"),
     ("verification", "verify_stage", "verify", "every answer"),
     ("result", "result_stage", "result", "certificate"),
 ]
@@ -44,8 +45,8 @@ def draw(out: Path = OUT) -> Path:
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
     matplotlib.rcParams["svg.hashsalt"] = "verified-attn"  # the same file on every run
-    per_row, w, h, gap = 6, 1.55, 0.78, 0.45
-    fig, ax = plt.subplots(figsize=(11.5, 3.6))
+    per_row, w, h, gap = -(-len(STAGES) // 2), 1.55, 0.78, 0.45
+    fig, ax = plt.subplots(figsize=(11.5 * per_row / 6, 3.6))
     centres = []
     for i, (label, _, module, adds) in enumerate(STAGES):
         row, col = divmod(i, per_row)

@@ -67,6 +67,8 @@ PHASES: dict[str, str] = {
     "conditioned direction",
     "polish": "multi-head (float): random sequences for a final fit of every parameter on "
     "every answer",
+    "refinement": "multi-head (float64): random sequences up to the follow-up's count for a "
+    "Gauss-Newton refinement on residuals in extended precision",
     "head-count": "multi-head (float, max_heads): Loewner probes counting the heads (and "
     "noise probes measuring the rounding floor)",
     "diagnosis": "after a failed decoding: probes testing whether there are more heads than "

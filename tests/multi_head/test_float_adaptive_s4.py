@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from refine_pin import before_refine
 
 import verified_attn as va
 from verified_attn.errors import (
@@ -85,8 +86,9 @@ def _fresh_error(rec: va.Recovery, model: Any, d: int, seed: int) -> float:
 def test_random_box_keeps_the_design_scale_at_no_cost() -> None:
     # d = 8, H = 6: the pilot's 8 pairs x 13 queries are the design's own; nothing discarded.
     rec = learn_multi_head(va.Oracle(random_float_box(8, 6, 0), "float"), heads=6, seed=0)
-    assert rec.queries == float_query_bound(8, 6) == 1141
-    assert {k: v for k, v in rec.queries_by_phase.items() if k != "verify"} == {
+    assert before_refine(rec, 8, 6) == float_query_bound(8, 6) == 1141
+    assert rec.queries_by_phase["refinement"] == 383  # to one under the follow-up's 1525
+    assert {k: v for k, v in rec.queries_by_phase.items() if k not in ("verify", "refinement")} == {
         # 10 columns (2 redundant): 8 x 10 grid pairs + 7 links = 87 pairs, 8 in the pilot.
         "F(0)": 10,
         "pilot": 8 * 13,
@@ -108,7 +110,7 @@ def test_module_scale_box_is_learned_only_with_the_pilot(monkeypatch: pytest.Mon
     # The precision polish too (ceil(288 / 8) = 36 sequences): the decoded estimate was
     # above PRECISION_TARGET.
     polish = precision_polish_count(8, 4, False)
-    assert rec.queries == float_query_bound(8, 4) + 8 * 9 + polish == 755
+    assert before_refine(rec, 8, 4) == float_query_bound(8, 4) + 8 * 9 + polish == 755
     assert rec.queries_by_phase["pilot"] == 2 * 8 * 9
     assert rec.queries <= rec.bound == float_query_limit(8, 4) < follow_up_query_bound(8, 4)
     assert "u scale 11.31" in rec.notes[0]
@@ -227,7 +229,7 @@ def test_a_stalled_group_is_asked_again_and_certified(monkeypatch: pytest.Monkey
     rec = learn_multi_head(va.Oracle(model, "float"), heads=5, seed=0)
     assert len(calls) == 2
     polish = precision_polish_count(8, 5, False)  # asked: the decoded estimate > target
-    assert rec.queries == float_query_bound(8, 5) + 9 * 11 + polish == 933
+    assert before_refine(rec, 8, 5) == float_query_bound(8, 5) + 9 * 11 + polish == 933
     assert rec.queries_by_phase["conditioning"] == 9 * 11
     assert rec.queries <= rec.bound == float_query_limit(8, 5) < follow_up_query_bound(8, 5)
     assert _fresh_error(rec, model, 8, 0) <= rec.verification.rtol

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from refine_pin import before_refine
 
 import verified_attn as va
 from verified_attn.errors import (
@@ -148,7 +149,8 @@ def test_second_solution_is_decided_by_one_tie_link(monkeypatch: pytest.MonkeyPa
     # The one extra query, in its own phase, within the float path's worst case.
     assert rec.queries_by_phase["tie links"] == 1
     # Learning queries: the design, the link and the precision polish (ceil(432 / 8)).
-    assert rec.queries == float_query_bound(8, 6) + 1 + precision_polish_count(8, 6, False)
+    polish = precision_polish_count(8, 6, False)
+    assert before_refine(rec, 8, 6) == float_query_bound(8, 6) + 1 + polish
     assert _error(rec, model) <= min(_estimate(rec), 1e-10)
     # The tie link's answer is in the certificate, which re-checks without the oracle.
     assert va.verify_certificate(rec.certificate()).ok

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 import pytest
+from refine_pin import before_refine
 
 # The prediction error on fresh sequences, as the pilot's tests measure it (same directory).
 from test_float_adaptive_s4 import _fresh_error
@@ -180,7 +181,7 @@ def test_a_box_the_old_window_refuses_is_learned(monkeypatch: pytest.MonkeyPatch
     model = random_float_box(8, 7, 0)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=7, seed=0)
     polish = precision_polish_count(8, 7, False)  # asked: the decoded estimate > target
-    assert rec.queries == float_query_bound(8, 7) + polish == 1073 + 63
+    assert before_refine(rec, 8, 7) == float_query_bound(8, 7) + polish == 1073 + 63
     assert rec.verified and _fresh_error(rec, model, 8, 0) <= 1e-9
     monkeypatch.setattr("verified_attn.multi_head.pipeline.design._LOG2_WINDOW", 6.0)
     monkeypatch.setattr("verified_attn.multi_head.pipeline.design._MAX_LENGTH", 65)

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from refine_pin import before_refine
 from test_float_extraction_s3 import _box, _error, _model
 
 import verified_attn as va
@@ -70,7 +71,8 @@ def polished() -> tuple[Any, list[tuple[np.ndarray, ...]]]:
 
 def test_a_box_above_the_target_is_polished_to_its_heads(polished: Any) -> None:
     rec, truth = polished
-    assert rec.queries == 175  # golden: 8 F(0), 32 pilot (one round discarded), 126, 9
+    # golden: 8 F(0), 32 pilot (one round discarded), 126, 9; then the refinement's 79
+    assert before_refine(rec, 8, 1) == 175 and rec.queries == 254
     assert rec.queries_by_phase["polish"] == 9
     assert "9 polish" in rec.notes[0]
     assert "9 of them on random sequences" in rec.notes[1]
@@ -85,6 +87,8 @@ def test_without_the_precision_polish_the_same_box_is_off_by_more(
     # heads stand, 1e-9 off.
     monkeypatch.setattr("verified_attn.multi_head.pipeline.budget.PRECISION_TARGET", float("inf"))
     monkeypatch.setattr("verified_attn.multi_head.pipeline.budget.PRECISION_REQUIRED", float("inf"))
+    # ... and no refinement (its own sequences would refit the heads).
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.refine.refine_count", lambda *a, **k: 0)
     model, truth = _learned_box(8, 1, 13)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=1, seed=13)
     assert "polish" not in rec.queries_by_phase and rec.queries == 166
@@ -96,13 +100,13 @@ def test_without_the_precision_polish_the_same_box_is_off_by_more(
 def test_a_box_under_the_target_asks_nothing_more(monkeypatch: pytest.MonkeyPatch) -> None:
     model, truth = _learned_box(8, 2, 0)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=2, seed=0)
-    assert rec.queries == 363 and "polish" not in rec.queries_by_phase
+    assert before_refine(rec, 8, 2) == 363 and "polish" not in rec.queries_by_phase
     assert rec.parameter_error_estimate <= PRECISION_TARGET
     assert _error(rec, truth) <= 1e-13
     # The wrong variant: target 0, every result polished (18 more queries).
     monkeypatch.setattr("verified_attn.multi_head.pipeline.budget.PRECISION_TARGET", 0.0)
     again = learn_multi_head(va.Oracle(model, "float"), heads=2, seed=0)
-    assert again.queries == 363 + 18 and again.queries_by_phase["polish"] == 18
+    assert before_refine(again, 8, 2) == 363 + 18 and again.queries_by_phase["polish"] == 18
 
 
 def test_the_polish_stays_within_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,7 +117,8 @@ def test_the_polish_stays_within_the_bound(monkeypatch: pytest.MonkeyPatch) -> N
     )
     model, _ = _learned_box(8, 1, 13)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=1, seed=13)
-    assert "polish" not in rec.queries_by_phase and rec.queries == 166 <= rec.bound
+    assert "polish" not in rec.queries_by_phase and before_refine(rec, 8, 1) == 166
+    assert rec.queries <= rec.bound
     assert rec.certificate()["result"]["parameter_error_estimate_kind"] == "joint"
 
 
@@ -151,7 +156,8 @@ def test_the_polished_certificate_rechecks_and_tampering_is_rejected(polished: A
     assert len(data["answers"]["polish"]) == 9
     summary = " ".join(va.verify_certificate(data).summary)
     assert "9 polish" in summary
-    assert "sequence polish on all 159 answers, 9 on random sequences" in summary
+    # 159 answers and the refinement's 79
+    assert "sequence polish on all 238 answers, 9 on random sequences" in summary
     # A count the rule does not give: rejected.
     bad = copy.deepcopy(data)
     bad["answers"]["polish"] = bad["answers"]["polish"][:-1]
@@ -161,7 +167,10 @@ def test_the_polished_certificate_rechecks_and_tampering_is_rejected(polished: A
     bad = copy.deepcopy(data)
     bad["answers"]["polish"] = []
     bad["queries"]["by_phase"].pop("polish")
-    bad["queries"]["learning"] -= 9
+    # (and the refinement's, whose count follows from the queries before it)
+    del bad["answers"]["refinement"]
+    bad["queries"]["by_phase"].pop("refinement")
+    bad["queries"]["learning"] -= 9 + 79
     with pytest.raises(CertificateError, match="must be 'joint'"):
         va.verify_certificate(bad)
     # A polish answer moved: the claimed heads no longer reproduce it.

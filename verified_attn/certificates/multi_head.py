@@ -60,7 +60,11 @@ from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.common_checks import check_phases, passed
 from verified_attn.certificates.float_figures import check_error_figures, max_gap
 from verified_attn.certificates.multi_head_decode import compare_exact, redecode
-from verified_attn.certificates.multi_head_float import float_fit, float_phases
+from verified_attn.certificates.multi_head_float import (
+    float_fit,
+    float_phases,
+    float_refine_count,
+)
 from verified_attn.certificates.multi_head_float_bounds import claimed_arrays
 from verified_attn.certificates.multi_head_orthogonal import verify_orthogonal
 from verified_attn.certificates.multi_head_parts import (
@@ -153,13 +157,20 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
         phases = {"F(0)": ncols, "F(k)": npairs * 2 * H0}
     if ties:
         phases["tie links"] = len(ties)
-    learning = sum(phases.values())
     # The float worst case includes the adaptive phases (the learner's own formula).
     bound = (
         float_query_limit(d, H0, affine=affine, unit=unit)
         if arith.name == "float"
         else _limit(d, H0, affine)
     )
+    refine = (
+        float_refine_count(data, (d, H0, affine), sum(phases.values()), bound, unit)
+        if arith.name == "float"
+        else 0
+    )
+    if refine:
+        phases["refinement"] = refine
+    learning = sum(phases.values())
     q = kernel.check_counts(data, learning=learning, bound=bound, phases=phases)
     if learning > bound:  # the float adaptive phases are held to the worst case
         raise CertificateError(f"{learning} learning queries exceed the bound {bound}")
@@ -169,11 +180,12 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
         f"queries: {learning} learning (F(0) {ncols}, F(k) {npairs} pairs x {2 * H0}, "
         f"{len(ties)} tie links"
         + (f", {phases['polish']} polish" if "polish" in phases else "")
+        + (f", {refine} refinement" if refine else "")
         + f") <= bound {bound}; {q['verification']} verification",
     ]
     claimed, beta = claimed_heads(data, head, affine, H0)
     if arith.name == "float":
-        lines.append(float_fit(data, head, affine, H0, ncols, npairs, ties, claimed, beta))
+        lines.append(float_fit(data, head, affine, H0, ncols, npairs, ties, claimed, beta, refine))
     else:
         decoded, decoded_beta = redecode(data, head, affine, heads_given, H0, ncols, npairs, ties)
         compare_exact(claimed, beta, decoded, decoded_beta, affine)

@@ -49,11 +49,12 @@ from verified_attn.multi_head.canonical_float import (
     polish_figures,
     precision_polish_count,
 )
+from verified_attn.multi_head.pipeline.refine import refine_count, refine_sequences
 from verified_attn.multi_head.prediction_bound import PREDICTION_SEQUENCES, PREDICTION_SIGMAS
 from verified_attn.multi_head.sequence_fit import SequenceRows, compress, polish_sequences
 from verified_attn.verification import agree, float_floor
 
-__all__ = ["float_fit", "float_phases", "float_polish_count"]
+__all__ = ["float_fit", "float_phases", "float_polish_count", "float_refine_count"]
 
 
 def float_fit(
@@ -66,8 +67,10 @@ def float_fit(
     ties: list[dict[str, Any]],
     claimed: list[tuple[list[Any], ...]],
     beta: Any,
+    refine: int = 0,
 ) -> str:
-    """Every learning query rebuilt from the float design; the claim must reproduce them."""
+    """Every learning query rebuilt from the float design (and the ``refine`` sequences of
+    the refinement, :func:`float_refine_count`); the claim must reproduce them."""
     arith = head.arith
     U, B = read_design(data, head, ncols)
     Ua, Ba = np.array(U, dtype=np.float64), np.array(B, dtype=np.float64)
@@ -83,6 +86,11 @@ def float_fit(
         observed += kernel.numbers(
             kernel.get(data, "answers.polish"), "answers.polish", arith, polish
         )
+    if refine:
+        observed += kernel.numbers(
+            kernel.get(data, "answers.refinement"), "answers.refinement", arith, refine
+        )
+    if polish or refine:
         seed = kernel.as_int(kernel.get(data, "seed"), "seed", low=0)
 
     def rebuilt() -> Iterator[np.ndarray]:
@@ -94,6 +102,8 @@ def float_fit(
         yield from (float_sequence(Ua[t["k"]], (Ba[0] + Ba[t["j"]]) / 2, 1) for t in ties)
         if polish:
             yield from polish_sequences(Ua.shape[0], polish, seed)
+        if refine:
+            yield from refine_sequences(Ua.shape[0], refine, seed)
 
     model = heads_model(claimed, beta, affine)
     bias = float(beta) if affine else 0.0
@@ -139,6 +149,25 @@ def float_polish_count(data: dict[str, Any], d: int, H0: int, affine: bool, unit
         raise CertificateError(
             f"answers.polish has {len(raw)} answers; the precision polish asks {allowed} "
             "random sequences or none"
+        )
+    return len(raw)
+
+
+def float_refine_count(
+    data: dict[str, Any], sizes: tuple[int, int, bool], asked: int, bound: int, unit: float
+) -> int:
+    """How many random sequences the refinement asked after the ``asked`` learning queries
+    of the other phases: :func:`~verified_attn.multi_head.pipeline.refine.refine_count` or
+    none (the stage switched off), as ``answers.refinement`` holds."""
+    d, H0, affine = sizes
+    raw = kernel.get(data, "answers").get("refinement", [])
+    if not isinstance(raw, list):
+        raise CertificateError("answers.refine must be a list")
+    allowed = refine_count(d, H0, affine, asked, bound, unit=unit)
+    if len(raw) not in (0, allowed):
+        raise CertificateError(
+            f"answers.refinement has {len(raw)} answers; after {asked} learning queries the "
+            f"refinement asks {allowed} random sequences or none"
         )
     return len(raw)
 

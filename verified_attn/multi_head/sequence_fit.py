@@ -103,19 +103,19 @@ class SequenceFit:
 
 
 def polish_sequences(
-    d: int, count: int, seed: int, *, norm: float = POLISH_TOKEN_NORM
+    d: int, count: int, seed: int, *, norm: float = POLISH_TOKEN_NORM, stream: int = 0x706F
 ) -> list[np.ndarray]:
     """``count`` seeded random sequences for the polish, lengths 2..16 in turn.
 
     Entries are Gaussian with the token norm ``norm d^(1/4)`` on average, rounded to
-    multiples of 1/64 (exact dyadic floats). The generator ``default_rng([seed, 0x706F])``
+    multiples of 1/64 (exact dyadic floats). The generator ``default_rng([seed, stream])``
     is not the verification's (:func:`~verified_attn.verification.fresh_sequences`), so the
-    fresh sequences stay unasked.
+    fresh sequences stay unasked; another ``stream`` gives other sequences (the refinement's).
 
     >>> [X.shape for X in polish_sequences(3, 3, seed=1)]
     [(2, 3), (3, 3), (4, 3)]
     """
-    rng = np.random.default_rng([seed, 0x706F])
+    rng = np.random.default_rng([seed, stream])
     sd = norm * d**0.25 / math.sqrt(d)
     out = []
     for i in range(count):

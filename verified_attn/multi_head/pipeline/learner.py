@@ -22,6 +22,7 @@ from verified_attn.multi_head.pipeline.design import design_stage, float_design,
 from verified_attn.multi_head.pipeline.fits import fit_stage
 from verified_attn.multi_head.pipeline.pilot import pilot_stage
 from verified_attn.multi_head.pipeline.polish import polish_stage
+from verified_attn.multi_head.pipeline.refine import refine_stage
 from verified_attn.multi_head.pipeline.repairs import restart_stage
 from verified_attn.multi_head.pipeline.result import result_stage
 from verified_attn.multi_head.pipeline.state import DEFAULT_OPTIONS, FloatState, Options
@@ -57,6 +58,7 @@ def learn_float(
         conditioning_stage(st)
         try:
             polish_stage(st, run.counts.learning)
+            refine_stage(st, run.counts.learning)
             verify_stage(st)
         except (ModelClassMismatch, PrecisionExhausted) as exc:
             named = _named_ambiguity(st, exc)

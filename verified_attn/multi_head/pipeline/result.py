@@ -123,6 +123,12 @@ def _certificate_data(
                     if answers["polish"]
                     else {}
                 ),
+                # The refinement's answers, on refine_sequences(d, ., seed).
+                **(
+                    {"refinement": [dump_number(float(a)) for a in answers["refine"]]}
+                    if answers["refine"]
+                    else {}
+                ),
             },
             "result": {
                 "exact": False,
@@ -175,7 +181,8 @@ def _notes(st: FloatState, counts: QueryCounts) -> list[str]:
         f"({phase('pilot', 0)} pilot, {len(st.discarded)} rescaling rounds of {d} pairs "
         f"discarded, u scale {st.scale:.4g}; {phase('conditioning', 0)} conditioning, "
         f"{len(st.replaced)} u-groups asked again{restarts}; {phase('redundancy', 0)} "
-        f"redundant, {phase('tie links', 0)} tie links, {polished} polish), <= {st.bound} "
+        f"redundant, {phase('tie links', 0)} tie links, {polished} polish, "
+        f"{phase('refinement', 0)} refinement), <= {st.bound} "
         "(without ties, rescaling or a precision polish "
         f"{float_query_bound(d, H, affine=st.affine, unit=st.unit)}; the follow-up's "
         f"4Hd^2 - 2H + 1 = {follow_up_query_bound(d, H)}{past}); float64 decoding, every "
@@ -208,6 +215,7 @@ def result_stage(st: FloatState, counts: QueryCounts) -> MultiHeadRecovery:
         "conditioning": st.replaced,
         "restarts": {"groups": st.restarted, "rank": st.rank},
         "polish": st.polish_ans.tolist(),
+        "refine": st.refine_ans.tolist(),
     }
     prediction = {
         "sequences": PREDICTION_SEQUENCES,

@@ -1,7 +1,7 @@
 """The float learner's typed state, passed from stage to stage, and its stage switches.
 
 >>> Options().pilot, Options(pilot=False).pilot, len(SWITCHES)
-(True, False, 9)
+(True, False, 10)
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ class Options:
     conditioning: bool = True  # failing u-groups asked again at a better-conditioned u
     joint_polish: bool = True  # small boxes: a dense fit of every parameter on every answer
     precision_polish: bool = True  # a float64 box's polish on random sequences
+    refine: bool = True  # Gauss-Newton on extended-precision residuals, with new sequences
     # Where each stage counts the runs it changed (the ablation's record; None: not counted).
     fired: dict[str, int] | None = field(default=None, compare=False, repr=False)
 
@@ -106,6 +107,8 @@ class FloatState:
     kind: str = ""
     polish_seqs: list[np.ndarray] = field(default_factory=list)
     polish_ans: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    refine_seqs: list[np.ndarray] = field(default_factory=list)
+    refine_ans: np.ndarray = field(default_factory=lambda: np.zeros(0))
     candidate: MultiHeadAttention | None = None
     checked: Verification | None = None
 

@@ -421,7 +421,10 @@ def verify_stage(st: FloatState) -> None:
             st.B,
             st.H,
             st.affine,
-            (st.polish_seqs, st.polish_ans),
+            (
+                [*st.polish_seqs, *st.refine_seqs],
+                np.concatenate([st.polish_ans, st.refine_ans]),
+            ),
         )
         where = "a fresh sequence"
         if st.verify:

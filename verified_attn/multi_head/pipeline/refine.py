@@ -1,0 +1,249 @@
+"""The refinement, after the polish: Gauss-Newton on every answer, residuals in extended precision.
+
+>>> import numpy as np
+>>> from verified_attn.multi_head.sequence_fit import compress, polish_sequences
+>>> rng = np.random.default_rng(0)
+>>> heads = [(rng.normal(0, 0.5, (2, 2)), rng.normal(0, 1, 2)) for _ in range(2)]
+>>> seqs = polish_sequences(2, 30, seed=0)
+>>> rows = compress(seqs, extended_values(heads, 0.0, compress(seqs, [0.0] * 30), False))
+>>> start = [(W + 1e-9, v - 1e-9) for W, v in heads]
+>>> got, _ = gauss_newton(start, 0.0, rows, False)
+>>> max(float(np.abs(a[0] - b[0]).max()) for a, b in zip(got, heads)) < 1e-14
+True
+
+Measured on random float64 boxes (d = 8, H = 6): the learner's heads sit at the
+least-squares floor of its own answers (the box's rounding through the design's Jacobian,
+column-scaled condition number 1e3 - 3e3): a Gauss-Newton step from them with exact
+residuals lands on that floor (2^-44.6 to 2^-46.9 relative), no better. The floor
+falls only with better-conditioned answers: ``R = 4Hd^2 - 2H - (queries asked)`` random
+sequences of :func:`~.sequence_fit.polish_sequences` (another stream), which the
+follow-up's count leaves, bring the condition number to 30 - 60 and the floor to 2^-50.5 to
+2^-51.8. So the stage asks them (phase ``refinement``) when ``R >= P / 8`` (P the canonical
+parameters) and then takes at most :data:`STEPS` Gauss-Newton steps on every answer:
+
+* the residual ``y - f(theta)`` in ``np.longdouble`` (64-bit significand on x86-64; the
+  answers are float64 numbers, so what is left is the box's rounding); a float64 residual
+  carries the learner's own rounding, as large as the box's;
+* the Jacobian in float64, applied matrix-free (per head, the rank-one rows
+  ``(sum_l p_l (v^T x_l - f_h) x_l) x_N^T`` and ``sum_l p_l x_l``: memory ``O(n H d)``,
+  never ``P x P``), column-scaled, solved by ``scipy.sparse.linalg.lsqr``.
+
+A step is kept only if the extended residual's norm falls (never worse than the start).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.sparse.linalg import LinearOperator, lsqr
+
+from verified_attn.multi_head.canonical_bounds import follow_up_query_bound, parameter_count
+from verified_attn.multi_head.pipeline.budget import _within_parameter_tolerance
+from verified_attn.multi_head.pipeline.design import coarse
+from verified_attn.multi_head.pipeline.state import FloatState
+from verified_attn.multi_head.pipeline.verify import _design_answers, heads_error_estimate
+from verified_attn.multi_head.sequence_fit import (
+    SequenceRows,
+    _head_terms,
+    compress,
+    pack_parameters,
+    polish_sequences,
+    unpack_parameters,
+)
+
+__all__ = [
+    "STEPS",
+    "extended_values",
+    "gauss_newton",
+    "refine_count",
+    "refine_sequences",
+    "refine_stage",
+]
+
+#: Gauss-Newton steps at most (measured: the first reaches the floor, the second moves no
+#: entry by more than 2^-53 relative).
+STEPS = 2
+#: A step under this fraction of the largest parameter ends the steps: the residuals are at
+#: the rounding level, so Gauss-Newton converges quadratically and the next step would be
+#: about its square, under the unit roundoff.
+_SMALL_STEP = 2.0**-26
+#: lsqr's stopping tolerances (measured, d = 8, H = 6 seeds 0-3: 1e-12, 1e-8 and 1e-6 give
+#: the same heads to the bit, in 590, 400 and 290 iterations).
+_LSQR_TOL = 1e-8
+#: The refinement asks its sequences when they are at least this fraction of the parameters
+#: (the precision polish's ratio; measured, random d = 4, H = 3 seed 1: 13 sequences for 60
+#: parameters take it from 2^-44.4 to 2^-49.2).
+MIN_SEQUENCES_PER_PARAMETER = 1 / 8
+_STREAM = 0x7266  # the refinement's generator stream (the polish's is 0x706F)
+#: np.longdouble with at least this many significand bits computes the residuals; with
+#: fewer (a platform whose long double is a double) the residuals are float64.
+_EXTENDED_BITS = 63
+
+Head = tuple[np.ndarray, ...]
+
+
+def refine_count(d: int, H: int, affine: bool, asked: int, bound: int, *, unit: float) -> int:
+    """The refinement's random sequences after ``asked`` learning queries: the run stays
+    under the follow-up's count ``4Hd^2 - 2H + 1`` (and within its own ``bound``) by one
+    query, when what that leaves is at least P / 8; 0 for a coarse box (its polish already
+    fits on 2P sequences).
+
+    >>> refine_count(8, 6, False, 1141, 2000, unit=2.0**-53)
+    383
+    >>> refine_count(8, 6, False, 1500, 2000, unit=2.0**-53), refine_count(8, 6, False, 1141, 1200, unit=2.0**-53)
+    (0, 59)
+    """
+    if coarse(unit):
+        return 0
+    left = min(follow_up_query_bound(d, H) - 1, bound) - asked
+    if left < MIN_SEQUENCES_PER_PARAMETER * parameter_count(d, H, affine):
+        return 0
+    return left
+
+
+def refine_sequences(d: int, count: int, seed: int) -> list[np.ndarray]:
+    """The refinement's ``count`` sequences: :func:`~.sequence_fit.polish_sequences` from
+    another generator stream (not the polish's, not the verification's).
+
+    >>> [X.shape for X in refine_sequences(3, 2, seed=0)]
+    [(2, 3), (3, 3)]
+    """
+    return polish_sequences(d, count, seed, stream=_STREAM)
+
+
+def _extended() -> type[np.floating]:
+    """np.longdouble if it is wider than float64 here, else float64."""
+    return np.longdouble if np.finfo(np.longdouble).nmant >= _EXTENDED_BITS else np.float64
+
+
+def extended_values(
+    heads: Sequence[Head], beta: float, rows: SequenceRows, affine: bool
+) -> np.ndarray:
+    """The heads' answers on ``rows`` in extended precision (np.longdouble when it is
+    wider than float64), shape (n,).
+
+    >>> rows = compress([np.array([[1.0], [0.0]])], [0.0])  # equal scores: (2 + 0) / 2
+    >>> float(extended_values([(np.array([[1.0]]), np.array([2.0]))], 0.0, rows, False)[0])
+    1.0
+    """
+    ext = _extended()
+    tokens = rows.tokens.astype(ext)
+    queries = rows.queries.astype(ext)
+    logc = rows.log_counts.astype(ext)
+    out = np.full(len(rows), beta if affine else 0.0, dtype=ext)
+    for hd in heads:
+        shift = queries @ hd[0].astype(ext).T
+        if affine:
+            shift = shift + hd[2].astype(ext)
+        z = np.einsum("nld,nd->nl", tokens, shift) + logc
+        p = np.exp(z - z.max(axis=1, keepdims=True))
+        vals = tokens @ hd[1].astype(ext)
+        out += np.einsum("nl,nl->n", p, vals) / p.sum(axis=1)
+    return out
+
+
+def _jacobian_operator(
+    heads: Sequence[Head], rows: SequenceRows, affine: bool
+) -> tuple[LinearOperator, np.ndarray]:
+    """The Jacobian of the answers in the packed parameters, column-scaled (``J D^-1``), as
+    an operator that never holds it, and the column norms D. Per row and head it is
+    ``d f / d W_h = a x_N^T`` (a = ``sum_l p_l (v^T x_l - f_h) x_l``), ``d f / d v_h = sum_l
+    p_l x_l`` (and ``d f / d c_h = a``, ``d f / d beta = 1``): the heads' a and p-means are
+    kept side by side, (n, H d), so each product is one matrix product."""
+    n, d = len(rows), rows.queries.shape[1]
+    H, Q = len(heads), rows.queries
+    terms = [_head_terms(hd, rows, affine) for hd in heads]
+    XA = np.hstack([xa for _, _, xa in terms])  # (n, H d)
+    PM = np.hstack([np.einsum("nl,nld->nd", p, rows.tokens) for _, p, _ in terms])
+    cols = [np.sqrt((XA**2).T @ Q**2).reshape(H, d * d), np.sqrt(np.sum(PM**2, 0)).reshape(H, d)]
+    if affine:
+        cols.append(np.sqrt(np.sum(XA**2, 0)).reshape(H, d))
+    D = np.concatenate([np.hstack(cols).ravel(), [math.sqrt(n)] if affine else []])
+    D[D == 0] = 1.0
+    per = d * d + (2 * d if affine else d)
+
+    def matvec(x: np.ndarray) -> np.ndarray:
+        x = np.ravel(x) / D
+        blocks = x[: H * per].reshape(H, per)
+        W = blocks[:, : d * d].reshape(H, d, d)
+        out = np.einsum("nk,nk->n", XA, Q @ W.transpose(2, 0, 1).reshape(d, H * d))
+        out += PM @ blocks[:, d * d : d * d + d].ravel()
+        if affine:
+            out += XA @ blocks[:, d * d + d :].ravel() + x[-1]
+        return out
+
+    def rmatvec(r: np.ndarray) -> np.ndarray:
+        r = np.ravel(r)
+        parts = [((XA * r[:, None]).T @ Q).reshape(H, d * d), (PM.T @ r).reshape(H, d)]
+        if affine:
+            parts.append((XA.T @ r).reshape(H, d))
+        return np.concatenate([np.hstack(parts).ravel(), [r.sum()] if affine else []]) / D
+
+    return LinearOperator((n, len(D)), matvec=matvec, rmatvec=rmatvec, dtype=np.float64), D
+
+
+def gauss_newton(
+    heads: Sequence[Head], beta: float, rows: SequenceRows, affine: bool, *, steps: int = STEPS
+) -> tuple[list[Head], float]:
+    """At most ``steps`` Gauss-Newton steps on every answer in ``rows`` from the given heads,
+    the residuals in extended precision (:func:`extended_values`), the linear solve in
+    float64 (lsqr on the column-scaled Jacobian); a step is kept only if the extended
+    residual's norm falls. Returns the heads and beta (0 bias-free)."""
+    H, d = len(heads), rows.queries.shape[1]
+    theta = pack_parameters(heads, beta, affine)
+    answers = rows.answers.astype(_extended())
+
+    def residual(th: np.ndarray) -> np.ndarray:
+        hs, bt = unpack_parameters(th, H, d, affine)
+        return np.asarray(answers - extended_values(hs, bt, rows, affine), dtype=np.float64)
+
+    res = residual(theta)
+    cost = float(res @ res)
+    for _ in range(steps):
+        hs, _ = unpack_parameters(theta, H, d, affine)
+        op, D = _jacobian_operator(hs, rows, affine)
+        step = lsqr(op, res, atol=_LSQR_TOL, btol=_LSQR_TOL, iter_lim=20 * len(theta))[0] / D
+        trial = theta + step
+        t_res = residual(trial)
+        t_cost = float(t_res @ t_res)
+        if not (math.isfinite(t_cost) and t_cost < cost):
+            break
+        theta, res, cost = trial, t_res, t_cost
+        if np.abs(step).max() <= _SMALL_STEP * np.abs(theta).max():
+            break
+    hs, bt = unpack_parameters(theta, H, d, affine)
+    return [tuple(np.array(x) for x in h) for h in hs], bt
+
+
+def refine_stage(st: FloatState, learning: int) -> None:
+    """The refinement: after ``learning`` queries, the :func:`refine_count` random sequences (phase
+    ``refinement``) and :func:`gauss_newton` on every learning answer. The stated parameter
+    error stays the earlier fit's first-order estimate (of u-groups: the larger of it and
+    the same figure at the refined heads, what the certificate checker recomputes)."""
+    if not st.options.refine:
+        return
+    count = refine_count(st.d, st.H, st.affine, learning, st.bound, unit=st.unit)
+    if not count:
+        return
+    st.options.mark("refine")
+    st.refine_seqs = refine_sequences(st.d, count, st.seed)
+    with st.oracle.phase("refinement"):
+        st.refine_ans = np.array(st.oracle.query_many(st.refine_seqs), dtype=np.float64)
+    design_seqs, design_ys = _design_answers(
+        st.U, st.B, st.f0, st.ans, st.tie_answers, st.H, st.unit
+    )
+    rows = compress(
+        [*design_seqs, *st.polish_seqs, *st.refine_seqs],
+        [*design_ys, *st.polish_ans, *st.refine_ans],
+    )
+    st.heads, st.beta_fit = gauss_newton(st.heads, st.beta_fit, rows, st.affine)
+    if st.kind == "u-groups":
+        at = heads_error_estimate(
+            st.U, st.B, st.f0, st.ans, st.t, st.heads, st.beta_fit, st.unit, st.affine
+        )
+        st.estimate = max(st.estimate, at)
+        _within_parameter_tolerance(
+            st.estimate, st.prtol, st.H, st.oracle.arithmetic, st.figure, st.decoded.gap
+        )
