@@ -119,6 +119,27 @@ def _limit(d: int, H0: int, affine: bool) -> int:
     return d + 2 * H0 * (d * d + d - 1) + (d * (d - 1) if H0 >= 2 else 0)
 
 
+def _bound_and_refinement(
+    data: dict[str, Any],
+    arith: Any,
+    sizes: tuple[int, int, bool],
+    phases: dict[str, int],
+    unit: float,
+) -> tuple[int, int]:
+    """The query bound and the float refinement's count (added to ``phases``; 0 if none).
+
+    The float worst case includes the adaptive phases (the learner's own formula); the
+    refinement asks what the follow-up's count leaves after the other phases."""
+    d, H0, affine = sizes
+    if arith.name != "float":
+        return _limit(d, H0, affine), 0
+    bound = float_query_limit(d, H0, affine=affine, unit=unit)
+    refine = float_refine_count(data, sizes, sum(phases.values()), bound, unit)
+    if refine:
+        phases["refinement"] = refine
+    return bound, refine
+
+
 def _canonical(data: dict[str, Any]) -> CertificateCheck:
     head = kernel.parse_header(data, "multi-head", max_d=MAX_D)
     d, arith = head.d, head.arith
@@ -157,19 +178,7 @@ def _canonical(data: dict[str, Any]) -> CertificateCheck:
         phases = {"F(0)": ncols, "F(k)": npairs * 2 * H0}
     if ties:
         phases["tie links"] = len(ties)
-    # The float worst case includes the adaptive phases (the learner's own formula).
-    bound = (
-        float_query_limit(d, H0, affine=affine, unit=unit)
-        if arith.name == "float"
-        else _limit(d, H0, affine)
-    )
-    refine = (
-        float_refine_count(data, (d, H0, affine), sum(phases.values()), bound, unit)
-        if arith.name == "float"
-        else 0
-    )
-    if refine:
-        phases["refinement"] = refine
+    bound, refine = _bound_and_refinement(data, arith, (d, H0, affine), phases, unit)
     learning = sum(phases.values())
     q = kernel.check_counts(data, learning=learning, bound=bound, phases=phases)
     if learning > bound:  # the float adaptive phases are held to the worst case
