@@ -7,11 +7,11 @@ they are missing; the export itself (text, refusals) is tested everywhere.
 from __future__ import annotations
 
 import copy
-import re
 from fractions import Fraction
 from typing import Any
 
 import pytest
+from coq_text import drop_entry, entry, replace_entry
 
 import verified_attn as va
 from verified_attn import formal
@@ -40,24 +40,6 @@ def one_text(one: dict[str, Any]) -> str:
     return va.export_coq(one)
 
 
-def _entry(text: str, table: str, key: str) -> re.Match[str]:
-    block = re.search(rf"Definition {table} : q(?:mat|vec) := .*?end\.", text, re.S)
-    assert block is not None, table
-    m = re.compile(rf"  \| {key} => (.*?)%Q\n").search(text, block.start(), block.end())
-    assert m is not None, (table, key)
-    return m
-
-
-def _replace(text: str, table: str, key: str, value: str) -> str:
-    m = _entry(text, table, key)
-    return text[: m.start(1)] + value + text[m.end(1) :]
-
-
-def _drop(text: str, table: str, key: str) -> str:
-    m = _entry(text, table, key)
-    return text[: m.start()] + text[m.end() :]
-
-
 def _rational(coq: str) -> Fraction:
     num, _, den = coq.strip("()").partition(" # ")
     return Fraction(int(num), int(den or 1))
@@ -72,7 +54,7 @@ K00 = "0%nat, 0%nat"
 
 def test_export_states_the_run(one_text: str) -> None:
     assert one_text.index("Theorem run_identified") < one_text.index("Print Assumptions")
-    assert "(1 # 3)%Q" in _entry(one_text, "W_c", K00).group(0)
+    assert "(1 # 3)%Q" in entry(one_text, "W_c", K00).group(0)
     assert "Definition D : positive := 18446744073709551616%positive." in one_text
     assert "Admitted" not in one_text and "admit" not in one_text
     assert "sha256" in one_text.split("*)")[0]  # the header names the certificate
@@ -145,19 +127,19 @@ def test_admitted_is_caught_by_print_assumptions(one_text: str) -> None:
 def test_tampered_file_fails_coqc(one_text: str, tamper: str) -> None:
     text = one_text
     if tamper == "rational":
-        text = _replace(text, "W_c", K00, "(2 # 3)")
+        text = replace_entry(text, "W_c", K00, "(2 # 3)")
     elif tamper == "interval":
         for table in ("w_lo", "w_hi"):
-            q = _rational(_entry(text, table, K00).group(1)) + Fraction(1, 1000)
-            text = _replace(text, table, K00, f"({q.numerator} # {q.denominator})")
+            q = _rational(entry(text, table, K00).group(1)) + Fraction(1, 1000)
+            text = replace_entry(text, table, K00, f"({q.numerator} # {q.denominator})")
     elif tamper == "narrower-D":
         text = text.replace("18446744073709551616%positive", "2%positive")
     elif tamper == "wider-D":
         text = text.replace("18446744073709551616%positive", f"{2**300}%positive")
     elif tamper == "dropped-query":
-        text = _drop(_drop(text, "w_lo", K00), "w_hi", K00)
+        text = drop_entry(drop_entry(text, "w_lo", K00), "w_hi", K00)
     elif tamper == "dropped-v-query":
-        text = _drop(_drop(text, "v_lo", "0%nat"), "v_hi", "0%nat")
+        text = drop_entry(drop_entry(text, "v_lo", "0%nat"), "v_hi", "0%nat")
     assert text != one_text
     check = compile_exported(text)
     assert not check.ok, tamper
@@ -168,7 +150,7 @@ def test_another_runs_answers_fail(one_text: str) -> None:
     other = va.export_coq(_cert([[Fraction(1, 2)]], [Fraction(5, 2)]))
     text = one_text
     for table in ("w_lo", "w_hi"):
-        text = _replace(text, table, K00, _entry(other, table, K00).group(1))
+        text = replace_entry(text, table, K00, entry(other, table, K00).group(1))
     assert text != one_text
     assert not compile_exported(text).ok
 

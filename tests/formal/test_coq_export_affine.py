@@ -12,6 +12,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+from coq_text import drop_entry, entry, replace_entry
 
 import verified_attn as va
 from verified_attn import formal
@@ -43,24 +44,6 @@ def one_text(one: dict[str, Any]) -> str:
     return va.export_coq(one)
 
 
-def _entry(text: str, table: str, key: str) -> re.Match[str]:
-    block = re.search(rf"Definition {table} : q(?:mat|vec) := .*?end\.", text, re.S)
-    assert block is not None, table
-    m = re.compile(rf"  \| {key} => (.*?)%Q\n").search(text, block.start(), block.end())
-    assert m is not None, (table, key)
-    return m
-
-
-def _replace(text: str, table: str, key: str, value: str) -> str:
-    m = _entry(text, table, key)
-    return text[: m.start(1)] + value + text[m.end(1) :]
-
-
-def _drop(text: str, table: str, key: str) -> str:
-    m = _entry(text, table, key)
-    return text[: m.start()] + text[m.end() :]
-
-
 def _rational(coq: str) -> Fraction:
     num, _, den = coq.strip("()").partition(" # ")
     return Fraction(int(num), int(den or 1))
@@ -71,7 +54,7 @@ def _coq(q: Fraction) -> str:
 
 
 def _shift(text: str, table: str, key: str, by: Fraction) -> str:
-    return _replace(text, table, key, _coq(_rational(_entry(text, table, key).group(1)) + by))
+    return replace_entry(text, table, key, _coq(_rational(entry(text, table, key).group(1)) + by))
 
 
 def _scalar(text: str, name: str) -> re.Match[str]:
@@ -92,8 +75,8 @@ def _set_scalar(text: str, name: str, value: str) -> str:
 
 def test_affine_export_states_the_run(one_text: str) -> None:
     assert one_text.index("Theorem run_identified") < one_text.index("Print Assumptions")
-    assert "(1 # 3)%Q" in _entry(one_text, "W_c", K00).group(0)
-    assert "(-1 # 2)%Q" in _entry(one_text, "c_c", K0).group(0)
+    assert "(1 # 3)%Q" in entry(one_text, "W_c", K00).group(0)
+    assert "(-1 # 2)%Q" in entry(one_text, "c_c", K0).group(0)
     assert _scalar(one_text, "beta_c").group(1) == "(1 # 4)"
     assert "apply (affine_identified run)" in one_text
     assert "Admitted" not in one_text and "admit" not in one_text
@@ -149,13 +132,13 @@ def test_affine_d1_is_proved(one_text: str) -> None:
 def test_tampered_affine_file_fails_coqc(one_text: str, tamper: str) -> None:
     text = one_text
     if tamper == "W":
-        text = _replace(text, "W_c", K00, "(2 # 3)")
+        text = replace_entry(text, "W_c", K00, "(2 # 3)")
     elif tamper == "c":
-        text = _replace(text, "c_c", K0, "(-1 # 3)")
+        text = replace_entry(text, "c_c", K0, "(-1 # 3)")
     elif tamper == "beta":
         text = _set_scalar(text, "beta_c", "(1 # 5)")
     elif tamper == "v":
-        text = _replace(text, "v_c", K0, "(5 # 3)")
+        text = replace_entry(text, "v_c", K0, "(5 # 3)")
     elif tamper == "beta-interval":
         for name in ("b_lo", "b_hi"):
             q = _rational(_scalar(text, name).group(1)) + Fraction(1, 1000)
@@ -169,7 +152,7 @@ def test_tampered_affine_file_fails_coqc(one_text: str, tamper: str) -> None:
     elif tamper == "wider-D":
         text = text.replace(D_BOUND, f"{2**300}%positive")
     elif tamper == "dropped-c-query":
-        text = _drop(_drop(text, "c_lo", K0), "c_hi", K0)
+        text = drop_entry(drop_entry(text, "c_lo", K0), "c_hi", K0)
     elif tamper == "admitted":
         proof = text[text.index("Proof.", text.index("Theorem run_identified")) :]
         text = text.replace(proof[: proof.index("Qed.") + 4], "Admitted.")
@@ -186,7 +169,7 @@ def test_another_runs_c_answers_fail(one_text: str) -> None:
     )
     text = one_text
     for table in ("c_lo", "c_hi"):
-        text = _replace(text, table, K0, _entry(other, table, K0).group(1))
+        text = replace_entry(text, table, K0, entry(other, table, K0).group(1))
     assert text != one_text
     assert not compile_exported(text).ok
 

@@ -14,6 +14,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+from coq_text import entry, replace_entry
 
 import verified_attn as va
 from verified_attn import formal
@@ -43,19 +44,6 @@ def one_text(one: dict[str, Any]) -> str:
     return va.export_coq(one)
 
 
-def _entry(text: str, table: str, key: str) -> re.Match[str]:
-    block = re.search(rf"Definition {table} : q(?:mat|vec) := .*?end\.", text, re.S)
-    assert block is not None, table
-    m = re.compile(rf"  \| {key} => (.*?)%Q\n").search(text, block.start(), block.end())
-    assert m is not None, (table, key)
-    return m
-
-
-def _replace(text: str, table: str, key: str, value: str) -> str:
-    m = _entry(text, table, key)
-    return text[: m.start(1)] + value + text[m.end(1) :]
-
-
 def _measurement(text: str, i: int) -> re.Match[str]:
     m = re.search(rf"Definition probe_{i} : probe := .*?pm := (.*?)%Q \|\}}\.", text)
     assert m is not None, i
@@ -76,7 +64,7 @@ def test_low_rank_export_states_the_run(one: dict[str, Any], one_text: str) -> N
     learning = re.search(r"Definition learning : list \(probe \* role\) := \[(.*)\]\.", one_text)
     assert learning is not None and learning.group(1).count("probe_") == 5
     assert "Definition rank_checks : list probe := [probe_5]." in one_text
-    assert _entry(one_text, "W_c", "0%nat, 1%nat").group(1) == "(4)"
+    assert entry(one_text, "W_c", "0%nat, 1%nat").group(1) == "(4)"
 
 
 def test_low_rank_export_refuses_what_it_cannot_state(one: dict[str, Any]) -> None:
@@ -138,18 +126,18 @@ def test_admitted_low_rank_is_caught(one_text: str) -> None:
 def test_tampered_low_rank_file_fails_coqc(one_text: str, tamper: str) -> None:
     text = one_text
     if tamper == "rational":
-        text = _replace(text, "W_c", "1%nat, 1%nat", "(3)")
+        text = replace_entry(text, "W_c", "1%nat, 1%nat", "(3)")
     elif tamper in ("measurement", "rank-check"):
         m = _measurement(text, 1 if tamper == "measurement" else 5)
         text = text[: m.start(1)] + "(7 # 3)" + text[m.end(1) :]
     elif tamper == "v-answer":
-        text = _replace(text, "v_ans", "1%nat", "(1 # 2)")
+        text = replace_entry(text, "v_ans", "1%nat", "(1 # 2)")
     elif tamper == "dropped-probe":
         text = text.replace("(probe_1, inl 0%nat); ", "")
     elif tamper == "role":
         text = text.replace("(probe_1, inl 0%nat)", "(probe_1, inr 0%nat)")
     elif tamper == "pivot-inverse":
-        text = _replace(text, "N_inv", "0%nat, 0%nat", "(0)")
+        text = replace_entry(text, "N_inv", "0%nat, 0%nat", "(0)")
     assert text != one_text, tamper
     check = compile_exported(text)
     assert not check.ok, tamper

@@ -1,0 +1,26 @@
+"""Edits of an exported Coq file's rational tables, for the tamper tests."""
+
+from __future__ import annotations
+
+import re
+
+
+def entry(text: str, table: str, key: str) -> re.Match[str]:
+    """The ``| key => value%Q`` line of ``Definition table``, its value as group 1."""
+    block = re.search(rf"Definition {table} : q(?:mat|vec) := .*?end\.", text, re.S)
+    assert block is not None, table
+    m = re.compile(rf"  \| {key} => (.*?)%Q\n").search(text, block.start(), block.end())
+    assert m is not None, (table, key)
+    return m
+
+
+def replace_entry(text: str, table: str, key: str, value: str) -> str:
+    """``text`` with that entry's value replaced by ``value``."""
+    m = entry(text, table, key)
+    return text[: m.start(1)] + value + text[m.end(1) :]
+
+
+def drop_entry(text: str, table: str, key: str) -> str:
+    """``text`` without that entry's line."""
+    m = entry(text, table, key)
+    return text[: m.start()] + text[m.end() :]
