@@ -50,6 +50,7 @@ from verified_attn.adapters.hf import (  # noqa: E402
 )
 from verified_attn.adapters.torch import sequence_oracle  # noqa: E402
 from verified_attn.multi_head.canonical_float import precision_polish_count  # noqa: E402
+from verified_attn.multi_head.pipeline.refine import refine_count  # noqa: E402
 
 pytestmark = pytest.mark.hf
 
@@ -408,7 +409,11 @@ def test_two_heads_are_learned_or_refused_never_wrong(kind: str, E: int, seed: i
     polish = GOLDEN_POLISH[E] if (E, seed, kind) in POLISHED else 0
     assert GOLDEN_POLISH[E] == precision_polish_count(E, 2, True)
     assert rec.queries_by_phase.get("polish", 0) == polish
-    assert rec.queries == GOLDEN_MULTI[(E, 2)] + polish
+    # The refinement asks what the follow-up's count leaves after the other phases.
+    refined = rec.queries_by_phase.get("refinement", 0)
+    asked = rec.queries - refined
+    assert refined == refine_count(E, 2, True, asked, rec.bound, unit=2.0**-53)
+    assert asked == GOLDEN_MULTI[(E, 2)] + polish
     learned = _heads_of(rec)
     assert _worst_disagreement(attention_oracle(module, r), learned, seed=seed + 50) <= 1e-6
     # ... and the heads are the mapped heads, in some order.

@@ -45,6 +45,7 @@ from verified_attn.multi_head.canonical_learner import (  # noqa: E402
     follow_up_query_bound,
     learn_multi_head,
 )
+from verified_attn.multi_head.pipeline.refine import refine_count  # noqa: E402
 from verified_attn.recovery import Recovery  # noqa: E402
 
 pytestmark = pytest.mark.torch
@@ -158,10 +159,14 @@ def test_canonical_heads_of_a_multi_head_module(
     assert POLISH[(E, H)] == precision_polish_count(E, H, True)
     polish = POLISH[(E, H)] if polished else 0
     assert rec.queries_by_phase.get("polish", 0) == polish
-    assert rec.queries == GOLDEN[(E, H)] + polish
+    # The refinement asks what the follow-up's count leaves after the other phases.
+    refined = rec.queries_by_phase.get("refinement", 0)
+    asked = rec.queries - refined
+    assert refined == refine_count(E, H, True, asked, rec.bound, unit=2.0**-53)
+    assert asked == GOLDEN[(E, H)] + polish
     assert rec.queries_by_phase["pilot"] == (1 + DISCARDED[(E, H)]) * pilot_round
     assert rec.queries <= rec.bound == float_query_limit(E, H, affine=True)
-    total = GOLDEN[(E, H)] + polish + VERIFY
+    total = GOLDEN[(E, H)] + polish + refined + VERIFY
     assert oracle.queries == rec.queries + rec.verification_queries == total
     # max_length is the call's: the longest ratio-grid query k + m, or a fresh sequence (16).
     longest = max(k + m for k, m in float_ratios(H))
