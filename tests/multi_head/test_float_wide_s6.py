@@ -7,6 +7,7 @@ import copy
 
 import numpy as np
 import pytest
+from refine_pin import before_refine
 
 # The sibling test modules' helpers (pytest puts this directory on sys.path).
 from test_float_adaptive_s4 import _fresh_error, stall_first_decoding
@@ -185,7 +186,7 @@ def test_the_plane_pins_a_pair_with_close_scores() -> None:
 def test_a_six_head_box_is_learned_with_the_wide_design_and_its_certificate_rechecks() -> None:
     model = random_float_box(8, 6, 0)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=6, seed=0)
-    assert rec.queries == float_query_bound(8, 6) == 1141
+    assert before_refine(rec, 8, 6) == float_query_bound(8, 6) == 1141
     assert rec.parameter_error_estimate <= rec.parameter_rtol
     assert _fresh_error(rec, model, 8, 0) <= rec.verification.rtol
     cert = rec.certificate()
@@ -219,7 +220,7 @@ def test_the_plane_needs_no_tie_link_for_two_close_scores() -> None:
     rec = learn_multi_head(va.Oracle(model, "float"), heads=6, seed=1)
     assert "tie links" not in rec.queries_by_phase
     # The design and the precision polish (the decoded estimate was above its target).
-    assert rec.queries == float_query_bound(8, 6) + precision_polish_count(8, 6, False)
+    assert before_refine(rec, 8, 6) == float_query_bound(8, 6) + precision_polish_count(8, 6, False)
     assert _fresh_error(rec, model, 8, 1) <= 1e-10
 
 
@@ -232,7 +233,7 @@ def test_a_square_design_local_minimum_is_learned_at_once() -> None:
     rec = learn_multi_head(va.Oracle(model, "float"), heads=7, seed=0)
     assert "conditioning" not in rec.queries_by_phase
     polish = precision_polish_count(8, 7, False)  # asked: the decoded estimate > target
-    assert rec.queries == float_query_bound(8, 7) + polish == 1436 + 63
+    assert before_refine(rec, 8, 7) == float_query_bound(8, 7) + polish == 1436 + 63
     assert rec.queries < follow_up_query_bound(8, 7)
     assert _fresh_error(rec, model, 8, 0) <= 1e-10
     assert va.verify_certificate(rec.certificate()).ok
@@ -275,7 +276,7 @@ def test_a_conditioning_round_of_the_wide_design_turns_the_row(
     assert len(calls) == 2
     before, after = calls
     assert rec.queries_by_phase["conditioning"] == conditioning_cost(8, 6, False, 3) == 143
-    assert rec.queries == float_query_bound(8, 6) + 143 <= rec.bound
+    assert before_refine(rec, 8, 6) == float_query_bound(8, 6) + 143 and rec.queries <= rec.bound
     # The turned row: same norm, cos(pi/4) of the old row and sin(pi/4) of u_1 (scaled to
     # its norm), every other row unchanged. A scaled row (the square design's round) fails.
     norm = np.linalg.norm(before[3])

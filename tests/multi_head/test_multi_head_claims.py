@@ -120,5 +120,7 @@ def test_float_precision_claim_fails_without_the_polish(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(budget, "PRECISION_TARGET", float("inf"))
     monkeypatch.setattr(budget, "PRECISION_REQUIRED", float("inf"))
+    # ... and no refinement (its own sequences would refit the heads).
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.refine.refine_count", lambda *a, **k: 0)
     res = claims_float._float_precision(0)
     assert not res.passed and "H=1 seed 13: 166 queries (0 polish" in res.detail
