@@ -159,6 +159,7 @@ class CellOracle(SubBox):
         self.answers: list[Any] = []
         self.arith: Arithmetic = outer.arithmetic  # the inner oracle's, once it asks
         self.asked: list[tuple[flint.fmpq_mat, Any]] = []
+        self.phases: list[str] = []  # the outer phase each of ``asked`` was counted under
         self.offset = sum((g * x for g, x in zip(cell.G, cell.center, strict=True)), cell.beta)
         q = [flint.fmpq(x.numerator, x.denominator) for x in cell.center]
         self._center = q
@@ -173,6 +174,7 @@ class CellOracle(SubBox):
     def evaluate_rational(self, Yq: flint.fmpq_mat, arith: Arithmetic) -> Any:
         X = self._lift(Yq)
         with self.forward():
+            phase = self.outer.phase_name
             answer = self.outer.query_many([X], precision=self.precision)[0]
         if arith.name == "certified" and self.outer.arithmetic.name == "exact":
             answer_in = to_arb(answer)  # an exact answer, enclosed at the inner precision
@@ -182,6 +184,7 @@ class CellOracle(SubBox):
         self.arith = arith
         self.answers.append(out)
         self.asked.append((X, answer))
+        self.phases.append(phase)
         return out
 
     def all_zero(self) -> bool:

@@ -46,6 +46,7 @@ Count: the FFN's queries plus, per cell, learn_multi_head's affine count at d an
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any, Unpack
@@ -53,6 +54,7 @@ from typing import Any, Unpack
 import sympy
 
 from verified_attn.arithmetic import CertifiedArithmetic
+from verified_attn.certificates.writer import RunRecord
 from verified_attn.errors import ModelClassMismatch, NotIdentifiable, PrecisionExhausted
 from verified_attn.ffn_heads import MultiHeadTransformer
 from verified_attn.learner_options import ExactOptions
@@ -68,6 +70,7 @@ from verified_attn.transformer.multi_head_cells import (
     pattern_matrix,
     spanning_cells,
 )
+from verified_attn.transformer.multi_head_certificate import THEOREM, heads_certificate
 from verified_attn.transformer.relu_biased import BiasedReluNetwork
 from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
 from verified_attn.validation import check_int
@@ -127,8 +130,9 @@ def learn_multi_head_transformer(
         ffn = length_one_ffn(learn_biased_relu_ffn, oracle, opts)
         net: BiasedReluNetwork = ffn.network
         cells = spanning_cells(net, seed)
+        adapters: list[CellOracle] = []  # every cell oracle asked, for the certificate
         fits = [
-            _fit_cell(oracle, cell, i, H0, verify, seed, denominator_bound, attempts)
+            _fit_cell(oracle, cell, i, H0, verify, seed, denominator_bound, attempts, adapters)
             for i, cell in enumerate(cells)
         ]
         heads = _solve_shares(net, cells, fits)
@@ -140,9 +144,11 @@ def learn_multi_head_transformer(
     g = net.model()
     params = {"A": g.A, "w_o": g.w_o, "a": g.a, "b": g.b}
     H = len(heads)
+    assumptions = [*ffn.assumptions, ASSUMPTION]
+    record = RunRecord(arith, seed, counts, bound, checked, assumptions)
     return TransformerRecovery.from_run(
         counts,
-        theorem="transformer/multi-head-cells",
+        theorem=THEOREM,
         parameters={"heads": model.heads, **params},
         learned_model=model,
         arithmetic=arith.name,
@@ -152,7 +158,10 @@ def learn_multi_head_transformer(
         parameter_count=canonical_parameter_count(d, H, net.width),
         seed=seed,
         verification=checked,
-        assumptions=[*ffn.assumptions, ASSUMPTION],
+        assumptions=assumptions,
+        certificate_data=functools.partial(
+            heads_certificate, record, ffn, cells, adapters, model, H0, _cell_precision(oracle)
+        ),
         notes=[
             *ffn.notes,
             f"multi-head cells: {len(cells)} cells of g (width {net.width}), each learned by "
@@ -189,6 +198,20 @@ def _verified(oracle: Oracle, model: Any, verify: int, seed: int, lengths: Seque
         ) from exc
 
 
+def _cell_precision(oracle: Oracle) -> int | None:
+    """The bits a certified box is asked at in the cells (None: its own precision).
+
+    The cell's scores are t^2 u^T W_h b: its poles crowd near -1, and the scores' rationals
+    carry t^-2 in their denominators. An exact box's answers are enclosed at 1024 bits. A
+    certified box over one of our models is asked at those bits too (as the fresh
+    verification asks at a raised precision); a black box at its own.
+    """
+    arith = oracle.arithmetic
+    raise_to = arith.name == "certified" and oracle.can_raise_precision
+    raise_to = raise_to and (arith.precision or 0) < INNER_PRECISION
+    return INNER_PRECISION if raise_to else None
+
+
 def _fit_cell(
     oracle: Oracle,
     cell: Cell,
@@ -198,17 +221,14 @@ def _fit_cell(
     seed: int,
     denominator_bound: int | None,
     attempts: int,
+    adapters: list[CellOracle],
 ) -> dict[Key, sympy.Matrix]:
     """The heads of cell ``i``: {(W_h, c_h): v_h^S} from learn_multi_head on its oracle;
     dead heads are absent. A failed fit (the queries may have left the cell) is retried
-    with t quartered; after ``attempts`` the box is refused with the failing query."""
+    with t quartered; after ``attempts`` the box is refused with the failing query. Every
+    cell oracle made is appended to ``adapters``."""
     arith = oracle.arithmetic
-    # The cell's scores are t^2 u^T W_h b: its poles crowd near -1, and the scores' rationals
-    # carry t^-2 in their denominators. An exact box's answers are enclosed at 1024 bits.
-    # A certified box over one of our models is asked at those bits too (as the fresh
-    # verification asks at a raised precision); a black box at its own.
-    raise_to = arith.name == "certified" and oracle.can_raise_precision
-    raise_to = raise_to and (arith.precision or 0) < INNER_PRECISION
+    raise_to = _cell_precision(oracle) is not None
     if arith.name == "exact" or raise_to:
         inner_arith: Any = CertifiedArithmetic(INNER_PRECISION)
     else:
@@ -217,6 +237,7 @@ def _fit_cell(
     for attempt in range(attempts):
         label = f"cell{i + 1}" + (f".{attempt}" if attempt else "")
         adapter = CellOracle(oracle, cell, t, label, INNER_PRECISION if raise_to else None)
+        adapters.append(adapter)
         inner = adapter.attach(inner_arith)
         try:
             rec = learn_multi_head(
