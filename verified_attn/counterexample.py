@@ -156,7 +156,7 @@ class Counterexample:
         lines.append(self.statement)
         for label, model in (("first", self.first), ("second", self.second)):
             if model is not None:
-                lines.append(f"{label}: {_describe(model)}")
+                lines.append(f"{label}: {_describe(model, sep=chr(10) + '  ')}")
         if self.failure is not None:
             lines.append(f"failure: {self.failure}")
         where = (
@@ -192,9 +192,18 @@ class Counterexample:
         return "\n".join(rows)
 
 
-def _describe(model: Any) -> str:
+def _describe(model: Any, sep: str = "; ") -> str:
+    """One model's exact parameters for people: ``parameters()`` where the model has it,
+    else a ReLU-layer model's heads and FFN (:func:`_describe_layer`), parts joined by
+    ``sep``; else its repr."""
     if model is None:
         return "None"
+    if (
+        hasattr(model, "w_o")
+        and hasattr(model, "A")
+        and not callable(getattr(model, "parameters", None))
+    ):
+        return _describe_layer(model, sep)
     params = getattr(model, "parameters", None)
     if callable(params):
         try:
@@ -207,6 +216,38 @@ def _describe(model: Any) -> str:
         except Exception:  # a model without exact parameters: its repr
             pass
     return repr(model)
+
+
+def _show(name: str, M: Any) -> str:
+    """``name = M``: a SymPy matrix as nested lists of exact entries, a vector (c, w_o, a)
+    as one flat list, a number as itself."""
+    if not hasattr(M, "tolist"):
+        return f"{name} = {M}"
+    return f"{name} = {list(M) if name in ('c', 'w_o', 'a') else M.tolist()}"
+
+
+def _describe_layer(model: Any, sep: str) -> str:
+    """A model with a ReLU FFN after its heads (multi-head or one-head Transformer, or the
+    FFN alone): its repr, each head's W_h, V_h (and c_h), then A, w_o (and a, b if biased).
+
+    >>> from verified_attn.ffn_heads import MultiHeadTransformer
+    >>> T = MultiHeadTransformer([([[1]], [[2]], [1]), ([[-1]], [[3]])], [[1]], [1], b=2)
+    >>> print(_describe_layer(T, "\\n  "))
+    MultiHeadTransformer(biased, d=1, H=2, e=1, m=1)
+      head 1: W = [[1]], V = [[2]], c = [1]
+      head 2: W = [[-1]], V = [[3]], c = [0]
+      FFN: A = [[1]], w_o = [1], a = [0], b = 2
+    """
+    heads = getattr(model, "heads", None)
+    if heads is None and hasattr(model, "W"):  # one head: (W, V)
+        heads = [(model.W, model.V)]
+    parts = [repr(model)]
+    for h, head in enumerate(heads or [], 1):
+        named = ", ".join(_show(n, M) for n, M in zip(("W", "V", "c"), head, strict=False))
+        parts.append(f"head {h}: {named}" if len(heads or []) > 1 else named)
+    ffn = ["A", "w_o"] + (["a", "b"] if getattr(model, "biased", False) else [])
+    parts.append("FFN: " + ", ".join(_show(n, getattr(model, n)) for n in ffn))
+    return sep.join(parts)
 
 
 def _q_list(xs: Any) -> list[str]:
