@@ -20,6 +20,8 @@ Target (issue 5): d = 16, m = 32 certified-exact under 30 s on 2 cores. Run::
 
     /tmp/venv/bin/python benchmarks/transformer.py            # full (~1 min)
     /tmp/venv/bin/python benchmarks/transformer.py --quick    # seconds
+    /tmp/venv/bin/python benchmarks/transformer.py --multi-head-only   # the multi-head rows
+                                     # (benchmarks/transformer_heads.py), merged into the JSON
 
 Exit status 1 if a correctness check fails; a missed time target is recorded, not fatal.
 """
@@ -37,6 +39,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import RESULTS, metadata, output_dir, plot_path, progress, timed, write_json
+from transformer_heads import (  # run_multi_head: the rows, for the tests
+    MULTI_HEAD_SIZES,
+    QUICK_SIZES,
+    in_child,
+    merge,
+    run_multi_head,  # noqa: F401
+)
 
 import verified_attn as va
 from verified_attn.models import OneLayerTransformer
@@ -143,49 +152,6 @@ def run_biased(d: int, m: int, arithmetic: str, seed: int) -> dict[str, Any]:
     return row
 
 
-#: (d, H, m) of the multi-head rows (exact, V_h d x d): small, as the exact evaluation of
-#: H heads at length 16 grows like 16^H.
-MULTI_HEAD_SIZES = [(2, 2, 4), (3, 2, 6), (4, 3, 8), (8, 2, 8)]
-
-
-def run_multi_head(d: int, H: int, m: int, seed: int) -> dict[str, Any]:
-    """One multi-head row: va.learn_transformer(max_heads=H) on a random exact box; the
-    learned model is compared with == on three sequences it never asked.
-
-    >>> row = run_multi_head(2, 2, 3, 0)
-    >>> row["equal_on_fresh"], row["queries"] == row["ffn_queries"] + row["attention_queries"]
-    (True, True)
-    """
-    from verified_attn.errors import VerifiedAttnError
-    from verified_attn.transformer.multi_head_hypotheses import random_multi_head_transformer
-
-    T = random_multi_head_transformer(d, H, m, seed)
-    row: dict[str, Any] = {"d": d, "H": H, "m": m, "arithmetic": "exact", "kind": "multi-head"}
-    try:
-        rec, seconds, _ = timed(
-            lambda: va.learn_transformer(va.Oracle(T, "exact"), max_heads=H), repeats=1
-        )
-    except VerifiedAttnError as exc:
-        return {**row, "refused": f"{type(exc).__name__}: {str(exc)[:200]}"}
-    rng = np.random.default_rng([seed, 5])
-    fresh = [(rng.integers(-8, 9, (n, d)) / 4).tolist() for n in (2, 3, 5)]
-    return {
-        **row,
-        "width": rec.network.width,
-        "heads_found": len([h for h in rec.parameters["heads"] if any(h[1])]),
-        "queries": rec.queries,
-        "ffn_queries": rec.ffn_queries,
-        "attention_queries": rec.attention_queries,
-        "bound": rec.bound,
-        "parameter_count": rec.parameter_count,
-        "verification_queries": rec.verification_queries,
-        "seconds": seconds,
-        "equal_on_fresh": all(
-            rec.model.evaluate(X, "exact") == T.evaluate(X, "exact") for X in fresh
-        ),
-    }
-
-
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -194,8 +160,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--no-plots", action="store_true")
     parser.add_argument("--biased", action="store_true", help="also the FFN-bias rows")
     parser.add_argument("--multi-head", action="store_true", help="also the multi-head rows")
+    parser.add_argument(
+        "--multi-head-only",
+        action="store_true",
+        help="only the multi-head rows, replacing those of the JSON (the others kept)",
+    )
     args = parser.parse_args(argv)
     args.out = output_dir(args.out, args.quick, NAME)
+    if args.multi_head_only:
+        return _multi_head_only(args)
     sizes = QUICK if args.quick else FULL
     cells = [(d, m, method) for d, m in sizes for method in ("paper", "direct")]
     rows = [
@@ -206,8 +179,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for d, m in BIASED_SIZES[:2] if args.quick else BIASED_SIZES:
             rows += [run_biased(d, m, a, args.seed) for a in ("exact", "float")]
     if args.multi_head:
-        for d, H, m in MULTI_HEAD_SIZES[:1] if args.quick else MULTI_HEAD_SIZES:
-            rows.append(run_multi_head(d, H, m, args.seed))
+        rows += [in_child(*spec) for spec in (QUICK_SIZES if args.quick else MULTI_HEAD_SIZES)]
     plain = [r for r in rows if r.get("kind") not in ("biased", "multi-head")]
     target_rows = [r for r in plain if (r["d"], r["m"]) == TARGET[0]]
     data = {
@@ -229,6 +201,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         (args.out / f"{NAME}.json").write_text(json.dumps(data, indent=1, default=str))
     if not args.no_plots:
         _plot(plain, args.out)
+    return data
+
+
+def _multi_head_only(args: argparse.Namespace) -> dict[str, Any]:
+    """The multi-head rows (each in its own process), merged into ``transformer.json``."""
+    specs = QUICK_SIZES if args.quick else MULTI_HEAD_SIZES
+    rows = [in_child(*spec) for spec in progress(specs, "multi-head rows")]
+    meta = metadata(args.seed, arithmetic="exact and certified", boxes="random_multi_head_transformer")
+    args.out.mkdir(parents=True, exist_ok=True)
+    data = merge(args.out / f"{NAME}.json", rows, meta)
+    write_json(NAME, data, args.out)
     return data
 
 
@@ -266,14 +249,22 @@ def _plot(rows: list[dict[str, Any]], out: Path) -> None:
 
 if __name__ == "__main__":
     result = main()
+    if "--multi-head-only" in sys.argv:
+        heads = [r for r in result["rows"] if r.get("kind") == "multi-head"]
+        for r in heads:
+            print({k: r.get(k) for k in ("arithmetic", "d", "H", "m", "seed", "queries",
+                                         "parameter_count", "seconds", "peak_rss_mib")})
+        sys.exit(0 if all(r.get("equal_on_fresh") and r.get("certificate_ok")
+                          for r in heads) else 1)
+    plain = [r for r in result["rows"] if r.get("kind") not in ("biased", "multi-head")]
     ok = all(
         r["exact"]
         and r["counts_add_up"]
         and r["certificate_ok"]
         and r["attention_queries"] == r["attention_formula"]
-        for r in result["rows"]
+        for r in plain
     )
-    for r in result["rows"]:
+    for r in plain:
         print(
             f"d={r['d']:>2} m={r['m']:>2} {r['method']:>6}: {r['learning_queries']:>5} learning "
             f"({r['ffn_queries']} FFN + {r['attention_queries']} attention), "

@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:  # verified_attn from this checkout (bits)
     sys.path.insert(0, str(ROOT))
 RESULTS = ROOT / "benchmarks" / "results"
 #: The pages with generated tables, relative to the repository root.
-PAGES = ["docs/multi_head.md", "docs/multi_head_float_benchmark.md"]
+PAGES = ["docs/multi_head.md", "docs/multi_head_float_benchmark.md", "docs/transformer.md"]
 
 _MARKER = re.compile(
     r"(<!-- table:(?P<name>[\w-]+):begin -->\n)(?P<body>.*?)(<!-- table:(?P=name):end -->)",
@@ -281,6 +281,29 @@ def head_count_table(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def transformer_heads_table(data: dict[str, Any]) -> str:
+    """The multi-head Transformer rows of ``benchmarks/transformer.py --multi-head-only``
+    (``kind`` "multi-head"): queries against the learned form's free parameters, the
+    learner's and the certificate check's seconds, the run's peak RSS."""
+    header = ["arithmetic", "d, H, m", "seed", "width m′ of g", "heads", "learning queries "
+              "(FFN + cells)", "bound", "free parameters", "queries / parameters",
+              "verification", "learn", "certificate check", "peak RSS"]
+    rows: list[list[object]] = []
+    for r in (r for r in data["rows"] if r.get("kind") == "multi-head"):
+        head: list[object] = [r["arithmetic"], f"{r['d']}, {r['H']}, {r['m']}", r["seed"]]
+        if "refused" in r:
+            rows.append([*head, f"refused: {r['refused'][:60]}", *[_DASH] * 9])
+            continue
+        rows.append([
+            *head, r["width"], r["heads_found"],
+            f"{r['queries']} ({r['ffn_queries']} + {r['attention_queries']})", r["bound"],
+            r["parameter_count"], f"{r['queries_per_parameter']:.1f}",
+            r["verification_queries"], f"{_seconds(r['seconds'])} s",
+            f"{_seconds(r['certificate_check_seconds'])} s", f"{r['peak_rss_mib']:.0f} MiB",
+        ])
+    return "\n".join(_table(header, rows))
+
+
 #: Each table: the JSON file it is generated from and its renderer.
 TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "multi_head": ("multi_head.json", exact_table),
@@ -289,6 +312,8 @@ TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "head_count_float": ("head_count_float.json", head_count_table),
     # on docs/multi_head_float_benchmark.md
     "multi_head_float_bits": ("multi_head_float.json", bits_table),
+    # on docs/transformer.md
+    "transformer_heads": ("transformer.json", transformer_heads_table),
 }
 
 

@@ -114,8 +114,11 @@ def test_a_lost_marker_or_an_unknown_table_fails(
     text = PAGE.read_text(encoding="utf-8")
     page = tmp_path / "multi_head.md"
     monkeypatch.setattr(tables, "ROOT", tmp_path)
-    monkeypatch.setattr(tables, "PAGES", ["multi_head.md", "multi_head_float_benchmark.md"])
+    monkeypatch.setattr(
+        tables, "PAGES", ["multi_head.md", "multi_head_float_benchmark.md", "transformer.md"]
+    )
     shutil.copy(DOCS / "multi_head_float_benchmark.md", tmp_path)
+    shutil.copy(DOCS / "transformer.md", tmp_path)
     page.write_text(text, encoding="utf-8")
     assert tables.main(["--check"]) == 0
     # Without its end marker the float table is no longer generated: the check says so.
@@ -182,3 +185,24 @@ def test_the_bits_table_follows_the_precision_rows(tmp_path: Path, results: Path
 
 def test_the_page_stays_short() -> None:
     assert len(PAGE.read_text(encoding="utf-8").splitlines()) <= 200
+
+
+def test_the_multi_head_transformer_table_follows_its_rows(tmp_path: Path, results: Path) -> None:
+    """docs/transformer.md's multi-head table is made from the rows ``kind: "multi-head"``
+    of transformer.json: one more query in a row makes the page stale, and rewriting it
+    shows the new count."""
+    path = results / "transformer.json"
+    data = json.loads(path.read_text())
+    rows = [r for r in data["rows"] if r.get("kind") == "multi-head"]
+    assert rows and all("peak_rss_mib" in r and r["certificate_ok"] for r in rows)
+    page = tmp_path / "transformer.md"
+    shutil.copy(ROOT / "docs" / "transformer.md", page)
+    assert tables.main(["--check", "--results", str(results), str(page)]) == 0
+    rows[0]["queries"] += 1
+    path.write_text(json.dumps(data))
+    assert tables.main(["--check", "--results", str(results), str(page)]) == 1
+    tables.main(["--results", str(results), str(page)])
+    r = rows[0]
+    assert f"| {r['queries']} ({r['ffn_queries']} + {r['attention_queries']}) |" in page.read_text(
+        encoding="utf-8"
+    )

@@ -246,7 +246,8 @@ def test_neurons_sharing_a_length_one_hyperplane_are_refused_naming_the_assumpti
 
 
 def test_the_benchmark_row() -> None:
-    """benchmarks/transformer.py --multi-head: a row's counts add up, the model is ==."""
+    """benchmarks/transformer.py --multi-head: a row's counts add up, the model is ==, its
+    certificate re-checks."""
     import importlib.util
     import sys
     from pathlib import Path
@@ -261,6 +262,7 @@ def test_the_benchmark_row() -> None:
     row = bench.run_multi_head(2, 2, 4, 0)
     assert row["equal_on_fresh"] and (row["queries"], row["parameter_count"]) == (153, 32)
     assert row["queries"] == row["ffn_queries"] + row["attention_queries"] <= row["bound"]
+    assert row["certificate_ok"] and row["counts_add_up"] and row["peak_rss_mib"] > 0
 
 
 @pytest.mark.parametrize("arithmetic", ["exact", "certified"])
