@@ -167,3 +167,16 @@ def test_the_checker_reads_only_its_kind() -> None:
         va.verify_certificate(data)
     with pytest.raises(CertificateError, match="this checker reads 'transformer-heads'"):
         verify(data)
+
+
+def test_a_sequence_too_costly_to_evaluate_is_refused_fast() -> None:
+    """A hostile file: many heads and a long stored sequence (up to N^H exponent sums)."""
+    data = _cert("certified")
+    heads = data["result"]["heads"]
+    data["max_heads"] = 40
+    for k in range(3, 41):  # distinct sorted heads whose values cancel in pairs: the
+        sign = "" if k % 2 else "-"  # canonical form holds, the sequences cost up to 16^40
+        V = [[f"{sign}1/1", "0/1"], ["0/1", "0/1"]]
+        heads.append({"W": [[f"{k}/1", "0/1"], ["0/1", "0/1"]], "V": V, "c": None})
+    with pytest.raises(CertificateError, match="more work than a checker does"):
+        va.verify_certificate(data)

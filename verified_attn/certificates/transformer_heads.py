@@ -72,6 +72,9 @@ __all__ = ["verify"]
 THEOREM = "transformer/multi-head-cells"
 #: Most heads a certificate may claim (each is d x d + d x m rationals read in full).
 MAX_HEADS = 4096
+#: Most exponent sums (one score per head: up to N^H on N tokens) the checker's exact
+#: evaluation of the claimed model may meet on one sequence: 16^5.
+MAX_TERMS = 1 << 20
 _PHASE = re.compile(r"cell([1-9][0-9]{0,5})(\.[1-9][0-9]{0,5})?/([A-Za-z0-9()_.-]{1,64})")
 
 
@@ -85,6 +88,9 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     g, _, linear, neurons = stated_network(ffn, d)
     ncells = _cells(data, neurons, linear, d)
     model, H = _claimed(data, g, any(linear), d, H0)
+    lengths = kernel.get(data, "verification.lengths")
+    if isinstance(lengths, list) and all(isinstance(n, int) for n in lengths) and lengths:
+        _bounded(max(lengths), H, "verification.lengths")
     per_phase = _answers(data, head, model)
     for phase in per_phase:
         cell = int(_PHASE.fullmatch(phase).group(1))  # type: ignore[union-attr]
@@ -276,6 +282,7 @@ def _answers(data: dict[str, Any], head: kernel.Header, model: Any) -> dict[str,
         rows = kernel.as_list(kernel.get(item, "X"), f"{path}.X")
         if not 1 <= len(rows) <= MAX_LENGTH:
             raise CertificateError(f"{path}.X must have 1 to {MAX_LENGTH} tokens")
+        _bounded(len(rows), model.H, f"{path}.X")
         X = matrix(rows, f"{path}.X", len(rows), d)
         Xq = flint.fmpq_mat([[flint.fmpq(q.numerator, q.denominator) for q in r] for r in X])
         with load.context():
@@ -284,6 +291,16 @@ def _answers(data: dict[str, Any], head: kernel.Header, model: Any) -> dict[str,
             )
         _reproduced(y, Xq, model, load, path)
     return counts
+
+
+def _bounded(tokens: int, heads: int, path: str) -> None:
+    """Refuse a sequence on which the claimed model's exact evaluation could meet more
+    than :data:`MAX_TERMS` exponent sums (``tokens ** heads``)."""
+    if tokens**heads > MAX_TERMS:  # heads <= MAX_HEADS and tokens <= MAX_LENGTH: cheap
+        raise CertificateError(
+            f"{path}: {tokens} tokens under {heads} heads is more work than a checker does "
+            f"(up to {tokens}^{heads} exponent sums, at most {MAX_TERMS})"
+        )
 
 
 def _reproduced(y: Any, Xq: flint.fmpq_mat, model: Any, arith: Any, path: str) -> None:
