@@ -38,6 +38,10 @@ What is re-checked, with the core arithmetic and models only (never the learner'
    (:func:`~verified_attn.multi_head.canonical_bounds.canonical_query_limit`), at least
    the learning count;
 6. the final verification answers agree with the claimed Transformer (the one rule).
+
+The cells' decoding is not re-run: a certificate that checks shows that the claimed
+canonical Transformer reproduces every recorded answer, not that no other one does (that
+is the learner's result, under the assumptions the certificate states).
 """
 
 from __future__ import annotations
