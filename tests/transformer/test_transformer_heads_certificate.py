@@ -180,3 +180,14 @@ def test_a_sequence_too_costly_to_evaluate_is_refused_fast() -> None:
         heads.append({"W": [[f"{k}/1", "0/1"], ["0/1", "0/1"]], "V": V, "c": None})
     with pytest.raises(CertificateError, match="more work than a checker does"):
         va.verify_certificate(data)
+
+
+def test_each_cell_attempt_is_held_to_the_affine_limit() -> None:
+    """d = 2, max_heads = 2: 35 per cell attempt; a retried attempt (t / 4) is counted
+    beyond the bound, so the learning count may then pass it, never an attempt's limit."""
+    from verified_attn.certificates.transformer_heads import _within_limit
+
+    assert _within_limit({"cell1/F(0)": 3, "cell1/F(k)": 32, "cell1/verify": 8}, 35) == 0
+    assert _within_limit({"cell1/F(k)": 20, "cell1.1/F(0)": 3, "cell1.1/F(k)": 32}, 35) == 1
+    with pytest.raises(CertificateError, match="cell1 has 36 learning queries, above"):
+        _within_limit({"cell1/F(0)": 3, "cell1/F(k)": 33}, 35)
