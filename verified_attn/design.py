@@ -121,7 +121,7 @@ class SingleHeadDesign:
         return [self.U[i][k] for i in range(self.d)]
 
     def set_scale(self, k: int, j: int, t: Fraction) -> None:
-        """Set the t of the probe [e_j + t u_k; e_j] (keeps the float views in step)."""
+        """Set the t of the W probe (k, j), its score scale (keeps the float views in step)."""
         self.scales[k][j] = t
         if self._t is not None and self._t_pow2 is not None:
             self._t[k, j] = float(t)
