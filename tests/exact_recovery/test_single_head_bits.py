@@ -15,7 +15,7 @@ import pytest
 
 import verified_attn as va
 from verified_attn.errors import CertificateError
-from verified_attn.exact_recovery import learner
+from verified_attn.exact_recovery import extended_decode, learner
 
 D = 64
 #: Seeds the benchmarks do not use (benchmarks/single_head_bits.py and scale.py take
@@ -147,3 +147,75 @@ def test_an_anchor_outside_float_is_refused() -> None:
     data["design"]["anchor"] = "1/8"
     with pytest.raises(CertificateError, match="only a float, non-affine design"):
         va.verify_certificate(data)
+
+
+# ---------------------------------------------------------------------------------------
+# The extended-precision decoding (verified_attn/exact_recovery/extended_decode.py).
+# ---------------------------------------------------------------------------------------
+
+
+def _captured(d: int, seed: int, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, dict[str, Any]]:
+    """The design and answers of one float run (the learner's decode, spied on)."""
+    seen: dict[str, Any] = {}
+    real = learner.decode_single_head
+
+    def spy(arith: Any, design: Any, answers: Any) -> Any:
+        seen["design"], seen["answers"] = design, answers
+        return real(arith, design, answers)
+
+    monkeypatch.setattr(learner, "decode_single_head", spy)
+    W, v = _head(d, seed)
+    va.learn_single_head(va.Oracle(va.SingleHeadAttention(W, v), "float"))
+    return seen["design"], seen["answers"]
+
+
+def _mp_decode(design: Any, answers: dict[str, Any]) -> list[list[Any]]:
+    """W from the float64 answers in 40-digit mpmath, written out from the probe's identity
+    f = a v_j + sigmoid(t m) (t / a) u_k^T v with U = I + e_p s^T (independent code)."""
+    import mpmath
+
+    mp = mpmath.mp.clone()
+    mp.dps = 40
+    d = design.d
+    p, s = design._mix
+    a = mp.mpf(float(design.anchor))
+    v = [mp.mpf(float(x)) for x in answers["v"]]
+    M = [[mp.mpf(0)] * d for _ in range(d)]
+    for k in range(d):
+        uv = v[k] + (v[p] if s[k] else 0)
+        for j in range(d):
+            t = mp.mpf(float(design.scales[k][j]))
+            y = (mp.mpf(float(answers["W"][k][j])) - a * v[j]) / ((t / a) * uv)
+            M[k][j] = mp.log(y / (1 - y)) / t
+    return [[M[k][j] - (M[p][j] if s[k] else 0) for j in range(d)] for k in range(d)]
+
+
+@pytest.mark.skipif(extended_decode.EXTENDED is None, reason="np.longdouble is float64 here")
+def test_extended_decoding_matches_a_40_digit_decoding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decoding the same answers: extended precision is within 2^-58 of 40 digits; the
+    float64 decoding (the wrong variant) is not."""
+    design, answers = _captured(16, SEEDS[0], monkeypatch)
+    assert any(design._mix[1])  # a design with mixed columns
+    exact = _mp_decode(design, answers)
+    top = max(abs(x) for row in exact for x in row)
+
+    def error(W: np.ndarray) -> float:
+        return float(max(abs(W[i][j] - exact[i][j]) for i in range(16) for j in range(16)) / top)
+
+    ext = extended_decode.extended_w(design, answers)
+    assert ext is not None and error(ext) <= 2.0**-53  # the final float64 rounding only
+    monkeypatch.setattr(extended_decode, "EXTENDED", None)
+    assert extended_decode.extended_w(design, answers) is None
+    arith = va.Oracle(va.SingleHeadAttention([[0.0]], [1.0]), "float").arithmetic
+    plain = learner.decode_single_head(arith, design, answers)["W"]
+    assert error(plain) > 2.0 * error(ext)
+
+
+@pytest.mark.skipif(extended_decode.EXTENDED is None, reason="np.longdouble is float64 here")
+def test_float64_decoding_loses_bits(
+    runs: dict[int, tuple[Any, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Wrong variant: the anchored probes decoded in float64 (extended decoding off)."""
+    monkeypatch.setattr(extended_decode, "EXTENDED", None)
+    plain = {seed: _run(seed)[1] for seed in SEEDS}
+    assert sum(runs[s][1] for s in SEEDS) > sum(plain.values()) + 0.5

@@ -40,6 +40,7 @@ from verified_attn.design import (
     uv,
 )
 from verified_attn.errors import ModelClassMismatch
+from verified_attn.exact_recovery.extended_decode import extended_w
 from verified_attn.exact_recovery.float_bound import (
     DecodedHead,
     parameter_error_estimate,
@@ -154,6 +155,10 @@ def decode_single_head(
         m0 = L0 / t0
         M = M - m0[:, None]
         params["beta"] = base["beta"]
+    extended = extended_w(design, answers) if arith.name == "float" else None
+    if extended is not None:  # the default design, non-affine: see extended_decode
+        params["W"] = extended
+        return params
     fast = design.solve_float(M) if arith.name == "float" else None
     if fast is not None:  # the default design's U^{-T}, applied structurally
         params["W"] = fast
