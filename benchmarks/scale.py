@@ -7,6 +7,9 @@ alone. The black box is fast and timed *inside* itself, so the learner's own ove
 
 - float: ``Oracle.from_callable(fn, d, batch_fn=...)``; the box does one d x d product per
   query (``W x_N`` for the whole batch at once), then the softmax over the N tokens;
+  its rows also give ``bits``, ``-log2`` of the largest entry error of W and v over
+  their largest entry (:mod:`verified_attn.precision`'s metric, the truth being the box's
+  float64 parameters);
 - certified: one of our exact heads behind a timing wrapper, each answer an arb ball at
   256 bits (the box's own time is its ball evaluation; converting the query to an exact
   matrix is the oracle's, i.e. the learner's, side).
@@ -230,7 +233,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
             W, v = low_rank_instance(d, spec["r"], seed)
         fn, batch_fn = float_box(W, v, clock)
         oracle = va.Oracle.from_callable(fn, d, batch_fn=batch_fn, model_class="single-head")
-        truth = W
+        truth, truth_v = W, v
     else:
         import flint  # noqa: F401  (the certified instance)
 
@@ -286,6 +289,12 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         Wh = np.asarray(rec.W, dtype=np.float64)
         row["max_abs_error"] = float(np.max(np.abs(Wh - truth)))
         row["relative_error"] = float(np.linalg.norm(Wh - truth) / np.linalg.norm(truth))
+        # The precision metric (issue 39): largest entry error of W, v over the largest entry.
+        from verified_attn.precision import bits, relative_parameter_error
+
+        metric = relative_parameter_error([(Wh, rec.v)], [(truth, truth_v)], ordered=True)
+        row["parameter_error"] = metric
+        row["bits"] = bits(metric)
     else:
         row["equal"] = bool(rec.exact and rec.W == truth.W and rec.v == truth.v)
         if not rec.exact:  # balls: do they contain the true rationals, and how wide are they?

@@ -204,5 +204,18 @@ def test_single_head_reports_no_more_bits_than_measured(d: int, affine: bool) ->
     inflated = dataclasses.replace(rec, parameter_error_estimate=rec.parameter_error_estimate / factor)
     assert inflated.error_figures.parameter_bits > measured
     assert not claims_no_more(inflated, truth, beta)
+    # A gap the answers show and the result does not state is found: a head with its values
+    # off by 2^-30 misses the answers by far more than the stated gap.
+    off = [tuple(np.array(x, dtype=np.float64) for x in h) for h in learned]
+    off[0][1][:] *= 1 + 2.0**-30
+    with mpmath.workdps(DIGITS):
+        assert prediction_shortfall(rec, off, beta) > 0
+    # The stated gap divided by 2^12: refused wherever the answers show more than the float64
+    # evaluation's allowance (the anchored, extended-precision head often misses them by
+    # that rounding alone).
     ver = dataclasses.replace(rec.verification, max_gap=rec.verification.max_gap / 2**12)
-    assert not claims_no_more(dataclasses.replace(rec, verification=ver), truth, beta)
+    understated = dataclasses.replace(rec, verification=ver)
+    with mpmath.workdps(DIGITS):
+        heads64 = [tuple(np.asarray(x, dtype=np.float64) for x in h) for h in learned]
+        shown = prediction_shortfall(understated, heads64, beta) > 0
+    assert claims_no_more(understated, truth, beta) != shown

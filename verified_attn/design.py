@@ -52,9 +52,14 @@ __all__ = [
 class SingleHeadDesign:
     """The exact rational design: columns ``U[:, k] = u_k`` and probe scales.
 
-    ``scales[k][j]`` is the t of the query [e_j + t u_k; e_j]; ``c_scales[k]`` that of
-    [t u_k; 0] (affine only). All are exact rationals. Change a scale only through
-    :meth:`set_scale` / :meth:`set_c_scale`: the design caches float views of them.
+    ``scales[k][j]`` is the t of the query [a e_j + (t / a) u_k; a e_j], whose score
+    difference is ``t u_k^T W e_j`` whatever the anchor a; ``c_scales[k]`` is the t of
+    [t u_k; 0] (affine only). ``anchor`` (a power of two, 1 unless set) shrinks the
+    reference token's value ``a v_j`` against the probe's ``(t / a) u_k^T v``: a float box
+    rounds an answer to its magnitude, and ``v_j`` enters the decoded entry unscaled, so
+    the float learner anchors at 1/8 (see ``FLOAT_ANCHOR`` in the single-head learner).
+    All are exact rationals. Change a scale only through :meth:`set_scale` /
+    :meth:`set_c_scale`: the design caches float views of them.
     """
 
     d: int
@@ -62,6 +67,7 @@ class SingleHeadDesign:
     U: list[list[Fraction]]  # U[i][k]: row i, column k
     scales: list[list[Fraction]]
     c_scales: list[Fraction] | None = None
+    anchor: Fraction = Fraction(1)
 
     def __post_init__(self) -> None:
         # Float views, built lazily (or given by the constructors below, which know them):
@@ -115,7 +121,7 @@ class SingleHeadDesign:
         return [self.U[i][k] for i in range(self.d)]
 
     def set_scale(self, k: int, j: int, t: Fraction) -> None:
-        """Set the t of the probe [e_j + t u_k; e_j] (keeps the float views in step)."""
+        """Set the t of the W probe (k, j), its score scale (keeps the float views in step)."""
         self.scales[k][j] = t
         if self._t is not None and self._t_pow2 is not None:
             self._t[k, j] = float(t)
@@ -141,7 +147,7 @@ class SingleHeadDesign:
             )
 
     def w_query(self, j: int, k: int) -> np.ndarray:
-        """[e_j + t u_k; e_j] as an exact (dyadic) float array, or an object array."""
+        """[a e_j + (t / a) u_k; a e_j] as an exact (dyadic) float array, or an object array."""
         return self._pair(k, self.scales[k][j], j)
 
     def w_queries(self, k: int) -> np.ndarray | list[np.ndarray]:
@@ -150,11 +156,12 @@ class SingleHeadDesign:
             return [self.w_query(j, k) for j in range(self.d)]
         assert self._t is not None
         u = self.U_float[:, k]
+        a = float(self.anchor)  # a power of two: t / a and a are exact
         out = np.zeros((self.d, 2, self.d))
-        np.multiply(self._t[k][:, None], u[None, :], out=out[:, 0, :])
+        np.multiply(self._t[k][:, None] / a, u[None, :], out=out[:, 0, :])
         idx = np.arange(self.d)
-        out[idx, 0, idx] += 1.0
-        out[idx, 1, idx] = 1.0
+        out[idx, 0, idx] += a
+        out[idx, 1, idx] = a
         return out
 
     def c_query(self, k: int) -> np.ndarray:
@@ -174,14 +181,16 @@ class SingleHeadDesign:
             )
         self._scale_views()
         assert self._t_pow2 is not None
-        return bool(self._u_int[k]) and bool(self._t_pow2[k].all())
+        anchored = self.anchor == 1 or is_power_of_two(self.anchor)
+        return bool(self._u_int[k]) and bool(self._t_pow2[k].all()) and anchored
 
     def _pair(self, k: int, t: Fraction, j: int | None) -> np.ndarray:
-        top = [t * u for u in self.column(k)]
+        a = self.anchor if j is not None else Fraction(1)
+        top = [t / a * u for u in self.column(k)]
         bottom = [Fraction(0)] * self.d
         if j is not None:
-            top[j] += 1
-            bottom[j] = Fraction(1)
+            top[j] += a
+            bottom[j] = a
         return exact_array([top, bottom])
 
 

@@ -31,8 +31,9 @@ PHASES: dict[str, str] = {
     # Thm 4.1 (single head) and the rooms that use it.
     "v": "length-1 queries [e_i]: the value vector v (f([e_i]) = v_i)",
     "beta": "one query of the zero token: the output bias beta (affine model)",
-    "W": "the length-2 probes [e_j + t u_k, e_j] of the design U: the entries of W (and c, "
-    "affine; with a label oracle, bisected over t)",
+    "W": "the length-2 probes [e_j + t u_k, e_j] of the design U (a float single head: "
+    "[a e_j + (t/a) u_k, a e_j], a = 1/8): the entries of W (and c, affine; with a label "
+    "oracle, bisected over t)",
     "rescale": "probes that saturated the softmax, re-asked at a smaller scale",
     "refine": "probes re-asked at a larger scale where a float answer was too coarse",
     "verify": "fresh random sequences the learner did not use, checked against the learned "

@@ -561,12 +561,16 @@ def test_float_mode_rescales_saturated_probes() -> None:
     assert rec.rounds == 3
     assert any("re-asked at a smaller scale" in n for n in rec.notes)
     assert _relative_error(rec, LARGE) <= 1e-9
-    # Every re-asked probe uses the 1/16 scale: a top token e_j + u_k / 16.
+    # Every re-asked probe uses the 1/16 scale: with the float learner's anchor a, the
+    # tokens a e_j + (1/16 / a) u_k and a e_j (score difference u_k^T W e_j / 16).
+    from verified_attn.exact_recovery.learner import FLOAT_ANCHOR
+
     rescaled = [e.sequence for e in oracle.transcript if e.phase == "rescale"]
     assert len(rescaled) == extra
     for top, bottom in rescaled:
         diff = [a - b for a, b in zip(top, bottom, strict=True)]
-        assert all(x in (0, Fraction(1, 16)) for x in diff)
+        assert all(x in (0, Fraction(1, 16) / FLOAT_ANCHOR) for x in diff)
+        assert sorted(bottom)[-1] == FLOAT_ANCHOR and sum(bottom) == FLOAT_ANCHOR
 
 
 def test_rescaling_is_what_makes_float_mode_work(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -21,7 +21,9 @@ What is re-checked, in order, with the core arithmetic only (not the learner's c
    (certainly nonzero, in certified mode);
 3. decoding, written out here: v_i = f([e_i]) - beta; for each probe
    y = (f - v_j - beta) / (t u_k^T v), M = logit(y) / t (affine: minus the c probes'
-   logit / t), and ``W = U^{-T} M``, compared with the claim:
+   logit / t), and ``W = U^{-T} M``, compared with the claim (a float, non-affine design
+   may state an anchor a = 2^-n, n <= :data:`MAX_ANCHOR_EXPONENT`: its probes are
+   [a e_j + (t / a) u_k; a e_j] and y = (f - a v_j) / ((t / a) u_k^T v)):
 
    - ``exact``: ``==``;
    - ``certified``: a claimed rational must lie in its recomputed ball *and* be the only
@@ -88,6 +90,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
     check_theorem(head, THEOREM)
     affine = kernel.as_bool(kernel.get(data, "affine"), "affine")
     U, scales, c_scales = _design(data, head.d, affine)
+    anchor = _anchor(data, head, affine)
     refined = _refined(data, head)
     lines = [head.describe() + (" (affine)" if affine else "")]
     lines.append(_counts(data, head.d, affine, scales, c_scales, refined))
@@ -100,13 +103,13 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         claimed = claimed_parameters(data, arith, _shapes(head.d, affine), exact)
         _check_bias(data, head, claimed, affine)
         lines.append(_check_design(arith, U, answers, affine))
-        decoded = _decode(arith, U, scales, c_scales, answers, affine)
+        decoded = _decode(arith, U, (scales, anchor), c_scales, answers, affine)
         lines.append(compare_parameters(arith, exact, claimed, decoded, rtol=FLOAT_RTOL))
         lines.append(_describe_result(head, claimed, exact, affine))
         predict = head_predictor(head, claimed, exact, affine=affine)
         lines.append(kernel.check_verification(data, head, predict))
         if arith.name == "float":
-            design = SingleHeadDesign(head.d, affine, U, scales, c_scales)
+            design = SingleHeadDesign(head.d, affine, U, scales, c_scales, anchor)
             lines.insert(-1, _figures(data, head, claimed, (design, answers), predict))
     check_seed(data, head.seed, "the learner uses one seed for both")
     return passed(head, lines)
@@ -144,6 +147,27 @@ def _design(
     elif c_raw is not None:
         raise CertificateError("design.c_scales must be null for the non-affine model")
     return U, scales, c_scales
+
+
+#: The smallest anchor a float design may state is 2^-MAX_ANCHOR_EXPONENT.
+MAX_ANCHOR_EXPONENT = 10
+
+
+def _anchor(data: dict[str, Any], head: kernel.Header, affine: bool) -> Fraction:
+    """design.anchor: 1 when absent; else 2^-n, 0 <= n <= MAX_ANCHOR_EXPONENT, float only."""
+    raw = kernel.get(data, "design").get("anchor")
+    if raw is None:
+        return Fraction(1)
+    a = kernel.rational(raw, "design.anchor")
+    if head.arith.name != "float" or affine:
+        raise CertificateError(
+            f"design.anchor = {a} is stated, but only a float, non-affine design has an anchor"
+        )
+    if not any(a == Fraction(1, 2**n) for n in range(MAX_ANCHOR_EXPONENT + 1)):
+        raise CertificateError(
+            f"design.anchor = {a} is not 2^-n with 0 <= n <= {MAX_ANCHOR_EXPONENT}"
+        )
+    return a
 
 
 #: A float box declaring this rtol or coarser may have W probes re-asked once at a
@@ -275,20 +299,22 @@ def _check_design(
 def _decode(
     arith: Arithmetic,
     U: list[list[Fraction]],
-    scales: list[list[Fraction]],
+    anchored: tuple[list[list[Fraction]], Fraction],
     c_scales: list[Fraction] | None,
     answers: dict[str, Any],
     affine: bool,
 ) -> dict[str, list[Any]]:
     """The parameters from the stored answers, written out (see the module docstring)."""
+    scales, anchor = anchored
     d = len(U)
     v, beta = _v(arith, answers, affine)
     uv = _uv(arith, U, v)
+    a = arith.rational(anchor)
     M = np.empty((d, d), dtype=object)
     for k in range(d):
         for j in range(d):
             t = arith.rational(scales[k][j])
-            y = (answers["W"][k][j] - v[j] - beta) / (t * uv[k])
+            y = (answers["W"][k][j] - a * v[j] - beta) / (t / a * uv[k])
             M[k, j] = logit(arith, y, f"answers.W[{k}][{j}]") / t
     m0 = None
     if affine:

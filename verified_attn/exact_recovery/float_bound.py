@@ -73,11 +73,13 @@ __all__ = [
 @dataclass(frozen=True)
 class Probes:
     """The design and answers in float64: ``b`` beta's answer (0 if not affine), ``a[i]``
-    the answer to [e_i], ``F[k, j]`` to [e_j + t u_k; e_j], ``G[k]`` to [t0 u_k; 0]; ``p``
-    is ``U^T v``, ``Y`` and ``Y0`` the probes' ratios."""
+    the answer to [e_i], ``F[k, j]`` to [z e_j + (t / z) u_k; z e_j] (z the design's
+    anchor), ``G[k]`` to [t0 u_k; 0]; ``p`` is ``U^T v``, ``Y`` and ``Y0`` the probes'
+    ratios."""
 
     U: np.ndarray
     t: np.ndarray
+    z: float
     t0: np.ndarray | None
     b: float
     a: np.ndarray
@@ -95,14 +97,15 @@ class Probes:
         a = np.array([float(x) for x in answers["v"]])
         F = np.array([[float(x) for x in row] for row in answers["W"]])
         p = U.T @ (a - b)
-        Y = (F - a[None, :]) / (t * p[:, None])
+        z = float(design.anchor)
+        Y = (F - z * a[None, :]) / (t / z * p[:, None])
         t0 = G = Y0 = None
         if design.affine:
             assert design.c_scales is not None
             t0 = np.array([float(s) for s in design.c_scales])
             G = np.array([float(x) for x in answers["c"]])
             Y0 = (G - b) / (t0 * p)
-        return cls(U, t, t0, b, a, F, G, p, Y, Y0)
+        return cls(U, t, z, t0, b, a, F, G, p, Y, Y0)
 
 
 def head_gradients(
@@ -131,12 +134,13 @@ def answer_gradients(
     ``dy/dv = gv``, ``dy/dbeta = gbeta``), by the chain rule through the decoding:
 
     ``W = U^-T (M - m0 1^T)``, ``c = U^-T m0``, ``M = logit(Y) / t``, ``m0 = logit(Y0) / t0``,
-    ``Y = (F - a_j) / (t p_k)``, ``Y0 = (G - b) / (t0 p_k)``, ``p = U^T v``, ``v = a - b``.
+    ``Y = (F - z a_j) / ((t / z) p_k)``, ``Y0 = (G - b) / (t0 p_k)``, ``p = U^T v``,
+    ``v = a - b`` (z = 1 if affine).
     """
     affine = pr.G is not None
     gN = np.outer(Uinv @ xa, q)  # dy/dM, (k, j)
     gY = gN / (pr.t * pr.Y * (1 - pr.Y))
-    gF = gY / (pr.t * pr.p[:, None])
+    gF = gY / (pr.t / pr.z * pr.p[:, None])
     gp = -(gY * pr.Y).sum(axis=1) / pr.p
     gG = None
     gb = gbeta
@@ -148,7 +152,7 @@ def answer_gradients(
         gp = gp - gY0 * pr.Y0 / pr.p
         gb -= float(gG.sum())
     gvt = gv + pr.U @ gp  # dy/dv through v itself and through p = U^T v
-    ga = gvt - gF.sum(axis=0)
+    ga = gvt - pr.z * gF.sum(axis=0)
     if affine:
         gb -= float(gvt.sum())
     return gb, ga, gF, gG
@@ -169,13 +173,14 @@ def answer_noise(
     beta, nv = abs(pr.b), float(np.linalg.norm(np.asarray(params["v"], dtype=np.float64)))
     colq = np.linalg.norm(W + np.reshape(c, (-1, 1)) * np.ones((1, d)), axis=0)  # |W e_j + c|
     nu = np.linalg.norm(pr.U, axis=0)  # |u_k|
-    # |e_j + t u_k|^2 = t^2 |u_k|^2 + 2 t U[j, k] + 1
-    n1 = np.sqrt(np.maximum((pr.t * nu[:, None]) ** 2 + 2 * pr.t * pr.U.T + 1, 0.0))
+    # |z e_j + T u_k|^2 = T^2 |u_k|^2 + 2 z T U[j, k] + z^2, with T = t / z; |x_2| = z
+    z, T = pr.z, pr.t / pr.z
+    n1 = np.sqrt(np.maximum((T * nu[:, None]) ** 2 + 2 * z * T * pr.U.T + z * z, 0.0))
     Y = np.clip(pr.Y, 0.0, 1.0)
     s_F = (
         beta
-        + nv * (Y * n1 + (1 - Y))
-        + Y * (1 - Y) * np.abs(pr.t * pr.p[:, None]) * (n1 + 1) * colq[None, :]
+        + nv * (Y * n1 + (1 - Y) * z)
+        + Y * (1 - Y) * np.abs(T * pr.p[:, None]) * (n1 + z) * z * colq[None, :]
     )
     s_G = None
     if pr.G is not None:
@@ -231,8 +236,8 @@ def parameter_bounds(
     """Entry-wise first-order worst case of each parameter's error (``W``, ``v``, and
     ``c``, ``beta`` if affine): every answer's rounding (:func:`answer_noise`) aligned
     against it, carried through the decoding by absolute values at each step,
-    ``|dv| = s_a + s_b``, ``|dp| = |U|^T |dv|``, ``|dY| = (s_F + |dv_j|) / |t p_k| + |Y|
-    |dp_k| / |p_k|``, ``|dM| = |dY| / (t Y (1 - Y))``, ``|dW| <= |U^-T| |dM|`` (O(d^3)),
+    ``|dv| = s_a + s_b``, ``|dp| = |U|^T |dv|``, ``|dY| = (s_F + z |dv_j|) / |(t / z) p_k|
+    + |Y| |dp_k| / |p_k|`` (z the anchor), ``|dM| = |dY| / (t Y (1 - Y))``, ``|dW| <= |U^-T| |dM|`` (O(d^3)),
     plus the decoding's own float rounding (a few ulps of each ratio and logit, and of the
     product with ``U^-T``, whose rows have ``n`` nonzeros: ``n`` ulps of ``|U^-T| |M|``).
     """
@@ -247,7 +252,8 @@ def parameter_bounds(
         own = unit * (np.abs(np.log(Yc)) + np.abs(np.log1p(-Yc)))
         return (dY + 4 * unit * Yc) / (t * Yc * (1 - Yc)) + own / t
 
-    dY = (s_F + dv[None, :]) / (pr.t * ap[:, None]) + np.abs(pr.Y) * (dp / ap)[:, None]
+    dY = (s_F + pr.z * dv[None, :]) / (pr.t / pr.z * ap[:, None])
+    dY = dY + np.abs(pr.Y) * (dp / ap)[:, None]
     dM = logit_error(pr.Y, pr.t, dY)
     M = np.abs(np.log(np.clip(pr.Y, 1e-300, 1.0)) - np.log1p(-np.clip(pr.Y, 0.0, 1 - unit)))
     M = M / pr.t
