@@ -138,3 +138,32 @@ def test_rank_argument_is_checked() -> None:
         va.learn_multi_head(va.Oracle(model, "float"), heads=1, rank=0)
     with pytest.raises(InvalidArgument, match="float oracles"):
         va.learn_multi_head(va.Oracle(model, "float"), max_heads=2, rank=1)
+
+
+def test_the_certificate_checks_and_wrong_variants_fail() -> None:
+    import copy
+
+    from verified_attn.errors import CertificateError
+
+    model, _ = _rank_box(8, 2, 2, seed=1)
+    rec = va.learn_multi_head(va.Oracle(model, "float"), heads=2, rank=2)
+    data = rec.certificate()
+    report = str(va.verify_certificate(data))
+    assert "canonical-low-rank" in report and "208 learning" in report
+    # A count off by one (header and phase together): not the skeleton's count.
+    bad = copy.deepcopy(data)
+    bad["queries"]["learning"] -= 1
+    bad["queries"]["by_phase"]["F(t)"] -= 1
+    with pytest.raises(CertificateError, match="imply 208"):
+        va.verify_certificate(bad)
+    # Another rank stated for the same answers.
+    bad = copy.deepcopy(data)
+    bad["design"]["rank"] = 3
+    with pytest.raises(CertificateError, match="full_groups"):
+        va.verify_certificate(bad)
+    # A head entry moved: some learning answer is no longer reproduced.
+    bad = copy.deepcopy(data)
+    W = bad["result"]["heads"][0]["W"]
+    W[0][0] = W[1][1]
+    with pytest.raises(CertificateError):
+        va.verify_certificate(bad)

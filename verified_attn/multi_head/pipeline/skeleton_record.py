@@ -42,6 +42,7 @@ def design_record(sk: Skeleton) -> dict[str, Any]:
         "rank": sk.p,
         "full_groups": sk.m,
         "rank_found": sk.found,
+        "u_scale": dump_number(float(sk.scale)),
         "U": _rows(sk.U),
         "B": _rows(sk.B),
         "ratios": [[k, m] for k, m in sk.ratios],
