@@ -143,16 +143,19 @@ def _fit(
     model = heads_model(claimed, beta, affine)
     bias = float(beta) if affine else 0.0
     floor = float_floor(observed, bias)
+    checked = (
+        (X.shape[0], y, float(model.evaluate_batch(X[None])[0]))
+        for X, y in zip(rebuilt(), observed, strict=True)
+    )
     worst = 0.0
-    for i, (X, y) in enumerate(zip(rebuilt(), observed, strict=True)):
-        expected = float(model.evaluate_batch(X[None])[0])
-        ok, gap = agree(arith, y, expected, bias=bias, floor=floor)
-        if not ok or not math.isfinite(expected):
+    for i, (n, y, e) in enumerate(checked):
+        ok, gap = agree(arith, y, e, bias=bias, floor=floor)
+        worst = max(worst, gap if math.isfinite(e) else math.inf)
+        if not (ok and math.isfinite(e)):
             raise CertificateError(
-                f"learning answer {i} (a query of length {X.shape[0]}): stored {y}, the claimed "
-                f"heads give {expected} (relative gap {gap:.3e} > rtol {arith.rtol:g})"
+                f"learning answer {i} (a query of length {n}) is not reproduced: stored {y}, "
+                f"the claimed heads give {e} (relative gap {gap:.3e} > rtol {arith.rtol:g})"
             )
-        worst = max(worst, gap)
     return (
         f"fit: the claimed {len(claimed)} heads reproduce all {len(observed)} stored learning "
         f"answers (the rank check pair's included) to rtol {arith.rtol:g} (max relative gap "

@@ -125,7 +125,7 @@ class _Rows:
             db = np.array([y.sum() if self.affine else 0.0])
             return np.concatenate([dP.ravel(), dQ.ravel(), dv.ravel(), db])
 
-        return LinearOperator((N, n), matvec=mv, rmatvec=rmv, dtype=np.float64)  # type: ignore[call-arg]
+        return LinearOperator((N, n), matvec=mv, rmatvec=rmv, dtype=np.float64)
 
 
 def _start(heads: list[tuple[np.ndarray, ...]], p: int, affine: bool) -> list[np.ndarray]:
