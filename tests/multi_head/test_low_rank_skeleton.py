@@ -167,3 +167,26 @@ def test_the_certificate_checks_and_wrong_variants_fail() -> None:
     W[0][0] = W[1][1]
     with pytest.raises(CertificateError):
         va.verify_certificate(bad)
+
+
+@pytest.mark.slow  # about a minute: `pytest -m slow`
+def test_torch_module_e16_h4_golden_count() -> None:
+    # nn.MultiheadAttention E = 16, H = 4 (rank 4, biases N(0, 1)): 17 + (4 + 4 x 17 +
+    # 12 x 4 + 1 + 15) x 9 = 1241 learning queries (measured parameter error 6.5e-10),
+    # against H(2rd - r^2 + d) = 512 parameters and the follow-up's 4089.
+    torch = pytest.importorskip("torch")
+    from verified_attn.adapters.torch import attention_oracle
+
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(16, num_heads=4, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_bias.normal_()
+        mha.out_proj.bias.normal_()
+    readout = np.random.default_rng(100).standard_normal(16)
+    oracle = attention_oracle(mha, readout, dtype="float64")
+    rec = va.learn_multi_head(oracle, heads=4, rank=4)
+    learning = oracle.queries - oracle.queries_by_phase["verify"]
+    assert rec.queries == learning == low_rank_query_count(16, 4, 4, affine=True) == 1241
+    assert 1241 == 17 + (4 + 4 * 17 + 12 * 4 + 1 + 15) * 9
+    assert rec.verified and rec.parameter_error_estimate is not None
+    assert rec.parameter_error_estimate <= rec.parameter_rtol
