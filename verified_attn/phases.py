@@ -64,6 +64,10 @@ PHASES: dict[str, str] = {
     "match them across probes",
     "pilot": "multi-head (float): a first round of a few pairs choosing the probe scale "
     "(its last round is kept, earlier ones are extra)",
+    "links": "multi-head (float, rank=): the halved links ((u_1 + u_k)/2, b_1) of the low-rank "
+    "skeleton design, ordering each u-group's heads",
+    "rank check": "multi-head (float, rank=): one pair outside the low-rank skeleton, predicted "
+    "by the completed heads and never fitted (a rank too small fails it)",
     "conditioning": "multi-head (float): a stalled u-group asked again with a better "
     "conditioned direction",
     "polish": "multi-head (float): random sequences for a final fit of every parameter on "

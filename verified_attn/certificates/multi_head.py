@@ -100,11 +100,17 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
             return _canonical(data)
         if method == "orthogonal":
             return verify_orthogonal(data)
+        if method == "canonical-low-rank":
+            from verified_attn.certificates.multi_head_low_rank import verify_low_rank
+
+            return verify_low_rank(data)
     except VerifiedAttnError as exc:
         if isinstance(exc, CertificateError):
             raise
         raise CertificateError(f"multi-head certificate: {exc}") from exc
-    raise CertificateError(f"method must be 'canonical' or 'orthogonal', got {method!r:.80}")
+    raise CertificateError(
+        f"method must be 'canonical', 'orthogonal' or 'canonical-low-rank', got {method!r:.80}"
+    )
 
 
 # ---------------------------------------------------------------------------------------

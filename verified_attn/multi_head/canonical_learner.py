@@ -110,6 +110,7 @@ def learn_multi_head(
     heads: int | None = None,
     max_heads: int | None = None,
     affine: bool | None = None,
+    rank: int | str | None = None,
     **options: Unpack[ExactOptions],
 ) -> MultiHeadRecovery:
     """Recover the canonical form of a multi-head oracle (exact, certified or float).
@@ -138,6 +139,13 @@ def learn_multi_head(
     :class:`~verified_attn.models.MultiHeadAttention` and whose ``certificate()`` stores
     every answer for :mod:`verified_attn.certificates.multi_head`. ``progress``: a bar or
     callback over the queries (:mod:`verified_attn.progress`).
+
+    ``rank`` (float oracles with ``heads=``): the heads' score matrices ``[W_h | c_h]`` have
+    rank at most this int, or ``"find"`` to find it from full u-groups; the low-rank
+    skeleton design (:mod:`.pipeline.low_rank_design`) then asks about ``2H (2rd - r^2 + d)``
+    queries instead of ``2H d^2`` (``method == "canonical-low-rank"``). A box whose heads
+    have a higher rank is refused (ModelClassMismatch naming the rank), never returned.
+    None (default): the full design.
 
     >>> import verified_attn as va
     >>> rec = learn_multi_head(va.Oracle(va.SingleHeadAttention([[1]], [1]), "float"), heads=1)
@@ -177,8 +185,41 @@ def learn_multi_head(
             f"affine=False, but the oracle declares model class {oracle.model_class!r} "
             "(score or output biases): pass affine=True or leave it None"
         )
+    if rank is not None:
+        return _low_rank(oracle, H0, heads is not None, opts, affine, rank)
     with reporting(oracle, opts.progress, "learn_multi_head"):
         return _learn(oracle, H0, heads is not None, opts, affine)
+
+
+def _low_rank(
+    oracle: Oracle,
+    H0: int,
+    degree_known: bool,
+    opts: LearnerOptions,
+    affine: bool,
+    rank: int | str,
+) -> MultiHeadRecovery:
+    """The low-rank skeleton path (:mod:`.pipeline.skeleton`), arguments checked here."""
+    from verified_attn.multi_head.pipeline.skeleton import RANK_FOUND, learn_low_rank_float
+
+    if oracle.arithmetic.name != "float" or not degree_known:
+        raise InvalidArgument(
+            "rank= is for float oracles with heads= given (the low-rank skeleton design)"
+        )
+    if rank != RANK_FOUND:
+        if isinstance(rank, str):
+            raise InvalidArgument(f"rank must be an int or {RANK_FOUND!r}, got {rank!r}")
+        rank = check_int(rank, "rank", low=1, high=oracle.d + (1 if affine else 0))
+    with reporting(oracle, opts.progress, "learn_multi_head"):
+        return learn_low_rank_float(
+            oracle,
+            H0,
+            rank,
+            verify=opts.verify,
+            seed=opts.seed,
+            lengths=opts.lengths,
+            affine=affine,
+        )
 
 
 def _learn(

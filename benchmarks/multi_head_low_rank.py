@@ -1,0 +1,122 @@
+"""Low-rank float multi-head extraction (``learn_multi_head(..., rank=)``) on real heads.
+
+``nn.MultiheadAttention(E, H)`` in float64 (default initialisation, biases N(0, 1), readout
+r ~ N(0, I): :func:`multi_head_float.torch_box`), whose heads have rank r = E/H. Per cell,
+in its own subprocess (its peak RSS is that cell's): the learning queries against the
+parameter count ``H (2rd - r^2 + d)`` and the follow-up's ``4Hd^2 - 2H + 1``, the
+parameter error (largest entry error over the largest true entry, best head order; and in
+bits), the prediction error on 16 fresh sequences against the float64 module, wall time.
+
+    python benchmarks/multi_head_low_rank.py            # writes results/multi_head_low_rank.json
+    python benchmarks/multi_head_low_rank.py --cells 16x4 32x4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's package
+
+OUT = Path(__file__).resolve().parent / "results" / "multi_head_low_rank.json"
+CELLS = ["16x4", "32x4", "32x8", "64x8"]
+
+
+def child(E: int, H: int, seed: int, rank: str) -> dict[str, Any]:
+    from multi_head_float import parameter_error, prediction_error, torch_box
+
+    import verified_attn as va
+    from verified_attn.adapters.torch import attention_oracle, attention_parameters
+    from verified_attn.multi_head.canonical_bounds import follow_up_query_bound
+    from verified_attn.multi_head.pipeline.low_rank_design import (
+        low_rank_parameter_count,
+        low_rank_query_count,
+    )
+
+    r = E // H
+    mha, readout = torch_box(E, H, seed)
+    row: dict[str, Any] = {"E": E, "H": H, "r": r, "seed": seed, "rank": rank}
+    row["parameters_low_rank"] = low_rank_parameter_count(E, H, r)
+    row["follow_up"] = follow_up_query_bound(E, H)
+    row["formula"] = low_rank_query_count(E, H, r, affine=True, found=rank == "find")
+    t0 = time.perf_counter()
+    try:
+        box = attention_oracle(mha, readout, dtype="float64")
+        rec = va.learn_multi_head(box, heads=H, rank=r if rank == "given" else "find", seed=seed)
+    except va.VerifiedAttnError as exc:
+        row.update(learned=False, refusal=type(exc).__name__, message=str(exc)[:300])
+    else:
+        truth = attention_parameters(mha, readout)
+        got = [(W, v) for W, v, _ in rec.parameters["heads"]]
+        err = parameter_error(got, list(zip(truth.W, truth.v, strict=True)))
+        ref = attention_oracle(mha, readout, dtype="float64")
+        model = rec.model
+        pred = prediction_error(
+            lambda X: float(model.evaluate_batch(X[None])[0]), ref.query, E, seed
+        )
+        row.update(
+            learned=True,
+            queries=rec.queries,
+            by_phase=rec.queries_by_phase,
+            parameter_error=err["parameter_error"],
+            parameter_bits=-math.log2(max(err["parameter_error"], 2.0**-60)),
+            parameter_error_estimate=rec.parameter_error_estimate,
+            prediction_error=pred,
+            verification_error=rec.verification_error,
+        )
+    row["seconds"] = time.perf_counter() - t0
+    row["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cells", nargs="*", default=CELLS)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rank", choices=["given", "find"], default="given")
+    ap.add_argument("--child")
+    ap.add_argument("--out", default=str(OUT))
+    args = ap.parse_args()
+    if args.child:
+        spec = json.loads(args.child)
+        print(json.dumps(child(**spec)))
+        return
+    rows = []
+    for cell in args.cells:
+        E, H = (int(x) for x in cell.split("x"))
+        spec = {"E": E, "H": H, "seed": args.seed, "rank": args.rank}
+        proc = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if proc.returncode:
+            rows.append({**spec, "learned": False, "error": proc.stderr[-500:]})
+        else:
+            rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        print(json.dumps(rows[-1]), flush=True)
+    out = Path(args.out)
+    old = json.loads(out.read_text()) if out.exists() else {"rows": []}
+    keep = [
+        r
+        for r in old["rows"]
+        if not any(
+            (r["E"], r["H"], r.get("seed"), r.get("rank"))
+            == (n["E"], n["H"], n.get("seed"), n.get("rank"))
+            for n in rows
+        )
+    ]
+    out.write_text(json.dumps({"rows": keep + rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
