@@ -160,8 +160,8 @@ def test_the_refined_certificate_rechecks_and_tampering_is_rejected(refined: Any
 
 @pytest.mark.parametrize("affine", [False, True])
 def test_the_operator_is_the_column_scaled_jacobian(affine: bool) -> None:
-    from verified_attn.multi_head.pipeline.refine import _jacobian_operator
     from verified_attn.multi_head.sequence_fit import _jacobian
+    from verified_attn.multi_head.sequence_operator import jacobian_operator as _jacobian_operator
 
     rng = np.random.default_rng(1)
     d, H = 3, 2

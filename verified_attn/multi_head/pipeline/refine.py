@@ -26,7 +26,7 @@ parameters) and then takes at most :data:`STEPS` Gauss-Newton steps on every ans
   carries the learner's own rounding, as large as the box's;
 * the Jacobian in float64, applied matrix-free (per head, the rank-one rows
   ``(sum_l p_l (v^T x_l - f_h) x_l) x_N^T`` and ``sum_l p_l x_l``: memory ``O(n H d)``,
-  never ``P x P``), column-scaled, solved by ``scipy.sparse.linalg.lsqr``.
+  never ``P x P``), column-scaled, solved by ``scipy.sparse.linalg.lsqr`` (:mod:`..sequence_operator`).
 
 A step is kept only if the extended residual's norm falls (never worse than the start).
 """
@@ -37,7 +37,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.sparse.linalg import LinearOperator, lsqr
 
 from verified_attn.multi_head.canonical_bounds import follow_up_query_bound, parameter_count
 from verified_attn.multi_head.pipeline.budget import _within_parameter_tolerance
@@ -46,12 +45,12 @@ from verified_attn.multi_head.pipeline.state import FloatState
 from verified_attn.multi_head.pipeline.verify import _design_answers, heads_error_estimate
 from verified_attn.multi_head.sequence_fit import (
     SequenceRows,
-    _head_terms,
     compress,
     pack_parameters,
     polish_sequences,
     unpack_parameters,
 )
+from verified_attn.multi_head.sequence_operator import damped_step, jacobian_operator
 
 __all__ = [
     "STEPS",
@@ -69,9 +68,6 @@ STEPS = 2
 #: the rounding level, so Gauss-Newton converges quadratically and the next step would be
 #: about its square, under the unit roundoff.
 _SMALL_STEP = 2.0**-26
-#: lsqr's stopping tolerances (measured, d = 8, H = 6 seeds 0-3: 1e-12, 1e-8 and 1e-6 give
-#: the same heads to the bit, in 590, 400 and 290 iterations).
-_LSQR_TOL = 1e-8
 #: The refinement asks its sequences when they are at least this fraction of the parameters
 #: (the precision polish's ratio; measured, random d = 4, H = 3 seed 1: 13 sequences for 60
 #: parameters take it from 2^-44.4 to 2^-49.2).
@@ -144,46 +140,6 @@ def extended_values(
     return out
 
 
-def _jacobian_operator(
-    heads: Sequence[Head], rows: SequenceRows, affine: bool
-) -> tuple[LinearOperator, np.ndarray]:
-    """The Jacobian of the answers in the packed parameters, column-scaled (``J D^-1``), as
-    an operator that never holds it, and the column norms D. Per row and head it is
-    ``d f / d W_h = a x_N^T`` (a = ``sum_l p_l (v^T x_l - f_h) x_l``), ``d f / d v_h = sum_l
-    p_l x_l`` (and ``d f / d c_h = a``, ``d f / d beta = 1``): the heads' a and p-means are
-    kept side by side, (n, H d), so each product is one matrix product."""
-    n, d = len(rows), rows.queries.shape[1]
-    H, Q = len(heads), rows.queries
-    terms = [_head_terms(hd, rows, affine) for hd in heads]
-    XA = np.hstack([xa for _, _, xa in terms])  # (n, H d)
-    PM = np.hstack([np.einsum("nl,nld->nd", p, rows.tokens) for _, p, _ in terms])
-    cols = [np.sqrt((XA**2).T @ Q**2).reshape(H, d * d), np.sqrt(np.sum(PM**2, 0)).reshape(H, d)]
-    if affine:
-        cols.append(np.sqrt(np.sum(XA**2, 0)).reshape(H, d))
-    D = np.concatenate([np.hstack(cols).ravel(), [math.sqrt(n)] if affine else []])
-    D[D == 0] = 1.0
-    per = d * d + (2 * d if affine else d)
-
-    def matvec(x: np.ndarray) -> np.ndarray:
-        x = np.ravel(x) / D
-        blocks = x[: H * per].reshape(H, per)
-        W = blocks[:, : d * d].reshape(H, d, d)
-        out = np.einsum("nk,nk->n", XA, Q @ W.transpose(2, 0, 1).reshape(d, H * d))
-        out += PM @ blocks[:, d * d : d * d + d].ravel()
-        if affine:
-            out += XA @ blocks[:, d * d + d :].ravel() + x[-1]
-        return out
-
-    def rmatvec(r: np.ndarray) -> np.ndarray:
-        r = np.ravel(r)
-        parts = [((XA * r[:, None]).T @ Q).reshape(H, d * d), (PM.T @ r).reshape(H, d)]
-        if affine:
-            parts.append((XA.T @ r).reshape(H, d))
-        return np.concatenate([np.hstack(parts).ravel(), [r.sum()] if affine else []]) / D
-
-    return LinearOperator((n, len(D)), matvec=matvec, rmatvec=rmatvec, dtype=np.float64), D
-
-
 def gauss_newton(
     heads: Sequence[Head], beta: float, rows: SequenceRows, affine: bool, *, steps: int = STEPS
 ) -> tuple[list[Head], float]:
@@ -203,8 +159,7 @@ def gauss_newton(
     cost = float(res @ res)
     for _ in range(steps):
         hs, _ = unpack_parameters(theta, H, d, affine)
-        op, D = _jacobian_operator(hs, rows, affine)
-        step = lsqr(op, res, atol=_LSQR_TOL, btol=_LSQR_TOL, iter_lim=20 * len(theta))[0] / D
+        step = damped_step(*jacobian_operator(hs, rows, affine), res)
         trial = theta + step
         t_res = residual(trial)
         t_cost = float(t_res @ t_res)

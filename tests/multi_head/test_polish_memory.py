@@ -1,0 +1,54 @@
+"""No P x P matrix in the float multi-head polish: its peak memory against O(n L d + n H d + P).
+
+At d = 16, H = 8 (P = 2176) one P x P float64 matrix is 38 MB, while the answers' rows
+(n = 2400 sequences of up to 16 distinct tokens) and the heads' per-row terms (n x H d)
+are 5 MB each. The sequence polish (its Levenberg-Marquardt fit and its figures) is run
+under ``tracemalloc`` (numpy reports its buffers to it) and its peak must stay under
+4 x (n L d + n H d + P) x 8 bytes, well under P^2 x 8.
+
+Today the polish forms ``J^T J`` (P x P) in ``sequence_fit.normal_equations`` and its
+eigendecomposition in ``covariance_rows`` (docs/scale.md, "Multi-head memory"): the test
+is a strict xfail that records this limit; it passes (and so fails as xfail) once the
+polish is matrix-free.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from verified_attn.arithmetic import FloatArithmetic
+from verified_attn.multi_head import sequence_fit as sf
+from verified_attn.multi_head.pipeline.verify import polish_figures
+
+
+def _peak_of_polish(d: int, H: int, n: int) -> tuple[int, int]:
+    rng = np.random.default_rng(0)
+    heads = [(rng.normal(0, d**-0.5, (d, d)), rng.normal(0, 1, d)) for _ in range(H)]
+    seqs = sf.polish_sequences(d, n, seed=0)
+    rows = sf.compress(seqs, np.zeros(n))
+    rows = sf.compress(seqs, sf.model_values(heads, 0.0, rows, False))
+    start = [(W + 1e-9, v) for W, v in heads]
+    tracemalloc.start()
+    try:
+        fit = sf.fit_sequences(start, 0.0, rows, affine=False)
+        polish_figures(FloatArithmetic(1e-6, 2.0**-53), fit.heads, 0.0, False, rows, 0, (4, 8))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    L = rows.tokens.shape[1]
+    return peak, 8 * (n * L * d + n * H * d + H * (d * d + d))
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True, reason="the sequence polish forms J^T J (P x P): docs/scale.md, multi-head memory"
+)
+def test_the_polish_forms_no_p_by_p_matrix() -> None:
+    d, H, n = 16, 8, 2400
+    P = H * (d * d + d)
+    peak, linear = _peak_of_polish(d, H, n)
+    assert 8 * P * P > 4 * linear  # the size tells the two apart
+    assert peak <= 4 * linear, f"peak {peak / 2**20:.0f} MiB, P x P is {8 * P * P / 2**20:.0f} MiB"
