@@ -66,6 +66,10 @@ def test_golden_refine_counts() -> None:
     assert refine_count(8, 6, False, 1470, 3117, unit=2.0**-53) == 54
     assert refine_count(8, 6, False, 1471, 3117, unit=2.0**-53) == 0
     assert refine_count(8, 6, False, 1141, 3117, unit=2.0**-24) == 0
+    # The precision polish's parameter limit: d = 32, H = 8 (P = 8448) is refined, the
+    # affine E = 64, H = 4 module (P = 16,897) is not, whatever room its count leaves.
+    assert refine_count(32, 8, False, 31013, 40000, unit=2.0**-53) == 32752 - 31013
+    assert refine_count(64, 4, True, 58266, 70000, unit=2.0**-53) == 0
     # Another stream than the polish's: other sequences, the same lengths.
     ours, polish = refine_sequences(4, 3, 0), polish_sequences(4, 3, 0)
     assert [X.shape for X in ours] == [X.shape for X in polish]
