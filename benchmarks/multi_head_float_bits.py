@@ -271,7 +271,10 @@ def mha_grid(out: Path, run: bool, cells: list[str] | None) -> list[dict[str, An
         path.write_text(json.dumps(data, indent=1, default=str))
     if not path.exists():
         return None
-    summary: list[dict[str, Any]] = json.loads(path.read_text())["summary"]
+    data = json.loads(path.read_text())
+    summary: list[dict[str, Any]] = grid.mha_summary(data["runs"])
+    data["summary"] = summary
+    path.write_text(json.dumps(data, indent=1, default=str))
     for cell in summary:
         print(cell)
     return summary

@@ -181,8 +181,9 @@ def merge_rows(path: Path, new: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def mha_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per cell (E, H): seeds, how many met 46 bits, the worst and median parameter bits,
-    the worst floor (the exact heads' fit of the learner's answers), the queries against the
-    follow-up's count and the refinement's queries."""
+    the worst floor (the exact heads' fit of the learner's answers), the medians of the
+    bits before the refinement, of the once-rounded floor and of the answers' rounding,
+    the queries against the follow-up's count and the refinement's queries."""
     cells: dict[tuple[int, int], list[dict[str, Any]]] = {}
     for r in rows:
         cells.setdefault((r["d"], r["H"]), []).append(r)
@@ -190,6 +191,11 @@ def mha_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (E, H), group in sorted(cells.items(), key=lambda c: (c[0][1], c[0][0])):
         pb = [r["parameter_bits"] for r in group]
         floors = [r["floor_bits"] for r in group if r["floor_bits"] is not None]
+        once = [r["once_rounded_floor_bits"] for r in group
+                if r.get("once_rounded_start") == "learner"]
+        start = [r["before_refine_bits"] for r in group if r["before_refine_bits"] is not None]
+        rounding = [r["answer_rounding_bits"] for r in group
+                    if r["answer_rounding_bits"] is not None]
         out.append(
             {
                 "d": E,
@@ -200,6 +206,9 @@ def mha_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "min_parameter_bits": min(pb),
                 "median_parameter_bits": float(np.median(pb)),
                 "min_floor_bits": min(floors) if floors else None,
+                "median_before_refine_bits": float(np.median(start)) if start else None,
+                "median_once_rounded_floor_bits": float(np.median(once)) if once else None,
+                "median_answer_rounding_bits": float(np.median(rounding)) if rounding else None,
                 "queries": max(r["queries"] for r in group),
                 "follow_up": group[0]["follow_up"],
                 "refinement": min(r["refinement"] for r in group),
