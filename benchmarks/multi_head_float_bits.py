@@ -11,7 +11,7 @@ six heads) and CJM20's 2^-40.4. ``--goal BITS`` holds every cell to one goal ins
 the issue's; ``--out DIR`` reads and writes there.
 
 ``--mha`` learns the ``nn.MultiheadAttention`` float64 grid of
-:mod:`multi_head_mha_bits` (E / H 2 to 16, H 2 to 8, E <= 64; truth mapped exactly from
+:mod:`_mha_bits` (E / H 2 to 16, H 2 to 8, E <= 64; truth mapped exactly from
 the weights) into ``multi_head_mha_bits.json`` and draws its cells on the plot;
 ``--mha-cells E,H,SEED ...`` learns only those modules (merged into the JSON's rows).
 
@@ -192,7 +192,7 @@ def plot_bits(
 ) -> None:
     """Median parameter bits per cell (bars: the worst seed to the best median), one line per
     box and d, beside the anchors' horizontal lines; with ``mha`` (the ``--mha`` grid's
-    cells, :func:`multi_head_mha_bits.mha_summary`) one dashed line per head size E / H."""
+    cells, :func:`_mha_bits.mha_summary`) one dashed line per head size E / H."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -253,10 +253,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def mha_grid(out: Path, run: bool, cells: list[str] | None) -> list[dict[str, Any]] | None:
-    """The ``--mha`` grid's cell rows: learned now (all of :data:`multi_head_mha_bits.GRID`,
+    """The ``--mha`` grid's cell rows: learned now (all of :data:`_mha_bits.GRID`,
     or ``cells``), each row merged into ``multi_head_mha_bits.json`` as it ends; else read
     from that file (None when there is none)."""
-    import multi_head_mha_bits as grid
+    import _mha_bits as grid
     from _common import metadata
 
     path = out / "multi_head_mha_bits.json"

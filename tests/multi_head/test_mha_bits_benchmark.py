@@ -1,4 +1,4 @@
-"""The nn.MultiheadAttention grid of the precision benchmark (benchmarks/multi_head_mha_bits.py)."""
+"""The nn.MultiheadAttention grid of the precision benchmark (benchmarks/_mha_bits.py)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _module(name: str) -> Any:
     return module
 
 
-grid = _module("multi_head_mha_bits")
+grid = _module("_mha_bits")
 
 
 def _row(E: int, H: int, seed: int, bits: float) -> dict[str, Any]:
