@@ -18,7 +18,10 @@ that changed nothing leaves the run as it is). d = 32 and E = 32 (4-10 minutes a
 this machine, more under load) are not ablated. ``lowrank``: a box of rank-2 heads,
 d = 8, H = 8, seed 6 (:func:`rank_two_box`), likewise. ``square``: the square design's cells
 (random float64 d = 8, H = 2, seeds 4-19; ``nn.MultiheadAttention`` float64 E = 8, H = 2,
-seeds 2-5; random float64 d = 4, H = 2 and 3, seeds 0-9), likewise. For the options of
+seeds 2-5; random float64 d = 4, H = 2 and 3, seeds 0-9), likewise. ``refine``: the
+refinement's cells, seeds no other cell list has (random float64 d = 8, H = 3 seeds 4-5
+and H = 6 seeds 5-6; ``nn.MultiheadAttention`` float64 E = 8, H = 2 seeds 6-7), likewise
+(run with ``--switches refine``: every recorded row of them has the refinement). For the options of
 :class:`verified_attn.multi_head.pipeline.state.Options` (the learner as shipped, then each
 switch off alone) every cell is learned by ``learn_float`` and recorded: learned or refused,
 wrong results (parameters off by more than the stated parameter tolerance or predictions by
@@ -72,6 +75,10 @@ SQUARE_CELLS = [("random", "float64", 8, 2, range(4, 20)), ("torch", "float64", 
 SQUARE_CELLS += [("random", "float64", 4, H, range(10)) for H in (2, 3)]
 #: A rank-2 box where a u-group stalls after the fits (the low-rank restarts' golden run).
 LOW_RANK_CELLS = [("rank2", "float64", 8, 8, (6,))]
+#: The refinement's own cells (new seeds, so no recorded row predates the refinement): the
+#: learner as shipped, then the refinement off where it ran.
+REFINE_CELLS = [("random", "float64", 8, H, seeds) for H, seeds in ((3, (4, 5)), (6, (5, 6)))]
+REFINE_CELLS += [("torch", "float64", 8, 2, (6, 7))]
 QUICK_CELLS = [("random", "float64", 4, 2, range(2)), ("torch", "float32", 4, 2, range(1))]
 
 
@@ -128,7 +135,7 @@ def run(switch: str, kind: str, dtype: str, d: int, H: int, seed: int) -> dict[s
         row.update(
             learned=True,
             queries=rec.queries,
-            parameter_error=parameter_error(got, heads),
+            **parameter_error(got, heads),
             prediction_error=prediction_error(
                 lambda X: float(learned.evaluate_batch(X[None])[0]), answer, d, seed
             ),
@@ -274,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--quick", action="store_true")
     p.add_argument(
         "--cells",
-        choices=("subset", "extended", "square", "lowrank", "pair", "none"),
+        choices=("subset", "extended", "square", "lowrank", "pair", "refine", "none"),
         default="subset",
     )
     p.add_argument("--merge", action="store_true", help="keep the JSON's other cells' rows")
@@ -296,6 +303,7 @@ def main(argv: list[str] | None = None) -> None:
             "square": SQUARE_CELLS,
             "lowrank": LOW_RANK_CELLS,
             "pair": PAIR_CELLS,
+            "refine": REFINE_CELLS,
             "none": [],
         }[args.cells]
     )

@@ -10,6 +10,11 @@ and worst parameter bits per cell beside the anchors' 2^-51 (IACR ePrint 2026/16
 six heads) and CJM20's 2^-40.4. ``--goal BITS`` holds every cell to one goal instead of
 the issue's; ``--out DIR`` reads and writes there.
 
+``--mha`` learns the ``nn.MultiheadAttention`` float64 grid of
+:mod:`_mha_bits` (E / H 2 to 16, H 2 to 8, E <= 64; truth mapped exactly from
+the weights) into ``multi_head_mha_bits.json`` and draws its cells on the plot;
+``--mha-cells E,H,SEED ...`` learns only those modules (merged into the JSON's rows).
+
 The goals (issue 39), in bits of the relative parameter error: random float64 d = 8, H = 6
 (the anchor's cell) 51; the other random float64 cells 48; ``nn.MultiheadAttention``
 float64 46; float32 20 (within 4 bits of float32's 24-bit significand, 2^-20).
@@ -182,9 +187,12 @@ def recompute(data: dict[str, Any], goal: float | None = None) -> dict[str, Any]
     return data
 
 
-def plot_bits(precision: list[dict[str, Any]], path: Path) -> None:
+def plot_bits(
+    precision: list[dict[str, Any]], path: Path, mha: list[dict[str, Any]] | None = None
+) -> None:
     """Median parameter bits per cell (bars: the worst seed to the best median), one line per
-    box and d, beside the anchors' horizontal lines."""
+    box and d, beside the anchors' horizontal lines; with ``mha`` (the ``--mha`` grid's
+    cells, :func:`_mha_bits.mha_summary`) one dashed line per head size E / H."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -205,6 +213,14 @@ def plot_bits(precision: list[dict[str, Any]], path: Path) -> None:
         box = "nn.MHA" if kind == "torch" else kind
         ax.errorbar(Hs, med, yerr=[med - low, np.zeros_like(med)], marker="o", capsize=2,
                     lw=1, label=f"{box} {dtype} d={d}")
+    for hd in sorted({c["head_dim"] for c in mha or []}):
+        cells = [c for c in mha or [] if c["head_dim"] == hd]
+        Hs = np.array([c["H"] for c in cells], dtype=float)
+        med = np.array([c["median_parameter_bits"] for c in cells])
+        low = np.array([c["min_parameter_bits"] for c in cells])
+        ax.errorbar(Hs, med, yerr=[med - low, np.zeros_like(med)], marker="s", ls="--",
+                    capsize=2, lw=1, label=f"nn.MHA float64 grid E/H={hd} (exact truth)")
+    ax.axhline(46.0, color="grey", ls="-.", lw=0.9, label="nn.MHA goal: 2^-46")
     for (label, b), style in zip(ANCHORS, ("--", ":"), strict=True):
         ax.axhline(b, color="black", ls=style, lw=0.9, label=label)
     ax.set_xlabel("heads H")
@@ -222,14 +238,46 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=None, help="folder of multi_head_float.json")
     p.add_argument("--goal", type=float, default=None, help="one goal in bits for every cell")
+    p.add_argument("--mha", action="store_true", help="learn the nn.MultiheadAttention grid")
+    p.add_argument("--mha-cells", nargs="*", default=None, metavar="E,H,SEED",
+                   help="learn only these nn.MultiheadAttention modules (into the grid's rows)")
     args = p.parse_args(argv)
     out = output_dir(args.out, False, "multi_head_float_bits")
     path = out / "multi_head_float.json"
     data = recompute(json.loads(path.read_text()), args.goal)
     path.write_text(json.dumps(data, indent=1, default=str))
-    plot_bits(data["precision"], out / "multi_head_float_bits.png")
+    mha = mha_grid(out, args.mha, args.mha_cells)
+    plot_bits(data["precision"], out / "multi_head_float_bits.png", mha)
     for row in data["precision"]:
         print(row)
+
+
+def mha_grid(out: Path, run: bool, cells: list[str] | None) -> list[dict[str, Any]] | None:
+    """The ``--mha`` grid's cell rows: learned now (all of :data:`_mha_bits.GRID`,
+    or ``cells``), each row merged into ``multi_head_mha_bits.json`` as it ends; else read
+    from that file (None when there is none)."""
+    import _mha_bits as grid
+    from _common import metadata
+
+    path = out / "multi_head_mha_bits.json"
+    todo = [tuple(int(x) for x in c.split(",")) for c in cells or []]
+    if run and not todo:
+        todo = [(E, H, s) for E, H, seeds in grid.GRID for s in seeds]
+    for E, H, seed in progress(todo, "nn.MHA modules"):
+        row = grid.run_cell(E, H, seed)
+        print(row, flush=True)
+        rows = grid.merge_rows(path, [row])
+        data = {"meta": metadata(0, grid=grid.GRID), "summary": grid.mha_summary(rows), "runs": rows}
+        path.write_text(json.dumps(data, indent=1, default=str))
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    summary: list[dict[str, Any]] = grid.mha_summary(data["runs"])
+    data["summary"] = summary
+    path.write_text(json.dumps(data, indent=1, default=str))
+    for cell in summary:
+        print(cell)
+    return summary
 
 
 if __name__ == "__main__":

@@ -183,6 +183,35 @@ def bits_table(data: dict[str, Any]) -> str:
     return "\n".join(_table(header, rows))
 
 
+def mha_bits_table(data: dict[str, Any]) -> str:
+    """The ``nn.MultiheadAttention`` float64 grid (``multi_head_float_bits.py --mha``): per
+    cell the parameter bits against the exact truth and the refinement's floors."""
+    rows: list[list[object]] = []
+    for c in data["summary"]:
+        rows.append(
+            [
+                c["d"],
+                c["H"],
+                c["head_dim"],
+                c["seeds"],
+                _one(c["median_parameter_bits"]),
+                _one(c["min_parameter_bits"]),
+                f"{c['met_46']}/{c['seeds']}",
+                _one(c["median_before_refine_bits"]),
+                _one(c["min_floor_bits"]),
+                _one(c["median_once_rounded_floor_bits"]),
+                _one(c["median_answer_rounding_bits"]),
+                f"{c['queries']} / {c['follow_up']}",
+                c["refinement"],
+                f"{c['seconds']:.0f}",
+            ]
+        )
+    header = ["E", "H", "E/H", "seeds", "median bits", "worst bits", ">= 46 bits",
+              "median before refinement", "worst floor", "once-rounded floor",
+              "answers' rounding", "queries / follow-up", "refinement", "seconds"]
+    return "\n".join(_table(header, rows))
+
+
 def _cells_sentence(cells: list[list[Any]]) -> str:
     """The ablation's cells, ``[kind, dtype, d, H, seeds]`` each (``seeds`` a count, or
     the list of seeds run), grouped by box and d."""
@@ -312,6 +341,7 @@ TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "head_count_float": ("head_count_float.json", head_count_table),
     # on docs/multi_head_float_benchmark.md
     "multi_head_float_bits": ("multi_head_float.json", bits_table),
+    "multi_head_mha_bits": ("multi_head_mha_bits.json", mha_bits_table),
     # on docs/transformer.md
     "transformer_heads": ("transformer.json", transformer_heads_table),
 }
