@@ -4,6 +4,8 @@
 value V_h A_s w_o and adds sum_{k in s} w_k a_k + b; the same statement with the value V_h w_o
 (no A), with the unmasked w_o (inactive neurons kept) or without the FFN bias a is rejected
 by ``coqc``, and so is a length-1 identity that drops the bias a or keeps only one head.
+The first of these is also refuted in Coq: on one token, one head and one neuron (A = 2)
+the value V_h w_o gives 1 where T is 2.
 """
 
 from __future__ import annotations
@@ -89,3 +91,44 @@ def test_a_wrong_length1_identity_is_rejected(part: str, wrong: str) -> None:
     statement = _statement("transformer_heads_length1")
     assert statement.count(part) == 1
     assert not _compiles(statement.replace(part, wrong), LENGTH1_PROOF)
+
+
+SOFTMAX_ONE = """
+Lemma softmax_one : forall s, softmax 1 s O = 1.
+Proof. intros. unfold softmax. rewrite sum_one. pose proof (exp_pos (s O)). field. lra. Qed.
+"""
+
+# One token x = 1, one head (W = 0, c = 0, V = 1), one active neuron A = 2, a = 0, w_o = 1,
+# b = 0: T = 2 = the true value V A w_o; the variant's value V w_o gives 1.
+REFUTE = """
+Lemma refute : ~ ({BODY}).
+Proof.
+  intro Hv.
+  set (one := fun (_ : nat) => 1). set (Ws := fun (_ : nat) (_ _ : nat) => 0).
+  set (Vs := fun (_ : nat) (_ _ : nat) => 1). set (A := fun (_ _ : nat) => 2).
+  set (s := fun (_ : nat) => true).
+  assert (Hp : in_piece 1 1 A zero_vec s
+                 (heads_readout 1 1 1 (seq1 one) Ws (fun _ => zero_vec) Vs)).
+  { intros k Hk. unfold s, pre_activation, heads_readout, head_readout.
+    rewrite !sum_one, softmax_one. unfold A, Vs, seq1, one, zero_vec. simpl. lra. }
+  pose proof (Hv 1%nat 1%nat 1%nat 1%nat 1%nat (seq1 one) Ws (fun _ => zero_vec) Vs A
+                zero_vec one 0 s Hp) as H1.
+  pose proof (transformer_heads_reduction 1 1 1 1 1 (seq1 one) Ws (fun _ => zero_vec) Vs A
+                zero_vec one 0 s Hp) as H2.
+  rewrite H1 in H2. apply Rplus_eq_reg_r in H2. rewrite !sum_one in H2.
+  unfold attention_affine in H2. rewrite !sum_one, !softmax_one in H2.
+  unfold dot, v_eff, mask, s, seq1, one, Vs, A in H2. simpl in H2. lra.
+Qed.
+"""
+
+
+@needs_coq
+def test_the_value_without_the_gradient_is_refuted() -> None:
+    statement = _statement("transformer_heads_reduction")
+    body = statement.removeprefix("Theorem variant : ").removesuffix(".\nProof.")
+    assert body != statement and body.startswith("forall")
+    part = "(v_eff e m (Vs h) A (mask s w_o))"
+    wrong = "(fun i => sum e (fun j => Vs h i j * mask s w_o j))"
+    assert _compiles(SOFTMAX_ONE, REFUTE.replace("{BODY}", body.replace(part, wrong)))
+    # The same script cannot refute the true statement.
+    assert not _compiles(SOFTMAX_ONE, REFUTE.replace("{BODY}", body))
