@@ -35,6 +35,8 @@ REQUIRED = {
     "prop71_dead_head": "Prop71",
     "prop71_cancelling": "Prop71",
     "transformer_antisymmetry": "Transformer",
+    "transformer_heads_reduction": "TransformerHeads",
+    "transformer_heads_length1": "TransformerHeads",
     "skeleton_identity": "Skeleton",
 }
 

@@ -229,6 +229,27 @@ THEOREMS: list[FormalTheorem] = [
         ("transformer/composition",),
     ),
     FormalTheorem(
+        "formal/transformer-heads-reduction",
+        "docs/theory.md, The one-layer Transformer",
+        "TransformerHeads",
+        ("transformer_heads_reduction", "transformer_heads_piece"),
+        "For every d, e, m, H, N, with score biases c_h and FFN biases a, b: where the ReLU "
+        "activation pattern is a fixed s, T(X) = sum_h alpha_h(X)^T X V_h A_s w_o + "
+        "sum_{k in s} w_k a_k + b, H attention heads with the effective values V_h A_s w_o "
+        "(V_h times the FFN's gradient on the piece) plus a constant.",
+        ("transformer/biased-transformer",),
+    ),
+    FormalTheorem(
+        "formal/transformer-heads-length1",
+        "docs/theory.md, The one-layer Transformer",
+        "TransformerHeads",
+        ("transformer_heads_length1", "transformer_heads_single"),
+        "For every d, e, m, H: a length-1 query [x] returns "
+        "w_o^T ReLU(A^T sum_h V_h^T x + a) + b, the biased FFN at sum_h V_h^T x; with one "
+        "head, c = 0, a = 0 and b = 0 the model is the bias-free one-layer Transformer.",
+        ("transformer/biased-ffn-exact",),
+    ),
+    FormalTheorem(
         "formal/skeleton-identity",
         "Thm 5.1",
         "Skeleton",
