@@ -128,14 +128,16 @@ def _aux(cross: Cross, x: dict[str, Any]) -> dict[str, Any]:
     return {"LC": L[: d * r], "LR": L[d * r :], "Ninv": Ninv, "X": X, "B": B}
 
 
-def _read(data: Mapping[str, Any]) -> tuple[Cross, dict[str, Any]]:
+def _read(data: Mapping[str, Any], arith: str = "exact") -> tuple[Cross, dict[str, Any]]:
+    """The skeleton's data; ``arith`` is the arithmetic the certificate must have (a
+    certified run's measurements are those of its certified W, computed exactly)."""
     head = parse_header(data, "low-rank")
     if get(data, "method") != "skeleton":
         raise CertificateError(
             "export to Coq covers skeleton low-rank runs, not the nuclear method"
         )
-    if head.arith.name != "exact":
-        raise CertificateError(f"export to Coq covers exact skeleton runs, not {head.arith.name}")
+    if head.arith.name != arith:
+        raise CertificateError(f"export to Coq covers {arith} skeleton runs here, not {head.arith.name}")
     d = head.d
     if not 1 <= d <= MAX_D:
         raise CertificateError(f"d = {d}: export to Coq covers 1 <= d <= {MAX_D}")
@@ -154,17 +156,25 @@ def _read(data: Mapping[str, Any]) -> tuple[Cross, dict[str, Any]]:
             exact_entry(q, f"{params}.v[{i}]")
             for i, q in enumerate(as_list(get(data, f"{params}.v"), "v", d))
         ],
-        "vans": [
-            exact_entry(q, f"answers.v[{i}]")
-            for i, q in enumerate(as_list(get(data, "answers.v"), "answers.v", d))
-        ],
         "US": [[cross.U[a][s] for s in cross.S] for a in range(d)],
-        "m": [_frac(m) for m in cross.measured],
         "roles": _roles(cross),
     }
+    if arith == "exact":
+        x["vans"] = [
+            exact_entry(q, f"answers.v[{i}]")
+            for i, q in enumerate(as_list(get(data, "answers.v"), "answers.v", d))
+        ]
+        x["m"] = [_frac(m) for m in cross.measured]
+    else:
+        x["vans"] = x["v"]
+        x["m"] = [
+            sum((p.u[a] * x["W"][a][c] * p.b[c] for a in range(d) for c in range(d)), Fraction(0))
+            for p in cross.probes
+        ]
     x["sha256"] = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     x["describe"] = (
-        f"kind low-rank (skeleton), d = {d}, rank {cross.rank}, arithmetic exact, seed {get(data, 'seed')}"
+        f"kind low-rank (skeleton), d = {d}, rank {cross.rank}, arithmetic {arith}, "
+        f"seed {get(data, 'seed')}"
     )
     return cross, x
 
