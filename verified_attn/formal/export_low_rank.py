@@ -137,7 +137,9 @@ def _read(data: Mapping[str, Any], arith: str = "exact") -> tuple[Cross, dict[st
             "export to Coq covers skeleton low-rank runs, not the nuclear method"
         )
     if head.arith.name != arith:
-        raise CertificateError(f"export to Coq covers {arith} skeleton runs here, not {head.arith.name}")
+        raise CertificateError(
+            f"export to Coq covers {arith} skeleton runs here, not {head.arith.name}"
+        )
     d = head.d
     if not 1 <= d <= MAX_D:
         raise CertificateError(f"d = {d}: export to Coq covers 1 <= d <= {MAX_D}")

@@ -45,7 +45,9 @@ from verified_attn.formal.export_low_rank import _aux, _probes, _read, _rows
 __all__ = ["low_rank_cert_file"]
 
 
-def _cprobes(data: Mapping[str, Any], cross: Any, x: dict[str, Any], D: int) -> tuple[list[str], Any]:
+def _cprobes(
+    data: Mapping[str, Any], cross: Any, x: dict[str, Any], D: int
+) -> tuple[list[str], Any]:
     """One cprobe per learning probe: its ball, logit bracket, a = b^T v, s = t u^T v."""
     raw = as_list(get(data, "answers.probes"), "answers.probes")
     d, v = cross.d, x["v"]
