@@ -2,12 +2,11 @@
 ``CertLowRankCert.v``.
 
 >>> import verified_attn as va
->>> W = [[2, 4, 0], [1, 2, 0], [-1, -2, 0]]                      # rank 1
->>> model = va.SingleHeadAttention(W, [1, 0, 1])
->>> data = va.learn_low_rank(va.Oracle(model, "certified")).certificate()
->>> text = va.export_coq(data)
->>> "apply (lowrank_cert_identified run D" in text and "Admitted" not in text
-True
+>>> oracle = va.Oracle(va.SingleHeadAttention([[1, 0], [2, 0]], [1, 3]), "certified")
+>>> rec = va.learn_low_rank(oracle, seed=1)
+>>> text = va.export_coq(rec.certificate())
+>>> (rec.rank, "lowrank_cert_identified run D" in text, "Admitted" in text)
+(1, True, False)
 
 The file states the run's basis columns B, pivot rows U_S, every learning probe (u, b,
 scale t) with its recorded answer ball, the balls of the answers to [e_i], the certified
@@ -36,11 +35,10 @@ from verified_attn.formal.coq_tables import (
     bracket_tactic,
     coq_q,
     enum_tactics,
-    mat_table,
     probe_precision,
     vec_table,
 )
-from verified_attn.formal.export_low_rank import _aux, _probes, _read, _rows
+from verified_attn.formal.export_low_rank import _aux, _read, skeleton_tables
 
 __all__ = ["low_rank_cert_file"]
 
@@ -94,22 +92,18 @@ def low_rank_cert_file(data: Mapping[str, Any], D: int) -> str:
         "From VerifiedAttn Require Import Defs CertHead CertLowRank CertLowRankCert IntervalZ.\n"
         "Import ListNotations.\nOpen Scope R_scope.\n",
         f"(** The stated denominator bound. *)\nDefinition D : positive := {D}%positive.\n",
-        mat_table("W_c", x["W"], "0", "The certified W (row i, column j)."),
-        vec_table("v_c", x["v"], "0", "The certified v."),
-        vec_table("v_lo", [b[0] for b in vb], "1", "The answer to [e_i] lies in [v_lo i, v_hi i]."),
-        vec_table("v_hi", [b[1] for b in vb], "0", "(upper ends)"),
-        mat_table("B", a["B"], "0", "The basis columns: b_j is column j (d x r)."),
-        mat_table("U_S", x["US"], "0", "The pivot rows: column k is the design column u_{s_k}."),
-        *_probes(cross, x),
-        *cps,
-        "(** Auxiliary numbers for the proof (any wrong one makes it fail). *)",
-        mat_table("X_c", a["X"], "0", "W_c = (W_c B) X_c."),
-        mat_table("N_inv", a["Ninv"], "0", "An inverse of the pivot block U_S^T W_c B."),
-        _rows("L_C", a["LC"], "Row a r + j: the combination of the equations giving (W B)_aj."),
-        _rows("L_R", a["LR"], "Row k d + c: the combination giving (U_S^T W)_kc."),
-        f"Definition run : lowrank_cert := {{|\n  ld := {d}; lr := {r}; lB := B; lUS := U_S; "
-        "llearn := learning; lchecks := rank_checks;\n  lW := W_c; lv := v_c; lvans := v_c; "
-        "lX := X_c; lNinv := N_inv; lLC := L_C; lLR := L_R |}.\n",
+        *skeleton_tables(
+            cross,
+            x,
+            a,
+            [
+                vec_table(
+                    "v_lo", [b[0] for b in vb], "1", "The answer to [e_i] is in [v_lo i, v_hi i]."
+                ),
+                vec_table("v_hi", [b[1] for b in vb], "0", "(upper ends)"),
+            ],
+            tuple(cps),
+        ),
         *enum_tactics(unfold),
         _theorem(d, r, prec, br_prec),
         "Print Assumptions run_identified.\n",
@@ -142,12 +136,11 @@ def _theorem(d: int, r: int, prec: int, br_prec: int) -> str:
 
 
 def _header(x: dict[str, Any], d: int, r: int, n: int, D: int) -> str:
+    head = f"{x['describe']}; sha256 {x['sha256']}"
     return (
-        "(** * A certified low-rank (skeleton) run, checked by Coq's kernel.\n\n"
-        f"    Certificate: {x['describe']}; sha256 {x['sha256']}.\n\n"
-        "    Theorem [run_identified] (at the end of this file) states, with the recorded data\n"
-        "    below (B: the r basis columns; U_S: the r pivot rows; each learning probe\n"
-        "    [b + t u; b] with its recorded answer ball):\n"
+        f"(** * A certified low-rank (skeleton) run, checked by Coq's kernel.\n\n    {head}.\n\n"
+        "    [run_identified] (below) states, with the recorded data (B: the r basis columns;\n"
+        "    U_S: the r pivot rows; each learning probe [b + t u; b] with its answer ball):\n"
         f"    1. the certified head (W_c, v_c) answers [e_i] and the {n} learning probes inside\n"
         "       their recorded balls, and has every learning and rank-check measurement;\n"
         f"    2. W_c = (W_c B) X: its columns are spanned by its r = {r} measured ones, and\n"
