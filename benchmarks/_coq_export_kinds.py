@@ -1,7 +1,8 @@
 """Coq check times of the other exported kinds (used by ``coq_export.py``).
 
 Exact skeleton (low-rank) runs of random rank-r heads W = C X (integer C, rationals X with
-denominators <= 2, seeded) at (d, r) = (4, 1), (8, 2), (8, 4); five hypothesis pairs
+denominators <= 2, seeded) at (d, r) = (4, 1), (8, 2), (8, 4), and certified ones at
+(4, 1), (4, 2), (6, 2); five hypothesis pairs
 (thm-4.1 v-zero, app-b positive-scale, transformer v-eff-zero, and on recorded queries
 thm-4.1 design-orthogonal, thm-5.1 rank-exceeds) and one Prop 7.1 pair
 (shared-score-split) at d = 4. One coqc run each; rows name the kind, d, r, the file size,
@@ -20,6 +21,8 @@ from verified_attn.formal.coq_check import compile_exported
 
 LOW_RANK = ((4, 1), (8, 2), (8, 4))
 LOW_RANK_QUICK = ((4, 1),)
+#: Certified skeleton runs (256 bits): two interval calls per learning probe.
+LOW_RANK_CERT = ((4, 1), (4, 2), (6, 2))
 HYPOTHESES = (
     ("thm-4.1", "v-zero"),
     ("app-b", "positive-scale"),
@@ -67,6 +70,12 @@ def run_kinds(quick: bool, seed: int) -> list[dict[str, Any]]:
         data = rec.certificate()
         rows.append(
             _row("low-rank exact", d, data, rank=data["rank"], learning_queries=rec.queries)
+        )
+    for d, r in LOW_RANK_QUICK if quick else LOW_RANK_CERT:
+        rec = va.learn_low_rank(va.Oracle(low_rank_head(d, r, seed), "certified"), seed=seed)
+        data = rec.certificate()
+        rows.append(
+            _row("low-rank certified", d, data, rank=data["rank"], learning_queries=rec.queries)
         )
     for theorem, kind in HYPOTHESES[:1] if quick else HYPOTHESES:
         data = va.counterexample(theorem, kind=kind, d=4, seed=seed).certificate()

@@ -11,7 +11,7 @@ Targets (issue 38): d = 4 in at most 60 s, d = 8 in at most 300 s. Run::
     /work/venv/bin/python benchmarks/coq_export.py            # d = 2, 4, 8
     /work/venv/bin/python benchmarks/coq_export.py --quick    # d = 2 only
 
-The other exported kinds (exact low-rank runs, hypothesis and Prop 7.1 pairs) are timed
+The other exported kinds (exact and certified low-rank runs, hypothesis and Prop 7.1 pairs) are timed
 by ``_coq_export_kinds.py`` into ``kind_rows``.
 
 Exit status 1 if a check fails or Coq is missing; a missed time target is recorded.

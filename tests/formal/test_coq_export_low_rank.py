@@ -68,9 +68,9 @@ def test_low_rank_export_states_the_run(one: dict[str, Any], one_text: str) -> N
 
 
 def test_low_rank_export_refuses_what_it_cannot_state(one: dict[str, Any]) -> None:
-    certified = _cert(RANK1, [1, 0, 1], "certified")
-    with pytest.raises(CertificateError, match="exact skeleton"):
-        va.export_coq(certified)
+    floating = _cert(RANK1, [1, 0, 1], "float")
+    with pytest.raises(CertificateError, match="exact skeleton runs here, not float"):
+        va.export_coq(floating)
     bad = copy.deepcopy(one)
     bad["method"] = "nuclear"
     with pytest.raises(CertificateError, match="nuclear"):

@@ -283,6 +283,20 @@ THEOREMS: list[FormalTheorem] = [
         ("thm-5.1/skeleton-identity",),
     ),
     FormalTheorem(
+        "formal/cert-lowrank-certified",
+        "Thm 5.1",
+        "CertLowRankCert",
+        ("lowrank_cert_identified", "answer_p"),
+        "For every d, r: if the exact skeleton checks pass on a certified low-rank run's "
+        "rationals, each answer to [e_i] pins v_i and each probe's answer interval lies "
+        "strictly between its answers at two logit brackets narrower than 1/(D b) around "
+        "the measurement m = u^T W b = a/b, then the certified head answers inside every "
+        "recorded interval, and every head whose columns are spanned by W' B, whose v' "
+        "entries and recorded measurements u^T W' b are rationals with denominators at most "
+        "D, and that answers inside the intervals is the certified head.",
+        ("thm-5.1/skeleton-identity",),
+    ),
+    FormalTheorem(
         "formal/cert-hypothesis-pairs",
         "Thm 4.1, App B, Transformer",
         "CertHyp",

@@ -49,6 +49,7 @@ from verified_attn.formal.coq_tables import (
 from verified_attn.formal.export_affine import affine_data, affine_file
 from verified_attn.formal.export_hypothesis import hypothesis_file
 from verified_attn.formal.export_low_rank import low_rank_file
+from verified_attn.formal.export_low_rank_cert import low_rank_cert_file
 from verified_attn.formal.export_pair import pair_file
 
 __all__ = ["EXPORTABLE", "export_coq", "single_head_data"]
@@ -57,7 +58,7 @@ __all__ = ["EXPORTABLE", "export_coq", "single_head_data"]
 EXPORTABLE = {
     "single-head": ("certified",),
     "counterexample": ("exact",),
-    "low-rank": ("exact",),
+    "low-rank": ("exact", "certified"),
 }
 #: Largest d exported: the file holds d^2 probes, each closed by two interval calls.
 MAX_D = 16
@@ -79,6 +80,8 @@ def export_coq(certificate: str | Path | Mapping[str, Any], path: str | Path | N
         text = hypothesis_file(data)
     elif kind == "counterexample":
         text = pair_file(data)
+    elif kind == "low-rank" and data.get("arithmetic") == "certified":
+        text = low_rank_cert_file(data, _denominator(data))
     elif kind == "low-rank":
         text = low_rank_file(data)
     else:
@@ -97,10 +100,7 @@ def single_head_data(data: Mapping[str, Any]) -> dict[str, Any]:
     arith = get(data, "arithmetic")
     if arith not in EXPORTABLE["single-head"]:
         raise CertificateError(f"export to Coq covers certified single heads, not {arith!r:.20}")
-    found = [int(m.group(1)) for a in get(data, "assumptions") or [] for m in _DEN.finditer(a)]
-    if len(found) != 1:
-        raise CertificateError("the certificate states no single denominator bound D")
-    out: dict[str, Any] = {"d": d, "D": found[0], "affine": bool(get(data, "affine"))}
+    out: dict[str, Any] = {"d": d, "D": _denominator(data), "affine": bool(get(data, "affine"))}
     out["U"] = [
         [rational(q, f"design.U[{i}][{k}]") for k, q in enumerate(row)]
         for i, row in enumerate(as_matrix(get(data, "design.U"), "design.U", d, d))
@@ -134,6 +134,14 @@ def single_head_data(data: Mapping[str, Any]) -> dict[str, Any]:
         f"seed {get(data, 'seed')}"
     )
     return out
+
+
+def _denominator(data: Mapping[str, Any]) -> int:
+    """The denominator bound D the certificate's assumptions state (exactly one)."""
+    found = [int(m.group(1)) for a in get(data, "assumptions") or [] for m in _DEN.finditer(a)]
+    if len(found) != 1:
+        raise CertificateError("the certificate states no single denominator bound D")
+    return found[0]
 
 
 def _aux(x: dict[str, Any]) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -36,7 +36,7 @@ from verified_attn.certificates.low_rank_cross import Cross
 from verified_attn.errors import CertificateError
 from verified_attn.formal.coq_tables import coq_q, exact_entry, inverse, mat_table, vec_table
 
-__all__ = ["MAX_D", "MAX_UNKNOWNS", "low_rank_file"]
+__all__ = ["MAX_D", "MAX_UNKNOWNS", "low_rank_file", "skeleton_tables"]
 
 #: Largest d exported.
 MAX_D = 8
@@ -128,14 +128,18 @@ def _aux(cross: Cross, x: dict[str, Any]) -> dict[str, Any]:
     return {"LC": L[: d * r], "LR": L[d * r :], "Ninv": Ninv, "X": X, "B": B}
 
 
-def _read(data: Mapping[str, Any]) -> tuple[Cross, dict[str, Any]]:
+def _read(data: Mapping[str, Any], arith: str = "exact") -> tuple[Cross, dict[str, Any]]:
+    """The skeleton's data; ``arith`` is the arithmetic the certificate must have (a
+    certified run's measurements are those of its certified W, computed exactly)."""
     head = parse_header(data, "low-rank")
     if get(data, "method") != "skeleton":
         raise CertificateError(
             "export to Coq covers skeleton low-rank runs, not the nuclear method"
         )
-    if head.arith.name != "exact":
-        raise CertificateError(f"export to Coq covers exact skeleton runs, not {head.arith.name}")
+    if head.arith.name != arith:
+        raise CertificateError(
+            f"export to Coq covers {arith} skeleton runs here, not {head.arith.name}"
+        )
     d = head.d
     if not 1 <= d <= MAX_D:
         raise CertificateError(f"d = {d}: export to Coq covers 1 <= d <= {MAX_D}")
@@ -154,17 +158,25 @@ def _read(data: Mapping[str, Any]) -> tuple[Cross, dict[str, Any]]:
             exact_entry(q, f"{params}.v[{i}]")
             for i, q in enumerate(as_list(get(data, f"{params}.v"), "v", d))
         ],
-        "vans": [
-            exact_entry(q, f"answers.v[{i}]")
-            for i, q in enumerate(as_list(get(data, "answers.v"), "answers.v", d))
-        ],
         "US": [[cross.U[a][s] for s in cross.S] for a in range(d)],
-        "m": [_frac(m) for m in cross.measured],
         "roles": _roles(cross),
     }
+    if arith == "exact":
+        x["vans"] = [
+            exact_entry(q, f"answers.v[{i}]")
+            for i, q in enumerate(as_list(get(data, "answers.v"), "answers.v", d))
+        ]
+        x["m"] = [_frac(m) for m in cross.measured]
+    else:
+        x["vans"] = x["v"]
+        x["m"] = [
+            sum((p.u[a] * x["W"][a][c] * p.b[c] for a in range(d) for c in range(d)), Fraction(0))
+            for p in cross.probes
+        ]
     x["sha256"] = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     x["describe"] = (
-        f"kind low-rank (skeleton), d = {d}, rank {cross.rank}, arithmetic exact, seed {get(data, 'seed')}"
+        f"kind low-rank (skeleton), d = {d}, rank {cross.rank}, arithmetic {arith}, "
+        f"seed {get(data, 'seed')}"
     )
     return cross, x
 
@@ -211,20 +223,9 @@ def low_rank_file(data: Mapping[str, Any]) -> str:
         "From Coq Require Import Reals QArith List.\n"
         "From VerifiedAttn Require Import Defs CertHead CertLowRank.\n"
         "Import ListNotations.\nOpen Scope R_scope.\n",
-        mat_table("W_c", x["W"], "0", "The certified W (row i, column j)."),
-        vec_table("v_c", x["v"], "0", "The certified v."),
-        vec_table("v_ans", x["vans"], "0", "The recorded answer to [e_i]."),
-        mat_table("B", a["B"], "0", "The basis columns: b_j is column j (d x r)."),
-        mat_table("U_S", x["US"], "0", "The pivot rows: column k is the design column u_{s_k}."),
-        *_probes(cross, x),
-        "(** Auxiliary numbers for the proof (any wrong one makes it fail). *)",
-        mat_table("X_c", a["X"], "0", "W_c = (W_c B) X_c."),
-        mat_table("N_inv", a["Ninv"], "0", "An inverse of the pivot block U_S^T W_c B."),
-        _rows("L_C", a["LC"], "Row a r + j: the combination of the equations giving (W B)_aj."),
-        _rows("L_R", a["LR"], "Row k d + c: the combination giving (U_S^T W)_kc."),
-        f"Definition run : lowrank_cert := {{|\n  ld := {d}; lr := {r}; lB := B; lUS := U_S; "
-        "llearn := learning; lchecks := rank_checks;\n  lW := W_c; lv := v_c; lvans := v_ans; "
-        "lX := X_c; lNinv := N_inv; lLC := L_C; lLR := L_R |}.\n",
+        *skeleton_tables(
+            cross, x, a, [vec_table("v_ans", x["vans"], "0", "The recorded answer to [e_i].")]
+        ),
         "Theorem run_identified :\n"
         f"  answers_v {d} (rmat W_c) (rvec v_c) v_ans /\\\n"
         f"  measures {d} (rmat W_c) (map fst learning ++ rank_checks) /\\\n"
@@ -236,6 +237,37 @@ def low_rank_file(data: Mapping[str, Any]) -> str:
         "Print Assumptions run_identified.\n",
     ]
     return "\n".join(parts)
+
+
+def skeleton_tables(
+    cross: Cross,
+    x: dict[str, Any],
+    a: dict[str, Any],
+    answers: list[str],
+    more: Sequence[str] = (),
+) -> list[str]:
+    """The run's tables: (W_c, v_c), ``answers`` (the answers to [e_i]), B, U_S, the probes,
+    ``more``, the auxiliary numbers, and ``run`` (its lvans: v_ans if ``answers`` defines
+    it, else v_c)."""
+    d, r = cross.d, cross.rank
+    vans = "v_ans" if any("Definition v_ans " in t for t in answers) else "v_c"
+    return [
+        mat_table("W_c", x["W"], "0", "The certified W (row i, column j)."),
+        vec_table("v_c", x["v"], "0", "The certified v."),
+        *answers,
+        mat_table("B", a["B"], "0", "The basis columns: b_j is column j (d x r)."),
+        mat_table("U_S", x["US"], "0", "The pivot rows: column k is the design column u_{s_k}."),
+        *_probes(cross, x),
+        *more,
+        "(** Auxiliary numbers for the proof (any wrong one makes it fail). *)",
+        mat_table("X_c", a["X"], "0", "W_c = (W_c B) X_c."),
+        mat_table("N_inv", a["Ninv"], "0", "An inverse of the pivot block U_S^T W_c B."),
+        _rows("L_C", a["LC"], "Row a r + j: the combination of the equations giving (W B)_aj."),
+        _rows("L_R", a["LR"], "Row k d + c: the combination giving (U_S^T W)_kc."),
+        f"Definition run : lowrank_cert := {{|\n  ld := {d}; lr := {r}; lB := B; lUS := U_S; "
+        "llearn := learning; lchecks := rank_checks;\n  lW := W_c; lv := v_c; "
+        f"lvans := {vans}; lX := X_c; lNinv := N_inv; lLC := L_C; lLR := L_R |}}.\n",
+    ]
 
 
 def _header(x: dict[str, Any], d: int, r: int, n: int, checks: int) -> str:
