@@ -26,7 +26,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's package
 
-OUT = Path(__file__).resolve().parent / "results" / "multi_head_low_rank.json"
+from _common import output_dir, progress
+
+OUT = output_dir(None, False, "multi-head-low-rank") / "multi_head_low_rank.json"  # no --quick mode
 CELLS = ["16x4", "32x4", "32x8", "64x8"]
 
 
@@ -90,7 +92,7 @@ def main() -> None:
         print(json.dumps(child(**spec)))
         return
     rows = []
-    for cell in args.cells:
+    for cell in progress(args.cells, "cells"):
         E, H = (int(x) for x in cell.split("x"))
         spec = {"E": E, "H": H, "seed": args.seed, "rank": args.rank}
         proc = subprocess.run(

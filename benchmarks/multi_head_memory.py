@@ -21,7 +21,11 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE / "results" / "multi_head_memory.json"
+sys.path.insert(0, str(HERE))
+
+from _common import output_dir, progress  # noqa: E402
+
+OUT = output_dir(None, False, "multi-head-memory") / "multi_head_memory.json"  # no --quick mode
 
 #: name: (kind, d or E, H, seed). The cells the docs name: random d = 8, H = 6; random
 #: d = 32, H = 8 seed 1 (the precision polish at 8448 parameters); nn.MultiheadAttention
@@ -101,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--plot", action="store_true", help="draw the PNG from the JSON")
     args = p.parse_args(argv)
     rows = []
-    for name in args.cells:
+    for name in progress(args.cells, "cells"):
         row = run_cell(args.tree.resolve(), name)
         print(json.dumps(row, default=float), flush=True)
         rows.append(row)

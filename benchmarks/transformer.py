@@ -21,7 +21,7 @@ Target (issue 5): d = 16, m = 32 certified-exact under 30 s on 2 cores. Run::
     /tmp/venv/bin/python benchmarks/transformer.py            # full (~1 min)
     /tmp/venv/bin/python benchmarks/transformer.py --quick    # seconds
     /tmp/venv/bin/python benchmarks/transformer.py --multi-head-only   # the multi-head rows
-                                     # (benchmarks/transformer_heads.py), merged into the JSON
+                                     # (benchmarks/_transformer_heads.py), merged into the JSON
 
 Exit status 1 if a correctness check fails; a missed time target is recorded, not fatal.
 """
@@ -39,7 +39,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import RESULTS, metadata, output_dir, plot_path, progress, timed, write_json
-from transformer_heads import (  # run_multi_head: the rows, for the tests
+from _transformer_heads import (  # run_multi_head: the rows, for the tests
     MULTI_HEAD_SIZES,
     QUICK_SIZES,
     in_child,

@@ -235,7 +235,7 @@ THEOREMS: list[FormalTheorem] = [
         ("transformer_heads_reduction", "transformer_heads_piece"),
         "For every d, e, m, H, N, with score biases c_h and FFN biases a, b: where the ReLU "
         "activation pattern is a fixed s, T(X) = sum_h alpha_h(X)^T X V_h A_s w_o + "
-        "sum_{k in s} w_k a_k + b, H attention heads with the effective values V_h A_s w_o "
+        "(sum over k in s of w_k a_k) + b, H attention heads with the effective values V_h A_s w_o "
         "(V_h times the FFN's gradient on the piece) plus a constant.",
         ("transformer/biased-transformer",),
     ),

@@ -105,7 +105,7 @@ def in_child(arithmetic: str, d: int, H: int, m: int, seed: int) -> dict[str, An
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     code = (
         "import json, sys; sys.path.insert(0, 'benchmarks'); "
-        "from transformer_heads import run_multi_head; "
+        "from _transformer_heads import run_multi_head; "
         f"print(json.dumps(run_multi_head(*json.loads({spec!r}))))"
     )
     proc = subprocess.run(
