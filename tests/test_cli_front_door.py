@@ -190,8 +190,12 @@ def test_ctrl_c_in_a_real_process(tmp_path) -> None:
     import signal
     import time
 
+    # The child takes Python's own SIGINT handler: a shell that starts this suite in the
+    # background without job control hands its children SIGINT ignored, and Python then
+    # installs none, so the signal would never reach the CLI under test.
     script = (
-        "import sys, time\n"
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "import verified_attn.cli.commands as c\n"
         "def slow(args):\n"
         "    print('ready', flush=True)\n"
