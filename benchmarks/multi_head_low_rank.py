@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout
 
 from _common import output_dir, progress
 
-OUT = output_dir(None, False, "multi-head-low-rank") / "multi_head_low_rank.json"  # no --quick mode
+NAME = "multi_head_low_rank.json"
 CELLS = ["16x4", "32x4", "32x8", "64x8"]
 
 
@@ -85,7 +85,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rank", choices=["given", "find"], default="given")
     ap.add_argument("--child")
-    ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--out", type=Path, default=None, help="folder (default: results/)")
     args = ap.parse_args()
     if args.child:
         spec = json.loads(args.child)
@@ -106,7 +106,7 @@ def main() -> None:
         else:
             rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]), flush=True)
-    out = Path(args.out)
+    out = output_dir(args.out, False, "multi-head-low-rank") / NAME
     old = json.loads(out.read_text()) if out.exists() else {"rows": []}
     keep = [
         r

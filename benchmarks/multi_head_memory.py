@@ -25,7 +25,7 @@ sys.path.insert(0, str(HERE))
 
 from _common import output_dir, progress  # noqa: E402
 
-OUT = output_dir(None, False, "multi-head-memory") / "multi_head_memory.json"  # no --quick mode
+NAME = "multi_head_memory.json"
 
 #: name: (kind, d or E, H, seed). The cells the docs name: random d = 8, H = 6; random
 #: d = 32, H = 8 seed 1 (the precision polish at 8448 parameters); nn.MultiheadAttention
@@ -60,7 +60,7 @@ def run_cell(tree: Path, name: str) -> dict[str, Any]:
     return {"cell": name, **json.loads(rows[-1])}
 
 
-def merge(label: str, rows: list[dict[str, Any]], out: Path = OUT) -> dict[str, Any]:
+def merge(label: str, rows: list[dict[str, Any]], out: Path) -> dict[str, Any]:
     """Rows into ``out`` under ``label`` (a row replaces that label's row of its cell)."""
     data = json.loads(out.read_text()) if out.exists() else {}
     kept = {r["cell"]: r for r in data.get(label, [])}
@@ -103,15 +103,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--label", default="matrix-free", help="the rows' label in the JSON")
     p.add_argument("--cells", nargs="*", default=list(DEFAULT), choices=list(CELLS))
     p.add_argument("--plot", action="store_true", help="draw the PNG from the JSON")
+    p.add_argument("--out", type=Path, default=None, help="folder (default: results/)")
     args = p.parse_args(argv)
     rows = []
     for name in progress(args.cells, "cells"):
         row = run_cell(args.tree.resolve(), name)
         print(json.dumps(row, default=float), flush=True)
         rows.append(row)
-    data = merge(args.label, rows) if rows else json.loads(OUT.read_text())
+    out = output_dir(args.out, False, "multi-head-memory") / NAME
+    data = merge(args.label, rows, out) if rows else json.loads(out.read_text())
     if args.plot:
-        plot(data, OUT.with_suffix(".png"))
+        plot(data, out.with_suffix(".png"))
 
 
 if __name__ == "__main__":
