@@ -52,3 +52,16 @@ def test_score_biases_and_the_markdown_cell_stay_on_one_line() -> None:
         "head 1: W = [[1]], V = [[2]], c = [1] | head 2: W = [[-1]], V = [[3]], c = [0] | "
         "FFN: A = [[1]], w_o = [1], a = [0], b = 2"
     )
+
+
+def test_the_biased_ffn_counterexample_shows_its_parameters_not_a_bare_repr() -> None:
+    # The FFN-bias pair's first model is the one-head Transformer with a hidden bias: its text
+    # shows W, V and the FFN with the bias (named a, as the biased models name it), b = 0.
+    cx = va.counterexample("transformer", kind="ffn-bias", d=2, seed=0)
+    first = cx.text().split("\nfirst: ")[1].split("\nfailure: ")[0]
+    assert " object at 0x" not in first
+    model = cx.first
+    assert first.startswith(f"BiasedTransformer(d=2, e=2, m={model._inner.m})")
+    c = ", ".join(str(x) for x in model._c)
+    assert first.endswith(f", a = [{c}], b = 0")
+    assert first.count("W = ") == 1 and "FFN: A = " in first

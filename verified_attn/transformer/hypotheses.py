@@ -26,6 +26,7 @@ from typing import Any
 
 import flint
 import numpy as np
+import sympy
 
 from verified_attn.arithmetic import Arithmetic
 from verified_attn.counterexample import Counterexample, Proof, model_dict
@@ -109,9 +110,38 @@ class BiasedTransformer(SequenceModel):
             [Fraction(int(x.p), int(x.q)) for x in self._inner.W.row(i)] for i in range(self.d)
         ]
 
+    #: Read by the counterexample's text: the FFN's parameters include the bias (as ``a``).
+    biased = True
+
     @property
     def W(self) -> Any:
         return self._inner.W
+
+    @property
+    def V(self) -> Any:
+        return self._inner.V
+
+    @property
+    def A(self) -> Any:
+        return self._inner.A
+
+    @property
+    def w_o(self) -> Any:
+        return self._inner.w_o
+
+    @property
+    def a(self) -> Any:
+        """The FFN's hidden bias c, as the biased models name it."""
+        return sympy.Matrix([sympy.Rational(x.numerator, x.denominator) for x in self._c])
+
+    @property
+    def b(self) -> int:
+        """No output bias."""
+        return 0
+
+    def __repr__(self) -> str:
+        inner = self._inner
+        return f"BiasedTransformer(d={inner.d}, e={inner.e}, m={inner.m})"
 
     def ffn_value(self, x: list[Fraction]) -> Fraction:
         """g(x) = T([x]) exactly."""
