@@ -58,10 +58,13 @@ from verified_attn.adapters.torch import (
     torch,
 )
 from verified_attn.errors import InvalidArgument, ModelClassMismatch
+from verified_attn.ffn_heads import MultiHeadTransformer
 from verified_attn.models import OneLayerTransformer
 from verified_attn.oracle import Oracle
 
 __all__ = ["AttentionBlock", "block_oracle", "block_parameters"]
+
+MULTI_HEAD = "one-layer-transformer-multi-head"
 
 
 class AttentionBlock(torch.nn.Module):
@@ -98,12 +101,8 @@ class AttentionBlock(torch.nn.Module):
 
 
 def _check_block(attn: Any, linear1: Any, linear2: Any) -> int:
-    """E after checking shapes: one head, Linear(E, m) and Linear(m, 1) with biases."""
+    """E after checking shapes: Linear(E, m) and Linear(m, 1) with biases."""
     E = _check_mha(attn)
-    if int(attn.num_heads) != 1:
-        raise InvalidArgument(
-            f"attn must have one head (nn.MultiheadAttention(E, 1)); got {attn.num_heads}"
-        )
     if attn.bias_k is not None or attn.bias_v is not None or attn.add_zero_attn:
         raise InvalidArgument(
             "attn has add_bias_kv or add_zero_attn: it attends to an extra learned or zero "
@@ -140,8 +139,12 @@ def _query_bias_score(attn: Any, E: int) -> None:
         )
 
 
-def block_parameters(attn: Any, linear1: Any, linear2: Any) -> OneLayerTransformer:
-    """``OneLayerTransformer(W, V, A, w_o, a=, b=)`` computing the block (module doc).
+def block_parameters(
+    attn: Any, linear1: Any, linear2: Any
+) -> OneLayerTransformer | MultiHeadTransformer:
+    """``OneLayerTransformer(W, V, A, w_o, a=, b=)`` computing the block (module doc); for
+    ``nn.MultiheadAttention(E, H)`` with H >= 2 a
+    :class:`~verified_attn.ffn_heads.MultiHeadTransformer` (section "H heads").
 
     The float64 weights become the binary rationals they are, so the model evaluates
     exactly these numbers (in float64 it agrees with the float64 module to rounding).
@@ -153,6 +156,8 @@ def block_parameters(attn: Any, linear1: Any, linear2: Any) -> OneLayerTransform
     (3, 6, 'one-layer-transformer-biased')
     """
     E = _check_block(attn, linear1, linear2)
+    if int(attn.num_heads) > 1:
+        return _multi_head_parameters(attn, linear1, linear2, E)
     _query_bias_score(attn, E)
     m = int(linear1.out_features)
     Win = tensor_array(attn.in_proj_weight, (3 * E, E))
@@ -166,6 +171,31 @@ def block_parameters(attn: Any, linear1: Any, linear2: Any) -> OneLayerTransform
     V = (Wo @ Wv).T
     a = L1 @ (Wo @ bin_[2 * E :] + bo) + b1
     return OneLayerTransformer(W, V, L1.T, L2, a=a, b=float(b2[0]))
+
+
+def _multi_head_parameters(attn: Any, linear1: Any, linear2: Any, E: int) -> MultiHeadTransformer:
+    """H >= 2 heads of width D = E / H: head h's rows of W_q, W_k, W_v and its columns of
+    W_o give ``W_h = W_k^hT W_q^h / sqrt(D)``, the query bias ``c_h = W_k^hT b_q^h /
+    sqrt(D)`` (heads affine when ``in_proj_bias`` is present), ``V_h = (W_o^h W_v^h)^T``."""
+    H = int(attn.num_heads)
+    D = E // H
+    m = int(linear1.out_features)
+    Win = tensor_array(attn.in_proj_weight, (3 * E, E))
+    bin_ = tensor_array(attn.in_proj_bias, (3 * E,))
+    Wo = tensor_array(attn.out_proj.weight, (E, E))
+    bo = tensor_array(attn.out_proj.bias, (E,))
+    L1, b1 = tensor_array(linear1.weight, (m, E)), tensor_array(linear1.bias, (m,))
+    L2, b2 = tensor_array(linear2.weight, (m,)), tensor_array(linear2.bias, (1,))
+    heads: list[Any] = []
+    for h in range(H):
+        rows = slice(h * D, (h + 1) * D)
+        Wq, Wk = Win[:E][rows], Win[E : 2 * E][rows]
+        Wv, bq = Win[2 * E :][rows], bin_[:E][rows]
+        W = Wk.T @ Wq / math.sqrt(D)
+        V = (Wo[:, rows] @ Wv).T
+        heads.append((W, V) if attn.in_proj_bias is None else (W, V, Wk.T @ bq / math.sqrt(D)))
+    a = L1 @ (Wo @ bin_[2 * E :] + bo) + b1
+    return MultiHeadTransformer(heads, L1.T, L2, a=a, b=float(b2[0]))
 
 
 def block_oracle(
@@ -190,7 +220,9 @@ def block_oracle(
     (0.0001, True)
     """
     E = _check_block(attn, linear1, linear2)
-    _query_bias_score(attn, E)
+    multi = int(attn.num_heads) > 1
+    if not multi:
+        _query_bias_score(attn, E)
     settings = box_settings("block_oracle", options)
     tdtype = settings.dtype
     block = AttentionBlock(attn, linear1, linear2, activation)
@@ -203,5 +235,5 @@ def block_oracle(
 
     limits = (settings.budget, settings.record)
     rtol, parameter_rtol = settings.rtol, settings.parameter_rtol
-    model_class = "one-layer-transformer-biased"
+    model_class = MULTI_HEAD if multi else "one-layer-transformer-biased"
     return batch_oracle(batch_fn, E, tdtype, limits, model_class, rtol, parameter_rtol)
