@@ -29,6 +29,7 @@ Exit status 1 if a correctness check fails; a missed time target is recorded, no
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,6 +47,7 @@ from _transformer_heads import (  # run_multi_head: the rows, for the tests
     merge,
     run_multi_head,  # noqa: F401
 )
+from _transformer_heads_float import FLOAT_SIZES, in_child_float
 
 import verified_attn as va
 from verified_attn.models import OneLayerTransformer
@@ -165,10 +167,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         action="store_true",
         help="only the multi-head rows, replacing those of the JSON (the others kept)",
     )
+    parser.add_argument(
+        "--multi-head-float-only",
+        action="store_true",
+        help="only the float multi-head rows (random boxes, torch blocks), replacing those",
+    )
     args = parser.parse_args(argv)
     args.out = output_dir(args.out, args.quick, NAME)
     if args.multi_head_only:
         return _multi_head_only(args)
+    if args.multi_head_float_only:
+        return _multi_head_float_only(args)
     sizes = QUICK if args.quick else FULL
     cells = [(d, m, method) for d, m in sizes for method in ("paper", "direct")]
     rows = [
@@ -196,8 +205,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.out == RESULTS:
         write_json(NAME, data)
     else:
-        import json
-
         (args.out / f"{NAME}.json").write_text(json.dumps(data, indent=1, default=str))
     if not args.no_plots:
         _plot(plain, args.out)
@@ -208,9 +215,27 @@ def _multi_head_only(args: argparse.Namespace) -> dict[str, Any]:
     """The multi-head rows (each in its own process), merged into ``transformer.json``."""
     specs = QUICK_SIZES if args.quick else MULTI_HEAD_SIZES
     rows = [in_child(*spec) for spec in progress(specs, "multi-head rows")]
-    meta = metadata(args.seed, arithmetic="exact and certified", boxes="random_multi_head_transformer")
+    meta = metadata(
+        args.seed, arithmetic="exact and certified", boxes="random_multi_head_transformer"
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     data = merge(args.out / f"{NAME}.json", rows, meta)
+    write_json(NAME, data, args.out)
+    return data
+
+
+def _multi_head_float_only(args: argparse.Namespace) -> dict[str, Any]:
+    """The float multi-head rows (each in its own process), merged into ``transformer.json``
+    (rows of kind ``multi-head-float`` replaced, the others and their meta kept)."""
+    specs = FLOAT_SIZES[:1] if args.quick else FLOAT_SIZES
+    rows = [in_child_float(*spec) for spec in progress(specs, "float multi-head rows")]
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"{NAME}.json"
+    data = json.loads(path.read_text()) if path.exists() else {"benchmark": NAME, "rows": []}
+    data["rows"] = [r for r in data["rows"] if r.get("kind") != "multi-head-float"] + rows
+    data["multi_head_float_meta"] = metadata(
+        args.seed, arithmetic="float64", boxes="Gaussian MultiHeadTransformer, torch blocks"
+    )
     write_json(NAME, data, args.out)
     return data
 
@@ -252,10 +277,25 @@ if __name__ == "__main__":
     if "--multi-head-only" in sys.argv:
         heads = [r for r in result["rows"] if r.get("kind") == "multi-head"]
         for r in heads:
-            print({k: r.get(k) for k in ("arithmetic", "d", "H", "m", "seed", "queries",
-                                         "parameter_count", "seconds", "peak_rss_mib")})
-        sys.exit(0 if all(r.get("equal_on_fresh") and r.get("certificate_ok")
-                          for r in heads) else 1)
+            print(
+                {
+                    k: r.get(k)
+                    for k in (
+                        "arithmetic",
+                        "d",
+                        "H",
+                        "m",
+                        "seed",
+                        "queries",
+                        "parameter_count",
+                        "seconds",
+                        "peak_rss_mib",
+                    )
+                }
+            )
+        sys.exit(
+            0 if all(r.get("equal_on_fresh") and r.get("certificate_ok") for r in heads) else 1
+        )
     plain = [r for r in result["rows"] if r.get("kind") not in ("biased", "multi-head")]
     ok = all(
         r["exact"]

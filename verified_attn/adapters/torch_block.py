@@ -15,7 +15,7 @@
 >>> rec.verified, bool(np.abs(rec.W - np.array(T.W.tolist(), float)).max() < 1e-6)
 (True, True)
 
-The block: ``nn.MultiheadAttention(E, 1)`` as self-attention (query = key = value = X),
+The block with one head: ``nn.MultiheadAttention(E, 1)`` as self-attention (query = key = value = X),
 read at the last position, then ``nn.Linear(E, m)`` (with bias), ReLU, ``nn.Linear(m, 1)``
 (with bias):
 ``y(X) = L2 ReLU(L1 (W_o (sum_i alpha_i (W_v x_i + b_v)) + b_o) + b_1) + b_2`` with
@@ -32,6 +32,14 @@ read at the last position, then ``nn.Linear(E, m)`` (with bias), ReLU, ``nn.Line
 - ``V = (W_o W_v)^T``, ``A = L1^T``; the softmax weights sum to 1, so the value bias and
   the out_proj bias pass through unchanged and fold into ``a = L1 (W_o b_v + b_o) + b_1``;
 - ``w_o = L2``'s row, ``b = b_2``.
+
+H heads (``nn.MultiheadAttention(E, H)``, H >= 2, head width D = E / H): a
+:class:`~verified_attn.ffn_heads.MultiHeadTransformer` with head h's
+``W_h = W_k^hT W_q^h / sqrt(D)``, ``V_h = (W_o^h W_v^h)^T`` (W_o^h: out_proj's columns of
+head h) and, where ``in_proj_bias`` is present, the score bias ``c_h = W_k^hT b_q^h /
+sqrt(D)`` (a query bias is in that class); the oracle declares
+``"one-layer-transformer-multi-head"``: learn it with ``va.learn_transformer(oracle,
+max_heads=H)``.
 
 Arithmetic as in :mod:`verified_attn.adapters.torch`: ``dtype="float64"`` evaluates a
 float64 copy (rtol 1e-6, unit roundoff 2^-53), ``"float32"`` a float32 copy at its own
@@ -208,8 +216,9 @@ def block_oracle(
 ) -> Oracle:
     """A float :class:`Oracle` answering the block's output at the last position.
 
-    Declares ``model_class="one-layer-transformer-biased"`` (so
-    :func:`verified_attn.learn_transformer` takes its biased learner). The modules are
+    Declares ``model_class="one-layer-transformer-biased"`` for one head (so
+    :func:`verified_attn.learn_transformer` takes its biased learner),
+    ``"one-layer-transformer-multi-head"`` for H >= 2 (pass ``max_heads=H``). The modules are
     copied (eval mode, ``dtype``); the caller's are never changed. ``rtol``,
     ``parameter_rtol``: as :func:`verified_attn.adapters.torch.attention_oracle`.
 
