@@ -29,6 +29,7 @@ Exit status 1 if a correctness check fails; a missed time target is recorded, no
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,6 +47,7 @@ from _transformer_heads import (  # run_multi_head: the rows, for the tests
     merge,
     run_multi_head,  # noqa: F401
 )
+from _transformer_heads_float import FLOAT_SIZES, in_child_float
 
 import verified_attn as va
 from verified_attn.models import OneLayerTransformer
@@ -165,10 +167,17 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         action="store_true",
         help="only the multi-head rows, replacing those of the JSON (the others kept)",
     )
+    parser.add_argument(
+        "--multi-head-float-only",
+        action="store_true",
+        help="only the float multi-head rows (random boxes, torch blocks), replacing those",
+    )
     args = parser.parse_args(argv)
     args.out = output_dir(args.out, args.quick, NAME)
     if args.multi_head_only:
         return _multi_head_only(args)
+    if args.multi_head_float_only:
+        return _multi_head_float_only(args)
     sizes = QUICK if args.quick else FULL
     cells = [(d, m, method) for d, m in sizes for method in ("paper", "direct")]
     rows = [
@@ -180,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             rows += [run_biased(d, m, a, args.seed) for a in ("exact", "float")]
     if args.multi_head:
         rows += [in_child(*spec) for spec in (QUICK_SIZES if args.quick else MULTI_HEAD_SIZES)]
-    plain = [r for r in rows if r.get("kind") not in ("biased", "multi-head")]
+    plain = [r for r in rows if r.get("kind") not in ("biased", "multi-head", "multi-head-float")]
     target_rows = [r for r in plain if (r["d"], r["m"]) == TARGET[0]]
     data = {
         "benchmark": NAME,
@@ -196,8 +205,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.out == RESULTS:
         write_json(NAME, data)
     else:
-        import json
-
         (args.out / f"{NAME}.json").write_text(json.dumps(data, indent=1, default=str))
     if not args.no_plots:
         _plot(plain, args.out)
@@ -208,9 +215,27 @@ def _multi_head_only(args: argparse.Namespace) -> dict[str, Any]:
     """The multi-head rows (each in its own process), merged into ``transformer.json``."""
     specs = QUICK_SIZES if args.quick else MULTI_HEAD_SIZES
     rows = [in_child(*spec) for spec in progress(specs, "multi-head rows")]
-    meta = metadata(args.seed, arithmetic="exact and certified", boxes="random_multi_head_transformer")
+    meta = metadata(
+        args.seed, arithmetic="exact and certified", boxes="random_multi_head_transformer"
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     data = merge(args.out / f"{NAME}.json", rows, meta)
+    write_json(NAME, data, args.out)
+    return data
+
+
+def _multi_head_float_only(args: argparse.Namespace) -> dict[str, Any]:
+    """The float multi-head rows (each in its own process), merged into ``transformer.json``
+    (rows of kind ``multi-head-float`` replaced, the others and their meta kept)."""
+    specs = FLOAT_SIZES[:1] if args.quick else FLOAT_SIZES
+    rows = [in_child_float(*spec) for spec in progress(specs, "float multi-head rows")]
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"{NAME}.json"
+    data = json.loads(path.read_text()) if path.exists() else {"benchmark": NAME, "rows": []}
+    data["rows"] = [r for r in data["rows"] if r.get("kind") != "multi-head-float"] + rows
+    data["multi_head_float_meta"] = metadata(
+        args.seed, arithmetic="float64", boxes="Gaussian MultiHeadTransformer, torch blocks"
+    )
     write_json(NAME, data, args.out)
     return data
 
@@ -249,14 +274,39 @@ def _plot(rows: list[dict[str, Any]], out: Path) -> None:
 
 if __name__ == "__main__":
     result = main()
+    if "--multi-head-float-only" in sys.argv:
+        floats = [r for r in result["rows"] if r.get("kind") == "multi-head-float"]
+        for r in floats:
+            print({k: r.get(k) for k in ("source", "d", "H", "queries", "refused", "seconds")})
+        # a refusal is a result; a learned row must meet the float rule on fresh sequences
+        sys.exit(0 if all("refused" in r or r["fresh_max_ratio"] <= 1 for r in floats) else 1)
     if "--multi-head-only" in sys.argv:
         heads = [r for r in result["rows"] if r.get("kind") == "multi-head"]
         for r in heads:
-            print({k: r.get(k) for k in ("arithmetic", "d", "H", "m", "seed", "queries",
-                                         "parameter_count", "seconds", "peak_rss_mib")})
-        sys.exit(0 if all(r.get("equal_on_fresh") and r.get("certificate_ok")
-                          for r in heads) else 1)
-    plain = [r for r in result["rows"] if r.get("kind") not in ("biased", "multi-head")]
+            print(
+                {
+                    k: r.get(k)
+                    for k in (
+                        "arithmetic",
+                        "d",
+                        "H",
+                        "m",
+                        "seed",
+                        "queries",
+                        "parameter_count",
+                        "seconds",
+                        "peak_rss_mib",
+                    )
+                }
+            )
+        sys.exit(
+            0 if all(r.get("equal_on_fresh") and r.get("certificate_ok") for r in heads) else 1
+        )
+    plain = [
+        r
+        for r in result["rows"]
+        if r.get("kind") not in ("biased", "multi-head", "multi-head-float")
+    ]
     ok = all(
         r["exact"]
         and r["counts_add_up"]

@@ -333,6 +333,32 @@ def transformer_heads_table(data: dict[str, Any]) -> str:
     return "\n".join(_table(header, rows))
 
 
+def transformer_heads_float_table(data: dict[str, Any]) -> str:
+    """The float multi-head Transformer rows of ``benchmarks/transformer.py
+    --multi-head-float-only`` (``kind`` "multi-head-float"): queries against the free
+    parameters, the stated and true (W_h, c_h) errors and the fresh prediction gap in
+    bits, the learner's seconds and the run's peak RSS."""
+    header = ["box", "d, H, m", "seed", "width m′", "heads", "learning queries (FFN + cells)",
+              "bound", "free parameters", "queries / parameters", "estimate",
+              "(W_h, c_h) error (bits)", "prediction gap (bits)", "learn", "peak RSS"]
+    rows: list[list[object]] = []
+    for r in (r for r in data["rows"] if r.get("kind") == "multi-head-float"):
+        head: list[object] = [r["source"], f"{r['d']}, {r['H']}, {2 * r['d']}", r["seed"]]
+        if "refused" in r:
+            rows.append([*head, f"refused: {r['refused'][:70]}", *[_DASH] * 10])
+            continue
+        rows.append([
+            *head, r["width"], r["heads_found"],
+            f"{r['queries']} ({r['ffn_queries']} + {r['attention_queries']})", r["bound"],
+            r["parameter_count"], f"{r['queries_per_parameter']:.1f}",
+            _num(r["parameter_error_estimate"]),
+            f"{_num(r['parameter_error_W_c'])} ({_bits(r['parameter_error_W_c'])})",
+            f"{_num(r['prediction_error'])} ({_bits(r['prediction_error'])})",
+            f"{_seconds(r['seconds'])} s", f"{r['peak_rss_mib']:.0f} MiB",
+        ])
+    return "\n".join(_table(header, rows))
+
+
 #: Each table: the JSON file it is generated from and its renderer.
 TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "multi_head": ("multi_head.json", exact_table),
@@ -344,6 +370,7 @@ TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "multi_head_mha_bits": ("multi_head_mha_bits.json", mha_bits_table),
     # on docs/transformer.md
     "transformer_heads": ("transformer.json", transformer_heads_table),
+    "transformer_heads_float": ("transformer.json", transformer_heads_float_table),
 }
 
 

@@ -164,8 +164,8 @@ def test_encoder_layer_is_refused() -> None:
 
 def test_bad_modules() -> None:
     mha, lin1, lin2 = make_block(4, 0)
-    with pytest.raises(InvalidArgument, match="one head"):
-        block_oracle(torch.nn.MultiheadAttention(4, 2), lin1, lin2)
+    with pytest.raises(InvalidArgument, match="add_bias_kv"):
+        block_oracle(torch.nn.MultiheadAttention(4, 2, add_bias_kv=True), lin1, lin2)
     with pytest.raises(InvalidArgument, match="linear1"):
         block_oracle(mha, torch.nn.Linear(3, 8), lin2)
     with pytest.raises(InvalidArgument, match="linear2"):

@@ -172,7 +172,7 @@ def test_arguments_are_checked() -> None:
     with pytest.raises(InvalidArgument, match="max_heads"):
         va.learn_transformer(va.Oracle(T2, "exact"))
     with pytest.raises(InvalidArgument, match="arithmetic 'exact' or 'certified'"):
-        va.learn_transformer(va.Oracle(T2, "float"), max_heads=2)
+        learn_multi_head_transformer(va.Oracle(T2, "float"), max_heads=2)
     with pytest.raises(InvalidArgument, match="max_heads"):
         va.learn_transformer(va.Oracle(T2, "exact"), max_heads=0)
     with pytest.raises(InvalidArgument, match="method"):

@@ -15,7 +15,7 @@
 >>> rec.verified, bool(np.abs(rec.W - np.array(T.W.tolist(), float)).max() < 1e-6)
 (True, True)
 
-The block: ``nn.MultiheadAttention(E, 1)`` as self-attention (query = key = value = X),
+The block with one head: ``nn.MultiheadAttention(E, 1)`` as self-attention (query = key = value = X),
 read at the last position, then ``nn.Linear(E, m)`` (with bias), ReLU, ``nn.Linear(m, 1)``
 (with bias):
 ``y(X) = L2 ReLU(L1 (W_o (sum_i alpha_i (W_v x_i + b_v)) + b_o) + b_1) + b_2`` with
@@ -32,6 +32,14 @@ read at the last position, then ``nn.Linear(E, m)`` (with bias), ReLU, ``nn.Line
 - ``V = (W_o W_v)^T``, ``A = L1^T``; the softmax weights sum to 1, so the value bias and
   the out_proj bias pass through unchanged and fold into ``a = L1 (W_o b_v + b_o) + b_1``;
 - ``w_o = L2``'s row, ``b = b_2``.
+
+H heads (``nn.MultiheadAttention(E, H)``, H >= 2, head width D = E / H): a
+:class:`~verified_attn.ffn_heads.MultiHeadTransformer` with head h's
+``W_h = W_k^hT W_q^h / sqrt(D)``, ``V_h = (W_o^h W_v^h)^T`` (W_o^h: out_proj's columns of
+head h) and, where ``in_proj_bias`` is present, the score bias ``c_h = W_k^hT b_q^h /
+sqrt(D)`` (a query bias is in that class); the oracle declares
+``"one-layer-transformer-multi-head"``: learn it with ``va.learn_transformer(oracle,
+max_heads=H)``.
 
 Arithmetic as in :mod:`verified_attn.adapters.torch`: ``dtype="float64"`` evaluates a
 float64 copy (rtol 1e-6, unit roundoff 2^-53), ``"float32"`` a float32 copy at its own
@@ -58,10 +66,13 @@ from verified_attn.adapters.torch import (
     torch,
 )
 from verified_attn.errors import InvalidArgument, ModelClassMismatch
+from verified_attn.ffn_heads import MultiHeadTransformer
 from verified_attn.models import OneLayerTransformer
 from verified_attn.oracle import Oracle
 
 __all__ = ["AttentionBlock", "block_oracle", "block_parameters"]
+
+MULTI_HEAD = "one-layer-transformer-multi-head"
 
 
 class AttentionBlock(torch.nn.Module):
@@ -98,12 +109,8 @@ class AttentionBlock(torch.nn.Module):
 
 
 def _check_block(attn: Any, linear1: Any, linear2: Any) -> int:
-    """E after checking shapes: one head, Linear(E, m) and Linear(m, 1) with biases."""
+    """E after checking shapes: Linear(E, m) and Linear(m, 1) with biases."""
     E = _check_mha(attn)
-    if int(attn.num_heads) != 1:
-        raise InvalidArgument(
-            f"attn must have one head (nn.MultiheadAttention(E, 1)); got {attn.num_heads}"
-        )
     if attn.bias_k is not None or attn.bias_v is not None or attn.add_zero_attn:
         raise InvalidArgument(
             "attn has add_bias_kv or add_zero_attn: it attends to an extra learned or zero "
@@ -140,8 +147,12 @@ def _query_bias_score(attn: Any, E: int) -> None:
         )
 
 
-def block_parameters(attn: Any, linear1: Any, linear2: Any) -> OneLayerTransformer:
-    """``OneLayerTransformer(W, V, A, w_o, a=, b=)`` computing the block (module doc).
+def block_parameters(
+    attn: Any, linear1: Any, linear2: Any
+) -> OneLayerTransformer | MultiHeadTransformer:
+    """``OneLayerTransformer(W, V, A, w_o, a=, b=)`` computing the block (module doc); for
+    ``nn.MultiheadAttention(E, H)`` with H >= 2 a
+    :class:`~verified_attn.ffn_heads.MultiHeadTransformer` (section "H heads").
 
     The float64 weights become the binary rationals they are, so the model evaluates
     exactly these numbers (in float64 it agrees with the float64 module to rounding).
@@ -153,6 +164,8 @@ def block_parameters(attn: Any, linear1: Any, linear2: Any) -> OneLayerTransform
     (3, 6, 'one-layer-transformer-biased')
     """
     E = _check_block(attn, linear1, linear2)
+    if int(attn.num_heads) > 1:
+        return _multi_head_parameters(attn, linear1, linear2, E)
     _query_bias_score(attn, E)
     m = int(linear1.out_features)
     Win = tensor_array(attn.in_proj_weight, (3 * E, E))
@@ -168,6 +181,31 @@ def block_parameters(attn: Any, linear1: Any, linear2: Any) -> OneLayerTransform
     return OneLayerTransformer(W, V, L1.T, L2, a=a, b=float(b2[0]))
 
 
+def _multi_head_parameters(attn: Any, linear1: Any, linear2: Any, E: int) -> MultiHeadTransformer:
+    """H >= 2 heads of width D = E / H: head h's rows of W_q, W_k, W_v and its columns of
+    W_o give ``W_h = W_k^hT W_q^h / sqrt(D)``, the query bias ``c_h = W_k^hT b_q^h /
+    sqrt(D)`` (heads affine when ``in_proj_bias`` is present), ``V_h = (W_o^h W_v^h)^T``."""
+    H = int(attn.num_heads)
+    D = E // H
+    m = int(linear1.out_features)
+    Win = tensor_array(attn.in_proj_weight, (3 * E, E))
+    bin_ = tensor_array(attn.in_proj_bias, (3 * E,))
+    Wo = tensor_array(attn.out_proj.weight, (E, E))
+    bo = tensor_array(attn.out_proj.bias, (E,))
+    L1, b1 = tensor_array(linear1.weight, (m, E)), tensor_array(linear1.bias, (m,))
+    L2, b2 = tensor_array(linear2.weight, (m,)), tensor_array(linear2.bias, (1,))
+    heads: list[Any] = []
+    for h in range(H):
+        rows = slice(h * D, (h + 1) * D)
+        Wq, Wk = Win[:E][rows], Win[E : 2 * E][rows]
+        Wv, bq = Win[2 * E :][rows], bin_[:E][rows]
+        W = Wk.T @ Wq / math.sqrt(D)
+        V = (Wo[:, rows] @ Wv).T
+        heads.append((W, V) if attn.in_proj_bias is None else (W, V, Wk.T @ bq / math.sqrt(D)))
+    a = L1 @ (Wo @ bin_[2 * E :] + bo) + b1
+    return MultiHeadTransformer(heads, L1.T, L2, a=a, b=float(b2[0]))
+
+
 def block_oracle(
     attn: Any,
     linear1: Any,
@@ -178,8 +216,9 @@ def block_oracle(
 ) -> Oracle:
     """A float :class:`Oracle` answering the block's output at the last position.
 
-    Declares ``model_class="one-layer-transformer-biased"`` (so
-    :func:`verified_attn.learn_transformer` takes its biased learner). The modules are
+    Declares ``model_class="one-layer-transformer-biased"`` for one head (so
+    :func:`verified_attn.learn_transformer` takes its biased learner),
+    ``"one-layer-transformer-multi-head"`` for H >= 2 (pass ``max_heads=H``). The modules are
     copied (eval mode, ``dtype``); the caller's are never changed. ``rtol``,
     ``parameter_rtol``: as :func:`verified_attn.adapters.torch.attention_oracle`.
 
@@ -190,7 +229,9 @@ def block_oracle(
     (0.0001, True)
     """
     E = _check_block(attn, linear1, linear2)
-    _query_bias_score(attn, E)
+    multi = int(attn.num_heads) > 1
+    if not multi:
+        _query_bias_score(attn, E)
     settings = box_settings("block_oracle", options)
     tdtype = settings.dtype
     block = AttentionBlock(attn, linear1, linear2, activation)
@@ -203,5 +244,5 @@ def block_oracle(
 
     limits = (settings.budget, settings.record)
     rtol, parameter_rtol = settings.rtol, settings.parameter_rtol
-    model_class = "one-layer-transformer-biased"
+    model_class = MULTI_HEAD if multi else "one-layer-transformer-biased"
     return batch_oracle(batch_fn, E, tdtype, limits, model_class, rtol, parameter_rtol)

@@ -307,6 +307,8 @@ def count_rule(
 
     def figures(p: int) -> str:
         sv, tau = singular_values[p], floors[p]
+        if tau <= 0:  # every answer exactly 0: the floor is 0 too (no ratio to give)
+            return f"pair {p + 1}: singular values [{', '.join(f'{s:.3g}' for s in sv)}], floor 0"
         return (
             f"pair {p + 1}: singular values / floor = [{', '.join(f'{s / tau:.3g}' for s in sv)}]"
         )

@@ -30,6 +30,7 @@ from verified_attn.recovery import ReluFFNRecovery, TransformerRecovery
 from verified_attn.transformer import learner, relu
 from verified_attn.transformer.biased_float import learn_biased_transformer_float
 from verified_attn.transformer.biased_learner import learn_biased_transformer
+from verified_attn.transformer.multi_head_float import learn_multi_head_transformer_float
 from verified_attn.transformer.multi_head_learner import learn_multi_head_transformer
 from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
 from verified_attn.validation import check_oracle, require_size
@@ -132,6 +133,11 @@ def learn_transformer(
     # W alone takes d^2 queries from two d x d designs.
     _require_size(oracle, "learn_transformer", numbers=2 * d * d, queries=d * d)
     if max_heads is not None or oracle.model_class == MULTI_HEAD_CLASS:
+        if oracle.arithmetic.name == "float":  # denominator_bound: certified reconstruction only
+            kw = {k: v for k, v in options.items() if k != "denominator_bound"}
+            return learn_multi_head_transformer_float(
+                oracle, max_heads=_max_heads(max_heads, method), **kw  # type: ignore[arg-type]
+            )
         return learn_multi_head_transformer(
             oracle, max_heads=_max_heads(max_heads, method), **options
         )
