@@ -117,17 +117,9 @@ class BiasedTransformer(SequenceModel):
     def W(self) -> Any:
         return self._inner.W
 
-    @property
-    def V(self) -> Any:
-        return self._inner.V
-
-    @property
-    def A(self) -> Any:
-        return self._inner.A
-
-    @property
-    def w_o(self) -> Any:
-        return self._inner.w_o
+    V = property(lambda self: self._inner.V)
+    A = property(lambda self: self._inner.A)
+    w_o = property(lambda self: self._inner.w_o)
 
     @property
     def a(self) -> Any:
