@@ -29,11 +29,13 @@ The algorithm, on one random line ``L(t) = x_0 + t u`` (t in [-R, R]):
 
 1. *Kinks along the line.* ``phi(t) = g(L(t))`` is piecewise linear; a *piece* (slope,
    intercept) costs 2 queries (at s and s + eps). Two pieces A, B at the ends of an
-   interval meet at ``t* = (B_0 - A_0) / (A_1 - B_1)``, a rational found exactly; two
-   probes just left and right of t* check that phi follows A, then B: then t* is the one
-   kink in the interval (2 queries). Otherwise the interval is split at a simple rational
-   point and both halves are searched (a new piece: 2 queries). Equal pieces at both ends
-   mean no kink there.
+   interval meet at ``t* = (B_0 - A_0) / (A_1 - B_1)``, a rational found exactly; a probe
+   just left of t* on A, then one just right of it on B, check that t* is the one kink in
+   the interval (1 query each; a failed left probe already refutes it, so the right one is
+   then not asked). Otherwise the interval is split at the failed probe (no query when it
+   lies on the other end's piece, else 1 more point beside it: a *half piece*) or, every
+   other time, at a simple rational point (a new piece: 2 queries). Equal pieces at both
+   ends mean no kink there.
 2. *Cells.* Inside piece j the network is affine, ``g = G_j^T x + beta_j``. The line gives
    ``G_j^T u`` and ``G_j^T x_0 + beta_j``; ``d - 1`` probes ``g(y + delta e_i)`` at a point y
    of the piece (whose value the piece already gives) fill in the rest.
@@ -42,12 +44,13 @@ The algorithm, on one random line ``L(t) = x_0 + t u`` (t in [-R, R]):
    once (orientation from the crossing direction). The affine part is cell 0's map less
    the neurons on whose positive side it lies.
 
-*The count.* With S pieces measured, C kink checks and K kinks found, the learning queries
-are ``2 S + 2 C + (d - 1)(K + 1)`` (:func:`biased_ffn_query_count`; counted on the oracle,
-the golden tests compare the two). When the search needs no wasted split,
-S = K + 1 and C = 2K - 1, so a network of canonical width m' costs
-``(d + 1)(m' + 1) + 4 m' - 2`` queries against ``(d + 1)(m' + 1)`` free parameters: the
-ratio is ``1 + (4 m' - 2) / ((d + 1)(m' + 1))``, at most 1.2 once ``d >= 19`` (for every m').
+*The count.* With S pieces, S_half half pieces and P probes measured and K kinks found,
+the learning queries are ``2 S + S_half + P + (d - 1)(K + 1)``
+(:func:`biased_ffn_query_count`; counted on the oracle, the golden tests compare the two).
+Confirming a kink takes a value on each side of it (one probe alone is fooled by two kinks
+on its far side), so P >= 2K: the ratio to the ``(d + 1)(m' + 1)`` free parameters is at
+least ``1 + 2 m' / ((d + 1)(m' + 1))`` for this method, at most 1.2 only when
+``m' (9 - d) <= d + 1`` or d >= 9.
 
 Exact mode compares with ``==``; certified mode reconstructs each answer as the unique
 rational with denominator at most the bound (an assumption the result records); float
