@@ -34,8 +34,9 @@ The algorithm, on one random line ``L(t) = x_0 + t u`` (t in [-R, R]):
    the interval (1 query each; a failed left probe already refutes it, so the right one is
    then not asked). Otherwise the interval is split at the failed probe (no query when it
    lies on the other end's piece, else 1 more point beside it: a *half piece*) or, every
-   other time, at a simple rational point (a new piece: 2 queries). Equal pieces at both
-   ends mean no kink there.
+   other time and when the end pieces do not meet inside, at a simple middle point by one
+   probe (on an end's piece it narrows the interval, else a half piece there; float mode
+   measures a whole piece, 2 queries). Equal pieces at both ends mean no kink there.
 2. *Cells.* Inside piece j the network is affine, ``g = G_j^T x + beta_j``. The line gives
    ``G_j^T u`` and ``G_j^T x_0 + beta_j``; ``d - 1`` probes ``g(y + delta e_i)`` at a point y
    of the piece (whose value the piece already gives) fill in the rest.
@@ -421,8 +422,31 @@ class LineSearch:
                     stack.append((p, M, b, B, depth + 1))
                     stack.append((a, A, p, M, depth + 1))
                     return
+        self._middle(item, stack)
+
+    def _middle(self, item: tuple, stack: list) -> None:
+        """Split (a, b) at a simple middle point: 1 probe there. On A's line it narrows the
+        interval to (mid, b), on B's to (a, mid); else 1 more point beside it gives the
+        piece there (a half piece) and both halves are searched. Float mode measures a
+        whole piece at mid (2 queries): narrowing on a probe within the tolerance would
+        let a smooth box exhaust the depth before float resolution."""
+        a, A, b, B, depth = item
         mid = _between(a, b, self.answers.float)
-        M = self.piece(mid, min(mid - a, b - mid), 1)
+        if self.answers.float:  # a whole piece: a smooth box must reach float resolution
+            M = self.piece(mid, min(mid - a, b - mid), 1)  # (the refusal's witness)
+            stack.append((mid, M, b, B, depth + 1))
+            stack.append((a, A, mid, M, depth + 1))
+            return
+        (gm,) = self.answers.many([self.point(mid)])
+        self.probes += 1
+        scale = abs(A.slope * (mid - a)) + abs(B.slope * (b - mid))
+        if self.answers.same(gm, A.at(mid), scale):
+            stack.append((mid, A, b, B, depth + 1))
+            return
+        if self.answers.same(gm, B.at(mid), scale):
+            stack.append((a, A, mid, B, depth + 1))
+            return
+        M = self._split((mid, gm, 1), A, B, min(mid - a, b - mid))
         stack.append((mid, M, b, B, depth + 1))
         stack.append((a, A, mid, M, depth + 1))
 
