@@ -29,11 +29,14 @@ The algorithm, on one random line ``L(t) = x_0 + t u`` (t in [-R, R]):
 
 1. *Kinks along the line.* ``phi(t) = g(L(t))`` is piecewise linear; a *piece* (slope,
    intercept) costs 2 queries (at s and s + eps). Two pieces A, B at the ends of an
-   interval meet at ``t* = (B_0 - A_0) / (A_1 - B_1)``, a rational found exactly; two
-   probes just left and right of t* check that phi follows A, then B: then t* is the one
-   kink in the interval (2 queries). Otherwise the interval is split at a simple rational
-   point and both halves are searched (a new piece: 2 queries). Equal pieces at both ends
-   mean no kink there.
+   interval meet at ``t* = (B_0 - A_0) / (A_1 - B_1)``, a rational found exactly; a probe
+   just left of t* on A, then one just right of it on B, check that t* is the one kink in
+   the interval (1 query each; a failed left probe already refutes it, so the right one is
+   then not asked). Otherwise the interval is split at the failed probe (no query when it
+   lies on the other end's piece, else 1 more point beside it: a *half piece*) or, every
+   other time and when the end pieces do not meet inside, at a simple middle point by one
+   probe (on an end's piece it narrows the interval, else a half piece there; float mode
+   measures a whole piece, 2 queries). Equal pieces at both ends mean no kink there.
 2. *Cells.* Inside piece j the network is affine, ``g = G_j^T x + beta_j``. The line gives
    ``G_j^T u`` and ``G_j^T x_0 + beta_j``; ``d - 1`` probes ``g(y + delta e_i)`` at a point y
    of the piece (whose value the piece already gives) fill in the rest.
@@ -42,12 +45,13 @@ The algorithm, on one random line ``L(t) = x_0 + t u`` (t in [-R, R]):
    once (orientation from the crossing direction). The affine part is cell 0's map less
    the neurons on whose positive side it lies.
 
-*The count.* With S pieces measured, C kink checks and K kinks found, the learning queries
-are ``2 S + 2 C + (d - 1)(K + 1)`` (:func:`biased_ffn_query_count`; counted on the oracle,
-the golden tests compare the two). When the search needs no wasted split,
-S = K + 1 and C = 2K - 1, so a network of canonical width m' costs
-``(d + 1)(m' + 1) + 4 m' - 2`` queries against ``(d + 1)(m' + 1)`` free parameters: the
-ratio is ``1 + (4 m' - 2) / ((d + 1)(m' + 1))``, at most 1.2 once ``d >= 19`` (for every m').
+*The count.* With S pieces, S_half half pieces and P probes measured and K kinks found,
+the learning queries are ``2 S + S_half + P + (d - 1)(K + 1)``
+(:func:`biased_ffn_query_count`; counted on the oracle, the golden tests compare the two).
+Confirming a kink takes a value on each side of it (one probe alone is fooled by two kinks
+on its far side), so P >= 2K: the ratio to the ``(d + 1)(m' + 1)`` free parameters is at
+least ``1 + 2 m' / ((d + 1)(m' + 1))`` for this method, at most 1.2 only when
+``m' (9 - d) <= d + 1`` or d >= 9.
 
 Exact mode compares with ``==``; certified mode reconstructs each answer as the unique
 rational with denominator at most the bound (an assumption the result records); float
@@ -199,15 +203,15 @@ def canonical_biased_network(model: ReluFFN | OneLayerTransformer) -> BiasedRelu
 
 
 def biased_ffn_query_count(
-    d: int, *, pieces: int, half_pieces: int = 0, checks: int, kinks: int
+    d: int, *, pieces: int, half_pieces: int = 0, probes: int, kinks: int
 ) -> int:
     """Learning queries of one line search:
-    ``2 pieces + half_pieces + 2 checks + (d - 1)(kinks + 1)``.
+    ``2 pieces + half_pieces + probes + (d - 1)(kinks + 1)``.
 
-    >>> biased_ffn_query_count(16, pieces=2, half_pieces=3, checks=40, kinks=32)
-    582
+    >>> biased_ffn_query_count(16, pieces=2, half_pieces=3, probes=70, kinks=32)
+    572
     """
-    return 2 * pieces + half_pieces + 2 * checks + (d - 1) * (kinks + 1)
+    return 2 * pieces + half_pieces + probes + (d - 1) * (kinks + 1)
 
 
 # ---------------------------------------------------------------------------------------
@@ -334,14 +338,14 @@ class LineSearch:
     max_depth: int = 60
     pieces: int = 0
     half_pieces: int = 0
-    checks: int = 0
+    probes: int = 0
     found: int = 0
     cells: int = 0
 
     def queries(self) -> int:
         """Learning queries this line asked (:func:`biased_ffn_query_count`)."""
         d = len(self.u)
-        return 2 * self.pieces + self.half_pieces + 2 * self.checks + (d - 1) * self.cells
+        return 2 * self.pieces + self.half_pieces + self.probes + (d - 1) * self.cells
 
     def point(self, t: Num) -> Vec:
         return tuple(a + t * b for a, b in zip(self.x0, self.u, strict=True))
@@ -369,32 +373,36 @@ class LineSearch:
 
     def _one_kink(
         self, a: Num, A: Piece, t: Num, B: Piece, b: Num
-    ) -> tuple[bool, list[tuple[Num, Num, bool]]]:
-        """phi follows A just left of t and B just right of it (2 queries); also each
-        probe's (t, phi(t), whether it failed), for the split that follows a failure."""
+    ) -> tuple[bool, tuple[Num, Num, int]]:
+        """phi follows A just left of t, then B just right of it: 1 probe on each side,
+        the right one only when the left one agrees (a failed left probe already refutes
+        the single kink). Returns (ok, (probe, phi(probe), side)) with side -1 for a failed
+        left probe, +1 for a failed right one."""
         fl = self.answers.float
         w = min(t - a, b - t) / (4 if fl else 2**16)
         left = t - w if fl else simplest_rational_between(t - w, t - w / 2)
         right = t + w if fl else simplest_rational_between(t + w / 2, t + w)
-        gl, gr = self.answers.many([self.point(left), self.point(right)])
-        self.checks += 1
         scale = abs(A.slope * w) + abs(B.slope * w)
-        bad_l = not self.answers.same(gl, A.at(left), scale)
-        bad_r = not self.answers.same(gr, B.at(right), scale)
-        return not (bad_l or bad_r), [(left, gl, bad_l), (right, gr, bad_r)]
+        for probe, piece, side in ((left, A, -1), (right, B, 1)):
+            (gp,) = self.answers.many([self.point(probe)])
+            self.probes += 1
+            if not self.answers.same(gp, piece.at(probe), scale):
+                return False, (probe, gp, side)
+        return True, (right, 0, 0)
 
-    def _split(self, probes: list[tuple[Num, Num, bool]], a: Num, b: Num) -> tuple:
-        """A new piece at a failed check's probe (the left one if both failed): that probe
-        and one more point beside it, 1 query (a *half piece*). Returns (t, t, piece)."""
-        (tl, _, bad_l), (tr, _, _) = probes
-        t, side = (tl, -1) if bad_l else (tr, 1)
-        width = tr - tl  # 2w or less: no other kink expected that close to the probe
-        t2 = self._step(t, width, side)
-        gt = self.answers.cache[self.point(t)]
+    def _split(self, probe: tuple[Num, Num, int], A: Piece, B: Piece, w: Num) -> Piece:
+        """The piece through a failed probe: the other end's piece when the probe lies on
+        it (no query), else a new piece from the probe and one more point beside it, 1
+        query (a *half piece*)."""
+        t, gt, side = probe
+        other = B if side < 0 else A
+        if self.answers.same(gt, other.at(t), abs(other.slope * w)):
+            return other
+        t2 = self._step(t, w, side)
         (g2,) = self.answers.many([self.point(t2)])
         self.half_pieces += 1
         slope = (g2 - gt) / (t2 - t)
-        return t, t, Piece(slope, gt - slope * t)
+        return Piece(slope, gt - slope * t)
 
     def _narrow(self, item: tuple, stack: list, found: list) -> None:
         """One kink in (a, b) when the pieces A, B at its ends meet there and the two
@@ -404,17 +412,41 @@ class LineSearch:
         if not self.answers.same(A.slope * self.radius, B.slope * self.radius):
             t = (B.intercept - A.intercept) / (A.slope - B.slope)
             if a < t < b:
-                ok, probes = self._one_kink(a, A, t, B, b)
+                ok, probe = self._one_kink(a, A, t, B, b)
                 if ok:
                     found.append((t, A, B))
                     return
                 if depth % 2 == 0:  # split at the probe; every other time in the middle,
-                    lo, hi, M = self._split(probes, a, b)  # so intervals keep shrinking
-                    stack.append((hi, M, b, B, depth + 1))
-                    stack.append((a, A, lo, M, depth + 1))
+                    p = probe[0]  # so intervals keep shrinking
+                    M = self._split(probe, A, B, 2 * abs(t - p))
+                    stack.append((p, M, b, B, depth + 1))
+                    stack.append((a, A, p, M, depth + 1))
                     return
+        self._middle(item, stack)
+
+    def _middle(self, item: tuple, stack: list) -> None:
+        """Split (a, b) at a simple middle point: 1 probe there. On A's line it narrows the
+        interval to (mid, b), on B's to (a, mid); else 1 more point beside it gives the
+        piece there (a half piece) and both halves are searched. Float mode measures a
+        whole piece at mid (2 queries): narrowing on a probe within the tolerance would
+        let a smooth box exhaust the depth before float resolution."""
+        a, A, b, B, depth = item
         mid = _between(a, b, self.answers.float)
-        M = self.piece(mid, min(mid - a, b - mid), 1)
+        if self.answers.float:  # a whole piece: a smooth box must reach float resolution
+            M = self.piece(mid, min(mid - a, b - mid), 1)  # (the refusal's witness)
+            stack.append((mid, M, b, B, depth + 1))
+            stack.append((a, A, mid, M, depth + 1))
+            return
+        (gm,) = self.answers.many([self.point(mid)])
+        self.probes += 1
+        scale = abs(A.slope * (mid - a)) + abs(B.slope * (b - mid))
+        if self.answers.same(gm, A.at(mid), scale):
+            stack.append((mid, A, b, B, depth + 1))
+            return
+        if self.answers.same(gm, B.at(mid), scale):
+            stack.append((a, A, mid, B, depth + 1))
+            return
+        M = self._split((mid, gm, 1), A, B, min(mid - a, b - mid))
         stack.append((mid, M, b, B, depth + 1))
         stack.append((a, A, mid, M, depth + 1))
 

@@ -57,7 +57,7 @@ class BiasedReluFFNRecovery(ReluFFNRecovery):
     :class:`~verified_attn.models.ReluFFN` (exact SymPy matrices in exact and certified
     mode, float64 arrays in float mode). ``network`` is the canonical form
     (:class:`~verified_attn.transformer.relu_biased.BiasedReluNetwork`); ``line_counts``
-    the last line's pieces, checks and kinks, from which
+    the last line's pieces, half pieces, probes and kinks, from which
     :func:`~verified_attn.transformer.relu_biased.biased_ffn_query_count` gives its
     learning queries.
     """
@@ -117,7 +117,7 @@ def learn_biased_relu_ffn(
     counts = {
         "pieces": search.pieces,
         "half_pieces": search.half_pieces,
-        "checks": search.checks,
+        "probes": search.probes,
         "kinks": search.found,
     }
     # Every line searched counts, refuted or not (a Retry before any query has no search).
