@@ -73,7 +73,7 @@ def test_module_example_golden_counts() -> None:
     rec = va.learn_transformer(oracle, max_heads=2)
     assert rec.method == "multi-head-cells-float"
     # golden, counted on the oracle: the float FFN, then 3 centers and 3 cells
-    assert (rec.queries, rec.ffn_queries, rec.attention_queries) == (360, 161, 199)
+    assert (rec.queries, rec.ffn_queries, rec.attention_queries) == (356, 157, 199)
     assert rec.queries + rec.verification_queries == oracle.queries
     assert rec.queries <= rec.bound
     assert rec.parameter_count == canonical_parameter_count(2, 2, rec.network.width)
@@ -86,7 +86,7 @@ def test_module_example_golden_counts() -> None:
 
 @pytest.mark.parametrize(
     ("d", "seed", "queries"),
-    [(2, 0, 459), pytest.param(3, 1, 911, marks=pytest.mark.slow), (4, 2, 1607)],
+    [(2, 0, 455), pytest.param(3, 1, 911, marks=pytest.mark.slow), (4, 2, 1600)],
 )
 def test_random_float64_transformers(d: int, seed: int, queries: int) -> None:
     T = random_float(seed, d, 2)

@@ -167,18 +167,27 @@ def block_parameters(
     if int(attn.num_heads) > 1:
         return _multi_head_parameters(attn, linear1, linear2, E)
     _query_bias_score(attn, E)
+    Win, _, Wo, L1, L2, a, b = _block_arrays(attn, linear1, linear2, E)
+    Wq, Wk, Wv = Win[:E], Win[E : 2 * E], Win[2 * E :]
+    W = Wk.T @ Wq / math.sqrt(E)
+    V = (Wo @ Wv).T
+    return OneLayerTransformer(W, V, L1.T, L2, a=a, b=b)
+
+
+def _block_arrays(attn: Any, linear1: Any, linear2: Any, E: int) -> tuple[Any, ...]:
+    """The block's float64 arrays ``(W_in, b_in, W_o, L1, L2, a, b)``: the attention's
+    input and output projections, the FFN's weights, and its hidden bias ``a`` with the
+    value and output biases folded in (every head's value is a convex combination of tokens,
+    so ``b_v`` passes through ``W_o`` unchanged) and its output bias ``b``."""
     m = int(linear1.out_features)
     Win = tensor_array(attn.in_proj_weight, (3 * E, E))
     bin_ = tensor_array(attn.in_proj_bias, (3 * E,))
-    Wq, Wk, Wv = Win[:E], Win[E : 2 * E], Win[2 * E :]
     Wo = tensor_array(attn.out_proj.weight, (E, E))
     bo = tensor_array(attn.out_proj.bias, (E,))
     L1, b1 = tensor_array(linear1.weight, (m, E)), tensor_array(linear1.bias, (m,))
     L2, b2 = tensor_array(linear2.weight, (m,)), tensor_array(linear2.bias, (1,))
-    W = Wk.T @ Wq / math.sqrt(E)
-    V = (Wo @ Wv).T
     a = L1 @ (Wo @ bin_[2 * E :] + bo) + b1
-    return OneLayerTransformer(W, V, L1.T, L2, a=a, b=float(b2[0]))
+    return Win, bin_, Wo, L1, L2, a, float(b2[0])
 
 
 def _multi_head_parameters(attn: Any, linear1: Any, linear2: Any, E: int) -> MultiHeadTransformer:
@@ -187,13 +196,7 @@ def _multi_head_parameters(attn: Any, linear1: Any, linear2: Any, E: int) -> Mul
     sqrt(D)`` (heads affine when ``in_proj_bias`` is present), ``V_h = (W_o^h W_v^h)^T``."""
     H = int(attn.num_heads)
     D = E // H
-    m = int(linear1.out_features)
-    Win = tensor_array(attn.in_proj_weight, (3 * E, E))
-    bin_ = tensor_array(attn.in_proj_bias, (3 * E,))
-    Wo = tensor_array(attn.out_proj.weight, (E, E))
-    bo = tensor_array(attn.out_proj.bias, (E,))
-    L1, b1 = tensor_array(linear1.weight, (m, E)), tensor_array(linear1.bias, (m,))
-    L2, b2 = tensor_array(linear2.weight, (m,)), tensor_array(linear2.bias, (1,))
+    Win, bin_, Wo, L1, L2, a, b = _block_arrays(attn, linear1, linear2, E)
     heads: list[Any] = []
     for h in range(H):
         rows = slice(h * D, (h + 1) * D)
@@ -202,8 +205,7 @@ def _multi_head_parameters(attn: Any, linear1: Any, linear2: Any, E: int) -> Mul
         W = Wk.T @ Wq / math.sqrt(D)
         V = (Wo[:, rows] @ Wv).T
         heads.append((W, V) if attn.in_proj_bias is None else (W, V, Wk.T @ bq / math.sqrt(D)))
-    a = L1 @ (Wo @ bin_[2 * E :] + bo) + b1
-    return MultiHeadTransformer(heads, L1.T, L2, a=a, b=float(b2[0]))
+    return MultiHeadTransformer(heads, L1.T, L2, a=a, b=b)
 
 
 def block_oracle(
