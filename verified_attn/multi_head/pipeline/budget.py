@@ -219,7 +219,9 @@ def within_follow_up(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT
     if not (coarse(unit) and 2 <= H <= FOLLOW_UP_COARSE_HEADS):
         return False
     P = parameter_count(d, H, affine)
-    return P <= POLISH_PARAMETERS and _follow_up_polish(d, H, affine) >= FOLLOW_UP_POLISH_FRACTION * P
+    return (
+        P <= POLISH_PARAMETERS and _follow_up_polish(d, H, affine) >= FOLLOW_UP_POLISH_FRACTION * P
+    )
 
 
 #: A float64 result whose first-order parameter error estimate is above this takes the
