@@ -138,7 +138,7 @@ def extra_columns(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -
     (8, 0)
     """
     if coarse(unit) and H >= 2:
-        return d
+        return 1 if within_follow_up(d, H, affine, unit=unit) else d
     if H < REDUNDANT_FROM_HEADS:
         return 0
     per_pair = 2 * H + redundancy(H)
@@ -173,9 +173,55 @@ def polish_count(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) ->
     (642, 0, 0)
     """
     P = parameter_count(d, H, affine)
+    if within_follow_up(d, H, affine, unit=unit):
+        return _follow_up_polish(d, H, affine)
     if coarse(unit) and H >= 2 and P <= POLISH_PARAMETERS:
         return POLISH_PER_PARAMETER * P
     return 0
+
+
+#: A coarse box (float32) with at most this many heads is learned under the follow-up's
+#: count (:func:`within_follow_up`). Measured (nn.MultiheadAttention in float32, E = 8,
+#: module seeds 0-2, one redundant column, one pilot round, the rest of the follow-up's
+#: count as polish sequences): H = 2 learned 3/3 at 508 queries (follow-up 509),
+#: parameters 2^-18.5 .. 2^-19.9; H = 4 learned 1/3 (the halved links could not order
+#: the heads of the square or near-square design's u-groups in float32), so from three
+#: heads on the coarse design keeps d redundant columns and 2P polish sequences.
+FOLLOW_UP_COARSE_HEADS = 2
+#: ... when the polish sequences the follow-up's count leaves are at least this fraction
+#: of the canonical parameters (d = 4, H = 2 has none left: the coarse design stays).
+FOLLOW_UP_POLISH_FRACTION = 0.25
+
+
+def _follow_up_polish(d: int, H: int, affine: bool) -> int:
+    """The polish sequences left under the follow-up's count by one query once the
+    one-column design's worst case (no tie links: it is redundant) is asked.
+
+    >>> _follow_up_polish(8, 2, True), _follow_up_polish(16, 2, True)
+    (63, 511)
+    """
+    return follow_up_query_bound(d, H) - 1 - _limit_at(d, H, affine, 1)
+
+
+def within_follow_up(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> bool:
+    """Whether a coarse box (float32) takes the design under the follow-up's count: at
+    most :data:`FOLLOW_UP_COARSE_HEADS` heads (two or more), one redundant probe column,
+    one pilot round, no conditioning round, and the sequence polish on what the count
+    leaves (:func:`_follow_up_polish`, at least :data:`FOLLOW_UP_POLISH_FRACTION` P). A
+    function of the sizes and the unit roundoff alone (the certificate derives it).
+    float64 boxes: never (their design is unchanged).
+
+    >>> within_follow_up(8, 2, True, unit=2.0**-24), within_follow_up(8, 2, True)
+    (True, False)
+    >>> within_follow_up(8, 4, True, unit=2.0**-24), within_follow_up(4, 2, True, unit=2.0**-24)
+    (False, False)
+    """
+    if not (coarse(unit) and 2 <= H <= FOLLOW_UP_COARSE_HEADS):
+        return False
+    P = parameter_count(d, H, affine)
+    return (
+        P <= POLISH_PARAMETERS and _follow_up_polish(d, H, affine) >= FOLLOW_UP_POLISH_FRACTION * P
+    )
 
 
 #: A float64 result whose first-order parameter error estimate is above this takes the
@@ -311,7 +357,8 @@ def float_query_limit(d: int, H: int, *, affine: bool = False, unit: float = _DO
     most = pilot + CONDITIONING_GROUPS * conditioning_cost(d, H, affine, unit=unit)
     base = base_query_limit(d, H, affine=affine, unit=unit)
     if extra_columns(d, H, affine, unit=unit) and (
-        H >= UNBOUNDED_ROUNDS_FROM_HEADS or coarse(unit)
+        H >= UNBOUNDED_ROUNDS_FROM_HEADS
+        or (coarse(unit) and not within_follow_up(d, H, affine, unit=unit))
     ):
         return base + most
     return base + min(adaptive_room(d, H, affine, unit=unit), most)
@@ -358,6 +405,8 @@ def pilot_rounds(d: int, H: int, affine: bool, *, unit: float = 2.0**-53) -> int
     >>> pilot_rounds(16, 8, True), pilot_rounds(1, 1, False), pilot_rounds(8, 2, True, unit=2.0**-24)
     (3, 1, 3)
     """
+    if within_follow_up(d, H, affine, unit=unit):
+        return 1
     if coarse(unit) and H >= 2:
         return MAX_ROUNDS
     group = d * (2 * H + redundancy(H))
