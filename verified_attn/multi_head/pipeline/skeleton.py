@@ -188,7 +188,10 @@ class Skeleton:
         )
         r, s, res, floor = (x[0] for x in fit)
         if k == len(self.r):
-            self.r.append(r), self.s.append(s), self.res.append(0.0), self.floor.append(0.0)
+            self.r.append(r)
+            self.s.append(s)
+            self.res.append(0.0)
+            self.floor.append(0.0)
         self.r[k], self.s[k], self.res[k], self.floor[k] = r, s, float(res), float(floor)
 
     def _stalls(self, k: int) -> bool:

@@ -96,10 +96,10 @@ def skeleton_estimate(sk: Skeleton, heads: list[tuple[np.ndarray, ...]], beta: f
         dS2 = dR**2
         for k in range(m, sk.d):
             # row k = C G^+ R with C its scores, G the full rows' at its columns
-            cols = sk.cols[k]
+            own = sk.cols[k]
             Gp, C = sk.pivot_inverse(h, k), sk.s[k][:, h]
-            X, CG = np.linalg.norm(Gp @ R, 2), float(np.linalg.norm(C @ Gp))
-            dG = math.sqrt(sum(float(np.sum(E[i][cols, h] ** 2)) for i in range(m)))
+            X, CG = float(np.linalg.norm(Gp @ R, 2)), float(np.linalg.norm(C @ Gp))
+            dG = math.sqrt(sum(float(np.sum(E[i][own, h] ** 2)) for i in range(m)))
             dC = float(np.linalg.norm(E[k][:, h]))
             dS2 += (dC * X + CG * dR + CG * dG * X) ** 2
         err_W = max(err_W, float(norms * math.sqrt(dS2)))
