@@ -63,3 +63,32 @@ def test_the_checker_rederives_the_rounds() -> None:
     ):
         with pytest.raises(CertificateError, match="conditioning"):
             _rounds(_data(bad), 16, 2, 2, 17)
+
+
+@pytest.mark.slow  # about 4.5 minutes: `pytest -m slow`
+def test_torch_eight_heads_count_and_refusal() -> None:
+    # nn.MultiheadAttention E = 16, H = 8 (rank 2, biases N(0, 1)): u_1 (full) stalls and takes
+    # one round of 4 redundant columns, u_4 two rounds and u_13 one of 2 basis columns: the
+    # skeleton's 1411 queries and the rounds' 8 x 17 + 4 + 2 x 17 = 174. Every group then fits
+    # and every learning answer is reproduced (parameter error 6.0e-9 measured), but the
+    # joint fit's first-order estimate 1.6e-6 is over the parameter tolerance 1e-6: refused,
+    # never returned.
+    torch = pytest.importorskip("torch")
+    import numpy as np
+
+    import verified_attn as va
+    from verified_attn.adapters.torch import attention_oracle
+    from verified_attn.errors import PrecisionExhausted
+
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(16, num_heads=8, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_bias.normal_()
+        mha.out_proj.bias.normal_()
+    readout = np.random.default_rng(100).standard_normal(16)
+    oracle = attention_oracle(mha, readout, dtype="float64")
+    with pytest.raises(PrecisionExhausted, match="estimate"):
+        va.learn_multi_head(oracle, heads=8, rank=2)
+    rounds = [(0, [17, 18, 19, 20]), (3, [2, 3]), (3, [4, 5]), (12, [2, 3])]
+    assert oracle.queries_by_phase["conditioning"] == conditioning_query_count(8, 17, rounds)
+    assert oracle.queries == low_rank_query_count(16, 8, 2, affine=True) + 174 == 1585
