@@ -33,8 +33,12 @@ from verified_attn.errors import CertificateError
 from verified_attn.multi_head.pipeline.budget import float_ratios, redundancy
 from verified_attn.multi_head.pipeline.design import float_design, float_sequence
 from verified_attn.multi_head.pipeline.low_rank_design import (
+    CONDITIONING_ROUNDS,
     PILOT_PAIRS,
+    conditioning_query_count,
     low_rank_query_count,
+    redundant_rows,
+    round_columns,
     skeleton_columns,
     skeleton_pairs,
     skeleton_sizes,
@@ -43,8 +47,28 @@ from verified_attn.multi_head.pipeline.low_rank_design import (
 __all__ = ["verify_low_rank"]
 
 
-def _phases(d: int, H: int, p: int, m: int, J: int) -> dict[str, int]:
-    """The learning phases the skeleton implies (each pair at 2H + [H >= 2] ratios)."""
+def _rounds(data: dict[str, Any], d: int, p: int, m: int, J: int) -> list[list[int]]:
+    """Each u-group's columns: the skeleton's, then its conditioning rounds' as
+    ``round_columns`` gives them (a round naming other columns, or past the limit, fails)."""
+    cols = [list(range(J if k < m else skeleton_columns(p, J))) for k in range(d)]
+    raw = kernel.as_list(kernel.get(data, "design.conditioning"), "design.conditioning")
+    for i, rd in enumerate(raw):
+        k = kernel.as_int(kernel.get(rd, "k"), f"design.conditioning[{i}].k", low=0, high=d - 1)
+        got = [int(j) for j in kernel.as_list(kernel.get(rd, "columns"), "columns")]
+        want = round_columns(d, p, m, J, k, cols[k])
+        if got != want or sum(1 for r in raw[:i] if r["k"] == k) >= CONDITIONING_ROUNDS:
+            raise CertificateError(
+                f"design.conditioning[{i}] asks u_{k + 1} at {got}; its round takes {want}"
+            )
+        cols[k] += got
+    return cols
+
+
+def _phases(
+    d: int, H: int, p: int, m: int, J: int, cols: list[list[int]] | None = None
+) -> dict[str, int]:
+    """The learning phases the skeleton implies (each pair at 2H + [H >= 2] ratios), with
+    the conditioning rounds' columns ``cols`` past the skeleton's."""
     per = 2 * H + redundancy(H)
     q = skeleton_columns(p, J)
     grid = m * J + (d - m) * q
@@ -54,6 +78,9 @@ def _phases(d: int, H: int, p: int, m: int, J: int) -> dict[str, int]:
         out["links"] = (d - 1) * per
     if check:
         out["rank check"] = check * per
+    rounds = [(k, c[J if k < m else q :]) for k, c in enumerate(cols or [])]
+    if any(c for _, c in rounds):
+        out["conditioning"] = conditioning_query_count(H, J, rounds)
     return out
 
 
@@ -93,13 +120,15 @@ def verify_low_rank(data: dict[str, Any]) -> CertificateCheck:
         )
         if stored.shape != want.shape or not np.array_equal(stored, want):
             raise CertificateError(f"{path} is not the seeded design's at u scale {scale}")
-    phases = _phases(d, H, p, m, J)
+    cols = _rounds(data, d, p, m, J)
+    phases = _phases(d, H, p, m, J, cols)
     learning = sum(phases.values())
-    if learning != low_rank_query_count(d, H, p, affine=affine, found=found):  # pragma: no cover
+    more = learning - phases.get("conditioning", 0)
+    if more != low_rank_query_count(d, H, p, affine=affine, found=found):  # pragma: no cover
         raise AssertionError("the skeleton's phases do not add up to its count")
     q = kernel.check_counts(data, learning=learning, phases=phases)
     check_phases(q["by_phase"], phases)
-    line = _fit(data, head, affine, H, (U, B, p, m, J), ratios)
+    line = _fit(data, head, affine, H, (U, B, p, m, J), ratios, cols, seed)
     claimed, beta = claimed_heads(data, head, affine, H)
     model = heads_model(claimed, beta, affine)
     lines = [
@@ -120,22 +149,31 @@ def _fit(
     H: int,
     design: tuple[np.ndarray, np.ndarray, int, int, int],
     ratios: list[tuple[int, ...]],
+    cols: list[list[int]],
+    seed: int,
 ) -> str:
     """Every learning query rebuilt; the claimed heads must reproduce each stored answer."""
     U, B, p, m, J = design
     arith, d, T = head.arith, head.d, len(ratios)
-    pairs = skeleton_pairs(d, p, m, J)
-    grid = m * J + (d - m) * skeleton_columns(p, J)
+    skel = skeleton_pairs(d, p, m, J)
+    pairs = [(k, j) for k, c in enumerate(cols) for j in c]
+    nx = len({j for c in cols for j in c if j >= J})
+    Bx = np.vstack([B, float_design(d, seed, affine, extra=redundant_rows())[1][J:]])
+    grid = len(pairs)
+    pairs += skel[m * J + (d - m) * skeleton_columns(p, J) :]  # the rank check pair
     F0 = kernel.numbers(kernel.get(data, "answers.F0"), "answers.F0", arith, J)
+    F0x = kernel.numbers(
+        kernel.get(data, "answers.F0_redundant"), "answers.F0_redundant", arith, nx
+    )
     F = _rows(data, "answers.F", arith, grid, T)
     links = _rows(data, "answers.links", arith, d - 1, T)
     check = _rows(data, "answers.rank_check", arith, len(pairs) - grid, T)
-    observed = [float(x) for x in [*F0, *(a for row in F + check + links for a in row)]]
+    observed = [float(x) for x in [*F0, *F0x, *(a for row in F + check + links for a in row)]]
 
     def rebuilt() -> Iterator[np.ndarray]:
-        yield from (B[j][None, :] for j in range(J))
+        yield from (Bx[j][None, :] for j in range(J + nx))
         for k, j in pairs:
-            yield from (float_sequence(U[k], B[j], a, b) for a, b in ratios)
+            yield from (float_sequence(U[k], Bx[j], a, b) for a, b in ratios)
         for k in range(1, d):
             yield from (float_sequence((U[0] + U[k]) / 2, B[0], a, b) for a, b in ratios)
 

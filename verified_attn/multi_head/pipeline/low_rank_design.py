@@ -42,8 +42,12 @@ from verified_attn.multi_head.pipeline.budget import redundancy
 PILOT_PAIRS = 4
 
 __all__ = [
+    "CONDITIONING_ROUNDS",
+    "conditioning_query_count",
     "low_rank_parameter_count",
     "low_rank_query_count",
+    "low_rank_query_limit",
+    "round_columns",
     "skeleton_pairs",
     "skeleton_sizes",
 ]
@@ -98,7 +102,8 @@ def low_rank_query_count(
     """The learning queries of the skeleton design (module docstring): F(0), the pilot's
     pairs, the grid pairs of :func:`skeleton_pairs` and the d - 1 links at ``2H + [H >= 2]``
     ratios each.
-    Exact: the design asks nothing adaptive (no pilot, tie link or conditioning round).
+    The conditioning rounds (:func:`conditioning_query_count`) come on top; a run without
+    one asks exactly this many.
 
     >>> low_rank_query_count(16, 4, 4, found=False)  # 16 + (128 + 4) x 9
     1204
@@ -115,3 +120,71 @@ def low_rank_parameter_count(d: int, H: int, r: int) -> int:
     512
     """
     return H * (2 * r * d - r * r + d)
+
+
+# Conditioning rounds: a u-group whose fit misses its answers (over _CONVERGED x its rounding
+# floor, or over the groups' level so far) is asked again at more columns and refitted on all
+# its pairs, at most CONDITIONING_ROUNDS times. A full group takes FULL_ROUND_COLUMNS
+# redundant columns (the seeded design's extra b rows, float_design(extra=)), fitted on the
+# probe plane s = M^T w; a partial group the next PARTIAL_ROUND_COLUMNS basis columns it was
+# not asked at. Measured (nn.MultiheadAttention E = 16, H = 8, module seed 0, the group fits
+# against the module's true scores): u_1 (full, 17 pairs) stalls at 2.4e4 x its floor with a
+# score 6.4e-2 off, with 4 redundant columns 7.8 x and 1.8e-10; the partial u_4 and u_13 (2
+# pairs) at 4.3e4 x and 1.1e5 x, with 2 more columns 5.2 x and 9.3 x.
+CONDITIONING_ROUNDS = 3
+FULL_ROUND_COLUMNS = 4
+PARTIAL_ROUND_COLUMNS = 2
+
+
+def round_columns(d: int, p: int, m: int, J: int, k: int, asked: list[int]) -> list[int]:
+    """The columns the next conditioning round of u-group k asks, given the columns it was
+    asked at: redundant columns ``J, J + 1, ...`` (indices past the basis) for a full
+    group, else the lowest basis columns not asked (the rank check pair's column left out
+    for u_d); empty when none is left.
+
+    >>> round_columns(8, 2, 2, 9, 0, list(range(9))), round_columns(8, 2, 2, 9, 7, [0, 1])
+    ([9, 10, 11, 12], [2, 3])
+    """
+    if k < m:
+        n = sum(1 for j in asked if j >= J)
+        return list(range(J + n, J + n + FULL_ROUND_COLUMNS))
+    taken = set(asked)
+    if k == d - 1 and m < d and skeleton_columns(p, J) < J:
+        taken.add(J - 1)
+    return [j for j in range(J) if j not in taken][:PARTIAL_ROUND_COLUMNS]
+
+
+def redundant_rows() -> int:
+    """The redundant columns the full groups' rounds may take (their b rows are drawn once).
+
+    >>> redundant_rows()
+    12
+    """
+    return CONDITIONING_ROUNDS * FULL_ROUND_COLUMNS
+
+
+def conditioning_query_count(H: int, J: int, rounds: list[tuple[int, list[int]]]) -> int:
+    """The conditioning rounds' queries: each round's pairs ``(u_k, b_j)`` at
+    ``2H + [H >= 2]`` ratios, and F(0) once at each redundant column (j >= J) first asked.
+
+    >>> conditioning_query_count(8, 17, [(0, [17, 18, 19, 20]), (3, [2, 3]), (1, [17, 18, 19, 20])])
+    174
+    """
+    cols = [j for _, c in rounds for j in c]
+    return len(cols) * (2 * H + redundancy(H)) + len({j for j in cols if j >= J})
+
+
+def low_rank_query_limit(
+    d: int, H: int, p: int, *, affine: bool = False, found: bool = False
+) -> int:
+    """The run's worst case: :func:`low_rank_query_count` and every u-group conditioned
+    :data:`CONDITIONING_ROUNDS` times (with the rank found, its worst case is p = d).
+
+    >>> low_rank_query_limit(16, 8, 2, affine=True) - low_rank_query_count(16, 8, 2, affine=True)
+    1848
+    """
+    m = skeleton_sizes(d, p, affine, found=found)[0]
+    per = 2 * H + redundancy(H)
+    cols = m * redundant_rows() + (d - m) * CONDITIONING_ROUNDS * PARTIAL_ROUND_COLUMNS
+    more = cols * per + (redundant_rows() if m else 0)
+    return low_rank_query_count(d, H, p, affine=affine, found=found) + more

@@ -25,10 +25,14 @@ from verified_attn.multi_head.pipeline.design import (
     _DOUBLE_UNIT,
     box_precision,
     float_design,
+    float_probe_matrix,
 )
 from verified_attn.multi_head.pipeline.fits import _group_fits
 from verified_attn.multi_head.pipeline.low_rank_design import (
+    CONDITIONING_ROUNDS,
     PILOT_PAIRS,
+    redundant_rows,
+    round_columns,
     skeleton_columns,
     skeleton_pairs,
     skeleton_sizes,
@@ -96,6 +100,12 @@ class Skeleton:
     floor: list[float] = field(default_factory=list)
     links: list[np.ndarray] = field(default_factory=list)
     check: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    # per u-group its columns (skeleton, then conditioning rounds'); the redundant columns'
+    # b rows and their F(0) answers; the rounds (k, columns) in order
+    cols: list[list[int]] = field(default_factory=list)
+    Bx: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    f0x: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    rounds: list[tuple[int, list[int]]] = field(default_factory=list)
     p: int = 0  # the skeleton's columns (the rank given or found)
     m: int = 0  # its full u-groups
     found: bool = False
@@ -114,29 +124,103 @@ class Skeleton:
         """The columns of the partial u-groups (:func:`.low_rank_design.skeleton_columns`)."""
         return skeleton_columns(self.p, self.J)
 
+    def column(self, j: int) -> np.ndarray:
+        """Probe column j: a basis row of B, or (j >= J) a redundant row of ``Bx``."""
+        return self.B[j] if j < self.J else self.Bx[j - self.J]
+
+    def columns(self) -> np.ndarray:
+        """Every column a pair may take: B, then the redundant rows ``Bx``."""
+        return np.vstack([self.B, self.Bx])
+
+    def grid_pairs(self) -> list[tuple[int, int]]:
+        """The u-groups' pairs ``(k, j)`` in the order of ``rows`` (each group's skeleton
+        columns, then its conditioning rounds')."""
+        return [(k, j) for k, cols in enumerate(self.cols) for j in cols]
+
+    def f0_at(self, cols: Sequence[int]) -> np.ndarray:
+        """F(0) at the columns (basis: ``f0``; redundant: ``f0x``)."""
+        return np.array([self.f0[j] if j < self.J else self.f0x[j - self.J] for j in cols])
+
     def ask_group(self, k: int, cols: int) -> None:
-        """Ask u-group k at the first ``cols`` columns and its link (k >= 1), fit and order it."""
+        """Ask u-group k at the first ``cols`` columns and its link (k >= 1), fit it, ask
+        it again in conditioning rounds while its fit misses (:meth:`condition`), and order
+        it (ModelClassMismatch if it still misses)."""
         with self.oracle.phase("F(t)"):
             got = ask_pairs(self.oracle, [(self.U[k], j) for j in range(cols)], self.B, self.ratios)
         with self.oracle.phase("links"):
             if k >= 1:
                 link = ((self.U[0] + self.U[k]) / 2, 0)
                 self.links.append(ask_pairs(self.oracle, [link], self.B, self.ratios)[0])
-        fit = _group_fits(self.f0[:cols], got, self.t, self.H, 1, self.unit, ids=[k], full_d=self.d)
-        r, s, res, floor = (x[0] for x in fit)
+        self.cols.append(list(range(cols)))
+        self.rows.append(got)
+        self._fit(k)
+        for _ in range(CONDITIONING_ROUNDS):
+            if not self._stalls(k) or not self.condition(k):
+                break
+        res, floor = self.res[k], self.floor[k]
         if not res <= _GROUP_FIT * floor:
             raise ModelClassMismatch(
-                f"the pooled fit of the u-group u_{k + 1} ({cols} pairs, {self.H} heads) misses "
-                f"its answers by {res:.2e}, over {_GROUP_FIT:g} x its rounding floor "
-                f"{floor:.2e}: not {self.H} softmax heads, or too ill-conditioned"
+                f"the pooled fit of the u-group u_{k + 1} ({len(self.cols[k])} pairs, "
+                f"{self.H} heads) misses its answers by {res:.2e}, over {_GROUP_FIT:g} x its "
+                f"rounding floor {floor:.2e}: not {self.H} softmax heads, or too "
+                "ill-conditioned"
             )
-        self.rows.append(got)
-        self.r.append(r)
-        self.s.append(s)
-        self.res.append(float(res))
-        self.floor.append(float(floor))
         if k >= 1:
             self._order(k)
+
+    def _fit(self, k: int) -> None:
+        """Group k fitted on all its pairs (a full group with redundant columns on the probe
+        plane ``s = M^T w``, as the full design's redundant groups)."""
+        cols = self.cols[k]
+        Mt = None
+        if any(j >= self.J for j in cols):
+            Mt = float_probe_matrix(self.columns()[cols], self.affine).T
+        fit = _group_fits(
+            self.f0_at(cols),
+            self.rows[k],
+            self.t,
+            self.H,
+            1,
+            self.unit,
+            ids=[k],
+            full_d=self.d,
+            Mt=Mt,
+        )
+        r, s, res, floor = (x[0] for x in fit)
+        if k == len(self.r):
+            self.r.append(r)
+            self.s.append(s)
+            self.res.append(0.0)
+            self.floor.append(0.0)
+        self.r[k], self.s[k], self.res[k], self.floor[k] = r, s, float(res), float(floor)
+
+    def _stalls(self, k: int) -> bool:
+        """Whether group k's fit is over ``_CONVERGED`` x its floor times the level of the
+        groups before it (their median ratio, at least 1), as :meth:`stalled` refuses."""
+        before = np.array(self.res[:k]) / np.array(self.floor[:k]) if k else np.ones(1)
+        level = max(1.0, float(np.median(before)))
+        return not self.res[k] <= _CONVERGED * level * self.floor[k]
+
+    def condition(self, k: int) -> bool:
+        """One conditioning round (phase "conditioning"): group k asked at the columns of
+        :func:`.low_rank_design.round_columns` (F(0) first at a redundant column not asked
+        yet), refitted on all its pairs. False when no column is left."""
+        new = round_columns(self.d, self.p, self.m, self.J, k, self.cols[k])
+        if not new:
+            return False
+        with self.oracle.phase("conditioning"):
+            fresh = [j for j in new if j >= self.J + len(self.f0x)]
+            if fresh:
+                got = self.oracle.query_many(self.Bx[[j - self.J for j in fresh]][:, None, :])
+                self.f0x = np.concatenate([self.f0x, np.asarray(got, dtype=np.float64)])
+            more = ask_pairs(
+                self.oracle, [(self.U[k], j) for j in new], self.columns(), self.ratios
+            )
+        self.cols[k] += new
+        self.rows[k] = np.vstack([self.rows[k], more])
+        self.rounds.append((k, new))
+        self._fit(k)
+        return True
 
     def _order(self, k: int) -> None:
         """Group k's heads put in group 1's order by its halved link (NotIdentifiable when
@@ -178,20 +262,20 @@ class Skeleton:
 
     def scores(self, h: int) -> np.ndarray:
         """Head h's score matrix (d, J), completed from the skeleton: rows of the full
-        groups as measured, the others ``S[k, :q] G^+ S[:m, :]`` with ``G = S[:m, :q]``
-        pseudo-inverted at its numerical rank (:func:`rank_tolerance`)."""
+        groups as measured (basis columns), each other row k ``S[k, C_k] G_k^+ S[:m, :]``
+        with C_k its columns and ``G_k = S[:m, C_k]`` pseudo-inverted at its numerical rank
+        (:func:`rank_tolerance`)."""
         m = self.m
-        R = np.stack([self.s[k][:, h] for k in range(m)])  # (m, J)
+        R = np.stack([self.s[k][: self.J, h] for k in range(m)])  # (m, J)
         S = np.empty((self.d, self.J))
         S[:m] = R
-        if m < self.d:
-            C = np.stack([self.s[k][: self.q, h] for k in range(m, self.d)])
-            S[m:] = C @ self.pivot_inverse(h) @ R
+        for k in range(m, self.d):
+            S[k] = self.s[k][:, h] @ self.pivot_inverse(h, k) @ R
         return S
 
-    def pivot_inverse(self, h: int) -> np.ndarray:
-        """``G^+`` (q, m) of head h at G's numerical rank."""
-        G = np.stack([self.s[k][: self.q, h] for k in range(self.m)])
+    def pivot_inverse(self, h: int, k: int) -> np.ndarray:
+        """``G_k^+`` (columns of row k, m) of head h at G's numerical rank."""
+        G = np.stack([self.s[i][self.cols[k], h] for i in range(self.m)])
         return np.linalg.pinv(G, rcond=rank_tolerance(self.unit))
 
 
@@ -216,6 +300,7 @@ def learn_low_rank_float(
     ratios = float_ratios(H, unit=unit)
     U, B, _ = float_design(oracle.d, seed, affine)
     sk = Skeleton(oracle, H, affine, seed, unit, U, B, np.array([k / m for k, m in ratios]), ratios)
+    sk.Bx = float_design(oracle.d, seed, affine, extra=redundant_rows())[1][sk.J :]
     bound = plan_low_rank(sk, rank, verify)
     with oracle.run() as run:
         with oracle.phase("F(0)"):
@@ -232,7 +317,7 @@ def learn_low_rank_float(
         sk.stalled()
         pairs = skeleton_pairs(sk.d, sk.p, sk.m, sk.J)
         if len(pairs) > sk.m * sk.J + (sk.d - sk.m) * sk.q:
-            k, j = pairs[-1]
+            k, j = pairs[-1]  # (an int pair index of the skeleton, not a round's)
             with oracle.phase("rank check"):
                 sk.check = ask_pairs(oracle, [(U[k], j)], B, ratios)
         return finish(sk, run, bound, verify=verify, lengths=lengths)
@@ -261,6 +346,7 @@ def _find_rank(sk: Skeleton) -> None:
     (:func:`rank_tolerance`) below their number; the skeleton's size is then the largest of
     those ranks, and the other groups are asked at that many columns."""
     tol = rank_tolerance(sk.unit)
+    sk.m = sk.p = sk.d  # every group full while the rank is found (their rounds' columns)
     for k in range(sk.d):
         sk.ask_group(k, sk.J)
         ranks = [numerical_rank(np.stack([s[:, h] for s in sk.s]), tol) for h in range(sk.H)]

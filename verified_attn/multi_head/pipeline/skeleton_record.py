@@ -14,6 +14,7 @@ from verified_attn.multi_head.canonical_bounds import THEOREM, follow_up_query_b
 from verified_attn.multi_head.canonical_certified import dump_heads
 from verified_attn.multi_head.pipeline.design import box_precision
 from verified_attn.multi_head.pipeline.low_rank_design import (
+    conditioning_query_count,
     low_rank_parameter_count,
     low_rank_query_count,
 )
@@ -46,6 +47,7 @@ def design_record(sk: Skeleton) -> dict[str, Any]:
         "U": _rows(sk.U),
         "B": _rows(sk.B),
         "ratios": [[k, m] for k, m in sk.ratios],
+        "conditioning": [{"k": k, "columns": list(c)} for k, c in sk.rounds],
     }
 
 
@@ -57,7 +59,9 @@ def _notes(sk: Skeleton, counts: QueryCounts, bound: int, estimate: float) -> li
         f"low-rank skeleton design (rank {p}, {how}; {sk.m} full u-groups, {d - sk.m} at "
         f"{min(p, sk.J)} columns, {len(sk.check)} rank check pair): {counts.learning} "
         f"learning queries (<= {bound}; the formula "
-        f"{low_rank_query_count(d, H, p, affine=sk.affine, found=sk.found)}) against "
+        f"{low_rank_query_count(d, H, p, affine=sk.affine, found=sk.found)} and "
+        f"{len(sk.rounds)} conditioning rounds' "
+        f"{conditioning_query_count(H, sk.J, sk.rounds)}) against "
         f"H(2rd - r^2 + d) = {params} parameters of rank-{p} heads and the follow-up's "
         f"4Hd^2 - 2H + 1 = {follow_up_query_bound(d, H)}",
         f"{H} canonical heads ({box_precision(sk.oracle.arithmetic)} answers; not exact); "
@@ -110,6 +114,7 @@ def low_rank_recovery(
                 "design": design_record(sk),
                 "answers": {
                     "F0": [dump_number(float(a)) for a in sk.f0],
+                    "F0_redundant": [dump_number(float(a)) for a in sk.f0x],
                     "F": _rows(np.concatenate(sk.rows)),
                     "links": _rows(np.array(sk.links)) if sk.links else [],
                     "rank_check": _rows(sk.check) if len(sk.check) else [],

@@ -20,7 +20,7 @@ from verified_attn.multi_head.pipeline.design import (
     float_sequence,
 )
 from verified_attn.multi_head.pipeline.low_rank_design import (
-    low_rank_query_count,
+    low_rank_query_limit,
     skeleton_pairs,
 )
 from verified_attn.multi_head.pipeline.skeleton import RANK_FOUND, Skeleton
@@ -39,9 +39,9 @@ def plan_low_rank(sk: Skeleton, rank: int | str, verify: int) -> int:
     """The run's query bound, checked against the budget before any query: the skeleton's
     count for a given rank, its worst case (every u-group full) for a found one."""
     if rank == RANK_FOUND:
-        bound = low_rank_query_count(sk.d, sk.H, sk.d, affine=sk.affine, found=True)
+        bound = low_rank_query_limit(sk.d, sk.H, sk.d, affine=sk.affine, found=True)
     else:
-        bound = low_rank_query_count(sk.d, sk.H, int(rank), affine=sk.affine)
+        bound = low_rank_query_limit(sk.d, sk.H, int(rank), affine=sk.affine)
     sk.oracle.require_remaining(bound, verify, "learn_multi_head")
     return bound
 
@@ -88,20 +88,21 @@ def skeleton_estimate(sk: Skeleton, heads: list[tuple[np.ndarray, ...]], beta: f
     norms = np.linalg.norm(Uinv, 2) * np.linalg.norm(
         np.linalg.inv(float_probe_matrix(sk.B, sk.affine)), 2
     )
-    m, q = sk.m, sk.q
+    m = sk.m
     err_W = 0.0
     for h in range(sk.H):
-        dR = math.sqrt(sum(float(np.sum(E[k][:, h] ** 2)) for k in range(m)))
-        dS = dR
-        if m < sk.d:
-            R = np.stack([sk.s[k][:, h] for k in range(m)])
-            C = np.stack([sk.s[k][:q, h] for k in range(m, sk.d)])
-            Gp = sk.pivot_inverse(h)
-            X, CG = np.linalg.norm(Gp @ R, 2), np.linalg.norm(C @ Gp, 2)
-            dG = math.sqrt(sum(float(np.sum(E[k][:q, h] ** 2)) for k in range(m)))
-            dC = math.sqrt(sum(float(np.sum(E[k][:q, h] ** 2)) for k in range(m, sk.d)))
-            dS = math.hypot(dR, dC * X + CG * dR + CG * dG * X)
-        err_W = max(err_W, float(norms * dS))
+        dR = math.sqrt(sum(float(np.sum(E[k][: sk.J, h] ** 2)) for k in range(m)))
+        R = np.stack([sk.s[k][: sk.J, h] for k in range(m)])
+        dS2 = dR**2
+        for k in range(m, sk.d):
+            # row k = C G^+ R with C its scores, G the full rows' at its columns
+            own = sk.cols[k]
+            Gp, C = sk.pivot_inverse(h, k), sk.s[k][:, h]
+            X, CG = float(np.linalg.norm(Gp @ R, 2)), float(np.linalg.norm(C @ Gp))
+            dG = math.sqrt(sum(float(np.sum(E[i][own, h] ** 2)) for i in range(m)))
+            dC = float(np.linalg.norm(E[k][:, h]))
+            dS2 += (dC * X + CG * dR + CG * dG * X) ** 2
+        err_W = max(err_W, float(norms * math.sqrt(dS2)))
     Ua = np.abs(Uinv)
     err_v = float((Ua @ np.stack(er)).max())
     err_beta = 0.0
@@ -116,7 +117,11 @@ def learning_queries(sk: Skeleton) -> Iterator[tuple[list[np.ndarray], np.ndarra
     """Every learning query with its answers, in blocks of equal length: F(0), then per
     ratio the grid pairs (u-groups, then the rank check pair), then per ratio the links."""
     yield [b[None, :] for b in sk.B], sk.f0
-    pairs = skeleton_pairs(sk.d, sk.p, sk.m, sk.J)
+    if len(sk.f0x):
+        yield [b[None, :] for b in sk.Bx[: len(sk.f0x)]], sk.f0x
+    pairs = sk.grid_pairs()
+    if len(sk.check):
+        pairs.append(skeleton_pairs(sk.d, sk.p, sk.m, sk.J)[-1])
     answers = np.concatenate([*sk.rows, sk.check.reshape(-1, len(sk.ratios))])
     blocks: list[tuple[list[Any], np.ndarray]] = [(pairs, answers)]
     if sk.d > 1:
@@ -127,7 +132,7 @@ def learning_queries(sk: Skeleton) -> Iterator[tuple[list[np.ndarray], np.ndarra
             for a in range(0, len(block), _CHUNK):
                 part = block[a : a + _CHUNK]
                 seqs = [
-                    float_sequence(sk.U[k] if isinstance(k, int) else k, sk.B[j], kk, mm)
+                    float_sequence(sk.U[k] if isinstance(k, int) else k, sk.column(j), kk, mm)
                     for k, j in part
                 ]
                 yield seqs, ans[a : a + len(part), i]
@@ -139,7 +144,7 @@ def _misses(
     """The first learning answer the model misses under the float rule: (answer, model's
     value, gap, length), or None."""
     arith = sk.oracle.arithmetic
-    observed = np.concatenate([sk.f0, np.concatenate(sk.rows).ravel(), sk.check.ravel()])
+    observed = np.concatenate([sk.f0, sk.f0x, np.concatenate(sk.rows).ravel(), sk.check.ravel()])
     floor = float_floor([*observed.tolist(), *np.array(sk.links).ravel().tolist()], beta)
     for seqs, ans in blocks:
         got = model.evaluate_batch(np.stack(seqs))
@@ -179,18 +184,19 @@ def check_skeleton(sk: Skeleton, model: MultiHeadAttention, beta: float, rank: s
 def fit_rows(sk: Skeleton) -> _Rows:
     """The refinement's rows: F(0), the u-groups' pairs and the links at every ratio (the
     rank check pair left out), as (u, m_b, log t, answer)."""
-    M = float_probe_matrix(sk.B, sk.affine).T  # (J, d or d + 1): row j is m_{b_j}
+    M = float_probe_matrix(sk.columns(), sk.affine).T  # row j is m_{b_j} (redundant too)
     lt = np.log(sk.t)
     T = len(lt)
-    pairs = skeleton_pairs(sk.d, sk.p, sk.m, sk.J)[: sum(len(x) for x in sk.rows)]
+    pairs = sk.grid_pairs()
+    n0 = sk.J + len(sk.f0x)  # F(0) at the basis and the redundant columns asked
     us = [sk.U[k] for k, _ in pairs] + [(sk.U[0] + sk.U[k]) / 2 for k in range(1, sk.d)]
     ms = [M[j] for _, j in pairs] + [M[0]] * (sk.d - 1)
     ans = np.concatenate([*sk.rows, np.array(sk.links).reshape(-1, T)])
     return _Rows(
-        np.vstack([np.zeros((sk.J, sk.d)), np.repeat(np.array(us), T, axis=0)]),
-        np.vstack([M, np.repeat(np.array(ms), T, axis=0)]),
-        np.concatenate([np.zeros(sk.J), np.tile(lt, len(us))]),
-        np.concatenate([sk.f0, ans.ravel()]),
+        np.vstack([np.zeros((n0, sk.d)), np.repeat(np.array(us), T, axis=0)]),
+        np.vstack([M[:n0], np.repeat(np.array(ms), T, axis=0)]),
+        np.concatenate([np.zeros(n0), np.tile(lt, len(us))]),
+        np.concatenate([sk.f0, sk.f0x, ans.ravel()]),
         sk.affine,
     )
 

@@ -1,0 +1,94 @@
+"""The low-rank skeleton's conditioning rounds: which columns a round asks, their count, the
+run's worst case, and the checker's re-derivation of a certificate's rounds."""
+
+from __future__ import annotations
+
+import pytest
+
+from verified_attn.certificates.multi_head_low_rank import _phases, _rounds
+from verified_attn.errors import CertificateError
+from verified_attn.multi_head.pipeline.low_rank_design import (
+    CONDITIONING_ROUNDS,
+    FULL_ROUND_COLUMNS,
+    PARTIAL_ROUND_COLUMNS,
+    conditioning_query_count,
+    low_rank_query_count,
+    low_rank_query_limit,
+    round_columns,
+)
+
+
+def test_round_columns() -> None:
+    # d = 16 affine (J = 17), rank 2: full groups take redundant columns 17.., partial
+    # groups the next basis columns, never the rank check pair's column 16 for u_16.
+    assert round_columns(16, 2, 2, 17, 0, list(range(17))) == [17, 18, 19, 20]
+    assert round_columns(16, 2, 2, 17, 1, [*range(17), 17, 18, 19, 20]) == [21, 22, 23, 24]
+    assert round_columns(16, 2, 2, 17, 5, [0, 1]) == [2, 3]
+    assert round_columns(16, 2, 2, 17, 15, list(range(15))) == [15]
+    assert round_columns(16, 2, 2, 17, 15, list(range(16))) == []
+    assert round_columns(16, 2, 2, 17, 14, list(range(15))) == [15, 16]
+    # A wrong variant (the check column not reserved) would give u_16 column 16.
+    assert 16 not in round_columns(16, 2, 2, 17, 15, list(range(14)))
+
+
+def test_conditioning_count_and_limit() -> None:
+    rounds = [(0, [17, 18, 19, 20]), (3, [2, 3]), (1, [17, 18, 19, 20])]
+    # 10 pairs at 2H + 1 = 17 ratios, F(0) once at each of the 4 redundant columns.
+    assert conditioning_query_count(8, 17, rounds) == 10 * 17 + 4 == 174
+    assert conditioning_query_count(8, 17, []) == 0
+    base = low_rank_query_count(16, 8, 2, affine=True)
+    per_run = 2 * FULL_ROUND_COLUMNS + 14 * PARTIAL_ROUND_COLUMNS
+    worst = CONDITIONING_ROUNDS * per_run * 17 + CONDITIONING_ROUNDS * FULL_ROUND_COLUMNS
+    assert low_rank_query_limit(16, 8, 2, affine=True) == base + worst == 1411 + 1848
+    assert low_rank_query_limit(16, 8, 2, affine=True) < 4 * 8 * 16**2 - 2 * 8 + 1
+
+
+def _data(rounds: list[dict]) -> dict:
+    return {"design": {"conditioning": rounds}}
+
+
+def test_the_checker_rederives_the_rounds() -> None:
+    cols = _rounds(
+        _data([{"k": 0, "columns": [17, 18, 19, 20]}, {"k": 4, "columns": [2, 3]}]), 16, 2, 2, 17
+    )
+    assert cols[0] == [*range(17), 17, 18, 19, 20] and cols[4] == [0, 1, 2, 3]
+    phases = _phases(16, 8, 2, 2, 17, cols)
+    assert phases["conditioning"] == 6 * 17 + 4
+    # Wrong variants: a round at other columns, a partial group given redundant columns,
+    # a fourth round of one group.
+    for bad in (
+        [{"k": 4, "columns": [3, 4]}],
+        [{"k": 4, "columns": [17, 18]}],
+        [{"k": 4, "columns": c} for c in ([2, 3], [4, 5], [6, 7], [8, 9])],
+    ):
+        with pytest.raises(CertificateError, match="conditioning"):
+            _rounds(_data(bad), 16, 2, 2, 17)
+
+
+@pytest.mark.slow  # about 4.5 minutes: `pytest -m slow`
+def test_torch_eight_heads_count_and_refusal() -> None:
+    # nn.MultiheadAttention E = 16, H = 8 (rank 2, biases N(0, 1)): u_1 (full) stalls and takes
+    # one round of 4 redundant columns, u_4 two rounds and u_13 one of 2 basis columns: the
+    # skeleton's 1411 queries and the rounds' 8 x 17 + 4 + 2 x 17 = 174. Every group then fits
+    # and every learning answer is reproduced (parameter error 6.0e-9 measured), but the
+    # joint fit's first-order estimate 1.6e-6 is over the parameter tolerance 1e-6: refused,
+    # never returned.
+    torch = pytest.importorskip("torch")
+    import numpy as np
+
+    import verified_attn as va
+    from verified_attn.adapters.torch import attention_oracle
+    from verified_attn.errors import PrecisionExhausted
+
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(16, num_heads=8, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_bias.normal_()
+        mha.out_proj.bias.normal_()
+    readout = np.random.default_rng(100).standard_normal(16)
+    oracle = attention_oracle(mha, readout, dtype="float64")
+    with pytest.raises(PrecisionExhausted, match="estimate"):
+        va.learn_multi_head(oracle, heads=8, rank=2)
+    rounds = [(0, [17, 18, 19, 20]), (3, [2, 3]), (3, [4, 5]), (12, [2, 3])]
+    assert oracle.queries_by_phase["conditioning"] == conditioning_query_count(8, 17, rounds)
+    assert oracle.queries == low_rank_query_count(16, 8, 2, affine=True) + 174 == 1585
