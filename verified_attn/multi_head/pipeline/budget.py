@@ -120,7 +120,8 @@ def extra_columns(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -
     on, as many as the room under the follow-up's ``4Hd^2 - 2H + 1`` holds once the
     pilot's discarded rounds are reserved, each column sized at its F(0), d pairs and d
     tie links, at most d; else 0. A box of unit roundoff ``unit`` >= :data:`COARSE_UNIT`
-    (float32) takes d from two heads on. A function of the sizes and the box's unit
+    (float32) takes d from two heads on, or 1 where it takes the design under the
+    follow-up's count (:func:`within_follow_up`). A function of the sizes and the box's unit
     roundoff alone, so that a certificate's design is fixed by them. (The redundant design
     asks no tie links, see :func:`_decode_pooled`; the sizing still counts them, as the
     design was measured, and the conditioning rounds get that room.)
@@ -134,8 +135,10 @@ def extra_columns(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -
     (2, 2, 8)
     >>> extra_columns(8, 2, False), extra_columns(4, 4, False)  # no room: the square design
     (0, 0)
-    >>> extra_columns(8, 2, True, unit=2.0**-24), extra_columns(8, 1, True, unit=2.0**-24)
+    >>> extra_columns(8, 4, True, unit=2.0**-24), extra_columns(8, 1, True, unit=2.0**-24)
     (8, 0)
+    >>> extra_columns(8, 2, True, unit=2.0**-24)  # float32, two heads: under the count
+    1
     """
     if coarse(unit) and H >= 2:
         return 1 if within_follow_up(d, H, affine, unit=unit) else d
@@ -398,12 +401,15 @@ def pilot_rounds(d: int, H: int, affine: bool, *, unit: float = 2.0**-53) -> int
     """Pilot rounds allowed: up to 3, as many as keep :func:`base_query_limit` and the
     discarded rounds under the follow-up's ``4Hd^2 - 2H + 1`` (at least 1: the first round
     is the pilot pairs' own queries). A coarse box's design (float32, two heads or more:
-    :func:`~.design.coarse`) is past that count already and gets all 3: measured
+    :func:`~.design.coarse`) is past that count already and gets all 3, except where it
+    takes the design under the count (:func:`within_follow_up`: 1 round); measured
     (nn.MultiheadAttention in float32, E = 16, H = 2, module seeds 0-5) its rescaled
     modules' parameters came back 2-5x closer than at the design scale.
 
-    >>> pilot_rounds(16, 8, True), pilot_rounds(1, 1, False), pilot_rounds(8, 2, True, unit=2.0**-24)
+    >>> pilot_rounds(16, 8, True), pilot_rounds(1, 1, False), pilot_rounds(8, 4, True, unit=2.0**-24)
     (3, 1, 3)
+    >>> pilot_rounds(8, 2, True, unit=2.0**-24)  # float32, two heads: under the count
+    1
     """
     if within_follow_up(d, H, affine, unit=unit):
         return 1
