@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _transformer_heads import count_fields
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -104,13 +105,7 @@ def run_multi_head_float(source: str, d: int, H: int, seed: int) -> dict[str, An
         **row,
         "width": rec.network.width,
         "heads_found": rec.model.H,
-        "queries": rec.queries,
-        "ffn_queries": rec.ffn_queries,
-        "attention_queries": rec.attention_queries,
-        "bound": rec.bound,
-        "parameter_count": rec.parameter_count,
-        "queries_per_parameter": rec.queries / rec.parameter_count,
-        "verification_queries": rec.verification_queries,
+        **count_fields(rec),
         "parameter_error_estimate": rec.parameters["error_estimate"],
         "parameter_error_W_c": err,
         "parameter_bits_W_c": bits(err),
