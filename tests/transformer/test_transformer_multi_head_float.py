@@ -73,7 +73,7 @@ def test_module_example_golden_counts() -> None:
     rec = va.learn_transformer(oracle, max_heads=2)
     assert rec.method == "multi-head-cells-float"
     # golden, counted on the oracle: the float FFN, then 3 centers and 3 cells
-    assert (rec.queries, rec.ffn_queries, rec.attention_queries) == (356, 157, 199)
+    assert (rec.queries, rec.ffn_queries, rec.attention_queries) == (212, 13, 199)
     assert rec.queries + rec.verification_queries == oracle.queries
     assert rec.queries <= rec.bound
     assert rec.parameter_count == canonical_parameter_count(2, 2, rec.network.width)
@@ -86,7 +86,7 @@ def test_module_example_golden_counts() -> None:
 
 @pytest.mark.parametrize(
     ("d", "seed", "queries"),
-    [(2, 0, 455), pytest.param(3, 1, 904, marks=pytest.mark.slow), (4, 2, 1600)],
+    [(2, 0, 438), pytest.param(3, 1, 904, marks=pytest.mark.slow), (4, 2, 1570)],
 )
 def test_random_float64_transformers(d: int, seed: int, queries: int) -> None:
     T = random_float(seed, d, 2)
@@ -149,7 +149,7 @@ def test_the_in_class_box_is_t2_and_is_learned_so_the_refusals_mean_something() 
     assert rec.verified and relative_parameter_error(_learned(rec), _scores(T2)) < 1e-8
 
 
-@pytest.mark.parametrize("kind", ["layernorm", "residual", "gelu"])
+@pytest.mark.parametrize("kind", ["layernorm", "gelu"])
 def test_out_of_class_refused_with_a_witness(kind: str) -> None:
     fn = _block(kind)
     oracle = va.Oracle.from_callable(fn, d=2, model_class=CLASS)
@@ -157,11 +157,16 @@ def test_out_of_class_refused_with_a_witness(kind: str) -> None:
         va.learn_transformer(oracle, max_heads=2)
     exc = info.value
     assert exc.query is not None and exc.observed is not None and exc.expected is not None
-    if kind == "residual":  # g's value at a cell's center, asked of the box, refutes it
-        X = np.asarray(exc.query, dtype=np.float64)
-        assert fn(X) == exc.observed and exc.observed != pytest.approx(exc.expected, rel=1e-6)
-    else:  # smooth on length 1
-        assert "not piecewise linear" in str(exc)
+    assert "not piecewise linear" in str(exc)  # smooth on length 1
+
+
+def test_a_residual_connection_is_refused() -> None:
+    # On length 1 the box is g(1.5 x), a ReLU network, which the float FFN learner gets
+    # right (2 neurons); no two heads then fit the cells' answers: refused, not guessed.
+    fn = _block("residual")
+    oracle = va.Oracle.from_callable(fn, d=2, model_class=CLASS)
+    with pytest.raises(PrecisionExhausted, match="ill-conditioned"):
+        va.learn_transformer(oracle, max_heads=2)
 
 
 def test_a_wrong_unscaling_is_caught_by_the_fresh_sequences(monkeypatch: Any) -> None:
