@@ -53,9 +53,11 @@ def test_d4_seed0_has_the_true_width_and_parameters_within_the_stated_error() ->
 
 
 def test_without_the_refit_the_spurious_kink_comes_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A deliberately wrong variant: pieces kept as measured over their short steps."""
+    """A deliberately wrong variant: pieces kept as measured over their short steps. At
+    d = 16, seed 0 the line is then refuted twice and the third returns a spurious 31st
+    neuron (the fresh sequences do not see it); with the refit: 30 on the first line."""
     monkeypatch.setattr(rb.LineSearch, "_refit", lambda self, kinks, pieces: (kinks, pieces))
-    g = _benchmark_ffn(4, 8, 0)
+    g = _benchmark_ffn(16, 32, 0)
     rec = va.learn_relu_ffn(va.Oracle(g, "float"), seed=0)
     assert rec.network.width != canonical_biased_network(g).width or rec.attempts > 1
 
@@ -66,7 +68,7 @@ BENCHMARK = {
     (2, 0): (37, 4), (2, 1): (35, 3), (2, 2): (25, 2),
     (4, 0): (81, 8), (4, 1): (82, 8), (4, 2): (90, 8),
     (8, 0): (207, 15), (8, 1): (163, 12), (8, 2): (194, 14),
-    (16, 0): (633, 30), (16, 1): (586, 27), (16, 2): (546, 26),
+    (16, 0): (633, 30), (16, 1): (594, 27), (16, 2): (546, 26),
 }  # fmt: skip
 
 

@@ -392,7 +392,14 @@ class LineSearch:
                     return
                 if depth % 2 == 0:  # split at the probe; every other time in the middle,
                     p = probe[0]  # so intervals keep shrinking
-                    M = self._split(probe, A, B, 2 * abs(t - p))
+                    # (float: a half piece over up to 64 times the probe's offset, the
+                    # room allowing: a tiny step amplifies the rounding in its slope)
+                    room = (
+                        min(p - a if probe[2] < 0 else b - p, 64 * abs(t - p))
+                        if self.answers.float
+                        else 0
+                    )
+                    M = self._split(probe, A, B, room or 2 * abs(t - p))
                     stack.append((p, M, b, B, depth + 1))
                     stack.append((a, A, p, M, depth + 1))
                     return
