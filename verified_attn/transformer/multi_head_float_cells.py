@@ -30,6 +30,7 @@ from verified_attn.oracle_subbox import SubBox
 from verified_attn.transformer.relu_biased import BiasedReluNetwork
 
 __all__ = [
+    "CellLeft",
     "FloatCell",
     "FloatCellOracle",
     "float_pattern_matrix",
@@ -39,6 +40,11 @@ __all__ = [
 
 #: Random dyadic candidate points per round (besides two per hyperplane).
 CANDIDATES = 64
+
+
+class CellLeft(Exception):
+    """A strict :class:`FloatCellOracle`'s query would have left the cell (not asked):
+    the run is cut short, to be redone at a smaller scale. Internal, never raised to users."""
 
 
 @dataclass(frozen=True)
@@ -122,8 +128,9 @@ def independent(chosen: list[FloatCell], cell: FloatCell) -> bool:
 class FloatCellOracle(SubBox):
     """One cell's float function of Y, ``(T(c + t Y) - offset) / t``, for an inner float
     :class:`~verified_attn.oracle.Oracle`; queries counted on the outer oracle under
-    ``<label>/<inner phase>``. ``floor``: the least distance every lifted token must keep
-    from every learned hyperplane; :attr:`left` is set when one did not."""
+    ``<label>/<inner phase>`` (``<label>/<phase>`` if ``phase`` is given). ``floor``: the least distance every lifted token must keep
+    from every learned hyperplane; :attr:`left` is set when one did not (``strict``: and
+    :class:`CellLeft` raised before that batch is asked)."""
 
     model_class = "multi-head-affine"
 
@@ -136,9 +143,12 @@ class FloatCellOracle(SubBox):
         offset: float,
         label: str,
         floor: float,
+        phase: str | None = None,
+        strict: bool = False,
     ) -> None:
         super().__init__(outer, label)
         self.cell, self.t, self.offset, self.floor = cell, t, offset, floor
+        self.phase, self.strict = phase, strict
         self.units, self.offsets, _ = _planes(net)
         self.left: np.ndarray | None = None  # the first lifted query that left the cell
         self.largest = 0.0  # the largest |answer| of the outer box asked
@@ -150,10 +160,16 @@ class FloatCellOracle(SubBox):
         bad = ~(same & (np.abs(z) >= self.floor)).all(axis=(1, 2))
         if self.left is None and bad.any():
             self.left = Xs[int(np.argmax(bad))]
+        if self.strict and bad.any():
+            raise CellLeft(f"a probe came within {self.floor:.3g} of a learned hyperplane")
         with self.forward():
             answers = np.asarray(self.outer.query_many(Xs), dtype=np.float64)
         self.largest = max(self.largest, float(np.abs(answers).max(initial=0.0)))
         return (answers - self.offset) / self.t
+
+    @property
+    def inner_phase(self) -> str:
+        return self.phase or super().inner_phase
 
     def evaluate_rational(self, Yq: Any, arith: Any) -> Any:
         raise InvalidArgument("a float cell oracle answers in float arithmetic only")
