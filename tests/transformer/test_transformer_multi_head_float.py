@@ -247,3 +247,29 @@ def test_values_fit_needs_the_right_scores() -> None:
     assert oracle.queries_by_phase["c/values"] == 8
     (W0, c0), rest = _scores(T2)[0], _scores(T2)[1:]
     assert fit([(W0 + 1e-3, c0), *rest]) is None
+
+
+def test_a_strict_cell_oracle_asks_no_probe_outside_the_cell() -> None:
+    """A probe batch reaching within margin / 4 of a hyperplane raises CellLeft before it
+    is asked (nothing counted); a non-strict one is asked and records the probe."""
+    from verified_attn.transformer.multi_head_float_cells import (
+        CellLeft,
+        FloatCellOracle,
+        ranked_cells,
+    )
+    from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
+
+    oracle = va.Oracle(T2, "float")
+    net = learn_biased_relu_ffn(oracle, seed=0, lengths=(1,)).network
+    cell = ranked_cells(net, 0)[0]
+    inside = np.zeros((1, 2, 2))
+    far = np.full((1, 2, 2), 2 * cell.margin)  # t = 1: tokens 2.8 margins from the center
+    strict = FloatCellOracle(oracle, net, cell, 1.0, 0.0, "s", cell.margin / 4, strict=True)
+    strict.evaluate_batch(inside)
+    before = oracle.queries
+    with pytest.raises(CellLeft):
+        strict.evaluate_batch(far)
+    assert oracle.queries == before and strict.left is not None
+    loose = FloatCellOracle(oracle, net, cell, 1.0, 0.0, "l", cell.margin / 4)
+    loose.evaluate_batch(far)
+    assert oracle.queries == before + 1 and loose.left is not None
