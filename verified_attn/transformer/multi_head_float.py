@@ -25,7 +25,9 @@ The method of :mod:`verified_attn.transformer.multi_head_learner` in float64:
    learned hyperplane is refused (:class:`~verified_attn.errors.PrecisionExhausted`).
    On each, ``g_S(c) = T([c])`` is asked of the box (phase ``cell<i>-center``) and checked
    against the learned g to :data:`~verified_attn.transformer.biased_float.CELL_RTOL`.
-   The heads' scores are learned once: on the widest cell that shows heads, the float
+   The heads' scores are learned once: on the widest cell that shows heads (once a cell
+   has failed, the widest unused far cell of
+   :func:`~verified_attn.transformer.multi_head_float_cells.far_cells` comes next), the float
    ``learn_multi_head`` (affine, ``max_heads``) runs on the cell's oracle
    ``Y -> (T(c + t Y) - T([c])) / t`` with t the largest power of two at most
    ``margin / (2 d)`` and 1/2, halved when the fit fails (at most ``attempts`` times) or a
@@ -65,6 +67,7 @@ result carries no certificate.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any, Unpack
 
 import numpy as np
@@ -90,6 +93,7 @@ from verified_attn.transformer.multi_head_float_cells import (
     CellLeft,
     FloatCell,
     FloatCellOracle,
+    far_cells,
     float_pattern_matrix,
     independent,
     ranked_cells,
@@ -410,11 +414,22 @@ def learn_multi_head_transformer_float(
     return _result(oracle, run, (ffn, net, cells, bound, seed), model, H0, errors, checked)
 
 
+def _cell_order(net: BiasedReluNetwork, seed: int, far_wanted: Any) -> Iterator[FloatCell]:
+    """The cells of g widest first (:func:`ranked_cells`), except that while no cell has
+    given the heads' scores and one has failed (``far_wanted()``), the next is the widest
+    unused far cell (:func:`far_cells`)."""
+    far = far_cells(net, seed)
+    for cell in ranked_cells(net, seed):
+        while far and far_wanted():
+            yield far.pop(0)
+        yield cell
+
+
 def _fitted_cells(
     oracle: Oracle, net: BiasedReluNetwork, H0: int, opts: Any
 ) -> tuple[list[FloatCell], list[tuple[list[Head], float, int]], int]:
     """m' + 1 cells with independent patterns, each fitted, tried widest first
-    (:func:`ranked_cells`); a cell whose fit is PrecisionExhausted or NotIdentifiable (too
+    (:func:`_cell_order`); a cell whose fit is PrecisionExhausted or NotIdentifiable (too
     thin for its heads to be told apart) is passed over for the next, at most
     :data:`SKIPS` times. Each center keeps MARGIN (1 + |c|) x 2 from every hyperplane.
     Returns the cells, their fits and the queries of the cells passed over."""
@@ -423,7 +438,9 @@ def _fitted_cells(
     failures: list[Exception] = []
     skipped = 0  # every query of the cells passed over (their fits give no bound)
     known: list[Head] = []  # the heads of the cell fitted with the most, once one has
-    for cell in ranked_cells(net, opts[1]):
+    # far cells are wanted while a cell has failed and none has given the heads' scores
+    wanted = lambda: bool(failures) and not any(f[0] for f in fits)  # noqa: E731
+    for cell in _cell_order(net, opts[1], wanted):
         if len(chosen) == net.width + 1 or len(failures) > SKIPS:
             break
         if not independent(chosen, cell):

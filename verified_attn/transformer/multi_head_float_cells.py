@@ -30,9 +30,11 @@ from verified_attn.oracle_subbox import SubBox
 from verified_attn.transformer.relu_biased import BiasedReluNetwork
 
 __all__ = [
+    "FAR_REACH",
     "CellLeft",
     "FloatCell",
     "FloatCellOracle",
+    "far_cells",
     "float_pattern_matrix",
     "independent",
     "ranked_cells",
@@ -40,6 +42,9 @@ __all__ = [
 
 #: Random dyadic candidate points per round (besides two per hyperplane).
 CANDIDATES = 64
+#: Far cells (:func:`far_cells`) are sampled at this many times (1 + the largest hyperplane
+#: offset) from the origin: there the unbounded cells of g open into wide cones.
+FAR_REACH = 8.0
 
 
 class CellLeft(Exception):
@@ -115,6 +120,31 @@ def ranked_cells(net: BiasedReluNetwork, seed: int, rounds: int = 8) -> list[Flo
                 cell.pattern not in best or cell.margin > best[cell.pattern].margin
             ):
                 best[cell.pattern] = cell
+    return sorted(best.values(), key=lambda c: -c.margin)
+
+
+def far_cells(net: BiasedReluNetwork, seed: int, rounds: int = 8) -> list[FloatCell]:
+    """The unbounded cells of g met at ``FAR_REACH (1 + largest offset)`` from the origin
+    in random directions, one per pattern at its widest sampled center, widest first.
+    Their margins grow with the reach, and with them the spread the heads' scores can take
+    on probes inside the cell (for heads with small W_h, as in PyTorch's initialisation,
+    the bounded cells leave them too close together for the float decoding).
+
+    >>> net = BiasedReluNetwork(1.0, (1.0,), ((((1.0,), -1.0), 2.0),))
+    >>> [(c.pattern, c.margin) for c in far_cells(net, 0)]   # reach 8 (1 + 1) = 16
+    [((False,), 17.0), ((True,), 15.0)]
+    """
+    rng = np.random.default_rng(seed + 49979687)
+    _, offsets, _ = _planes(net)
+    reach = FAR_REACH * (1.0 + float(np.abs(offsets).max(initial=0.0)))
+    best: dict[tuple[bool, ...], FloatCell] = {}
+    for _ in range(rounds * CANDIDATES):
+        u = rng.normal(size=net.d)
+        cell = _cell_at(net, np.round(reach * 16 * u / np.linalg.norm(u)) / 16)  # dyadic
+        if cell.margin > 0 and (
+            cell.pattern not in best or cell.margin > best[cell.pattern].margin
+        ):
+            best[cell.pattern] = cell
     return sorted(best.values(), key=lambda c: -c.margin)
 
 
