@@ -273,3 +273,20 @@ def test_a_strict_cell_oracle_asks_no_probe_outside_the_cell() -> None:
     loose = FloatCellOracle(oracle, net, cell, 1.0, 0.0, "l", cell.margin / 4)
     loose.evaluate_batch(far)
     assert oracle.queries == before + 1 and loose.left is not None
+
+
+def test_far_cells_come_next_only_while_wanted() -> None:
+    """_cell_order: the bounded cells widest first; a far cell is slipped in only while
+    ``far_wanted()`` holds (a cell failed and none gave the scores), each at most once."""
+    from verified_attn.transformer.multi_head_float_cells import far_cells, ranked_cells
+    from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
+
+    net = learn_biased_relu_ffn(va.Oracle(T2, "float"), seed=0, lengths=(1,)).network
+    near, far = ranked_cells(net, 0), far_cells(net, 0)
+    assert far[0].margin > near[0].margin  # the widest far cell is wider
+    key = [c.pattern for c in near]
+    assert [c.pattern for c in mhf._cell_order(net, 0, lambda: False)] == key
+    flags = iter([True, False] + [False] * 100)  # wanted once, after the first near cell
+    got = list(mhf._cell_order(net, 0, lambda: next(flags)))
+    assert [c.pattern for c in got] == [far[0].pattern, *key]
+    assert float(np.linalg.norm(got[0].center)) > 8
