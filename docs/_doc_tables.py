@@ -337,15 +337,17 @@ def transformer_heads_float_table(data: dict[str, Any]) -> str:
     """The float multi-head Transformer rows of ``benchmarks/transformer.py
     --multi-head-float-only`` (``kind`` "multi-head-float"): queries against the free
     parameters, the stated and true (W_h, c_h) errors and the fresh prediction gap in
-    bits, the learner's seconds and the run's peak RSS."""
+    bits, the float rule's largest ratio on 24 more fresh sequences ("refuted" if one is
+    outside it), the learner's seconds and the run's peak RSS."""
     header = ["box", "d, H, m", "seed", "width m′", "heads", "learning queries (FFN + cells)",
               "bound", "free parameters", "queries / parameters", "estimate",
-              "(W_h, c_h) error (bits)", "prediction gap (bits)", "learn", "peak RSS"]
+              "(W_h, c_h) error (bits)", "prediction gap (bits)", "24 more: rule ratio",
+              "learn", "peak RSS"]
     rows: list[list[object]] = []
     for r in (r for r in data["rows"] if r.get("kind") == "multi-head-float"):
         head: list[object] = [r["source"], f"{r['d']}, {r['H']}, {2 * r['d']}", r["seed"]]
         if "refused" in r:
-            rows.append([*head, f"refused: {r['refused'][:70]}", *[_DASH] * 10])
+            rows.append([*head, f"refused: {r['refused'][:70]}", *[_DASH] * 11])
             continue
         rows.append([
             *head, r["width"], r["heads_found"],
@@ -354,6 +356,7 @@ def transformer_heads_float_table(data: dict[str, Any]) -> str:
             _num(r["parameter_error_estimate"]),
             f"{_num(r['parameter_error_W_c'])} ({_bits(r['parameter_error_W_c'])})",
             f"{_num(r['prediction_error'])} ({_bits(r['prediction_error'])})",
+            "refuted" if "fresh_refuted" in r else f"{r['fresh_max_ratio']:.2g}",
             f"{_seconds(r['seconds'])} s", f"{r['peak_rss_mib']:.0f} MiB",
         ])
     return "\n".join(_table(header, rows))
