@@ -1,9 +1,9 @@
 (** * Certified canonical multi-head runs: the theorem an exported run instantiates.
 
     The canonical learner asks, at each probe b_j, F(0) = [b_j], and at each pair (u, b)
-    of its design (the grid (u_k, b_j), then the links (u_1 + u_k, b_1)) the queries
+    of its design (the grid (u_k, b_j), then the links (u_0 + u_k, b_0)) the queries
     F(k) = [b + u; ...; b + u; b] (k copies of b + u, then b) for k = 1 .. 2 H0, and one
-    F(1) at (u_k, (b_1 + b_j)/2) per tie it resolved. On such a sequence a head (W, v)
+    F(1) at (u_k, (b_0 + b_j)/2) per tie it resolved. On such a sequence a head (W, v)
     answers b^T v + u^T v k / (k + exp (- u^T W b)) ([answer_seqk], every k, every d).
 
     [mh_answers_in]: for every d, H0 and list of rational heads, if the recorded per-head
@@ -14,12 +14,18 @@
     with exactly one interval per query; and every score u^T W_h b and residue u^T v_h at
     every pair of the design is a rational with denominator at most D.
 
-    It does not say that no other model answers inside the intervals: the learner's
-    rational interpolation, pole isolation and labelling of heads across pairs are not
-    formalised here. *)
+    [grid_determines] (every d): with inverses of U and B, a head with another head's scores
+    u_k^T W b_j and residues u_k^T v at the d^2 grid pairs has its W and v (the learner's
+    linear solve); [grid_determines_model]: a model whose heads, in order, do so gives the
+    same output on every sequence.
+
+    Not covered: that another model answering inside the recorded intervals has the
+    certified heads' scores and residues at the pairs (the learner's rational
+    interpolation from 2 H0 samples, pole isolation, rational reconstruction and labelling
+    of heads across pairs are not formalised here). *)
 
 From Coq Require Import Reals QArith Qreals Lra Lia List Bool.
-From VerifiedAttn Require Import Defs CertHead.
+From VerifiedAttn Require Import Defs Prop71 CertHead CertPair.
 Import ListNotations.
 Open Scope R_scope.
 
@@ -237,4 +243,68 @@ Proof.
     rewrite forallb_forall in Hd. specialize (Hd p Hp). rewrite forallb_forall in Hd.
     pose proof (Hd h Hin) as E. apply andb_true_iff in E as [H1 H2].
     rewrite dot_mv_q, dot_q. split; apply den_okr_spec; assumption.
+Qed.
+
+(** ** The linear solve: the grid's labelled scores and residues determine the heads. *)
+
+(** Head h' has head h's scores u_k^T W b_j and residues u_k^T v at the grid pairs. *)
+Definition grid_same (d : nat) (U B : qmat) (h' h : head) : Prop :=
+  (forall k j, (k < d)%nat -> (j < d)%nat ->
+     dot d (rvec (U k)) (mat_vec d (fst h') (rvec (B j))) =
+     dot d (rvec (U k)) (mat_vec d (fst h) (rvec (B j)))) /\
+  (forall k, (k < d)%nat -> dot d (rvec (U k)) (snd h') = dot d (rvec (U k)) (snd h)).
+
+Lemma solve_left : forall d (A Ainv : mat) (x : vec),
+  (forall i l, (i < d)%nat -> (l < d)%nat -> mat_mul d Ainv A i l = identity i l) ->
+  forall i, (i < d)%nat -> sum d (fun k => Ainv i k * sum d (fun l => A k l * x l)) = x i.
+Proof.
+  intros d A Ainv x H i Hi.
+  rewrite (sum_ext d _ (fun k => sum d (fun l => Ainv i k * A k l * x l)))
+    by (intros; rewrite <- sum_scal_l; apply sum_ext; intros; ring).
+  rewrite sum_swap.
+  rewrite (sum_ext d _ (fun l => identity i l * x l)).
+  - apply sum_identity_l, Hi.
+  - intros l Hl. transitivity (mat_mul d Ainv A i l * x l).
+    + unfold mat_mul. rewrite <- sum_scal_r. reflexivity.
+    + rewrite H by assumption. reflexivity.
+Qed.
+
+(** For every d: with inverses of U and B (rows u_k, b_j), a head with another head's
+    scores and residues at the d^2 grid pairs (u_k, b_j) has its W and v. *)
+Theorem grid_determines : forall d (U Uinv B Binv : qmat) h' h,
+  check_inverse d Uinv U = true -> check_inverse d Binv B = true -> grid_same d U B h' h ->
+  head_agree d h' h.
+Proof.
+  intros d U Uinv B Binv [W' v'] [W v] HU HB [HW Hv]. cbn [fst snd] in *.
+  pose proof (check_inverse_spec _ _ _ HU) as IU. pose proof (check_inverse_spec _ _ _ HB) as IB.
+  split; cbn [fst snd].
+  - intros i j Hi Hj.
+    assert (C : forall l, (l < d)%nat ->
+               mat_vec d W' (rvec (B l)) i = mat_vec d W (rvec (B l)) i).
+    { intros l Hl.
+      rewrite <- (solve_left d (rmat U) (rmat Uinv) (mat_vec d W' (rvec (B l))) IU i Hi).
+      rewrite <- (solve_left d (rmat U) (rmat Uinv) (mat_vec d W (rvec (B l))) IU i Hi).
+      apply sum_ext. intros k Hk. f_equal. exact (HW k l Hk Hl). }
+    pose proof (solve_left d (rmat B) (rmat Binv) (fun m => W' i m) IB j Hj) as L1.
+    pose proof (solve_left d (rmat B) (rmat Binv) (fun m => W i m) IB j Hj) as L2.
+    cbv beta in L1, L2. rewrite <- L1, <- L2.
+    apply sum_ext. intros l Hl. f_equal.
+    transitivity (mat_vec d W' (rvec (B l)) i).
+    + unfold mat_vec, rvec, rmat. apply sum_ext. intros. ring.
+    + rewrite (C l Hl). unfold mat_vec, rvec, rmat. apply sum_ext. intros. ring.
+  - intros i Hi.
+    rewrite <- (solve_left d (rmat U) (rmat Uinv) v' IU i Hi).
+    rewrite <- (solve_left d (rmat U) (rmat Uinv) v IU i Hi).
+    apply sum_ext. intros k Hk. f_equal. exact (Hv k Hk).
+Qed.
+
+(** So a model whose heads, in order, have the certified heads' grid scores and residues
+    gives the certified model's output on every sequence of every length. *)
+Theorem grid_determines_model : forall d (U Uinv B Binv : qmat) hs' hs,
+  check_inverse d Uinv U = true -> check_inverse d Binv B = true ->
+  Forall2 (grid_same d U B) hs' hs -> forall N X, multi_head d N X hs' = multi_head d N X hs.
+Proof.
+  intros d U Uinv B Binv hs' hs HU HB F. apply multi_head_ext.
+  induction F as [|h' h hs' hs G F IH]; constructor; [|exact IH].
+  exact (grid_determines d U Uinv B Binv h' h HU HB G).
 Qed.

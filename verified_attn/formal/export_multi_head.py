@@ -16,8 +16,10 @@ one-interval-per-query statement; it checks the per-head numbers over Q, and Coq
 proves each interval holds the heads' answer. Only interval's precision is computed here;
 a wrong one can only make the proof fail.
 
-What the theorem does not say: that no other model answers inside the intervals (the
-learner's interpolation, pole isolation and labelling are not formalised).
+It also proves, by ``CertMultiHead.grid_determines_model``, that a model whose heads have
+the certified heads' scores and residues at the d^2 grid pairs is the certified model (on
+every sequence). What it does not say: that no other model answers inside the intervals
+(the learner's interpolation, pole isolation and labelling are not formalised).
 """
 
 from __future__ import annotations
@@ -32,7 +34,15 @@ import mpmath
 
 from verified_attn.certificates.kernel import as_list, as_matrix, get, rational
 from verified_attn.errors import CertificateError
-from verified_attn.formal.coq_tables import ball, coq_q, exact_entry, mat_table, mpf, vec_table
+from verified_attn.formal.coq_tables import (
+    ball,
+    coq_q,
+    exact_entry,
+    inverse,
+    mat_table,
+    mpf,
+    vec_table,
+)
 
 __all__ = ["multi_head_file"]
 
@@ -48,13 +58,13 @@ def _dot(x: list[Fraction], y: list[Fraction]) -> Fraction:
 
 def _read(data: Mapping[str, Any]) -> dict[str, Any]:
     """The rationals and balls of a certified canonical multi-head certificate."""
+    if data.get("arithmetic") != "certified" or data.get("method") != "canonical":
+        raise CertificateError("export to Coq covers certified canonical multi-head runs")
     d, H0 = get(data, "d"), get(data, "H0")
     if not isinstance(d, int) or not 1 <= d <= MAX_D:
         raise CertificateError(f"d = {d!r:.20}: export to Coq covers 1 <= d <= {MAX_D}")
     if not isinstance(H0, int) or not 1 <= H0 <= MAX_HEADS:
         raise CertificateError(f"H0 = {H0!r:.20}: export to Coq covers 1 <= H0 <= {MAX_HEADS}")
-    if get(data, "arithmetic") != "certified" or get(data, "method") != "canonical":
-        raise CertificateError("export to Coq covers certified canonical multi-head runs")
     if get(data, "affine"):
         raise CertificateError("export to Coq covers bias-free multi-head runs, not affine ones")
 
@@ -165,11 +175,13 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
     parts = [
         _header(data, d, H0, len(heads), len(qs), D, sha),
         "From Coq Require Import Reals QArith List Lia.\nFrom Interval Require Import Tactic.\n"
-        "From VerifiedAttn Require Import Defs CertHead CertMultiHead IntervalZ.\n"
+        "From VerifiedAttn Require Import Defs CertHead CertPair CertMultiHead IntervalZ.\n"
         "Import ListNotations.\nOpen Scope R_scope.\n",
         f"(** The stated denominator bound. *)\nDefinition D : positive := {D}%positive.\n",
         mat_table("U", x["U"], "0", "The design: u_k is row k."),
         mat_table("B", x["B"], "0", "The probes: b_j is row j."),
+        mat_table("U_inv", inverse(x["U"]), "0", "An inverse of U (auxiliary; a wrong one fails)."),
+        mat_table("B_inv", inverse(x["B"]), "0", "An inverse of B (auxiliary; a wrong one fails)."),
         *tables,
         f"(** The certified canonical heads. *)\nDefinition heads_c : list (qmat * qvec) := [{heads_list}].\n",
         f"(** The tie links (k, j): F(1) at (u_k, (b_0 + b_j)/2). *)\n"
@@ -180,26 +192,32 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
         f"Definition recs : list mh_rec := [{'; '.join(names)}].\n",
         f"Definition run : mh_run := {{| md := {d}; mH0 := {H0}; mD := D; mU := U; mB := B;\n"
         "  mties := ties; mheads := heads_c; mrecs := recs |}.\n",
-        _theorem(names, prec),
+        _theorem(names, prec, d),
         "Print Assumptions run_consistent.\n",
     ]
     return "\n".join(parts)
 
 
-def _theorem(names: list[str], prec: int) -> str:
+def _theorem(names: list[str], prec: int, d: int) -> str:
     spine = "run md mH0 mU mB mties mrecs recs mh_queries mh_pairs flat_map map seq app fst snd Nat.mul Nat.add Nat.sub"
     data = f"{' '.join(names)} alo ahi aterms tsum kprobe_value INR Q2R Qnum Qden inside"
     return (
         "Theorem run_consistent :\n"
-        "  answers_mh run (rheads heads_c) /\\ pairs_den_le run.\n"
+        "  (answers_mh run (rheads heads_c) /\\ pairs_den_le run) /\\\n"
+        f"  forall hs' : list head, Forall2 (grid_same {d} U B) hs' (rheads heads_c) ->\n"
+        f"    forall N X, multi_head {d} N X hs' = multi_head {d} N X (rheads heads_c).\n"
         "Proof.\n"
-        "  apply (mh_answers_in run).\n"
-        "  - vm_compute. reflexivity.\n"
-        f"  - unfold mh_hold. cbv beta iota zeta delta [{spine}].\n"
-        "    repeat apply Forall2_cons; try apply Forall2_nil;\n"
-        "    first [apply inside_k0; vm_compute; reflexivity\n"
-        f"          | cbv beta iota zeta delta [{data}];\n"
-        f"            interval with (i_prec {prec})].\n"
+        "  split.\n"
+        "  - apply (mh_answers_in run).\n"
+        "    + vm_compute. reflexivity.\n"
+        f"    + unfold mh_hold. cbv beta iota zeta delta [{spine}].\n"
+        "      repeat apply Forall2_cons; try apply Forall2_nil;\n"
+        "      first [apply inside_k0; vm_compute; reflexivity\n"
+        f"            | cbv beta iota zeta delta [{data}];\n"
+        f"              interval with (i_prec {prec})].\n"
+        "  - intros hs' F N X.\n"
+        f"    apply (grid_determines_model {d} U U_inv B B_inv hs');\n"
+        "      [vm_compute; reflexivity | vm_compute; reflexivity | exact F].\n"
         "Qed.\n"
     )
 
@@ -221,10 +239,15 @@ def _header(data: Mapping[str, Any], d: int, H0: int, H: int, n: int, D: int, sh
         "    2. every score u^T W_h b and residue u^T v_h of the certified heads at every pair\n"
         f"       of the design is a rational with denominator at most D = {D} (the stated\n"
         "       assumption holds for the certified heads).\n"
-        "    It does NOT state that the certified heads are the only model consistent with\n"
-        "    the intervals: the learner's rational interpolation, pole isolation and labelling\n"
-        "    of heads across pairs are not formalised. It instantiates\n"
-        "    [CertMultiHead.mh_answers_in] (formal/CertMultiHead.v, proved for every d and\n"
-        "    H0); the checks over Q run by computation, each answer's two inequalities about\n"
+        "    3. every model whose heads, in order, have the certified heads' scores u_k^T W b_j\n"
+        "       and residues u_k^T v at the d^2 grid pairs gives the certified model's output\n"
+        "       on every sequence of every length (U and B are invertible: the linear solve).\n"
+        "    It does NOT state that the certified heads are the only model answering inside\n"
+        "    the intervals: that such a model has the certified scores and residues at the\n"
+        "    pairs (the learner's rational interpolation, pole isolation, rational\n"
+        "    reconstruction and labelling of heads across pairs) is not formalised.\n"
+        "    It instantiates [CertMultiHead.mh_answers_in] and [grid_determines_model]\n"
+        "    (formal/CertMultiHead.v, proved for every d and H0); the checks over Q run by\n"
+        "    computation, each answer's two inequalities about\n"
         "    exp are proved by Coq Interval. *)\n"
     )
