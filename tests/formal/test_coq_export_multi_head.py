@@ -107,6 +107,7 @@ def test_certified_two_head_run_is_proved_on_whitelisted_axioms(cert_text: str) 
     assert check.axioms and set(check.axioms) <= formal.ALLOWED_AXIOMS
 
 
+@pytest.mark.slow
 @needs_coq
 def test_run_with_tie_links_is_proved() -> None:
     """Two heads sharing v tie at (u_k, b_j), j > 0: d (d - 1) = 2 tie links, also proved."""

@@ -141,8 +141,11 @@ def _precision(qs: list[Query], terms: list[Any], balls: list[Any]) -> int:
         for (_, _, k), ts, (lo, hi) in zip(qs, terms, balls, strict=True):
             if k == 0:
                 continue
-            val = sum((mpf(a) + mpf(r) * k / (k + mpmath.exp(-mpf(m))) for a, r, m in ts), mpf(0))
-            scale = max(mpf(1), *(abs(mpf(a)) + abs(mpf(r)) for a, r, _ in ts))
+            val = sum(
+                (mpf(a) + mpf(r) * k / (k + mpmath.exp(-mpf(m))) for a, r, m in ts),
+                mpf(Fraction(0)),
+            )
+            scale = max(mpf(Fraction(1)), *(abs(mpf(a)) + abs(mpf(r)) for a, r, _ in ts))
             margin = min(val - mpf(lo), mpf(hi) - val)
             if margin > 0:
                 bits = max(bits, int(mpmath.log(scale / margin, 2)) + 24)
