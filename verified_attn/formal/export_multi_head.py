@@ -176,7 +176,7 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
     heads_list = "; ".join(f"(W_{h}, v_{h})" for h in range(len(heads)))
     sha = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     parts = [
-        _header(data, d, H0, len(heads), len(qs), D, sha),
+        _header(data, d, H0, len(heads), len(qs), sha),
         "From Coq Require Import Reals QArith List Lia.\nFrom Interval Require Import Tactic.\n"
         "From VerifiedAttn Require Import Defs CertHead CertPair CertMultiHead IntervalZ.\n"
         "Import ListNotations.\nOpen Scope R_scope.\n",
@@ -225,7 +225,7 @@ def _theorem(names: list[str], prec: int, d: int) -> str:
     )
 
 
-def _header(data: Mapping[str, Any], d: int, H0: int, H: int, n: int, D: int, sha: str) -> str:
+def _header(data: Mapping[str, Any], d: int, H0: int, H: int, n: int, sha: str) -> str:
     describe = (
         f"kind multi-head (canonical), d = {d}, H0 = {H0}, arithmetic certified "
         f"({get(data, 'precision')} bits), seed {get(data, 'seed')}"
@@ -240,8 +240,8 @@ def _header(data: Mapping[str, Any], d: int, H0: int, H: int, n: int, D: int, sh
         f"       copies, k = 1 .. {2 * H0}, at each pair; one per tie link) inside its recorded\n"
         "       interval, with exactly one recorded interval per query;\n"
         "    2. every score u^T W_h b and residue u^T v_h of the certified heads at every pair\n"
-        f"       of the design is a rational with denominator at most D = {D} (the stated\n"
-        "       assumption holds for the certified heads).\n"
+        "       of the design is a rational with denominator at most D (below), the\n"
+        "       certificate's stated assumption, for the certified heads;\n"
         "    3. every model whose heads, in order, have the certified heads' scores u_k^T W b_j\n"
         "       and residues u_k^T v at the d^2 grid pairs gives the certified model's output\n"
         "       on every sequence of every length (U and B are invertible: the linear solve).\n"
@@ -251,6 +251,6 @@ def _header(data: Mapping[str, Any], d: int, H0: int, H: int, n: int, D: int, sh
         "    reconstruction and labelling of heads across pairs) is not formalised.\n"
         "    It instantiates [CertMultiHead.mh_answers_in] and [grid_determines_model]\n"
         "    (formal/CertMultiHead.v, proved for every d and H0); the checks over Q run by\n"
-        "    computation, each answer's two inequalities about\n"
-        "    exp are proved by Coq Interval. *)\n"
+        "    computation, each answer's two inequalities about exp are proved by Coq\n"
+        "    Interval. *)\n"
     )
