@@ -94,6 +94,17 @@ def test_export_refuses_what_it_cannot_state(cert: dict[str, Any]) -> None:
         va.export_coq(short)
 
 
+def test_max_heads_run_states_2_H0_samples_per_pair() -> None:
+    """With max_heads = 3 (H0 = 3) and 2 heads found: 2 + 6 (d^2 + d - 1) = 32 queries,
+    each record with the 2 certified heads' terms."""
+    oracle = va.Oracle(va.MultiHeadAttention(TWO), "certified")
+    cert = va.learn_multi_head(oracle, max_heads=3).certificate()
+    assert (cert["H0"], len(cert["result"]["heads"]), cert["queries"]["learning"]) == (3, 2, 32)
+    text = va.export_coq(cert)
+    assert text.count("Definition rec_") == 32
+    assert "mH0 := 3" in text and "(W_1, v_1)" in text and "W_2" not in text
+
+
 # ---------------------------------------------------------------------------------------
 # With Coq.
 # ---------------------------------------------------------------------------------------
@@ -117,6 +128,17 @@ def test_run_with_tie_links_is_proved() -> None:
     assert text.count("Definition rec_") == 24
     check = compile_exported(text)
     assert check.ok, check.log[-2000:]
+
+
+#: The proof step each tamper must fail at (a line of the file).
+FAILS_AT = {
+    "rational": "+ vm_compute. reflexivity.",
+    "narrower-D": "+ vm_compute. reflexivity.",
+    "dropped-query": "+ vm_compute. reflexivity.",
+    "interval": "repeat apply Forall2_cons",
+    "F0-interval": "repeat apply Forall2_cons",
+    "U_inv": "[vm_compute; reflexivity | vm_compute; reflexivity | exact F]",
+}
 
 
 @needs_coq
@@ -152,6 +174,29 @@ def test_tampered_multi_head_file_fails_coqc(cert_text: str, tamper: str) -> Non
     assert text != cert_text, tamper
     check = compile_exported(text)
     assert not check.ok, tamper
+    # each fails where it should: the checks over Q, an interval, the linear solve's check
+    if tamper == "admitted":
+        assert "run_consistent" in check.log, check.log
+    else:
+        marker = FAILS_AT[tamper]
+        step = next(i for i, line in enumerate(text.splitlines(), 1) if marker in line)
+        assert f"line {step}," in check.log, (tamper, check.log)
+
+
+@needs_coq
+def test_tampered_certificate_exports_a_file_coq_refuses(cert: dict[str, Any]) -> None:
+    """A claimed W entry moved by 1/1024 in the certificate: the exporter's per-head terms
+    are the tampered heads' own, so the checks over Q pass and the intervals fail."""
+    bad = copy.deepcopy(cert)
+    bad["result"]["heads"][0]["W"][0][0] = {"rational": "1/1024"}
+    text = va.export_coq(bad)
+    check = compile_exported(text)
+    assert not check.ok
+    # the failure is in the per-query interval step (the checks over Q passed)
+    step = next(
+        i for i, line in enumerate(text.splitlines(), 1) if "repeat apply Forall2_cons" in line
+    )
+    assert f"line {step}," in check.log, check.log
 
 
 @needs_coq
