@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from coq_text import replace_entry
+from coq_text import field, replace_entry, set_field
 
 import verified_attn as va
 from verified_attn import formal
@@ -46,17 +46,6 @@ def cert() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def cert_text(cert: dict[str, Any]) -> str:
     return va.export_coq(cert)
-
-
-def _rec(text: str, i: int, name: str) -> re.Match[str]:
-    m = re.search(rf"Definition rec_{i} : mh_rec := .*?{name} := (.*?);", text, re.S)
-    assert m is not None, (i, name)
-    return m
-
-
-def _set_rec(text: str, i: int, name: str, value: str) -> str:
-    m = _rec(text, i, name)
-    return text[: m.start(1)] + value + text[m.end(1) :]
 
 
 # ---------------------------------------------------------------------------------------
@@ -159,9 +148,9 @@ def test_tampered_multi_head_file_fails_coqc(cert_text: str, tamper: str) -> Non
     if tamper == "rational":
         text = replace_entry(text, "W_0", "1%nat, 1%nat", "(1 # 2)")
     elif tamper == "interval":
-        text = _set_rec(text, 5, "ahi", _rec(text, 5, "alo").group(1))
+        text = set_field(text, "rec_5", "ahi", field(text, "rec_5", "alo").group(1))
     elif tamper == "F0-interval":
-        text = _set_rec(_set_rec(text, 0, "alo", "(1000)%Q"), 0, "ahi", "(1000)%Q")
+        text = set_field(set_field(text, "rec_0", "alo", "(1000)%Q"), "rec_0", "ahi", "(1000)%Q")
     elif tamper == "narrower-D":
         text = text.replace(BOUND, "1%positive")
     elif tamper == "dropped-query":
@@ -205,7 +194,7 @@ def test_another_runs_intervals_fail(cert_text: str) -> None:
     text = cert_text
     for i in range(22):
         for name in ("alo", "ahi"):
-            text = _set_rec(text, i, name, _rec(other, i, name).group(1))
+            text = set_field(text, f"rec_{i}", name, field(other, f"rec_{i}", name).group(1))
     assert text != cert_text
     assert not compile_exported(text).ok
 
