@@ -47,20 +47,22 @@ be at most the box's ``parameter_rtol`` relative to ``max(1, largest entry)``, e
 PrecisionExhausted; it is stated in ``notes`` and ``parameters["error_estimate"]``.
 Count: the FFN's queries, m' + 1 centers and per cell learn_multi_head's float count at
 ``max_heads`` (its head count included), against
-:func:`~verified_attn.transformer.multi_head_learner.canonical_parameter_count`. A float
-result carries no certificate.
+:func:`~verified_attn.transformer.multi_head_learner.canonical_parameter_count`.
+Certificate: ``transformer-heads-float``
+(:mod:`~verified_attn.transformer.multi_head_float_certificate`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Unpack
 
 import numpy as np
 
 from verified_attn.arithmetic import FloatArithmetic
+from verified_attn.certificates.writer import RunRecord
 from verified_attn.errors import (
-    CertificateError,
     InvalidArgument,
     ModelClassMismatch,
     NotIdentifiable,
@@ -82,6 +84,7 @@ from verified_attn.transformer.multi_head_float_cells import (
     independent,
     ranked_cells,
 )
+from verified_attn.transformer.multi_head_float_certificate import float_heads_certificate
 from verified_attn.transformer.multi_head_learner import (
     ASSUMPTION,
     _verified,
@@ -102,14 +105,6 @@ SKIPS = 8
 #: The heads' shares must sum to g's directions to this, relative to max(1, largest).
 SHARE_RTOL = 1e-6
 Head = tuple[np.ndarray, np.ndarray, np.ndarray, float, float]  # W_h, c_h, v_h, e_Wc, e_v
-
-
-def _no_certificate() -> dict[str, Any]:
-    raise CertificateError(
-        "a float multi-head Transformer result carries no certificate: the transformer-heads "
-        "certificate kind stores and re-checks exact rationals only; learn in 'exact' or "
-        "'certified' arithmetic for one"
-    )
 
 
 def _precision_gate(oracle: Oracle) -> tuple[float, float]:
@@ -357,7 +352,20 @@ def learn_multi_head_transformer_float(
         checked = _verified(oracle, model, verify, seed, lengths)
     bound = ffn.bound + sum(f[2] for f in fits) + skipped
     errors = (estimate, spread, residual)
-    return _result(oracle, run, (ffn, net, cells, bound, seed), model, H0, errors, checked)
+    rec = _result(oracle, run, (ffn, net, cells, bound, seed), model, H0, errors, checked)
+    record = RunRecord(oracle.arithmetic, seed, run.counts, bound, checked, rec.assumptions)
+    tolerances = {"match_rtol": MATCH_RTOL, "share_rtol": SHARE_RTOL, "cell_rtol": CELL_RTOL,
+                  "margin": MARGIN, "ffn_tol": FLOAT_TOL}
+    rec.certificate_data = functools.partial(
+        float_heads_certificate,
+        record,
+        (ffn, net, cells, [f[0] for f in fits]),
+        (table, spread, residual),
+        (model, heads, estimate),
+        (H0, prtol, tolerances),
+        [e for e in oracle.transcript if e.phase.endswith("-center")],
+    )
+    return rec
 
 
 def _fitted_cells(
@@ -454,7 +462,7 @@ def _result(
             f"largest entry); matched across cells within MATCH_RTOL = {MATCH_RTOL:g}, "
             f"spread {spread:.3g}); shares' residual {residual:.3g} <= {SHARE_RTOL:g}",
         ],
-        certificate_data=_no_certificate,
+        certificate_data=None,
         method=METHOD,
         attention_queries=counts.learning - ffn.queries,
         ffn_queries=ffn.queries,
