@@ -32,7 +32,8 @@ What is re-checked, with the core arithmetic and models only (never the learner'
    1e-9 of max(1, largest)), W_h and c_h its most accurate cell's; the residual against
    g's ``l`` and ``gamma_j n_j`` recomputed and within ``share_rtol`` plus the estimate;
    the estimate recomputed (1e-9) and at most ``parameter_rtol``;
-6. the counts: ``ffn`` the FFN's, each cell's centre 1, each cell's learning queries
+6. the counts: ``ffn`` the FFN's, each cell's centre 1, each attempt's head count
+   ``pairs (2 max_heads + 4 + noise)``, each cell's learning queries
    within ``1 + attempts x (head count + float multi-head limit)`` at the inner unit
    roundoff ``min(rtol, u max(1, |T([c])|) / t)``, t recomputed from the margin (1 + the
    head count for a cell with no head), the cells passed over counted whole, the bound
@@ -160,7 +161,10 @@ def _ffn_verification(data: dict[str, Any], head: kernel.Header, g: FloatNetwork
         "queries": {"verification": count},
         "verified": count > 0,
     }
-    line = kernel.check_verification(sub, head, lambda X: g.value(np.asarray(X, float)[-1]))
+    try:
+        line = kernel.check_verification(sub, head, lambda X: g.value(np.asarray(X, float)[-1]))
+    except CertificateError as exc:
+        raise CertificateError(f"ffn: {exc}") from exc
     return "ffn " + line
 
 
@@ -331,6 +335,11 @@ def _counts(
         if phase in known or label not in labels | set(skipped):
             continue
         kernel.as_int(n, f"queries.by_phase.{phase}", low=1)
+        if phase.endswith("/head-count") and n != head_count_queries(H0):
+            raise CertificateError(
+                f"queries.by_phase.{phase} is {n}; the head count at max_heads = {H0} asks "
+                f"{head_count_queries(H0)}"
+            )
         known.add(phase)
         if phase.endswith("/verify"):
             cell_verify.append(phase)

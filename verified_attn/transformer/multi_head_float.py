@@ -115,10 +115,14 @@ def _precision_gate(oracle: Oracle) -> tuple[float, float]:
     prtol = float(getattr(arith, "parameter_rtol", None) or arith.rtol or 0.0)
     if unit * RESOLUTION > FLOAT_TOL:
         raise PrecisionExhausted(
-            f"the float biased FFN learner decides equal pieces to {FLOAT_TOL:g} relative; "
-            f"a box with unit roundoff {unit:.3g} (float32: 2^-24) cannot resolve that "
-            f"(it needs at most {FLOAT_TOL / RESOLUTION:.3g}), so its multi-head "
-            f"Transformer (parameter_rtol {prtol:g}) is not learned: run it in float64"
+            f"the box's own precision is unit roundoff {unit:.3g} ({math.log2(unit):.0f} "
+            f"bits; float32 is 2^-24), parameter_rtol {prtol:g}: the float biased FFN "
+            f"learner decides equal pieces to {FLOAT_TOL:g} relative, which needs a unit "
+            f"roundoff at most {FLOAT_TOL / RESOLUTION:.3g}, so its multi-head Transformer is "
+            "not learned (with this check off, float32 blocks were refused at the FFN stage: "
+            "not piecewise linear, or no ReLU network fits). It would take an FFN stage that "
+            "locates kinks from answers rounded at the box's precision, or the module in "
+            "float64 (dtype='float64')"
         )
     return unit, prtol
 
