@@ -128,6 +128,34 @@ def _head_count(data: dict[str, Any]) -> None:
     data["queries"]["learning"] += 1
 
 
+def _head_count_and_answer(data: dict[str, Any]) -> None:
+    """One more head-count query, with a stored answer for it: the head count's formula."""
+    _head_count(data)
+    extra = next(a for a in data["answers"] if a["phase"] == "cell2/head-count")
+    data["answers"].append(copy.deepcopy(extra))
+
+
+def _phase_count(data: dict[str, Any]) -> None:
+    """A phase count and the learning count changed together (the sums still agree)."""
+    data["queries"]["by_phase"]["cell1/F(t)"] += 1
+    data["queries"]["learning"] += 1
+
+
+def _cell_answer(data: dict[str, Any]) -> None:
+    y = data["answers"][10]["y"]
+    data["answers"][10]["y"] = _f(_value(y) * (1 + 1e-4) + 1e-4)
+
+
+def _drop_cell_answer(data: dict[str, Any]) -> None:
+    del data["answers"][20]
+
+
+def _centre_query(data: dict[str, Any]) -> None:
+    """A cell's centre moved (still inside its cell): the stored centre query differs."""
+    centre = data["cells"][1]["center"]
+    centre[0] = _f(_value(centre[0]) + 2**-30)
+
+
 def _bound(data: dict[str, Any]) -> None:
     data["queries"]["bound"] -= 1
 
@@ -196,7 +224,12 @@ TAMPERS = [
     (_centre_answer, "center_answer"),
     (_ffn_answer, "ffn: verification.answers[1]"),
     (_learning_count, "queries.learning is 357, but the learning phases add up to 356"),
-    (_head_count, "cell2/head-count is 41; the head count at max_heads = 2 asks 40"),
+    (_head_count, "cell2/head-count is 41, but 40 answers of that phase are stored"),
+    (_head_count_and_answer, "cell2/head-count is 41; the head count at max_heads = 2 asks 40"),
+    (_phase_count, "queries.by_phase.cell1/F(t) is 21, but 20 answers of that phase are stored"),
+    (_cell_answer, "answers[10]: the stored answer"),
+    (_drop_cell_answer, "answers of that phase are stored"),
+    (_centre_query, "cells[1].center is not its stored centre query's"),
     (_bound, "queries.bound is 365, the theorem's bound is 366"),
     (_ffn_count, "queries.by_phase.ffn is 157, the stored design implies 156"),
     (_drop_fresh, "verification.answers has 7 entries, expected 8"),
@@ -223,6 +256,22 @@ def test_each_tamper_is_refused_naming_what_fails(tamper: Any, message: str) -> 
         va.verify_certificate(data)
 
 
+def test_a_box_with_a_cell_passed_over() -> None:
+    """Random d = 2, seed 7: one cell's heads are not told apart and it is passed over; its
+    queries are stored and counted in the bound (golden)."""
+    rec = va.learn_transformer(va.Oracle(random_float(7, 2, 2), "float"), max_heads=2, seed=7)
+    data = rec.certificate()
+    assert data["skipped"] == ["cell3"] and len(data["cells"]) == 5
+    text = str(va.verify_certificate(data))
+    assert f"learning = {rec.ffn_queries} FFN + cells" in text and "(cells passed over)" in text
+    assert (rec.queries, rec.bound) == (593, 606)  # golden, counted on the oracle
+    skipped = sum(n for p, n in data["queries"]["by_phase"].items() if p.startswith("cell3"))
+    assert f"+ {skipped} (cells passed over)" in text
+    data["skipped"] = []
+    with pytest.raises(CertificateError, match=r"unknown phases \['cell3-center'"):
+        verify(data)
+
+
 def test_the_checker_imports_no_transformer_learner() -> None:
     """Run in a fresh interpreter: checking a stored certificate loads no module of
     verified_attn.transformer."""
@@ -244,9 +293,49 @@ def test_the_checker_imports_no_transformer_learner() -> None:
     assert out.strip() == "[]"
 
 
-def test_a_certificate_without_the_centre_answers_is_refused_at_writing() -> None:
+def test_a_run_not_recorded_is_refused_a_certificate_at_writing() -> None:
     oracle = va.Oracle(T2, "float", record=False)
     rec = va.learn_transformer(oracle, max_heads=2)
-    with pytest.raises(CertificateError, match="record=True"):
+    with pytest.raises(CertificateError, match=r"every query of the cells.*record=True"):
         rec.certificate()
     assert np.isfinite(rec.parameters["error_estimate"])
+
+
+def _leaves(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path to a leaf (and to each list and object) of a certificate."""
+    items = (
+        list(node.items())
+        if isinstance(node, dict)
+        else (list(enumerate(node)) if isinstance(node, list) else [])
+    )
+    out = [path] if path else []
+    for key, val in items:
+        out += _leaves(val, (*path, key))
+    return out
+
+
+def _set(data: dict[str, Any], path: tuple[Any, ...], value: Any) -> None:
+    node: Any = data
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+
+
+@pytest.mark.parametrize("value", ["x", None, [], {}, -1, True, {"float": "nan"}])
+def test_a_hostile_value_anywhere_is_our_error_or_harmless(value: Any) -> None:
+    """A wrong type or value at any of 80 places (seeded sample of every field): the
+    checker raises CertificateError or, for an informational field, still passes; never
+    another exception."""
+    genuine = _cert()
+    paths = _leaves(genuine)
+    rng = np.random.default_rng(5)
+    for k in rng.choice(len(paths), size=80, replace=False):
+        data = copy.deepcopy(genuine)
+        _set(data, paths[int(k)], value)
+        try:
+            va.verify_certificate(data)
+        except CertificateError:
+            continue
+        assert paths[int(k)][0] in ("versions", "assumptions", "tolerances", "skipped") or (
+            data == genuine
+        ), f"accepted {value!r} at {paths[int(k)]}"

@@ -38,7 +38,10 @@ What is re-checked, with the core arithmetic and models only (never the learner'
    roundoff ``min(rtol, u max(1, |T([c])|) / t)``, t recomputed from the margin (1 + the
    head count for a cell with no head), the cells passed over counted whole, the bound
    their sum with the FFN's, the learning count within it;
-7. the final verification answers agree with the claimed model (the float rule), and
+7. every stored cell-stage answer (centres, fits, cell verifications, cells passed over)
+   is the claimed model's within the float rule, each cell phase's count its stored
+   answers', each cell's centre and centre answer its stored centre query's;
+8. the final verification answers agree with the claimed model (the float rule), and
    ``result.error_figures`` (numbers and bits) are recomputed
    (:mod:`~verified_attn.certificates.float_figures`).
 
@@ -56,9 +59,11 @@ import numpy as np
 from verified_attn.certificates import CertificateCheck, kernel
 from verified_attn.certificates.common_checks import check_phases, check_seed, passed
 from verified_attn.certificates.float_figures import check_error_figures, max_gap
+from verified_attn.certificates.transformer_heads import stored_per_phase
 from verified_attn.certificates.transformer_heads_float_parts import (
     FloatNetwork,
     StatedCell,
+    cell_answers,
     floats,
     independent_rows,
     match_rows,
@@ -117,10 +122,13 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         "matching.spread",
     )
     shares_line, shared = _shares(data, g, cells, rows, claimed, (prtol, tol["share_rtol"]))
-    count_line = _counts(data, head, g, cells, H0)
 
     def predict(X: np.ndarray) -> float:
         return float(model.evaluate_batch(np.asarray(X, dtype=np.float64)[None])[0])
+
+    stored, centres, worst = cell_answers(data, arith, d, predict)
+    _stored_match(data, cells, stored, centres)
+    count_line = _counts(data, head, g, cells, H0)
 
     check_seed(
         data, head.seed, "the learner draws its fresh sequences with its seed", when_verified=True
@@ -138,6 +146,9 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         f"matching: every cell head in one of {len(claimed)} rows within match_rtol "
         f"{tol['match_rtol']:g} plus the estimates (spread {spread:.3g}, recomputed)",
         shares_line,
+        f"answers: all {sum(stored.values())} stored cell-stage answers are the claimed "
+        f"model's within rtol {arith.rtol:g} (max relative gap {worst:.2e}); each cell "
+        "phase's count is its stored answers'",
         count_line,
         verified,
         figures,
@@ -148,6 +159,23 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
 def _same(stated: float, again: float, path: str) -> None:
     if not abs(stated - again) <= SAME * max(abs(again), 1e-300) + 1e-300:
         raise CertificateError(f"{path} is {stated:.6g}, recomputed {again:.6g}")
+
+
+def _stored_match(
+    data: dict[str, Any],
+    cells: list[StatedCell],
+    stored: dict[str, int],
+    centres: dict[str, tuple[np.ndarray, float]],
+) -> None:
+    """Every cell phase's stated count is its stored answers'; each cell's centre and
+    centre answer are its stored centre query's."""
+    stored_per_phase(data, stored)
+    for i, cell in enumerate(cells):
+        X, y = centres.get(cell.label + "-center", (None, None))
+        if X is None or X.shape[0] != 1 or not np.array_equal(X[0], cell.center):
+            raise CertificateError(f"cells[{i}].center is not its stored centre query's")
+        if y != cell.center_answer:
+            raise CertificateError(f"cells[{i}].center_answer is not its stored answer")
 
 
 def _ffn_verification(data: dict[str, Any], head: kernel.Header, g: FloatNetwork) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from verified_attn.agreement import agree
 from verified_attn.arithmetic import Arithmetic
 from verified_attn.certificates import kernel
 from verified_attn.errors import CertificateError
@@ -29,6 +30,7 @@ __all__ = [
     "CellHead",
     "FloatNetwork",
     "StatedCell",
+    "cell_answers",
     "floats",
     "independent_rows",
     "match_rows",
@@ -291,3 +293,43 @@ def shares_of(
     total = sum((s * gammas[:, None] for _, _, s in out), np.zeros_like(target))
     residual = float(np.abs(total - target).max()) / max(1.0, float(np.abs(target).max()))
     return out, err, residual
+
+
+def cell_answers(
+    data: dict[str, Any], arith: Arithmetic, d: int, predict: Any
+) -> tuple[dict[str, int], dict[str, tuple[np.ndarray, float]], float]:
+    """Every stored cell-stage answer against the claimed model under the float rule
+    (output bias 0, the floor of these answers); the count per phase, each centre phase's
+    query and answer, and the largest relative gap."""
+    from verified_attn.validation import MAX_LENGTH
+    from verified_attn.verification import float_floor
+
+    raw = kernel.as_list(kernel.get(data, "answers"), "answers")
+    items = kernel.as_objects(raw, "answers")
+    rows = []
+    for path, item in items:
+        phase = kernel.get(item, "phase")
+        if not isinstance(phase, str) or not phase.startswith("cell") or len(phase) > 80:
+            raise CertificateError(f"{path}.phase must be a cell phase 'cell<i>...'")
+        tokens = kernel.as_list(kernel.get(item, "X"), f"{path}.X")
+        if not 1 <= len(tokens) <= MAX_LENGTH:
+            raise CertificateError(f"{path}.X must have 1 to {MAX_LENGTH} tokens")
+        X = floats(tokens, f"{path}.X", arith, (len(tokens), d))
+        rows.append((path, phase, X, scalar(kernel.get(item, "y"), f"{path}.y", arith)))
+    floor = float_floor([y for *_, y in rows], 0.0)
+    counts: dict[str, int] = {}
+    centres: dict[str, tuple[np.ndarray, float]] = {}
+    worst = 0.0
+    for path, phase, X, y in rows:
+        counts[phase] = counts.get(phase, 0) + 1
+        if phase.endswith("-center"):
+            centres[phase] = (X, y)
+        want = predict(X)
+        ok, gap = agree(arith, y, want, bias=0.0, floor=floor)
+        if not ok or not math.isfinite(want):
+            raise CertificateError(
+                f"{path}: the stored answer {y} ({phase}) is not the claimed model's {want} "
+                f"within rtol {arith.rtol:g} (relative gap {gap:.3e})"
+            )
+        worst = max(worst, gap)
+    return counts, centres, worst

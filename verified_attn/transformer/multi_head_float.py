@@ -367,9 +367,15 @@ def learn_multi_head_transformer_float(
         (table, spread, residual),
         (model, heads, estimate),
         (H0, prtol, tolerances),
-        [e for e in oracle.transcript if e.phase.endswith("-center")],
+        _cell_entries(oracle, run.counts),
     )
     return rec
+
+
+def _cell_entries(oracle: Oracle, counts: Any) -> list[Any]:
+    """This run's transcript entries of the cell phases (the run's queries are the last)."""
+    total = counts.learning + counts.verification
+    return [e for e in oracle.transcript[-total:] if e.phase.startswith("cell")]
 
 
 def _fitted_cells(

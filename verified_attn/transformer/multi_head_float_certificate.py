@@ -16,7 +16,8 @@ answers, assumptions); ``parameter_rtol``, the box's parameter tolerance the res
 stated to; ``tolerances``, the constants the learner decided with (``match_rtol``,
 ``share_rtol``, ``cell_rtol``, ``margin``); ``ffn``, the float FFN g in canonical form
 (``constant``, ``linear``, ``neurons``) with its counts and its length-1 verification;
-``cells``, each cell used (its phase label, activation pattern, centre, margin, the
+``answers``, every query the cell stages sent (``phase``, the sequence ``X``, the
+answer ``y``; cells passed over included); ``cells``, each cell used (its phase label, activation pattern, centre, margin, the
 attempts made, the box's answer at the centre and the heads its fit gave, unscaled, with
 their absolute error estimates); ``skipped``, the labels of the cells passed over;
 ``matching``, per learned head the index of its head in every cell (null: absent) and the
@@ -65,16 +66,20 @@ def _labels(by_phase: dict[str, int]) -> list[str]:
     ]
 
 
-def _centre_answers(transcript: Sequence[Any], labels: list[str]) -> dict[str, tuple[Any, float]]:
-    """Each label's centre query and the box's answer there, from the run's transcript."""
+def _centre_answers(
+    transcript: Sequence[Any], labels: list[str], by_phase: dict[str, int]
+) -> dict[str, tuple[Any, float]]:
+    """Each label's centre query and the box's answer there, from the run's transcript
+    (which must hold every query of the cell phases)."""
     found: dict[str, tuple[Any, float]] = {}
     for entry in transcript:
         label = entry.phase[: -len("-center")] if entry.phase.endswith("-center") else None
         if label in labels:
             found[label] = (np.asarray(entry.raw, dtype=np.float64)[-1], float(entry.answer))
-    if len(found) != len(labels):
+    asked = sum(n for p, n in by_phase.items() if p.startswith("cell"))
+    if len(found) != len(labels) or len(transcript) != asked:
         raise CertificateError(
-            "the oracle's transcript does not hold the cells' centre answers (record=False, "
+            "the oracle's transcript does not hold every query of the cells (record=False, "
             "or it grew past the automatic limit): create the oracle with record=True"
         )
     return found
@@ -110,6 +115,7 @@ def float_heads_certificate(
     settings: tuple[int, float, dict[str, float]],
     transcript: Sequence[Any],
 ) -> dict[str, Any]:
+    # ``transcript``: the run's entries of the cell phases (centres, fits, cell verifies).
     """The certificate of one run (see the module doc). ``stages``: the FFN recovery, g,
     the cells used and their fits' heads; ``matching``: the match table (per head, its
     head in each cell or None), the spread and the shares' residual; ``learned``: the
@@ -121,7 +127,7 @@ def float_heads_certificate(
     H0, prtol, tolerances = settings
     by_phase = dict(run.counts.by_phase)
     labels = _labels(by_phase)
-    centres = _centre_answers(transcript, labels)
+    centres = _centre_answers(transcript, labels, by_phase)
     used = []
     for cell, heads in zip(cells, fits, strict=True):
         label = next(k for k in labels if np.array_equal(centres[k][0], cell.center))
@@ -153,6 +159,15 @@ def float_heads_certificate(
                 ),
             },
             "cells": used,
+            "answers": [
+                {
+                    "phase": e.phase,
+                    "X": dump_floats(np.asarray(e.raw, dtype=np.float64)),
+                    "y": dump_number(float(e.answer)),
+                }
+                for e in transcript
+                if e.phase.split("/")[0].split(".")[0].removesuffix("-center") in labels
+            ],
             "skipped": [k for k in labels if k not in {c["label"] for c in used}],
             "matching": {"table": index, "spread": dump_number(float(spread))},
             "shares_residual": dump_number(float(residual)),
