@@ -39,7 +39,8 @@ What is re-checked, with the core arithmetic and models only (never the learner'
    head count for a cell with no head), the cells passed over counted whole, the bound
    their sum with the FFN's, the learning count within it;
 7. every stored cell-stage answer (centres, fits, cell verifications, cells passed over)
-   is the claimed model's within the float rule, each cell phase's count its stored
+   is the claimed model's within rtol of ``max(1, |answer|)`` (the float rule with floor
+   1: see :func:`~.transformer_heads_float_parts.cell_answers`), each cell phase's count its stored
    answers', each cell's centre and centre answer its stored centre query's;
 8. the final verification answers agree with the claimed model (the float rule), and
    ``result.error_figures`` (numbers and bits) are recomputed
@@ -147,8 +148,8 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         f"{tol['match_rtol']:g} plus the estimates (spread {spread:.3g}, recomputed)",
         shares_line,
         f"answers: all {sum(stored.values())} stored cell-stage answers are the claimed "
-        f"model's within rtol {arith.rtol:g} (max relative gap {worst:.2e}); each cell "
-        "phase's count is its stored answers'",
+        f"model's within rtol {arith.rtol:g} of max(1, |answer|) (max gap {worst:.2e}); each "
+        "cell phase's count is its stored answers'",
         count_line,
         verified,
         figures,

@@ -44,6 +44,8 @@ __all__ = [
 #: Most neurons, cells' heads and attempts a certificate may state (each read in full).
 MAX_WIDTH = 1 << 12
 MAX_ATTEMPTS = 16
+#: The float rule's floor for the cell-stage answers (see :func:`cell_answers`).
+CELL_FLOOR = 1.0
 
 
 def scalar(raw: Any, path: str, arith: Arithmetic) -> float:
@@ -298,11 +300,13 @@ def shares_of(
 def cell_answers(
     data: dict[str, Any], arith: Arithmetic, d: int, predict: Any
 ) -> tuple[dict[str, int], dict[str, tuple[np.ndarray, float]], float]:
-    """Every stored cell-stage answer against the claimed model under the float rule
-    (output bias 0, the floor of these answers); the count per phase, each centre phase's
-    query and answer, and the largest relative gap."""
+    """Every stored cell-stage answer against the claimed model under the float rule with
+    the floor 1 (rtol relative to ``max(1, |answer|)``: the scale ``max(1, |T([c])|)`` the
+    learner's cell oracle states its rounding in; a cell near a zero of T has answers far
+    below the fresh sequences' floor, whose absolute error the parameters' does not
+    shrink with); the count per phase, each centre phase's query and answer, and the
+    largest gap relative to ``max(1, |answer|)``."""
     from verified_attn.validation import MAX_LENGTH
-    from verified_attn.verification import float_floor
 
     raw = kernel.as_list(kernel.get(data, "answers"), "answers")
     items = kernel.as_objects(raw, "answers")
@@ -316,7 +320,7 @@ def cell_answers(
             raise CertificateError(f"{path}.X must have 1 to {MAX_LENGTH} tokens")
         X = floats(tokens, f"{path}.X", arith, (len(tokens), d))
         rows.append((path, phase, X, scalar(kernel.get(item, "y"), f"{path}.y", arith)))
-    floor = float_floor([y for *_, y in rows], 0.0)
+    floor = CELL_FLOOR
     counts: dict[str, int] = {}
     centres: dict[str, tuple[np.ndarray, float]] = {}
     worst = 0.0
@@ -329,7 +333,7 @@ def cell_answers(
         if not ok or not math.isfinite(want):
             raise CertificateError(
                 f"{path}: the stored answer {y} ({phase}) is not the claimed model's {want} "
-                f"within rtol {arith.rtol:g} (relative gap {gap:.3e})"
+                f"within rtol {arith.rtol:g} of max(1, |answer|) (gap {gap:.3e})"
             )
         worst = max(worst, gap)
     return counts, centres, worst
