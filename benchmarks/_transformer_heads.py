@@ -111,13 +111,16 @@ def in_child(arithmetic: str, d: int, H: int, m: int, seed: int) -> dict[str, An
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def merge(path: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
-    """The JSON at ``path`` with its multi-head rows replaced by ``rows`` (the other rows,
-    and their ``meta``, as they were); ``multi_head_meta`` describes the new rows."""
+def merge(
+    path: Path, rows: list[dict[str, Any]], meta: dict[str, Any], kind: str = "multi-head"
+) -> dict[str, Any]:
+    """The JSON at ``path`` with its rows of ``kind`` replaced by ``rows`` (the other rows,
+    and their ``meta``, as they were); ``<kind>_meta`` (dashes as underscores) describes the
+    new rows."""
     data = json.loads(path.read_text()) if path.exists() else {"benchmark": "transformer",
                                                               "rows": []}
-    data["rows"] = [r for r in data["rows"] if r.get("kind") != "multi-head"] + rows
-    data["multi_head_meta"] = meta
+    data["rows"] = [r for r in data["rows"] if r.get("kind") != kind] + rows
+    data[f"{kind.replace('-', '_')}_meta"] = meta
     return data
 
 

@@ -28,15 +28,19 @@ What is re-checked, with the core arithmetic and models only (never the learner'
 4. the matching (:func:`~.transformer_heads_float_parts.match_rows`): every cell head in one
    row, within the stated ``match_rtol`` plus both estimates of its row's reference; the
    spread recomputed;
-5. the shares by least squares on the patterns; the claimed V_h's columns are them (to
+5. the shares by least squares on the patterns, their sums corrected to g's directions
+   (least-norm, split over the heads, as the learner does); the claimed V_h's columns are them (to
    1e-9 of max(1, largest)), W_h and c_h its most accurate cell's; the residual against
    g's ``l`` and ``gamma_j n_j`` recomputed and within ``share_rtol`` plus the estimate;
    the estimate recomputed (1e-9) and at most ``parameter_rtol``;
-6. the counts: ``ffn`` the FFN's, each cell's centre 1, each attempt's head count
-   ``pairs (2 max_heads + 4 + noise)``, each cell's learning queries
-   within ``1 + attempts x (head count + float multi-head limit)`` at the inner unit
-   roundoff ``min(rtol, u max(1, |T([c])|) / t)``, t recomputed from the margin (1 + the
-   head count for a cell with no head), the cells passed over counted whole, the bound
+6. the counts: ``ffn`` the FFN's, each cell's centre 1 (2 when a values fit was sent on
+   to the full learner), the head count of the run that learned the scores ``pairs
+   (2 max_heads + 4 + noise)`` (a run cut short asks fewer), each cell's learning queries
+   within its term: ``1 + 2 H d`` for a values fit (its count exactly that), ``1 + head
+   count`` for a cell with no head, else ``1 + runs x (head count + float multi-head
+   limit)`` at the inner unit roundoff ``min(rtol, u max(1, |T([c])|) / t)`` of the last
+   run, t recomputed from the margin (largest power of two at most margin / (2 d) and 1/2,
+   halved per run), plus the values probes and their centre when tried first, the cells passed over counted whole, the bound
    their sum with the FFN's, the learning count within it;
 7. every stored cell-stage answer (centres, fits, cell verifications, cells passed over)
    is the claimed model's within rtol of ``max(1, |answer|)`` (the float rule with floor
@@ -324,18 +328,21 @@ def _shares(
     return line, [(W, c, s) for W, c, s in heads]
 
 
-def _cell_term(cell: StatedCell, d: int, H0: int, arith: Any) -> int:
-    """A cell's queries in the bound: its centre, and the inner learner's bound per attempt
-    at the inner unit roundoff (t recomputed from the margin), or the head count alone."""
-    if not cell.heads:
+def _cell_term(cell: StatedCell, d: int, H0: int, arith: Any, values: int) -> int:
+    """A cell's queries in the bound: its centre and ``2 H d`` values probes (``values``),
+    or the head count alone (``none``), or, for ``scores``, the values probes and their
+    centre if they were tried (``values`` > 0) and the inner learner's bound per run at the
+    inner unit roundoff of its last run (t from the margin, halved per run)."""
+    if cell.fit == "none":
         return 1 + head_count_queries(H0)
-    t = 2.0 ** math.floor(math.log2(min(0.5, cell.margin / (8 * d)))) / 4 ** (cell.attempts - 1)
+    if cell.fit == "values":
+        return 1 + 2 * len(cell.heads) * d
+    t = 2.0 ** math.floor(math.log2(min(0.5, cell.margin / (2 * d)))) / 2 ** (cell.runs - 1)
     unit = min(
         float(arith.rtol), float(arith.unit_roundoff) * max(1.0, abs(cell.center_answer)) / t
     )
-    return 1 + cell.attempts * (
-        head_count_queries(H0) + float_query_limit(d, H0, affine=True, unit=unit)
-    )
+    inner = head_count_queries(H0) + float_query_limit(d, H0, affine=True, unit=unit)
+    return (1 + values if values else 0) + 1 + cell.runs * inner
 
 
 def _counts(
@@ -364,7 +371,7 @@ def _counts(
         if phase in known or label not in labels | set(skipped):
             continue
         kernel.as_int(n, f"queries.by_phase.{phase}", low=1)
-        if phase.endswith("/head-count") and n != head_count_queries(H0):
+        if phase.endswith("/head-count") and n > head_count_queries(H0):
             raise CertificateError(
                 f"queries.by_phase.{phase} is {n}; the head count at max_heads = {H0} asks "
                 f"{head_count_queries(H0)}"
@@ -379,13 +386,27 @@ def _counts(
     skipped_q = sum(per_label.get(s, 0) for s in skipped)  # every query, verify included
     terms = {}
     for cell in cells:
-        if by_phase.get(cell.label + "-center") != 1:
-            raise CertificateError(f"queries.by_phase.{cell.label}-center must be 1")
-        terms[cell.label] = _cell_term(cell, head.d, H0, head.arith)
+        values = by_phase.get(cell.label + "/values", 0)
+        tried = 1 + (cell.fit == "scores" and values > 0)  # a values fit sent on asks twice
+        if by_phase.get(cell.label + "-center") != tried:
+            raise CertificateError(f"queries.by_phase.{cell.label}-center must be {tried}")
+        if cell.fit == "values" and values != 2 * len(cell.heads) * head.d:
+            raise CertificateError(
+                f"queries.by_phase.{cell.label}/values is {values}, the values fit asks "
+                f"2 H d = {2 * len(cell.heads) * head.d}"
+            )
+        terms[cell.label] = _cell_term(cell, head.d, H0, head.arith, values)
+        last = cell.label + (f".{cell.runs - 1}" if cell.runs > 1 else "")
+        if cell.fit == "scores" and by_phase.get(last + "/head-count") != head_count_queries(H0):
+            raise CertificateError(
+                f"queries.by_phase.{last}/head-count is {by_phase.get(last + '/head-count')}; "
+                f"the head count of the run that learned the scores asks "
+                f"{head_count_queries(H0)} (max_heads = {H0})"
+            )
         if per_label.get(cell.label, 0) > terms[cell.label]:
             raise CertificateError(
                 f"queries: {cell.label} has {per_label[cell.label]} learning queries, above its "
-                f"term {terms[cell.label]} (centre + attempts x inner bound)"
+                f"term {terms[cell.label]}"
             )
     bound = ffn_bound + sum(terms.values()) + skipped_q
     q = kernel.check_counts(
@@ -398,8 +419,8 @@ def _counts(
         raise CertificateError(f"queries.learning {q['learning']} is above the bound {q['bound']}")
     return (
         f"queries: {q['learning']} learning = {ffn_q} FFN + cells; bound {bound} = {ffn_bound} "
-        f"(FFN) + {' + '.join(str(t) for t in terms.values())} (cells: centre + attempts x "
-        f"(head count + float multi-head limit at d = {head.d}, max_heads = {H0}))"
+        f"(FFN) + {' + '.join(str(t) for t in terms.values())} (cells: centre + 2Hd values, "
+        f"or + runs x (head count + float multi-head limit at d = {head.d}, max_heads = {H0}))"
         + (f" + {skipped_q} (cells passed over)" if skipped else "")
         + f"; {q['verification']} verification"
     )

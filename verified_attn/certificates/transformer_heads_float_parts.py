@@ -43,7 +43,7 @@ __all__ = [
 
 #: Most neurons, cells' heads and attempts a certificate may state (each read in full).
 MAX_WIDTH = 1 << 12
-MAX_ATTEMPTS = 16
+MAX_ATTEMPTS = 64
 #: The float rule's floor for the cell-stage answers (see :func:`cell_answers`).
 CELL_FLOOR = 1.0
 
@@ -153,7 +153,8 @@ class StatedCell:
     pattern: list[bool]
     center: np.ndarray
     margin: float
-    attempts: int
+    fit: str  # "scores" (the full learner), "values" (the known heads' values), "none"
+    runs: int  # the full learner's runs (0 unless "scores")
     center_answer: float
     heads: list[CellHead]
 
@@ -203,12 +204,18 @@ def read_cells(
                 f"{path}.margin {margin:.6g} is not the centre's least distance to a "
                 f"hyperplane of g ({again:.6g}, recomputed)"
             )
-        attempts = kernel.as_int(
-            kernel.get(item, "attempts"), f"{path}.attempts", low=1, high=MAX_ATTEMPTS
-        )
+        fit = kernel.get(item, "fit")
+        if fit not in ("scores", "values", "none"):
+            raise CertificateError(f"{path}.fit must be 'scores', 'values' or 'none'")
+        runs = kernel.as_int(kernel.get(item, "runs"), f"{path}.runs", high=MAX_ATTEMPTS)
+        if (runs > 0) != (fit == "scores"):
+            raise CertificateError(f"{path}.runs must be >= 1 for a 'scores' fit, else 0")
+
         y0 = scalar(kernel.get(item, "center_answer"), f"{path}.center_answer", arith)
         heads = _heads(kernel.get(item, "heads"), f"{path}.heads", d, arith)
-        out.append(StatedCell(label, list(pattern), center, margin, attempts, y0, heads))
+        if (fit == "none") != (not heads):
+            raise CertificateError(f"{path}: a cell has no heads exactly when its fit is 'none'")
+        out.append(StatedCell(label, list(pattern), center, margin, fit, runs, y0, heads))
     if len({c.label for c in out}) != len(out):
         raise CertificateError("cells: two cells have one label")
     return out
@@ -294,7 +301,10 @@ def shares_of(
     target = np.vstack([g.linear[None, :], g.N]) * gammas[:, None]
     total = sum((s * gammas[:, None] for _, _, s in out), np.zeros_like(target))
     residual = float(np.abs(total - target).max()) / max(1.0, float(np.abs(target).max()))
-    return out, err, residual
+    # The learner's final step: the least-norm change that makes the shares' sums g's
+    # directions exactly, split over the heads.
+    fix = (target - total) / (max(1, len(out)) * gammas[:, None])
+    return [(W, c, s + fix) for W, c, s in out], err, residual
 
 
 def cell_answers(

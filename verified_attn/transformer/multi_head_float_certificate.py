@@ -18,7 +18,7 @@ stated to; ``tolerances``, the constants the learner decided with (``match_rtol`
 (``constant``, ``linear``, ``neurons``) with its counts and its length-1 verification;
 ``answers``, every query the cell stages sent (``phase``, the sequence ``X``, the
 answer ``y``; cells passed over included); ``cells``, each cell used (its phase label, activation pattern, centre, margin, the
-attempts made, the box's answer at the centre and the heads its fit gave, unscaled, with
+fit (scores, values or none) and runs, the box's answer at the centre and the heads its fit gave, unscaled, with
 their absolute error estimates); ``skipped``, the labels of the cells passed over;
 ``matching``, per learned head the index of its head in every cell (null: absent) and the
 spread of the matches; ``shares_residual``; and ``result``, the learned Transformer (heads
@@ -28,6 +28,7 @@ and ``error_figures`` (numbers and bits). Every number is a float stored exactly
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,6 +36,8 @@ import numpy as np
 
 from verified_attn.certificates.writer import RunRecord, dump_floats, fresh_section
 from verified_attn.errors import CertificateError
+from verified_attn.multi_head.head_count_float import head_count_queries
+from verified_attn.multi_head.pipeline.budget import float_query_limit
 from verified_attn.precision import ErrorFigures, figures_record, stated_relative_error
 from verified_attn.serialize import dump_number
 
@@ -85,14 +88,41 @@ def _centre_answers(
     return found
 
 
-def _cell(cell: Any, label: str, by_phase: dict[str, int], answer: float, heads: Any) -> dict:
-    attempts = 1 + sum(1 for p in by_phase if p.startswith(label + ".") and p.endswith("/F(0)"))
+def _fit_kind(
+    label: str, by_phase: dict[str, int], cell: Any, fit: Any, setting: tuple[Any, int, float]
+) -> tuple[str, int]:
+    """How the cell was fitted and the learn_multi_head runs made: ``none`` (no head shows:
+    the head count alone), ``values`` (the known heads' values, ``2 H d`` probes) or
+    ``scores`` (the full learner; its runs are those its bound term counts, each run at
+    half the scale of the one before, after the values probes if they were tried)."""
+    arith, H0, y0 = setting
+    heads, _, term = fit
+    if not heads:
+        return "none", 0
+    inner = [p for p in by_phase if p.startswith((label + "/", label + "."))]
+    if inner == [label + "/values"]:
+        return "values", 0
+    rest = term - (1 + by_phase[label + "/values"] if label + "/values" in by_phase else 0)
+    d = len(cell.center)
+    t = 2.0 ** math.floor(math.log2(min(0.5, cell.margin / (2 * d))))
+    for runs in range(1, 65):
+        unit = min(float(arith.rtol), float(arith.unit_roundoff) * max(1.0, abs(y0)) / t)
+        if rest == 1 + runs * (
+            head_count_queries(H0) + float_query_limit(d, H0, affine=True, unit=unit)
+        ):
+            return "scores", runs
+        t /= 2
+    raise CertificateError(f"the bound term {term} of {label} is no count of learn_multi_head runs")
+
+
+def _cell(cell: Any, label: str, answer: float, heads: Any, kind: tuple[str, int]) -> dict:
     return {
         "label": label,
         "pattern": [bool(x) for x in cell.pattern],
         "center": dump_floats(np.asarray(cell.center, dtype=np.float64)),
         "margin": dump_number(float(cell.margin)),
-        "attempts": attempts,
+        "fit": kind[0],
+        "runs": kind[1],
         "center_answer": dump_number(answer),
         "heads": [
             {
@@ -129,9 +159,11 @@ def float_heads_certificate(
     labels = _labels(by_phase)
     centres = _centre_answers(transcript, labels, by_phase)
     used = []
-    for cell, heads in zip(cells, fits, strict=True):
+    for cell, fit in zip(cells, fits, strict=True):
         label = next(k for k in labels if np.array_equal(centres[k][0], cell.center))
-        used.append(_cell(cell, label, by_phase, centres[label][1], heads))
+        kind = _fit_kind(label, by_phase, cell, fit, (run.arith, H0, centres[label][1]))
+        used.append(_cell(cell, label, centres[label][1], fit[0], kind))
+    fits = [f[0] for f in fits]
     index = [
         [
             None if h is None else next(k for k, x in enumerate(fit) if x is h)
