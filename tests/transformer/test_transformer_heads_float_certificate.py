@@ -356,3 +356,15 @@ def test_a_hostile_value_anywhere_is_our_error_or_harmless(value: Any) -> None:
         assert paths[int(k)][0] in ("versions", "assumptions", "tolerances", "skipped") or (
             data == genuine
         ), f"accepted {value!r} at {paths[int(k)]}"
+
+
+def test_a_four_head_certificate() -> None:
+    """Random d = 2, H = 4, seed 1: four heads, their certificate re-checks (golden count
+    261 against the bound 265) and a changed V entry of the fourth head is refused."""
+    rec = va.learn_transformer(va.Oracle(random_float(1, 2, 4), "float"), max_heads=4, seed=1)
+    data = rec.certificate()
+    assert rec.model.H == 4 and (rec.queries, rec.bound) == (261, 265)
+    assert "4 heads, A = I" in str(verify(data))
+    data["result"]["heads"][3]["V"][0][0] = _f(_value(data["result"]["heads"][3]["V"][0][0]) + 1e-6)
+    with pytest.raises(CertificateError, match="V is not the heads' shares"):
+        verify(data)
