@@ -5,7 +5,8 @@ denominators <= 2, seeded) at (d, r) = (4, 1), (8, 2), (8, 4), and certified one
 (4, 1), (4, 2), (6, 2); five hypothesis pairs
 (thm-4.1 v-zero, app-b positive-scale, transformer v-eff-zero, and on recorded queries
 thm-4.1 design-orthogonal, thm-5.1 rank-exceeds) and one Prop 7.1 pair
-(shared-score-split) at d = 4. One coqc run each; rows name the kind, d, r, the file size,
+(shared-score-split) at d = 4; certified canonical multi-head runs of two random heads at
+d = 2 and d = 3 (quick: d = 2). One coqc run each; rows name the kind, d, r, the file size,
 export time and coqc wall and CPU seconds.
 """
 
@@ -23,6 +24,8 @@ LOW_RANK = ((4, 1), (8, 2), (8, 4))
 LOW_RANK_QUICK = ((4, 1),)
 #: Certified skeleton runs (256 bits): two interval calls per learning probe.
 LOW_RANK_CERT = ((4, 1), (4, 2), (6, 2))
+#: Certified canonical multi-head runs (d, H) at 256 bits: one interval call per query.
+MULTI_HEAD = ((2, 2), (3, 2))
 HYPOTHESES = (
     ("thm-4.1", "v-zero"),
     ("app-b", "positive-scale"),
@@ -41,6 +44,34 @@ def low_rank_head(d: int, r: int, seed: int) -> va.SingleHeadAttention:
         for i in range(d)
     ]
     return va.SingleHeadAttention(W, [Fraction(rng.randint(1, 3)) for _ in range(d)])
+
+
+def multi_head_model(d: int, H: int, seed: int) -> va.MultiHeadAttention:
+    """H heads with small rationals: W entries in [-2, 2] (denominators <= 2), v in 1..3."""
+    rng = random.Random(seed)
+    return va.MultiHeadAttention(
+        [
+            (
+                [
+                    [Fraction(rng.randint(-2, 2), rng.randint(1, 2)) for _ in range(d)]
+                    for _ in range(d)
+                ],
+                [Fraction(rng.randint(1, 3)) for _ in range(d)],
+            )
+            for _ in range(H)
+        ]
+    )
+
+
+def multi_head_rows(quick: bool, seed: int) -> list[dict[str, Any]]:
+    """The certified canonical multi-head rows."""
+    rows = []
+    for d, H in MULTI_HEAD[:1] if quick else MULTI_HEAD:
+        oracle = va.Oracle(multi_head_model(d, H, seed), "certified")
+        rec = va.learn_multi_head(oracle, heads=H, seed=seed)
+        extra = {"heads": H, "learning_queries": rec.queries}
+        rows.append(_row("multi-head certified", d, rec.certificate(), **extra))
+    return rows
 
 
 def _row(kind: str, d: int, data: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -83,4 +114,4 @@ def run_kinds(quick: bool, seed: int) -> list[dict[str, Any]]:
     if not quick:
         pair = va.counterexample("multi-head", d=4, heads=3, kind="shared-score-split", seed=seed)
         rows.append(_row("prop-7.1 shared-score-split", 4, pair.certificate()))
-    return rows
+    return rows + multi_head_rows(quick, seed)

@@ -575,7 +575,6 @@ class Oracle:
         )
 
 
-
 def _model_class_of(model: Any) -> str | None:
     name = type(model).__name__
     if name == "SingleHeadAttention":

@@ -83,8 +83,8 @@ def test_module_example_golden_counts() -> None:
     assert sum(v for k, v in rec.queries_by_phase.items() if k.endswith("-center")) == 3
     check(rec, oracle, T2)
     assert any("parameter error estimate" in n for n in rec.notes)
-    with pytest.raises(va.CertificateError, match="no certificate"):
-        rec.certificate()
+    # its certificate (tests/transformer/test_transformer_heads_float_certificate.py)
+    assert va.verify_certificate(rec.certificate()).kind == "transformer-heads-float"
 
 
 @pytest.mark.parametrize(
@@ -130,7 +130,11 @@ def test_float32_boxes_refused_before_any_query() -> None:
     oracle = va.Oracle(T2, FloatArithmetic(1e-4, 2.0**-24, 1e-3))
     with pytest.raises(PrecisionExhausted, match="float32") as info:
         va.learn_transformer(oracle, max_heads=2)
-    assert "parameter_rtol 0.001" in str(info.value) and oracle.queries == 0
+    text = str(info.value)
+    assert "parameter_rtol 0.001" in text and oracle.queries == 0
+    # the box's own precision, and what it would take
+    assert "own precision is unit roundoff 5.96e-08 (-24 bits" in text
+    assert "dtype='float64'" in text and "rounded at the box's precision" in text
 
 
 def _block(post: str) -> Any:
@@ -226,6 +230,20 @@ def test_two_heads_matching_one_are_refused() -> None:
     pair = [(W, c, v, 0.0, 0.0), (W + 1.5e-4, c, v, 0.0, 0.0)]
     with pytest.raises(PrecisionExhausted, match="not told apart"):
         mhf._match([pair, [(W + 0.75e-4, c, v, 0.0, 0.0)]])
+
+
+def test_a_float32_torch_block_with_two_heads_is_refused_before_any_query() -> None:
+    """nn.MultiheadAttention(4, 2) in float32: refused naming its own precision (learning
+    it was measured to fail at the FFN stage; docs/transformer.md, "float32 blocks")."""
+    torch = pytest.importorskip("torch")
+    from verified_attn.adapters.torch_block import block_oracle
+
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(4, 2, batch_first=True)
+    oracle = block_oracle(mha, torch.nn.Linear(4, 8), torch.nn.Linear(8, 1), dtype="float32")
+    with pytest.raises(PrecisionExhausted, match=r"own precision is unit roundoff 5\.96e-08"):
+        va.learn_transformer(oracle, max_heads=2)
+    assert oracle.queries == 0
 
 
 def test_values_fit_needs_the_right_scores() -> None:

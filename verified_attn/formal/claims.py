@@ -297,6 +297,22 @@ THEOREMS: list[FormalTheorem] = [
         ("thm-5.1/skeleton-identity",),
     ),
     FormalTheorem(
+        "formal/cert-multi-head-certified",
+        "Prop 7.1",
+        "CertMultiHead",
+        ("mh_answers_in", "answer_seqk", "grid_determines_model"),
+        "For every d and H0: on [b + u; ...; b + u; b] (k copies) a head answers "
+        "b^T v + u^T v k / (k + exp(-u^T W b)); if a certified canonical run's per-head "
+        "numbers are the rational heads' own and each recorded interval holds their sum, "
+        "the heads answer every query the design generates inside its recorded interval "
+        "(one interval per query) and their scores and residues at the design's pairs have "
+        "denominators at most D; and with inverses of U and B, a model whose heads have "
+        "the certified heads' scores and residues at the d^2 grid pairs gives the same "
+        "output on every sequence. Not covered: that a model answering inside the "
+        "intervals has those scores and residues (interpolation, poles, labelling).",
+        ("prop-7.1/canonical-recovery",),
+    ),
+    FormalTheorem(
         "formal/cert-hypothesis-pairs",
         "Thm 4.1, App B, Transformer",
         "CertHyp",

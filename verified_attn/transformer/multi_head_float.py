@@ -60,12 +60,14 @@ be at most the box's ``parameter_rtol`` relative to ``max(1, largest entry)``, e
 PrecisionExhausted; it is stated in ``notes`` and ``parameters["error_estimate"]``.
 Count: the FFN's queries, m' + 1 centers, learn_multi_head's float count at ``max_heads``
 (its head count included) per cell it ran on, and ``2 H d`` per cell of values, against
-:func:`~verified_attn.transformer.multi_head_learner.canonical_parameter_count`. A float
-result carries no certificate.
+:func:`~verified_attn.transformer.multi_head_learner.canonical_parameter_count`.
+Certificate: ``transformer-heads-float``
+(:mod:`~verified_attn.transformer.multi_head_float_certificate`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator
 from typing import Any, Unpack
@@ -73,8 +75,8 @@ from typing import Any, Unpack
 import numpy as np
 
 from verified_attn.arithmetic import FloatArithmetic
+from verified_attn.certificates.writer import RunRecord
 from verified_attn.errors import (
-    CertificateError,
     InvalidArgument,
     ModelClassMismatch,
     NotIdentifiable,
@@ -98,6 +100,7 @@ from verified_attn.transformer.multi_head_float_cells import (
     independent,
     ranked_cells,
 )
+from verified_attn.transformer.multi_head_float_certificate import float_heads_certificate
 from verified_attn.transformer.multi_head_float_values import (
     fit_values,
     probe_radius,
@@ -125,14 +128,6 @@ SHARE_RTOL = 1e-6
 Head = tuple[np.ndarray, np.ndarray, np.ndarray, float, float]  # W_h, c_h, v_h, e_Wc, e_v
 
 
-def _no_certificate() -> dict[str, Any]:
-    raise CertificateError(
-        "a float multi-head Transformer result carries no certificate: the transformer-heads "
-        "certificate kind stores and re-checks exact rationals only; learn in 'exact' or "
-        "'certified' arithmetic for one"
-    )
-
-
 def _precision_gate(oracle: Oracle) -> tuple[float, float]:
     """(unit roundoff, parameter_rtol) of the box; a box too coarse for the FFN learner
     is refused before any query."""
@@ -141,10 +136,14 @@ def _precision_gate(oracle: Oracle) -> tuple[float, float]:
     prtol = float(getattr(arith, "parameter_rtol", None) or arith.rtol or 0.0)
     if unit * RESOLUTION > FLOAT_TOL:
         raise PrecisionExhausted(
-            f"the float biased FFN learner decides equal pieces to {FLOAT_TOL:g} relative; "
-            f"a box with unit roundoff {unit:.3g} (float32: 2^-24) cannot resolve that "
-            f"(it needs at most {FLOAT_TOL / RESOLUTION:.3g}), so its multi-head "
-            f"Transformer (parameter_rtol {prtol:g}) is not learned: run it in float64"
+            f"the box's own precision is unit roundoff {unit:.3g} ({math.log2(unit):.0f} "
+            f"bits; float32 is 2^-24), parameter_rtol {prtol:g}: the float biased FFN "
+            f"learner decides equal pieces to {FLOAT_TOL:g} relative, which needs a unit "
+            f"roundoff at most {FLOAT_TOL / RESOLUTION:.3g}, so its multi-head Transformer is "
+            "not learned (with this check off, float32 blocks were refused at the FFN stage: "
+            "not piecewise linear, or no ReLU network fits). It would take an FFN stage that "
+            "locates kinks from answers rounded at the box's precision, or the module in "
+            "float64 (dtype='float64')"
         )
     return unit, prtol
 
@@ -411,7 +410,31 @@ def learn_multi_head_transformer_float(
         checked = _verified(oracle, model, verify, seed, lengths)
     bound = ffn.bound + sum(f[2] for f in fits) + skipped
     errors = (estimate, spread, residual)
-    return _result(oracle, run, (ffn, net, cells, bound, seed), model, H0, errors, checked)
+    rec = _result(oracle, run, (ffn, net, cells, bound, seed), model, H0, errors, checked)
+    record = RunRecord(oracle.arithmetic, seed, run.counts, bound, checked, rec.assumptions)
+    tolerances = {
+        "match_rtol": MATCH_RTOL,
+        "share_rtol": SHARE_RTOL,
+        "cell_rtol": CELL_RTOL,
+        "margin": MARGIN,
+        "ffn_tol": FLOAT_TOL,
+    }
+    rec.certificate_data = functools.partial(
+        float_heads_certificate,
+        record,
+        (ffn, net, cells, fits),
+        (table, spread, residual),
+        (model, heads, estimate),
+        (H0, prtol, tolerances),
+        _cell_entries(oracle, run.counts),
+    )
+    return rec
+
+
+def _cell_entries(oracle: Oracle, counts: Any) -> list[Any]:
+    """This run's transcript entries of the cell phases (the run's queries are the last)."""
+    total = counts.learning + counts.verification
+    return [e for e in oracle.transcript[-total:] if e.phase.startswith("cell")]
 
 
 def _cell_order(net: BiasedReluNetwork, seed: int, far_wanted: Any) -> Iterator[FloatCell]:
@@ -531,7 +554,7 @@ def _result(
             f"largest entry); matched across cells within MATCH_RTOL = {MATCH_RTOL:g}, "
             f"spread {spread:.3g}); shares' residual {residual:.3g} <= {SHARE_RTOL:g}",
         ],
-        certificate_data=_no_certificate,
+        certificate_data=None,
         method=METHOD,
         attention_queries=counts.learning - ffn.queries,
         ffn_queries=ffn.queries,
