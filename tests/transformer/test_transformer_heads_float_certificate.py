@@ -39,10 +39,10 @@ def test_a_genuine_certificate_passes_with_golden_counts() -> None:
     assert check.ok and check.kind == "transformer-heads-float"
     assert check.theorem == "transformer/multi-head-cells"
     text = str(check)
-    # golden, counted on the oracle: the float FFN's 157, 3 centres, the scores learned on
+    # golden, counted on the oracle: the float FFN's 13, 3 centres, the scores learned on
     # one cell (81: head count 40 and the float design) and two cells of values (2Hd = 8
-    # each); the bound 159 + (1 + 82) + (1 + 8) + (1 + 8)
-    assert "queries: 257 learning = 157 FFN + cells; bound 260 = 159 (FFN) + 83 + 9 + 9" in text
+    # each); the bound 13 + (1 + 82) + (1 + 8) + (1 + 8)
+    assert "queries: 113 learning = 13 FFN + cells; bound 114 = 13 (FFN) + 83 + 9 + 9" in text
     assert "2 heads, A = I" in text and "parameters within parameter_rtol 1e-06" in text
     assert "figures in bits (recomputed): parameters" in text
     assert data["arithmetic"] == "float" and data["result"]["exact"] is False
@@ -69,8 +69,8 @@ def test_a_random_box_with_five_cells_and_through_a_file_and_the_cli(
     assert main(["verify-certificate", str(path)]) == 0
     out = capsys.readouterr().out
     assert "certificate OK (transformer-heads-float, transformer/multi-head-cells)" in out
-    # golden (176 learning): the scores on the second run (t halved), four cells of values
-    assert "176 learning = 57 FFN + cells; bound 258 = 57 (FFN) + 165 + 9 + 9 + 9 + 9" in out
+    # golden (159 learning): the scores on the second run (t halved), four cells of values
+    assert "159 learning = 40 FFN + cells; bound 241 = 40 (FFN) + 165 + 9 + 9 + 9 + 9" in out
     data["result"]["heads"][0]["W"][0][0] = {"float": (0.5).hex()}
     path.write_text(json.dumps(data))
     assert main(["verify-certificate", str(path)]) == 1
@@ -229,13 +229,13 @@ TAMPERS = [
     (_head_W, "W and c are not its most accurate cell's"),
     (_head_V, "V is not the heads' shares"),
     (_cell_head, "beyond the matching tolerance"),
-    (_ffn_gamma, "ffn: verification.answers[0]"),  # g's own fresh answers refute it
+    (_ffn_gamma, "ffn: verification.answers[1]"),  # g's own fresh answers refute it
     (_result_w_o, "result.w_o is not the FFN's"),
     (_result_b, "result.b is not the FFN's constant"),
     (_answer, "verification.answers[3]"),
     (_centre_answer, "center_answer"),
     (_ffn_answer, "ffn: verification.answers[1]"),
-    (_learning_count, "queries.learning is 258, but the learning phases add up to 257"),
+    (_learning_count, "queries.learning is 114, but the learning phases add up to 113"),
     (_head_count, "cell1/head-count is 41, but 40 answers of that phase are stored"),
     (_head_count_and_answer, "cell1/head-count is 41; the head count at max_heads = 2 asks 40"),
     (_values_count, "cell2/values is 9, the values fit asks 2 H d = 8"),
@@ -243,8 +243,8 @@ TAMPERS = [
     (_cell_answer, "answers[10]: the stored answer"),
     (_drop_cell_answer, "answers of that phase are stored"),
     (_centre_query, "cells[1].center is not its stored centre query's"),
-    (_bound, "queries.bound is 259, the theorem's bound is 260"),
-    (_ffn_count, "queries.by_phase.ffn is 157, the stored design implies 156"),
+    (_bound, "queries.bound is 113, the theorem's bound is 114"),
+    (_ffn_count, "queries.by_phase.ffn is 13, the stored design implies 12"),
     (_drop_fresh, "verification.answers has 7 entries, expected 8"),
     (_drop_fresh_and_count, "verification.answers["),
     (_tighter_parameter_rtol, "parameter_rtol 1e-12 is tighter than the heads' estimate"),
@@ -282,10 +282,10 @@ def test_a_cell_where_no_head_shows_and_scores_on_a_third_run() -> None:
         ("values", 0),
         ("values", 0),
     ]
-    assert (rec.queries, rec.bound) == (263, 388)
+    assert (rec.queries, rec.bound) == (228, 352)
     assert "+ 41 + " in str(va.verify_certificate(data))
     data["cells"][1]["runs"] = 2
-    with pytest.raises(CertificateError, match=r"queries\.bound is 388, the theorem's bound is"):
+    with pytest.raises(CertificateError, match=r"queries\.bound is 352, the theorem's bound is"):
         verify(data)
 
 
@@ -360,10 +360,10 @@ def test_a_hostile_value_anywhere_is_our_error_or_harmless(value: Any) -> None:
 
 def test_a_four_head_certificate() -> None:
     """Random d = 2, H = 4, seed 1: four heads, their certificate re-checks (golden count
-    261 against the bound 265) and a changed V entry of the fourth head is refused."""
+    238 against the bound 242) and a changed V entry of the fourth head is refused."""
     rec = va.learn_transformer(va.Oracle(random_float(1, 2, 4), "float"), max_heads=4, seed=1)
     data = rec.certificate()
-    assert rec.model.H == 4 and (rec.queries, rec.bound) == (261, 265)
+    assert rec.model.H == 4 and (rec.queries, rec.bound) == (238, 242)
     assert "4 heads, A = I" in str(verify(data))
     data["result"]["heads"][3]["V"][0][0] = _f(_value(data["result"]["heads"][3]["V"][0][0]) + 1e-6)
     with pytest.raises(CertificateError, match="V is not the heads' shares"):
