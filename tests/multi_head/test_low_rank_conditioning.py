@@ -110,3 +110,58 @@ def test_torch_eight_heads_count_and_learned() -> None:
     for X in fresh_sequences(16, 16, seed=99, lengths=(3, 7, 12)):
         pred, answer = float(rec.model.evaluate_batch(X[None])[0]), float(ref.query(X))
         assert abs(pred - answer) / max(abs(answer), 1.0) <= oracle.arithmetic.rtol
+
+
+def _link_fails(monkeypatch: pytest.MonkeyPatch, k: int, times: int) -> list[int]:
+    """Group k's link made to fail its first ``times`` orderings (NotIdentifiable); returns
+    the list the attempts are counted in."""
+    from verified_attn.errors import NotIdentifiable
+    from verified_attn.multi_head.pipeline.skeleton import Skeleton
+
+    real = Skeleton._order
+    tries: list[int] = []
+
+    def order(self: Skeleton, j: int) -> None:
+        if j == k:
+            tries.append(j)
+            if len(tries) <= times:
+                raise NotIdentifiable("the link cannot tell heads 1 and 2 apart (made to fail)")
+        real(self, j)
+
+    monkeypatch.setattr(Skeleton, "_order", order)
+    return tries
+
+
+def test_a_link_no_order_explains_asks_another_round(monkeypatch: pytest.MonkeyPatch) -> None:
+    # u_4 (partial: 2 columns) whose link fails once: one conditioning round at its next two
+    # basis columns, then ordered; learned, the round counted and the certificate checks.
+    from test_low_rank_skeleton import _rank_box
+
+    import verified_attn as va
+
+    tries = _link_fails(monkeypatch, 3, 1)
+    model, _ = _rank_box(8, 2, 2, seed=1)
+    oracle = va.Oracle(model, "float")
+    rec = va.learn_multi_head(oracle, heads=2, rank=2)
+    assert tries == [3, 3] and rec.verified
+    assert oracle.queries_by_phase["conditioning"] == conditioning_query_count(2, 8, [(3, [2, 3])])
+    assert rec.queries == 208 + 2 * 5
+    assert rec.certificate()["design"]["conditioning"] == [{"k": 3, "columns": [2, 3]}]
+    assert "canonical-low-rank" in str(va.verify_certificate(rec.certificate()))
+
+
+def test_a_link_that_keeps_failing_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Failing after every round: NotIdentifiable once the group's CONDITIONING_ROUNDS are used.
+    from test_low_rank_skeleton import _rank_box
+
+    import verified_attn as va
+    from verified_attn.errors import NotIdentifiable
+
+    tries = _link_fails(monkeypatch, 3, 99)
+    model, _ = _rank_box(8, 2, 2, seed=1)
+    oracle = va.Oracle(model, "float")
+    with pytest.raises(NotIdentifiable, match="made to fail"):
+        va.learn_multi_head(oracle, heads=2, rank=2)
+    assert len(tries) == CONDITIONING_ROUNDS + 1
+    rounds = [(3, [2 + 2 * i, 3 + 2 * i]) for i in range(CONDITIONING_ROUNDS)]
+    assert oracle.queries_by_phase["conditioning"] == conditioning_query_count(2, 8, rounds)
