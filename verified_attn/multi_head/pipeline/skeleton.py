@@ -144,8 +144,7 @@ class Skeleton:
     def ask_group(self, k: int, cols: int) -> None:
         """Ask u-group k at the first ``cols`` columns and its link (k >= 1), fit it, ask
         it again in conditioning rounds while its fit misses (:meth:`condition`), and order
-        it (ModelClassMismatch if it still misses; a round more, while one is left, when its
-        link cannot order it)."""
+        it (ModelClassMismatch if it still misses)."""
         with self.oracle.phase("F(t)"):
             got = ask_pairs(self.oracle, [(self.U[k], j) for j in range(cols)], self.B, self.ratios)
         with self.oracle.phase("links"):
@@ -158,22 +157,6 @@ class Skeleton:
         for _ in range(CONDITIONING_ROUNDS):
             if not self._stalls(k) or not self.condition(k):
                 break
-        self._fits(k)
-        while k >= 1:
-            try:
-                self._order(k)
-                break
-            except NotIdentifiable:
-                # A fit under the stall threshold can still be off: no head order then
-                # explains the link (E = 32, H = 8: u_10's best two missed it by 2.8e-2
-                # and 3.4e-2). Another conditioning round, while the group has one left.
-                used = sum(1 for j, _ in self.rounds if j == k)
-                if used >= CONDITIONING_ROUNDS or not self.condition(k):
-                    raise
-                self._fits(k)
-
-    def _fits(self, k: int) -> None:
-        """ModelClassMismatch unless group k's fit is within ``_GROUP_FIT`` x its floor."""
         res, floor = self.res[k], self.floor[k]
         if not res <= _GROUP_FIT * floor:
             raise ModelClassMismatch(
@@ -182,6 +165,8 @@ class Skeleton:
                 f"rounding floor {floor:.2e}: not {self.H} softmax heads, or too "
                 "ill-conditioned"
             )
+        if k >= 1:
+            self._order(k)
 
     def _fit(self, k: int) -> None:
         """Group k fitted on all its pairs (a full group with redundant columns on the probe
