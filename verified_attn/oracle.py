@@ -575,6 +575,7 @@ class Oracle:
         )
 
 
+
 def _model_class_of(model: Any) -> str | None:
     name = type(model).__name__
     if name == "SingleHeadAttention":

@@ -49,6 +49,7 @@ def chunk_size(shape: tuple[int, ...]) -> int:
     return max(1, min(_FLOAT_CHUNK, _FLOAT_CHUNK_ENTRIES // max(1, shape[0] * shape[1])))
 
 
+
 class Scratch:
     """A float64 buffer handed out again and again, but only while nobody else holds it.
 
@@ -81,6 +82,7 @@ class Scratch:
         if buf is None or buf.size < n or sys.getrefcount(buf) > 3:
             buf = self._buf = np.empty(max(n, 1))
         return buf[:n].reshape(shape)
+
 
 
 #: Power-of-two denominators tried by :func:`dyadic_matrix` (probe scales are 16^-n).

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
 __all__ = ["QueryCounts", "Replay", "Run", "TranscriptEntry", "transcript_key"]
 
-
 @dataclass(frozen=True)
 class TranscriptEntry:
     """One query as sent, its phase, and the answer received.
@@ -90,6 +89,7 @@ def transcript_key(X: Any) -> tuple[tuple[Fraction, ...], ...]:
             for i in range(X.nrows())
         )
     return tuple(tuple(Fraction(float(x)) for x in row) for row in np.asarray(X))
+
 
 
 class Replay:

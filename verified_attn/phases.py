@@ -46,7 +46,8 @@ PHASES: dict[str, str] = {
     "rop": "low-rank, nuclear norm: the rank-one probes a_k^T W b_k",
     # Transformer and ReLU FFN.
     "ffn": "ReLU FFN: length-1 queries along random lines, locating the kinks of g",
-    "ffn-verify": "ReLU FFN: fresh length-1 sequences checked against the learned g (verification)",
+    "ffn-verify": "ReLU FFN: fresh length-1 sequences checked against the learned g "
+    "(verification)",
     "attention-direct": "Transformer, method 'direct': d^2 two-token queries inside one "
     "linear piece of the learned g",
     "attention-cell": "Transformer with FFN biases, float: g at the design's centre and its d "
@@ -75,7 +76,8 @@ PHASES: dict[str, str] = {
     "Gauss-Newton refinement on residuals in extended precision",
     "head-count": "multi-head (float, max_heads): Loewner probes counting the heads (and "
     "noise probes measuring the rounding floor)",
-    "diagnosis": "after a failed decoding: probes testing whether there are more heads than given",
+    "diagnosis": "after a failed decoding: probes testing whether there are more heads than "
+    "given",
     # App. B (sign labels).
     "signs": "label oracle: the labels of [e_i] and [-e_i], the signs of v",
     "other": "queries made outside any named phase",
@@ -96,23 +98,15 @@ def describe_phase(name: str) -> str | None:
     head = _HEAD.fullmatch(name)
     if head is not None:
         inner = describe_phase(head.group(2))
-        return (
-            None
-            if inner is None
-            else (
-                f"head {head.group(1)}, restricted to its known subspace "
-                f"(learn_orthogonal_heads): {head.group(2)}: {inner}"
-            )
+        return None if inner is None else (
+            f"head {head.group(1)}, restricted to its known subspace "
+            f"(learn_orthogonal_heads): {head.group(2)}: {inner}"
         )
     if name.startswith("attention-"):
         part = name[len("attention-") :]
         inner = describe_phase(part)
-        return (
-            None
-            if inner is None
-            else (
-                f"Transformer attention, learned on f(X) - f(-X) (2 queries each): {part}: {inner}"
-            )
+        return None if inner is None else (
+            f"Transformer attention, learned on f(X) - f(-X) (2 queries each): {part}: {inner}"
         )
     if name.endswith("-rescale"):
         part = name[: -len("-rescale")]

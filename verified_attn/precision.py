@@ -119,9 +119,7 @@ def relative_parameter_error(
     return float(best) / ref
 
 
-def stated_relative_error(
-    estimate: float, heads: Sequence[Sequence[Any]], beta: float = 0.0
-) -> float:
+def stated_relative_error(estimate: float, heads: Sequence[Sequence[Any]], beta: float = 0.0) -> float:
     """A float result's parameter estimate (relative to ``max(1, |beta|, largest entry)``,
     as the learners state it) as the metric's figure: relative to the largest entry.
 

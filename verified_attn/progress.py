@@ -83,13 +83,7 @@ class Reporter:
     """
 
     def __init__(
-        self,
-        progress: Any,
-        *,
-        desc: str,
-        total: int | None,
-        unit: str = "query",
-        kind: str = "phase",
+        self, progress: Any, *, desc: str, total: int | None, unit: str = "query", kind: str = "phase"
     ) -> None:
         self.done = 0
         self._kind = kind

@@ -77,6 +77,7 @@ def versions() -> dict[str, str]:
     }
 
 
+
 def count_fields(counts: QueryCounts) -> dict[str, Any]:
     """The result fields that come from a run's counts (what :meth:`Recovery.from_run` sets).
 
@@ -92,7 +93,6 @@ def count_fields(counts: QueryCounts) -> dict[str, Any]:
         "tokens_sent": counts.tokens_sent,
         "max_length": counts.max_length,
     }
-
 
 @dataclass(repr=False)
 class Recovery:
@@ -400,11 +400,7 @@ class MultiHeadRecovery(Recovery):
     """
 
     kind: ClassVar[str] = "multi-head"
-    extra_fields: ClassVar[tuple[str, ...]] = (
-        "method",
-        "parameter_rtol",
-        "parameter_error_estimate",
-    )
+    extra_fields: ClassVar[tuple[str, ...]] = ("method", "parameter_rtol", "parameter_error_estimate")
     #: "canonical" (learn_multi_head) or "orthogonal" (learn_orthogonal_heads).
     method: str = ""
     #: Float canonical results: the relative tolerance stated for the parameters (relative
@@ -448,13 +444,7 @@ class TransformerRecovery(Recovery):
     """
 
     kind: ClassVar[str] = "transformer"
-    extra_fields: ClassVar[tuple[str, ...]] = (
-        "method",
-        "attention_queries",
-        "ffn_queries",
-        "attention_bound",
-        "network",
-    )
+    extra_fields: ClassVar[tuple[str, ...]] = ("method", "attention_queries", "ffn_queries", "attention_bound", "network")
     method: str = ""
     attention_queries: int = 0
     ffn_queries: int = 0
@@ -473,7 +463,8 @@ class TransformerRecovery(Recovery):
             self.method, "d^2"
         )
         return (
-            super().summary() + f"\n  split: {self.attention_queries} attention ({formula} = "
+            super().summary()
+            + f"\n  split: {self.attention_queries} attention ({formula} = "
             f"{self.attention_bound}) + {self.ffn_queries} FFN (canonical width {width})"
         )
 
@@ -504,7 +495,8 @@ class ReluFFNRecovery(Recovery):
     def summary(self) -> str:
         """The common summary, with the canonical width and the planes used."""
         return (
-            super().summary() + f"\n  canonical width {self.width}, {self.attempts} random plane(s)"
+            super().summary()
+            + f"\n  canonical width {self.width}, {self.attempts} random plane(s)"
         )
 
 

@@ -83,7 +83,11 @@ def load_rational(s: Any) -> Fraction:
     ...
     verified_attn.errors.CertificateError: not a rational number 'p/q': '1e999999999'
     """
-    if not isinstance(s, str) or len(s) > 2 * MAX_RATIONAL_DIGITS + 2 or not _RATIONAL.fullmatch(s):
+    if (
+        not isinstance(s, str)
+        or len(s) > 2 * MAX_RATIONAL_DIGITS + 2
+        or not _RATIONAL.fullmatch(s)
+    ):
         raise CertificateError(f"not a rational number 'p/q': {short_repr(s)}")
     try:
         return Fraction(s)
@@ -155,8 +159,7 @@ def load_number(obj: Any) -> Any:
 
 
 _SREPR_CALLS: dict[str, Any] = {
-    name: getattr(sympy, name)
-    for name in ("Add", "Mul", "Pow", "exp", "log", "Rational", "Integer")
+    name: getattr(sympy, name) for name in ("Add", "Mul", "Pow", "exp", "log", "Rational", "Integer")
 }
 _SREPR_CONSTANTS: dict[str, Any] = {
     "E": sympy.E,

@@ -189,17 +189,8 @@ def nuclear_below_constant(
         if not upper < frob * (1 - mpmath.mpf(10) ** -6):
             continue
         return _nuclear_gap_counterexample(
-            d,
-            seed,
-            c,
-            m,
-            first,
-            SingleHeadAttention(X, v),
-            oracle,
-            len(pairs),
-            decomposition,
-            (rel, upper, frob),
-            tried,
+            d, seed, c, m, first, SingleHeadAttention(X, v), oracle, len(pairs),
+            decomposition, (rel, upper, frob), tried,
         )
     raise InvalidArgument(
         f"the nuclear-norm method succeeded (or gave no certified gap) on 20 instances at "

@@ -222,9 +222,7 @@ class Prober:
         """
         rows = np.asarray(rows, dtype=np.float64)
         if rows.ndim != 2 or rows.shape[1] != self.oracle.d:
-            raise InvalidArgument(
-                f"rows must have shape (n, d = {self.oracle.d}), got {rows.shape}"
-            )
+            raise InvalidArgument(f"rows must have shape (n, d = {self.oracle.d}), got {rows.shape}")
         return self._intern(rows)
 
     def measure_ids(
@@ -262,13 +260,7 @@ class Prober:
         uv = np.broadcast_to(dots[iu], (n,))
         bv = np.broadcast_to(dots[ib], (n,))
         return self._measure_float(
-            us,
-            bs,
-            n,
-            phase,
-            verification,
-            (iu, ib),
-            prepared=(X, uv, bv),  # type: ignore[arg-type]
+            us, bs, n, phase, verification, (iu, ib), prepared=(X, uv, bv)  # type: ignore[arg-type]
         )
 
     def _gather(self, ids: np.ndarray, n: int, d: int, scratch: Scratch) -> np.ndarray:
@@ -512,22 +504,14 @@ def dump_probes(prober: Prober) -> dict[str, Any]:
     probes = []
     for batch in prober._batches:
         for iu, ib, n, answer in zip(
-            batch.u.tolist(),
-            batch.b.tolist(),
-            batch.rescales.tolist(),
-            batch.answers,
+            batch.u.tolist(), batch.b.tolist(), batch.rescales.tolist(), batch.answers,
             strict=True,
         ):
             scale = scales.get(n)
             if scale is None:
                 scale = scales[n] = dump_rational(RESCALE_FACTOR**n)
             probes.append(
-                {
-                    "phase": batch.phase,
-                    "u": iu,
-                    "b": ib,
-                    "scale": scale,
-                    "answer": dump_number(answer),
-                }
+                {"phase": batch.phase, "u": iu, "b": ib, "scale": scale,
+                 "answer": dump_number(answer)}
             )
     return {"vectors": [exact_floats(x) for x in prober.vectors], "probes": probes}

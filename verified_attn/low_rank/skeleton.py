@@ -327,19 +327,11 @@ def _rank_zero_check(
     t2 = prober.measure(u2[None, :], b[None, :], RANK_CHECK, verification=True)[0]
     g2 = coordinates(u2)
     noise2 = 1e4 * _EPS * (1 + float(np.abs(g2).sum()))
-    check = {
-        "k": k,
-        "u": u2.tolist(),
-        "b": b.tolist(),
-        "measured": t2,
-        "predicted": pred,
-        "residual": t2 - pred,
-        "phase": RANK_CHECK,
-    }
+    check = {"k": k, "u": u2.tolist(), "b": b.tolist(), "measured": t2,
+             "predicted": pred, "residual": t2 - pred, "phase": RANK_CHECK}
     tests.append(check)
     zero = not decide.nonzero(
-        t2 - pred,
-        max(arith.magnitude(t2), noise2 * v_mag),
+        t2 - pred, max(arith.magnitude(t2), noise2 * v_mag),
         f"the rank-{k} check's residual",
     )
     check["passed"] = zero

@@ -100,14 +100,8 @@ def noisy_certificate_data(
                 "exact": False,
                 "parameters": {"W": dump_floats(est["W"]), "v": dump_floats(est["v"])},
                 "enclosures": {
-                    "W": {
-                        "lower": dump_floats(est["W_lower"]),
-                        "upper": dump_floats(est["W_upper"]),
-                    },
-                    "v": {
-                        "lower": dump_floats(est["v_lower"]),
-                        "upper": dump_floats(est["v_upper"]),
-                    },
+                    "W": {"lower": dump_floats(est["W_lower"]), "upper": dump_floats(est["W_upper"])},
+                    "v": {"lower": dump_floats(est["v_lower"]), "upper": dump_floats(est["v_upper"])},
                     "W_error": dump_floats(est["W_error"]),
                     "v_error": dump_floats(est["v_error"]),
                 },

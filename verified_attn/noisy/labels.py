@@ -230,13 +230,9 @@ def learn_from_labels(
     if the labels are impossible for a single head.
     """
     validation.check_oracle(oracle)
-    wbar = to_fraction(
-        validation.check_real(w_bound, "w_bound", low=0, low_open=True), name="w_bound"
-    )
+    wbar = to_fraction(validation.check_real(w_bound, "w_bound", low=0, low_open=True), name="w_bound")
     bits = validation.check_int(bits, "bits", low=1, high=MAX_BITS)
-    max_denominator = validation.check_int(
-        max_denominator, "max_denominator", low=1, allow_none=True
-    )
+    max_denominator = validation.check_int(max_denominator, "max_denominator", low=1, allow_none=True)
     verify, seed, lengths, _, progress = learner_options(
         "learn_from_labels", options, CheckOptions, verify=DEFAULT_LABEL_VERIFY
     )
@@ -300,7 +296,6 @@ def learn_from_labels(
         bits=bits,
     )
 
-
 def _signs(oracle: Oracle, kept: list[list[float]]) -> tuple[list[int], int]:
     """The sign of each v_i from the labels of [e_i] and [-e_i] (kept), and the first nonzero p."""
     d = oracle.d
@@ -330,9 +325,7 @@ def _signs(oracle: Oracle, kept: list[list[float]]) -> tuple[list[int], int]:
 
 def _midpoints(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """The float nearest each interval's exact midpoint."""
-    out = [
-        float((Fraction(a) + Fraction(b)) / 2) for a, b in zip(lo.ravel(), hi.ravel(), strict=True)
-    ]
+    out = [float((Fraction(a) + Fraction(b)) / 2) for a, b in zip(lo.ravel(), hi.ravel(), strict=True)]
     return np.array(out).reshape(lo.shape)
 
 
