@@ -252,9 +252,17 @@ if __name__ == "__main__":
         for r in biased:
             print({k: r.get(k) for k in ("d", "m", "arithmetic", "seed", "ffn_queries",
                                          "transformer_queries", "transformer_refused")})
-        # exact rows must be equal; a refusal is a result
-        sys.exit(0 if all(r.get("ffn_equal") is not False and
-                          r.get("transformer_W_equal") is not False for r in biased) else 1)
+        # exact rows must be equal where the truth meets the window the result assumes; a
+        # refusal is a result
+        sys.exit(
+            0
+            if all(
+                (r.get("ffn_equal") is not False or not r.get("window_holds"))
+                and r.get("transformer_W_equal") is not False
+                for r in biased
+            )
+            else 1
+        )
     if "--multi-head-only" in sys.argv:
         heads = [r for r in result["rows"] if r.get("kind") == "multi-head"]
         for r in heads:

@@ -366,22 +366,28 @@ def transformer_biased_table(data: dict[str, Any]) -> str:
     """The FFN-bias rows of ``benchmarks/transformer.py --biased-only`` (``kind``
     "biased"): the FFN learner's queries (lines) against the canonical parameter count, and
     the single-head Transformer's queries (FFN + attention) against d^2 + (m' + 1)(d + 1),
-    with W compared ``==`` (exact) or its max relative error and the fresh gap (float)."""
+    with W compared ``==`` (exact) or its max relative error and the fresh gap (float); the
+    learners' seconds and the row's peak RSS (each row in its own process)."""
     header = ["arithmetic", "d, m", "seed", "FFN queries (lines)", "(m′ + 1)(d + 1)",
               "FFN ratio", "Transformer queries (FFN + attention)", "parameters",
-              "W", "verification gap"]
+              "W", "verification gap", "learn (FFN / Transformer)", "peak RSS"]
     rows: list[list[object]] = []
     for r in (r for r in data["rows"] if r.get("kind") == "biased"):
         head: list[object] = [r["arithmetic"], f"{r['d']}, {r['m']}", r["seed"]]
         if "ffn_refused" in r:
-            rows.append([*head, f"refused: {r['ffn_refused'][:60]}", *[_DASH] * 6])
+            rows.append([*head, f"refused: {r['ffn_refused'][:60]}", *[_DASH] * 8])
             continue
-        head += [f"{r['ffn_queries']} ({r['ffn_lines']})", r["canonical_parameter_count"],
-                 f"{r['ffn_ratio']:.2f}"]
+        lines = f"{r['ffn_queries']} ({r['ffn_lines']})"
+        if r.get("ffn_equal") is False:  # exact, not the truth: say whether it was assumed
+            lines += " ≠ truth" + ("" if r["window_holds"] else " (a hyperplane outside the window)")
+        head += [lines, r["canonical_parameter_count"], f"{r['ffn_ratio']:.2f}"]
+        tail = [f"{_seconds(r['ffn_seconds'])} s / "
+                + (f"{_seconds(r['transformer_seconds'])} s" if "transformer_seconds" in r
+                   else _DASH), f"{r['peak_rss_mib']:.0f} MiB"]
         if "transformer_refused" in r:
-            rows.append([*head, f"refused: {r['transformer_refused'][:60]}", *[_DASH] * 3])
+            rows.append([*head, f"refused: {r['transformer_refused'][:60]}", *[_DASH] * 5])
         elif "transformer_queries" not in r:
-            rows.append([*head, "not run (d > 8)", *[_DASH] * 3])
+            rows.append([*head, "not run (d > 8)", *[_DASH] * 3, *tail])
         else:
             exact = "transformer_W_equal" in r
             rows.append([
@@ -389,7 +395,7 @@ def transformer_biased_table(data: dict[str, Any]) -> str:
                 f"{r['attention_queries']})", r["transformer_parameter_count"],
                 ("==" if r["transformer_W_equal"] else "differs") if exact else
                 f"{_num(r['transformer_W_error'])} ({_bits(r['transformer_W_error'])} bits)",
-                _DASH if exact else _num(r["transformer_verification_error"]),
+                _DASH if exact else _num(r["transformer_verification_error"]), *tail,
             ])
     return "\n".join(_table(header, rows))
 

@@ -137,7 +137,7 @@ def learn_biased_relu_ffn(
     tried = [search, *(getattr(exc, "search", None) for exc in failed)]
     bound = sum(line.queries() for line in tried if line is not None)
     reasons = [str(exc) for exc in failed]
-    return _result(answers, run.counts, net, checked, counts, bound, reasons, seed)
+    return _result(answers, run.counts, net, checked, counts, bound, reasons, seed, search)
 
 
 def _line(
@@ -175,6 +175,27 @@ def _line(
     return net, search, checked
 
 
+#: How every biased FFN result's window assumption opens (the checker looks for it).
+WINDOW_ASSUMPTION = "every hyperplane of g crosses the search line"
+
+
+def window_assumption(search: Any) -> str:
+    """The assumption a result of the line ``search`` rests on: the kinks it could see.
+
+    A neuron's hyperplane n^T x + c = 0 that meets the line x0 + t u only at |t| > R (or
+    is parallel to it) bends g nowhere on the searched segment, so no query along it can
+    show that neuron, and fresh sequences that never cross the hyperplane cannot either.
+    """
+    def show(v: Any) -> str:
+        return "[" + ", ".join(str(x) for x in v) + "]"
+
+    return (
+        f"{WINDOW_ASSUMPTION} x0 + t u within |t| <= {search.radius} (x0 = {show(search.x0)}, "
+        f"u = {show(search.u)}): a neuron whose hyperplane meets that line only farther out, "
+        "or never, is not seen by the search"
+    )
+
+
 class _Refuted(Exception):
     """The fresh sequences refute this line's network (``search``: the line's search)."""
 
@@ -202,11 +223,12 @@ def _result(
     bound: int,
     reasons: list[str],
     seed: int,
+    search: Any,
 ) -> BiasedReluFFNRecovery:
     arith = answers.arith
     exact = arith.name != "float"
     notes = [f"line {i + 1} failed: {r}" for i, r in enumerate(reasons)]
-    assumptions = answers.assumptions()
+    assumptions = [window_assumption(search), *answers.assumptions()]
     return BiasedReluFFNRecovery.from_run(
         counts,
         theorem=THEOREM,
