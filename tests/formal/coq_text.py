@@ -26,14 +26,15 @@ def drop_entry(text: str, table: str, key: str) -> str:
     return text[: m.start()] + text[m.end() :]
 
 
-def field(text: str, definition: str, name: str) -> re.Match[str]:
-    """The ``name := value;`` field of the record ``Definition definition``, value as group 1."""
-    m = re.search(rf"Definition {definition} : \w+ := .*?{name} := (.*?);", text, re.S)
+def field(text: str, definition: str, name: str, end: str = ";") -> re.Match[str]:
+    """The ``name := value;`` field of the record ``Definition definition``, value as group 1
+    (``end``: the pattern that ends the value)."""
+    m = re.search(rf"Definition {definition} : \w+ := .*?{name} := (.*?){end}", text, re.S)
     assert m is not None, (definition, name)
     return m
 
 
-def set_field(text: str, definition: str, name: str, value: str) -> str:
+def set_field(text: str, definition: str, name: str, value: str, end: str = ";") -> str:
     """``text`` with that record field's value replaced by ``value``."""
-    m = field(text, definition, name)
+    m = field(text, definition, name, end)
     return text[: m.start(1)] + value + text[m.end(1) :]

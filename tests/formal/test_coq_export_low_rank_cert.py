@@ -18,7 +18,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from coq_text import replace_entry
+from coq_text import field, replace_entry, set_field
 from hypothesis import given
 from hypothesis import strategies as st
 from test_coq_export_low_rank import RANK1, RANK2
@@ -57,14 +57,12 @@ def cert_text(cert: dict[str, Any]) -> str:
 
 
 def _field(text: str, i: int, name: str) -> re.Match[str]:
-    m = re.search(rf"Definition cp_{i} : cprobe := .*?{name} := (.*?)[;|]", text, re.S)
-    assert m is not None, (i, name)
-    return m
+    """Field ``name`` of the probe record ``cp_i`` (a value ends at ``;`` or ``|``)."""
+    return field(text, f"cp_{i}", name, "[;|]")
 
 
 def _set_field(text: str, i: int, name: str, value: str) -> str:
-    m = _field(text, i, name)
-    return text[: m.start(1)] + value + text[m.end(1) :]
+    return set_field(text, f"cp_{i}", name, value, "[;|]")
 
 
 def _learning(cert: dict[str, Any]) -> list[Any]:
