@@ -28,6 +28,7 @@ from verified_attn.multi_head.pipeline.refine import (
     gauss_newton,
     refine_count,
     refine_sequences,
+    refined_figure,
 )
 from verified_attn.multi_head.pipeline.state import Options
 from verified_attn.multi_head.sequence_fit import compress, model_values, polish_sequences
@@ -72,6 +73,11 @@ def test_golden_refine_counts() -> None:
     # affine E = 64, H = 4 module (P = 16,897) is not, whatever room its count leaves.
     assert refine_count(32, 8, False, 31013, 40000, unit=2.0**-53) == 32752 - 31013
     assert refine_count(64, 4, True, 58266, 70000, unit=2.0**-53) == 0
+    # The refined figure up to 2400 canonical parameters (J^T J and its eigendecomposition):
+    # d = 16, H = 8 affine (2305) and d = 24, H = 4 (2400) state it, d = 24, H = 5 (3000)
+    # and d = 32, H = 4 (4224) the earlier fit's.
+    assert refined_figure(16, 8, True) and refined_figure(24, 4, False)
+    assert not refined_figure(24, 5, False) and not refined_figure(32, 4, False)
     # Another stream than the polish's: other sequences, the same lengths.
     ours, polish = refine_sequences(4, 3, 0), polish_sequences(4, 3, 0)
     assert [X.shape for X in ours] == [X.shape for X in polish]

@@ -54,6 +54,7 @@ from verified_attn.multi_head.pipeline.refine import (
     refine_count,
     refine_sequences,
     refined_error_estimate,
+    refined_figure,
 )
 from verified_attn.multi_head.prediction_bound import PREDICTION_SEQUENCES, PREDICTION_SIGMAS
 from verified_attn.multi_head.sequence_fit import SequenceRows, compress, polish_sequences
@@ -126,9 +127,10 @@ def float_fit(
     fit = FitInputs(data, arith, Ua, Ba, F0, F, ratios, claimed, bias, affine, ncols, H0)
     rows = compress(list(rebuilt()), observed) if polish or refine else None
     # A refined result states the refined fit's parameter figure (recomputed from every
-    # answer); its prediction bound stays the earlier fit's kind's.
+    # answer; up to refine.REFINED_FIGURE_PARAMETERS, past it the earlier fit's); its
+    # prediction bound stays the earlier fit's kind's.
     tolerance = None
-    if rows is not None and refine:
+    if rows is not None and refine and refined_figure(Ua.shape[0], H0, affine):
         tolerance = _float_refined(data, arith, rows, (claimed, bias, affine))
     if rows is not None and polish:
         figures = _float_polish(data, arith, rows, claimed, bias, affine, polish, tolerance)

@@ -51,7 +51,7 @@ from verified_attn.multi_head.pipeline.budget import (
 )
 from verified_attn.multi_head.pipeline.design import coarse
 from verified_attn.multi_head.pipeline.state import FloatState
-from verified_attn.multi_head.pipeline.verify import _design_answers
+from verified_attn.multi_head.pipeline.verify import _design_answers, heads_error_estimate
 from verified_attn.multi_head.sequence_fit import (
     SequenceRows,
     compress,
@@ -64,6 +64,7 @@ from verified_attn.multi_head.sequence_fit import (
 from verified_attn.multi_head.sequence_operator import damped_step, jacobian_operator
 
 __all__ = [
+    "REFINED_FIGURE_PARAMETERS",
     "REFINED_KIND",
     "STEPS",
     "extended_residuals",
@@ -73,6 +74,7 @@ __all__ = [
     "refine_sequences",
     "refine_stage",
     "refined_error_estimate",
+    "refined_figure",
 ]
 
 #: Gauss-Newton steps at most (measured: the first reaches the floor, the second moves no
@@ -93,6 +95,12 @@ _EXTENDED_BITS = 63
 
 #: The result's ``parameter_error_estimate_kind`` after the refinement.
 REFINED_KIND = "refinement"
+#: The refined figure is computed up to this many canonical parameters (it forms J^T J,
+#: n P^2 operations, and its eigendecomposition, about 9 P^3: at d = 32, H = 8, P = 8448,
+#: minutes more in the learner and again in the checker); past it a refined result states
+#: the earlier fit's figure. 2400 covers d = 8 and d = 16 up to eight heads and
+#: nn.MultiheadAttention E = 16 up to eight heads.
+REFINED_FIGURE_PARAMETERS = 2400
 
 Head = tuple[np.ndarray, ...]
 
@@ -120,6 +128,16 @@ def refine_count(d: int, H: int, affine: bool, asked: int, bound: int, *, unit: 
     if left < MIN_SEQUENCES_PER_PARAMETER * parameter_count(d, H, affine):
         return 0
     return left
+
+
+def refined_figure(d: int, H: int, affine: bool) -> bool:
+    """Whether a refined result states the refined fit's figure (:data:`REFINED_KIND`):
+    up to :data:`REFINED_FIGURE_PARAMETERS` canonical parameters.
+
+    >>> refined_figure(8, 6, False), refined_figure(16, 8, True), refined_figure(32, 4, False)
+    (True, True, False)
+    """
+    return parameter_count(d, H, affine) <= REFINED_FIGURE_PARAMETERS
 
 
 def refine_sequences(d: int, count: int, seed: int) -> list[np.ndarray]:
@@ -236,7 +254,9 @@ def refine_stage(st: FloatState, learning: int) -> None:
     """The refinement: after ``learning`` queries, the :func:`refine_count` random sequences (phase
     ``refinement``) and :func:`gauss_newton` on every learning answer. The stated parameter
     error is then the refined fit's (:func:`refined_error_estimate`, kind
-    :data:`REFINED_KIND`), which the certificate checker recomputes from every answer."""
+    :data:`REFINED_KIND`), which the certificate checker recomputes from every answer;
+    past :data:`REFINED_FIGURE_PARAMETERS` the earlier fit's (of u-groups: the larger of it
+    and the same figure at the refined heads, what the certificate checker recomputes)."""
     if not st.options.refine:
         return
     count = refine_count(st.d, st.H, st.affine, learning, st.bound, unit=st.unit)
@@ -255,7 +275,13 @@ def refine_stage(st: FloatState, learning: int) -> None:
     )
     st.heads, st.beta_fit = gauss_newton(st.heads, st.beta_fit, rows, st.affine)
     # st.kind stays the earlier fit's: it decides the prediction bound (result.py).
-    st.estimate = refined_error_estimate(st.heads, st.beta_fit, rows, st.affine, st.unit)
+    if refined_figure(st.d, st.H, st.affine):
+        st.estimate = refined_error_estimate(st.heads, st.beta_fit, rows, st.affine, st.unit)
+    elif st.kind == "u-groups":
+        at = heads_error_estimate(
+            st.U, st.B, st.f0, st.ans, st.t, st.heads, st.beta_fit, st.unit, st.affine
+        )
+        st.estimate = max(st.estimate, at)
     _within_parameter_tolerance(
         st.estimate, st.prtol, st.H, st.oracle.arithmetic, st.figure, st.decoded.gap
     )

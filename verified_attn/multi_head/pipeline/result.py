@@ -18,7 +18,7 @@ from verified_attn.multi_head.canonical_bounds import (
 from verified_attn.multi_head.canonical_certified import dump_heads
 from verified_attn.multi_head.pipeline.budget import float_query_bound
 from verified_attn.multi_head.pipeline.design import box_precision, coarse
-from verified_attn.multi_head.pipeline.refine import REFINED_KIND
+from verified_attn.multi_head.pipeline.refine import REFINED_KIND, refined_figure
 from verified_attn.multi_head.pipeline.state import FloatState
 from verified_attn.multi_head.prediction_bound import PREDICTION_SEQUENCES, PREDICTION_SIGMAS
 from verified_attn.oracle import QueryCounts
@@ -69,6 +69,11 @@ def _design_record(U: np.ndarray, B: np.ndarray, answers: dict[str, Any]) -> dic
             "rank": int(answers["restarts"]["rank"]),
         },
     }
+
+
+def _refined(st: FloatState) -> bool:
+    """Whether the result states the refined fit's parameter figure (refine.refined_figure)."""
+    return bool(len(st.refine_ans)) and refined_figure(st.d, st.H, st.affine)
 
 
 def _certificate_data(
@@ -243,7 +248,7 @@ def result_stage(st: FloatState, counts: QueryCounts) -> MultiHeadRecovery:
         st.bound,
         # A refined result states the refined fit's parameter figure; the prediction bound
         # stays the earlier fit's (none for a joint fit: its checker does not recompute it).
-        (st.prtol, st.estimate, REFINED_KIND if len(st.refine_ans) else st.kind),
+        (st.prtol, st.estimate, REFINED_KIND if _refined(st) else st.kind),
         None if st.kind == "joint" else prediction,
     )
     return MultiHeadRecovery.from_run(
