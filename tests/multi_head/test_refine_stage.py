@@ -147,8 +147,9 @@ def test_the_stated_parameter_error_is_the_refined_fits_and_never_below_the_trut
 ) -> None:
     # The refined fit's worst case |row_i J^+| |dY| (refined_error_estimate), as the metric's
     # figure (relative to the largest entry): over the true error (checked in mpmath) and
-    # within 2^6 of it (measured 2^3.9 and 2^4.3), where the earlier fit's u-groups figure,
-    # which the stage used to keep, is more than 2^8 over it (measured 2^10.3 and 2^10.6).
+    # within 2^6 of it (measured 2^4.1 and 2^4.2), where the stage-off run's figure is more
+    # than 2^8 over it (the earlier fits' figures, which the stage used to keep, were 2^7.9
+    # to 2^11.3 over the refined heads' error on seeds 0-19: docs/multi_head_float_benchmark.md).
     for rec, off, truth in refined:
         heads = rec.parameters["heads"]
         true = _mp_error(heads, truth)
