@@ -15,6 +15,11 @@ the issue's; ``--out DIR`` reads and writes there.
 the weights) into ``multi_head_mha_bits.json`` and draws its cells on the plot;
 ``--mha-cells E,H,SEED ...`` learns only those modules (merged into the JSON's rows).
 
+``--refine-seeds A-B`` learns the anchor's cell (random float64 d = 8, H = 6) for those
+seeds with the refinement's per-seed figures (:mod:`_refine_bits`: bits, the stated error
+over the true one, and the floors that say where the error comes from) into
+``multi_head_refine_bits.json``.
+
 The goals (issue 39), in bits of the relative parameter error: random float64 d = 8, H = 6
 (the anchor's cell) 51; the other random float64 cells 48; ``nn.MultiheadAttention``
 float64 46; float32 20 (within 4 bits of float32's 24-bit significand, 2^-20).
@@ -241,8 +246,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--mha", action="store_true", help="learn the nn.MultiheadAttention grid")
     p.add_argument("--mha-cells", nargs="*", default=None, metavar="E,H,SEED",
                    help="learn only these nn.MultiheadAttention modules (into the grid's rows)")
+    p.add_argument("--refine-seeds", default=None, metavar="A-B",
+                   help="learn random float64 d = 8, H = 6 for seeds A..B (per-seed figures)")
     args = p.parse_args(argv)
     out = output_dir(args.out, False, "multi_head_float_bits")
+    if args.refine_seeds:
+        refine_cell(out, args.refine_seeds)
+        return
     path = out / "multi_head_float.json"
     data = recompute(json.loads(path.read_text()), args.goal)
     path.write_text(json.dumps(data, indent=1, default=str))
@@ -278,6 +288,25 @@ def mha_grid(out: Path, run: bool, cells: list[str] | None) -> list[dict[str, An
     for cell in summary:
         print(cell)
     return summary
+
+
+def refine_cell(out: Path, seeds: str) -> dict[str, Any]:
+    """The anchor's cell learned for seeds ``A-B`` (:mod:`_refine_bits`), each row merged
+    into ``multi_head_refine_bits.json`` as it ends, with the cell's summary."""
+    import _refine_bits as cell
+    from _common import metadata
+
+    lo, hi = (int(x) for x in seeds.split("-"))
+    path = out / "multi_head_refine_bits.json"
+    data: dict[str, Any] = {}
+    for seed in progress(range(lo, hi + 1), "seeds"):
+        row = cell.run_seed(seed)
+        print(row, flush=True)
+        rows = cell.merge(path, [row])
+        data = {"meta": metadata(0), "summary": cell.summary(rows), "runs": rows}
+        path.write_text(json.dumps(data, indent=1, default=str))
+    print(data.get("summary"))
+    return data
 
 
 if __name__ == "__main__":

@@ -212,6 +212,36 @@ def mha_bits_table(data: dict[str, Any]) -> str:
     return "\n".join(_table(header, rows))
 
 
+def refine_bits_table(data: dict[str, Any]) -> str:
+    """The anchor's cell per seed (``multi_head_float_bits.py --refine-seeds``): bits, the
+    stated error over the true one, and the floors that say where the error comes from
+    (the bits and the floor to two decimals: the goal is met or not at the second)."""
+    rows: list[list[object]] = []
+    for r in data["runs"]:
+        rows.append(
+            [
+                r["seed"],
+                f"{r['parameter_bits']:.2f}",
+                "yes" if r["parameter_bits"] >= data["summary"]["goal_bits"] else "no",
+                _one(r["stated_bits"]),
+                f"{r['stated_over_true']:.1f}",
+                _one(r["before_refine_bits"]),
+                f"{r['floor_bits']:.2f}",
+                _one(r["once_rounded_floor_bits"]),
+                _one(r["all_random_floor_bits"]),
+                f"{r['cond']:.0f}",
+                f"{r['box_noise_units']:.0f}",
+                f"{r['queries']} / {r['follow_up']}",
+                r["polish"],
+                r["refinement"],
+            ]
+        )
+    header = ["seed", "bits", ">= 51", "stated bits", "stated / true", "before refinement",
+              "floor", "once-rounded floor", "all-random floor", "condition",
+              "box noise (2^-53)", "queries / follow-up", "polish", "refinement"]
+    return "\n".join(_table(header, rows))
+
+
 def _cells_sentence(cells: list[list[Any]]) -> str:
     """The ablation's cells, ``[kind, dtype, d, H, seeds]`` each (``seeds`` a count, or
     the list of seeds run), grouped by box and d."""
@@ -409,6 +439,7 @@ TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     # on docs/multi_head_float_benchmark.md
     "multi_head_float_bits": ("multi_head_float.json", bits_table),
     "multi_head_mha_bits": ("multi_head_mha_bits.json", mha_bits_table),
+    "multi_head_refine_bits": ("multi_head_refine_bits.json", refine_bits_table),
     # on docs/transformer.md
     "transformer_biased": ("transformer.json", transformer_biased_table),
     "transformer_heads": ("transformer.json", transformer_heads_table),

@@ -119,7 +119,8 @@ def test_the_polish_stays_within_the_bound(monkeypatch: pytest.MonkeyPatch) -> N
     rec = learn_multi_head(va.Oracle(model, "float"), heads=1, seed=13)
     assert "polish" not in rec.queries_by_phase and before_refine(rec, 8, 1) == 166
     assert rec.queries <= rec.bound
-    assert rec.certificate()["result"]["parameter_error_estimate_kind"] == "joint"
+    # Refined (88 sequences): the refined fit's figure, recomputed by the checker.
+    assert rec.certificate()["result"]["parameter_error_estimate_kind"] == "refinement"
 
 
 def test_the_polish_learns_a_box_its_decoding_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -152,12 +153,13 @@ def test_the_polished_predictions_hold_on_fresh_sequences(polished: Any) -> None
 def test_the_polished_certificate_rechecks_and_tampering_is_rejected(polished: Any) -> None:
     rec = polished[0]
     data = rec.certificate()
-    assert data["result"]["parameter_error_estimate_kind"] == "sequences"
+    # Refined after the polish: the refined fit's parameter figure on every answer.
+    assert data["result"]["parameter_error_estimate_kind"] == "refinement"
     assert len(data["answers"]["polish"]) == 9
     summary = " ".join(va.verify_certificate(data).summary)
     assert "9 polish" in summary
     # 159 answers and the refinement's 79
-    assert "sequence polish on all 238 answers, 9 on random sequences" in summary
+    assert "refinement on all 238 answers, recomputed" in summary
     # A count the rule does not give: rejected.
     bad = copy.deepcopy(data)
     bad["answers"]["polish"] = bad["answers"]["polish"][:-1]

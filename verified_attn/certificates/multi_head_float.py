@@ -49,7 +49,13 @@ from verified_attn.multi_head.canonical_float import (
     polish_figures,
     precision_polish_count,
 )
-from verified_attn.multi_head.pipeline.refine import refine_count, refine_sequences
+from verified_attn.multi_head.pipeline.refine import (
+    REFINED_KIND,
+    refine_count,
+    refine_sequences,
+    refined_error_estimate,
+    refined_figure,
+)
 from verified_attn.multi_head.prediction_bound import PREDICTION_SEQUENCES, PREDICTION_SIGMAS
 from verified_attn.multi_head.sequence_fit import SequenceRows, compress, polish_sequences
 from verified_attn.verification import agree, float_floor
@@ -119,17 +125,21 @@ def float_fit(
             )
         worst = max(worst, gap)
     fit = FitInputs(data, arith, Ua, Ba, F0, F, ratios, claimed, bias, affine, ncols, H0)
+    rows = compress(list(rebuilt()), observed) if polish or refine else None
+    # A refined result states the refined fit's parameter figure (recomputed from every
+    # answer; up to refine.REFINED_FIGURE_PARAMETERS, past it the earlier fit's); its
+    # prediction bound stays the earlier fit's kind's.
+    tolerance = None
+    if rows is not None and refine and refined_figure(Ua.shape[0], H0, affine):
+        tolerance = _float_refined(data, arith, rows, (claimed, bias, affine))
+    if rows is not None and polish:
+        figures = _float_polish(data, arith, rows, claimed, bias, affine, polish, tolerance)
+    else:
+        figures = (tolerance or float_parameter_tolerance(fit)) + "; " + float_prediction_bound(fit)
     return (
         f"fit (float: not re-decoded; the float fit is not cheaply reproducible): the claimed "
         f"{len(claimed)} heads reproduce all {len(observed)} stored learning answers to rtol "
-        f"{arith.rtol:g} (max relative gap {worst:.2e}); "
-        + (
-            _float_polish(
-                data, arith, compress(list(rebuilt()), observed), claimed, bias, affine, polish
-            )
-            if polish
-            else float_parameter_tolerance(fit) + "; " + float_prediction_bound(fit)
-        )
+        f"{arith.rtol:g} (max relative gap {worst:.2e}); " + figures
     )
 
 
@@ -180,16 +190,19 @@ def _float_polish(
     beta: float,
     affine: bool,
     polish: int,
+    refined: str | None = None,
 ) -> str:
     """A polished result (the sequence polish on every answer, ``polish`` of them on random
     sequences: a coarse box's, or a float64 box's precision polish): its parameter error
     estimate and prediction bound are recomputed from every stored answer at the claimed heads
     (:func:`~verified_attn.multi_head.canonical_float.polish_figures`); the stated parameter
     tolerance must cover the estimate, the recomputed prediction bound be within the rule's
-    allowance, and each stored figure be at least half the recomputed one."""
+    allowance, and each stored figure be at least half the recomputed one. A refined one
+    (``refined``: :func:`_float_refined`'s line) states the refined fit's parameter figure
+    instead, checked there."""
     result = kernel.get(data, "result")
     stated = stated_parameter_rtol(result, arith)
-    if result.get("parameter_error_estimate_kind") != "sequences":
+    if refined is None and result.get("parameter_error_estimate_kind") != "sequences":
         raise CertificateError(
             "result.parameter_error_estimate_kind must be 'sequences' for a box the sequence "
             f"polish takes, got {result.get('parameter_error_estimate_kind')!r}"
@@ -213,7 +226,7 @@ def _float_polish(
         )
     except PrecisionExhausted as exc:
         raise CertificateError(f"the claimed heads' polish figures (recomputed): {exc}") from exc
-    if not estimate / 2 <= told <= stated:
+    if refined is None and not estimate / 2 <= told <= stated:
         raise CertificateError(
             f"result.parameter_error_estimate {told:.3e} is not between half the recomputed "
             f"{estimate:.3e} and the stated parameter tolerance {stated:g}"
@@ -223,12 +236,50 @@ def _float_polish(
             f"result.prediction_bound.ratio {told_ratio:.3e} is under half the recomputed "
             f"{ratio:.3e}"
         )
-    return (
+    params = refined or (
         f"parameters stated to {stated:g} relative (first-order estimate {estimate:.2e} of "
         f"the sequence polish on all {len(rows)} answers, {polish} on random sequences, "
-        f"smallest singular value {sigma_min:.2e}, recomputed); prediction bound "
+        f"smallest singular value {sigma_min:.2e}, recomputed)"
+    )
+    return (
+        f"{params}; prediction bound "
         f"{ratio:.3g} x the rule's allowance ({PREDICTION_SIGMAS:g} standard deviations; "
         f"worst case {worst:.3g} x) on {PREDICTION_SEQUENCES} sequences, recomputed"
+    )
+
+
+def _float_refined(
+    data: dict[str, Any], arith: Arithmetic, rows: SequenceRows, claim: tuple[Any, float, bool]
+) -> str:
+    """A refined result's parameter figure (kind ``"refinement"``), recomputed from every
+    stored learning answer at the claimed heads
+    (:func:`~verified_attn.multi_head.pipeline.refine.refined_error_estimate`): the stated
+    parameter tolerance must cover it and the stored figure be at least half of it.
+    ``claim``: the claimed heads (as stored), beta and whether the heads are affine."""
+    claimed, beta, affine = claim
+    result = kernel.get(data, "result")
+    stated = stated_parameter_rtol(result, arith)
+    if result.get("parameter_error_estimate_kind") != REFINED_KIND:
+        raise CertificateError(
+            f"result.parameter_error_estimate_kind must be {REFINED_KIND!r} for a refined "
+            f"result, got {result.get('parameter_error_estimate_kind')!r}"
+        )
+    told = float(
+        kernel.number(
+            kernel.get(result, "parameter_error_estimate"), "result.parameter_error_estimate", arith
+        )
+    )
+    heads = claimed_arrays(claimed, rows.queries.shape[1], affine)
+    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
+    estimate = refined_error_estimate(heads, beta, rows, affine, unit)
+    if not estimate / 2 <= told <= stated:
+        raise CertificateError(
+            f"result.parameter_error_estimate {told:.3e} is not between half the recomputed "
+            f"refined figure {estimate:.3e} and the stated parameter tolerance {stated:g}"
+        )
+    return (
+        f"parameters stated to {stated:g} relative (first-order estimate {estimate:.2e} of "
+        f"the refinement on all {len(rows)} answers, recomputed)"
     )
 
 

@@ -18,6 +18,7 @@ from verified_attn.multi_head.canonical_bounds import (
 from verified_attn.multi_head.canonical_certified import dump_heads
 from verified_attn.multi_head.pipeline.budget import float_query_bound
 from verified_attn.multi_head.pipeline.design import box_precision, coarse
+from verified_attn.multi_head.pipeline.refine import REFINED_KIND, refined_figure
 from verified_attn.multi_head.pipeline.state import FloatState
 from verified_attn.multi_head.prediction_bound import PREDICTION_SEQUENCES, PREDICTION_SIGMAS
 from verified_attn.oracle import QueryCounts
@@ -70,6 +71,11 @@ def _design_record(U: np.ndarray, B: np.ndarray, answers: dict[str, Any]) -> dic
     }
 
 
+def _refined(st: FloatState) -> bool:
+    """Whether the result states the refined fit's parameter figure (refine.refined_figure)."""
+    return bool(len(st.refine_ans)) and refined_figure(st.d, st.H, st.affine)
+
+
 def _certificate_data(
     arith: Arithmetic,
     U: np.ndarray,
@@ -84,11 +90,12 @@ def _certificate_data(
     counts: QueryCounts,
     bound: int,
     tolerance: tuple[float, float, str],
-    prediction: dict[str, Any],
+    prediction: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """The float canonical certificate: the float design, every answer bit-exact, the heads,
     the stated parameter tolerance and the first-order estimate it covers, and the
-    prediction bound (its sequences' seed and lengths, its figures)."""
+    prediction bound (its sequences' seed and lengths, its figures; None for a joint fit,
+    whose bound its checker does not recompute)."""
     d = U.shape[0]
     data = certificate_base(
         kind="multi-head",
@@ -138,7 +145,7 @@ def _certificate_data(
                 # the checker recomputes the estimate from the answers and the heads.
                 "parameter_rtol": dump_number(float(tolerance[0])),
                 "parameter_error_estimate": dump_number(float(tolerance[1])),
-                # "u-groups", "joint" or "sequences" (the sequence polish)
+                # "u-groups", "joint", "sequences" (the sequence polish) or "refinement"
                 "parameter_error_estimate_kind": tolerance[2],
                 # The figures in bits (verified_attn.precision), recomputed by the checker.
                 "error_figures": figures_record(
@@ -149,12 +156,12 @@ def _certificate_data(
                 ),
                 "prediction_bound": {
                     k: dump_number(float(v)) if k in ("ratio", "worst_case", "sigmas") else v
-                    for k, v in prediction.items()
+                    for k, v in (prediction or {}).items()
                 },
             },
         }
     )
-    if tolerance[2] == "joint":  # its checker does not recompute a joint fit's bound
+    if prediction is None:
         del data["result"]["prediction_bound"]
     return data
 
@@ -239,8 +246,10 @@ def result_stage(st: FloatState, counts: QueryCounts) -> MultiHeadRecovery:
         st.seed,
         counts,
         st.bound,
-        (st.prtol, st.estimate, st.kind),
-        prediction,
+        # A refined result states the refined fit's parameter figure; the prediction bound
+        # stays the earlier fit's (none for a joint fit: its checker does not recompute it).
+        (st.prtol, st.estimate, REFINED_KIND if _refined(st) else st.kind),
+        None if st.kind == "joint" else prediction,
     )
     return MultiHeadRecovery.from_run(
         counts,
