@@ -18,8 +18,12 @@ a wrong one can only make the proof fail.
 
 It also proves, by ``CertMultiHead.grid_determines_model``, that a model whose heads have
 the certified heads' scores and residues at the d^2 grid pairs is the certified model (on
-every sequence). What it does not say: that no other model answers inside the intervals
-(the learner's interpolation, pole isolation and labelling are not formalised).
+every sequence), and, by ``CertMultiHeadId.mh_masses_determined``, that a model of at most
+H0 heads giving exactly the certified heads' answers to the design's queries has, at every
+pair, the certified heads' residue sum at every score (the interpolation step, from exact
+answers). What it does not say: that no other model answers inside the intervals (the
+step from intervals to exact scores under the denominator bound, and the labelling of
+heads across pairs, are not formalised).
 """
 
 from __future__ import annotations
@@ -177,8 +181,10 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
     sha = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     parts = [
         _header(data, d, H0, len(heads), len(qs), sha),
-        "From Coq Require Import Reals QArith List Lia.\nFrom Interval Require Import Tactic.\n"
-        "From VerifiedAttn Require Import Defs CertHead CertPair CertMultiHead IntervalZ.\n"
+        "From Coq Require Import Reals QArith List Lia Permutation.\n"
+        "From Interval Require Import Tactic.\n"
+        "From VerifiedAttn Require Import Defs CertHead CertPair CertMultiHead CertMultiHeadId\n"
+        "  IntervalZ.\n"
         "Import ListNotations.\nOpen Scope R_scope.\n",
         f"(** The stated denominator bound. *)\nDefinition D : positive := {D}%positive.\n",
         mat_table("U", x["U"], "0", "The design: u_k is row k."),
@@ -195,22 +201,37 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
         f"Definition recs : list mh_rec := [{'; '.join(names)}].\n",
         f"Definition run : mh_run := {{| md := {d}; mH0 := {H0}; mD := D; mU := U; mB := B;\n"
         "  mties := ties; mheads := heads_c; mrecs := recs |}.\n",
-        _theorem(names, prec, d),
+        _theorem(names, prec, d, H0, len(heads) == H0),
         "Print Assumptions run_consistent.\n",
     ]
     return "\n".join(parts)
 
 
-def _theorem(names: list[str], prec: int, d: int) -> str:
+def _theorem(names: list[str], prec: int, d: int, H0: int, full: bool) -> str:
+    """``run_consistent``; with ``full`` (as many certified heads as H0) also part 5."""
     spine = "run md mH0 mU mB mties mrecs recs mh_queries mh_pairs flat_map map seq app fst snd Nat.mul Nat.add Nat.sub"
     data = f"{' '.join(names)} alo ahi aterms tsum kprobe_value INR Q2R Qnum Qden inside"
+    pairs = (
+        " /\\\n"
+        f"  (forall hs' : list head, (length hs' <= {H0})%nat -> same_answers run hs' (rheads heads_c) ->\n"
+        "     Forall (fun p => Permutation\n"
+        f"       (score_pairs {d} (rvec (fst p)) (rvec (snd p)) (rheads heads_c))\n"
+        f"       (score_pairs {d} (rvec (fst p)) (rvec (snd p)) hs')) (mh_pairs {d} U B))"
+    )
+    pairs_proof = (
+        "  - intros hs' L E. apply (mh_pairs_determined run hs');\n"
+        "      [vm_compute; reflexivity | vm_compute; reflexivity | exact L | exact E].\n"
+    )
     return (
         "Theorem run_consistent :\n"
         "  (answers_mh run (rheads heads_c) /\\ pairs_den_le run) /\\\n"
-        f"  forall hs' : list head, Forall2 (grid_same {d} U B) hs' (rheads heads_c) ->\n"
-        f"    forall N X, multi_head {d} N X hs' = multi_head {d} N X (rheads heads_c).\n"
+        f"  (forall hs' : list head, Forall2 (grid_same {d} U B) hs' (rheads heads_c) ->\n"
+        f"     forall N X, multi_head {d} N X hs' = multi_head {d} N X (rheads heads_c)) /\\\n"
+        f"  (forall hs' : list head, (length hs' <= {H0})%nat ->\n"
+        "     same_answers run hs' (rheads heads_c) -> same_masses run hs' (rheads heads_c))"
+        f"{pairs if full else ''}.\n"
         "Proof.\n"
-        "  split.\n"
+        f"  split; [|split{'; [|split]' if full else ''}].\n"
         "  - apply (mh_answers_in run).\n"
         "    + vm_compute. reflexivity.\n"
         f"    + unfold mh_hold. cbv beta iota zeta delta [{spine}].\n"
@@ -221,7 +242,19 @@ def _theorem(names: list[str], prec: int, d: int) -> str:
         "  - intros hs' F N X.\n"
         f"    apply (grid_determines_model {d} U U_inv B B_inv hs');\n"
         "      [vm_compute; reflexivity | vm_compute; reflexivity | exact F].\n"
+        "  - intros hs' L E. apply (mh_masses_determined run hs' (rheads heads_c) L); [|exact E].\n"
+        "    unfold rheads. rewrite map_length. apply Nat.leb_le. vm_compute. reflexivity.\n"
+        f"{pairs_proof if full else ''}"
         "Qed.\n"
+    )
+
+
+def _part5(H0: int) -> str:
+    return (
+        f"    5. (the run has {H0} = H0 certified heads) every such model has, at every pair of\n"
+        "       the design, the certified heads' (residue u^T v_h, score u^T W_h b) pairs up to\n"
+        "       order ([score_pairs], a Permutation): the certified heads' scores at each pair\n"
+        "       are pairwise distinct and their residues nonzero (checked over Q).\n"
     )
 
 
@@ -244,13 +277,23 @@ def _header(data: Mapping[str, Any], d: int, H0: int, H: int, n: int, sha: str) 
         "       certificate's stated assumption, for the certified heads;\n"
         "    3. every model whose heads, in order, have the certified heads' scores u_k^T W b_j\n"
         "       and residues u_k^T v at the d^2 grid pairs gives the certified model's output\n"
-        "       on every sequence of every length (U and B are invertible: the linear solve).\n"
+        "       on every sequence of every length (U and B are invertible: the linear solve);\n"
+        f"    4. every model of at most {H0} heads that gives exactly the certified heads'\n"
+        "       answers to every query the design generates has, at every pair (u, b) of the\n"
+        "       design and for every real s, the certified heads' sum of residues u^T v_h over\n"
+        "       the heads with score u^T W_h b = s ([same_masses]; the interpolation step:\n"
+        f"       F(0 .. {2 * H0}) fix the poles exp(-score) and residues of a sum of at most\n"
+        f"       {2 * H0} terms r / (k + z)){';' if H == H0 else '.'}\n"
+        f"{_part5(H0) if H == H0 else ''}"
         "    It does NOT state that the certified heads are the only model answering inside\n"
-        "    the intervals: that such a model has the certified scores and residues at the\n"
-        "    pairs (the learner's rational interpolation, pole isolation, rational\n"
-        "    reconstruction and labelling of heads across pairs) is not formalised.\n"
-        "    It instantiates [CertMultiHead.mh_answers_in] and [grid_determines_model]\n"
-        "    (formal/CertMultiHead.v, proved for every d and H0); the checks over Q run by\n"
+        "    the intervals. Not formalised: that the intervals, under the denominator bound,\n"
+        "    determine another model's scores and residues (the learner's ball interpolation\n"
+        "    and rational reconstruction: 4. needs exactly equal answers), and the labelling\n"
+        "    of heads across pairs (links, ties) that turns the per-pair matches into 3.'s\n"
+        "    premise.\n"
+        "    It instantiates [CertMultiHead.mh_answers_in], [grid_determines_model] and\n"
+        "    [CertMultiHeadId.mh_masses_determined] ([mh_pairs_determined]) (formal/CertMultiHead.v and\n"
+        "    formal/CertMultiHeadId.v, proved for every d and H0); the checks over Q run by\n"
         "    computation, each answer's two inequalities about exp are proved by Coq\n"
         "    Interval. *)\n"
     )
