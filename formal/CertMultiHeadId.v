@@ -24,7 +24,7 @@
 
     Not covered here: answers known only to lie in intervals (the learner's ball
     interpolation and the rational reconstruction under the denominator bound), and the
-    labelling of heads across pairs that turns the per-pair masses into [grid_same]. *)
+    labelling of heads across pairs (that is [CertMultiHeadLabel.mh_identified]). *)
 
 From Coq Require Import Reals QArith Qreals Lra Lia List Permutation FinFun.
 From VerifiedAttn Require Import Defs CertHead CertMultiHead.

@@ -62,6 +62,7 @@ def test_export_states_the_run(cert: dict[str, Any], cert_text: str) -> None:
     assert "Forall2 (grid_same 2 U B) hs' (rheads heads_c)" in cert_text
     assert "(length hs' <= 2)%nat ->" in cert_text
     assert "apply (mh_pairs_determined run hs')" in cert_text  # H = H0: part 5
+    assert "apply (mh_identified run U_inv B_inv hs')" in cert_text  # no ties: part 6
     assert "same_answers run hs' (rheads heads_c) -> same_masses run hs' (rheads heads_c)" in (
         cert_text
     )
@@ -101,6 +102,7 @@ def test_max_heads_run_states_2_H0_samples_per_pair() -> None:
     assert "mH0 := 3" in text and "(W_1, v_1)" in text and "W_2" not in text
     # fewer certified heads than H0: no per-pair multiset statement (part 5)
     assert "mh_pairs_determined run" not in text and "same_masses run" in text
+    assert "mh_identified run" not in text
 
 
 # ---------------------------------------------------------------------------------------
@@ -123,6 +125,7 @@ def test_run_with_tie_links_is_proved() -> None:
     cert = _cert([([[1, 0], [0, -1]], [1, 2]), ([[0, 1], [1, 0]], [1, 2])])
     assert len(cert["answers"]["ties"]) == 2
     text = va.export_coq(cert)
+    assert "mh_pairs_determined run" in text and "mh_identified" not in text  # ties: no 6.
     assert text.count("Definition rec_") == 24
     check = compile_exported(text)
     assert check.ok, check.log[-2000:]

@@ -337,9 +337,9 @@ THEOREMS: list[FormalTheorem] = [
         "denominators at most D; and with inverses of U and B, a model whose heads have "
         "the certified heads' scores and residues at the d^2 grid pairs gives the same "
         "output on every sequence. Not covered: that a model answering inside the "
-        "intervals has those scores and residues (from intervals to exact scores, and the "
-        "labelling of heads across pairs; the interpolation step from exact answers is "
-        "formal/multi-head-interpolation).",
+        "intervals has those scores and residues (from intervals to exact scores; "
+        "identification from exact answers is formal/multi-head-interpolation and "
+        "formal/multi-head-labelling).",
         ("prop-7.1/canonical-recovery",),
     ),
     FormalTheorem(
@@ -366,7 +366,24 @@ THEOREMS: list[FormalTheorem] = [
         "and nonzero residues at the pair, the other has the same (residue, score) pairs up "
         "to order (a run whose H0 certified heads are so at every pair: checked over Q). "
         "From exact answers only: the step from recorded intervals to exact scores and the "
-        "labelling of heads across pairs are not covered.",
+        "labelling of heads across pairs (formal/multi-head-labelling) are not covered.",
+        ("prop-7.1/canonical-recovery",),
+    ),
+    FormalTheorem(
+        "formal/multi-head-labelling",
+        "Prop 7.1",
+        "CertMultiHeadLabel",
+        ("labels_determine", "label_one", "mh_identified"),
+        "For every d and H0: if at every pair of a canonical run's design another model has "
+        "the reference model's (residue, score) pairs up to order, the reference pairs at "
+        "(u_0, b_0) are distinct, the links (u_0 + u_k, b_0) are unambiguous and equal "
+        "residues at u_k mean equal scores on row k (no ties), then, given inverses of U and "
+        "B, the other model gives the reference model's output on every sequence (each of its "
+        "heads has one reference head's grid scores and residues, and the labelling is a "
+        "permutation); so for a run whose H0 certified heads pass these checks over Q, every "
+        "model of at most H0 heads giving exactly the certified answers to the design's "
+        "queries is the certified model. From exact answers only: the step from recorded "
+        "intervals to exact scores is not covered, and runs with ties are not.",
         ("prop-7.1/canonical-recovery",),
     ),
     FormalTheorem(
