@@ -20,9 +20,10 @@
     same output on every sequence.
 
     Not covered: that another model answering inside the recorded intervals has the
-    certified heads' scores and residues at the pairs (the learner's rational
-    interpolation from 2 H0 samples, pole isolation, rational reconstruction and labelling
-    of heads across pairs are not formalised here). *)
+    certified heads' scores and residues at the pairs. Identification from exact answers
+    is [CertMultiHeadId.mh_masses_determined] (interpolation) and
+    [CertMultiHeadLabel.mh_identified] (labelling); interpolation and pole isolation in
+    ball arithmetic and rational reconstruction (from intervals) are not formalised. *)
 
 From Coq Require Import Reals QArith Qreals Lra Lia List Bool.
 From VerifiedAttn Require Import Defs Prop71 CertHead CertPair.

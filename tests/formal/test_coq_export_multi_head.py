@@ -1,10 +1,12 @@
 """Export of certified canonical multi-head runs to Coq: the file proves its run, a tampered
 one fails.
 
-The file's ``run_consistent`` instantiates ``CertMultiHead.mh_answers_in``: a changed
-certified rational, an answer interval moved off the answer, a D below a certified score's
-denominator, a dropped recorded answer, a wrong inverse of U, ``Admitted`` and another
-run's intervals must each fail ``coqc``; ``verify-certificate --coq`` checks the new kind.
+The file's ``run_consistent`` instantiates ``CertMultiHead.mh_answers_in``,
+``grid_determines_model`` and ``CertMultiHeadId.mh_masses_determined``: a changed certified
+rational, an answer interval moved off the answer, a D below a certified score's
+denominator, a dropped recorded answer, a wrong inverse of U, the masses claimed for models
+of H0 + 1 heads, ``Admitted`` and another run's intervals must each fail ``coqc``;
+``verify-certificate --coq`` checks the new kind.
 """
 
 from __future__ import annotations
@@ -58,6 +60,12 @@ def test_export_states_the_run(cert: dict[str, Any], cert_text: str) -> None:
     assert cert_text.index("Theorem run_consistent") < cert_text.index("Print Assumptions")
     assert "(answers_mh run (rheads heads_c) /\\ pairs_den_le run) /\\" in cert_text
     assert "Forall2 (grid_same 2 U B) hs' (rheads heads_c)" in cert_text
+    assert "(length hs' <= 2)%nat ->" in cert_text
+    assert "apply (mh_pairs_determined run hs')" in cert_text  # H = H0: part 5
+    assert "apply (mh_identified run U_inv B_inv hs')" in cert_text  # no ties: part 6
+    assert "same_answers run hs' (rheads heads_c) -> same_masses run hs' (rheads heads_c)" in (
+        cert_text
+    )
     assert f"Definition D : positive := {BOUND}." in cert_text
     listed = re.search(r"Definition recs : list mh_rec := \[(.*)\]\.", cert_text)
     assert listed is not None and listed.group(1).count("rec_") == 22
@@ -92,6 +100,9 @@ def test_max_heads_run_states_2_H0_samples_per_pair() -> None:
     text = va.export_coq(cert)
     assert text.count("Definition rec_") == 32
     assert "mH0 := 3" in text and "(W_1, v_1)" in text and "W_2" not in text
+    # fewer certified heads than H0: no per-pair multiset statement (part 5)
+    assert "mh_pairs_determined run" not in text and "same_masses run" in text
+    assert "mh_identified run" not in text
 
 
 # ---------------------------------------------------------------------------------------
@@ -114,6 +125,7 @@ def test_run_with_tie_links_is_proved() -> None:
     cert = _cert([([[1, 0], [0, -1]], [1, 2]), ([[0, 1], [1, 0]], [1, 2])])
     assert len(cert["answers"]["ties"]) == 2
     text = va.export_coq(cert)
+    assert "mh_pairs_determined run" in text and "mh_identified" not in text  # ties: no 6.
     assert text.count("Definition rec_") == 24
     check = compile_exported(text)
     assert check.ok, check.log[-2000:]
@@ -127,6 +139,7 @@ FAILS_AT = {
     "interval": "repeat apply Forall2_cons",
     "F0-interval": "repeat apply Forall2_cons",
     "U_inv": "[vm_compute; reflexivity | vm_compute; reflexivity | exact F]",
+    "more-heads": "apply (mh_masses_determined run",
 }
 
 
@@ -141,6 +154,7 @@ FAILS_AT = {
         "dropped-query",  # a recorded answer removed from the list
         "admitted",  # the proof replaced by Admitted
         "U_inv",  # a wrong inverse of U: the linear solve's check fails
+        "more-heads",  # part 4 claimed for models of H0 + 1 heads: 2 H0 samples too few
     ],
 )
 def test_tampered_multi_head_file_fails_coqc(cert_text: str, tamper: str) -> None:
@@ -157,6 +171,8 @@ def test_tampered_multi_head_file_fails_coqc(cert_text: str, tamper: str) -> Non
         text = text.replace("rec_3; ", "", 1)
     elif tamper == "U_inv":
         text = replace_entry(text, "U_inv", "0%nat, 0%nat", "(0)")
+    elif tamper == "more-heads":
+        text = text.replace("(length hs' <= 2)%nat", "(length hs' <= 3)%nat")
     elif tamper == "admitted":
         proof = text[text.index("Proof.", text.index("Theorem run_consistent")) :]
         text = text.replace(proof[: proof.index("Qed.") + 4], "Admitted.")

@@ -337,7 +337,53 @@ THEOREMS: list[FormalTheorem] = [
         "denominators at most D; and with inverses of U and B, a model whose heads have "
         "the certified heads' scores and residues at the d^2 grid pairs gives the same "
         "output on every sequence. Not covered: that a model answering inside the "
-        "intervals has those scores and residues (interpolation, poles, labelling).",
+        "intervals has those scores and residues (from intervals to exact scores; "
+        "identification from exact answers is formal/multi-head-interpolation and "
+        "formal/multi-head-labelling).",
+        ("prop-7.1/canonical-recovery",),
+    ),
+    FormalTheorem(
+        "formal/multi-head-interpolation",
+        "Prop 7.1",
+        "CertMultiHeadId",
+        (
+            "kprobe_identifies",
+            "cauchy_groups_zero",
+            "kprobe_fewer_fails",
+            "mh_masses_determined",
+            "atoms_permutation",
+            "kprobe_pairs",
+            "mh_pairs_determined",
+        ),
+        "For every d and H0: two models of at most H0 heads that give the same answers F(0), "
+        "..., F(2 H0) at a pair (u, b) (F(k): k copies of b + u, then b) have, for every real "
+        "s, the same sum of residues u^T v_h over their heads with score u^T W_h b = s "
+        "(from: a sum of c_j / (x + z_j) over at most n pairs that vanishes at n distinct "
+        "points with x + z_j > 0 has every group sum of the c_j at one z equal to 0); with "
+        "F(0), ..., F(2 H0 - 1) only this is false (H0 = 1); so models of at most H0 heads "
+        "with equal answers to every query a canonical run's design generates have equal "
+        "score masses at every pair; if one model has H0 heads with pairwise distinct scores "
+        "and nonzero residues at the pair, the other has the same (residue, score) pairs up "
+        "to order (a run whose H0 certified heads are so at every pair: checked over Q). "
+        "From exact answers only: the step from recorded intervals to exact scores and the "
+        "labelling of heads across pairs (formal/multi-head-labelling) are not covered.",
+        ("prop-7.1/canonical-recovery",),
+    ),
+    FormalTheorem(
+        "formal/multi-head-labelling",
+        "Prop 7.1",
+        "CertMultiHeadLabel",
+        ("labels_determine", "label_one", "mh_identified"),
+        "For every d and H0: if at every pair of a canonical run's design another model has "
+        "the reference model's (residue, score) pairs up to order, the reference pairs at "
+        "(u_0, b_0) are distinct, the links (u_0 + u_k, b_0) are unambiguous and equal "
+        "residues at u_k mean equal scores on row k (no ties), then, given inverses of U and "
+        "B, the other model gives the reference model's output on every sequence (each of its "
+        "heads has one reference head's grid scores and residues, and the labelling is a "
+        "permutation); so for a run whose H0 certified heads pass these checks over Q, every "
+        "model of at most H0 heads giving exactly the certified answers to the design's "
+        "queries is the certified model. From exact answers only: the step from recorded "
+        "intervals to exact scores is not covered, and runs with ties are not.",
         ("prop-7.1/canonical-recovery",),
     ),
     FormalTheorem(

@@ -18,8 +18,12 @@ a wrong one can only make the proof fail.
 
 It also proves, by ``CertMultiHead.grid_determines_model``, that a model whose heads have
 the certified heads' scores and residues at the d^2 grid pairs is the certified model (on
-every sequence). What it does not say: that no other model answers inside the intervals
-(the learner's interpolation, pole isolation and labelling are not formalised).
+every sequence), and, by ``CertMultiHeadId.mh_masses_determined``, that a model of at most
+H0 heads giving exactly the certified heads' answers to the design's queries has, at every
+pair, the certified heads' residue sum at every score (the interpolation step, from exact
+answers). What it does not say: that no other model answers inside the intervals (the
+step from intervals to exact scores under the denominator bound, and the labelling of
+heads across pairs, are not formalised).
 """
 
 from __future__ import annotations
@@ -134,6 +138,42 @@ def _terms(q: Query, heads: list[Any]) -> list[tuple[Fraction, Fraction, Fractio
     return [(_dot(b, v), _dot(u, v), _dot(u, [_dot(row, b) for row in W])) for W, v in heads]
 
 
+def _checks(x: dict[str, Any]) -> tuple[bool, bool]:
+    """(part 5, part 6): the Coq checks ``check_generic`` (with H = H0) and ``link_check``,
+    ``row_check`` (no ties), run here first so that the file states only what they pass."""
+    d, U, B, heads = x["d"], x["U"], x["B"], x["heads"]
+    if len(heads) != x["H0"]:
+        return False, False
+    pairs = [(U[k], B[j]) for k in range(d) for j in range(d)]
+    pairs += [([a + c for a, c in zip(U[0], U[k], strict=True)], B[0]) for k in range(1, d)]
+    generic = all(
+        len({m for _, _, m in ts}) == len(ts) and all(r != 0 for _, r, _ in ts)
+        for ts in (_terms((u, b, 1), heads) for u, b in pairs)
+    )
+    # res[k][h] = u_k^T v_h, sc[k][j][h] = u_k^T W_h b_j
+    sc = [[[m for _, _, m in _terms((U[k], B[j], 1), heads)] for j in range(d)] for k in range(d)]
+    res = [[r for _, r, _ in _terms((U[k], B[0], 1), heads)] for k in range(d)]
+    H = range(len(heads))
+    link = all(
+        (res[k][h2], sc[k][0][h2]) == (res[k][h1], sc[k][0][h1])
+        for k in range(1, d)
+        for h1 in H
+        for h2 in H
+        for h3 in H
+        if res[0][h1] + res[k][h2] == res[0][h3] + res[k][h3]
+        and sc[0][0][h1] + sc[k][0][h2] == sc[0][0][h3] + sc[k][0][h3]
+    )
+    row = all(
+        sc[k][j][h4] == sc[k][j][h]
+        for k in range(d)
+        for h4 in H
+        for h in H
+        if res[k][h4] == res[k][h]
+        for j in range(d)
+    )
+    return generic, generic and not x["ties"] and link and row
+
+
 def _precision(qs: list[Query], terms: list[Any], balls: list[Any]) -> int:
     """Bits for [interval] to show every answer with k > 0 inside its interval."""
     bits = 53
@@ -176,9 +216,11 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
     heads_list = "; ".join(f"(W_{h}, v_{h})" for h in range(len(heads)))
     sha = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     parts = [
-        _header(data, d, H0, len(heads), len(qs), sha),
-        "From Coq Require Import Reals QArith List Lia.\nFrom Interval Require Import Tactic.\n"
-        "From VerifiedAttn Require Import Defs CertHead CertPair CertMultiHead IntervalZ.\n"
+        _header(data, d, H0, len(heads), len(qs), sha, *_checks(x)),
+        "From Coq Require Import Reals QArith List Lia Permutation.\n"
+        "From Interval Require Import Tactic.\n"
+        "From VerifiedAttn Require Import Defs CertHead CertPair CertMultiHead CertMultiHeadId\n"
+        "  CertMultiHeadLabel IntervalZ.\n"
         "Import ListNotations.\nOpen Scope R_scope.\n",
         f"(** The stated denominator bound. *)\nDefinition D : positive := {D}%positive.\n",
         mat_table("U", x["U"], "0", "The design: u_k is row k."),
@@ -195,22 +237,52 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
         f"Definition recs : list mh_rec := [{'; '.join(names)}].\n",
         f"Definition run : mh_run := {{| md := {d}; mH0 := {H0}; mD := D; mU := U; mB := B;\n"
         "  mties := ties; mheads := heads_c; mrecs := recs |}.\n",
-        _theorem(names, prec, d),
+        _theorem(names, prec, d, H0, *_checks(x)),
         "Print Assumptions run_consistent.\n",
     ]
     return "\n".join(parts)
 
 
-def _theorem(names: list[str], prec: int, d: int) -> str:
+def _theorem(names: list[str], prec: int, d: int, H0: int, part5: bool, part6: bool) -> str:
+    """``run_consistent``: parts 1-4, and 5, 6 when :func:`_checks` passes them."""
     spine = "run md mH0 mU mB mties mrecs recs mh_queries mh_pairs flat_map map seq app fst snd Nat.mul Nat.add Nat.sub"
     data = f"{' '.join(names)} alo ahi aterms tsum kprobe_value INR Q2R Qnum Qden inside"
+    same = f"  (forall hs' : list head, (length hs' <= {H0})%nat -> same_answers run hs' (rheads heads_c) ->\n"
+    pairs = (
+        f" /\\\n{same}"
+        "     Forall (fun p => Permutation\n"
+        f"       (score_pairs {d} (rvec (fst p)) (rvec (snd p)) (rheads heads_c))\n"
+        f"       (score_pairs {d} (rvec (fst p)) (rvec (snd p)) hs')) (mh_pairs {d} U B))"
+    )
+    model = (
+        f" /\\\n{same}"
+        f"     forall N X, multi_head {d} N X hs' = multi_head {d} N X (rheads heads_c))"
+    )
+    qed = "[vm_compute; reflexivity | vm_compute; reflexivity | exact L | exact E]"
+    more = (
+        f"  - intros hs' L E. apply (mh_pairs_determined run hs');\n      {qed}.\n" if part5 else ""
+    ) + (
+        "  - intros hs' L E. apply (mh_identified run U_inv B_inv hs');\n"
+        "      [vm_compute; reflexivity | vm_compute; reflexivity\n"
+        "      | apply Nat.ltb_lt; vm_compute; reflexivity | vm_compute; reflexivity\n"
+        "      | vm_compute; reflexivity | vm_compute; reflexivity | vm_compute; reflexivity\n"
+        "      | exact L | exact E].\n"
+        if part6
+        else ""
+    )
+    inner = "split"
+    for _ in range(part5 + part6):
+        inner = f"split; [|{inner}]"
     return (
         "Theorem run_consistent :\n"
         "  (answers_mh run (rheads heads_c) /\\ pairs_den_le run) /\\\n"
-        f"  forall hs' : list head, Forall2 (grid_same {d} U B) hs' (rheads heads_c) ->\n"
-        f"    forall N X, multi_head {d} N X hs' = multi_head {d} N X (rheads heads_c).\n"
+        f"  (forall hs' : list head, Forall2 (grid_same {d} U B) hs' (rheads heads_c) ->\n"
+        f"     forall N X, multi_head {d} N X hs' = multi_head {d} N X (rheads heads_c)) /\\\n"
+        f"  (forall hs' : list head, (length hs' <= {H0})%nat ->\n"
+        "     same_answers run hs' (rheads heads_c) -> same_masses run hs' (rheads heads_c))"
+        f"{pairs if part5 else ''}{model if part6 else ''}.\n"
         "Proof.\n"
-        "  split.\n"
+        f"  split; [|{inner}].\n"
         "  - apply (mh_answers_in run).\n"
         "    + vm_compute. reflexivity.\n"
         f"    + unfold mh_hold. cbv beta iota zeta delta [{spine}].\n"
@@ -221,11 +293,33 @@ def _theorem(names: list[str], prec: int, d: int) -> str:
         "  - intros hs' F N X.\n"
         f"    apply (grid_determines_model {d} U U_inv B B_inv hs');\n"
         "      [vm_compute; reflexivity | vm_compute; reflexivity | exact F].\n"
+        "  - intros hs' L E. apply (mh_masses_determined run hs' (rheads heads_c) L); [|exact E].\n"
+        "    unfold rheads. rewrite map_length. apply Nat.leb_le. vm_compute. reflexivity.\n"
+        f"{more}"
         "Qed.\n"
     )
 
 
-def _header(data: Mapping[str, Any], d: int, H0: int, H: int, n: int, sha: str) -> str:
+def _parts(H0: int, part5: bool, part6: bool) -> str:
+    """Parts 5 and 6 of the header, when the file states them."""
+    five = (
+        f"    5. (the run has H0 = {H0} certified heads) every such model has, at every pair\n"
+        "       of the design, the certified heads' (residue u^T v_h, score u^T W_h b) pairs\n"
+        "       up to order ([score_pairs], a Permutation): the certified heads' scores at each\n"
+        "       pair are pairwise distinct and their residues nonzero (checked over Q)"
+    )
+    six = (
+        "    6. (no ties; the links unambiguous: [link_check], [row_check] over Q) every such\n"
+        "       model gives the certified model's output on every sequence of every length\n"
+        "       (the learner's labelling across pairs: by residue along each row, by the links\n"
+        "       across rows; then 3.)"
+    )
+    return (f"{five}{';' if part6 else '.'}\n" if part5 else "") + (f"{six}.\n" if part6 else "")
+
+
+def _header(
+    data: Mapping[str, Any], d: int, H0: int, H: int, n: int, sha: str, part5: bool, part6: bool
+) -> str:
     describe = (
         f"kind multi-head (canonical), d = {d}, H0 = {H0}, arithmetic certified "
         f"({get(data, 'precision')} bits), seed {get(data, 'seed')}"
@@ -244,13 +338,23 @@ def _header(data: Mapping[str, Any], d: int, H0: int, H: int, n: int, sha: str) 
         "       certificate's stated assumption, for the certified heads;\n"
         "    3. every model whose heads, in order, have the certified heads' scores u_k^T W b_j\n"
         "       and residues u_k^T v at the d^2 grid pairs gives the certified model's output\n"
-        "       on every sequence of every length (U and B are invertible: the linear solve).\n"
+        "       on every sequence of every length (U and B are invertible: the linear solve);\n"
+        f"    4. every model of at most {H0} heads that gives exactly the certified heads'\n"
+        "       answers to every query the design generates has, at every pair (u, b) of the\n"
+        "       design and for every real s, the certified heads' sum of residues u^T v_h over\n"
+        "       the heads with score u^T W_h b = s ([same_masses]; the interpolation step:\n"
+        f"       F(0 .. {2 * H0}) fix the poles exp(-score) and residues of a sum of at most\n"
+        f"       {2 * H0} terms r / (k + z)){';' if part5 else '.'}\n"
+        f"{_parts(H0, part5, part6)}"
         "    It does NOT state that the certified heads are the only model answering inside\n"
-        "    the intervals: that such a model has the certified scores and residues at the\n"
-        "    pairs (the learner's rational interpolation, pole isolation, rational\n"
-        "    reconstruction and labelling of heads across pairs) is not formalised.\n"
-        "    It instantiates [CertMultiHead.mh_answers_in] and [grid_determines_model]\n"
-        "    (formal/CertMultiHead.v, proved for every d and H0); the checks over Q run by\n"
-        "    computation, each answer's two inequalities about exp are proved by Coq\n"
-        "    Interval. *)\n"
+        "    the intervals: 4.-6. need exactly the certified answers. Not formalised: that the\n"
+        "    intervals, under the denominator bound, determine another model's scores and\n"
+        "    residues (the learner's interpolation and pole isolation in ball arithmetic and\n"
+        "    the rational reconstruction)"
+        f"{'' if part6 else ', and the labelling of heads across pairs for this run'}.\n"
+        "    It instantiates [CertMultiHead.mh_answers_in], [grid_determines_model],\n"
+        "    [CertMultiHeadId.mh_masses_determined], [mh_pairs_determined] and\n"
+        "    [CertMultiHeadLabel.mh_identified] (formal/, proved for every d and H0); the\n"
+        "    checks over Q run by computation, each answer's two inequalities about exp are\n"
+        "    proved by Coq Interval. *)\n"
     )
