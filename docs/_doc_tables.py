@@ -438,8 +438,8 @@ TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "head_count_float": ("head_count_float.json", head_count_table),
     # on docs/multi_head_float_benchmark.md
     "multi_head_float_bits": ("multi_head_float.json", bits_table),
-    "multi_head_mha_bits": ("multi_head_mha_bits.json", mha_bits_table),
     "multi_head_refine_bits": ("multi_head_refine_bits.json", refine_bits_table),
+    "multi_head_mha_bits": ("multi_head_mha_bits.json", mha_bits_table),
     # on docs/transformer.md
     "transformer_biased": ("transformer.json", transformer_biased_table),
     "transformer_heads": ("transformer.json", transformer_heads_table),
