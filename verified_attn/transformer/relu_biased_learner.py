@@ -15,7 +15,7 @@ The method and the count are described in :mod:`verified_attn.transformer.relu_b
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar, Unpack
 
 import numpy as np
@@ -65,7 +65,6 @@ class BiasedReluFFNRecovery(ReluFFNRecovery):
     """
 
     kind: ClassVar[str] = "relu-ffn-biased"
-    line_counts: dict[str, int] = field(default_factory=dict)
 
     @property
     def a(self) -> Any:
