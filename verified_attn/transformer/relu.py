@@ -339,6 +339,7 @@ def learn_relu_ffn(
     )
     return ReluFFNRecovery.from_record(
         record,
+        line_counts=line_counts,
         theorem=THEOREM,
         parameters=parameters,
         learned_model=model,
@@ -349,7 +350,6 @@ def learn_relu_ffn(
         certificate_data=certificate,
         network=net,
         attempts=used,
-        line_counts=line_counts,
     )
 
 
