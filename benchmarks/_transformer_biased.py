@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import resource
 import time
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -34,7 +33,6 @@ from verified_attn.errors import VerifiedAttnError
 from verified_attn.models import OneLayerTransformer
 from verified_attn.transformer import canonical_biased_network, learn_biased_transformer
 from verified_attn.transformer.claims_biased import random_biased_ffn
-from verified_attn.transformer.relu_biased_learner import WINDOW_ASSUMPTION
 
 #: (d, m) of the biased rows; the Transformer is learned for d <= 8 (the FFN at every d).
 BIASED_SIZES = ((2, 4), (4, 8), (8, 16), (16, 32))
@@ -65,7 +63,7 @@ def run_biased(d: int, m: int, arithmetic: str, seed: int) -> dict[str, Any]:
         ffn_lines=rec.attempts,
         ffn_ratio=rec.queries / truth.parameter_count,
         ffn_equal=bool(rec.network == truth) if rec.exact else None,
-        window_holds=_window_holds(truth, rec.assumptions),
+        window_holds=rec.search_line.holds(truth.neurons),
         ffn_verification_error=rec.verification_error,
         ffn_seconds=time.perf_counter() - t0,
     )
@@ -94,23 +92,6 @@ def run_biased(d: int, m: int, arithmetic: str, seed: int) -> dict[str, Any]:
     else:
         row["transformer_W_equal"] = bool(tr.W == T.W)
     return {**row, "peak_rss_mib": _rss_mib()}
-
-
-def _window_holds(truth: Any, assumptions: list[str]) -> bool:
-    """Whether the truth meets the result's window assumption: every hyperplane of its
-    neurons crosses the stated search line x0 + t u within |t| <= R."""
-    (text,) = [a for a in assumptions if a.startswith(WINDOW_ASSUMPTION)]
-
-    def vec(name: str) -> list[Fraction]:
-        return [Fraction(q) for q in text.split(f"{name} = [")[1].split("]")[0].split(", ")]
-
-    x0, u, R = vec("x0"), vec("u"), Fraction(text.split("|t| <= ")[1].split(" ")[0])
-    for (n, c), _ in truth.neurons:
-        nu = sum(Fraction(a) * b for a, b in zip(n, u, strict=True))
-        nx = sum(Fraction(a) * b for a, b in zip(n, x0, strict=True)) + Fraction(c)
-        if nu == 0 or abs(nx / nu) > R:
-            return False
-    return True
 
 
 def _rss_mib() -> float:

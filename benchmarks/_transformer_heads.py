@@ -98,9 +98,13 @@ def in_child(arithmetic: str, d: int, H: int, m: int, seed: int) -> dict[str, An
     return child_row("_transformer_heads", "run_multi_head", [d, H, m, seed, arithmetic])
 
 
-def child_row(module: str, function: str, args: list[Any]) -> dict[str, Any]:
+def child_row(
+    module: str, function: str, args: list[Any], timeout: float | None = None
+) -> dict[str, Any]:
     """``benchmarks/<module>.py``'s ``function(*args)`` in a fresh Python process, its row
-    read back as JSON (so that the row's ``ru_maxrss`` is its own peak RSS)."""
+    read back as JSON (so that the row's ``ru_maxrss`` is its own peak RSS).
+    ``timeout`` (seconds): the child is killed after it and
+    :class:`subprocess.TimeoutExpired` raised (None: no limit)."""
     spec = json.dumps(args)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     code = (
@@ -110,7 +114,7 @@ def child_row(module: str, function: str, args: list[Any]) -> dict[str, Any]:
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=str(ROOT),
-        check=False,
+        check=False, timeout=timeout,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"child {function}{spec} failed:\n{proc.stderr[-3000:]}")

@@ -14,19 +14,13 @@ A refusal is a row with ``refused``. Run from the repository root::
 
 from __future__ import annotations
 
-import json
-import os
 import resource
 import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _transformer_heads import count_fields
-
-ROOT = Path(__file__).resolve().parents[1]
+from _transformer_heads import child_row, count_fields
 
 #: (source, d, H, seed): "random" boxes (FFN width 2d) and "torch" blocks (E = d, width 2E).
 FLOAT_SIZES = [
@@ -126,23 +120,11 @@ def run_multi_head_float(source: str, d: int, H: int, seed: int) -> dict[str, An
 
 
 def in_child_float(source: str, d: int, H: int, seed: int) -> dict[str, Any]:
-    """:func:`run_multi_head_float` in a fresh process (its peak RSS that row's alone)."""
-    spec = json.dumps([source, d, H, seed])
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    code = (
-        "import json, sys; sys.path.insert(0, 'benchmarks'); "
-        "from _transformer_heads_float import run_multi_head_float; "
-        f"print(json.dumps(run_multi_head_float(*json.loads({spec!r}))))"
-    )
+    """:func:`run_multi_head_float` in a fresh process (its peak RSS that row's alone); a
+    row not finished within TIMEOUT seconds is a refusal row."""
     try:
-        proc = subprocess.run(
-            [sys.executable, "-c", code],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=str(ROOT),
-            check=False,
-            timeout=TIMEOUT,
+        return child_row(
+            "_transformer_heads_float", "run_multi_head_float", [source, d, H, seed], TIMEOUT
         )
     except subprocess.TimeoutExpired:
         return {
@@ -154,6 +136,3 @@ def in_child_float(source: str, d: int, H: int, seed: int) -> dict[str, Any]:
             "arithmetic": "float",
             "refused": f"not finished within {TIMEOUT} s",
         }
-    if proc.returncode != 0:
-        raise RuntimeError(f"child {spec} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])

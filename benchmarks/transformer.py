@@ -4,9 +4,13 @@
 >>> out = pathlib.Path(tempfile.mkdtemp())
 >>> data = main(["--quick", "--out", str(out), "--no-plots"])
 >>> all(r["attention_queries"] == 2 * (r["d"] ** 2 + r["d"]) for r in data["rows"]
-...     if r["method"] == "paper")
+...     if r.get("method") == "paper")
 True
->>> all(r["exact"] and r["certificate_ok"] and r["counts_add_up"] for r in data["rows"])
+>>> all(r["exact"] and r["certificate_ok"] and r["counts_add_up"] for r in data["rows"]
+...     if "kind" not in r)
+True
+>>> all(r["equal"] and r["queries"] == r["formula"] for r in data["rows"]
+...     if r.get("kind") == "bias-free-ffn")
 True
 
 For each (d, m) a random rational Transformer (value dimension e = d, entries with small
@@ -15,7 +19,11 @@ checks W and the canonical FFN with ``==``. Recorded per run: learning queries (
 attention part), verification queries, the raw parameter count d^2 + d e + e m + m, the
 functional count d^2 + m'(d + 1) (m' = canonical width), ``rec.bound`` (the attention
 formula plus the FFN learner's worst case at m'), the median wall time, and the time to
-re-check the run's certificate without the oracle.
+re-check the run's certificate without the oracle. The bias-free FFN rows (kind
+``bias-free-ffn``, seeds 0, 1, 2 per size) learn the same Transformers' FFNs alone in exact
+arithmetic: learning queries, the :func:`~verified_attn.transformer.relu.ffn_query_count`
+of their counts, and the ratio to the canonical parameter count m'(d + 1). Rows of other
+kinds already in the JSON are kept.
 Target (issue 5): d = 16, m = 32 certified-exact under 30 s on 2 cores. Run::
 
     /tmp/venv/bin/python benchmarks/transformer.py            # full (~1 min)
@@ -54,13 +62,15 @@ from _transformer_heads_float import FLOAT_SIZES, in_child_float
 import verified_attn as va
 from verified_attn.transformer import learn_transformer
 from verified_attn.transformer.claims import random_transformer
-from verified_attn.transformer.relu import canonical_network
+from verified_attn.transformer.relu import canonical_network, ffn_query_count, learn_relu_ffn
 
 NAME = "transformer"
 PRECISION = 256
 TARGET = ((16, 32), 30.0)
 FULL = [(2, 4), (4, 8), (8, 16), (12, 24), (16, 32)]
 QUICK = [(2, 4), (3, 6)]
+#: Seeds of the bias-free FFN rows (kind "bias-free-ffn"), per size.
+FFN_SEEDS = (0, 1, 2)
 
 
 def run_one(d: int, m: int, method: str, seed: int, repeats: int) -> dict[str, Any]:
@@ -98,8 +108,35 @@ def run_one(d: int, m: int, method: str, seed: int, repeats: int) -> dict[str, A
         "raw_parameter_count": T.parameter_count,
         "functional_parameter_count": d * d + width * (d + 1),
         "ffn_reference_count": width * (d + 1),
+        "ffn_ratio": rec.ffn_queries / (width * (d + 1)) if width else None,
         "median_seconds": median,
         "seconds": times,
+    }
+
+
+def run_ffn(d: int, m: int, seed: int) -> dict[str, Any]:
+    """The bias-free FFN learner alone (exact) on the FFN of :func:`run_one`'s Transformer:
+    its learning queries against the formula of its counts and the canonical parameter
+    count m'(d + 1); the learned network compared with ``==``."""
+    g = random_transformer(d, m, np.random.default_rng([seed, d, m])).ffn()
+    rec, seconds, _ = timed(lambda: learn_relu_ffn(va.Oracle(g, "exact"), seed=seed), 1)
+    params = rec.parameter_count
+    return {
+        "d": d,
+        "m": m,
+        "seed": seed,
+        "kind": "bias-free-ffn",
+        "arithmetic": "exact",
+        "equal": bool(rec.network == canonical_network(g)),
+        "verified": bool(rec.verified),
+        "attempts": rec.attempts,
+        "canonical_width": rec.network.width,
+        "queries": rec.queries,
+        "line_counts": rec.line_counts,
+        "formula": ffn_query_count(d, **rec.line_counts) if rec.attempts == 1 else None,
+        "parameter_count": params,
+        "ratio": rec.queries / params,
+        "seconds": seconds,
     }
 
 
@@ -140,16 +177,23 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         run_one(d, m, method, args.seed, 1 if args.quick else 3)
         for d, m, method in progress(cells, "cells")
     ]
+    ffn_specs = [(d, m, s) for d, m in sizes for s in ((0,) if args.quick else FFN_SEEDS)]
+    rows += [run_ffn(*spec) for spec in progress(ffn_specs, "bias-free FFN rows")]
     if args.biased:
         rows += biased_rows(args.quick)
     if args.multi_head:
         rows += [in_child(*spec) for spec in (QUICK_SIZES if args.quick else MULTI_HEAD_SIZES)]
-    plain = [r for r in rows if r.get("kind") not in ("biased", "multi-head", "multi-head-float")]
+    plain = [r for r in rows if r.get("kind") is None]
     target_rows = [r for r in plain if (r["d"], r["m"]) == TARGET[0]]
+    # Rows of the kinds not run now (and their meta) are kept from the JSON written before.
+    path = args.out / f"{NAME}.json"
+    old = json.loads(path.read_text()) if path.exists() else {"rows": []}
+    run = {r.get("kind") for r in rows}
     data = {
+        **{k: v for k, v in old.items() if k.endswith("_meta")},
         "benchmark": NAME,
         "meta": metadata(args.seed, arithmetic="certified", precision=PRECISION),
-        "rows": rows,
+        "rows": [r for r in old["rows"] if r.get("kind") not in run] + rows,
         "target": {
             "size": {"d": TARGET[0][0], "m": TARGET[0][1]},
             "seconds": TARGET[1],
@@ -285,18 +329,23 @@ if __name__ == "__main__":
         sys.exit(
             0 if all(r.get("equal_on_fresh") and r.get("certificate_ok") for r in heads) else 1
         )
-    plain = [
-        r
-        for r in result["rows"]
-        if r.get("kind") not in ("biased", "multi-head", "multi-head-float")
-    ]
+    plain = [r for r in result["rows"] if r.get("kind") is None]
+    ffn_rows = [r for r in result["rows"] if r.get("kind") == "bias-free-ffn"]
     ok = all(
         r["exact"]
         and r["counts_add_up"]
         and r["certificate_ok"]
         and r["attention_queries"] == r["attention_formula"]
         for r in plain
+    ) and all(
+        r["equal"] and r["verified"] and r["formula"] in (None, r["queries"]) for r in ffn_rows
     )
+    for r in ffn_rows:
+        print(
+            f"bias-free FFN d={r['d']:>2} m={r['m']:>2} seed {r['seed']}: {r['queries']:>4} "
+            f"queries / {r['parameter_count']:>4} parameters = {r['ratio']:.3f} "
+            f"(width {r['canonical_width']}, equal {r['equal']})"
+        )
     for r in plain:
         print(
             f"d={r['d']:>2} m={r['m']:>2} {r['method']:>6}: {r['learning_queries']:>5} learning "

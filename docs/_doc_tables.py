@@ -430,6 +430,25 @@ def transformer_biased_table(data: dict[str, Any]) -> str:
     return "\n".join(_table(header, rows))
 
 
+def transformer_ffn_table(data: dict[str, Any]) -> str:
+    """The bias-free FFN rows of ``benchmarks/transformer.py`` (``kind`` "bias-free-ffn"),
+    one line per size with its seeds in order: canonical widths, learning queries (exact =
+    certified), the canonical parameter count m'(d + 1) and their ratio."""
+    header = ["d", "m (random)", "m'", "queries (exact = certified)", "m'(d + 1)", "ratio"]
+    rows: list[list[object]] = []
+    ffn = sorted((r for r in data["rows"] if r.get("kind") == "bias-free-ffn"),
+                 key=lambda r: (r["d"], r["m"], r["seed"]))
+    for d, m in sorted({(r["d"], r["m"]) for r in ffn}):
+        sel = [r for r in ffn if (r["d"], r["m"]) == (d, m)]
+
+        def join(key: str, sel: list[dict[str, Any]] = sel) -> str:
+            return ", ".join(str(r[key]) for r in sel)
+
+        rows.append([d, m, join("canonical_width"), join("queries"), join("parameter_count"),
+                     ", ".join(f"{r['ratio']:.2f}" for r in sel)])
+    return "\n".join(_table(header, rows))
+
+
 #: Each table: the JSON file it is generated from and its renderer.
 TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "multi_head": ("multi_head.json", exact_table),
@@ -441,6 +460,7 @@ TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "multi_head_refine_bits": ("multi_head_refine_bits.json", refine_bits_table),
     "multi_head_mha_bits": ("multi_head_mha_bits.json", mha_bits_table),
     # on docs/transformer.md
+    "transformer_ffn": ("transformer.json", transformer_ffn_table),
     "transformer_biased": ("transformer.json", transformer_biased_table),
     "transformer_heads": ("transformer.json", transformer_heads_table),
     "transformer_heads_float": ("transformer.json", transformer_heads_float_table),

@@ -477,13 +477,18 @@ class ReluFFNRecovery(Recovery):
     ``network`` is the canonical form (:class:`~verified_attn.transformer.relu.ReluNetwork`)
     with ``width`` distinct hyperplanes; ``attempts`` the random planes used; ``bound`` the
     learner's worst case at the learned width
-    (:func:`~verified_attn.transformer.relu.ffn_query_bound`).
+    (:func:`~verified_attn.transformer.relu.ffn_query_bound`); ``line_counts`` the last
+    attempt's pieces, half pieces, probes and kinks, from which
+    :func:`~verified_attn.transformer.relu.ffn_query_count` (bias-free) or
+    :func:`~verified_attn.transformer.relu_biased.biased_ffn_query_count` (biased) gives its
+    learning queries.
     """
 
     kind: ClassVar[str] = "relu-ffn"
     extra_fields: ClassVar[tuple[str, ...]] = ("network", "attempts")
     network: Any = None
     attempts: int = 1
+    line_counts: dict[str, int] = field(default_factory=dict)
 
     A = _parameter("A")
     w_o = _parameter("w_o")

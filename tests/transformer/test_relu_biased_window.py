@@ -11,7 +11,7 @@ that fails there.
 from __future__ import annotations
 
 import copy
-from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import pytest
@@ -23,12 +23,14 @@ from verified_attn.transformer.claims_biased import random_biased_ffn
 from verified_attn.transformer.relu_biased_learner import WINDOW_ASSUMPTION
 
 
-def _line(assumption: str) -> tuple[list[Fraction], list[Fraction], Fraction]:
-    """x0, u and R read back from the stated assumption."""
-    R = Fraction(assumption.split("|t| <= ")[1].split(" ")[0])
-    x0 = [Fraction(q) for q in assumption.split("x0 = [")[1].split("]")[0].split(", ")]
-    u = [Fraction(q) for q in assumption.split("u = [")[1].split("]")[0].split(", ")]
-    return x0, u, R
+def _window(rec: Any) -> str:
+    """The result's stated window assumption; it writes out the line the result carries."""
+    (window,) = [a for a in rec.assumptions if a.startswith(WINDOW_ASSUMPTION)]
+    line = rec.search_line
+    assert f"|t| <= {line.radius} " in window
+    assert "x0 = [" + ", ".join(str(x) for x in line.x0) + "]" in window
+    assert "u = [" + ", ".join(str(x) for x in line.u) + "]" in window
+    return window
 
 
 def test_a_neuron_outside_the_window_is_the_stated_assumption_failing() -> None:
@@ -36,29 +38,29 @@ def test_a_neuron_outside_the_window_is_the_stated_assumption_failing() -> None:
     truth = canonical_biased_network(g)
     rec = va.learn_relu_ffn(va.Oracle(g, "exact"), seed=1)
     assert rec.verified and rec.network.width == truth.width - 1  # one neuron unseen
-    (window,) = [a for a in rec.assumptions if a.startswith(WINDOW_ASSUMPTION)]
-    x0, u, R = _line(window)
+    _window(rec)
+    line = rec.search_line
     learned = {key for key, _ in rec.network.neurons}
-    missing = [key for key, _ in truth.neurons if key not in learned]
+    missing = [(key, gamma) for key, gamma in truth.neurons if key not in learned]
     assert len(missing) == 1
-    (n, c) = missing[0]
+    ((n, c), _) = missing[0]
     # n^T (x0 + t u) + c = 0 at t = -(n^T x0 + c) / n^T u: outside the searched window.
-    nu = sum(a * b for a, b in zip(n, u, strict=True))
-    t = -(sum(a * b for a, b in zip(n, x0, strict=True)) + c) / nu
-    assert abs(t) > R
+    nu = sum(a * b for a, b in zip(n, line.u, strict=True))
+    t = -(sum(a * b for a, b in zip(n, line.x0, strict=True)) + c) / nu
+    assert line.crossing(n, c) == t and abs(t) > line.radius
+    assert not line.holds(truth.neurons) and not line.holds(missing)
     # Every learned neuron's hyperplane does cross inside it (the assumption holds there).
-    for (m, cm), _ in rec.network.neurons:
-        mu = sum(a * b for a, b in zip(m, u, strict=True))
-        assert abs(-(sum(a * b for a, b in zip(m, x0, strict=True)) + cm) / mu) <= R
+    assert line.holds(rec.network.neurons)
 
 
 @pytest.mark.parametrize("arithmetic", ["exact", "certified", "float"])
 def test_every_result_states_its_window(arithmetic: str) -> None:
     g = random_biased_ffn(2, 4, np.random.default_rng(0))
     rec = va.learn_relu_ffn(va.Oracle(g, arithmetic), seed=0)
-    (window,) = [a for a in rec.assumptions if a.startswith(WINDOW_ASSUMPTION)]
-    x0, u, R = _line(window)
-    assert len(x0) == len(u) == 2 and R == 64
+    _window(rec)
+    line = rec.search_line
+    assert len(line.x0) == len(line.u) == 2 and line.radius == 64
+    assert line.holds(rec.network.neurons)
 
 
 def test_a_certificate_without_the_window_is_rejected() -> None:

@@ -72,7 +72,7 @@ def test_golden_counts_paper_and_direct() -> None:
     assert direct.queries_by_phase["attention-direct"] == 9  # d^2
     assert direct.queries == direct.ffn_queries + 9
     assert direct_oracle.queries == direct.queries + direct.verification_queries
-    assert (paper.ffn_queries, direct.ffn_queries) == (30, 30)
+    assert (paper.ffn_queries, direct.ffn_queries) == (20, 20)
 
 
 def test_antisymmetrised_oracle_counts_two_real_queries() -> None:

@@ -20,6 +20,7 @@ from verified_attn.transformer.relu import (
     ReluNetwork,
     canonical_network,
     ffn_query_bound,
+    ffn_query_count,
     learn_relu_ffn,
 )
 
@@ -66,12 +67,55 @@ def test_golden_query_counts() -> None:
     oracle = va.Oracle(g, "certified")
     rec = learn_relu_ffn(oracle, seed=0)
     assert rec.network == canonical_network(g)
-    assert (rec.queries, rec.verification_queries, rec.network.width) == (42, 8, 3)
-    assert rec.queries_by_phase == {"ffn": 42, "ffn-verify": 8}
-    assert oracle.queries == 50  # counted on the oracle object, nowhere else
+    assert (rec.queries, rec.verification_queries, rec.network.width) == (29, 8, 3)
+    assert rec.queries_by_phase == {"ffn": 29, "ffn-verify": 8}
+    assert oracle.queries == 37  # counted on the oracle object, nowhere else
     assert rec.parameter_count == 3 * (5 + 1)
-    # The bound is the formula at the learned width, not the count: 4(4+1) + 6 + 243 * 5.
-    assert rec.bound == ffn_query_bound(5, 3) == 1241
+    # The count is the formula of the search's counters: 2*3 + 2 + 9 + (5 - 2)(3 + 1).
+    assert rec.line_counts == {"pieces": 3, "half_pieces": 2, "probes": 9, "kinks": 3}
+    assert rec.queries == ffn_query_count(5, **rec.line_counts) == 29
+    # The bound is the worst-case formula at the learned width: 4(1+1) + 6 + 243 * 5.
+    assert rec.bound == ffn_query_bound(5, 3) == 1229
+
+
+@pytest.mark.parametrize(
+    ("d", "m", "seed", "queries", "counts"),
+    [
+        (1, 2, 0, 8, (3, 0, 2, 1)),
+        (2, 3, 1, 12, (3, 1, 5, 2)),
+        (3, 6, 4, 23, (3, 2, 11, 3)),
+        (4, 8, 2, 28, (3, 2, 10, 4)),
+        (6, 12, 3, 74, (3, 6, 26, 8)),
+    ],
+)
+def test_query_count_formula_is_exact(
+    d: int, m: int, seed: int, queries: int, counts: tuple[int, int, int, int]
+) -> None:
+    """Golden counts, == the formula of the search's counters (exact arithmetic)."""
+    g = random_ffn(d, m, np.random.default_rng(seed))
+    oracle = va.Oracle(g, "exact")
+    rec = learn_relu_ffn(oracle, seed=seed)
+    assert rec.network == canonical_network(g) and rec.attempts == 1
+    names = ("pieces", "half_pieces", "probes", "kinks")
+    assert rec.line_counts == dict(zip(names, counts, strict=True))
+    assert oracle.queries - rec.verification_queries == rec.queries == queries
+    assert ffn_query_count(d, **rec.line_counts) == queries
+    # The second segment starts in the first's last cone and reuses its piece and gradient:
+    # 3 pieces at grid 1 (not 4), kinks + 1 cells (not kinks + 2). A count that asked them
+    # again would be 2 + (d - min(d, 2)) more.
+    assert rec.line_counts["pieces"] == 3
+    pieces, half, probes, kinks = counts
+    again = 2 * (pieces + 1) + half + probes + (d - min(d, 2)) * (kinks + 2)
+    assert again == queries + 2 + d - min(d, 2) != queries
+
+
+def test_query_count_formula_detects_a_wrong_cell_cost() -> None:
+    """A formula charging d - 1 probes per cell (the biased learner's) is refuted."""
+    g = random_ffn(6, 12, np.random.default_rng(3))
+    rec = learn_relu_ffn(va.Oracle(g, "exact"), seed=3)
+    c = rec.line_counts
+    wrong = 2 * c["pieces"] + c["half_pieces"] + c["probes"] + 5 * (c["kinks"] + 1)
+    assert wrong != rec.queries == ffn_query_count(6, **c)
 
 
 def test_counts_agree_between_exact_and_certified() -> None:

@@ -23,6 +23,7 @@ from verified_attn.transformer.relu import (
     ReluNetwork,
     canonical_network,
     ffn_query_bound,
+    ffn_query_count,
 )
 from verified_attn.transformer.relu_biased import (
     BiasedReluNetwork,
@@ -40,6 +41,7 @@ __all__ = [
     "canonical_biased_network",
     "canonical_network",
     "ffn_query_bound",
+    "ffn_query_count",
     "learn_biased_relu_ffn",
     "learn_biased_transformer",
     "learn_relu_ffn",

@@ -83,7 +83,7 @@ def learn_relu_ffn(
     *,
     biases: bool | None = None,
     attempts: int = 3,
-    grid: int = 4,
+    grid: int = 1,
     **options: Unpack[ExactOptions],
 ) -> ReluFFNRecovery:
     """Learn g(x) = f([x]) as a canonical ReLU network, with biases or without.

@@ -10,7 +10,7 @@
 >>> rec.queries_by_phase["attention-v"], rec.queries_by_phase["attention-W"]   # 2d, 2d^2
 (4, 8)
 >>> rec.attention_queries, rec.attention_bound, rec.bound - rec.attention_bound
-(12, 12, 1226)
+(12, 12, 1214)
 >>> X = [[1, 0], [0, 1], [-1, 1]]
 >>> rec.model.evaluate(X, "exact") == T.evaluate(X, "exact")
 True

@@ -10,7 +10,7 @@
 >>> rec.network.width, rec.network.linear     # 3 ReLU(z) + 3 ReLU(-z) = 6 ReLU(z) - 3 z
 (2, (Fraction(-3, 1), Fraction(-3, 1)))
 >>> rec.queries, rec.parameter_count, rec.verification_queries, rec.bound
-(23, 6, 8, 984)
+(14, 6, 8, 972)
 >>> va.verify_certificate(rec.certificate()).ok
 True
 
@@ -26,18 +26,27 @@ certified mode reconstructs them from balls):
 
 1. *Kinks.* Random rational p, q span a plane; the two segments ``p + s q`` and
    ``q - t p`` (s, t in [-1, 1]) together cross every hyperplane once. Along a segment g is
-   piecewise linear in s. A *piece* is measured from two values (at s and s + eps); two
-   pieces A, B at the ends of an interval are intersected exactly (rational arithmetic) at
-   s*, and two more queries check that g follows A just left of s* and B just right of it:
-   then s* is the one kink there. Otherwise the interval is bisected at a simple rational
-   point. Cost: 2 queries per sample, 2 per kink check; every query point has a small
-   denominator (never s* itself), which keeps certified reconstruction cheap.
-2. *Gradients.* Inside each piece g(x) = G^T x. The line already gives G^T p and G^T q; one
+   piecewise linear; each segment is searched by the biased learner's line search
+   (:class:`~verified_attn.transformer.relu_biased.LineSearch`, window [-1, 1]): a piece
+   costs 2 queries, the pieces at an interval's ends meet at an exact s*, one probe on each
+   side of s* confirms it as the one kink there (the right one only when the left one
+   agrees), and a failed probe or a middle point splits the interval (a half piece: 1
+   query). Every query point has a small denominator (never s* itself), which keeps
+   certified reconstruction cheap. The second segment starts at q + p, the direction where
+   the first one ends: the same cone (g is positively homogeneous), so its first piece is
+   the first segment's last one read along ``q - t p`` and is not asked.
+2. *Gradients.* Inside each cell g(x) = G^T x. The line already gives G^T p and G^T q; one
    query g(y + delta e_i) per remaining coordinate gives G_i = (g(y + delta e_i) - G^T y) /
-   delta: d - 2 queries per piece.
+   delta: d - 2 queries per cell, K + 1 cells for K kinks (the shared cone's gradient is
+   computed once).
 3. *Neurons.* The gradient jump across a kink is J = gamma n (orientation from the crossing
    direction); continuity J^T x* = 0 at the exact kink point is checked. The linear term is
    l = G_0 - sum over the hyperplanes on whose positive side y_0 lies of gamma_j n_j.
+
+*The count.* With S pieces, S_half half pieces and P probes measured on the two segments
+and K kinks found, one plane costs ``2 S + S_half + P + (d - min(d, 2))(K + 1)`` queries
+(:func:`ffn_query_count` of the result's ``line_counts``, equal to the oracle's count; a
+point asked before is neither asked nor counted again). At the default grid 1, S = 3.
 
 The result is verified on the core's fresh sequences
 (:func:`verified_attn.verification.verify_model`: == in exact mode, overlapping balls in
@@ -45,20 +54,20 @@ certified mode); a failed check (a kink hidden by a coincidence, a probe step th
 piece) retries on a new random plane with smaller steps, every query counted.
 
 *The bound.* The cost adapts to how close the kinks lie on the random plane, so there is no
-closed form in d and m alone; the learner is held to :func:`ffn_query_bound`, a formula in
-d and the learned canonical width m': per attempt with g grid intervals per segment,
-``4(g + 1)`` samples, ``2 m'`` kink checks, at most ``MAX_DEPTH`` bisections (4 queries
-each: a piece and a check) per kink and segment end, and ``d - min(d, 2)`` gradient probes
-per piece: ``4(g + 1) + 2m' + (4 MAX_DEPTH + d - min(d, 2))(m' + 2)``, summed over the
-attempts made (each doubles g). A run that would return a network learned with more
-queries than that is refused (it never happens when every kink is isolated within
-MAX_DEPTH bisections, as the learner demands anyway).
+closed form in d and m alone; the learner is held to :func:`ffn_query_bound`, a worst case
+in d and the learned canonical width m': per attempt with g grid intervals per segment,
+``4(g + 1)`` samples, ``2 m'`` kink probes, at most ``MAX_DEPTH`` splits (at most 4 queries
+each: 2 probes, a middle probe and a half piece) per kink and segment end, and
+``d - min(d, 2)`` gradient probes per cell:
+``4(g + 1) + 2m' + (4 MAX_DEPTH + d - min(d, 2))(m' + 2)``, summed over the attempts made
+(each doubles g). A run that would return a network learned with more queries than that is
+refused (it never happens when every kink is isolated within MAX_DEPTH splits, as the
+learner demands anyway).
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 from fractions import Fraction
 from typing import Any, Unpack
@@ -75,7 +84,7 @@ from verified_attn.oracle import Oracle
 from verified_attn.progress import reporting
 from verified_attn.recovery import ReluFFNRecovery
 from verified_attn.transformer.common import first_success, learner_arguments, verify_network
-from verified_attn.transformer.relu_biased import Answers, Piece
+from verified_attn.transformer.relu_biased import Answers, LineSearch, Piece, Retry
 from verified_attn.transformer.relu_certificate import relu_certificate_data
 from verified_attn.transformer.relu_network import (
     MAX_ATTEMPTS,
@@ -87,6 +96,7 @@ from verified_attn.transformer.relu_network import (
     canonical_network,
     default_denominator_bound,
     ffn_query_bound,
+    ffn_query_count,
 )
 from verified_attn.transformer.relu_network import dot as _dot
 from verified_attn.transformer.relu_network import network_of as _assemble
@@ -104,6 +114,7 @@ __all__ = [
     "canonical_network",
     "default_denominator_bound",
     "ffn_query_bound",
+    "ffn_query_count",
     "learn_relu_ffn",
 ]
 
@@ -111,10 +122,6 @@ __all__ = [
 # ---------------------------------------------------------------------------------------
 # The learner.
 # ---------------------------------------------------------------------------------------
-
-
-class _Retry(Exception):
-    """Internal: an exact consistency check failed on this plane; try another."""
 
 
 def _dyadic_below(x: Fraction) -> Fraction:
@@ -128,73 +135,11 @@ def _dyadic_below(x: Fraction) -> Fraction:
     return t
 
 
-class _Segment:
-    """g along b + s u for s in [-1, 1]: kinks and pieces, found exactly."""
-
-    def __init__(self, values: Answers, b: Vec, u: Vec, grid: int, eps_bits: int) -> None:
-        self.values, self.b, self.u = values, b, u
-        self.grid, self.eps_bits = grid, eps_bits
-
-    def point(self, s: Fraction) -> Vec:
-        return tuple(bi + s * ui for bi, ui in zip(self.b, self.u, strict=True))
-
-    def piece(self, s: Fraction, width: Fraction, side: int) -> Piece:
-        eps = _dyadic_below(width) / 2**self.eps_bits
-        s2 = s + side * eps
-        y1, y2 = self.values.many([self.point(s), self.point(s2)])
-        slope = (y2 - y1) / (s2 - s)
-        return Piece(slope, y1 - slope * s)
-
-    def _single_kink(self, a: Fraction, A: Piece, s: Fraction, B: Piece, b: Fraction) -> bool:
-        """g follows A just left of s and B just right of it (two dyadic-ish probes).
-
-        Checking g(s) == A(s) alone is not enough: two kinks both left of s can end on B,
-        and then g(s) = B(s) = A(s) too.
-        """
-        w = min(s - a, b - s) / 2**16
-        left = simplest_rational_between(s - w, s - w / 2)
-        right = simplest_rational_between(s + w / 2, s + w)
-        gl, gr = self.values.many([self.point(left), self.point(right)])
-        return gl == A.at(left) and gr == B.at(right)
-
-    def kinks(self, max_depth: int = 60) -> tuple[list[Fraction], list[Piece]]:
-        """Sorted kinks s_1 < ... < s_K in (-1, 1) and the K + 1 pieces between them."""
-        grid = [Fraction(-1) + Fraction(2 * i, self.grid) for i in range(self.grid + 1)]
-        step = Fraction(2, self.grid)
-        samples = [self.piece(s, step, -1 if s == 1 else 1) for s in grid]
-        found: list[tuple[Fraction, Piece, Piece]] = []
-        stack = [(grid[i], samples[i], grid[i + 1], samples[i + 1], 0) for i in range(self.grid)]
-        while stack:
-            a, A, b, B, depth = stack.pop()
-            if A == B:
-                continue
-            if A.slope != B.slope:
-                s = (B.intercept - A.intercept) / (A.slope - B.slope)
-                if a < s < b and self._single_kink(a, A, s, B, b):
-                    found.append((s, A, B))
-                    continue
-            if depth >= max_depth:
-                raise _Retry(f"could not isolate the kinks in ({a}, {b})")
-            mid = simplest_rational_between(a + (b - a) / 3, b - (b - a) / 3)
-            M = self.piece(mid, min(mid - a, b - mid), 1)
-            stack.append((a, A, mid, M, depth + 1))
-            stack.append((mid, M, b, B, depth + 1))
-        found.sort(key=lambda t: t[0])
-        kinks = [s for s, _, _ in found]
-        if not found:
-            return kinks, [samples[0]]
-        pieces = [found[0][1]] + [B for _, _, B in found]
-        for (_, _, B), (_, A2, _) in itertools.pairwise(found):
-            if B != A2:
-                raise _Retry("adjacent kinks disagree about the piece between them")
-        return kinks, pieces
-
-
 def _gradient(
-    values: Answers, seg: _Segment, piece: Piece, lo: Fraction, hi: Fraction, shrink: int
+    values: Answers, seg: LineSearch, piece: Piece, lo: Fraction, hi: Fraction, shrink: int
 ) -> Vec:
     """G with g(x) = G^T x on the piece (lo, hi) of the segment: d - rank[b u] queries."""
-    d = len(seg.b)
+    d = len(seg.x0)
     s = simplest_rational_between(lo + (hi - lo) / 4, hi - (hi - lo) / 4)
     y = seg.point(s)
     gy = piece.at(s)
@@ -204,7 +149,7 @@ def _gradient(
     B = flint.fmpq_mat(
         d,
         2,
-        [flint.fmpq(x.numerator, x.denominator) for r in zip(seg.b, seg.u, strict=True) for x in r],
+        [flint.fmpq(x.numerator, x.denominator) for r in zip(seg.x0, seg.u, strict=True) for x in r],
     )
     pivots = _pivot_rows(B)
     others = [i for i in range(d) if i not in pivots]
@@ -213,7 +158,7 @@ def _gradient(
     for i, val in zip(others, values.many(probes), strict=True):
         G[i] = (val - gy) / delta
     known = [piece.intercept, piece.slope]
-    cols = [seg.b, seg.u][: len(pivots)]
+    cols = [seg.x0, seg.u][: len(pivots)]
     rhs = [
         k - sum((c[i] * G[i] for i in others), Fraction(0))
         for k, c in zip(known, cols, strict=False)
@@ -250,7 +195,8 @@ def _pivot_rows(B: flint.fmpq_mat) -> list[int]:
 
 def _learn_once(
     values: Answers, d: int, rng: np.random.Generator, grid: int, shrink: int
-) -> ReluNetwork:
+) -> tuple[ReluNetwork, dict[str, int]]:
+    """One random plane's network (unverified) and its counts (:func:`ffn_query_count`)."""
     p = tuple(Fraction(int(x), 256) for x in rng.integers(-(2**16), 2**16, d))
     q = tuple(Fraction(int(x), 256) for x in rng.integers(-(2**16), 2**16, d))
     if (
@@ -262,46 +208,76 @@ def _learn_once(
         ).rank()
         < 2
     ):
-        raise _Retry("p and q are parallel")
-    segments = [
-        _Segment(values, p, q, grid, 20 + shrink),
-        _Segment(values, q, tuple(-x for x in p), grid, 20 + shrink),
-    ]
+        raise Retry("p and q are parallel")
+    one = Fraction(1)
+    first = LineSearch(values, p, q, one, grid=grid, eps_bits=20 + shrink, max_depth=MAX_DEPTH)
+    kinks, pieces = first.kinks()
+    grads = _gradients(values, first, kinks, pieces, shrink, None)
+    # The second segment q - t p starts at q + p, the direction where the first one ends:
+    # the same cone (no hyperplane passes through it, else neither segment sees it). Its
+    # piece there is the first's last read along q - t p (G^T q - t G^T p), its gradient
+    # the same: neither is asked again.
+    last = pieces[-1]
+    second = LineSearch(
+        values,
+        q,
+        tuple(-x for x in p),
+        one,
+        grid=grid,
+        eps_bits=20 + shrink,
+        max_depth=MAX_DEPTH,
+        start=Piece(-last.intercept, last.slope),
+    )
+    kinks2, pieces2 = second.kinks()
+    grads2 = _gradients(values, second, kinks2, pieces2, shrink, grads[-1])
     terms: dict[Vec, Fraction] = {}
-    ref: tuple[Vec, Vec] | None = None
-    for seg in segments:
-        kinks, pieces = seg.kinks()
-        bounds = [Fraction(-1), *kinks, Fraction(1)]
-        grads = [
-            _gradient(values, seg, pc, bounds[i], bounds[i + 1], shrink)
-            for i, pc in enumerate(pieces)
-        ]
-        if ref is None:
-            lo, hi = bounds[0], bounds[1]
-            ref = (
-                seg.point(simplest_rational_between(lo + (hi - lo) / 4, hi - (hi - lo) / 4)),
-                grads[0],
-            )
-        for i, s in enumerate(kinks):
-            J = tuple(a - b for a, b in zip(grads[i + 1], grads[i], strict=True))
+    for seg, ks, gs in ((first, kinks, grads), (second, kinks2, grads2)):
+        for i, s in enumerate(ks):
+            J = tuple(a - b for a, b in zip(gs[i + 1], gs[i], strict=True))
             if not any(J) or _dot(J, seg.point(s)) != 0:
-                raise _Retry(f"the gradient jump at s = {s} is not a hyperplane's normal")
+                raise Retry(f"the gradient jump at s = {s} is not a hyperplane's normal")
             n, kappa = _normalise(J)
             gamma = kappa if _dot(n, seg.u) > 0 else -kappa
             terms[n] = terms.get(n, Fraction(0)) + gamma
-    assert ref is not None
-    y, G = ref
-    linear = list(G)
+    # The linear term from the first cell: its gradient less the neurons on whose positive
+    # side it lies.
+    hi = kinks[0] if kinks else one
+    y = first.point(simplest_rational_between(-one + (hi + one) / 4, hi - (hi + one) / 4))
+    linear = list(grads[0])
     for n, gamma in terms.items():
         if _dot(n, y) > 0:
             linear = [a - gamma * b for a, b in zip(linear, n, strict=True)]
-    return _assemble(d, linear, terms)
+    counts = {
+        "pieces": first.pieces + second.pieces,
+        "half_pieces": first.half_pieces + second.half_pieces,
+        "probes": first.probes + second.probes,
+        "kinks": len(kinks) + len(kinks2),
+    }
+    return _assemble(d, linear, terms), counts
+
+
+def _gradients(
+    values: Answers,
+    seg: LineSearch,
+    kinks: list[Fraction],
+    pieces: list[Piece],
+    shrink: int,
+    known: Vec | None,
+) -> list[Vec]:
+    """The gradient of every cell the segment crosses (``known``: the first one's)."""
+    bounds = [Fraction(-1), *kinks, Fraction(1)]
+    return [
+        known
+        if i == 0 and known is not None
+        else _gradient(values, seg, pc, bounds[i], bounds[i + 1], shrink)
+        for i, pc in enumerate(pieces)
+    ]
 
 
 def learn_relu_ffn(
     oracle: Oracle,
     *,
-    grid: int = 4,
+    grid: int = 1,
     attempts: int = 3,
     **options: Unpack[ExactOptions],
 ) -> ReluFFNRecovery:
@@ -338,10 +314,10 @@ def learn_relu_ffn(
     d = oracle.d
     rng = np.random.default_rng(seed)
     with reporting(oracle, progress, "learn_relu_ffn"), oracle.run() as run, arith.context():
-        (net, checked), failed = first_success(
+        (net, checked, line_counts), failed = first_success(
             attempts,
             lambda i: _attempt(oracle, values, rng, (grid, i), verify, seed + i, lengths),
-            (_Retry,),
+            (Retry,),
             f"no bias-free ReLU network fits the oracle after {attempts} attempts",
         )
     counts = run.counts
@@ -363,6 +339,7 @@ def learn_relu_ffn(
     )
     return ReluFFNRecovery.from_record(
         record,
+        line_counts=line_counts,
         theorem=THEOREM,
         parameters=parameters,
         learned_model=model,
@@ -384,16 +361,17 @@ def _attempt(
     verify: int,
     seed: int,
     lengths: Any,
-) -> tuple[ReluNetwork, Verification | None]:
-    """One random plane at grid * 2^attempt: the network, verified; _Retry if it fails."""
+) -> tuple[ReluNetwork, Verification | None, dict[str, int]]:
+    """One random plane at grid * 2^attempt: the network, verified, and its counts; Retry
+    if it fails."""
     grid, attempt = plan
     d = oracle.d
     with oracle.phase("ffn"):
-        net = _learn_once(values, d, rng, grid * 2**attempt, 8 * attempt)
+        net, line_counts = _learn_once(values, d, rng, grid * 2**attempt, 8 * attempt)
     bound = ffn_query_bound(d, net.width, grid=grid, attempts=attempt + 1)
     if len(values.raw) > bound:
-        raise _Retry(
+        raise Retry(
             f"{len(values.raw)} learning queries exceed the bound {bound} at width {net.width}"
         )
-    checked = verify_network(oracle, net, count=verify, seed=seed, lengths=lengths, retry=_Retry)
-    return net, checked
+    checked = verify_network(oracle, net, count=verify, seed=seed, lengths=lengths, retry=Retry)
+    return net, checked, line_counts

@@ -120,7 +120,8 @@ def biased_ffn_query_count(
     d: int, *, pieces: int, half_pieces: int = 0, probes: int, kinks: int
 ) -> int:
     """Learning queries of one line search:
-    ``2 pieces + half_pieces + probes + (d - 1)(kinks + 1)``.
+    ``2 pieces + half_pieces + probes + (d - 1)(kinks + 1)`` (the search counts only points
+    not asked before: a piece one of whose points was asked already is a half piece).
 
     >>> biased_ffn_query_count(16, pieces=2, half_pieces=3, probes=70, kinks=32)
     572
@@ -295,6 +296,9 @@ class LineSearch:
     probes: int = 0
     found: int = 0
     cells: int = 0
+    #: The piece at t = -R when it is known already (the bias-free learner's second
+    #: segment starts in the cone where its first one ends): no query for it.
+    start: Piece | None = None
     #: Float mode: phi(t) at every t asked, for refitting the pieces (:meth:`_refit`).
     seen: dict[Num, Num] = field(default_factory=dict)
 
@@ -305,6 +309,11 @@ class LineSearch:
 
     def point(self, t: Num) -> Vec:
         return tuple(a + t * b for a, b in zip(self.x0, self.u, strict=True))
+
+    def _new(self, *ts: Num) -> int:
+        """How many of the points at ts have not been asked yet (a point asked before is
+        answered from the cache, neither asked nor counted again)."""
+        return len({self.point(t) for t in ts} - self.answers.cache.keys())
 
     def _ask(self, ts: list[Num]) -> list[Num]:
         ys = self.answers.many([self.point(t) for t in ts])
@@ -322,8 +331,10 @@ class LineSearch:
 
     def piece(self, t: Num, width: Num, side: int) -> Piece:
         t2 = self._step(t, width, side)
+        new = self._new(t, t2)  # a piece with one point asked before costs a half piece
         y1, y2 = self._ask([t, t2])
-        self.pieces += 1
+        self.pieces += new == 2
+        self.half_pieces += new == 1
         return _through(t, y1, t2, y2)
 
     def _same_piece(self, A: Piece, B: Piece, a: Num, b: Num) -> bool:
@@ -356,8 +367,8 @@ class LineSearch:
         left = t - w if fl else simplest_rational_between(t - w, t - w / 2)
         right = t + w if fl else simplest_rational_between(t + w / 2, t + w)
         for probe, piece, side in ((left, A, -1), (right, B, 1)):
+            self.probes += self._new(probe)
             (gp,) = self._ask([probe])
-            self.probes += 1
             if not self.answers.close(gp, piece.at(probe), eta + piece.error(probe, eta)):
                 return False, (probe, gp, side)
         return True, (right, 0, 0)
@@ -372,8 +383,8 @@ class LineSearch:
         if self.answers.close(gt, other.at(t), eta + other.error(t, eta)):
             return other
         t2 = self._step(t, w, side)
+        self.half_pieces += self._new(t2)
         (g2,) = self._ask([t2])
-        self.half_pieces += 1
         return _through(t, gt, t2, g2)
 
     def _narrow(self, item: tuple, stack: list, found: list) -> None:
@@ -417,8 +428,8 @@ class LineSearch:
             stack.append((mid, M, b, B, depth + 1))
             stack.append((a, A, mid, M, depth + 1))
             return
+        self.probes += self._new(mid)
         (gm,) = self._ask([mid])
-        self.probes += 1
         if gm == A.at(mid):  # (exact and certified only: == decides)
             stack.append((mid, A, b, B, depth + 1))
             return
@@ -467,7 +478,12 @@ class LineSearch:
         R = self.radius
         ts = [-R + 2 * R * i / self.grid for i in range(self.grid + 1)]
         step = 2 * R / self.grid
-        samples = [self.piece(t, step, -1 if i == self.grid else 1) for i, t in enumerate(ts)]
+        samples = [
+            self.start
+            if i == 0 and self.start is not None
+            else self.piece(t, step, -1 if i == self.grid else 1)
+            for i, t in enumerate(ts)
+        ]
         found: list[tuple[Num, Piece, Piece]] = []
         stack = [(ts[i], samples[i], ts[i + 1], samples[i + 1], 0) for i in range(self.grid)]
         while stack:

@@ -15,7 +15,8 @@ The method and the count are described in :mod:`verified_attn.transformer.relu_b
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, ClassVar, Unpack
 
 import numpy as np
@@ -32,6 +33,7 @@ from verified_attn.transformer.relu_biased import (
     Answers,
     BiasedReluNetwork,
     Faint,
+    Num,
     Retry,
     biased_ffn_query_count,
 )
@@ -43,13 +45,51 @@ from verified_attn.verification import (
     Verification,
 )
 
-__all__ = ["BiasedReluFFNRecovery", "biased_ffn_query_count", "learn_biased_relu_ffn"]
+__all__ = [
+    "BiasedReluFFNRecovery",
+    "SearchLine",
+    "biased_ffn_query_count",
+    "learn_biased_relu_ffn",
+    "window_assumption",
+]
 
 THEOREM = "ffn/relu-biased"
 #: Most lines a call may try (each widens the window 16-fold and doubles the grid).
 MAX_ATTEMPTS = 6
 #: The first line's window [-R, R] in units of the random line's coordinates (1/256).
 RADIUS = 64
+
+
+@dataclass(frozen=True)
+class SearchLine:
+    """The line ``x0 + t u`` a biased result was learned on, searched for |t| <= ``radius``:
+    a neuron whose hyperplane crosses it only farther out (or never) is not seen.
+
+    >>> from fractions import Fraction as F
+    >>> line = SearchLine((F(0), F(1)), (F(1), F(0)), F(64))
+    >>> line.crossing((F(1), F(0)), F(-3)), line.crossing((F(0), F(1)), F(2))
+    (Fraction(3, 1), None)
+    >>> line.holds([(((F(1), F(0)), F(-3)), F(2))]), line.holds([(((F(1), F(0)), F(-65)), F(2))])
+    (True, False)
+    """
+
+    x0: tuple[Num, ...]
+    u: tuple[Num, ...]
+    radius: Num
+
+    def crossing(self, n: Any, c: Any) -> Fraction | None:
+        """The t where ``n^T (x0 + t u) + c = 0`` (exactly, in Fractions); None if the
+        hyperplane is parallel to the line."""
+        nu = sum((Fraction(a) * Fraction(b) for a, b in zip(n, self.u, strict=True)), Fraction(0))
+        nx = sum((Fraction(a) * Fraction(b) for a, b in zip(n, self.x0, strict=True)), Fraction(0))
+        return None if nu == 0 else -(nx + Fraction(c)) / nu
+
+    def holds(self, neurons: Any) -> bool:
+        """Whether every hyperplane of ``neurons`` (``((n, c), gamma)`` pairs, as in a
+        :class:`~verified_attn.transformer.relu_biased.BiasedReluNetwork`) crosses the line
+        within |t| <= radius: the window assumption, checked against a known network."""
+        ts = [self.crossing(n, c) for (n, c), _ in neurons]
+        return all(t is not None and abs(t) <= Fraction(self.radius) for t in ts)
 
 
 @dataclass
@@ -61,11 +101,12 @@ class BiasedReluFFNRecovery(ReluFFNRecovery):
     (:class:`~verified_attn.transformer.relu_biased.BiasedReluNetwork`); ``line_counts``
     the last line's pieces, half pieces, probes and kinks, from which
     :func:`~verified_attn.transformer.relu_biased.biased_ffn_query_count` gives its
-    learning queries.
+    learning queries; ``search_line`` the last line and window searched (a
+    :class:`SearchLine`, the data of the window assumption every result states).
     """
 
     kind: ClassVar[str] = "relu-ffn-biased"
-    line_counts: dict[str, int] = field(default_factory=dict)
+    search_line: SearchLine | None = None
 
     @property
     def a(self) -> Any:
@@ -256,6 +297,7 @@ def _result(
         network=net,
         attempts=len(reasons) + 1,
         line_counts=line_counts,
+        search_line=SearchLine(search.x0, search.u, search.radius),
     )
 
 

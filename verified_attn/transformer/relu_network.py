@@ -34,6 +34,7 @@ __all__ = [
     "default_denominator_bound",
     "dot",
     "ffn_query_bound",
+    "ffn_query_count",
     "network_of",
     "normalise",
 ]
@@ -151,7 +152,7 @@ def canonical_network(model: ReluFFN | OneLayerTransformer) -> ReluNetwork:
     return network_of(d, linear, terms)
 
 
-def ffn_query_bound(d: int, width: int, *, grid: int = 4, attempts: int = 1) -> int:
+def ffn_query_bound(d: int, width: int, *, grid: int = 1, attempts: int = 1) -> int:
     """The learning-query bound the FFN learner is held to, at canonical width ``width``.
 
     Sum over the attempts i < ``attempts`` (grid g_i = grid 2^i) of
@@ -159,7 +160,7 @@ def ffn_query_bound(d: int, width: int, *, grid: int = 4, attempts: int = 1) -> 
     docstring for where each term comes from.
 
     >>> ffn_query_bound(5, 3), ffn_query_bound(1, 0)
-    (1241, 500)
+    (1229, 488)
     """
     d = check_int(d, "d", low=1)
     width = check_int(width, "width", low=0)
@@ -167,6 +168,22 @@ def ffn_query_bound(d: int, width: int, *, grid: int = 4, attempts: int = 1) -> 
     attempts = check_int(attempts, "attempts", low=1, high=MAX_ATTEMPTS)
     per_piece = 4 * MAX_DEPTH + d - min(d, 2)
     return sum(4 * (grid * 2**i + 1) + 2 * width + per_piece * (width + 2) for i in range(attempts))
+
+
+def ffn_query_count(d: int, *, pieces: int, half_pieces: int = 0, probes: int, kinks: int) -> int:
+    """Learning queries of one random plane of the bias-free learner:
+    ``2 pieces + half_pieces + probes + (d - min(d, 2))(kinks + 1)``.
+
+    Its two segments' line searches measure ``pieces`` pieces (2 queries each),
+    ``half_pieces`` (1 each) and ``probes`` (1 each) and find ``kinks`` kinks in all; the
+    two segments cross kinks + 1 cells (the second starts in the cone where the first one
+    ends, whose piece and gradient it reuses), each of which costs d - 2 coordinate probes
+    (the line gives G^T p and G^T q; d = 1: none).
+
+    >>> ffn_query_count(16, pieces=3, half_pieces=4, probes=60, kinks=28)
+    476
+    """
+    return 2 * pieces + half_pieces + probes + (d - min(d, 2)) * (kinks + 1)
 
 
 def default_denominator_bound(arith: Arithmetic) -> int:
