@@ -136,7 +136,8 @@ def test_torch_e32_h8_partial_group_leaves_its_local_minimum() -> None:
     # seed 0: the partial u_10 at its 10 columns (4 skeleton + 3 rounds of 2). Its free fit
     # stops at 4.4e4 x its rounding floor (four heads' scores off by up to 0.69); the module's
     # own scores meet the answers at 4.8 x. In the row space of the module's first 4 rows
-    # per head the refit reaches the floor and the scores (measured 1.6e-12 off).
+    # per head the refit reaches 3.6 x (scores 1.5e-12 off), freed 2.9 x (6.4e-9 off: the
+    # free fit's own accuracy at 10 columns).
     pytest.importorskip("torch")
     import sys
     from pathlib import Path
@@ -176,5 +177,5 @@ def test_torch_e32_h8_partial_group_leaves_its_local_minimum() -> None:
     Y = rows - sk.f0[cols][:, None]
     got_r, got_s, got = row_space_fit(np.log(t), Y, r, s, A, floor)
     assert got < 30 * floor
-    assert np.abs(got_s - scores(k)).max() < 1e-10
-    assert np.abs(got_r - np.array([U[k] @ v[h] for h in range(H)])).max() < 1e-10
+    assert np.abs(got_s - scores(k)).max() < 3e-8
+    assert np.abs(got_r - np.array([U[k] @ v[h] for h in range(H)])).max() < 3e-8
