@@ -565,11 +565,12 @@ def polish_groups(
 def linear_jacobian(lt: np.ndarray, Mt: np.ndarray, r: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Each group's dense Jacobian (G, J T, H + p H) in (r, w) of the fit ``s = Mt w``.
 
-    ``Mt`` (J, p): the probe columns, one row per pair; ``r`` (G, H); ``w`` (G, p, H).
-    Columns: the H residues, then w row-major (``a * H + h``)."""
+    ``Mt`` (J, p): the probe columns, one row per pair (or (J, p, H): a plane per head);
+    ``r`` (G, H); ``w`` (G, p, H). Columns: the H residues, then w row-major (``a * H + h``)."""
     G, p, H = w.shape
     J, T = Mt.shape[0], len(lt)
-    s = np.einsum("ja,gah->gjh", Mt, w)
+    m = "ja" if Mt.ndim == 2 else "jah"
+    s = np.einsum(f"{m},gah->gjh", Mt, w)
     _, Js, Jr = _parts(lt, np.zeros((G, J, T)), r, s)
-    Jw = np.einsum("ja,gjth->gjtah", Mt, Js).reshape(G, J * T, p * H)
+    Jw = np.einsum(f"{m},gjth->gjtah", Mt, Js).reshape(G, J * T, p * H)
     return np.concatenate([Jr.reshape(G, J * T, H), Jw], axis=2)

@@ -30,9 +30,24 @@ __all__ = [
     "fit_linear_groups",
     "linear_jacobian",
     "linear_start",
+    "plane_scores",
     "score_weights",
     "sigma_min_linear",
 ]
+
+
+def plane_scores(Mt: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The scores ``s = Mt w`` (G, J, H) of plane coordinates ``w`` (G, p, H): ``Mt`` (J, p)
+    one plane for every head (the probe columns), or (J, p, H) a plane per head (a partial
+    u-group's scores in the row space of the full groups' rows, :mod:`.pipeline.skeleton_rows`).
+
+    >>> Mt = np.arange(6.0).reshape(3, 2); w = np.ones((1, 2, 2))
+    >>> bool((plane_scores(Mt, w) == plane_scores(np.stack([Mt, Mt], axis=2), w)).all())
+    True
+    """
+    if Mt.ndim == 2:
+        return np.einsum("ja,gah->gjh", Mt, w)
+    return np.einsum("jah,gah->gjh", Mt, w)
 
 
 def fit_linear_groups(
@@ -67,7 +82,7 @@ def fit_linear_groups(
     floor_g = np.broadcast_to(np.asarray(floor, dtype=np.float64), (G,))
 
     def residual(rv: np.ndarray, wv: np.ndarray, yv: np.ndarray) -> np.ndarray:
-        sv = np.clip(np.einsum("ja,gah->gjh", Mt, wv), -40.0, 40.0)
+        sv = np.clip(plane_scores(Mt, wv), -40.0, 40.0)
         return (group_model(lt, rv, sv) - yv).reshape(len(rv), -1)
 
     R = residual(r, w, Y)
@@ -95,7 +110,7 @@ def fit_linear_groups(
         step = np.where(np.isfinite(step), step, 0.0)
         dr, dw = step[:, :H], step[:, H:].reshape(-1, p, H)
         # The scores move at most _MAX_SCORE_STEP (the free fit's trust region).
-        ds = np.abs(np.einsum("ja,gah->gjh", Mt, dw)).max(axis=(1, 2))
+        ds = np.abs(plane_scores(Mt, dw)).max(axis=(1, 2))
         shrink = np.minimum(1.0, _MAX_SCORE_STEP / np.maximum(ds, 1e-300))
         tr, tw = r[act] + dr * shrink[:, None], w[act] + dw * shrink[:, None, None]
         tR = residual(tr, tw, Y[act])
@@ -123,7 +138,7 @@ def fit_linear_groups(
             break
         i = idx[ok]
         r[i], w[i], R[i], norm[i] = tr[ok], tw[ok], tR[ok], tnorm[ok]
-    return GroupFit(r=r, s=np.einsum("ja,gah->gjh", Mt, w), residual=norm)
+    return GroupFit(r=r, s=plane_scores(Mt, w), residual=norm)
 
 
 #: Numbers in the dense group Jacobians formed at once by the Gauss-Newton steps
@@ -166,17 +181,18 @@ def _linear_normal(
     ``R`` (G, J T): the residuals."""
     G, p, H = w.shape
     J, T = Mt.shape[0], len(lt)
-    s = np.einsum("ja,gah->gjh", Mt, w)
+    s = plane_scores(Mt, w)
     _, Js, Jr = _parts(lt, np.zeros((G, J, T)), r, s)
     Rj = R.reshape(G, J, T)
     ss = Js.swapaxes(-1, -2) @ Js  # (G, J, H, H)
     rs = Jr.swapaxes(-1, -2) @ Js
-    ww = np.einsum("ja,jb,gjhk->gahbk", Mt, Mt, ss).reshape(G, p * H, p * H)
-    rw = np.einsum("jb,gjhk->ghbk", Mt, rs).reshape(G, H, p * H)
+    a, b = ("ja", "jb") if Mt.ndim == 2 else ("jah", "jbk")
+    ww = np.einsum(f"{a},{b},gjhk->gahbk", Mt, Mt, ss).reshape(G, p * H, p * H)
+    rw = np.einsum(f"{b},gjhk->ghbk", Mt, rs).reshape(G, H, p * H)
     rr = (Jr.swapaxes(-1, -2) @ Jr).sum(axis=1)
     A = np.block([[rr, rw], [rw.swapaxes(1, 2), ww]])
     g_r = np.einsum("gjth,gjt->gh", Jr, Rj)
-    g_w = np.einsum("ja,gjh->gah", Mt, np.einsum("gjth,gjt->gjh", Js, Rj)).reshape(G, p * H)
+    g_w = np.einsum(f"{a},gjh->gah", Mt, np.einsum("gjth,gjt->gjh", Js, Rj)).reshape(G, p * H)
     return A, np.concatenate([g_r, g_w], axis=1)
 
 

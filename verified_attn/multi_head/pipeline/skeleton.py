@@ -39,6 +39,7 @@ from verified_attn.multi_head.pipeline.low_rank_design import (
 )
 from verified_attn.multi_head.pipeline.poles import link_decided
 from verified_attn.multi_head.pipeline.rules import _CONVERGED, _GROUP_FIT
+from verified_attn.multi_head.pipeline.skeleton_rows import row_space_fit
 from verified_attn.oracle import Oracle
 from verified_attn.recovery import MultiHeadRecovery
 
@@ -106,6 +107,7 @@ class Skeleton:
     Bx: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     f0x: np.ndarray = field(default_factory=lambda: np.zeros(0))
     rounds: list[tuple[int, list[int]]] = field(default_factory=list)
+    refits: list[int] = field(default_factory=list)  # partial groups refitted in the row space
     p: int = 0  # the skeleton's columns (the rank given or found)
     m: int = 0  # its full u-groups
     found: bool = False
@@ -157,6 +159,8 @@ class Skeleton:
         for _ in range(CONDITIONING_ROUNDS):
             if not self._stalls(k) or not self.condition(k):
                 break
+        if k >= self.m and self._stalls(k):
+            self.row_space(k)
         res, floor = self.res[k], self.floor[k]
         if not res <= _GROUP_FIT * floor:
             raise ModelClassMismatch(
@@ -221,6 +225,21 @@ class Skeleton:
         self.rounds.append((k, new))
         self._fit(k)
         return True
+
+    def row_space(self, k: int) -> None:
+        """Partial group k, still stalled after its rounds, refitted with each head's scores
+        in the row space of the full groups' (:func:`.skeleton_rows.row_space_fit`; no
+        queries), kept if it lowers the residual. Only with more columns than full groups:
+        at m columns every score vector is in it."""
+        cols = self.cols[k]
+        if len(cols) <= self.m:
+            return
+        A = np.stack([self.s[i][cols] for i in range(self.m)], axis=1)  # (C, m, H)
+        Y = self.rows[k] - self.f0_at(cols)[:, None]
+        r, s, res = row_space_fit(np.log(self.t), Y, self.r[k], self.s[k], A, self.floor[k])
+        if res < self.res[k]:
+            self.r[k], self.s[k], self.res[k] = r, s, res
+            self.refits.append(k)
 
     def _order(self, k: int) -> None:
         """Group k's heads put in group 1's order by its halved link (NotIdentifiable when

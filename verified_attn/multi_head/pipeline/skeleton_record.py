@@ -55,6 +55,10 @@ def _notes(sk: Skeleton, counts: QueryCounts, bound: int, estimate: float) -> li
     d, H, p = sk.d, sk.H, sk.p
     how = "found from full u-groups" if sk.found else "given"
     params = low_rank_parameter_count(d, H, p)
+    refits = [
+        f"partial u-groups {', '.join(f'u_{k + 1}' for k in sk.refits)} refitted with each "
+        "head's scores in the full groups' row space (no queries): their free fits stalled"
+    ]
     return [
         f"low-rank skeleton design (rank {p}, {how}; {sk.m} full u-groups, {d - sk.m} at "
         f"{min(p, sk.J)} columns, {len(sk.check)} rank check pair): {counts.learning} "
@@ -70,7 +74,7 @@ def _notes(sk: Skeleton, counts: QueryCounts, bound: int, estimate: float) -> li
         "through its Jacobian's pseudo-inverse); "
         "every learning answer and the rank check pair reproduced at rtol "
         f"{sk.oracle.arithmetic.rtol:g}; no prediction bound off the fresh sequences",
-    ]
+    ] + (refits if sk.refits else [])
 
 
 def low_rank_recovery(
