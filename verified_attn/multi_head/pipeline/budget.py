@@ -213,13 +213,15 @@ def polish_count(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) ->
 #: count (:func:`within_follow_up`): one redundant column, no t = 1 sample, one pilot
 #: round, no conditioning round, the rest of the count as polish sequences, and each
 #: u-group's head order taken on those sequences (:mod:`.reorder`). Measured
-#: (nn.MultiheadAttention in float32, the float benchmark's modules): with the t = 1
-#: samples and the link orders as decoded, E = 8, H = 4 learned 2 of 3 at 1016 queries
-#: (the links' best orders within their noise; parameters 2^-14.8 and 2^-17.9); with the
-#: groups reordered and the t = 1 samples' 87 queries polish sequences instead (223 ->
-#: 310), 3 of 3 (E = 8, H = 2 2^-18.8 and 2^-19.9 from 2^-18.4 and 2^-18.1). Four heads
-#: were past the count before (d columns, three pilot rounds, conditioning rounds, 2 P
-#: polish sequences: E = 8 2018 queries against 1017, E = 16 up to 7676 against 4089).
+#: (nn.MultiheadAttention in float32, the float benchmark's modules, E = 8, H = 4 seeds
+#: 0-2): t = 1 samples and the link orders as decoded 1 of 2 learned (the links' best orders
+#: within their noise); groups reordered 2 of 3; no t = 1 sample, its 87 queries polish
+#: sequences (223 -> 310), and a stuck group starting the polish (:func:`.decode_stage`):
+#: 3 of 3, and 6 of 6 of seeds 0-5 (parameters 2^-16.2 .. 2^-19.2), E = 12, H = 3 6 of 6,
+#: E = 16, H = 4 2 of 3 (one refused: link noise 9.9), E = 8, H = 2 2^-18.8 .. 2^-21.5
+#: (with t = 1 samples 2^-17.3 .. 2^-19.4). The coarse design they replace (d columns,
+#: three pilot rounds, conditioning rounds, 2 P polish sequences) took E = 8, H = 4 2018
+#: queries against 1017 and E = 16, H = 4 up to 7676 against 4089.
 FOLLOW_UP_COARSE_HEADS = 4
 #: ... when the polish sequences the follow-up's count leaves are at least this fraction
 #: of the canonical parameters (d = 4, H = 2 has none left: the coarse design stays).
