@@ -327,7 +327,11 @@ def test_the_long_window_would_hold_the_module_to_answers_it_rounds(
 ) -> None:
     # The wrong variant: the 257-token window at four heads. The polish reaches the module's
     # heads (2.5e-6), but its float32 answer on one 257-token query is off from them by
-    # 5.5e-4 of the heads' part, over rtol 1e-4: refused.
+    # 5.5e-4 of the heads' part, over rtol 1e-4: refused. Measured on the coarse design (d
+    # columns, pinned here: FOLLOW_UP_COARSE_HEADS 2, as when measured); under the follow-up's
+    # count this module with the long window is learned within its tolerances (parameters
+    # 2.4e-6 from the float64 module, estimate 5.3e-5; fresh predictions 6.5e-6).
+    monkeypatch.setattr("verified_attn.multi_head.pipeline.budget.FOLLOW_UP_COARSE_HEADS", 2)
     original = ratio_window
     monkeypatch.setattr(
         "verified_attn.multi_head.pipeline.budget.ratio_window",
