@@ -63,7 +63,6 @@ from verified_attn.multi_head.canonical_float import (
     float_design,
     float_query_limit,
     float_ratios,
-    redundancy,
 )
 from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
 from verified_attn.precision import relative_parameter_error
@@ -100,8 +99,9 @@ def prediction_error(predict: Any, answer: Any, d: int, seed: int) -> float:
 def pilot_info(rec: Any, d: int, H: int) -> dict[str, Any]:
     """The pilot's kept u scale and discarded rounds (from the certificate and the counts),
     and the sequence polish's queries."""
-    rounds = rec.queries_by_phase["pilot"] // (d * (2 * H + redundancy(H)))
-    scale = float(load_number(rec.certificate()["design"]["u_scale"]))
+    design = rec.certificate()["design"]
+    rounds = rec.queries_by_phase["pilot"] // (d * len(design["ratios"]))  # a pair's queries
+    scale = float(load_number(design["u_scale"]))
     return {
         "u_scale": scale,
         "pilot_rounds_discarded": rounds - 1,
@@ -480,7 +480,8 @@ def main() -> None:
     # E = 64, H = 4: 16).
     torch_sizes = [(8, 2, few), (8, 4, few), (16, 2, few), (16, 4, few), (16, 8, huge)]
     torch_sizes += [(32, 4, huge), (32, 8, huge), (64, 4, huge)]
-    torch32_sizes = [(8, 2, few), (8, 4, few), (16, 2, few), (16, 4, few)]
+    # E = 12 for three heads (nn.MultiheadAttention needs H | E).
+    torch32_sizes = [(8, 2, few), (8, 4, few), (12, 3, few), (16, 2, few), (16, 4, few)]
     sweep_boxes = [("random", 8, 4, 0), ("random", 8, 6, 0)]
     sweep_boxes += [("torch", 16, 4, s) for s in range(3)] + [("torch", 16, 8, 0)]
     scales = [2.0 ** (i / 4) for i in range(-8, 21)]

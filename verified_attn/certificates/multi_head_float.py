@@ -80,13 +80,13 @@ def float_fit(
     arith = head.arith
     U, B = read_design(data, head, ncols)
     Ua, Ba = np.array(U, dtype=np.float64), np.array(B, dtype=np.float64)
-    ratios = stored_ratios(data, H0, float(getattr(arith, "unit_roundoff", 2.0**-53)))
+    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
+    ratios = stored_ratios(data, H0, unit, Ua.shape[0], affine)
     F0, F = read_samples(data, arith, ncols, npairs, len(ratios))
     pairs = design_pairs(list(Ua), ncols, half=True)
     observed = [*F0, *(a for row in F for a in row)]
     observed += [kernel.number(t["answer"], t["path"], arith) for t in ties]
     # The sequence polish's random sequences: regenerated from the seed.
-    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
     polish = float_polish_count(data, Ua.shape[0], H0, affine, unit)
     if polish:
         observed += kernel.numbers(
@@ -294,7 +294,7 @@ def float_phases(
     the redundant ones; the d pilot pairs (u_k, b_k) in the pilot phase, with the pilot's
     discarded rounds; the conditioning and polish rounds the stored answers record."""
     d, H0, ncols, npairs = sizes
-    extra = float_redundancy(H0)
+    extra = float_redundancy(H0, d, affine, unit)
     per_pair = 2 * H0 + extra
     rounds = 1 + float_pilot(data, arith, d, H0, affine, per_pair)
     phases = {

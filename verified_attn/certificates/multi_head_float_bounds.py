@@ -34,6 +34,7 @@ from verified_attn.multi_head.canonical_float import (
     joint_polish,
     max_length,
     prediction_check,
+    redundancy,
 )
 from verified_attn.multi_head.float_pilot import pilot_rounds
 from verified_attn.multi_head.prediction_bound import PREDICTION_SEQUENCES, PREDICTION_SIGMAS
@@ -318,16 +319,19 @@ def float_sequence(u: Any, b: Any, k: int, m: int = 1) -> np.ndarray:
     return np.vstack([np.tile(b + u, (k, 1)), np.tile(b, (m, 1))])
 
 
-def float_redundancy(H0: int) -> int:
-    """Redundant samples per pair of the float design beyond 2 H0 (1 if H0 >= 2)."""
-    return 1 if H0 >= 2 else 0
+def float_redundancy(H0: int, d: int = 0, affine: bool = False, unit: float = 2.0**-53) -> int:
+    """Redundant samples per pair of the float design beyond 2 H0 (:func:`redundancy`: 1 if
+    H0 >= 2, 0 in a coarse box's design under the follow-up's count)."""
+    return redundancy(H0, d, affine, unit=unit)
 
 
-def stored_ratios(data: dict[str, Any], H0: int, unit: float) -> list[tuple[int, int]]:
+def stored_ratios(
+    data: dict[str, Any], H0: int, unit: float, d: int = 0, affine: bool = False
+) -> list[tuple[int, int]]:
     """design.ratios: the float design's ratios for H0 heads, as :func:`float_ratios` gives
     them (2 H0 grid ratios in its window, then the redundant ones): a certificate that
     names other ratios (a longer query, a ratio outside the window) is not this design's."""
-    n = 2 * H0 + float_redundancy(H0)
+    n = 2 * H0 + float_redundancy(H0, d, affine, unit)
     rows = kernel.as_list(kernel.get(data, "design.ratios"), "design.ratios", n)
     out = []
     for i, row in enumerate(rows):
@@ -337,7 +341,7 @@ def stored_ratios(data: dict[str, Any], H0: int, unit: float) -> list[tuple[int,
         out.append((k, m))
     if len({Fraction(k, m) for k, m in out}) != n:
         raise CertificateError(f"design.ratios repeats a ratio: {out}")
-    want = float_ratios(H0, unit=unit)
+    want = float_ratios(H0, unit=unit, d=d, affine=affine)
     if out != want:
         raise CertificateError(
             f"design.ratios {out} are not the float design's ratios for H0 = {H0}: {want} "

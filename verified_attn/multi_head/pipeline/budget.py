@@ -30,17 +30,33 @@ from verified_attn.multi_head.sequence_fit import (
 )
 
 
-def redundancy(H: int) -> int:
-    """Redundant samples per pair beyond the 2H + 1 a square fit needs (1 if H >= 2).
+def redundancy(H: int, d: int = 0, affine: bool = False, *, unit: float = _DOUBLE_UNIT) -> int:
+    """Redundant samples per pair beyond the 2H a square fit needs (the ratio t = 1): 1 if
+    H >= 2, except in a coarse box's design under the follow-up's count
+    (:func:`within_follow_up`, which takes the sizes ``d``, ``affine``): 0 there.
 
-    >>> redundancy(1), redundancy(6)
-    (0, 1)
+    >>> redundancy(1), redundancy(6), redundancy(4, 8, True), redundancy(4, 8, True, unit=2.0**-24)
+    (0, 1, 1, 0)
     """
-    return 1 if H >= 2 else 0
+    if H < 2 or within_follow_up(d, H, affine, unit=unit):
+        return 0
+    return 1
 
 
-def float_ratios(H: int, *, unit: float = 2.0**-53) -> list[tuple[int, int]]:
-    """The (k, m) of the per-pair queries: 2H grid ratios, then the redundant ones, in the
+def samples_per_pair(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> int:
+    """The queries of one pair: 2H grid ratios and :func:`redundancy`.
+
+    >>> samples_per_pair(8, 4, True), samples_per_pair(8, 4, True, unit=2.0**-24)
+    (9, 8)
+    """
+    return 2 * H + redundancy(H, d, affine, unit=unit)
+
+
+def float_ratios(
+    H: int, *, unit: float = 2.0**-53, d: int = 0, affine: bool = False
+) -> list[tuple[int, int]]:
+    """The (k, m) of the per-pair queries: 2H grid ratios, then the redundant ones
+    (:func:`redundancy`, of the sizes ``d``, ``affine`` and the unit roundoff), in the
     window of :func:`ratio_window` (a function of H and the box's unit roundoff).
 
     >>> float_ratios(1), float_ratios(3)[0]  # the window: ratio_window(H)
@@ -49,12 +65,17 @@ def float_ratios(H: int, *, unit: float = 2.0**-53) -> list[tuple[int, int]]:
     True
     >>> float_ratios(2)[-1], max(k + m for k, m in float_ratios(4, unit=2.0**-24))
     ((1, 1), 65)
+    >>> float_ratios(2, unit=2.0**-24, d=8, affine=True) == float_ratios(2)[:-1]  # no t = 1
+    True
     """
-    return list(_float_ratios(H, ratio_window(H, unit=unit)))
+    spare = redundancy(H, d, affine, unit=unit)
+    return list(_float_ratios(H, ratio_window(H, unit=unit), spare))
 
 
 @functools.lru_cache(maxsize=64)
-def _float_ratios(H: int, window_length: tuple[float, int]) -> tuple[tuple[int, int], ...]:
+def _float_ratios(
+    H: int, window_length: tuple[float, int], spare: int
+) -> tuple[tuple[int, int], ...]:
     """Cached. Per target ratio the candidates are, for each m, the k next to t m (the
     nearest k for a given m is one of them, and a taken ratio has a neighbour): linear in
     the longest query, where all k + m up to the longest query would be quadratic."""
@@ -72,7 +93,7 @@ def _float_ratios(H: int, window_length: tuple[float, int]) -> tuple[tuple[int, 
         free = [c for c in candidates if all(c[0] * o[1] != c[1] * o[0] for o in out)]
         # the nearest ratio in log t, then the shortest query, then the smallest k
         out.append(min(free, key=lambda c: (round(abs(math.log(c[0] / c[1]) - e), 9), sum(c), c)))
-    out += [(1, 1)] * redundancy(H)
+    out += [(1, 1)] * spare
     if len({k / m for k, m in out}) != len(out):  # pragma: no cover - a design invariant
         raise AssertionError(f"the ratio grid for H = {H} repeats a ratio: {out}")
     return tuple(out)
@@ -106,13 +127,16 @@ REDUNDANT_FROM_HEADS = 2
 UNBOUNDED_ROUNDS_FROM_HEADS = 6
 
 
-def _limit_at(d: int, H: int, affine: bool, extra: int) -> int:
-    """The count of :func:`base_query_limit` with ``extra`` redundant probe columns: tie
-    links only in the square design (``extra == 0``; see :func:`_decode_pooled`)."""
+def _limit_at(d: int, H: int, affine: bool, extra: int, per_pair: int | None = None) -> int:
+    """The count of :func:`base_query_limit` with ``extra`` redundant probe columns and
+    ``per_pair`` queries a pair (None: 2H and a t = 1 sample from two heads on): tie links
+    only in the square design (``extra == 0``; see :func:`_decode_pooled`)."""
+    if per_pair is None:
+        per_pair = 2 * H + redundancy(H)
     ncols = d + (1 if affine else 0) + extra
     npairs = d * ncols + d - 1
     ties = d * (ncols - 1) if H >= 2 and not extra else 0
-    return ncols + npairs * (2 * H + redundancy(H)) + ties
+    return ncols + npairs * per_pair + ties
 
 
 def extra_columns(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> int:
@@ -135,10 +159,10 @@ def extra_columns(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -
     (2, 2, 8)
     >>> extra_columns(8, 2, False), extra_columns(4, 4, False)  # no room: the square design
     (0, 0)
-    >>> extra_columns(8, 4, True, unit=2.0**-24), extra_columns(8, 1, True, unit=2.0**-24)
+    >>> extra_columns(8, 5, True, unit=2.0**-24), extra_columns(8, 1, True, unit=2.0**-24)
     (8, 0)
-    >>> extra_columns(8, 2, True, unit=2.0**-24)  # float32, two heads: under the count
-    1
+    >>> extra_columns(8, 2, True, unit=2.0**-24), extra_columns(8, 4, True, unit=2.0**-24)
+    (1, 1)
     """
     if coarse(unit) and H >= 2:
         return 1 if within_follow_up(d, H, affine, unit=unit) else d
@@ -172,8 +196,10 @@ def polish_count(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) ->
     parameter for a coarse box (:func:`coarse`, float32) from two heads on, up to
     :data:`POLISH_PARAMETERS` parameters; else 0 (the u-group figures stand).
 
-    >>> polish_count(8, 4, True, unit=2.0**-24), polish_count(8, 4, True), polish_count(8, 1, True, unit=2.0**-24)
-    (642, 0, 0)
+    >>> polish_count(8, 5, True, unit=2.0**-24), polish_count(8, 5, True), polish_count(8, 1, True, unit=2.0**-24)
+    (802, 0, 0)
+    >>> polish_count(8, 4, True, unit=2.0**-24)  # under the follow-up's count: what it leaves
+    310
     """
     P = parameter_count(d, H, affine)
     if within_follow_up(d, H, affine, unit=unit):
@@ -184,13 +210,19 @@ def polish_count(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) ->
 
 
 #: A coarse box (float32) with at most this many heads is learned under the follow-up's
-#: count (:func:`within_follow_up`). Measured (nn.MultiheadAttention in float32, E = 8,
-#: module seeds 0-2, one redundant column, one pilot round, the rest of the follow-up's
-#: count as polish sequences): H = 2 learned 3/3 at 508 queries (follow-up 509),
-#: parameters 2^-18.5 .. 2^-19.9; H = 4 learned 1/3 (the halved links could not order
-#: the heads of the square or near-square design's u-groups in float32), so from three
-#: heads on the coarse design keeps d redundant columns and 2P polish sequences.
-FOLLOW_UP_COARSE_HEADS = 2
+#: count (:func:`within_follow_up`): one redundant column, no t = 1 sample, one pilot
+#: round, no conditioning round, the rest of the count as polish sequences, and each
+#: u-group's head order taken on those sequences (:mod:`.reorder`). Measured
+#: (nn.MultiheadAttention in float32, the float benchmark's modules, E = 8, H = 4 seeds
+#: 0-2): t = 1 samples and the link orders as decoded 1 of 2 learned (the links' best orders
+#: within their noise); groups reordered 2 of 3; no t = 1 sample, its 87 queries polish
+#: sequences (223 -> 310), and a stuck group starting the polish (:func:`.decode_stage`):
+#: 3 of 3, and 6 of 6 of seeds 0-5 (parameters 2^-16.2 .. 2^-19.2), E = 12, H = 3 6 of 6,
+#: E = 16, H = 4 3 of 6 (refused: link noise up to 9.9), E = 8, H = 2 2^-18.8 .. 2^-21.5
+#: (with t = 1 samples 2^-17.3 .. 2^-19.4). The coarse design they replace (d columns,
+#: three pilot rounds, conditioning rounds, 2 P polish sequences) took E = 8, H = 4 2018
+#: queries against 1017 and E = 16, H = 4 up to 7676 against 4089.
+FOLLOW_UP_COARSE_HEADS = 4
 #: ... when the polish sequences the follow-up's count leaves are at least this fraction
 #: of the canonical parameters (d = 4, H = 2 has none left: the coarse design stays).
 FOLLOW_UP_POLISH_FRACTION = 0.25
@@ -198,18 +230,20 @@ FOLLOW_UP_POLISH_FRACTION = 0.25
 
 def _follow_up_polish(d: int, H: int, affine: bool) -> int:
     """The polish sequences left under the follow-up's count by one query once the
-    one-column design's worst case (no tie links: it is redundant) is asked.
+    one-column design's worst case (2H ratios a pair, no t = 1 sample; no tie links: it
+    is redundant) is asked.
 
-    >>> _follow_up_polish(8, 2, True), _follow_up_polish(16, 2, True)
-    (63, 511)
+    >>> _follow_up_polish(8, 2, True), _follow_up_polish(16, 2, True), _follow_up_polish(8, 4, True)
+    (150, 814, 310)
     """
-    return follow_up_query_bound(d, H) - 1 - _limit_at(d, H, affine, 1)
+    return follow_up_query_bound(d, H) - 1 - _limit_at(d, H, affine, 1, 2 * H)
 
 
 def within_follow_up(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> bool:
     """Whether a coarse box (float32) takes the design under the follow-up's count: at
     most :data:`FOLLOW_UP_COARSE_HEADS` heads (two or more), one redundant probe column,
-    one pilot round, no conditioning round, and the sequence polish on what the count
+    no redundant sample (:func:`redundancy`), one pilot round, no conditioning round, the
+    u-groups' head orders chosen on the polish sequences, and the polish on what the count
     leaves (:func:`_follow_up_polish`, at least :data:`FOLLOW_UP_POLISH_FRACTION` P). A
     function of the sizes and the unit roundoff alone (the certificate derives it).
     float64 boxes: never (their design is unchanged).
@@ -217,7 +251,9 @@ def within_follow_up(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT
     >>> within_follow_up(8, 2, True, unit=2.0**-24), within_follow_up(8, 2, True)
     (True, False)
     >>> within_follow_up(8, 4, True, unit=2.0**-24), within_follow_up(4, 2, True, unit=2.0**-24)
-    (False, False)
+    (True, False)
+    >>> within_follow_up(8, 5, True, unit=2.0**-24)  # five heads: the coarse design
+    False
     """
     if not (coarse(unit) and 2 <= H <= FOLLOW_UP_COARSE_HEADS):
         return False
@@ -317,7 +353,8 @@ def float_query_bound(d: int, H: int, *, affine: bool = False, unit: float = _DO
     """
     ncols = probe_columns(d, H, affine, unit=unit)
     npairs = d * ncols + d - 1
-    return ncols + npairs * (2 * H + redundancy(H)) + polish_count(d, H, affine, unit=unit)
+    per_pair = samples_per_pair(d, H, affine, unit=unit)
+    return ncols + npairs * per_pair + polish_count(d, H, affine, unit=unit)
 
 
 def base_query_limit(d: int, H: int, *, affine: bool = False, unit: float = _DOUBLE_UNIT) -> int:
@@ -331,7 +368,8 @@ def base_query_limit(d: int, H: int, *, affine: bool = False, unit: float = _DOU
     419
     """
     extra = extra_columns(d, H, affine, unit=unit)
-    return _limit_at(d, H, affine, extra) + polish_count(d, H, affine, unit=unit)
+    per_pair = samples_per_pair(d, H, affine, unit=unit)
+    return _limit_at(d, H, affine, extra, per_pair) + polish_count(d, H, affine, unit=unit)
 
 
 def float_query_limit(d: int, H: int, *, affine: bool = False, unit: float = _DOUBLE_UNIT) -> int:
@@ -356,7 +394,8 @@ def float_query_limit(d: int, H: int, *, affine: bool = False, unit: float = _DO
     >>> float_query_limit(8, 6) - base_query_limit(8, 6) == 2 * 8 * 13 + 8 * conditioning_cost(8, 6, False)
     True
     """
-    pilot = (pilot_rounds(d, H, affine, unit=unit) - 1) * d * (2 * H + redundancy(H))
+    per_pair = samples_per_pair(d, H, affine, unit=unit)
+    pilot = (pilot_rounds(d, H, affine, unit=unit) - 1) * d * per_pair
     most = pilot + CONDITIONING_GROUPS * conditioning_cost(d, H, affine, unit=unit)
     base = base_query_limit(d, H, affine=affine, unit=unit)
     if extra_columns(d, H, affine, unit=unit) and (
@@ -390,7 +429,7 @@ def conditioning_cost(
     """
     ncols = probe_columns(d, H, affine, unit=unit)
     links = d - 1 if k == 0 else 1
-    return (ncols + links) * (2 * H + redundancy(H))
+    return (ncols + links) * samples_per_pair(d, H, affine, unit=unit)
 
 
 # Rounds of the pilot at most (the last one is always kept).
@@ -406,16 +445,16 @@ def pilot_rounds(d: int, H: int, affine: bool, *, unit: float = 2.0**-53) -> int
     (nn.MultiheadAttention in float32, E = 16, H = 2, module seeds 0-5) its rescaled
     modules' parameters came back 2-5x closer than at the design scale.
 
-    >>> pilot_rounds(16, 8, True), pilot_rounds(1, 1, False), pilot_rounds(8, 4, True, unit=2.0**-24)
+    >>> pilot_rounds(16, 8, True), pilot_rounds(1, 1, False), pilot_rounds(8, 5, True, unit=2.0**-24)
     (3, 1, 3)
-    >>> pilot_rounds(8, 2, True, unit=2.0**-24)  # float32, two heads: under the count
+    >>> pilot_rounds(8, 4, True, unit=2.0**-24)  # float32, four heads: under the count
     1
     """
     if within_follow_up(d, H, affine, unit=unit):
         return 1
     if coarse(unit) and H >= 2:
         return MAX_ROUNDS
-    group = d * (2 * H + redundancy(H))
+    group = d * samples_per_pair(d, H, affine, unit=unit)
     room = follow_up_query_bound(d, H) - 1 - base_query_limit(d, H, affine=affine, unit=unit)
     return max(1, min(MAX_ROUNDS, 1 + room // group))
 
@@ -428,7 +467,7 @@ def plan(st: FloatState) -> None:
     st.unit = float(getattr(arith, "unit_roundoff", _DOUBLE_UNIT))
     st.bound = float_query_limit(st.oracle.d, st.H, affine=st.affine, unit=st.unit)
     st.oracle.require_remaining(st.bound, st.verify, "learn_multi_head")
-    st.ratios = float_ratios(st.H, unit=st.unit)
+    st.ratios = float_ratios(st.H, unit=st.unit, d=st.oracle.d, affine=st.affine)
     st.t = np.array([k / m for k, m in st.ratios])
     st.prtol = float(cast(float, getattr(arith, "parameter_rtol", arith.rtol)))
     st.d = st.oracle.d

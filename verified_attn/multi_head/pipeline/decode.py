@@ -21,6 +21,7 @@ from verified_attn.multi_head.float_fit import (
     sigma_min_groups,
 )
 from verified_attn.multi_head.pipeline.asking import ask_ties
+from verified_attn.multi_head.pipeline.budget import within_follow_up
 from verified_attn.multi_head.pipeline.design import (
     _LINK_EXCLUDE,
     _MATCH_MARGIN,
@@ -65,6 +66,7 @@ def _decode_pooled(
     ask_ties: Any,
     fits: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
     options: Options = DEFAULT_OPTIONS,
+    polished: bool = False,
 ) -> _Decoded:
     """Decode the float answers by pooled u-group fits and predicted links.
 
@@ -84,7 +86,8 @@ def _decode_pooled(
        from them, and step 3's swaps are not needed.
     3. Gates: a group over ``_GROUP_FIT`` x its floor misses its answers; one over
        ``_CONVERGED`` x the groups' median level is a local minimum (the first-order
-       estimate does not hold there); both are refused. Pairs with two close scores are
+       estimate does not hold there); both are refused (a local minimum is not, where
+       ``polished``: see :func:`decode_stage`). Pairs with two close scores are
        refitted swapped (:func:`_swap_alternatives`): a second solution that fits as well
        is decided by a tie link (:func:`_resolve_twins`), or enters the error estimate with
        its distance, and is named if the estimate fails.
@@ -137,7 +140,7 @@ def _decode_pooled(
     # and a first-order estimate that passed the gate (caught only by the fresh queries).
     level = float(np.median(res_best / floor)) if d > 1 else 1.0
     stuck = [k for k in range(d) if not res_best[k] <= _CONVERGED * max(level, 1.0) * floor[k]]
-    if stuck:
+    if stuck and not polished:
         k = stuck[0]
         return _refused(
             gap,
@@ -422,7 +425,15 @@ def _resolve_twins(
 
 
 def decode_stage(st: FloatState) -> None:
-    """Stage 6, the decoding: the u-groups' fits pooled into heads (:func:`_decode_pooled`)."""
+    """Stage 6, the decoding: the u-groups' fits pooled into heads (:func:`_decode_pooled`).
+
+    A coarse box's design under the follow-up's count (:func:`~.budget.within_follow_up`)
+    has no room to ask a group again, and its figures are the sequence polish's, not the
+    u-groups': a group at a local minimum of its fit is not refused there but starts the
+    polish (which fails on the answers if it does not converge). Measured (E = 8, H = 4
+    module seed 2 of the float benchmark): one group of eight at 1.2e3 x its floor.
+    """
+    polished = within_follow_up(st.d, st.H, st.affine, unit=st.unit)
     st.dec = _decode_pooled(
         st.U,
         st.B,
@@ -435,4 +446,5 @@ def decode_stage(st: FloatState) -> None:
         functools.partial(ask_ties, st),
         st.fits,
         st.options,
+        polished,
     )

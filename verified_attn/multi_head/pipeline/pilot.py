@@ -48,16 +48,19 @@ def learning_sequences(
     ties: Sequence[dict[str, Any]] = (),
     *,
     unit: float = 2.0**-53,
+    samples: int | None = None,
 ) -> Iterator[np.ndarray]:
     """The design's learning queries, one at a time: the F(0) queries [b_j], then per pair
     (u, b_j) the queries of :func:`float_ratios`, then the tie links ``ties`` (their ``k``
     and ``j``). Built as they are read, never all at once (nn.MultiheadAttention E = 64,
-    H = 4: 3.9 GB of float64 together).
+    H = 4: 3.9 GB of float64 together). ``samples``: the queries a pair asked, the first
+    of :func:`float_ratios` (a coarse box's design under the follow-up's count asks no
+    t = 1 sample, the last one); all of them if None.
 
     >>> [X.shape[0] for X in learning_sequences(np.eye(1), np.eye(1), 1, [{"k": 0, "j": 0}])]
     [1, 65, 65, 2]
     """
-    ratios = float_ratios(H, unit=unit)
+    ratios = float_ratios(H, unit=unit)[:samples]
     yield from (B[j][None, :] for j in range(len(B)))
     for u, j in design_pairs(U, len(B)):
         yield from (float_sequence(u, B[j], k, m) for k, m in ratios)

@@ -17,8 +17,10 @@ from verified_attn.multi_head.pipeline.budget import (
     polish_count,
     polish_wanted,
     precision_polish_count,
+    within_follow_up,
 )
 from verified_attn.multi_head.pipeline.poles import _refine
+from verified_attn.multi_head.pipeline.reorder import reorder_groups
 from verified_attn.multi_head.pipeline.state import FloatState
 from verified_attn.multi_head.pipeline.verify import (
     _design_answers,
@@ -60,6 +62,13 @@ def _sequence_polish(st: FloatState, count: int, start: Heads, start_beta: float
         st.U, st.B, st.f0, st.ans, st.tie_answers, st.H, st.unit
     )
     seq_rows = compress([*design_seqs, *st.polish_seqs], [*design_ys, *st.polish_ans])
+    if within_follow_up(st.d, st.H, st.affine, unit=st.unit):
+        # A float32 box's one-column links are often within their noise: each group's order
+        # is the one the random sequences' answers take (no query; the fit decides the
+        # rest). Up to four heads: H! orders a group.
+        start, _ = reorder_groups(
+            st.U, start, start_beta, compress(st.polish_seqs, list(st.polish_ans)), affine=st.affine
+        )
     fit = fit_sequences(start, start_beta, seq_rows, affine=st.affine)
     estimate, prediction, sigma_min = polish_figures(
         st.oracle.arithmetic, fit.heads, fit.beta, st.affine, seq_rows, st.seed, st.lengths

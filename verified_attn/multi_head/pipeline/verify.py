@@ -351,7 +351,7 @@ def _design_answers(
 ) -> tuple[Iterator[np.ndarray], list[float]]:
     """Every learning query of the design (F(0), the pairs' ratios, the tie links), built
     as it is read (:func:`learning_sequences`), with its answer, in that order."""
-    seqs = learning_sequences(U, B, H, tie_answers, unit=unit)
+    seqs = learning_sequences(U, B, H, tie_answers, unit=unit, samples=ans.shape[1])
     observed = [*f0.tolist(), *ans.ravel().tolist(), *(float(t["answer"]) for t in tie_answers)]
     return seqs, observed
 
