@@ -38,3 +38,17 @@ def set_field(text: str, definition: str, name: str, value: str, end: str = ";")
     """``text`` with that record field's value replaced by ``value``."""
     m = field(text, definition, name, end)
     return text[: m.start(1)] + value + text[m.end(1) :]
+
+
+def compiles(prelude: str, body: str) -> bool:
+    """Whether ``prelude + body`` compiles against the built ``formal/``; a syntax error or
+    an unknown name fails the test instead (a variant must be refused for being false, not
+    for a typo)."""
+    from verified_attn import formal
+
+    directory = formal.build().directory
+    assert directory is not None
+    proc = formal.run_coq(prelude + body, directory)
+    out = proc.stdout + proc.stderr
+    assert "Syntax error" not in out and "was not found" not in out, out
+    return proc.returncode == 0

@@ -8,6 +8,7 @@ false (a second model with one extra live head), and the proof no longer goes th
 from __future__ import annotations
 
 import pytest
+from coq_text import compiles
 
 from verified_attn import formal
 
@@ -30,12 +31,7 @@ Proof. intros d hs hs' H. apply canonical_same_map. exact H. Qed.
 
 
 def _compiles(body: str) -> bool:
-    directory = formal.build().directory
-    assert directory is not None
-    proc = formal.run_coq(PRELUDE + body, directory)
-    out = proc.stdout + proc.stderr
-    assert "Syntax error" not in out and "was not found" not in out, out
-    return proc.returncode == 0
+    return compiles(PRELUDE, body)
 
 
 @needs_coq

@@ -18,6 +18,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+from coq_text import compiles
 
 from verified_attn import formal
 from verified_attn.formal.export_multi_head import _checks
@@ -48,12 +49,7 @@ def _variant(name: str, module: str = "CertMultiHeadId") -> str:
 
 
 def _compiles(body: str) -> bool:
-    directory = formal.build().directory
-    assert directory is not None
-    proc = formal.run_coq(PRELUDE + body, directory)
-    out = proc.stdout + proc.stderr
-    assert "Syntax error" not in out, out
-    return proc.returncode == 0
+    return compiles(PRELUDE, body)
 
 
 def _answer(k: int, residue: Fraction, pole: Fraction) -> Fraction:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from coq_text import compiles
 
 from verified_attn import formal
 
@@ -34,12 +35,7 @@ def _variant() -> str:
 
 
 def _compiles(body: str) -> bool:
-    directory = formal.build().directory
-    assert directory is not None
-    proc = formal.run_coq(PRELUDE + body, directory)
-    out = proc.stdout + proc.stderr
-    assert "Syntax error" not in out, out
-    return proc.returncode == 0
+    return compiles(PRELUDE, body)
 
 
 @needs_coq
