@@ -1,13 +1,13 @@
 """The sequence polish without a P x P matrix: a matrix-free fit and per-head block figures.
 
 >>> import numpy as np
->>> from verified_attn.multi_head.sequence_fit import compress, model_values, polish_sequences
->>> rng = np.random.default_rng(0)
->>> heads = [(rng.normal(0, 0.5, (2, 2)), rng.normal(0, 1, 2)) for _ in range(2)]
->>> seqs = polish_sequences(2, 40, seed=0)
->>> rows = compress(seqs, model_values(heads, 0.0, compress(seqs, [0.0] * 40), False))
->>> fit = fit_matrix_free([(W + 0.01, v - 0.01) for W, v in heads], 0.0, rows, affine=False)
->>> max(float(np.abs(a[0] - b[0]).max()) for a, b in zip(fit.heads, heads)) < 1e-10
+>>> from verified_attn.multi_head import sequence_fit as sf
+>>> gen = np.random.default_rng(0)
+>>> truth = [(gen.normal(0, 0.5, (2, 2)), gen.normal(0, 1, 2)) for _ in range(2)]
+>>> X = sf.polish_sequences(2, 40, seed=0)
+>>> rows = sf.compress(X, sf.model_values(truth, 0.0, sf.compress(X, [0.0] * 40), False))
+>>> fit = fit_matrix_free([(W + 0.01, v) for W, v in truth], 0.0, rows, affine=False)
+>>> bool(np.abs(fit.heads[0][0] - truth[0][0]).max() < 1e-10)
 True
 >>> figs = block_figures(fit.heads, 0.0, rows, affine=False)
 >>> bool(0 < figs.sigma_min and figs.sensitivity < np.inf)
