@@ -39,9 +39,7 @@ def _peak_of_polish(d: int, H: int, n: int, *, dense: bool = False) -> tuple[int
             sf.covariance_rows(sf.normal_equations(fit.heads, 0.0, rows, False)[1])
         else:
             fit = sb.polish_fit(start, 0.0, rows, affine=False)
-            polish_figures(
-                FloatArithmetic(1e-6, 2.0**-53), fit.heads, 0.0, False, rows, 0, (4, 8)
-            )
+            polish_figures(FloatArithmetic(1e-6, 2.0**-53), fit.heads, 0.0, False, rows, 0, (4, 8))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
