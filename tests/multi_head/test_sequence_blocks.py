@@ -14,6 +14,7 @@ from verified_attn.multi_head import sequence_fit as sf
 from verified_attn.multi_head.pipeline import verify
 from verified_attn.multi_head.pipeline.refine import extended_values
 from verified_attn.multi_head.prediction_bound import parameter_gradient
+from verified_attn.multi_head.sequence_operator import block_damped_step, jacobian_operator
 from verified_attn.verification import fresh_sequences
 
 CASES = [(3, 3, False, 0), (4, 3, True, 1), (6, 4, False, 2), (5, 2, True, 3)]
@@ -132,3 +133,43 @@ def test_the_stated_estimate_covers_the_truth(
     got = sf.pack_parameters(fit.heads, fit.beta, affine)
     actual = float(np.abs(got - truth).max()) / max(1.0, float(np.abs(got).max()))
     assert actual <= dense <= stated
+
+
+@pytest.mark.parametrize(("d", "H", "affine", "seed"), CASES)
+def test_the_block_preconditioned_step_is_the_damped_step(
+    d: int, H: int, affine: bool, seed: int
+) -> None:
+    """lsqr preconditioned by Gram blocks taken at other parameters (the fit's start) solves
+    the same damped problem as the dense normal equations ``(A + mu diag A) s = -J^T r``."""
+    heads, beta, rows, start = _box(d, H, affine, seed, noise=1e-3)
+    grams = sb.gram_blocks(start, rows, affine)
+    op, D = jacobian_operator(heads, rows, affine)
+    res, A, _ = sf.normal_equations(heads, beta, rows, affine)
+    JTr = D * op.rmatvec(res)
+    for mu in (1e-8, 1e-3):
+        step = block_damped_step(op, D, grams, -res, mu)
+        want = np.linalg.solve(A + mu * np.diag(np.diag(A)), -JTr)
+        assert np.abs(step - want).max() <= 1e-6 * np.abs(want).max()
+    # The check can fail: the undamped problem's step is another step.
+    undamped = block_damped_step(op, D, grams, -res, 0.0)
+    assert np.abs(undamped - want).max() > 1e-6 * np.abs(want).max()
+
+
+def test_the_lanczos_floor_is_under_the_smallest_eigenvalue() -> None:
+    """Random positive definite spectra, largest eigenvalue far under c (the bound's own
+    upper bound on it is what makes it tight) or at it: the floor is never above the
+    smallest eigenvalue, and within a factor 2 of it when it is positive."""
+    rng = np.random.default_rng(7)
+    for trial in range(12):
+        P = int(rng.integers(50, 400))
+        top = 1.0 if trial % 2 else 8.0
+        lam = np.sort(rng.uniform(0.05, top, P))
+        lam[0] = float(rng.uniform(0.01, 0.05))
+        floor = sb._lanczos_floor(lambda x, lam=lam: lam * x, P, 8.0, 1e-6)
+        assert 0.5 * lam[0] <= floor <= lam[0]
+
+
+def test_the_lanczos_floor_gives_up_when_it_cannot_turn_positive() -> None:
+    """A smallest eigenvalue 1e-7 of the largest: no bound (0), never an optimistic one."""
+    lam = np.concatenate([[1e-7], np.linspace(0.5, 1.0, 199)])
+    assert sb._lanczos_floor(lambda x: lam * x, 200, 1.0, 1e-6) == 0.0

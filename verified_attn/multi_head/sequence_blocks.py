@@ -60,7 +60,7 @@ from verified_attn.multi_head.sequence_fit import (
     pack_parameters,
     unpack_parameters,
 )
-from verified_attn.multi_head.sequence_operator import damped_step, jacobian_operator
+from verified_attn.multi_head.sequence_operator import block_damped_step, jacobian_operator
 
 __all__ = [
     "DENSE_FIGURE_PARAMETERS",
@@ -69,6 +69,7 @@ __all__ = [
     "block_figures",
     "coupling_floor",
     "fit_matrix_free",
+    "gram_blocks",
     "polish_fit",
 ]
 
@@ -116,9 +117,12 @@ def fit_matrix_free(
     cost = float(res @ res)
     floor = evaluation_floor(rows.answers)
     op, D = jacobian_operator(unpack_parameters(theta, H, d, affine)[0], rows, affine)
+    # The preconditioner's blocks once, at the start: the polish moves the heads little,
+    # and any blocks give the same steps (only lsqr's iteration count depends on them).
+    grams = gram_blocks(heads, rows, affine)
     mu = 1e-3
     for _ in range(_LM_ITERATIONS):
-        step = damped_step(op, D, -res, mu)
+        step = block_damped_step(op, D, grams, -res, mu)
         # Below the cost's own rounding noise a decrease, measured or predicted by the
         # linear model, is no evidence of a better fit (as the dense fit).
         noise = cost_noise(cost, floor)
@@ -172,14 +176,20 @@ def _head_gram(head: Head, rows: SequenceRows, affine: bool) -> np.ndarray:
     return G
 
 
+def gram_blocks(heads: Sequence[Head], rows: SequenceRows, affine: bool) -> list[np.ndarray]:
+    """The block diagonal of ``J^T J``: one block per head, and beta's (1 x 1) if affine."""
+    blocks = [_head_gram(hd, rows, affine) for hd in heads]
+    if affine:
+        blocks.append(np.array([[float(len(rows))]]))  # d y / d beta = 1 on every row
+    return blocks
+
+
 def _inverse_roots(
     heads: Sequence[Head], rows: SequenceRows, affine: bool
 ) -> tuple[list[np.ndarray], float, float] | None:
     """Per block ``G_b^-1/2``, the largest diagonal entry of ``G^-1`` and the smallest
     eigenvalue of any block; None if a block is singular to working precision."""
-    blocks = [_head_gram(hd, rows, affine) for hd in heads]
-    if affine:
-        blocks.append(np.array([[float(len(rows))]]))  # d y / d beta = 1 on every row
+    blocks = gram_blocks(heads, rows, affine)
     roots, diag_max, low = [], 0.0, math.inf
     for G in blocks:
         lam, V = np.linalg.eigh(G)
@@ -195,15 +205,20 @@ def _lanczos_floor(
     apply: Callable[[np.ndarray], np.ndarray], P: int, c: float, delta: float
 ) -> float:
     """A lower bound, wrong with probability at most ``delta`` over the seeded start, on the
-    smallest eigenvalue of a symmetric ``M`` whose largest is at most ``c`` (``apply``: x ->
-    M x), from Lanczos on the positive semidefinite ``c I - M``: its Ritz value ``theta_k``
-    after k steps is within a relative ``eps_k = (ln(1.648 P^1/2 / delta) / (2k - 1))^2`` of
-    the largest eigenvalue unless the start is unlucky, so ``lambda_min(M) >= c - theta_k /
-    (1 - eps_k)``. The three-term recurrence keeps three vectors (memory O(P), no
-    reorthogonalisation): in floating point the Ritz values stay inside the spectrum up to
-    rounding (Paige) and behave as exact Lanczos on a matrix with eigenvalues clustered at
-    M's (Greenbaum), so the bound is the exact-arithmetic one to that extent. 0 if it is not
-    positive after :data:`_LANCZOS_STEPS` steps.
+    smallest eigenvalue of a positive semidefinite ``M`` whose largest is at most ``c``
+    (``apply``: x -> M x), from k Lanczos steps on M. Kuczynski and Wozniakowski's bound for
+    a random start, on the positive semidefinite ``M - lambda_min I`` and ``lambda_max I -
+    M`` (fixed matrices with M's Krylov spaces; ``delta / 2`` each): with ``eps_k =
+    (ln(1.648 P^1/2 / (delta / 2)) / (2k - 1))^2``, the largest Ritz value ``theta_max >=
+    (1 - eps_k) lambda_max`` and the smallest ``theta_min - lambda_min <= eps_k (lambda_max -
+    lambda_min)``, so with ``c' = min(c, theta_max / (1 - eps_k)) >= lambda_max``:
+    ``lambda_min >= (theta_min - eps_k c') / (1 - eps_k)``. The three-term recurrence keeps
+    three vectors (memory O(P), no reorthogonalisation): in floating point the Ritz values
+    stay inside the spectrum up to rounding (Paige) and behave as exact Lanczos on a matrix
+    with eigenvalues clustered at M's (Greenbaum), so the bound is the exact-arithmetic one to
+    that extent. Stops once the bound is :data:`_CLOSE` of ``theta_min``, or as soon as it
+    cannot turn positive within :data:`_LANCZOS_STEPS` steps (``theta_min`` only falls,
+    ``c'`` stays at least ``theta_max``); 0 if it is not positive.
 
     >>> 0 < _lanczos_floor(lambda x: np.array([1.0, 2.0, 3.0] * 40) * x, 120, 3.0, 1e-6) <= 1
     True
@@ -214,25 +229,27 @@ def _lanczos_floor(
     prev = np.zeros(P)
     alpha: list[float] = []
     beta: list[float] = []
-    log_term = math.log(1.648 * math.sqrt(P) / delta)
+    log_term = math.log(1.648 * math.sqrt(P) / (delta / 2))
+    last_eps = (log_term / (2 * _LANCZOS_STEPS - 1)) ** 2
     best = 0.0
     for j in range(_LANCZOS_STEPS):
-        w = c * v - apply(v) - (beta[-1] * prev if beta else 0.0)
+        w = apply(v) - (beta[-1] * prev if beta else 0.0)
         alpha.append(float(v @ w))
         w -= alpha[-1] * v
         beta.append(float(np.linalg.norm(w)))
         # The Krylov space holds the start and k = j products (the conservative count).
         if (j % 8 == 7 or beta[-1] == 0.0) and j >= 1:
-            theta = float(
-                eigvalsh_tridiagonal(
-                    np.array(alpha), np.array(beta[:-1]), select="i", select_range=(j, j)
-                )[0]
+            low, high = (
+                float(eigvalsh_tridiagonal(a, b, select="i", select_range=(i, i))[0])
+                for a, b in [(np.array(alpha), np.array(beta[:-1]))]
+                for i in (0, j)
             )
             eps = (log_term / (2 * j - 1)) ** 2
             if eps < 1.0:
-                best = max(best, c - theta / (1.0 - eps))
-                if best >= _CLOSE * (c - theta):
-                    return best
+                top = min(c, high / (1.0 - eps))
+                best = max(best, (low - eps * top) / (1.0 - eps))
+                if best >= _CLOSE * low or last_eps * high >= low:
+                    break
         if beta[-1] == 0.0:
             break
         prev, v = v, w / beta[-1]
