@@ -1,11 +1,14 @@
 """Coq check times of the other exported kinds (used by ``coq_export.py``).
 
 Exact skeleton (low-rank) runs of random rank-r heads W = C X (integer C, rationals X with
-denominators <= 2, seeded) at (d, r) = (4, 1), (8, 2), (8, 4), and certified ones at
-(4, 1), (4, 2), (6, 2); five hypothesis pairs
+denominators <= 2, seeded) at (d, r) = (4, 1), (8, 2), (8, 4), and certified ones with
+the entry bound D = 16 at 256 bits at (4, 1), (4, 2), (6, 2) (the file pins each
+measurement among the rationals of denominator at most D_m = D^K cu cb, so the balls must be
+that narrow; ``run_low_rank_cert`` runs them on their own); five hypothesis pairs
 (thm-4.1 v-zero, app-b positive-scale, transformer v-eff-zero, and on recorded queries
 thm-4.1 design-orthogonal, thm-5.1 rank-exceeds) and one Prop 7.1 pair
-(shared-score-split) at d = 4. One coqc run each; rows name the kind, d, r, the file size,
+(shared-score-split) at d = 4; certified canonical multi-head runs of two random heads at
+d = 2 and d = 3 (quick: d = 2). One coqc run each; rows name the kind, d, r, the file size,
 export time and coqc wall and CPU seconds.
 """
 
@@ -21,8 +24,12 @@ from verified_attn.formal.coq_check import compile_exported
 
 LOW_RANK = ((4, 1), (8, 2), (8, 4))
 LOW_RANK_QUICK = ((4, 1),)
-#: Certified skeleton runs (256 bits): two interval calls per learning probe.
-LOW_RANK_CERT = ((4, 1), (4, 2), (6, 2))
+#: Certified skeleton runs (d, r, entry bound D, precision): two interval calls per
+#: learning probe.
+LOW_RANK_CERT = ((4, 1, 16, 256), (4, 2, 16, 256), (6, 2, 16, 256))
+LOW_RANK_CERT_QUICK = ((4, 1, 16, 256),)
+#: Certified canonical multi-head runs (d, H) at 256 bits: one interval call per query.
+MULTI_HEAD = ((2, 2), (3, 2))
 HYPOTHESES = (
     ("thm-4.1", "v-zero"),
     ("app-b", "positive-scale"),
@@ -41,6 +48,34 @@ def low_rank_head(d: int, r: int, seed: int) -> va.SingleHeadAttention:
         for i in range(d)
     ]
     return va.SingleHeadAttention(W, [Fraction(rng.randint(1, 3)) for _ in range(d)])
+
+
+def multi_head_model(d: int, H: int, seed: int) -> va.MultiHeadAttention:
+    """H heads with small rationals: W entries in [-2, 2] (denominators <= 2), v in 1..3."""
+    rng = random.Random(seed)
+    return va.MultiHeadAttention(
+        [
+            (
+                [
+                    [Fraction(rng.randint(-2, 2), rng.randint(1, 2)) for _ in range(d)]
+                    for _ in range(d)
+                ],
+                [Fraction(rng.randint(1, 3)) for _ in range(d)],
+            )
+            for _ in range(H)
+        ]
+    )
+
+
+def multi_head_rows(quick: bool, seed: int) -> list[dict[str, Any]]:
+    """The certified canonical multi-head rows."""
+    rows = []
+    for d, H in MULTI_HEAD[:1] if quick else MULTI_HEAD:
+        oracle = va.Oracle(multi_head_model(d, H, seed), "certified")
+        rec = va.learn_multi_head(oracle, heads=H, seed=seed)
+        extra = {"heads": H, "learning_queries": rec.queries}
+        rows.append(_row("multi-head certified", d, rec.certificate(), **extra))
+    return rows
 
 
 def _row(kind: str, d: int, data: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -62,6 +97,20 @@ def _row(kind: str, d: int, data: dict[str, Any], **extra: Any) -> dict[str, Any
     }
 
 
+def run_low_rank_cert(specs: Any, seed: int) -> list[dict[str, Any]]:
+    """One row per certified skeleton run (d, r, D, precision) of ``specs``."""
+    rows = []
+    for d, r, D, prec in specs:
+        oracle = va.Oracle(low_rank_head(d, r, seed), "certified", precision=prec)
+        rec = va.learn_low_rank(oracle, seed=seed, denominator_bound=D)
+        data = rec.certificate()
+        extra = {"rank": data["rank"], "learning_queries": rec.queries}
+        rows.append(
+            _row("low-rank certified", d, data, **extra, denominator_bound=D, precision=prec)
+        )
+    return rows
+
+
 def run_kinds(quick: bool, seed: int) -> list[dict[str, Any]]:
     """One row per exported certificate of the kinds above."""
     rows = []
@@ -71,16 +120,11 @@ def run_kinds(quick: bool, seed: int) -> list[dict[str, Any]]:
         rows.append(
             _row("low-rank exact", d, data, rank=data["rank"], learning_queries=rec.queries)
         )
-    for d, r in LOW_RANK_QUICK if quick else LOW_RANK_CERT:
-        rec = va.learn_low_rank(va.Oracle(low_rank_head(d, r, seed), "certified"), seed=seed)
-        data = rec.certificate()
-        rows.append(
-            _row("low-rank certified", d, data, rank=data["rank"], learning_queries=rec.queries)
-        )
+    rows += run_low_rank_cert(LOW_RANK_CERT_QUICK if quick else LOW_RANK_CERT, seed)
     for theorem, kind in HYPOTHESES[:1] if quick else HYPOTHESES:
         data = va.counterexample(theorem, kind=kind, d=4, seed=seed).certificate()
         rows.append(_row(f"{theorem} {kind}", 4, data))
     if not quick:
         pair = va.counterexample("multi-head", d=4, heads=3, kind="shared-score-split", seed=seed)
         rows.append(_row("prop-7.1 shared-score-split", 4, pair.certificate()))
-    return rows
+    return rows + multi_head_rows(quick, seed)

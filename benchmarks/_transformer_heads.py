@@ -95,29 +95,38 @@ def run_multi_head(
 
 def in_child(arithmetic: str, d: int, H: int, m: int, seed: int) -> dict[str, Any]:
     """:func:`run_multi_head` in a fresh Python process (its peak RSS that row's alone)."""
-    spec = json.dumps([d, H, m, seed, arithmetic])
+    return child_row("_transformer_heads", "run_multi_head", [d, H, m, seed, arithmetic])
+
+
+def child_row(module: str, function: str, args: list[Any]) -> dict[str, Any]:
+    """``benchmarks/<module>.py``'s ``function(*args)`` in a fresh Python process, its row
+    read back as JSON (so that the row's ``ru_maxrss`` is its own peak RSS)."""
+    spec = json.dumps(args)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     code = (
         "import json, sys; sys.path.insert(0, 'benchmarks'); "
-        "from _transformer_heads import run_multi_head; "
-        f"print(json.dumps(run_multi_head(*json.loads({spec!r}))))"
+        f"from {module} import {function}; "
+        f"print(json.dumps({function}(*json.loads({spec!r}))))"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=str(ROOT),
         check=False,
     )
     if proc.returncode != 0:
-        raise RuntimeError(f"child {spec} failed:\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"child {function}{spec} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def merge(path: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Any]:
-    """The JSON at ``path`` with its multi-head rows replaced by ``rows`` (the other rows,
-    and their ``meta``, as they were); ``multi_head_meta`` describes the new rows."""
+def merge(
+    path: Path, rows: list[dict[str, Any]], meta: dict[str, Any], kind: str = "multi-head"
+) -> dict[str, Any]:
+    """The JSON at ``path`` with its rows of ``kind`` replaced by ``rows`` (the other rows,
+    and their ``meta``, as they were); ``<kind>_meta`` (dashes as underscores) describes the
+    new rows."""
     data = json.loads(path.read_text()) if path.exists() else {"benchmark": "transformer",
                                                               "rows": []}
-    data["rows"] = [r for r in data["rows"] if r.get("kind") != "multi-head"] + rows
-    data["multi_head_meta"] = meta
+    data["rows"] = [r for r in data["rows"] if r.get("kind") != kind] + rows
+    data[f"{kind.replace('-', '_')}_meta"] = meta
     return data
 
 

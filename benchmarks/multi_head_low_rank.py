@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout
 from _common import output_dir, progress
 
 NAME = "multi_head_low_rank.json"
-CELLS = ["16x4", "32x4", "32x8", "64x8"]
+CELLS = ["16x4", "16x8", "32x4", "32x8", "64x8"]
 
 
 def child(E: int, H: int, seed: int, rank: str) -> dict[str, Any]:

@@ -337,15 +337,17 @@ def transformer_heads_float_table(data: dict[str, Any]) -> str:
     """The float multi-head Transformer rows of ``benchmarks/transformer.py
     --multi-head-float-only`` (``kind`` "multi-head-float"): queries against the free
     parameters, the stated and true (W_h, c_h) errors and the fresh prediction gap in
-    bits, the learner's seconds and the run's peak RSS."""
+    bits, the float rule's largest ratio on 24 more fresh sequences ("refuted" if one is
+    outside it), the learner's seconds and the run's peak RSS."""
     header = ["box", "d, H, m", "seed", "width m′", "heads", "learning queries (FFN + cells)",
               "bound", "free parameters", "queries / parameters", "estimate",
-              "(W_h, c_h) error (bits)", "prediction gap (bits)", "learn", "peak RSS"]
+              "(W_h, c_h) error (bits)", "prediction gap (bits)", "24 more: rule ratio",
+              "learn", "peak RSS"]
     rows: list[list[object]] = []
     for r in (r for r in data["rows"] if r.get("kind") == "multi-head-float"):
         head: list[object] = [r["source"], f"{r['d']}, {r['H']}, {2 * r['d']}", r["seed"]]
         if "refused" in r:
-            rows.append([*head, f"refused: {r['refused'][:70]}", *[_DASH] * 10])
+            rows.append([*head, f"refused: {r['refused'][:70]}", *[_DASH] * 11])
             continue
         rows.append([
             *head, r["width"], r["heads_found"],
@@ -354,8 +356,47 @@ def transformer_heads_float_table(data: dict[str, Any]) -> str:
             _num(r["parameter_error_estimate"]),
             f"{_num(r['parameter_error_W_c'])} ({_bits(r['parameter_error_W_c'])})",
             f"{_num(r['prediction_error'])} ({_bits(r['prediction_error'])})",
+            "refuted" if "fresh_refuted" in r else f"{r['fresh_max_ratio']:.2g}",
             f"{_seconds(r['seconds'])} s", f"{r['peak_rss_mib']:.0f} MiB",
         ])
+    return "\n".join(_table(header, rows))
+
+
+def transformer_biased_table(data: dict[str, Any]) -> str:
+    """The FFN-bias rows of ``benchmarks/transformer.py --biased-only`` (``kind``
+    "biased"): the FFN learner's queries (lines) against the canonical parameter count, and
+    the single-head Transformer's queries (FFN + attention) against d^2 + (m' + 1)(d + 1),
+    with W compared ``==`` (exact) or its max relative error and the fresh gap (float); the
+    learners' seconds and the row's peak RSS (each row in its own process)."""
+    header = ["arithmetic", "d, m", "seed", "FFN queries (lines)", "(m′ + 1)(d + 1)",
+              "FFN ratio", "Transformer queries (FFN + attention)", "parameters",
+              "W", "verification gap", "learn (FFN / Transformer)", "peak RSS"]
+    rows: list[list[object]] = []
+    for r in (r for r in data["rows"] if r.get("kind") == "biased"):
+        head: list[object] = [r["arithmetic"], f"{r['d']}, {r['m']}", r["seed"]]
+        if "ffn_refused" in r:
+            rows.append([*head, f"refused: {r['ffn_refused'][:60]}", *[_DASH] * 8])
+            continue
+        lines = f"{r['ffn_queries']} ({r['ffn_lines']})"
+        if r.get("ffn_equal") is False:  # exact, not the truth: say whether it was assumed
+            lines += " ≠ truth" + ("" if r["window_holds"] else " (a hyperplane outside the window)")
+        head += [lines, r["canonical_parameter_count"], f"{r['ffn_ratio']:.2f}"]
+        tail = [f"{_seconds(r['ffn_seconds'])} s / "
+                + (f"{_seconds(r['transformer_seconds'])} s" if "transformer_seconds" in r
+                   else _DASH), f"{r['peak_rss_mib']:.0f} MiB"]
+        if "transformer_refused" in r:
+            rows.append([*head, f"refused: {r['transformer_refused'][:60]}", *[_DASH] * 5])
+        elif "transformer_queries" not in r:
+            rows.append([*head, "not run (d > 8)", *[_DASH] * 3, *tail])
+        else:
+            exact = "transformer_W_equal" in r
+            rows.append([
+                *head, f"{r['transformer_queries']} ({r['ffn_queries_in_transformer']} + "
+                f"{r['attention_queries']})", r["transformer_parameter_count"],
+                ("==" if r["transformer_W_equal"] else "differs") if exact else
+                f"{_num(r['transformer_W_error'])} ({_bits(r['transformer_W_error'])} bits)",
+                _DASH if exact else _num(r["transformer_verification_error"]), *tail,
+            ])
     return "\n".join(_table(header, rows))
 
 
@@ -369,6 +410,7 @@ TABLES: dict[str, tuple[str, Callable[[dict[str, Any]], str]]] = {
     "multi_head_float_bits": ("multi_head_float.json", bits_table),
     "multi_head_mha_bits": ("multi_head_mha_bits.json", mha_bits_table),
     # on docs/transformer.md
+    "transformer_biased": ("transformer.json", transformer_biased_table),
     "transformer_heads": ("transformer.json", transformer_heads_table),
     "transformer_heads_float": ("transformer.json", transformer_heads_float_table),
 }

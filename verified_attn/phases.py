@@ -78,6 +78,9 @@ PHASES: dict[str, str] = {
     "noise probes measuring the rounding floor)",
     "diagnosis": "after a failed decoding: probes testing whether there are more heads than "
     "given",
+    "values": "multi-head Transformer (float), phase cell<i>/values: in a cell of g other "
+    "than the one whose run learned the heads' scores, 2 H d three-token probes whose answers "
+    "give the heads' values by least squares",
     # App. B (sign labels).
     "signs": "label oracle: the labels of [e_i] and [-e_i], the signs of v",
     "other": "queries made outside any named phase",

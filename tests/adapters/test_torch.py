@@ -511,7 +511,7 @@ def test_docs_page_snippets_run() -> None:
         for block in blocks:
             exec(compile(block, "docs/pytorch.md", "exec"), namespace)
     assert namespace["rec"].queries == 81
-    assert namespace["block_rec"].queries == 126
+    assert namespace["block_rec"].queries == 91
     assert out.getvalue().count("ModelClassMismatch") == 2
 
 

@@ -24,3 +24,17 @@ def drop_entry(text: str, table: str, key: str) -> str:
     """``text`` without that entry's line."""
     m = entry(text, table, key)
     return text[: m.start()] + text[m.end() :]
+
+
+def field(text: str, definition: str, name: str, end: str = ";") -> re.Match[str]:
+    """The ``name := value;`` field of the record ``Definition definition``, value as group 1
+    (``end``: the pattern that ends the value)."""
+    m = re.search(rf"Definition {definition} : \w+ := .*?{name} := (.*?){end}", text, re.S)
+    assert m is not None, (definition, name)
+    return m
+
+
+def set_field(text: str, definition: str, name: str, value: str, end: str = ";") -> str:
+    """``text`` with that record field's value replaced by ``value``."""
+    m = field(text, definition, name, end)
+    return text[: m.start(1)] + value + text[m.end(1) :]

@@ -46,8 +46,8 @@ def _W(T: OneLayerTransformer) -> np.ndarray:
 def test_module_example_counts_and_accuracy() -> None:
     rec = va.learn_transformer(va.Oracle(T1, "float"))
     assert rec.method == "biased-direct" and not rec.exact and rec.verified
-    # Golden: the FFN's 24, then d + 1 = 3 cell values and d^2 = 4 two-token queries.
-    assert (rec.queries, rec.ffn_queries, rec.attention_queries) == (31, 24, 7)
+    # Golden: the FFN's 14, then d + 1 = 3 cell values and d^2 = 4 two-token queries.
+    assert (rec.queries, rec.ffn_queries, rec.attention_queries) == (21, 14, 7)
     assert rec.queries_by_phase["attention-cell"] == 3
     assert rec.queries_by_phase["attention-direct"] == 4
     assert rec.attention_bound == 7 and rec.queries <= rec.bound
@@ -57,7 +57,7 @@ def test_module_example_counts_and_accuracy() -> None:
 
 
 @pytest.mark.parametrize(
-    ("d", "seed", "queries", "ffn"), [(2, 0, 38, 31), (4, 0, 102, 81), (8, 2, 264, 191)]
+    ("d", "seed", "queries", "ffn"), [(2, 0, 28, 21), (4, 0, 103, 82), (8, 2, 262, 189)]
 )
 def test_random_transformers(d: int, seed: int, queries: int, ffn: int) -> None:
     T = random_transformer(d, seed)
@@ -177,12 +177,14 @@ def test_out_of_class_refused_with_a_witness(kind: str) -> None:
         va.learn_transformer(oracle)
     exc = info.value
     assert exc.query is not None and exc.observed is not None and exc.expected is not None
-    if kind in ("layernorm", "gelu"):  # smooth on length 1: no two answers on one piece
-        assert "not piecewise linear" in str(exc)
+    if kind in ("layernorm", "gelu"):  # smooth on length 1: a bend too faint for a kink
+        assert "not piecewise linear" in str(exc) and oracle.queries < 1000
         (pa, pb) = (np.array(p, dtype=np.float64) for p in exc.query)
-        assert np.abs(pb - pa).max() <= 1e-12 * (1 + np.abs(pa).max())  # no width left
-        (sb, ib), (sa, ia) = exc.observed, exc.expected  # yet two different pieces
-        assert abs(sb - sa) + abs(ib - ia) > 1e-8 * (1 + abs(sa) + abs(ia))
+        (sb, ib), (sa, ia) = exc.observed, exc.expected  # two pieces, apart by far more
+        assert abs(sb - sa) + abs(ib - ia) > 1e-12 * (1 + abs(sa) + abs(ia))  # than rounding
+        # and the box bends between the two points: midway, its answer is off their chord
+        ya, yb, ym = fn(pa[None]), fn(pb[None]), fn(((pa + pb) / 2)[None])
+        assert abs(ym - (ya + yb) / 2) > 1e-12 * (1 + abs(ya) + abs(yb))
     else:  # refuted by a fresh sequence: the box's own answer there, and the model's
         X = np.asarray(exc.query, dtype=np.float64)
         assert fn(X) == exc.observed and exc.observed != pytest.approx(exc.expected)
@@ -216,12 +218,13 @@ def test_entry_arguments() -> None:
 
 
 def test_error_estimate_gate() -> None:
-    # A box that claims parameters to 1e-12: W's estimate (about 1e-9 here) exceeds it.
+    # A box that claims parameters to 1e-11: W's estimate (about 1e-9 here) exceeds it.
+    # (At 1e-12 the FFN itself, learned to about 3e-12 here, is already refuted.)
     oracle = va.Oracle.from_callable(
         lambda X: float(T1.evaluate_batch(np.asarray(X)[None])[0]),
         d=2,
         model_class="one-layer-transformer-biased",
-        rtol=1e-12,
+        rtol=1e-11,
     )
     with pytest.raises(PrecisionExhausted, match="error estimate"):
         va.learn_transformer(oracle)

@@ -8,7 +8,7 @@
 >>> va.verify_certificate({"format": "verified-attn-certificate/2", "kind": "thm-0"})
 Traceback (most recent call last):
 ...
-verified_attn.errors.CertificateError: unknown kind 'thm-0'; this version can check: counterexample, labels, low-rank, multi-head, noisy, relu-ffn, relu-ffn-biased, single-head, transformer, transformer-biased, transformer-heads
+verified_attn.errors.CertificateError: unknown kind 'thm-0'; this version can check: counterexample, labels, low-rank, multi-head, noisy, relu-ffn, relu-ffn-biased, single-head, transformer, transformer-biased, transformer-heads, transformer-heads-float
 
 A certificate is the JSON a result writes with ``certificate()``: the queries (or the
 seed and rule that determine them), every answer exactly as the oracle gave it, the
@@ -56,6 +56,7 @@ VERIFIERS: dict[str, str] = {
     "relu-ffn-biased": "verified_attn.certificates.relu_biased:verify",
     "transformer-biased": "verified_attn.certificates.transformer_biased:verify",
     "transformer-heads": "verified_attn.certificates.transformer_heads:verify",
+    "transformer-heads-float": "verified_attn.certificates.transformer_heads_float:verify",
     "counterexample": "verified_attn.certificates.counterexample:verify",
 }
 

@@ -47,8 +47,9 @@ def max_gap(data: dict[str, Any], arith: Arithmetic, d: int, predict: Any, bias:
     count = kernel.as_int(kernel.get(data, "verification.count"), "verification.count")
     seed = kernel.as_int(kernel.get(data, "verification.seed"), "verification.seed")
     lengths = tuple(int(n) for n in kernel.get(data, "verification.lengths"))
-    answers = kernel.numbers(kernel.get(data, "verification.answers"), "verification.answers",
-                             arith, count)
+    answers = kernel.numbers(
+        kernel.get(data, "verification.answers"), "verification.answers", arith, count
+    )
     floor = float_floor(answers, bias)
     worst = 0.0
     for X, y in zip(fresh_sequences(d, count, seed, lengths), answers, strict=True):
@@ -130,7 +131,11 @@ def check_error_figures(
     pb, qb = bits(param), bits(pred)
     return (
         "figures in bits (recomputed): parameters "
-        + ("not stated" if pb is None else f"{param:.2e} relative to the largest entry ({pb:.1f} bits)")
+        + (
+            "not stated"
+            if pb is None
+            else f"{param:.2e} relative to the largest entry ({pb:.1f} bits)"
+        )
         + ", predictions "
         + ("not verified" if qb is None else f"max relative gap {pred:.2e} ({qb:.1f} bits)")
     )

@@ -7,8 +7,12 @@ rank implies, every answer section the size it implies, and the counts exactly t
 skeleton's formula (:func:`~verified_attn.multi_head.pipeline.low_rank_design.low_rank_query_count`,
 by phase). Every learning query is rebuilt and the claimed heads must reproduce its stored
 answer under the float rule, and the fresh verification's answers too. The pilot's answers
-(discarded by the learner) are counted, not stored. The parameter error estimate (a joint
-Gauss-Newton fit's) is stated, not recomputed.
+(discarded by the learner) are counted, not stored. The parameter error estimate (the
+joint low-rank Gauss-Newton fit's, :func:`~verified_attn.multi_head.pipeline.skeleton_refine.low_rank_estimate`)
+is recomputed from the stored learning answers (the rank check pair's left out, as in the
+fit) at the claimed heads: it must be within the stated parameter tolerance, and the stored
+one between half of it and the tolerance (where the Jacobian is too large for the dense
+estimate, it is stated, not recomputed).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from verified_attn.multi_head.pipeline.low_rank_design import (
     skeleton_pairs,
     skeleton_sizes,
 )
+from verified_attn.multi_head.pipeline.skeleton_refine import design_rows, heads_estimate
 
 __all__ = ["verify_low_rank"]
 
@@ -194,8 +199,57 @@ def _fit(
                 f"learning answer {i} (a query of length {n}) is not reproduced: stored {y}, "
                 f"the claimed heads give {e} (relative gap {gap:.3e} > rtol {arith.rtol:g})"
             )
+    fit = (np.array([*F0, *F0x], dtype=float), np.array(F, dtype=float))
+    rows = design_rows(
+        U,
+        Bx,
+        affine,
+        pairs[:grid],
+        np.array([a / b for a, b in ratios]),
+        (*fit, np.array(links, dtype=float)),
+    )
     return (
         f"fit: the claimed {len(claimed)} heads reproduce all {len(observed)} stored learning "
         f"answers (the rank check pair's included) to rtol {arith.rtol:g} (max relative gap "
-        f"{worst:.2e}); the parameter error estimate is stated, not recomputed"
+        f"{worst:.2e}); {_estimate(data, head, rows, (claimed, beta), p)}"
+    )
+
+
+def _estimate(
+    data: dict[str, Any], head: kernel.Header, rows: Any, claimed: tuple[Any, Any], p: int
+) -> str:
+    """The joint fit's first-order parameter error estimate recomputed at the claimed heads:
+    within the stated tolerance, the stored one between half of it and the tolerance."""
+    arith, d = head.arith, head.d
+    result = kernel.get(data, "result")
+    if result.get("parameter_error_estimate_kind") != "low-rank skeleton":
+        raise CertificateError("result.parameter_error_estimate_kind must be 'low-rank skeleton'")
+    stated = float(kernel.number(kernel.get(result, "parameter_rtol"), "parameter_rtol", arith))
+    told = float(
+        kernel.number(
+            kernel.get(result, "parameter_error_estimate"), "result.parameter_error_estimate", arith
+        )
+    )
+    heads: list[tuple[np.ndarray, ...]] = [
+        (np.array(W, dtype=float).reshape(d, d), np.array(v, dtype=float), np.array(c, dtype=float))
+        for W, v, c in claimed[0]
+    ]
+    heads = [hd if rows.affine else hd[:2] for hd in heads]
+    beta = float(claimed[1]) if rows.affine else 0.0
+    unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
+    estimate = heads_estimate(rows, heads, beta, p, unit)
+    if estimate is None:
+        return "the parameter error estimate is stated, not recomputed (past the dense limit)"
+    if not estimate <= stated:
+        raise CertificateError(
+            f"the claimed heads' first-order parameter error estimate {estimate:.3e} exceeds "
+            f"the stated parameter tolerance {stated:g}"
+        )
+    if not estimate / 2 <= told <= stated:
+        raise CertificateError(
+            f"result.parameter_error_estimate {told:.3e} is not between half the recomputed "
+            f"{estimate:.3e} and the stated parameter tolerance {stated:g}"
+        )
+    return (
+        f"parameters stated to {stated:g} relative (first-order estimate {estimate:.2e} recomputed)"
     )

@@ -108,6 +108,12 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         raise CertificateError(
             f"assumptions must state the denominator bound {D} the answers were decoded with"
         )
+    if not any(a.startswith("every hyperplane of g crosses the search line") for a in
+               head.assumptions):
+        raise CertificateError(
+            "assumptions must state the search line's window (every hyperplane of g crosses "
+            "the search line within it): a neuron outside it is not seen"
+        )
     model, _, _, neurons = stated_network(data, head.d)
     width = len(neurons)
     answers = stored_answers(data, head, lambda xs: [model.value(x) for x in xs], width, D)

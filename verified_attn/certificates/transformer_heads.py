@@ -73,7 +73,7 @@ from verified_attn.multi_head.canonical_bounds import canonical_query_limit
 from verified_attn.sequences import as_rational_sequence
 from verified_attn.validation import MAX_LENGTH
 
-__all__ = ["verify"]
+__all__ = ["stored_per_phase", "verify"]
 
 THEOREM = "transformer/multi-head-cells"
 #: Most heads a certificate may claim (each is d x d + d x m rationals read in full).
@@ -102,7 +102,7 @@ def verify(data: dict[str, Any]) -> CertificateCheck:
         cell = int(_PHASE.fullmatch(phase).group(1))  # type: ignore[union-attr]
         if cell > ncells:
             raise CertificateError(f"answers: phase {phase!r} names a cell past the {ncells}")
-    _stored_per_phase(data, per_phase)
+    stored_per_phase(data, per_phase)
     ffn_q = kernel.as_int(kernel.get(ffn, "queries.learning"), "ffn.queries.learning")
     ffn_v = kernel.as_int(kernel.get(ffn, "queries.verification"), "ffn.queries.verification")
     ffn_bound = kernel.as_int(kernel.get(ffn, "queries.bound"), "ffn.queries.bound")
@@ -169,7 +169,7 @@ def _within_limit(per_phase: dict[str, int], per_cell: int) -> int:
     return sum("." in label for label in attempts)
 
 
-def _stored_per_phase(data: dict[str, Any], per_phase: dict[str, int]) -> None:
+def stored_per_phase(data: dict[str, Any], per_phase: dict[str, int]) -> None:
     """Every cell phase's stated count is the number of its stored answers."""
     stated = kernel.get(data, "queries.by_phase")
     if not isinstance(stated, dict):

@@ -139,6 +139,12 @@ def _low_rank_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", choices=("skeleton", "nuclear"), default="skeleton")
     p.add_argument("--measurements", type=int_at_least(1), help="nuclear: number m of probes")
     p.add_argument("--verify", type=nonneg_int, default=8, help="fresh verification queries")
+    p.add_argument(
+        "--denominator-bound",
+        type=int_at_least(1),
+        help="certified: the entry bound D of rational reconstruction (default "
+        "2^(precision/4); export-coq of a certified run needs a small one, e.g. 16)",
+    )
 
 
 def _run_low_rank(args: argparse.Namespace) -> LearnOutcome:
@@ -161,6 +167,7 @@ def _run_low_rank(args: argparse.Namespace) -> LearnOutcome:
     oracle = Oracle(model, args.arithmetic, precision=args.precision)
     rec = learn_low_rank(
         oracle,
+        denominator_bound=args.denominator_bound,
         rank=None if args.find_rank else args.rank,
         method=args.method,
         seed=args.seed,

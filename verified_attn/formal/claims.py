@@ -293,8 +293,52 @@ THEOREMS: list[FormalTheorem] = [
         "the measurement m = u^T W b = a/b, then the certified head answers inside every "
         "recorded interval, and every head whose columns are spanned by W' B, whose v' "
         "entries and recorded measurements u^T W' b are rationals with denominators at most "
-        "D, and that answers inside the intervals is the certified head.",
+        "D, and that answers inside the intervals is the certified head (the measurement-level "
+        "form; exported files use formal/cert-lowrank-entries).",
         ("thm-5.1/skeleton-identity",),
+    ),
+    FormalTheorem(
+        "formal/measurement-denominator",
+        "Thm 5.1",
+        "CertLowRankCert",
+        ("measure_den_le", "measure_den_D_fails"),
+        "For every d, W, u, b: if every entry of W is a rational with denominator at most D "
+        "and cu u, cb b are integer vectors (cu, cb positive integers), then u^T W b is a "
+        "rational with denominator at most D^K cu cb, K the number of pairs (i, j) with "
+        "u_i b_j nonzero; the bound D alone is false (entries 1/13 and 1/11, u = (1, 1), "
+        "b = (1, 0) give 24/143).",
+        ("thm-5.1/skeleton-identity",),
+    ),
+    FormalTheorem(
+        "formal/cert-lowrank-entries",
+        "Thm 5.1",
+        "CertLowRankCert",
+        ("lowrank_cert_entries", "lowrank_cert_core"),
+        "For every d, r: if the exact skeleton checks pass on a certified low-rank run's "
+        "rationals, the certified entries have denominators at most D, each answer to [e_i] "
+        "pins v_i, and each probe's answer interval lies strictly between its answers at two "
+        "logit brackets narrower than 1/(D_m b) around its measurement m = a/b, D_m = D^K cu cb, "
+        "then the certified head answers inside every recorded interval, and every head whose "
+        "columns are spanned by W' B, whose entries (of W' and v') are rationals with "
+        "denominators at most D, and that answers inside the intervals is the certified head "
+        "(the instance each exported certified low-rank run proves).",
+        ("thm-5.1/skeleton-identity",),
+    ),
+    FormalTheorem(
+        "formal/cert-multi-head-certified",
+        "Prop 7.1",
+        "CertMultiHead",
+        ("mh_answers_in", "answer_seqk", "grid_determines_model"),
+        "For every d and H0: on [b + u; ...; b + u; b] (k copies) a head answers "
+        "b^T v + u^T v k / (k + exp(-u^T W b)); if a certified canonical run's per-head "
+        "numbers are the rational heads' own and each recorded interval holds their sum, "
+        "the heads answer every query the design generates inside its recorded interval "
+        "(one interval per query) and their scores and residues at the design's pairs have "
+        "denominators at most D; and with inverses of U and B, a model whose heads have "
+        "the certified heads' scores and residues at the d^2 grid pairs gives the same "
+        "output on every sequence. Not covered: that a model answering inside the "
+        "intervals has those scores and residues (interpolation, poles, labelling).",
+        ("prop-7.1/canonical-recovery",),
     ),
     FormalTheorem(
         "formal/cert-hypothesis-pairs",

@@ -39,6 +39,7 @@ __all__ = [
     "exact_entry",
     "inverse",
     "mat_table",
+    "mpf",
     "probe_precision",
     "probe_tables",
     "vec_table",
@@ -94,6 +95,7 @@ def bracket_delta(Uinv: list[list[Fraction]], D: int, den: int) -> Fraction:
 
 
 def mpf(q: Fraction) -> Any:
+    """q as an mpmath number at the working precision."""
     return mpmath.mpf(q.numerator) / q.denominator
 
 

@@ -346,6 +346,32 @@ TR_TAMPER = (
 )
 
 
+def _tr_float_tamper(seed: int) -> ClaimResult:
+    """A float two-head Transformer's certificate, tampered at each site."""
+    from verified_attn.ffn_heads import MultiHeadTransformer
+    from verified_attn.transformer.entry import learn_transformer as learn_any
+
+    heads = [
+        ([[2, 0], [0, 1]], [[1, 0], [0, 1]], [1, 0]),
+        ([[0, -1], [1, 0]], [[1, 1], [-1, 0]], [0, 1]),
+    ]
+    T = MultiHeadTransformer(heads, [[1, -1], [0, 1]], [1, 2], a=[1, -1], b=-1)
+    rec = learn_any(Oracle(T, "float"), max_heads=2, seed=seed)
+    sites = ("cells", "ffn.neurons", "parameter_rtol", "queries.bound")
+    ok, detail = soundness.tamper_all({"transformer-heads-float": (rec, sites)})
+    return ClaimResult(
+        "transformer/heads-float-certificate-tamper", REF, TR_FLOAT_TAMPER, ok, detail
+    )
+
+
+TR_FLOAT_TAMPER = (
+    "A float multi-head Transformer certificate (transformer-heads-float) verifies without "
+    "the oracle; copies with one result entry, one cell entry, one FFN neuron entry, the "
+    "stated parameter tolerance, the bound, the learning count or one verification answer "
+    "changed are each rejected."
+)
+
+
 CLAIMS = [
     Claim(
         "transformer/antisymmetry",
@@ -386,4 +412,5 @@ CLAIMS = [
     Claim("transformer/near-rational", REF, TR_NEAR, _tr_near_rational),
     Claim("transformer/out-of-class", REF, TR_OOC, _tr_out_of_class),
     Claim("transformer/certificate-tamper", REF, TR_TAMPER, _tr_certificate_tamper),
+    Claim("transformer/heads-float-certificate-tamper", REF, TR_FLOAT_TAMPER, _tr_float_tamper),
 ]

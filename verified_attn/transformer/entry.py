@@ -136,7 +136,9 @@ def learn_transformer(
         if oracle.arithmetic.name == "float":  # denominator_bound: certified reconstruction only
             kw = {k: v for k, v in options.items() if k != "denominator_bound"}
             return learn_multi_head_transformer_float(
-                oracle, max_heads=_max_heads(max_heads, method), **kw  # type: ignore[arg-type]
+                oracle,
+                max_heads=_max_heads(max_heads, method),
+                **kw,  # type: ignore[arg-type]
             )
         return learn_multi_head_transformer(
             oracle, max_heads=_max_heads(max_heads, method), **options

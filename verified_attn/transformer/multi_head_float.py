@@ -24,16 +24,29 @@ The method of :mod:`verified_attn.transformer.multi_head_learner` in float64:
    closer than :data:`~verified_attn.transformer.biased_float.MARGIN` ``(1 + |c|)`` to a
    learned hyperplane is refused (:class:`~verified_attn.errors.PrecisionExhausted`).
    On each, ``g_S(c) = T([c])`` is asked of the box (phase ``cell<i>-center``) and checked
-   against the learned g to :data:`~verified_attn.transformer.biased_float.CELL_RTOL`;
-   then the float ``learn_multi_head`` (affine, ``max_heads``) runs on the cell's oracle
+   against the learned g to :data:`~verified_attn.transformer.biased_float.CELL_RTOL`.
+   The heads' scores are learned once: on the widest cell that shows heads (once a cell
+   has failed, the widest unused far cell of
+   :func:`~verified_attn.transformer.multi_head_float_cells.far_cells` comes next), the float
+   ``learn_multi_head`` (affine, ``max_heads``) runs on the cell's oracle
    ``Y -> (T(c + t Y) - T([c])) / t`` with t the largest power of two at most
-   ``margin / (8 d)`` (quartered, up to ``attempts`` times, when the fit fails or a lifted
-   token comes within ``margin / 4`` of a hyperplane). Its answers carry the box's
-   rounding over t: the inner oracle's unit roundoff is ``u max(1, |T([c])|) / t``.
-3. The inner heads ``(t^2 W_h, v_h, t (W_h c + c_h))`` are unscaled, and matched across
-   cells to the first cell's heads by the nearest ``(W_h, c_h)``: a match must be within
+   ``margin / (2 d)`` and 1/2, halved when the fit fails (at most ``attempts`` times) or a
+   lifted probe would come within ``margin / 4`` of a hyperplane (that run is cut short
+   before the probe is asked; down to ``margin / (64 d)``). Its answers carry the box's rounding over t: the inner
+   oracle's unit roundoff is ``u max(1, |T([c])|) / t``. The inner heads
+   ``(t^2 W_h, v_h, t (W_h c + c_h))`` are unscaled.
+3. Every other cell needs only the known heads' values ``v_h^S``: T is linear in them
+   there, and :mod:`~verified_attn.transformer.multi_head_float_values` fits them by least
+   squares from ``2 H d`` probes (phase ``cell<i>/values``) at a scale-aware radius (in the
+   cell, every head's score spread at most 2). This is why four heads are learned: the
+   probes of a thin cell all have nearly one score per head, which a pole decoding cannot
+   order (its error grows like the inverse (2H - 1)-th power of the score gaps) but a linear
+   fit, whose conditioning falls only like the gaps, still solves. A fit that misses an
+   answer (a head the known ones lack) sends the cell to the full learner instead, and
+   the heads of the cell with the most become the known ones. Heads are matched across
+   cells by the nearest ``(W_h, c_h)``: a match must be within
    :data:`MATCH_RTOL` of ``max(1, largest entry)`` and its runner-up beyond; a head absent
-   from a cell has value 0 there. (W_h, c_h) are averaged over the cells that show the head.
+   from a cell has value 0 there.
 4. The shares ``[L_h; M_hj]`` from ``v_h^S = L_h + sum_{j in S} gamma_j M_hj`` by least
    squares over the cells; their sums over the heads must reproduce g's l and n_j to
    :data:`SHARE_RTOL` (the residual is in ``notes``), else ModelClassMismatch.
@@ -45,22 +58,25 @@ Errors: the heads' first-order parameter estimate (each cell's ``learn_multi_hea
 estimate pushed through the unscaling, plus the spread of (W_h, c_h) over the cells) must
 be at most the box's ``parameter_rtol`` relative to ``max(1, largest entry)``, else
 PrecisionExhausted; it is stated in ``notes`` and ``parameters["error_estimate"]``.
-Count: the FFN's queries, m' + 1 centers and per cell learn_multi_head's float count at
-``max_heads`` (its head count included), against
-:func:`~verified_attn.transformer.multi_head_learner.canonical_parameter_count`. A float
-result carries no certificate.
+Count: the FFN's queries, m' + 1 centers, learn_multi_head's float count at ``max_heads``
+(its head count included) per cell it ran on, and ``2 H d`` per cell of values, against
+:func:`~verified_attn.transformer.multi_head_learner.canonical_parameter_count`.
+Certificate: ``transformer-heads-float``
+(:mod:`~verified_attn.transformer.multi_head_float_certificate`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Iterator
 from typing import Any, Unpack
 
 import numpy as np
 
 from verified_attn.arithmetic import FloatArithmetic
+from verified_attn.certificates.writer import RunRecord
 from verified_attn.errors import (
-    CertificateError,
     InvalidArgument,
     ModelClassMismatch,
     NotIdentifiable,
@@ -76,11 +92,19 @@ from verified_attn.progress import reporting
 from verified_attn.recovery import TransformerRecovery
 from verified_attn.transformer.biased_float import CELL_RTOL, MARGIN, RESOLUTION
 from verified_attn.transformer.multi_head_float_cells import (
+    CellLeft,
     FloatCell,
     FloatCellOracle,
+    far_cells,
     float_pattern_matrix,
     independent,
     ranked_cells,
+)
+from verified_attn.transformer.multi_head_float_certificate import float_heads_certificate
+from verified_attn.transformer.multi_head_float_values import (
+    fit_values,
+    probe_radius,
+    value_queries,
 )
 from verified_attn.transformer.multi_head_learner import (
     ASSUMPTION,
@@ -104,14 +128,6 @@ SHARE_RTOL = 1e-6
 Head = tuple[np.ndarray, np.ndarray, np.ndarray, float, float]  # W_h, c_h, v_h, e_Wc, e_v
 
 
-def _no_certificate() -> dict[str, Any]:
-    raise CertificateError(
-        "a float multi-head Transformer result carries no certificate: the transformer-heads "
-        "certificate kind stores and re-checks exact rationals only; learn in 'exact' or "
-        "'certified' arithmetic for one"
-    )
-
-
 def _precision_gate(oracle: Oracle) -> tuple[float, float]:
     """(unit roundoff, parameter_rtol) of the box; a box too coarse for the FFN learner
     is refused before any query."""
@@ -120,10 +136,14 @@ def _precision_gate(oracle: Oracle) -> tuple[float, float]:
     prtol = float(getattr(arith, "parameter_rtol", None) or arith.rtol or 0.0)
     if unit * RESOLUTION > FLOAT_TOL:
         raise PrecisionExhausted(
-            f"the float biased FFN learner decides equal pieces to {FLOAT_TOL:g} relative; "
-            f"a box with unit roundoff {unit:.3g} (float32: 2^-24) cannot resolve that "
-            f"(it needs at most {FLOAT_TOL / RESOLUTION:.3g}), so its multi-head "
-            f"Transformer (parameter_rtol {prtol:g}) is not learned: run it in float64"
+            f"the box's own precision is unit roundoff {unit:.3g} ({math.log2(unit):.0f} "
+            f"bits; float32 is 2^-24), parameter_rtol {prtol:g}: the float biased FFN "
+            f"learner decides equal pieces to {FLOAT_TOL:g} relative, which needs a unit "
+            f"roundoff at most {FLOAT_TOL / RESOLUTION:.3g}, so its multi-head Transformer is "
+            "not learned (with this check off, float32 blocks were refused at the FFN stage: "
+            "not piecewise linear, or no ReLU network fits). It would take an FFN stage that "
+            "locates kinks from answers rounded at the box's precision, or the module in "
+            "float64 (dtype='float64')"
         )
     return unit, prtol
 
@@ -146,8 +166,10 @@ def _center(oracle: Oracle, net: BiasedReluNetwork, cell: FloatCell, i: int) -> 
 
 
 def _start_t(cell: FloatCell, d: int) -> float:
-    """The largest power of two at most margin / (8 d) and 1/2."""
-    return 2.0 ** math.floor(math.log2(min(0.5, cell.margin / (8 * d))))
+    """The largest power of two at most margin / (2 d) and 1/2 (the float design's tokens
+    reach a few units: most lifted probes stay in the cell; a run whose probe would not is
+    cut short and redone at half the scale)."""
+    return 2.0 ** math.floor(math.log2(min(0.5, cell.margin / (2 * d))))
 
 
 def _fit_cell(
@@ -160,9 +182,12 @@ def _fit_cell(
     offset = _center(oracle, net, cell, i)
     t = _start_t(cell, d)
     failure: Exception | None = None
-    for attempt in range(attempts):
-        label = f"cell{i + 1}" + (f".{attempt}" if attempt else "")
-        adapter = FloatCellOracle(oracle, net, cell, t, offset, label, cell.margin / 4)
+    smallest = cell.margin / (64 * d)  # the probes' scale is not halved below this
+    runs = failed = 0
+    while failed < attempts and t >= smallest:
+        label = f"cell{i + 1}" + (f".{runs}" if runs else "")
+        runs += 1
+        adapter = FloatCellOracle(oracle, net, cell, t, offset, label, cell.margin / 4, strict=True)
         rtol = float(oracle.arithmetic.rtol or 1e-6)  # a float oracle always has one
         inner_unit = min(rtol, unit * max(1.0, abs(offset)) / t)
         arith = FloatArithmetic(rtol, inner_unit, prtol)
@@ -175,28 +200,52 @@ def _fit_cell(
             if np.abs(cell.G).max() <= FLOAT_TOL * scale:  # g's gradient 0: no head shows
                 return [], 0.0, 1 + head_count_queries(H0)  # refused at the head count
             raise
-        except (ModelClassMismatch, PrecisionExhausted) as exc:
-            failure = exc
-        else:
-            if adapter.left is None:
-                heads, err = _unscale(rec, cell, t)
-                return heads, err, 1 + rec.bound * (attempt + 1)
-            failure = ModelClassMismatch(
-                f"a lifted query came within {cell.margin / 4:.3g} of a learned hyperplane",
-                query=adapter.left,
+        except CellLeft:  # a probe would reach too far at this scale (not asked): half it
+            failure = PrecisionExhausted(
+                f"the float design's probes leave the cell at every scale down to t = {t:g}"
             )
-        t /= 4
+        except (ModelClassMismatch, PrecisionExhausted) as exc:
+            failure, failed = exc, failed + 1
+        else:
+            heads, err = _unscale(rec, cell, t)
+            return heads, err, 1 + rec.bound * runs
+        t /= 2
     assert failure is not None
     if isinstance(failure, PrecisionExhausted):
         raise PrecisionExhausted(f"cell {i + 1} of g: {failure}") from failure
     X = getattr(failure, "query", None)
     raise ModelClassMismatch(
         f"not a multi-head Transformer (or one whose FFN is not linear on these queries, "
-        f"sent within t = {t * 4:g} of the point {cell.center.tolist()} of cell {i + 1} of "
+        f"sent within t = {t * 2:g} of the point {cell.center.tolist()} of cell {i + 1} of "
         f"g): {failure}",
         query=X if isinstance(failure, ModelClassMismatch) and X is not None else None,
         observed=getattr(failure, "observed", None),
     ) from failure
+
+
+def _value_cell(
+    oracle: Oracle, net: BiasedReluNetwork, cell: FloatCell, i: int, known: list[Head], opts: Any
+) -> tuple[list[Head], float, int] | None:
+    """The known heads' values on cell ``i`` by least squares
+    (:mod:`~verified_attn.transformer.multi_head_float_values`, phase ``cell<i>/values``),
+    with its query bound (the center and the probes); None if the fit missed an answer or a
+    probe came within ``margin / 4`` of a learned hyperplane (the caller then runs the full
+    learner on the cell)."""
+    seed, unit, prtol = opts[1], opts[3], opts[4]
+    offset = _center(oracle, net, cell, i)
+    scores = [(h[0], h[1]) for h in known]
+    r = probe_radius(cell, scores)
+    adapter = FloatCellOracle(
+        oracle, net, cell, r, offset, f"cell{i + 1}", cell.margin / 4, phase="values"
+    )
+    rtol = float(oracle.arithmetic.rtol or 1e-6)
+    arith = FloatArithmetic(rtol, min(rtol, unit * max(1.0, abs(offset)) / r), prtol)
+    fit = fit_values(adapter.evaluate_batch, cell, scores, r, arith, seed + i)
+    if fit is None or adapter.left is not None:
+        return None
+    values, err = fit
+    heads = [(W, c, v, e_wc, err) for (W, c, _, e_wc, _), v in zip(known, values, strict=True)]
+    return heads, max(h[3] for h in known), 1 + value_queries(oracle.d, len(known))
 
 
 def _unscale(rec: Any, cell: FloatCell, t: float) -> tuple[list[Head], float]:
@@ -293,7 +342,11 @@ def _shares(
             observed=total,
             expected=target,
         )
-    return out, err, residual
+    # The shares' sums are g's directions, which the length-1 FFN learner knows better than
+    # any cell's values: the least-norm change that makes them so exactly (split over the
+    # heads) keeps the model's length-1 answers at g's accuracy.
+    fix = (target - total) / (len(out) * gammas[:, None])
+    return [(W, c, s + fix) for W, c, s in out], err, residual
 
 
 def _assemble(net: BiasedReluNetwork, heads: list[Any]) -> MultiHeadTransformer:
@@ -357,14 +410,49 @@ def learn_multi_head_transformer_float(
         checked = _verified(oracle, model, verify, seed, lengths)
     bound = ffn.bound + sum(f[2] for f in fits) + skipped
     errors = (estimate, spread, residual)
-    return _result(oracle, run, (ffn, net, cells, bound, seed), model, H0, errors, checked)
+    rec = _result(oracle, run, (ffn, net, cells, bound, seed), model, H0, errors, checked)
+    record = RunRecord(oracle.arithmetic, seed, run.counts, bound, checked, rec.assumptions)
+    tolerances = {
+        "match_rtol": MATCH_RTOL,
+        "share_rtol": SHARE_RTOL,
+        "cell_rtol": CELL_RTOL,
+        "margin": MARGIN,
+        "ffn_tol": FLOAT_TOL,
+    }
+    rec.certificate_data = functools.partial(
+        float_heads_certificate,
+        record,
+        (ffn, net, cells, fits),
+        (table, spread, residual),
+        (model, heads, estimate),
+        (H0, prtol, tolerances),
+        _cell_entries(oracle, run.counts),
+    )
+    return rec
+
+
+def _cell_entries(oracle: Oracle, counts: Any) -> list[Any]:
+    """This run's transcript entries of the cell phases (the run's queries are the last)."""
+    total = counts.learning + counts.verification
+    return [e for e in oracle.transcript[-total:] if e.phase.startswith("cell")]
+
+
+def _cell_order(net: BiasedReluNetwork, seed: int, far_wanted: Any) -> Iterator[FloatCell]:
+    """The cells of g widest first (:func:`ranked_cells`), except that while no cell has
+    given the heads' scores and one has failed (``far_wanted()``), the next is the widest
+    unused far cell (:func:`far_cells`)."""
+    far = far_cells(net, seed)
+    for cell in ranked_cells(net, seed):
+        while far and far_wanted():
+            yield far.pop(0)
+        yield cell
 
 
 def _fitted_cells(
     oracle: Oracle, net: BiasedReluNetwork, H0: int, opts: Any
 ) -> tuple[list[FloatCell], list[tuple[list[Head], float, int]], int]:
     """m' + 1 cells with independent patterns, each fitted, tried widest first
-    (:func:`ranked_cells`); a cell whose fit is PrecisionExhausted or NotIdentifiable (too
+    (:func:`_cell_order`); a cell whose fit is PrecisionExhausted or NotIdentifiable (too
     thin for its heads to be told apart) is passed over for the next, at most
     :data:`SKIPS` times. Each center keeps MARGIN (1 + |c|) x 2 from every hyperplane.
     Returns the cells, their fits and the queries of the cells passed over."""
@@ -372,7 +460,10 @@ def _fitted_cells(
     fits: list[tuple[list[Head], float, int]] = []
     failures: list[Exception] = []
     skipped = 0  # every query of the cells passed over (their fits give no bound)
-    for cell in ranked_cells(net, opts[1]):
+    known: list[Head] = []  # the heads of the cell fitted with the most, once one has
+    # far cells are wanted while a cell has failed and none has given the heads' scores
+    wanted = lambda: bool(failures) and not any(f[0] for f in fits)  # noqa: E731
+    for cell in _cell_order(net, opts[1], wanted):
         if len(chosen) == net.width + 1 or len(failures) > SKIPS:
             break
         if not independent(chosen, cell):
@@ -389,11 +480,18 @@ def _fitted_cells(
             break
         i, before = len(chosen) + len(failures), oracle.queries
         try:
-            fits.append(_fit_cell(oracle, net, cell, i, H0, opts))
+            fit = _value_cell(oracle, net, cell, i, known, opts) if known else None
+            if fit is None:  # no heads known yet, or not all of this cell's: the full learner
+                spent = oracle.queries - before
+                fit = _fit_cell(oracle, net, cell, i, H0, opts)
+                fit = (fit[0], fit[1], fit[2] + spent)
+                if len(fit[0]) > len(known):
+                    known = fit[0]
         except (PrecisionExhausted, NotIdentifiable) as exc:
             failures.append(exc)
             skipped += oracle.queries - before
             continue
+        fits.append(fit)
         chosen.append(cell)
     if len(chosen) < net.width + 1:
         if failures:
@@ -424,6 +522,7 @@ def _result(
     g = net.model()
     H = model.H
     count = canonical_parameter_count(d, H, net.width)
+    valued = sum(1 for k in counts.by_phase if k.endswith("/values"))
     return TransformerRecovery.from_run(
         counts,
         theorem="transformer/multi-head-cells",
@@ -446,15 +545,16 @@ def _result(
         assumptions=[*ffn.assumptions, ASSUMPTION],
         notes=[
             *ffn.notes,
-            f"multi-head cells (float): {len(cells)} cells of g (width {net.width}), each "
-            f"learned by the float learn_multi_head (affine, max_heads={H0}); {H} heads "
-            f"found; "
+            f"multi-head cells (float): {len(cells)} cells of g (width {net.width}): "
+            f"{len(cells) - valued} learned by the float learn_multi_head (affine, "
+            f"max_heads={H0}), {valued} by least squares on the known heads' values; "
+            f"{H} heads found; "
             f"{counts.learning} learning queries against {count} free parameters",
             f"heads' parameter error estimate {bits_text(estimate)} (relative to max(1, "
             f"largest entry); matched across cells within MATCH_RTOL = {MATCH_RTOL:g}, "
             f"spread {spread:.3g}); shares' residual {residual:.3g} <= {SHARE_RTOL:g}",
         ],
-        certificate_data=_no_certificate,
+        certificate_data=None,
         method=METHOD,
         attention_queries=counts.learning - ffn.queries,
         ffn_queries=ffn.queries,

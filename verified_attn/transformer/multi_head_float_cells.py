@@ -30,8 +30,11 @@ from verified_attn.oracle_subbox import SubBox
 from verified_attn.transformer.relu_biased import BiasedReluNetwork
 
 __all__ = [
+    "FAR_REACH",
+    "CellLeft",
     "FloatCell",
     "FloatCellOracle",
+    "far_cells",
     "float_pattern_matrix",
     "independent",
     "ranked_cells",
@@ -39,6 +42,14 @@ __all__ = [
 
 #: Random dyadic candidate points per round (besides two per hyperplane).
 CANDIDATES = 64
+#: Far cells (:func:`far_cells`) are sampled at this many times (1 + the largest hyperplane
+#: offset) from the origin: there the unbounded cells of g open into wide cones.
+FAR_REACH = 8.0
+
+
+class CellLeft(Exception):
+    """A strict :class:`FloatCellOracle`'s query would have left the cell (not asked):
+    the run is cut short, to be redone at a smaller scale. Internal, never raised to users."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +123,31 @@ def ranked_cells(net: BiasedReluNetwork, seed: int, rounds: int = 8) -> list[Flo
     return sorted(best.values(), key=lambda c: -c.margin)
 
 
+def far_cells(net: BiasedReluNetwork, seed: int, rounds: int = 8) -> list[FloatCell]:
+    """The unbounded cells of g met at ``FAR_REACH (1 + largest offset)`` from the origin
+    in random directions, one per pattern at its widest sampled center, widest first.
+    Their margins grow with the reach, and with them the spread the heads' scores can take
+    on probes inside the cell (for heads with small W_h, as in PyTorch's initialisation,
+    the bounded cells leave them too close together for the float decoding).
+
+    >>> net = BiasedReluNetwork(1.0, (1.0,), ((((1.0,), -1.0), 2.0),))
+    >>> [(c.pattern, c.margin) for c in far_cells(net, 0)]   # reach 8 (1 + 1) = 16
+    [((False,), 17.0), ((True,), 15.0)]
+    """
+    rng = np.random.default_rng(seed + 49979687)
+    _, offsets, _ = _planes(net)
+    reach = FAR_REACH * (1.0 + float(np.abs(offsets).max(initial=0.0)))
+    best: dict[tuple[bool, ...], FloatCell] = {}
+    for _ in range(rounds * CANDIDATES):
+        u = rng.normal(size=net.d)
+        cell = _cell_at(net, np.round(reach * 16 * u / np.linalg.norm(u)) / 16)  # dyadic
+        if cell.margin > 0 and (
+            cell.pattern not in best or cell.margin > best[cell.pattern].margin
+        ):
+            best[cell.pattern] = cell
+    return sorted(best.values(), key=lambda c: -c.margin)
+
+
 def independent(chosen: list[FloatCell], cell: FloatCell) -> bool:
     """Whether ``cell``'s pattern row is independent of the chosen ones' (the pattern
     matrix's smallest singular value above 1e-6 of its largest)."""
@@ -122,8 +158,9 @@ def independent(chosen: list[FloatCell], cell: FloatCell) -> bool:
 class FloatCellOracle(SubBox):
     """One cell's float function of Y, ``(T(c + t Y) - offset) / t``, for an inner float
     :class:`~verified_attn.oracle.Oracle`; queries counted on the outer oracle under
-    ``<label>/<inner phase>``. ``floor``: the least distance every lifted token must keep
-    from every learned hyperplane; :attr:`left` is set when one did not."""
+    ``<label>/<inner phase>`` (``<label>/<phase>`` if ``phase`` is given). ``floor``: the least distance every lifted token must keep
+    from every learned hyperplane; :attr:`left` is set when one did not (``strict``: and
+    :class:`CellLeft` raised before that batch is asked)."""
 
     model_class = "multi-head-affine"
 
@@ -136,9 +173,12 @@ class FloatCellOracle(SubBox):
         offset: float,
         label: str,
         floor: float,
+        phase: str | None = None,
+        strict: bool = False,
     ) -> None:
         super().__init__(outer, label)
         self.cell, self.t, self.offset, self.floor = cell, t, offset, floor
+        self.phase, self.strict = phase, strict
         self.units, self.offsets, _ = _planes(net)
         self.left: np.ndarray | None = None  # the first lifted query that left the cell
         self.largest = 0.0  # the largest |answer| of the outer box asked
@@ -150,10 +190,16 @@ class FloatCellOracle(SubBox):
         bad = ~(same & (np.abs(z) >= self.floor)).all(axis=(1, 2))
         if self.left is None and bad.any():
             self.left = Xs[int(np.argmax(bad))]
+        if self.strict and bad.any():
+            raise CellLeft(f"a probe came within {self.floor:.3g} of a learned hyperplane")
         with self.forward():
             answers = np.asarray(self.outer.query_many(Xs), dtype=np.float64)
         self.largest = max(self.largest, float(np.abs(answers).max(initial=0.0)))
         return (answers - self.offset) / self.t
+
+    @property
+    def inner_phase(self) -> str:
+        return self.phase or super().inner_phase
 
     def evaluate_rational(self, Yq: Any, arith: Any) -> Any:
         raise InvalidArgument("a float cell oracle answers in float arithmetic only")

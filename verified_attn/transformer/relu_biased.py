@@ -11,19 +11,9 @@
 >>> rec.queries == biased_ffn_query_count(2, **rec.line_counts), rec.parameter_count
 (True, 12)
 
-The function ``g(x) = w_o^T ReLU(A^T x + a) + b`` is continuous and piecewise affine; neuron
-k switches on the hyperplane ``{x : A_k^T x + a_k = 0}``. Its *canonical form* is
-
-    g(x) = beta + l^T x + sum_j gamma_j ReLU(n_j^T x + c_j)
-
-over the distinct hyperplanes (n_j scaled by a positive number so that its first nonzero
-entry is 1, then sorted; every gamma_j != 0). Neuron order, positive rescaling, neurons
-that never switch (A_k = 0: a constant w_k ReLU(a_k), including the ones a bias keeps
-always on), zero output weights, duplicates and antipodal pairs
-(``c ReLU(z) - c ReLU(-z) = c z``) all collapse into it; two networks are the same
-function on R^d iff their canonical forms are equal (:func:`canonical_biased_network`).
-Its free numbers: d + 1 per neuron (n_j less its unit entry, c_j, gamma_j) plus d + 1
-for the affine part: ``(m' + 1)(d + 1)``, the ``parameter_count`` of a result.
+``g(x) = w_o^T ReLU(A^T x + a) + b`` is learned in its *canonical form*
+``beta + l^T x + sum_j gamma_j ReLU(n_j^T x + c_j)``, ``(m' + 1)(d + 1)`` free numbers
+(:mod:`verified_attn.transformer.relu_biased_canonical`).
 
 The algorithm, on one random line ``L(t) = x_0 + t u`` (t in [-R, R]):
 
@@ -54,34 +44,44 @@ least ``1 + 2 m' / ((d + 1)(m' + 1))`` for this method, at most 1.2 only when
 ``m' (9 - d) <= d + 1`` or d >= 9.
 
 Exact mode compares with ``==``; certified mode reconstructs each answer as the unique
-rational with denominator at most the bound (an assumption the result records); float
-mode runs the same steps with float64 answers, a relative tolerance deciding equal pieces
-and passing checks, and reports its verification error. Every mode verifies the learned
-network on fresh sequences; a failed check or verification retries on a new line with a
-wider window, every query counted.
+rational with denominator at most the bound (an assumption the result records). Float
+mode runs the same steps on float64 answers, each taken to carry at most ``NOISE_ULPS``
+unit roundoffs of the largest answer seen; a piece's value at t then errs by at most that
+noise times ``1 + 2 |t - s| / eps``, and two values are equal when within ``AGREE`` times
+their summed bounds (pieces at both ends of an interval, probes). Its pieces are measured
+over width / 2^STEP_BITS, probes sit width / 2^PROBE_BITS beside a kink, and once the
+kinks are found each piece is refitted through every point asked on its segment (no
+query; a point off it is a missed kink: retry). A bend whose slope change is within
+``RESOLVE`` times the slopes' error is refused: a smooth box (GELU), not a ReLU kink.
+Every mode verifies the learned network on fresh sequences; a failed check or
+verification retries on a new line with a wider window, every query counted.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 import flint
 import numpy as np
-import sympy
 
 from verified_attn.arithmetic import (
     Arithmetic,
     simplest_rational_between,
 )
-from verified_attn.errors import InvalidArgument, ModelClassMismatch
-from verified_attn.models import OneLayerTransformer, ReluFFN
+from verified_attn.errors import ModelClassMismatch
 from verified_attn.oracle import Oracle
 from verified_attn.transformer.common import rational_answer
-from verified_attn.transformer.relu_network import CanonicalNetwork, default_denominator_bound
+from verified_attn.transformer.relu_biased_canonical import (
+    BiasedReluNetwork,
+    Num,
+    Vec,
+    canonical_biased_network,
+)
+from verified_attn.transformer.relu_network import default_denominator_bound
 
 __all__ = [
     "BiasedReluNetwork",
@@ -89,117 +89,31 @@ __all__ = [
     "Piece",
     "biased_ffn_query_count",
     "canonical_biased_network",
-    "learn_line",
 ]
 
-Num = Any  # Fraction (exact, certified) or float (float mode)
-Vec = tuple[Num, ...]
-#: Relative tolerance of float mode's equality decisions (pieces, checks, hyperplanes).
+#: Relative tolerance of float mode's hyperplane decisions (merging, leading entries);
+#: the line search's decisions use the error bounds below instead.
 FLOAT_TOL = 1e-8
-
-
-# ---------------------------------------------------------------------------------------
-# Canonical form.
-# ---------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class BiasedReluNetwork(CanonicalNetwork):
-    """``g(x) = constant + linear^T x + sum_j gamma_j ReLU(n_j^T x + c_j)``, canonical.
-
-    ``neurons`` is a sorted tuple of ``((n_j, c_j), gamma_j)``: n_j's first nonzero entry
-    is 1, the pairs are distinct, every gamma_j != 0. Equal objects are equal functions.
-
-    >>> one = Fraction(1)
-    >>> net = BiasedReluNetwork(one, (one,), ((((one,), -one), 2 * one),))
-    >>> net.value((Fraction(3),)), net.value((Fraction(0),))    # 1 + 3 + 2*2, 1 + 0 + 0
-    (Fraction(8, 1), Fraction(1, 1))
-    """
-
-    constant: Num
-    linear: Vec
-    neurons: tuple[tuple[tuple[Vec, Num], Num], ...]
-
-    @property
-    def parameter_count(self) -> int:
-        """(width + 1)(d + 1): the free numbers of the canonical form."""
-        return (self.width + 1) * (self.d + 1)
-
-    def value(self, x: Vec) -> Num:
-        out = self.constant + _dot(self.linear, x)
-        for (n, c), gamma in self.neurons:
-            z = _dot(n, x) + c
-            if z > 0:
-                out += gamma * z
-        return out
-
-    def model(self) -> ReluFFN:
-        """The network as a biased :class:`ReluFFN` (l^T x as ReLU(l^T x) - ReLU(-l^T x))."""
-        cols = [list(n) for (n, _), _ in self.neurons]
-        bias = [c for (_, c), _ in self.neurons]
-        out = [g for _, g in self.neurons]
-        if any(x != 0 for x in self.linear):
-            cols += [list(self.linear), [-x for x in self.linear]]
-            bias += [0, 0]
-            out += [1, -1]
-        if not cols:  # g is constant: one dead neuron keeps the shapes valid
-            cols, bias, out = [[0] * self.d], [0], [0]
-        A = [[cols[k][i] for k in range(len(cols))] for i in range(self.d)]
-        return ReluFFN(A, out, a=bias, b=self.constant)
-
-
-def _dot(a: Vec, b: Vec) -> Num:
-    return sum((x * y for x, y in zip(a, b, strict=True)), 0 * a[0] if a else 0)
-
-
-def _leading(w: Vec, tol: float) -> int | None:
-    """Index of w's first entry that is nonzero (float: above tol times the largest)."""
-    top = max((abs(x) for x in w), default=0)
-    for i, x in enumerate(w):
-        if x != 0 and abs(x) > tol * top:
-            return i
-    return None
-
-
-def _fractions(M: sympy.MatrixBase) -> list[list[Fraction]]:
-    return [[Fraction(int(x.p), int(x.q)) for x in row] for row in M.tolist()]
-
-
-def canonical_biased_network(model: ReluFFN | OneLayerTransformer) -> BiasedReluNetwork:
-    """The canonical form of a model's length-1 function, from its parameters (exact).
-
-    >>> g = ReluFFN([[2, -1, 0]], [1, 4, 7], a=[2, 3, 1])   # ReLU(2x+2) + 4 ReLU(3-x) + 7
-    >>> net = canonical_biased_network(g)                     # = 7 + 12 - 4x + 2 ReLU(x+1) + 4 ReLU(x-3)
-    >>> net.constant, net.linear, net.width
-    (Fraction(19, 1), (Fraction(-4, 1),), 2)
-    """
-    if isinstance(model, OneLayerTransformer):
-        model = model.ffn()
-    if not isinstance(model, ReluFFN):
-        raise InvalidArgument(
-            f"model must be a ReluFFN or OneLayerTransformer, got {type(model).__name__}"
-        )
-    d = model.d
-    A, w_o, a = _fractions(model.A), _fractions(model.w_o), _fractions(model.a)
-    constant = Fraction(int(model.b.p), int(model.b.q))
-    linear = [Fraction(0)] * d
-    terms: dict[tuple[Vec, Fraction], Fraction] = {}
-    for k in range(model.m):
-        w, bias, weight = tuple(A[i][k] for i in range(d)), a[k][0], w_o[k][0]
-        if weight == 0:
-            continue
-        if not any(w):  # never switches: a constant (0 if the bias keeps it off)
-            constant += weight * max(bias, Fraction(0))
-            continue
-        sigma = next(x for x in w if x != 0)
-        key = (tuple(x / sigma for x in w), bias / sigma)
-        scale = weight * abs(sigma)
-        terms[key] = terms.get(key, Fraction(0)) + scale
-        if sigma < 0:  # ReLU(-z) = ReLU(z) - z
-            linear = [x - scale * y for x, y in zip(linear, key[0], strict=True)]
-            constant -= scale * key[1]
-    neurons = tuple(sorted((key, g) for key, g in terms.items() if g != 0))
-    return BiasedReluNetwork(constant, tuple(linear), neurons)
+#: Float mode: one answer's rounding error is taken as at most NOISE_ULPS unit roundoffs of
+#: the largest answer seen on the line (a box summing m terms of about that size in float;
+#: the benchmark's random networks, d <= 16, err by at most 8 such units).
+NOISE_ULPS = 64
+#: Float mode: two measured values are equal when they differ by at most AGREE times the
+#: sum of their error bounds.
+AGREE = 4
+#: Float mode: a kink's probes sit min(t - a, b - t) / 2^PROBE_BITS beside it (exact: 2^16).
+PROBE_BITS = 12
+#: Float mode: a piece's two points are width / 2^STEP_BITS apart (exact: 2^12).
+STEP_BITS = 8
+#: Float mode: a kink's slope change must exceed RESOLVE times the two slopes' rounding
+#: error, else the answers bend too faintly for a ReLU kink and the line is retried (a
+#: smooth box bends so on every line: refused). Measured: GELU's bends reach 24, the
+#: benchmark networks' kinks on their first line 5e3 and more.
+RESOLVE = 2**7
+#: Float mode: a cell's coordinate probes are width / (max |u_i|) / 2^CELL_BITS off its
+#: point (exact: 2^12): far enough that rounding stays small, near enough not to cross
+#: a hyperplane that passes close to the point off the line.
+CELL_BITS = 4
 
 
 def biased_ffn_query_count(
@@ -238,6 +152,8 @@ class Answers:
         )
         self.cache: dict[Vec, Num] = {}
         self.raw: dict[Vec, Any] = {}
+        #: Float mode: the largest |answer| seen, the scale of the box's rounding.
+        self.scale = 0.0
 
     def many(self, points: list[Vec]) -> list[Num]:
         todo = list(dict.fromkeys(p for p in points if p not in self.cache))
@@ -246,6 +162,8 @@ class Answers:
             for p, y in zip(todo, answers, strict=True):
                 self.raw[p] = y
                 self.cache[p] = self._number(y, p)
+                if self.float:
+                    self.scale = max(self.scale, abs(self.cache[p]))
         return [self.cache[p] for p in points]
 
     def assumptions(self) -> list[str]:
@@ -269,11 +187,18 @@ class Answers:
             return float(y)
         return rational_answer(self.arith, y, p, self.D)
 
-    def same(self, x: Num, y: Num, scale: Num = 0) -> bool:
-        """x == y (exact), or within FLOAT_TOL of the scale of x, y (float)."""
+    def noise(self) -> float:
+        """Float mode: a bound on one answer's rounding error, NOISE_ULPS unit roundoffs of
+        the largest answer seen (the box's terms are about that large, summed in float)."""
+        unit = float(getattr(self.arith, "unit_roundoff", 2.0**-53))
+        return NOISE_ULPS * unit * (1.0 + self.scale)
+
+    def close(self, x: Num, y: Num, error: Num) -> bool:
+        """x == y (exact), or within AGREE times ``error``, the two sides' summed error
+        bounds (float): a difference the rounding cannot explain is a real one."""
         if not self.float:
             return bool(x == y)
-        return abs(x - y) <= FLOAT_TOL * (1.0 + abs(x) + abs(y) + abs(scale))
+        return abs(x - y) <= AGREE * error
 
 
 class _Unresolved(Exception):
@@ -287,6 +212,16 @@ class Retry(Exception):
     ``search`` is the line's :class:`LineSearch` when its queries were asked."""
 
     search: Any = None
+
+
+class Faint(Retry):
+    """Float mode: a kink too faint to tell from curvature on this line (internal to the
+    room); ``refusal`` is the :class:`ModelClassMismatch` with its witness, raised when no
+    line succeeds (a smooth box such as GELU bends faintly on every line)."""
+
+    def __init__(self, refusal: ModelClassMismatch) -> None:
+        super().__init__(str(refusal))
+        self.refusal = refusal
 
 
 # ---------------------------------------------------------------------------------------
@@ -304,9 +239,28 @@ class Piece:
 
     slope: Num
     intercept: Num
+    #: Where the piece was measured: its first point and the second's offset from it
+    #: (float mode's error bound grows with the distance from ``anchor`` in units of
+    #: ``step``; exact mode ignores them).
+    anchor: Num = 0
+    step: Num = 1
 
     def at(self, t: Num) -> Num:
         return self.intercept + self.slope * t
+
+    def error(self, t: Num, noise: float) -> float:
+        """Float mode: a bound on |at(t) - phi(t)| from rounding alone, when the piece is
+        phi's there: ``noise`` at each measured point, so 2 noise / step on the slope."""
+        return noise * (1.0 + 2.0 * abs(t - self.anchor) / abs(self.step))
+
+    def slope_error(self, noise: float) -> float:
+        return 2.0 * noise / abs(self.step)
+
+
+def _through(t: Num, y: Num, t2: Num, y2: Num) -> Piece:
+    """The line through (t, y) and (t2, y2), anchored at t."""
+    slope = (y2 - y) / (t2 - t)
+    return Piece(slope, y - slope * t, t, t2 - t)
 
 
 def _between(lo: Num, hi: Num, is_float: bool) -> Num:
@@ -341,6 +295,8 @@ class LineSearch:
     probes: int = 0
     found: int = 0
     cells: int = 0
+    #: Float mode: phi(t) at every t asked, for refitting the pieces (:meth:`_refit`).
+    seen: dict[Num, Num] = field(default_factory=dict)
 
     def queries(self) -> int:
         """Learning queries this line asked (:func:`biased_ffn_query_count`)."""
@@ -349,6 +305,12 @@ class LineSearch:
 
     def point(self, t: Num) -> Vec:
         return tuple(a + t * b for a, b in zip(self.x0, self.u, strict=True))
+
+    def _ask(self, ts: list[Num]) -> list[Num]:
+        ys = self.answers.many([self.point(t) for t in ts])
+        if self.answers.float:
+            self.seen.update(zip(ts, ys, strict=True))
+        return ys
 
     def _step(self, t: Num, width: Num, side: int) -> Num:
         """The second point of a piece beside t; :class:`_Unresolved` where float64 cannot
@@ -360,16 +322,23 @@ class LineSearch:
 
     def piece(self, t: Num, width: Num, side: int) -> Piece:
         t2 = self._step(t, width, side)
-        y1, y2 = self.answers.many([self.point(t), self.point(t2)])
+        y1, y2 = self._ask([t, t2])
         self.pieces += 1
-        slope = (y2 - y1) / (t2 - t)
-        return Piece(slope, y1 - slope * t)
+        return _through(t, y1, t2, y2)
 
-    def _same_piece(self, A: Piece, B: Piece) -> bool:
-        scale = abs(A.slope) * self.radius
-        return self.answers.same(A.slope * self.radius, B.slope * self.radius) and (
-            self.answers.same(A.intercept, B.intercept, scale)
-        )
+    def _same_piece(self, A: Piece, B: Piece, a: Num, b: Num) -> bool:
+        """A and B are one line: equal (exact), or within their error bounds at both ends
+        of (a, b) (float: the bounds, not a fixed tolerance, since a slope measured over a
+        short step carries the rounding amplified by 1 / step)."""
+        if not self.answers.float:
+            return A.slope == B.slope and A.intercept == B.intercept
+        eta, close = self.answers.noise(), self.answers.close
+        return all(close(A.at(t), B.at(t), A.error(t, eta) + B.error(t, eta)) for t in (a, b))
+
+    def _parallel(self, A: Piece, B: Piece) -> bool:
+        """Equal slopes (exact), or slopes within their error bounds (float)."""
+        eta = self.answers.noise() if self.answers.float else 0.0
+        return self.answers.close(A.slope, B.slope, A.slope_error(eta) + B.slope_error(eta))
 
     def _one_kink(
         self, a: Num, A: Piece, t: Num, B: Piece, b: Num
@@ -379,14 +348,17 @@ class LineSearch:
         the single kink). Returns (ok, (probe, phi(probe), side)) with side -1 for a failed
         left probe, +1 for a failed right one."""
         fl = self.answers.float
-        w = min(t - a, b - t) / (4 if fl else 2**16)
+        w = min(t - a, b - t) / 2 ** (PROBE_BITS if fl else 16)
+        eta = self.answers.noise() if fl else 0.0
+        if fl:  # off t by more than t's own error, so a probe is on the side it tests
+            t_err = (A.error(t, eta) + B.error(t, eta)) / abs(A.slope - B.slope)
+            w = min(max(w, 16 * AGREE * t_err), min(t - a, b - t) / 2)
         left = t - w if fl else simplest_rational_between(t - w, t - w / 2)
         right = t + w if fl else simplest_rational_between(t + w / 2, t + w)
-        scale = abs(A.slope * w) + abs(B.slope * w)
         for probe, piece, side in ((left, A, -1), (right, B, 1)):
-            (gp,) = self.answers.many([self.point(probe)])
+            (gp,) = self._ask([probe])
             self.probes += 1
-            if not self.answers.same(gp, piece.at(probe), scale):
+            if not self.answers.close(gp, piece.at(probe), eta + piece.error(probe, eta)):
                 return False, (probe, gp, side)
         return True, (right, 0, 0)
 
@@ -396,29 +368,38 @@ class LineSearch:
         query (a *half piece*)."""
         t, gt, side = probe
         other = B if side < 0 else A
-        if self.answers.same(gt, other.at(t), abs(other.slope * w)):
+        eta = self.answers.noise() if self.answers.float else 0.0
+        if self.answers.close(gt, other.at(t), eta + other.error(t, eta)):
             return other
         t2 = self._step(t, w, side)
-        (g2,) = self.answers.many([self.point(t2)])
+        (g2,) = self._ask([t2])
         self.half_pieces += 1
-        slope = (g2 - gt) / (t2 - t)
-        return Piece(slope, gt - slope * t)
+        return _through(t, gt, t2, g2)
 
     def _narrow(self, item: tuple, stack: list, found: list) -> None:
         """One kink in (a, b) when the pieces A, B at its ends meet there and the two
         probes agree; else the interval split at a failed probe (every other depth) or
         in the middle, the halves pushed on ``stack``."""
         a, A, b, B, depth = item
-        if not self.answers.same(A.slope * self.radius, B.slope * self.radius):
+        if not self._parallel(A, B):
             t = (B.intercept - A.intercept) / (A.slope - B.slope)
             if a < t < b:
                 ok, probe = self._one_kink(a, A, t, B, b)
+                if ok and self._faint(A, B):  # a bend within rounding: another line
+                    raise Faint(self._unresolved(a, A, b, B, faint=True))
                 if ok:
                     found.append((t, A, B))
                     return
                 if depth % 2 == 0:  # split at the probe; every other time in the middle,
                     p = probe[0]  # so intervals keep shrinking
-                    M = self._split(probe, A, B, 2 * abs(t - p))
+                    # (float: a half piece over up to 64 times the probe's offset, the
+                    # room allowing: a tiny step amplifies the rounding in its slope)
+                    room = (
+                        min(p - a if probe[2] < 0 else b - p, 64 * abs(t - p))
+                        if self.answers.float
+                        else 0
+                    )
+                    M = self._split(probe, A, B, room or 2 * abs(t - p))
                     stack.append((p, M, b, B, depth + 1))
                     stack.append((a, A, p, M, depth + 1))
                     return
@@ -428,39 +409,54 @@ class LineSearch:
         """Split (a, b) at a simple middle point: 1 probe there. On A's line it narrows the
         interval to (mid, b), on B's to (a, mid); else 1 more point beside it gives the
         piece there (a half piece) and both halves are searched. Float mode measures a
-        whole piece at mid (2 queries): narrowing on a probe within the tolerance would
-        let a smooth box exhaust the depth before float resolution."""
+        whole piece at mid (2 queries): a smooth box's bend must show in its slope."""
         a, A, b, B, depth = item
         mid = _between(a, b, self.answers.float)
-        if self.answers.float:  # a whole piece: a smooth box must reach float resolution
-            M = self.piece(mid, min(mid - a, b - mid), 1)  # (the refusal's witness)
+        if self.answers.float:
+            M = self.piece(mid, min(mid - a, b - mid), 1)
             stack.append((mid, M, b, B, depth + 1))
             stack.append((a, A, mid, M, depth + 1))
             return
-        (gm,) = self.answers.many([self.point(mid)])
+        (gm,) = self._ask([mid])
         self.probes += 1
-        scale = abs(A.slope * (mid - a)) + abs(B.slope * (b - mid))
-        if self.answers.same(gm, A.at(mid), scale):
+        if gm == A.at(mid):  # (exact and certified only: == decides)
             stack.append((mid, A, b, B, depth + 1))
             return
-        if self.answers.same(gm, B.at(mid), scale):
+        if gm == B.at(mid):
             stack.append((a, A, mid, B, depth + 1))
             return
         M = self._split((mid, gm, 1), A, B, min(mid - a, b - mid))
         stack.append((mid, M, b, B, depth + 1))
         stack.append((a, A, mid, M, depth + 1))
 
-    def _unresolved(self, a: Num, A: Piece, b: Num, B: Piece) -> ModelClassMismatch:
-        """The refusal when (a, b) shrank below float64 resolution with the pieces measured
-        at its ends still different: the witness is the two end points (``query``) and the
-        two pieces as (slope, intercept) in t (``observed`` at b, ``expected`` from a)."""
+    def _faint(self, A: Piece, B: Piece) -> bool:
+        """Float mode: the slopes of A and B differ by less than RESOLVE times their
+        rounding error: a kink there could not be told from curvature (a smooth box's
+        pieces pass the probes once the interval is narrow enough)."""
+        if not self.answers.float:
+            return False
+        eta = self.answers.noise()
+        return abs(A.slope - B.slope) < RESOLVE * (A.slope_error(eta) + B.slope_error(eta))
+
+    def _unresolved(
+        self, a: Num, A: Piece, b: Num, B: Piece, faint: bool = False
+    ) -> ModelClassMismatch:
+        """The refusal when (a, b) shrank below float64 resolution, or to where its end
+        pieces, different beyond their error bounds, meet in a bend too faint to be a kink
+        (``faint``): the witness is the two end points (``query``) and the two pieces as
+        (slope, intercept) in t (``observed`` at b, ``expected`` from a)."""
+        why = (
+            f"the pieces measured at its ends differ beyond their rounding error, yet "
+            f"meet in a slope change within {RESOLVE} times the slopes' rounding error"
+            if faint
+            else "split it to zero width, and the pieces measured at its ends still differ"
+        )
         return ModelClassMismatch(
-            "the length-1 answers are not piecewise linear at float64 resolution: the "
-            f"line search split the interval ({a}, {b}) of its line to zero width, and the "
-            f"pieces measured at its ends still differ (slope, intercept {A.slope}, "
-            f"{A.intercept} at t = {a}; {B.slope}, {B.intercept} at t = {b}): a smooth "
-            "activation such as GELU; a ReLU network would need two kinks closer than "
-            "float64 rounding on a random line",
+            "the length-1 answers are not piecewise linear at float64 resolution: on the "
+            f"interval ({a}, {b}) of its line the line search {why} (slope, intercept "
+            f"{A.slope}, {A.intercept} at t = {a}; {B.slope}, {B.intercept} at t = {b}): a "
+            "smooth activation such as GELU; a ReLU network would need kinks closer than "
+            "float64 rounding resolves on a random line",
             query=[list(self.point(a)), list(self.point(b))],
             observed=(B.slope, B.intercept),
             expected=(A.slope, A.intercept),
@@ -476,7 +472,7 @@ class LineSearch:
         stack = [(ts[i], samples[i], ts[i + 1], samples[i + 1], 0) for i in range(self.grid)]
         while stack:
             a, A, b, B, depth = stack.pop()
-            if self._same_piece(A, B):
+            if self._same_piece(A, B, a, b):
                 continue
             if depth >= self.max_depth:
                 raise Retry(f"could not isolate the kinks in ({a}, {b})")
@@ -488,100 +484,42 @@ class LineSearch:
         self.found = len(found)
         if not found:
             return [], [samples[0]]
-        for (_, _, B), (_, A2, _) in itertools.pairwise(found):
-            if not self._same_piece(B, A2):
+        for (t1, _, B), (t2, A2, _) in itertools.pairwise(found):
+            if not self._same_piece(B, A2, t1, t2):
                 raise Retry("adjacent kinks disagree about the piece between them")
-        return [t for t, _, _ in found], [found[0][1]] + [B for _, _, B in found]
+        kinks, pieces = [t for t, _, _ in found], [found[0][1]] + [B for _, _, B in found]
+        return self._refit(kinks, pieces) if self.answers.float else (kinks, pieces)
 
-
-def _cell(search: LineSearch, piece: Piece, lo: Num, hi: Num, shrink: int) -> tuple[Vec, Num]:
-    """(G, beta) with g = G^T x + beta on the cell of the piece (lo, hi): d - 1 queries."""
-    ans, u, x0 = search.answers, search.u, search.x0
-    d = len(u)
-    t = _between(lo, hi, ans.float)
-    y = search.point(t)
-    gy = piece.at(t)
-    scale = max(max(abs(x) for x in u), 1)
-    delta = _small((hi - lo) / scale, (2 if ans.float else 12) + shrink, ans.float)
-    p = max(range(d), key=lambda i: abs(u[i]))  # G_p from the slope G^T u
-    others = [i for i in range(d) if i != p]
-    probes = [tuple(yj + (delta if j == i else 0) for j, yj in enumerate(y)) for i in others]
-    G: list[Num] = [0] * d
-    search.cells += 1
-    for i, val in zip(others, ans.many(probes), strict=True):
-        G[i] = (val - gy) / delta
-    G[p] = (piece.slope - sum((G[i] * u[i] for i in others), 0 * gy)) / u[p]
-    beta = piece.intercept - _dot(tuple(G), x0)
-    return tuple(G), beta
-
-
-def learn_line(
-    answers: Answers, d: int, rng: np.random.Generator, *, radius: int, grid: int, shrink: int
-) -> tuple[BiasedReluNetwork, LineSearch]:
-    """One line's network (unverified) and its search record (for the count)."""
-    fl = answers.float
-    x0 = tuple(_coord(int(x), fl) for x in rng.integers(-(2**10), 2**10, d))
-    u = tuple(_coord(int(x), fl) for x in rng.integers(-(2**10), 2**10, d))
-    if not any(u):
-        raise Retry("the line's direction is 0")
-    R = radius if fl else Fraction(radius)
-    bits = (4 if fl else 12) + shrink
-    search = LineSearch(answers, x0, u, R, grid=grid, eps_bits=bits)
-    try:
-        return _network(search, shrink), search
-    except Retry as exc:
-        exc.search = search  # its queries count in the bound
-        raise
-
-
-def _network(search: LineSearch, shrink: int) -> BiasedReluNetwork:
-    """The network from the line's kinks and the cells between them."""
-    fl, u, R = search.answers.float, search.u, search.radius
-    kinks, pieces = search.kinks()
-    bounds = [-R, *kinks, R]
-    cells = [_cell(search, pc, bounds[i], bounds[i + 1], shrink) for i, pc in enumerate(pieces)]
-    neurons: list[tuple[tuple[Vec, Num], Num]] = []
-    for i, t in enumerate(kinks):
-        dG = tuple(x - y for x, y in zip(cells[i + 1][0], cells[i][0], strict=True))
-        lead = _leading(dG, FLOAT_TOL if fl else 0)
-        if lead is None:
-            raise Retry(f"the gradient does not change across the kink at t = {t}")
-        sigma = dG[lead]
-        n = tuple(0 * x if j < lead else x / sigma for j, x in enumerate(dG))
-        n = tuple(1 if j == lead else x for j, x in enumerate(n))
-        c = (cells[i + 1][1] - cells[i][1]) / sigma
-        gamma = sigma if _dot(n, u) > 0 else -sigma
-        neurons.append(((n, c), gamma))
-    y0 = search.point(_between(bounds[0], bounds[1], fl))
-    G0, beta0 = cells[0]
-    linear, constant = list(G0), beta0
-    for (n, c), gamma in neurons:
-        if _dot(n, y0) + c > 0:
-            linear = [x - gamma * y for x, y in zip(linear, n, strict=True)]
-            constant -= gamma * c
-    if fl:
-        neurons = _merge_float(neurons)
-    return BiasedReluNetwork(constant, tuple(linear), tuple(sorted(neurons)))
-
-
-def _merge_float(neurons: list[tuple[tuple[Vec, Num], Num]]) -> list:
-    """Float mode: hyperplanes equal within FLOAT_TOL are one (weights added); a weight
-    within FLOAT_TOL of the largest is dropped (a piece measured across a kink shows up
-    as such a pair, +gamma and -gamma on one hyperplane)."""
-    merged: list[list[Any]] = []
-    for (n, c), gamma in neurons:
-        key = (*n, c)
-        for item in merged:
-            if all(
-                abs(x - y) <= FLOAT_TOL * (1 + abs(x)) for x, y in zip(item[0], key, strict=True)
-            ):
-                item[1] += gamma
-                break
-        else:
-            merged.append([key, gamma])
-    top = max((abs(g) for _, g in merged), default=0.0)
-    return [((k[:-1], k[-1]), g) for k, g in merged if abs(g) > FLOAT_TOL * (1 + top)]
-
-
-def _coord(k: int, is_float: bool) -> Num:
-    return k / 256 if is_float else Fraction(k, 256)
+    def _refit(self, kinks: list[Num], pieces: list[Piece]) -> tuple[list[Num], list[Piece]]:
+        """Float mode: each piece refitted (least squares) through every point asked on its
+        segment, so its slope rests on the segment's whole span instead of one short step
+        (no query: the probes are spread along it); each kink is then where its two
+        refitted pieces meet. A point off its refitted piece by more than the error bound
+        is a kink the search missed: Retry."""
+        R, eta = self.radius, self.answers.noise()
+        bounds = [-R, *kinks, R]
+        fitted: list[Piece] = []
+        for i, old in enumerate(pieces):
+            lo, hi = bounds[i], bounds[i + 1]
+            gap = (hi - lo) * 2.0**-20  # a kink's own error is far below this
+            lo, hi = (lo + gap if i else -2 * R), (hi - gap if i < len(kinks) else 2 * R)
+            pts = sorted((t, y) for t, y in self.seen.items() if lo <= t <= hi)
+            ts, ys = np.array([t for t, _ in pts]), np.array([y for _, y in pts])
+            span = float(ts[-1] - ts[0]) if len(pts) > 1 else 0.0
+            if span <= abs(old.step):
+                fitted.append(old)
+                continue
+            slope, icpt = np.polyfit(ts - ts[0], ys, 1)
+            piece = Piece(float(slope), float(icpt - slope * ts[0]), float(ts[0]), span)
+            if any(abs(piece.at(t) - y) > AGREE * 2 * piece.error(t, eta) for t, y in pts):
+                raise Retry(
+                    f"a point between the kinks at {bounds[i]}, {bounds[i + 1]} is off "
+                    "the piece through the others: a kink the search missed"
+                )
+            fitted.append(piece)
+        moved = [
+            (B.intercept - A.intercept) / (A.slope - B.slope) for A, B in itertools.pairwise(fitted)
+        ]
+        if not all(lo < t < hi for lo, t, hi in zip(bounds, moved, bounds[2:], strict=False)):
+            raise Retry("refitted pieces do not meet between their neighbouring kinks")
+        return moved, fitted

@@ -7,7 +7,7 @@
 >>> rec.exact, rec.verified, rec.network.width, rec.verification_error < 1e-9
 (False, True, 2, True)
 >>> rec.queries == rec.bound, rec.attempts       # the count formula, summed over lines
-(True, 2)
+(True, 1)
 
 The method and the count are described in :mod:`verified_attn.transformer.relu_biased`.
 """
@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Unpack
 import numpy as np
 
 from verified_attn.certificates.writer import RunRecord
+from verified_attn.errors import ModelClassMismatch
 from verified_attn.learner_options import ExactOptions
 from verified_attn.oracle import Oracle
 from verified_attn.progress import reporting
@@ -30,10 +31,11 @@ from verified_attn.transformer.common import first_success, learner_arguments, v
 from verified_attn.transformer.relu_biased import (
     Answers,
     BiasedReluNetwork,
+    Faint,
     Retry,
     biased_ffn_query_count,
-    learn_line,
 )
+from verified_attn.transformer.relu_biased_line import learn_line
 from verified_attn.validation import (
     check_int,
 )
@@ -107,13 +109,24 @@ def learn_biased_relu_ffn(
     arith = oracle.arithmetic
     answers = Answers(oracle, denominator_bound)
     rng = np.random.default_rng(seed)
+    faint: list[Faint] = []
     with reporting(oracle, progress, "learn_biased_relu_ffn"), oracle.run() as run, arith.context():
-        (net, search, checked), failed = first_success(
-            attempts,
-            lambda i: _line(answers, rng, i, (verify, seed + i, lengths)),
-            (Retry, _Refuted),
-            f"no one-hidden-layer ReLU network with biases fits the oracle after {attempts} lines",
-        )
+        try:
+            (net, search, checked), failed = first_success(
+                attempts,
+                lambda i: _line(answers, rng, i, (verify, seed + i, lengths), faint),
+                (Retry, _Refuted),
+                "no one-hidden-layer ReLU network with biases fits the oracle after "
+                f"{attempts} lines",
+            )
+        except ModelClassMismatch as exc:
+            if not faint:
+                raise
+            # A line that bent too faintly for a kink: its witness, with every line's reason.
+            w = faint[0].refusal
+            raise ModelClassMismatch(
+                str(exc), query=w.query, observed=w.observed, expected=w.expected
+            ) from exc
     counts = {
         "pieces": search.pieces,
         "half_pieces": search.half_pieces,
@@ -124,25 +137,34 @@ def learn_biased_relu_ffn(
     tried = [search, *(getattr(exc, "search", None) for exc in failed)]
     bound = sum(line.queries() for line in tried if line is not None)
     reasons = [str(exc) for exc in failed]
-    return _result(answers, run.counts, net, checked, counts, bound, reasons, seed)
+    return _result(answers, run.counts, net, checked, counts, bound, reasons, seed, search)
 
 
 def _line(
-    answers: Answers, rng: np.random.Generator, attempt: int, check: tuple[int, int, Any]
+    answers: Answers,
+    rng: np.random.Generator,
+    attempt: int,
+    check: tuple[int, int, Any],
+    faint: list[Faint],
 ) -> tuple[BiasedReluNetwork, Any, Verification | None]:
-    """Line ``attempt``: its network, search and verification; Retry if the search fails,
-    _Refuted (carrying the search) if the fresh sequences refute the network."""
+    """Line ``attempt``: its network, search and verification; Retry if the search fails
+    (a :class:`Faint` one also kept in ``faint``), _Refuted (carrying the search) if the
+    fresh sequences refute the network."""
     verify, seed, lengths = check
     oracle = answers.oracle
     with oracle.phase("ffn"):
-        net, search = learn_line(
-            answers,
-            oracle.d,
-            rng,
-            radius=RADIUS * 16**attempt,
-            grid=2**attempt,
-            shrink=(2 if answers.arith.name == "float" else 8) * attempt,
-        )
+        try:
+            net, search = learn_line(
+                answers,
+                oracle.d,
+                rng,
+                radius=RADIUS * 16**attempt,
+                grid=2**attempt,
+                shrink=(2 if answers.arith.name == "float" else 8) * attempt,
+            )
+        except Faint as exc:
+            faint.append(exc)
+            raise
     try:
         checked = verify_network(
             oracle, net, count=verify, seed=seed, lengths=lengths, retry=_Refuted
@@ -151,6 +173,27 @@ def _line(
         exc.search = search
         raise
     return net, search, checked
+
+
+#: How every biased FFN result's window assumption opens (the checker looks for it).
+WINDOW_ASSUMPTION = "every hyperplane of g crosses the search line"
+
+
+def window_assumption(search: Any) -> str:
+    """The assumption a result of the line ``search`` rests on: the kinks it could see.
+
+    A neuron's hyperplane n^T x + c = 0 that meets the line x0 + t u only at |t| > R (or
+    is parallel to it) bends g nowhere on the searched segment, so no query along it can
+    show that neuron, and fresh sequences that never cross the hyperplane cannot either.
+    """
+    def show(v: Any) -> str:
+        return "[" + ", ".join(str(x) for x in v) + "]"
+
+    return (
+        f"{WINDOW_ASSUMPTION} x0 + t u within |t| <= {search.radius} (x0 = {show(search.x0)}, "
+        f"u = {show(search.u)}): a neuron whose hyperplane meets that line only farther out, "
+        "or never, is not seen by the search"
+    )
 
 
 class _Refuted(Exception):
@@ -180,11 +223,12 @@ def _result(
     bound: int,
     reasons: list[str],
     seed: int,
+    search: Any,
 ) -> BiasedReluFFNRecovery:
     arith = answers.arith
     exact = arith.name != "float"
     notes = [f"line {i + 1} failed: {r}" for i, r in enumerate(reasons)]
-    assumptions = answers.assumptions()
+    assumptions = [window_assumption(search), *answers.assumptions()]
     return BiasedReluFFNRecovery.from_run(
         counts,
         theorem=THEOREM,

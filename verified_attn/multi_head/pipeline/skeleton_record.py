@@ -65,8 +65,9 @@ def _notes(sk: Skeleton, counts: QueryCounts, bound: int, estimate: float) -> li
         f"H(2rd - r^2 + d) = {params} parameters of rank-{p} heads and the follow-up's "
         f"4Hd^2 - 2H + 1 = {follow_up_query_bound(d, H)}",
         f"{H} canonical heads ({box_precision(sk.oracle.arithmetic)} answers; not exact); "
-        f"first-order parameter error bound {estimate:.2e} relative (the u-groups' noise "
-        "carried through the skeleton completion in operator norm); no polish or refinement; "
+        f"first-order parameter error estimate {estimate:.2e} relative (the joint low-rank "
+        "Gauss-Newton fit's: its step still to go plus the worst case of the answers' noise "
+        "through its Jacobian's pseudo-inverse); "
         "every learning answer and the rank check pair reproduced at rtol "
         f"{sk.oracle.arithmetic.rtol:g}; no prediction bound off the fresh sequences",
     ]

@@ -20,10 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.sparse.linalg import LinearOperator, lsqr
 
-__all__ = ["low_rank_estimate", "refine_low_rank"]
+from verified_attn.multi_head.pipeline.design import float_probe_matrix
+
+__all__ = ["design_rows", "heads_estimate", "low_rank_estimate", "refine_low_rank"]
 
 _STEPS = 12  # Gauss-Newton steps at most
 _LSQR_ITER = 400
+_DENSE_STEPS = 2  # Gauss-Newton steps through the dense pseudo-inverse after the lsqr ones
 _DENSE_LIMIT = 40_000_000  # Jacobian entries the estimate's dense SVD may take (320 MB)
 
 
@@ -33,6 +36,9 @@ class _Theta:
     Q: list[np.ndarray]  # (J, p) each
     v: list[np.ndarray]  # (d,) each
     beta: float
+    # J^+ at this point once computed (gauge, (K, U_keep)): the estimate reuses the last
+    # dense step's SVD when that step was not taken
+    pinv: tuple[int, tuple[np.ndarray, np.ndarray] | None] | None = None
 
     def flat(self) -> np.ndarray:
         return np.concatenate(
@@ -148,60 +154,170 @@ def _to_heads(th: _Theta, affine: bool) -> list[tuple[np.ndarray, ...]]:
     return heads
 
 
+def _too_large(rows: _Rows, th: _Theta) -> bool:
+    """Whether the Jacobian has more entries than a dense SVD may take."""
+    H, (d, p), J = len(th.P), th.P[0].shape, th.Q[0].shape[0]
+    return len(rows.y) * (H * ((d + J) * p + d) + 1) > _DENSE_LIMIT
+
+
+def _pinv(rows: _Rows, th: _Theta, gauge: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``J^+`` as ``(K, U_keep)`` (``J^+ = K U_keep^T``) without the ``gauge`` smallest
+    directions (``P G, Q G^-T`` leave W unchanged: H p^2 of them), beta's column dropped when
+    not affine; None when the Jacobian is too large for a dense SVD or rank deficient."""
+    if _too_large(rows, th):
+        return None
+    if th.pinv is None or th.pinv[0] != gauge:
+        th.pinv = (gauge, _svd_pinv(rows, th, gauge))
+    return th.pinv[1]
+
+
+def _svd_pinv(rows: _Rows, th: _Theta, gauge: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_pinv` computed (a dense SVD of the Jacobian)."""
+    Jd = rows.dense(th)
+    if not rows.affine:
+        Jd = Jd[:, :-1]
+    Ul, sv, Vt = np.linalg.svd(Jd, full_matrices=False)
+    keep = len(sv) - gauge
+    if keep <= 0 or not sv[keep - 1] > 0:
+        return None
+    K = Vt[:keep].T / sv[:keep]
+    if not rows.affine:
+        K = np.vstack([K, np.zeros((1, keep))])  # beta stays
+    return K, Ul[:, :keep]
+
+
 def refine_low_rank(
     rows: _Rows, heads: list[tuple[np.ndarray, ...]], beta: float, p: int
 ) -> tuple[list[tuple[np.ndarray, ...]], float, np.ndarray, _Theta]:
-    """Gauss-Newton from the skeleton's heads; each step kept only if it lowers the residual
-    norm. Returns the heads, beta, the residuals and the factors."""
+    """Gauss-Newton from the skeleton's heads (lsqr steps, then, where the dense Jacobian
+    fits, steps through its pseudo-inverse: lsqr stalls on an ill-conditioned Jacobian, at
+    E = 16, H = 8 at a residual 1300x its part outside J's range); each step kept only if it
+    lowers the residual norm. Returns the heads, beta, the residuals and the factors."""
     facs = _start(heads, p, rows.affine)
     th = _Theta([f[0] for f in facs], [f[1] for f in facs], [hd[1].copy() for hd in heads], beta)
     res = rows.model(th) - rows.y
-    norm = float(np.linalg.norm(res))
+    state = (th, res, float(np.linalg.norm(res)))
     for _ in range(_STEPS):
-        step = lsqr(rows.operator(th), -res, atol=1e-16, btol=1e-16, iter_lim=_LSQR_ITER)[0]
-        trial = th.moved(step)
-        got = rows.model(trial) - rows.y
-        new = float(np.linalg.norm(got))
-        if not new < norm:
-            break
-        done = new > 0.5 * norm
-        th, res, norm = trial, got, new
+        state, done = _step(rows, state, _lsqr_step(rows, *state[:2]))
         if done:
             break
+    for _ in range(_DENSE_STEPS):
+        pinv = _pinv(rows, state[0], len(heads) * p * p)
+        if pinv is None:
+            break
+        state, done = _step(rows, state, -(pinv[0] @ (pinv[1].T @ state[1])))
+        if done:
+            break
+    th, res = state[0], state[1]
     return _to_heads(th, rows.affine), th.beta, res, th
+
+
+def _lsqr_step(rows: _Rows, th: _Theta, res: np.ndarray) -> np.ndarray:
+    """A Gauss-Newton step by lsqr, matrix-free."""
+    return lsqr(rows.operator(th), -res, atol=1e-16, btol=1e-16, iter_lim=_LSQR_ITER)[0]
+
+
+def _step(
+    rows: _Rows, state: tuple[_Theta, np.ndarray, float], step: np.ndarray
+) -> tuple[tuple[_Theta, np.ndarray, float], bool]:
+    """The step taken if it lowers the residual norm; done when it does not, or when it
+    lowers it by less than half."""
+    th, _, norm = state
+    trial = th.moved(step)
+    got = rows.model(trial) - rows.y
+    new = float(np.linalg.norm(got))
+    if not new < norm:
+        return state, True
+    return (trial, got, new), new > 0.5 * norm
 
 
 def low_rank_estimate(
     rows: _Rows, th: _Theta, residuals: np.ndarray, unit: float, gauge: int
 ) -> float | None:
     """The joint fit's first-order error of one parameter (W_h, c_h, v_h, beta entries),
-    relative to max(1, largest parameter): the answers' noise (residuals and rounding) times
-    the largest row norm of ``L J^+``, L the map from (P, Q, v, beta) to the parameters, J^+
-    the pseudo-inverse without the ``gauge`` directions (``P G, Q G^-T`` leave W unchanged:
-    H p^2 of them). None when the Jacobian is too large for a dense SVD."""
-    N = len(rows.y)
-    H, (d, p), J = len(th.P), th.P[0].shape, th.Q[0].shape[0]
-    if N * (H * ((d + J) * p + d) + 1) > _DENSE_LIMIT:
+    relative to max(1, largest parameter); None when the Jacobian is too large for a dense
+    SVD, inf when it is rank deficient past its ``gauge`` directions.
+
+    The answers are ``y = f(theta*) + e`` (e: the box's rounding); to first order the fit
+    theta is off by ``J^+ (r - e)``, r = y - f(theta) its residuals. ``J^+ r`` is known (the
+    Gauss-Newton step still to go): its own entries count, signed. e is not: only its part
+    outside J's range shows, as r's (``r_perp = (I - J J^+) r``), so |e| is taken as
+    ``(|r_perp|^2 + |unit y|^2)^(1/2)`` and each parameter's share as its worst case, that
+    norm times the row norm of ``L J^+`` (L: (P, Q, v, beta) to the parameters). Counting r
+    whole as noise instead (the row norm times |r|) multiplies a stalled fit's residual by
+    the worst row: at E = 16, H = 8 that stated 1.6e-6 for heads 1.4e-9 off.
+    """
+    if _too_large(rows, th):
         return None
-    Jd = rows.dense(th)
-    if not rows.affine:
-        Jd = Jd[:, :-1]
-    _, sv, Vt = np.linalg.svd(Jd, full_matrices=False)
-    keep = len(sv) - gauge
-    if keep <= 0 or not sv[keep - 1] > 0:
+    pinv = _pinv(rows, th, gauge)
+    if pinv is None:
         return math.inf
-    K = Vt[:keep].T / sv[:keep]  # J^+ = K U^T: row norms of L K
+    K, Ul = pinv
+    z = Ul.T @ residuals
+    r_perp = residuals - Ul @ z
+    noise = math.sqrt(float(r_perp @ r_perp) + float(np.sum((unit * rows.y) ** 2)))
+    H, (d, p), J = len(th.P), th.P[0].shape, th.Q[0].shape[0]
     worst = 0.0
     for h in range(H):
         iP = h * d * p
         iQ = H * d * p + h * J * p
-        dP = K[iP : iP + d * p].reshape(d, p, keep)
-        dQ = K[iQ : iQ + J * p].reshape(J, p, keep)
+        dP = K[iP : iP + d * p].reshape(d, p, -1)
+        dQ = K[iQ : iQ + J * p].reshape(J, p, -1)
         dW = np.einsum("apk,bp->abk", dP, th.Q[h]) + np.einsum("ap,bpk->abk", th.P[h], dQ)
-        worst = max(worst, float(np.sqrt((dW**2).sum(-1)).max()))
-    i1 = H * (d + J) * p
-    worst = max(worst, float(np.sqrt((K[i1:] ** 2).sum(-1)).max()))
-    noise = math.sqrt(float(residuals @ residuals) + float(np.sum((unit * rows.y) ** 2)))
+        worst = max(worst, _worst_entry(dW.reshape(d * J, -1), z, noise))
+    worst = max(worst, _worst_entry(K[H * (d + J) * p :], z, noise))
     heads = _to_heads(th, rows.affine)
     size = max(1.0, abs(th.beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
-    return noise * worst / size
+    return worst / size
+
+
+def _worst_entry(LK: np.ndarray, z: np.ndarray, noise: float) -> float:
+    """The largest ``|(L J^+ r)_a| + noise |row a of L J^+|`` (rows of LK, J^+ r = K z)."""
+    return float((np.abs(LK @ z) + noise * np.sqrt((LK**2).sum(-1))).max())
+
+
+def design_rows(
+    U: np.ndarray,
+    columns: np.ndarray,
+    affine: bool,
+    pairs: list[tuple[int, int]],
+    t: np.ndarray,
+    answers: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> _Rows:
+    """The refinement's rows, as (u, m_b, log t, answer): F(0) at the first ``len(f0)``
+    columns, the u-groups' ``pairs`` (k, j) and the links ``(u_1 + u_k) / 2`` at b_1, each
+    at every ratio t; ``answers`` = (F(0), the pairs' (n, T), the links' (d - 1, T)). The
+    learner's fit and the certificate checker's recomputed estimate both take these."""
+    f0, grid, links = answers
+    M = float_probe_matrix(columns, affine).T  # row j is m_{b_j}
+    d, T, n0 = U.shape[0], len(t), len(f0)
+    us = [U[k] for k, _ in pairs] + [(U[0] + U[k]) / 2 for k in range(1, d)]
+    ms = [M[j] for _, j in pairs] + [M[0]] * (d - 1)
+    ans = np.concatenate([np.asarray(grid).reshape(-1, T), np.asarray(links).reshape(-1, T)])
+    return _Rows(
+        np.vstack([np.zeros((n0, d)), np.repeat(np.array(us), T, axis=0)]),
+        np.vstack([M[:n0], np.repeat(np.array(ms), T, axis=0)]),
+        np.concatenate([np.zeros(n0), np.tile(np.log(t), len(us))]),
+        np.concatenate([f0, ans.ravel()]),
+        affine,
+    )
+
+
+def heads_estimate(
+    rows: _Rows, heads: list[tuple[np.ndarray, ...]], beta: float, p: int, unit: float
+) -> float | None:
+    """:func:`low_rank_estimate` at given heads (balanced rank-p factors of each
+    ``[W_h | c_h]``), their residuals against ``rows``: what the certificate checker
+    recomputes from the stored answers and the claimed heads.
+
+    >>> W = np.array([[1.0, 0.0], [0.0, 0.0]])
+    >>> head = (W, np.array([1.0, 0.5]))
+    >>> U, t = np.array([[1.0, 0.0], [0.5, 1.0]]), np.array([0.5, 2.0])
+    >>> x = design_rows(U, np.eye(2), False, [(0, 0), (0, 1), (1, 0)], t, (np.zeros(2), np.zeros((3, 2)), np.zeros((1, 2))))
+    >>> x.y = x.model(_Theta([W[:, :1]], [W[:1].T], [head[1]], 0.0))
+    >>> bool(heads_estimate(x, [head], 0.0, 1, 2.0**-53) < 1e-12)
+    True
+    """
+    facs = _start(heads, p, rows.affine)
+    th = _Theta([f[0] for f in facs], [f[1] for f in facs], [hd[1].copy() for hd in heads], beta)
+    return low_rank_estimate(rows, th, rows.y - rows.model(th), unit, len(heads) * p * p)

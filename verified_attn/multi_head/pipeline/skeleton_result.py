@@ -26,6 +26,7 @@ from verified_attn.multi_head.pipeline.low_rank_design import (
 from verified_attn.multi_head.pipeline.skeleton import RANK_FOUND, Skeleton
 from verified_attn.multi_head.pipeline.skeleton_refine import (
     _Rows,
+    design_rows,
     low_rank_estimate,
     refine_low_rank,
 )
@@ -184,21 +185,8 @@ def check_skeleton(sk: Skeleton, model: MultiHeadAttention, beta: float, rank: s
 def fit_rows(sk: Skeleton) -> _Rows:
     """The refinement's rows: F(0), the u-groups' pairs and the links at every ratio (the
     rank check pair left out), as (u, m_b, log t, answer)."""
-    M = float_probe_matrix(sk.columns(), sk.affine).T  # row j is m_{b_j} (redundant too)
-    lt = np.log(sk.t)
-    T = len(lt)
-    pairs = sk.grid_pairs()
-    n0 = sk.J + len(sk.f0x)  # F(0) at the basis and the redundant columns asked
-    us = [sk.U[k] for k, _ in pairs] + [(sk.U[0] + sk.U[k]) / 2 for k in range(1, sk.d)]
-    ms = [M[j] for _, j in pairs] + [M[0]] * (sk.d - 1)
-    ans = np.concatenate([*sk.rows, np.array(sk.links).reshape(-1, T)])
-    return _Rows(
-        np.vstack([np.zeros((n0, sk.d)), np.repeat(np.array(us), T, axis=0)]),
-        np.vstack([M[:n0], np.repeat(np.array(ms), T, axis=0)]),
-        np.concatenate([np.zeros(n0), np.tile(lt, len(us))]),
-        np.concatenate([sk.f0, sk.f0x, ans.ravel()]),
-        sk.affine,
-    )
+    answers = (np.concatenate([sk.f0, sk.f0x]), np.concatenate(sk.rows), np.array(sk.links))
+    return design_rows(sk.U, sk.columns(), sk.affine, sk.grid_pairs(), sk.t, answers)
 
 
 def refined(sk: Skeleton) -> tuple[list[tuple[np.ndarray, ...]], float, float]:

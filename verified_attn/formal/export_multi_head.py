@@ -1,0 +1,256 @@
+"""The Coq file of a certified canonical multi-head run: ``run_consistent`` from
+``CertMultiHead.v``.
+
+>>> import verified_attn as va
+>>> model = va.MultiHeadAttention([([[1, 0], [0, -1]], [1, 2]), ([[0, 1], [1, 0]], [-1, 1])])
+>>> data = va.learn_multi_head(va.Oracle(model, "certified"), heads=2).certificate()
+>>> text = va.export_coq(data)
+>>> ("apply (mh_answers_in run)" in text, "Admitted" in text, text.count("Definition rec_"))
+(True, False, 22)
+
+The file states the run's design (U, B, H0, the tie links), the certified canonical heads
+(W_h, v_h), the stated bound D and, for each learning query in the learner's order, its
+recorded answer interval with the per-head numbers (b^T v_h, u^T v_h, u^T W_h b). Coq
+generates the queries from the design itself, so a dropped or added answer breaks the
+one-interval-per-query statement; it checks the per-head numbers over Q, and Coq Interval
+proves each interval holds the heads' answer. Only interval's precision is computed here;
+a wrong one can only make the proof fail.
+
+It also proves, by ``CertMultiHead.grid_determines_model``, that a model whose heads have
+the certified heads' scores and residues at the d^2 grid pairs is the certified model (on
+every sequence). What it does not say: that no other model answers inside the intervals
+(the learner's interpolation, pole isolation and labelling are not formalised).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any
+
+import mpmath
+
+from verified_attn.certificates.kernel import as_list, as_matrix, get, rational
+from verified_attn.errors import CertificateError
+from verified_attn.formal.coq_tables import (
+    ball,
+    coq_q,
+    exact_entry,
+    inverse,
+    mat_table,
+    mpf,
+    vec_table,
+)
+
+__all__ = ["multi_head_file"]
+
+#: Largest d and head count exported (the file holds d + 2 H0 (d^2 + d - 1) queries).
+MAX_D, MAX_HEADS = 8, 6
+
+Query = tuple[list[Fraction], list[Fraction], int]
+
+
+def _dot(x: list[Fraction], y: list[Fraction]) -> Fraction:
+    return sum((a * b for a, b in zip(x, y, strict=True)), Fraction(0))
+
+
+def _read(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The rationals and balls of a certified canonical multi-head certificate."""
+    if data.get("arithmetic") != "certified" or data.get("method") != "canonical":
+        raise CertificateError("export to Coq covers certified canonical multi-head runs")
+    d, H0 = get(data, "d"), get(data, "H0")
+    if not isinstance(d, int) or not 1 <= d <= MAX_D:
+        raise CertificateError(f"d = {d!r:.20}: export to Coq covers 1 <= d <= {MAX_D}")
+    if not isinstance(H0, int) or not 1 <= H0 <= MAX_HEADS:
+        raise CertificateError(f"H0 = {H0!r:.20}: export to Coq covers 1 <= H0 <= {MAX_HEADS}")
+    if get(data, "affine"):
+        raise CertificateError("export to Coq covers bias-free multi-head runs, not affine ones")
+
+    def rows(name: str) -> list[list[Fraction]]:
+        m = as_matrix(get(data, f"design.{name}"), f"design.{name}", d, d)
+        return [
+            [rational(q, f"design.{name}[{i}][{j}]") for j, q in enumerate(r)]
+            for i, r in enumerate(m)
+        ]
+
+    U, B = rows("U"), rows("B")
+    heads = []
+    for h, e in enumerate(as_list(get(data, "result.heads"), "result.heads")):
+        W = as_matrix(get(e, "W"), f"result.heads[{h}].W", d, d)
+        heads.append(
+            (
+                [
+                    [exact_entry(x, f"result.heads[{h}].W[{i}][{j}]") for j, x in enumerate(r)]
+                    for i, r in enumerate(W)
+                ],
+                [
+                    exact_entry(x, f"result.heads[{h}].v[{i}]")
+                    for i, x in enumerate(as_list(get(e, "v"), "v", d))
+                ],
+            )
+        )
+    if not 1 <= len(heads) <= H0:
+        raise CertificateError(f"result.heads has {len(heads)} heads, expected 1..{H0}")
+    ties = [
+        (get(t, "k"), get(t, "j"), ball(get(t, "answer"), f"answers.ties[{i}].answer"))
+        for i, t in enumerate(as_list(get(data, "answers.ties"), "answers.ties"))
+    ]
+    if any(
+        not (isinstance(k, int) and isinstance(j, int) and 0 <= k < d and 0 < j < d)
+        for k, j, _ in ties
+    ):
+        raise CertificateError("answers.ties: each tie names 0 <= k < d and 0 < j < d")
+    npairs = d * d + d - 1
+    F = as_list(get(data, "answers.F"), "answers.F", npairs)
+    balls = [
+        ball(x, f"answers.F0[{j}]") for j, x in enumerate(as_list(get(data, "answers.F0"), "F0", d))
+    ]
+    for p, row in enumerate(F):
+        balls += [
+            ball(x, f"answers.F[{p}][{i}]") for i, x in enumerate(as_list(row, f"F[{p}]", 2 * H0))
+        ]
+    balls += [b for _, _, b in ties]
+    return {"d": d, "H0": H0, "U": U, "B": B, "heads": heads, "ties": ties, "balls": balls}
+
+
+def _queries(x: dict[str, Any]) -> list[Query]:
+    """(u, b, k) of every learning query, in the order of ``CertMultiHead.mh_queries``."""
+    d, U, B, H0 = x["d"], x["U"], x["B"], x["H0"]
+    pairs = [(U[k], B[j]) for k in range(d) for j in range(d)]
+    pairs += [([a + c for a, c in zip(U[0], U[k], strict=True)], B[0]) for k in range(1, d)]
+    out: list[Query] = [([Fraction(0)] * d, B[j], 0) for j in range(d)]
+    out += [(u, b, k) for u, b in pairs for k in range(1, 2 * H0 + 1)]
+    out += [
+        (U[k], [(a + c) / 2 for a, c in zip(B[0], B[j], strict=True)], 1) for k, j, _ in x["ties"]
+    ]
+    return out
+
+
+def _terms(q: Query, heads: list[Any]) -> list[tuple[Fraction, Fraction, Fraction]]:
+    """(b^T v, u^T v, u^T W b) per head: the head answers a + r k / (k + exp(-m))."""
+    u, b, _ = q
+    return [(_dot(b, v), _dot(u, v), _dot(u, [_dot(row, b) for row in W])) for W, v in heads]
+
+
+def _precision(qs: list[Query], terms: list[Any], balls: list[Any]) -> int:
+    """Bits for [interval] to show every answer with k > 0 inside its interval."""
+    bits = 53
+    with mpmath.workprec(1200):
+        for (_, _, k), ts, (lo, hi) in zip(qs, terms, balls, strict=True):
+            if k == 0:
+                continue
+            val = sum(
+                (mpf(a) + mpf(r) * k / (k + mpmath.exp(-mpf(m))) for a, r, m in ts),
+                mpf(Fraction(0)),
+            )
+            scale = max(mpf(Fraction(1)), *(abs(mpf(a)) + abs(mpf(r)) for a, r, _ in ts))
+            margin = min(val - mpf(lo), mpf(hi) - val)
+            if margin > 0:
+                bits = max(bits, int(mpmath.log(scale / margin, 2)) + 24)
+    return bits
+
+
+def _rec(i: int, lo: Fraction, hi: Fraction, ts: list[Any]) -> str:
+    body = "; ".join(f"({coq_q(a)}, {coq_q(r)}, {coq_q(m)})" for a, r, m in ts)
+    return f"Definition rec_{i} : mh_rec := {{| alo := {coq_q(lo)}; ahi := {coq_q(hi)};\n  aterms := [{body}] |}}.\n"
+
+
+def multi_head_file(data: Mapping[str, Any], D: int) -> str:
+    """The Coq text for a certified canonical ``multi-head`` certificate with bound D."""
+    x = _read(data)
+    d, H0, heads = x["d"], x["H0"], x["heads"]
+    qs = _queries(x)
+    terms = [_terms(q, heads) for q in qs]
+    prec = _precision(qs, terms, x["balls"])
+    tables = []
+    for h, (W, v) in enumerate(heads):
+        tables.append(mat_table(f"W_{h}", W, "0", f"The certified W of head {h}."))
+        tables.append(vec_table(f"v_{h}", v, "0", f"The certified v of head {h}."))
+    names = [f"rec_{i}" for i in range(len(qs))]
+    recs = [
+        _rec(i, lo, hi, ts) for i, (ts, (lo, hi)) in enumerate(zip(terms, x["balls"], strict=True))
+    ]
+    ties = "; ".join(f"({k}, {j})%nat" for k, j, _ in x["ties"])
+    heads_list = "; ".join(f"(W_{h}, v_{h})" for h in range(len(heads)))
+    sha = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    parts = [
+        _header(data, d, H0, len(heads), len(qs), sha),
+        "From Coq Require Import Reals QArith List Lia.\nFrom Interval Require Import Tactic.\n"
+        "From VerifiedAttn Require Import Defs CertHead CertPair CertMultiHead IntervalZ.\n"
+        "Import ListNotations.\nOpen Scope R_scope.\n",
+        f"(** The stated denominator bound. *)\nDefinition D : positive := {D}%positive.\n",
+        mat_table("U", x["U"], "0", "The design: u_k is row k."),
+        mat_table("B", x["B"], "0", "The probes: b_j is row j."),
+        mat_table("U_inv", inverse(x["U"]), "0", "An inverse of U (auxiliary; a wrong one fails)."),
+        mat_table("B_inv", inverse(x["B"]), "0", "An inverse of B (auxiliary; a wrong one fails)."),
+        *tables,
+        f"(** The certified canonical heads. *)\nDefinition heads_c : list (qmat * qvec) := [{heads_list}].\n",
+        f"(** The tie links (k, j): F(1) at (u_k, (b_0 + b_j)/2). *)\n"
+        f"Definition ties : list (nat * nat) := [{ties}].\n",
+        "(** The recorded answer intervals, one per query of [mh_queries], in order, each with\n"
+        "    the certified heads' (b^T v_h, u^T v_h, u^T W_h b) (checked over Q). *)",
+        *recs,
+        f"Definition recs : list mh_rec := [{'; '.join(names)}].\n",
+        f"Definition run : mh_run := {{| md := {d}; mH0 := {H0}; mD := D; mU := U; mB := B;\n"
+        "  mties := ties; mheads := heads_c; mrecs := recs |}.\n",
+        _theorem(names, prec, d),
+        "Print Assumptions run_consistent.\n",
+    ]
+    return "\n".join(parts)
+
+
+def _theorem(names: list[str], prec: int, d: int) -> str:
+    spine = "run md mH0 mU mB mties mrecs recs mh_queries mh_pairs flat_map map seq app fst snd Nat.mul Nat.add Nat.sub"
+    data = f"{' '.join(names)} alo ahi aterms tsum kprobe_value INR Q2R Qnum Qden inside"
+    return (
+        "Theorem run_consistent :\n"
+        "  (answers_mh run (rheads heads_c) /\\ pairs_den_le run) /\\\n"
+        f"  forall hs' : list head, Forall2 (grid_same {d} U B) hs' (rheads heads_c) ->\n"
+        f"    forall N X, multi_head {d} N X hs' = multi_head {d} N X (rheads heads_c).\n"
+        "Proof.\n"
+        "  split.\n"
+        "  - apply (mh_answers_in run).\n"
+        "    + vm_compute. reflexivity.\n"
+        f"    + unfold mh_hold. cbv beta iota zeta delta [{spine}].\n"
+        "      repeat apply Forall2_cons; try apply Forall2_nil;\n"
+        "      first [apply inside_k0; vm_compute; reflexivity\n"
+        f"            | cbv beta iota zeta delta [{data}];\n"
+        f"              interval with (i_prec {prec})].\n"
+        "  - intros hs' F N X.\n"
+        f"    apply (grid_determines_model {d} U U_inv B B_inv hs');\n"
+        "      [vm_compute; reflexivity | vm_compute; reflexivity | exact F].\n"
+        "Qed.\n"
+    )
+
+
+def _header(data: Mapping[str, Any], d: int, H0: int, H: int, n: int, sha: str) -> str:
+    describe = (
+        f"kind multi-head (canonical), d = {d}, H0 = {H0}, arithmetic certified "
+        f"({get(data, 'precision')} bits), seed {get(data, 'seed')}"
+    )
+    return (
+        f"(** * A certified canonical multi-head run, checked by Coq's kernel.\n\n"
+        f"    Certificate: {describe}; sha256 {sha}.\n\n"
+        "    [run_consistent] (at the end of this file) states, with the recorded data below\n"
+        "    (U, B: the design; the pairs (u_k, b_j), then (u_0 + u_k, b_0); the tie links):\n"
+        f"    1. the {H} certified canonical heads (W_h, v_h) together answer each of the {n}\n"
+        "       learning queries the design generates ([b_j]; [b + u; ...; b + u; b] with k\n"
+        f"       copies, k = 1 .. {2 * H0}, at each pair; one per tie link) inside its recorded\n"
+        "       interval, with exactly one recorded interval per query;\n"
+        "    2. every score u^T W_h b and residue u^T v_h of the certified heads at every pair\n"
+        "       of the design is a rational with denominator at most D (below), the\n"
+        "       certificate's stated assumption, for the certified heads;\n"
+        "    3. every model whose heads, in order, have the certified heads' scores u_k^T W b_j\n"
+        "       and residues u_k^T v at the d^2 grid pairs gives the certified model's output\n"
+        "       on every sequence of every length (U and B are invertible: the linear solve).\n"
+        "    It does NOT state that the certified heads are the only model answering inside\n"
+        "    the intervals: that such a model has the certified scores and residues at the\n"
+        "    pairs (the learner's rational interpolation, pole isolation, rational\n"
+        "    reconstruction and labelling of heads across pairs) is not formalised.\n"
+        "    It instantiates [CertMultiHead.mh_answers_in] and [grid_determines_model]\n"
+        "    (formal/CertMultiHead.v, proved for every d and H0); the checks over Q run by\n"
+        "    computation, each answer's two inequalities about exp are proved by Coq\n"
+        "    Interval. *)\n"
+    )
