@@ -4,7 +4,7 @@ Run ``python benchmarks/multi_head_memory.py`` (the cells below, this tree, labe
 ``matrix-free``) or ``--tree DIR --label NAME`` to measure another source tree (a checkout
 of an earlier commit) under its own label; ``--cells`` picks cells by name. Each run is
 its own subprocess (``python -c`` with the tree first on ``sys.path``), so its peak
-resident memory (``ru_maxrss``) is that run's alone; the rows of
+resident memory (``ru_maxrss``) and CPU seconds are that run's alone; the rows of
 :mod:`multi_head_float` (``run_random`` / ``run_torch``: queries, parameter and prediction
 errors, seconds, peak MiB) are merged into ``benchmarks/results/multi_head_memory.json``
 under the label, and ``--plot`` draws ``multi_head_memory.png`` from every label there.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -50,16 +51,25 @@ print("ROW " + json.dumps(row, default=float))
 """
 
 
+def child_cpu_seconds() -> float:
+    """User + system CPU seconds of this process's finished children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_cell(tree: Path, name: str) -> dict[str, Any]:
-    """One cell in a fresh interpreter on ``tree``: its row, with the cell's name."""
+    """One cell in a fresh interpreter on ``tree``: its row, with the cell's name and the
+    child's CPU seconds (``cpu_seconds``: wall ``seconds`` counts waits for shared cores)."""
     code = _CHILD.format(tree=str(tree), bench=str(tree / "benchmarks"), cell=CELLS[name])
+    cpu0 = child_cpu_seconds()
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=tree, capture_output=True, text=True, check=False
     )
+    cpu = child_cpu_seconds() - cpu0
     rows = [ln[4:] for ln in proc.stdout.splitlines() if ln.startswith("ROW ")]
     if not rows:
-        return {"cell": name, "failed": proc.stderr[-2000:]}
-    return {"cell": name, **json.loads(rows[-1])}
+        return {"cell": name, "failed": proc.stderr[-2000:], "cpu_seconds": cpu}
+    return {"cell": name, **json.loads(rows[-1]), "cpu_seconds": cpu}
 
 
 def merge(label: str, rows: list[dict[str, Any]], out: Path) -> dict[str, Any]:

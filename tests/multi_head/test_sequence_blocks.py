@@ -12,6 +12,7 @@ from verified_attn.arithmetic import FloatArithmetic
 from verified_attn.multi_head import sequence_blocks as sb
 from verified_attn.multi_head import sequence_fit as sf
 from verified_attn.multi_head.pipeline import verify
+from verified_attn.multi_head.pipeline.budget import POLISH_PARAMETERS
 from verified_attn.multi_head.pipeline.refine import extended_values
 from verified_attn.multi_head.prediction_bound import parameter_gradient
 from verified_attn.multi_head.sequence_operator import block_damped_step, jacobian_operator
@@ -173,3 +174,27 @@ def test_the_lanczos_floor_gives_up_when_it_cannot_turn_positive() -> None:
     """A smallest eigenvalue 1e-7 of the largest: no bound (0), never an optimistic one."""
     lam = np.concatenate([[1e-7], np.linspace(0.5, 1.0, 199)])
     assert sb._lanczos_floor(lambda x: lam * x, 200, 1.0, 1e-6) == 0.0
+
+
+@pytest.mark.parametrize(("H", "matrix_free"), [(8, False), (9, True)])
+def test_the_polish_takes_the_matrix_free_path_past_the_dense_limit(
+    H: int, matrix_free: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """d = 16: eight heads (2176 parameters) keep the dense fit, nine (2448) do not form
+    it; the wrong variant (either fit on the other side of the limit) fails."""
+    taken: list[str] = []
+
+    def fake(name: str):
+        return lambda *args, **kwargs: taken.append(name)
+
+    monkeypatch.setattr(sb, "fit_sequences", fake("dense"))
+    monkeypatch.setattr(sb, "fit_matrix_free", fake("matrix-free"))
+    heads = [(np.zeros((16, 16)), np.zeros(16))] * H
+    sb.polish_fit(heads, 0.0, sf.compress(sf.polish_sequences(16, 1, seed=0), [0.0]), affine=False)
+    assert taken == ["matrix-free" if matrix_free else "dense"]
+
+
+def test_every_coarse_polish_keeps_the_dense_figures() -> None:
+    """The float32 polish (up to POLISH_PARAMETERS) keeps the exact figures: its tolerance
+    1e-3 leaves no room for the block bounds' factor (docs/scale.md)."""
+    assert POLISH_PARAMETERS <= sb.DENSE_FIGURE_PARAMETERS

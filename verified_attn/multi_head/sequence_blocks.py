@@ -76,9 +76,15 @@ __all__ = [
     "polish_fit",
 ]
 
-#: Up to this many canonical parameters the polish keeps its dense normal equations
-#: (``J^T J`` at most 11.5 MB) and their exact figures; past it, this module's.
-DENSE_FIGURE_PARAMETERS = 1200
+#: Up to this many canonical parameters the polish keeps its dense normal equations and
+#: their exact figures (``J^T J`` at most 46 MB, about four P x P arrays at its peak);
+#: past it, this module's. It is the coarse (float32) polish's own limit
+#: (``pipeline.budget.POLISH_PARAMETERS``), so every float32 polish keeps the exact figures:
+#: its tolerance 1e-3 leaves little room for the block bounds (measured with the limit at
+#: 1200, nn.MultiheadAttention float32 E = 16, H = 8 seed 0, P = 2305: stated 8.9e-4
+#: against 5.7e-5 dense). Below it the dense path is also the faster (random d = 16, H = 8
+#: seed 1, P = 2176: 40 against 100 CPU-s for the whole run).
+DENSE_FIGURE_PARAMETERS = 2400
 #: The probability, over the Lanczos start, that the coupling's lower bound is wrong.
 FAILURE_PROBABILITY = 1e-6
 #: Lanczos steps at most; the steps stop earlier once the bound is at least
