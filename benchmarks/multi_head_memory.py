@@ -29,9 +29,10 @@ from _common import output_dir, progress  # noqa: E402
 NAME = "multi_head_memory.json"
 
 #: name: (kind, d or E, H, seed). The cells the docs name: random d = 8, H = 6; random
-#: d = 16, H = 8 seed 1 (the precision polish at 2176 parameters, past the dense figures'
-#: 1200); random d = 32, H = 8 seed 1 (the precision polish at 8448 parameters);
-#: nn.MultiheadAttention float64 E = 64, H = 4 seed 0; E = 128, H = 8 (once, long).
+#: d = 16, H = 8 seed 1 (the precision polish at 2176 parameters, dense: under
+#: ``DENSE_FIGURE_PARAMETERS``); random d = 32, H = 8 seed 1 (the precision polish at 8448
+#: parameters, matrix-free); nn.MultiheadAttention float64 E = 64, H = 4 seed 0; E = 128,
+#: H = 8 (once, long).
 CELLS: dict[str, tuple[str, int, int, int]] = {
     "random-d8-H6": ("random", 8, 6, 0),
     "random-d16-H8": ("random", 16, 8, 1),
