@@ -4,7 +4,7 @@ Run ``python benchmarks/multi_head_memory.py`` (the cells below, this tree, labe
 ``matrix-free``) or ``--tree DIR --label NAME`` to measure another source tree (a checkout
 of an earlier commit) under its own label; ``--cells`` picks cells by name. Each run is
 its own subprocess (``python -c`` with the tree first on ``sys.path``), so its peak
-resident memory (``ru_maxrss``) is that run's alone; the rows of
+resident memory (``ru_maxrss``) and CPU seconds are that run's alone; the rows of
 :mod:`multi_head_float` (``run_random`` / ``run_torch``: queries, parameter and prediction
 errors, seconds, peak MiB) are merged into ``benchmarks/results/multi_head_memory.json``
 under the label, and ``--plot`` draws ``multi_head_memory.png`` from every label there.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -28,10 +29,13 @@ from _common import output_dir, progress  # noqa: E402
 NAME = "multi_head_memory.json"
 
 #: name: (kind, d or E, H, seed). The cells the docs name: random d = 8, H = 6; random
-#: d = 32, H = 8 seed 1 (the precision polish at 8448 parameters); nn.MultiheadAttention
-#: float64 E = 64, H = 4 seed 0; E = 128, H = 8 (once, long).
+#: d = 16, H = 8 seed 1 (the precision polish at 2176 parameters, dense: under
+#: ``DENSE_FIGURE_PARAMETERS``); random d = 32, H = 8 seed 1 (the precision polish at 8448
+#: parameters, matrix-free); nn.MultiheadAttention float64 E = 64, H = 4 seed 0; E = 128,
+#: H = 8 (once, long).
 CELLS: dict[str, tuple[str, int, int, int]] = {
     "random-d8-H6": ("random", 8, 6, 0),
+    "random-d16-H8": ("random", 16, 8, 1),
     "random-d32-H8": ("random", 32, 8, 1),
     "mha-E64-H4": ("torch", 64, 4, 0),
     "mha-E128-H8": ("torch", 128, 8, 0),
@@ -48,16 +52,25 @@ print("ROW " + json.dumps(row, default=float))
 """
 
 
+def child_cpu_seconds() -> float:
+    """User + system CPU seconds of this process's finished children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_cell(tree: Path, name: str) -> dict[str, Any]:
-    """One cell in a fresh interpreter on ``tree``: its row, with the cell's name."""
+    """One cell in a fresh interpreter on ``tree``: its row, with the cell's name and the
+    child's CPU seconds (``cpu_seconds``: wall ``seconds`` counts waits for shared cores)."""
     code = _CHILD.format(tree=str(tree), bench=str(tree / "benchmarks"), cell=CELLS[name])
+    cpu0 = child_cpu_seconds()
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=tree, capture_output=True, text=True, check=False
     )
+    cpu = child_cpu_seconds() - cpu0
     rows = [ln[4:] for ln in proc.stdout.splitlines() if ln.startswith("ROW ")]
     if not rows:
-        return {"cell": name, "failed": proc.stderr[-2000:]}
-    return {"cell": name, **json.loads(rows[-1])}
+        return {"cell": name, "failed": proc.stderr[-2000:], "cpu_seconds": cpu}
+    return {"cell": name, **json.loads(rows[-1]), "cpu_seconds": cpu}
 
 
 def merge(label: str, rows: list[dict[str, Any]], out: Path) -> dict[str, Any]:

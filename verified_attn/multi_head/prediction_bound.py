@@ -39,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from scipy.sparse.linalg import LinearOperator
 
 from verified_attn.multi_head.float_fit import inverse_grams
 from verified_attn.prediction_rule import PREDICTION_SEQUENCES, PREDICTION_SIGMAS
@@ -99,13 +100,14 @@ def joint_prediction_bound(
     heads: Sequence[Head],
     sequences: Sequence[np.ndarray],
     affine: bool,
-    rows: np.ndarray,
+    rows: np.ndarray | LinearOperator,
     noise: float,
     answers: int,
 ) -> np.ndarray:
     """Per sequence (rows), the worst case ``|g^T J^+| |dY|`` and the standard deviation
     ``|g^T J^+| |dY| / n^(1/2)`` (columns) for the joint fit of n answers: ``rows`` is
-    ``S^-1 V^T`` of the Jacobian's SVD (so ``|g^T J^+| = |rows g|``), ``noise`` ``|dY|``."""
+    ``S^-1 V^T`` of the Jacobian's SVD (so ``|g^T J^+| = |rows g|``; or an operator with
+    ``|rows g| >= |g^T J^+|``, a bound), ``noise`` ``|dY|``."""
     worst = np.array(
         [
             float(np.linalg.norm(rows @ parameter_gradient(heads, X, affine))) * noise

@@ -298,7 +298,7 @@ def fit_sequences(
     for _ in range(_LM_ITERATIONS):
         D = np.diag(A).copy()
         D[D <= 0] = 1.0
-        damped = A.copy()  # A + mu diag(D), one P x P copy (P up to 8800: 600 MB each)
+        damped = A.copy()  # A + mu diag(D), one P x P copy (P up to 2400, sequence_blocks: 46 MB)
         damped[np.diag_indices_from(damped)] += mu * D
         try:
             step = np.linalg.solve(damped, -g)

@@ -19,12 +19,14 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from scipy.linalg import LinAlgError, cholesky, solve_triangular
 from scipy.sparse.linalg import LinearOperator, lsqr
 
 from verified_attn.multi_head.sequence_fit import SequenceRows, _head_terms
 
 __all__ = [
     "LSQR_TOL",
+    "block_damped_step",
     "damped_step",
     "jacobian_operator",
 ]
@@ -34,6 +36,10 @@ __all__ = [
 LSQR_TOL = 1e-8
 #: lsqr's iterations at most, per parameter.
 _ITERATIONS_PER_PARAMETER = 20
+#: The block-preconditioned lsqr's iterations at most (measured, random d = 16, H = 8:
+#: two steps of 622 and over 1000 iterations, 300 gives the same heads to 5e-15; a step
+#: cut short is still judged by the fit's cost).
+_PRECONDITIONED_ITERATIONS = 300
 
 Head = tuple[np.ndarray, ...]
 
@@ -91,3 +97,51 @@ def damped_step(op: LinearOperator, D: np.ndarray, rhs: np.ndarray, mu: float = 
     iters = _ITERATIONS_PER_PARAMETER * op.shape[1]
     out = lsqr(op, rhs, damp=math.sqrt(mu), atol=LSQR_TOL, btol=LSQR_TOL, iter_lim=iters)[0]
     return np.asarray(out / D, dtype=np.float64)
+
+
+def block_damped_step(
+    op: LinearOperator, D: np.ndarray, grams: Sequence[np.ndarray], rhs: np.ndarray, mu: float
+) -> np.ndarray:
+    """:func:`damped_step` right-preconditioned by the blocks of ``J^T J`` (``grams``, one
+    per head and beta's, unscaled, possibly at nearby parameters): lsqr on ``[J D^-1;
+    mu^1/2 I] R^-1`` with ``R_b^T R_b = D_b^-1 G_b D_b^-1 + mu I`` per block (Cholesky), so
+    each head's own conditioning is taken out and lsqr's iterations follow the heads'
+    coupling alone (tens to hundreds instead of thousands). The same damped problem, so the
+    same step up to lsqr's tolerance; :func:`damped_step` if a block is not positive
+    definite.
+
+    >>> op = LinearOperator((2, 1), matvec=lambda x: np.array([x[0], x[0]]),
+    ...                     rmatvec=lambda r: np.array([r[0] + r[1]]), dtype=np.float64)
+    >>> J = np.array([[2.0], [2.0]])
+    >>> float(block_damped_step(op, np.array([2.0]), [J.T @ J], np.array([1.0, 3.0]), 0.0)[0])
+    1.0
+    """
+    n, P = op.shape
+    cuts = np.cumsum([len(G) for G in grams])[:-1]
+    try:
+        factors = [
+            cholesky(G / np.outer(s, s) + mu * np.eye(len(G)))
+            for G, s in zip(grams, np.split(D, cuts), strict=True)
+        ]
+    except LinAlgError:
+        return damped_step(op, D, rhs, mu)
+    root = math.sqrt(mu)
+
+    def solve(y: np.ndarray, trans: str) -> np.ndarray:
+        parts = np.split(np.ravel(y), cuts)
+        return np.concatenate(
+            [solve_triangular(R, p, trans=trans) for R, p in zip(factors, parts, strict=True)]
+        )
+
+    def matvec(y: np.ndarray) -> np.ndarray:
+        z = solve(y, "N")
+        return np.concatenate([op.matvec(z), root * z])
+
+    def rmatvec(u: np.ndarray) -> np.ndarray:
+        u = np.ravel(u)
+        return solve(op.rmatvec(u[:n]) + root * u[n:], "T")
+
+    K = LinearOperator((n + P, P), matvec=matvec, rmatvec=rmatvec, dtype=np.float64)
+    rhs_aug = np.concatenate([rhs, np.zeros(P)])
+    y = lsqr(K, rhs_aug, atol=LSQR_TOL, btol=LSQR_TOL, iter_lim=_PRECONDITIONED_ITERATIONS)[0]
+    return np.asarray(solve(y, "N") / D, dtype=np.float64)

@@ -184,9 +184,9 @@ def probe_columns(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -
     return d + (1 if affine else 0) + extra_columns(d, H, affine, unit=unit)
 
 
-#: The sequence polish takes boxes of at most this many canonical parameters (its normal
-#: equations are P x P, formed anew at each Levenberg-Marquardt step: nn.MultiheadAttention
-#: E = 16, H = 8 has 2305).
+#: The coarse (float32) sequence polish takes boxes of at most this many canonical
+#: parameters (nn.MultiheadAttention E = 16, H = 8 has 2305); up to it the polish keeps its
+#: dense normal equations and exact figures (``sequence_blocks.DENSE_FIGURE_PARAMETERS``).
 POLISH_PARAMETERS = 2400
 
 
@@ -279,12 +279,13 @@ PRECISION_REQUIRED = 1e-10
 #: from 2e-13 - 3e-9 before; the float benchmark's runs).
 PRECISION_PARAMETERS_PER_SEQUENCE = 8
 #: The precision polish takes float64 boxes of at most this many canonical parameters
-#: (d = 32 with eight heads: 8448; nn.MultiheadAttention E = 32, H = 8: 8705). Its normal
-#: equations are P x P (600 MB at this size, a few held at once) and each of its
-#: Levenberg-Marquardt steps costs about (answers) x P^2: measured, random d = 32, H = 6
-#: seed 1 (P = 6336) 292 s and 3.2 GB peak against 134 s and 0.7 GB unpolished, its
-#: parameters from 4.8e-12 to 2.0e-15 and its predictions from 1.3e-10 to 1.3e-13. The
-#: coarse (float32) polish keeps :data:`POLISH_PARAMETERS`: it asks 2 P sequences, not P / 8.
+#: (d = 32 with eight heads: 8448; nn.MultiheadAttention E = 32, H = 8: 8705): the limit
+#: sets which queries are asked. Past ``sequence_blocks.DENSE_FIGURE_PARAMETERS`` it holds
+#: no P x P matrix (lsqr steps, per-head block figures; its time is then the Lanczos bound's
+#: and the lsqr iterations', each a pass over the answers). Measured with the dense normal
+#: equations, random d = 32, H = 6 seed 1 (P = 6336): its parameters from 4.8e-12 to
+#: 2.0e-15 and its predictions from 1.3e-10 to 1.3e-13. The coarse (float32) polish keeps
+#: :data:`POLISH_PARAMETERS`: it asks 2 P sequences, not P / 8.
 PRECISION_POLISH_PARAMETERS = 8800
 
 

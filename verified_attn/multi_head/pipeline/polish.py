@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from verified_attn.errors import PrecisionExhausted
-from verified_attn.multi_head.canonical_bounds import follow_up_query_bound
+from verified_attn.multi_head.canonical_bounds import follow_up_query_bound, parameter_count
 from verified_attn.multi_head.pipeline.budget import (
     _within_parameter_tolerance,
     polish_count,
@@ -32,7 +32,8 @@ from verified_attn.multi_head.pipeline.verify import (
     prediction_check,
 )
 from verified_attn.multi_head.prediction_bound import PREDICTION_SEQUENCES, joint_prediction_bound
-from verified_attn.multi_head.sequence_fit import compress, fit_sequences, polish_sequences
+from verified_attn.multi_head.sequence_blocks import DENSE_FIGURE_PARAMETERS, polish_fit
+from verified_attn.multi_head.sequence_fit import compress, polish_sequences
 from verified_attn.verification import fresh_sequences
 
 __all__ = ["polish_stage"]
@@ -69,13 +70,15 @@ def _sequence_polish(st: FloatState, count: int, start: Heads, start_beta: float
         start, _ = reorder_groups(
             st.U, start, start_beta, compress(st.polish_seqs, list(st.polish_ans)), affine=st.affine
         )
-    fit = fit_sequences(start, start_beta, seq_rows, affine=st.affine)
+    fit = polish_fit(start, start_beta, seq_rows, affine=st.affine)
     estimate, prediction, sigma_min = polish_figures(
         st.oracle.arithmetic, fit.heads, fit.beta, st.affine, seq_rows, st.seed, st.lengths
     )
+    blocks = parameter_count(st.d, st.H, st.affine) > DENSE_FIGURE_PARAMETERS
     figure = (
-        f"smallest singular value {sigma_min:.2e} of the Jacobian on all "
-        f"{len(seq_rows)} answers, {count} of them on random sequences"
+        f"smallest singular value {'at least ' if blocks else ''}{sigma_min:.2e} of the "
+        f"Jacobian on all {len(seq_rows)} answers, {count} of them on random sequences"
+        + (" (per-head block bounds)" if blocks else "")
     )
     return fit.heads, fit.beta, estimate, prediction, figure, "sequences"
 

@@ -45,10 +45,12 @@ from verified_attn.multi_head.prediction_bound import (
     groups_prediction_bound,
     joint_prediction_bound,
 )
+from verified_attn.multi_head.sequence_blocks import DENSE_FIGURE_PARAMETERS, block_figures
 from verified_attn.multi_head.sequence_fit import (
     SequenceRows,
     covariance_rows,
     normal_equations,
+    pack_parameters,
 )
 from verified_attn.prediction_rule import rule_ratios
 from verified_attn.verification import (
@@ -275,10 +277,20 @@ def polish_figures(
     over the parameter tolerance), the prediction bound on the ``PREDICTION_SEQUENCES``
     sequences ``fresh_sequences(d, ., seed, lengths)`` as fractions of what the agreement
     rule allows (PrecisionExhausted over 1), and the Jacobian's smallest singular value.
-    What the learner holds a polished result to and the certificate checker recomputes."""
+    What the learner holds a polished result to and the certificate checker recomputes.
+    Past :data:`~.sequence_blocks.DENSE_FIGURE_PARAMETERS` parameters the figures are the
+    per-head block bounds (:func:`~.sequence_blocks.block_figures`: at least the dense
+    ones, and sigma_min a lower bound), which hold no P x P matrix."""
     unit = float(getattr(arith, "unit_roundoff", _DOUBLE_UNIT))
-    residuals, A, _ = normal_equations(heads, beta, rows, affine)
-    cov_rows, sigma_min, sensitivity = covariance_rows(A)
+    cov_rows: Any
+    if len(pack_parameters(heads, beta, affine)) > DENSE_FIGURE_PARAMETERS:
+        figs = block_figures(heads, beta, rows, affine=affine)
+        residuals, cov_rows = figs.residuals, figs.rows
+        sigma_min, sensitivity = figs.sigma_min, figs.sensitivity
+    else:
+        residuals, A, _ = normal_equations(heads, beta, rows, affine)
+        cov_rows, sigma_min, sensitivity = covariance_rows(A)
+        del A
     estimate = _parameter_error_estimate(
         arith, heads, beta, residuals, rows.answers, sigma_min, sensitivity, len(heads)
     )
