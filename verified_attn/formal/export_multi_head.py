@@ -352,9 +352,18 @@ def _header(
         "    residues (the learner's interpolation and pole isolation in ball arithmetic and\n"
         "    the rational reconstruction)"
         f"{'' if part6 else ', and the labelling of heads across pairs for this run'}.\n"
-        "    It instantiates [CertMultiHead.mh_answers_in], [grid_determines_model],\n"
-        "    [CertMultiHeadId.mh_masses_determined], [mh_pairs_determined] and\n"
-        "    [CertMultiHeadLabel.mh_identified] (formal/, proved for every d and H0); the\n"
-        "    checks over Q run by computation, each answer's two inequalities about exp are\n"
-        "    proved by Coq Interval. *)\n"
+        f"    It instantiates {_instantiated(part5, part6)} (formal/, proved for every d\n"
+        "    and H0); the checks over Q run by computation, each answer's two inequalities\n"
+        "    about exp are proved by Coq Interval. *)\n"
     )
+
+
+def _instantiated(part5: bool, part6: bool) -> str:
+    """The general theorems the file applies, as the header lists them: only those used."""
+    names = ["[CertMultiHead.mh_answers_in]", "[grid_determines_model]"]
+    names.append("[CertMultiHeadId.mh_masses_determined]")
+    if part5:
+        names.append("[mh_pairs_determined]")
+    if part6:
+        names.append("[CertMultiHeadLabel.mh_identified]")
+    return ", ".join(names[:-1]) + " and " + names[-1]
