@@ -1,8 +1,18 @@
-"""Edits of an exported Coq file's rational tables, for the tamper tests."""
+"""Shared pieces of the formal tests: the Coq skip marker, and edits of an exported Coq
+file's rational tables for the tamper tests."""
 
 from __future__ import annotations
 
 import re
+
+import pytest
+
+from verified_attn import formal
+
+needs_coq = pytest.mark.skipif(
+    not formal.coq_available(), reason=f"needs Coq and Coq Interval ({formal.COQ_INSTALL_HINT})"
+)
+"""Skip a test where ``coqc`` (with Coq Interval) is not installed."""
 
 
 def entry(text: str, table: str, key: str) -> re.Match[str]:

@@ -7,14 +7,7 @@ false (a second model with one extra live head), and the proof no longer goes th
 
 from __future__ import annotations
 
-import pytest
-from coq_text import compiles
-
-from verified_attn import formal
-
-needs_coq = pytest.mark.skipif(
-    not formal.coq_available(), reason=f"needs Coq and Coq Interval ({formal.COQ_INSTALL_HINT})"
-)
+from coq_text import compiles, needs_coq
 
 PRELUDE = (
     "From Coq Require Import Reals Lra Lia List.\n"

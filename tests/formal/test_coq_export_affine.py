@@ -12,16 +12,12 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from coq_text import drop_entry, entry, replace_entry
+from coq_text import drop_entry, entry, needs_coq, replace_entry
 
 import verified_attn as va
 from verified_attn import formal
 from verified_attn.errors import CertificateError
 from verified_attn.formal.coq_check import compile_exported
-
-needs_coq = pytest.mark.skipif(
-    not formal.coq_available(), reason=f"needs Coq and Coq Interval ({formal.COQ_INSTALL_HINT})"
-)
 
 K0 = "0%nat"
 K00 = "0%nat, 0%nat"

@@ -14,16 +14,12 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from coq_text import entry, replace_entry
+from coq_text import entry, needs_coq, replace_entry
 
 import verified_attn as va
 from verified_attn import formal
 from verified_attn.errors import CertificateError
 from verified_attn.formal.coq_check import compile_exported
-
-needs_coq = pytest.mark.skipif(
-    not formal.coq_available(), reason=f"needs Coq and Coq Interval ({formal.COQ_INSTALL_HINT})"
-)
 
 RANK1 = [[2, 4, 0], [1, 2, 0], [-1, -2, 0]]
 RANK2 = [[1, 0, 1, 2], [0, 1, 1, -1], [1, 1, 2, 1], [2, -1, 1, 5]]

@@ -18,7 +18,7 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from coq_text import field, replace_entry, set_field
+from coq_text import field, needs_coq, replace_entry, set_field
 from hypothesis import given
 from hypothesis import strategies as st
 from test_coq_export_low_rank import RANK1, RANK2
@@ -31,10 +31,6 @@ from verified_attn.errors import CertificateError
 from verified_attn.formal.coq_check import compile_exported
 from verified_attn.formal.coq_tables import bracket_delta, coq_q
 from verified_attn.formal.export_low_rank_cert import measurement_bound
-
-needs_coq = pytest.mark.skipif(
-    not formal.coq_available(), reason=f"needs Coq and Coq Interval ({formal.COQ_INSTALL_HINT})"
-)
 
 V = [Fraction(3, 2), 0, 1]
 D = 16

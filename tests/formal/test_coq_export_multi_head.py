@@ -19,17 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from coq_text import field, replace_entry, set_field
+from coq_text import field, needs_coq, replace_entry, set_field
 
 import verified_attn as va
 from verified_attn import formal
 from verified_attn.errors import CertificateError
 from verified_attn.formal.cli_coq import cmd_verify_coq
 from verified_attn.formal.coq_check import compile_exported
-
-needs_coq = pytest.mark.skipif(
-    not formal.coq_available(), reason=f"needs Coq and Coq Interval ({formal.COQ_INSTALL_HINT})"
-)
 
 TWO = [([[1, 0], [0, -1]], [1, 2]), ([[0, 1], [1, 0]], [-1, 1])]
 BOUND = "18446744073709551616%positive"

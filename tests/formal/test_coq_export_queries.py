@@ -14,15 +14,12 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
+from coq_text import needs_coq
 
 import verified_attn as va
 from verified_attn import formal
 from verified_attn.errors import CertificateError
 from verified_attn.formal.coq_check import compile_exported
-
-needs_coq = pytest.mark.skipif(
-    not formal.coq_available(), reason=f"needs Coq and Coq Interval ({formal.COQ_INSTALL_HINT})"
-)
 
 KINDS = [
     ("thm-4.1", "one-query-short"),

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pytest
+from coq_text import needs_coq
 
 import verified_attn.models as models
 from verified_attn import formal
@@ -52,10 +53,6 @@ FORBIDDEN = (
     "Conjecture",
     "Variable",
     "Variables",
-)
-
-needs_coq = pytest.mark.skipif(
-    not formal.coq_available(), reason=f"needs Coq ({formal.COQ_INSTALL_HINT})"
 )
 
 

@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from coq_text import needs_coq
 
 from verified_attn import formal
 
@@ -24,10 +25,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FORMAL = ROOT / "formal"
 
 PIP_WHEEL = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
-
-needs_coq = pytest.mark.skipif(
-    not formal.coq_available(), reason=f"needs Coq and Coq Interval ({formal.COQ_INSTALL_HINT})"
-)
 
 
 @pytest.fixture(scope="module")

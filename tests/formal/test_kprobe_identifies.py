@@ -18,14 +18,10 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from coq_text import compiles
+from coq_text import compiles, needs_coq
 
 from verified_attn import formal
 from verified_attn.formal.export_multi_head import _checks
-
-needs_coq = pytest.mark.skipif(
-    not formal.coq_available(), reason=f"needs Coq and Coq Interval ({formal.COQ_INSTALL_HINT})"
-)
 
 PRELUDE = (
     "From Coq Require Import Reals QArith Qreals Lra Lia List Permutation FinFun.\n"

@@ -10,13 +10,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from coq_text import compiles
+from coq_text import compiles, needs_coq
 
 from verified_attn import formal
-
-needs_coq = pytest.mark.skipif(
-    not formal.coq_available(), reason=f"needs Coq and Coq Interval ({formal.COQ_INSTALL_HINT})"
-)
 
 PRELUDE = (
     "From Coq Require Import Reals Lra Lia.\n"
