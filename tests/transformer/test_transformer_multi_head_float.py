@@ -140,7 +140,8 @@ def test_float32_boxes_refused_before_any_query() -> None:
 
 def _block(post: str) -> Any:
     """T2 as a float black box with ``post`` changed: "relu" is T2; "layernorm" before the
-    FFN, a "residual" connection into it, "gelu" for ReLU."""
+    FFN, a "residual" connection into it, "gelu" for ReLU, a causal-style "mask" that lets
+    the last position attend to the last two tokens only."""
     from scipy.special import erf
 
     Ws = [np.array([[2.0, 0], [0, 1]]), np.array([[0.0, -1], [1, 0]])]
@@ -150,11 +151,12 @@ def _block(post: str) -> Any:
 
     def fn(X: np.ndarray) -> float:
         X = np.asarray(X, dtype=np.float64)
+        rows = X[-2:] if post == "mask" else X
         h = np.zeros(2)
         for W, V, c in zip(Ws, Vs, cs, strict=True):
-            s = X @ (W @ X[-1] + c)
+            s = rows @ (W @ X[-1] + c)
             w = np.exp(s - s.max())
-            h += V.T @ ((w / w.sum()) @ X)
+            h += V.T @ ((w / w.sum()) @ rows)
         if post == "layernorm":
             h = (h - h.mean()) / np.sqrt(h.var() + 0.1)
         if post == "residual":
@@ -213,6 +215,23 @@ def test_a_residual_connection_is_refused_with_a_witness() -> None:
     swapped = exc.query[[1, 0, 2, 3]]
     with pytest.raises(CertificateError, match="not X"):
         check_swap_witness(fn, swapped, exc.observed[[1, 0, 2, 3]], 2.0**-53)
+
+
+def test_a_mask_over_the_last_row_is_refused_with_a_witness() -> None:
+    # The last position attends to the last two tokens only: the head count's probes with
+    # the same tokens in another order differ. The witness is the box's own sequence
+    # (c + t Y, lifted from the cell oracle's): reordering its context tokens changes the
+    # box's answer, which no sum of softmax heads does (the in-class box's stays).
+    fn = _block("mask")
+    oracle = va.Oracle.from_callable(fn, d=2, model_class=CLASS)
+    with pytest.raises(ModelClassMismatch, match="order of the context tokens") as info:
+        va.learn_transformer(oracle, max_heads=2)
+    X = np.asarray(info.value.query)
+    assert oracle.queries == 142  # golden, counted on the oracle
+    reordered = np.concatenate([X[:-1][::-1], X[-1:]])
+    assert abs(fn(X) - fn(reordered)) > 1e-3 * max(1.0, abs(fn(X)))
+    relu = _block("relu")
+    assert abs(relu(X) - relu(reordered)) <= 1e-12 * max(1.0, abs(relu(X)))
 
 
 def test_the_swap_test_passes_boxes_of_the_class() -> None:
@@ -350,3 +369,17 @@ def test_far_cells_come_next_only_while_wanted() -> None:
     got = list(mhf._cell_order(net, 0, lambda: next(flags)))
     assert [c.pattern for c in got] == [far[0].pattern, *key]
     assert float(np.linalg.norm(got[0].center)) > 8
+
+
+def test_the_residual_claim_passes_and_can_fail(monkeypatch: Any) -> None:
+    """Claim transformer/heads-float-residual; with a swap check that accepts every odd
+    part (a wrong variant), the in-class Transformer's answers would pass it: it fails."""
+    from verified_attn.transformer import claims_biased, swap_witness
+
+    (claim,) = [c for c in claims_biased.CLAIMS if c.id == "transformer/heads-float-residual"]
+    result = claim.check(0)
+    assert result.passed, result.detail
+    assert "refused after 287 queries" in result.detail
+    real = swap_witness._verdict
+    monkeypatch.setattr(swap_witness, "_verdict", lambda a, u: real(a, u) or "accepted")
+    assert not claim.check(0).passed

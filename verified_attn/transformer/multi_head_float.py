@@ -229,12 +229,14 @@ def _fit_cell(
         if witness is not None:
             raise witness from failure
         raise PrecisionExhausted(f"cell {i + 1} of g: {failure}") from failure
-    X = getattr(failure, "query", None)
+    Y = getattr(failure, "query", None)  # the cell oracle's sequence: the box's is c + t Y
+    X = None if Y is None else cell.center + t * 2 * np.asarray(Y, dtype=np.float64)
     raise ModelClassMismatch(
         f"not a multi-head Transformer (or one whose FFN is not linear on these queries, "
         f"sent within t = {t * 2:g} of the point {cell.center.tolist()} of cell {i + 1} of "
-        f"g): {failure}",
-        query=X if isinstance(failure, ModelClassMismatch) and X is not None else None,
+        f"g; the query is the box's sequence c + t Y, the observed value the cell oracle's "
+        f"(T(c + t Y) - T([c])) / t): {failure}",
+        query=X if isinstance(failure, ModelClassMismatch) else None,
         observed=getattr(failure, "observed", None),
     ) from failure
 
@@ -394,7 +396,8 @@ def learn_multi_head_transformer_float(
     ``verify``. Parameters: ``heads`` (float (W_h, V_h, c_h)), g's ``A``, ``w_o``, ``a``,
     ``b``, and ``error_estimate``. Raises PrecisionExhausted (float32 boxes, thin cells,
     heads not told apart, an estimate above ``parameter_rtol``), ModelClassMismatch with
-    the refuting query for a box outside the class, NotIdentifiable if g is constant.
+    the refuting query (or the swap test's four sequences and answers) for a box outside
+    the class, NotIdentifiable if g is constant.
     """
     check_oracle(oracle)
     verify, seed, lengths, _, progress = learner_options(

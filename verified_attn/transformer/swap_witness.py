@@ -94,7 +94,7 @@ def swap_probe(
     if why is None:
         return None
     return ModelClassMismatch(
-        f"not a multi-head one-layer Transformer (a residual connection into the FFN?): "
+        f"not a multi-head one-layer Transformer (a residual connection?): "
         f"{why}; the sequences [c - s e, c + s e] and their swaps around c = "
         f"{np.asarray(center).tolist()}, s = {s:g}",
         query=X,
