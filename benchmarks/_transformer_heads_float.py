@@ -34,6 +34,8 @@ FLOAT_SIZES = [
     ("torch", 4, 4, 0),
     ("torch", 8, 2, 0),
     ("torch", 8, 4, 0),
+    ("random", 16, 2, 0),
+    ("torch", 16, 2, 0),
 ]
 #: Seconds a row may take before it is recorded as timed out.
 TIMEOUT = 420

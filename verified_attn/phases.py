@@ -81,6 +81,9 @@ PHASES: dict[str, str] = {
     "values": "multi-head Transformer (float), phase cell<i>/values: in a cell of g other "
     "than the one whose run learned the heads' scores, 2 H d three-token probes whose answers "
     "give the heads' values by least squares",
+    "swap": "multi-head Transformer (float), phase cell<i>/swap: before a cell whose fits "
+    "failed is passed over, the two-token sequences [c - s e, c + s e] and their swaps at s "
+    "and s/2, whose odd part is O(s^3) in the class (a residual connection's is first order)",
     # App. B (sign labels).
     "signs": "label oracle: the labels of [e_i] and [-e_i], the signs of v",
     "other": "queries made outside any named phase",

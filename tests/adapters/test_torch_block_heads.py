@@ -105,7 +105,8 @@ def test_learns_an_e8_block_with_four_heads_on_a_far_cell() -> None:
     mha, lin1, lin2 = make_block(8, 4, 0)
     oracle = block_oracle(mha, lin1, lin2)
     rec = va.learn_transformer(oracle, max_heads=4, seed=0)
-    assert rec.queries == 3556 and rec.queries <= rec.bound  # golden, on the oracle
+    # golden, on the oracle (the refused cell asks its 4 swap-test queries before it is passed over)
+    assert rec.queries == 3560 and rec.queries <= rec.bound
     _check(rec, oracle, (mha, lin1, lin2), 4)
 
 

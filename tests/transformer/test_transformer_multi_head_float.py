@@ -11,11 +11,12 @@ import pytest
 
 import verified_attn as va
 from verified_attn.arithmetic import FloatArithmetic
-from verified_attn.errors import ModelClassMismatch, PrecisionExhausted
+from verified_attn.errors import CertificateError, ModelClassMismatch, PrecisionExhausted
 from verified_attn.ffn_heads import MultiHeadTransformer
 from verified_attn.precision import relative_parameter_error
 from verified_attn.transformer import multi_head_float as mhf
 from verified_attn.transformer.multi_head_learner import canonical_parameter_count
+from verified_attn.transformer.swap_witness import check_swap_witness, swap_probe
 from verified_attn.verification import verify_model
 
 T2 = MultiHeadTransformer(
@@ -139,7 +140,8 @@ def test_float32_boxes_refused_before_any_query() -> None:
 
 def _block(post: str) -> Any:
     """T2 as a float black box with ``post`` changed: "relu" is T2; "layernorm" before the
-    FFN, a "residual" connection into it, "gelu" for ReLU."""
+    FFN, a "residual" connection into it, "gelu" for ReLU, a causal-style "mask" that lets
+    the last position attend to the last two tokens only."""
     from scipy.special import erf
 
     Ws = [np.array([[2.0, 0], [0, 1]]), np.array([[0.0, -1], [1, 0]])]
@@ -149,11 +151,12 @@ def _block(post: str) -> Any:
 
     def fn(X: np.ndarray) -> float:
         X = np.asarray(X, dtype=np.float64)
+        rows = X[-2:] if post == "mask" else X
         h = np.zeros(2)
         for W, V, c in zip(Ws, Vs, cs, strict=True):
-            s = X @ (W @ X[-1] + c)
+            s = rows @ (W @ X[-1] + c)
             w = np.exp(s - s.max())
-            h += V.T @ ((w / w.sum()) @ X)
+            h += V.T @ ((w / w.sum()) @ rows)
         if post == "layernorm":
             h = (h - h.mean()) / np.sqrt(h.var() + 0.1)
         if post == "residual":
@@ -184,13 +187,66 @@ def test_out_of_class_refused_with_a_witness(kind: str) -> None:
     assert "not piecewise linear" in str(exc)  # smooth on length 1
 
 
-def test_a_residual_connection_is_refused() -> None:
+def test_a_residual_connection_is_refused_with_a_witness() -> None:
     # On length 1 the box is g(1.5 x), a ReLU network, which the float FFN learner gets
-    # right (2 neurons); no two heads then fit the cells' answers: refused, not guessed.
+    # right (2 neurons); no two heads then fit the first cell's answers, and before the
+    # cell is passed over the swap test shows a first-order odd part: refused, not guessed.
     fn = _block("residual")
     oracle = va.Oracle.from_callable(fn, d=2, model_class=CLASS)
-    with pytest.raises(PrecisionExhausted, match="ill-conditioned"):
+    with pytest.raises(ModelClassMismatch, match="odd part of the swap") as info:
         va.learn_transformer(oracle, max_heads=2)
+    exc = info.value
+    # golden, counted on the oracle: 21 for the FFN, the first cell's centre and its three
+    # learn_multi_head runs, then the 4 swap queries (phase cell1/swap)
+    assert oracle.queries == 287 and oracle.queries_by_phase["cell1/swap"] == 4
+    # the witness: four real queries with their real answers, re-checked on its own
+    assert exc.query.shape == (4, 2, 2) and exc.expected is not None
+    assert [fn(X) for X in exc.query] == list(exc.observed)
+    assert "ratio 2" in check_swap_witness(fn, exc.query, exc.observed, 2.0**-53)
+    # wrong witnesses fail the check: the in-class box's answers are not the box's; the
+    # in-class box's own answers there have an odd part in the rounding (O(s^3)); the
+    # sequences not one centre's swaps
+    relu = _block("relu")
+    with pytest.raises(CertificateError, match="the box answers"):
+        check_swap_witness(relu, exc.query, exc.observed, 2.0**-53)
+    mine = [relu(X) for X in exc.query]
+    with pytest.raises(CertificateError, match="not first order"):
+        check_swap_witness(relu, exc.query, mine, 2.0**-53)
+    swapped = exc.query[[1, 0, 2, 3]]
+    with pytest.raises(CertificateError, match="not X"):
+        check_swap_witness(fn, swapped, exc.observed[[1, 0, 2, 3]], 2.0**-53)
+
+
+def test_a_mask_over_the_last_row_is_refused_with_a_witness() -> None:
+    # The last position attends to the last two tokens only: the head count's probes with
+    # the same tokens in another order differ. The witness is the box's own sequence
+    # (c + t Y, lifted from the cell oracle's): reordering its context tokens changes the
+    # box's answer, which no sum of softmax heads does (the in-class box's stays).
+    fn = _block("mask")
+    oracle = va.Oracle.from_callable(fn, d=2, model_class=CLASS)
+    with pytest.raises(ModelClassMismatch, match="order of the context tokens") as info:
+        va.learn_transformer(oracle, max_heads=2)
+    X = np.asarray(info.value.query)
+    assert oracle.queries == 142  # golden, counted on the oracle
+    reordered = np.concatenate([X[:-1][::-1], X[-1:]])
+    assert abs(fn(X) - fn(reordered)) > 1e-3 * max(1.0, abs(fn(X)))
+    relu = _block("relu")
+    assert abs(relu(X) - relu(reordered)) <= 1e-12 * max(1.0, abs(relu(X)))
+
+
+def test_the_swap_test_passes_boxes_of_the_class() -> None:
+    """At the cells of T2's g, at the scale the learner uses and at 16 times it, the odd
+    part of a class model's swap is not first order: no witness."""
+    from verified_attn.transformer.multi_head_float_cells import ranked_cells
+    from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
+
+    oracle = va.Oracle(T2, "float")
+    net = learn_biased_relu_ffn(oracle, seed=0, lengths=(1,)).network
+    for k, cell in enumerate(ranked_cells(net, 0)):
+        c = cell.center
+        y0 = float(T2.evaluate_batch(c[None, None, :])[0])
+        for s in (mhf._start_t(cell, 2) * mhf.SWAP_SCALE * f for f in (1, 16)):
+            assert swap_probe(oracle, c, s, at_center=y0, seed=k) is None
 
 
 def test_a_wrong_unscaling_is_caught_by_the_fresh_sequences(monkeypatch: Any) -> None:
@@ -313,3 +369,17 @@ def test_far_cells_come_next_only_while_wanted() -> None:
     got = list(mhf._cell_order(net, 0, lambda: next(flags)))
     assert [c.pattern for c in got] == [far[0].pattern, *key]
     assert float(np.linalg.norm(got[0].center)) > 8
+
+
+def test_the_residual_claim_passes_and_can_fail(monkeypatch: Any) -> None:
+    """Claim transformer/heads-float-residual; with a swap check that accepts every odd
+    part (a wrong variant), the in-class Transformer's answers would pass it: it fails."""
+    from verified_attn.transformer import claims_biased, swap_witness
+
+    (claim,) = [c for c in claims_biased.CLAIMS if c.id == "transformer/heads-float-residual"]
+    result = claim.check(0)
+    assert result.passed, result.detail
+    assert "refused after 287 queries" in result.detail
+    real = swap_witness._verdict
+    monkeypatch.setattr(swap_witness, "_verdict", lambda a, u: real(a, u) or "accepted")
+    assert not claim.check(0).passed

@@ -6,14 +6,16 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+import flint
 import numpy as np
 import pytest
 import sympy
 
 import verified_attn as va
 from verified_attn.arithmetic import to_fraction
-from verified_attn.errors import InvalidArgument, ModelClassMismatch
+from verified_attn.errors import InvalidArgument, ModelClassMismatch, PrecisionExhausted
 from verified_attn.ffn_heads import MultiHeadTransformer
+from verified_attn.models import SequenceModel
 from verified_attn.multi_head.canonical_bounds import canonical_query_limit
 from verified_attn.transformer.multi_head_cells import spanning_cells
 from verified_attn.transformer.multi_head_learner import (
@@ -144,6 +146,79 @@ def test_a_residual_connection_is_refused_with_a_witness(arithmetic: str) -> Non
         truth = oracle.model.evaluate_rational(va.models.as_rational_sequence(X, 2), arith)
         assert arith.agree(info.value.observed, truth)
     assert {"cell1/F(k)", "cell1.1/F(k)", "cell1.2/F(k)"} <= set(oracle.queries_by_phase)
+
+
+class _Masked:
+    """T2 with a causal-style mask over the last position's row: it attends to the last two
+    tokens only (T2 of the sequence's last two tokens). T2 itself on length 1 and 2."""
+
+    d = 2
+    model_class = "one-layer-transformer-multi-head"
+
+    def evaluate_batch(self, Xs: np.ndarray) -> np.ndarray:
+        return T2.evaluate_batch(np.asarray(Xs, dtype=np.float64)[:, -2:, :])
+
+    def evaluate_rational(self, Xq: Any, arith: Any) -> Any:
+        n = Xq.nrows()
+        rows = [[Xq[i, j] for j in range(2)] for i in range(max(0, n - 2), n)]
+        return T2.evaluate_rational(flint.fmpq_mat(rows), arith)
+
+
+@pytest.mark.parametrize("arithmetic", ["exact", "certified"])
+def test_a_mask_over_the_last_row_is_refused_with_a_witness(arithmetic: str) -> None:
+    oracle = va.Oracle(_Masked(), arithmetic)
+    with pytest.raises(ModelClassMismatch, match="not a multi-head Transformer") as info:
+        va.learn_transformer(oracle, max_heads=2)
+    X = info.value.query
+    assert X is not None and oracle.queries == 147  # golden, counted on the oracle
+    arith = oracle.arithmetic  # the witness is a real query with its real answer
+    with arith.context():
+        truth = oracle.model.evaluate_rational(va.models.as_rational_sequence(X, 2), arith)
+        assert arith.agree(info.value.observed, truth)
+
+
+class _Post(SequenceModel):
+    """T2's heads, then LayerNorm before the FFN or GELU for ReLU (certified only)."""
+
+    d = 2
+    model_class = "one-layer-transformer-multi-head"
+
+    def __init__(self, post: str) -> None:
+        self.post = post
+
+    def _evaluate_rational(self, Xq: Any, arith: Any) -> Any:
+        n, q = Xq.nrows(), (lambda x: flint.fmpq(int(x.p), int(x.q)))
+        h = [flint.arb(0), flint.arb(0)]
+        for W, V in T2.heads:
+            s = [sum((Xq[i, j] * q(W[j, k]) * Xq[n - 1, k] for j in range(2) for k in range(2)),
+                     flint.fmpq(0)) for i in range(n)]
+            w = [flint.arb(si - max(s)).exp() for si in s]
+            pooled = [sum((w[i] * flint.arb(Xq[i, j]) for i in range(n)), flint.arb(0))
+                      / sum(w, flint.arb(0)) for j in range(2)]
+            h = [h[k] + sum((pooled[j] * q(V[j, k]) for j in range(2)), flint.arb(0))
+                 for k in range(2)]
+        if self.post == "layernorm":
+            mu = (h[0] + h[1]) / 2
+            var = ((h[0] - mu) ** 2 + (h[1] - mu) ** 2) / 2
+            h = [(x - mu) / (var + flint.arb(1) / 10).sqrt() for x in h]
+        out = flint.arb(q(T2.b))
+        for k in range(2):
+            z = sum((h[j] * q(T2.A[j, k]) for j in range(2)), flint.arb(q(T2.a[k])))
+            act = z * (1 + (z / flint.arb(2).sqrt()).erf()) / 2 if self.post == "gelu" else (
+                (z + abs(z)) / 2
+            )
+            out += q(T2.w_o[k]) * act
+        return out
+
+
+@pytest.mark.parametrize("post", ["layernorm", "gelu"])
+def test_layernorm_and_gelu_are_refused(post: str) -> None:
+    # irrational answers on length 1: no rational within the denominator bound fits them
+    X = [[Fraction(1), Fraction(-1)], [Fraction(1, 2), Fraction(2)], [Fraction(0), Fraction(1)]]
+    assert _Post("relu").evaluate(X, "certified").overlaps(T2.evaluate(X, "certified"))
+    assert not _Post(post).evaluate(X, "certified").overlaps(T2.evaluate(X, "certified"))
+    with pytest.raises((ModelClassMismatch, PrecisionExhausted), match="denominator"):
+        va.learn_transformer(va.Oracle(_Post(post), "certified"), max_heads=2)
 
 
 def test_a_wrong_share_is_caught_by_the_sum_check() -> None:

@@ -348,14 +348,10 @@ TR_TAMPER = (
 
 def _tr_float_tamper(seed: int) -> ClaimResult:
     """A float two-head Transformer's certificate, tampered at each site."""
-    from verified_attn.ffn_heads import MultiHeadTransformer
+    from verified_attn.transformer.claims_biased import two_head_transformer
     from verified_attn.transformer.entry import learn_transformer as learn_any
 
-    heads = [
-        ([[2, 0], [0, 1]], [[1, 0], [0, 1]], [1, 0]),
-        ([[0, -1], [1, 0]], [[1, 1], [-1, 0]], [0, 1]),
-    ]
-    T = MultiHeadTransformer(heads, [[1, -1], [0, 1]], [1, 2], a=[1, -1], b=-1)
+    T = two_head_transformer()
     rec = learn_any(Oracle(T, "float"), max_heads=2, seed=seed)
     sites = ("cells", "ffn.neurons", "parameter_rtol", "queries.bound")
     ok, detail = soundness.tamper_all({"transformer-heads-float": (rec, sites)})

@@ -2,7 +2,7 @@
 
 >>> from verified_attn.transformer.claims_biased import CLAIMS
 >>> [c.id for c in CLAIMS]
-['transformer/biased-ffn-exact', 'transformer/biased-transformer']
+['transformer/biased-ffn-exact', 'transformer/biased-transformer', 'transformer/heads-float-residual']
 
 Every check can fail: canonical forms and parameters are compared with ``==``, counts with
 the derived formula, and a perturbed network or W must differ.
@@ -11,6 +11,7 @@ the derived formula, and a perturbed network or W must differ.
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -22,9 +23,10 @@ from verified_attn.transformer.biased_learner import learn_biased_transformer
 from verified_attn.transformer.relu_biased import canonical_biased_network
 from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
 
-__all__ = ["CLAIMS", "random_biased_ffn"]
+__all__ = ["CLAIMS", "random_biased_ffn", "two_head_transformer"]
 
 REF = "docs/transformer.md, FFN biases"
+REF_FLOAT = "docs/transformer.md, Several heads before the FFN (float path)"
 
 
 def random_biased_ffn(d: int, m: int, rng: np.random.Generator) -> ReluFFN:
@@ -114,7 +116,69 @@ def _transformer(seed: int) -> ClaimResult:
     )
 
 
+def two_head_transformer() -> Any:
+    """The float claims' box: two affine heads under a biased FFN of width 2 (d = 2)."""
+    from verified_attn.ffn_heads import MultiHeadTransformer
+
+    heads = [
+        ([[2, 0], [0, 1]], [[1, 0], [0, 1]], [1, 0]),
+        ([[0, -1], [1, 0]], [[1, 1], [-1, 0]], [0, 1]),
+    ]
+    return MultiHeadTransformer(heads, [[1, -1], [0, 1]], [1, 2], a=[1, -1], b=-1)
+
+
+RESIDUAL = (
+    "learn_transformer(max_heads=2) refuses a float64 two-head Transformer plus a residual "
+    "x_N . r with ModelClassMismatch carrying the swap test's witness (4 sequences, their "
+    "answers), which check_swap_witness re-checks against the box; the same witness fails "
+    "the check against the Transformer without the residual, and at the witness's sequences "
+    "that Transformer's own answers have no first-order odd part"
+)
+
+
+def _heads_float_residual(seed: int) -> ClaimResult:
+    from verified_attn.errors import CertificateError, ModelClassMismatch
+    from verified_attn.transformer.entry import learn_transformer
+    from verified_attn.transformer.swap_witness import check_swap_witness
+
+    T = two_head_transformer()
+    r = np.array([1.0, -0.5])
+
+    def plain(X: Any) -> float:
+        return float(T.evaluate_batch(np.asarray(X, dtype=np.float64)[None])[0])
+
+    def fn(X: Any) -> float:  # T plus the residual x_N . r
+        return plain(X) + float(np.asarray(X, dtype=np.float64)[-1] @ r)
+
+    oracle = Oracle.from_callable(fn, d=2, model_class="one-layer-transformer-multi-head")
+    unit = 2.0**-53
+    try:
+        learn_transformer(oracle, max_heads=2, seed=seed)
+        return ClaimResult("transformer/heads-float-residual", REF_FLOAT, RESIDUAL, False, "learned")
+    except ModelClassMismatch as exc:
+        witness = exc
+    verdicts = []
+    for box_fn, answers in (
+        (fn, witness.observed),
+        (plain, witness.observed),
+        (plain, [plain(X) for X in witness.query]),
+    ):
+        try:
+            check_swap_witness(box_fn, witness.query, answers, unit)
+            verdicts.append(True)
+        except CertificateError:
+            verdicts.append(False)
+    ok = verdicts == [True, False, False]
+    detail = (
+        f"refused after {oracle.queries} queries; witness re-checked against the box: "
+        f"{verdicts[0]}; against the Transformer alone: {verdicts[1]}; its own answers: "
+        f"{verdicts[2]}"
+    )
+    return ClaimResult("transformer/heads-float-residual", REF_FLOAT, RESIDUAL, ok, detail)
+
+
 CLAIMS = [
     Claim("transformer/biased-ffn-exact", REF, FFN, _ffn),
     Claim("transformer/biased-transformer", REF, TR, _transformer),
+    Claim("transformer/heads-float-residual", REF_FLOAT, RESIDUAL, _heads_float_residual),
 ]

@@ -34,7 +34,11 @@ The method of :mod:`verified_attn.transformer.multi_head_learner` in float64:
    lifted probe would come within ``margin / 4`` of a hyperplane (that run is cut short
    before the probe is asked; down to ``margin / (64 d)``). Its answers carry the box's rounding over t: the inner
    oracle's unit roundoff is ``u max(1, |T([c])|) / t``. The inner heads
-   ``(t^2 W_h, v_h, t (W_h c + c_h))`` are unscaled.
+   ``(t^2 W_h, v_h, t (W_h c + c_h))`` are unscaled. Before a cell whose every run failed
+   is passed over, the swap test of :mod:`~verified_attn.transformer.swap_witness` (phase
+   ``cell<i>/swap``, 4 queries at ``s = t SWAP_SCALE``) refuses a box whose odd part under
+   swapping two tokens is first order (a residual connection into the FFN; every model of
+   the class has it O(s^3)) with ModelClassMismatch and that witness.
 3. Every other cell needs only the known heads' values ``v_h^S``: T is linear in them
    there, and :mod:`~verified_attn.transformer.multi_head_float_values` fits them by least
    squares from ``2 H d`` probes (phase ``cell<i>/values``) at a scale-aware radius (in the
@@ -113,6 +117,7 @@ from verified_attn.transformer.multi_head_learner import (
 )
 from verified_attn.transformer.relu_biased import FLOAT_TOL, BiasedReluNetwork
 from verified_attn.transformer.relu_biased_learner import learn_biased_relu_ffn
+from verified_attn.transformer.swap_witness import swap_probe
 from verified_attn.validation import check_int, check_oracle
 
 __all__ = ["MATCH_RTOL", "SHARE_RTOL", "learn_multi_head_transformer_float"]
@@ -125,6 +130,10 @@ MATCH_RTOL = 1e-4
 SKIPS = 8
 #: The heads' shares must sum to g's directions to this, relative to max(1, largest).
 SHARE_RTOL = 1e-6
+#: The swap test's scale (:mod:`~verified_attn.transformer.swap_witness`) relative to the
+#: cell's first probe scale t: small enough that a class model's odd part O(s^3) is in
+#: the rounding, a residual's (first order) far above it.
+SWAP_SCALE = 2.0**-16
 Head = tuple[np.ndarray, np.ndarray, np.ndarray, float, float]  # W_h, c_h, v_h, e_Wc, e_v
 
 
@@ -212,13 +221,22 @@ def _fit_cell(
         t /= 2
     assert failure is not None
     if isinstance(failure, PrecisionExhausted):
+        # Before passing the cell over: a box outside the class (a residual connection)
+        # also ends here, and the swap test tells it apart (4 queries, counted with the cell)
+        s = _start_t(cell, d) * SWAP_SCALE
+        witness = swap_probe(oracle, cell.center, s, at_center=offset, seed=seed + i,
+                             phase=f"cell{i + 1}/swap")
+        if witness is not None:
+            raise witness from failure
         raise PrecisionExhausted(f"cell {i + 1} of g: {failure}") from failure
-    X = getattr(failure, "query", None)
+    Y = getattr(failure, "query", None)  # the cell oracle's sequence: the box's is c + t Y
+    X = None if Y is None else cell.center + t * 2 * np.asarray(Y, dtype=np.float64)
     raise ModelClassMismatch(
         f"not a multi-head Transformer (or one whose FFN is not linear on these queries, "
         f"sent within t = {t * 2:g} of the point {cell.center.tolist()} of cell {i + 1} of "
-        f"g): {failure}",
-        query=X if isinstance(failure, ModelClassMismatch) and X is not None else None,
+        f"g; the query is the box's sequence c + t Y, the observed value the cell oracle's "
+        f"(T(c + t Y) - T([c])) / t): {failure}",
+        query=X if isinstance(failure, ModelClassMismatch) else None,
         observed=getattr(failure, "observed", None),
     ) from failure
 
@@ -378,7 +396,8 @@ def learn_multi_head_transformer_float(
     ``verify``. Parameters: ``heads`` (float (W_h, V_h, c_h)), g's ``A``, ``w_o``, ``a``,
     ``b``, and ``error_estimate``. Raises PrecisionExhausted (float32 boxes, thin cells,
     heads not told apart, an estimate above ``parameter_rtol``), ModelClassMismatch with
-    the refuting query for a box outside the class, NotIdentifiable if g is constant.
+    the refuting query (or the swap test's four sequences and answers) for a box outside
+    the class, NotIdentifiable if g is constant.
     """
     check_oracle(oracle)
     verify, seed, lengths, _, progress = learner_options(
