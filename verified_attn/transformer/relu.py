@@ -10,7 +10,7 @@
 >>> rec.network.width, rec.network.linear     # 3 ReLU(z) + 3 ReLU(-z) = 6 ReLU(z) - 3 z
 (2, (Fraction(-3, 1), Fraction(-3, 1)))
 >>> rec.queries, rec.parameter_count, rec.verification_queries, rec.bound
-(14, 6, 8, 972)
+(13, 6, 8, 972)
 >>> va.verify_certificate(rec.certificate()).ok
 True
 
