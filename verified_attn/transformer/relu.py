@@ -10,7 +10,7 @@
 >>> rec.network.width, rec.network.linear     # 3 ReLU(z) + 3 ReLU(-z) = 6 ReLU(z) - 3 z
 (2, (Fraction(-3, 1), Fraction(-3, 1)))
 >>> rec.queries, rec.parameter_count, rec.verification_queries, rec.bound
-(14, 6, 8, 972)
+(13, 6, 8, 972)
 >>> va.verify_certificate(rec.certificate()).ok
 True
 
@@ -29,9 +29,9 @@ certified mode reconstructs them from balls):
    piecewise linear; each segment is searched by the biased learner's line search
    (:class:`~verified_attn.transformer.relu_biased.LineSearch`, window [-1, 1]): a piece
    costs 2 queries, the pieces at an interval's ends meet at an exact s*, one probe on each
-   side of s* confirms it as the one kink there (the right one only when the left one
-   agrees), and a failed probe or a middle point splits the interval (a half piece: 1
-   query). Every query point has a small denominator (never s* itself), which keeps
+   side of s* confirms it as the one kink there (the one on the longer side of s* first,
+   the other only when it agrees), and a failed probe or a middle point splits the
+   interval (a half piece: 1 query). Every query point has a small denominator (never s* itself), which keeps
    certified reconstruction cheap. The second segment starts at q + p, the direction where
    the first one ends: the same cone (g is positively homogeneous), so its first piece is
    the first segment's last one read along ``q - t p`` and is not asked.

@@ -20,11 +20,13 @@ The algorithm, on one random line ``L(t) = x_0 + t u`` (t in [-R, R]):
 1. *Kinks along the line.* ``phi(t) = g(L(t))`` is piecewise linear; a *piece* (slope,
    intercept) costs 2 queries (at s and s + eps). Two pieces A, B at the ends of an
    interval meet at ``t* = (B_0 - A_0) / (A_1 - B_1)``, a rational found exactly; a probe
-   just left of t* on A, then one just right of it on B, check that t* is the one kink in
-   the interval (1 query each; a failed left probe already refutes it, so the right one is
-   then not asked). Otherwise the interval is split at the failed probe (no query when it
-   lies on the other end's piece, else 1 more point beside it: a *half piece*) or, every
-   other time and when the end pieces do not meet inside, at a simple middle point by one
+   just left of t* on A and one just right of it on B check that t* is the one kink in
+   the interval (1 query each; a failed probe already refutes it, so the other one is then
+   not asked; exact and certified modes ask first on the longer side of t*, float mode on
+   the left). Otherwise the interval is split at the failed probe (no query when it lies
+   on the other end's piece, else 1 more point beside it: a *half piece*, a new piece of
+   phi for 1 query, so exact and certified modes always split there; float mode only every
+   other time) or, when the end pieces do not meet inside, at a simple middle point by one
    probe (on an end's piece it narrows the interval, else a half piece there; float mode
    measures a whole piece, 2 queries). Equal pieces at both ends mean no kink there.
 2. *Cells.* Inside piece j the network is affine, ``g = G_j^T x + beta_j``. The line gives
@@ -354,10 +356,12 @@ class LineSearch:
     def _one_kink(
         self, a: Num, A: Piece, t: Num, B: Piece, b: Num
     ) -> tuple[bool, tuple[Num, Num, int]]:
-        """phi follows A just left of t, then B just right of it: 1 probe on each side,
-        the right one only when the left one agrees (a failed left probe already refutes
-        the single kink). Returns (ok, (probe, phi(probe), side)) with side -1 for a failed
-        left probe, +1 for a failed right one."""
+        """phi follows A just left of t, then B just right of it: 1 probe on each side, the
+        second only when the first agrees (a failed probe already refutes the single kink).
+        Exact and certified modes ask first on the longer side of t, where a pair of kinks
+        that fools the other side's probe is likelier to lie (float: left first). Returns
+        (ok, (probe, phi(probe), side)), side -1 for a failed left probe, +1 for a failed
+        right one."""
         fl = self.answers.float
         w = min(t - a, b - t) / 2 ** (PROBE_BITS if fl else 16)
         eta = self.answers.noise() if fl else 0.0
@@ -366,7 +370,10 @@ class LineSearch:
             w = min(max(w, 16 * AGREE * t_err), min(t - a, b - t) / 2)
         left = t - w if fl else simplest_rational_between(t - w, t - w / 2)
         right = t + w if fl else simplest_rational_between(t + w / 2, t + w)
-        for probe, piece, side in ((left, A, -1), (right, B, 1)):
+        order = [(left, A, -1), (right, B, 1)]
+        if not fl and b - t > t - a:
+            order.reverse()
+        for probe, piece, side in order:
             self.probes += self._new(probe)
             (gp,) = self._ask([probe])
             if not self.answers.close(gp, piece.at(probe), eta + piece.error(probe, eta)):
@@ -389,8 +396,8 @@ class LineSearch:
 
     def _narrow(self, item: tuple, stack: list, found: list) -> None:
         """One kink in (a, b) when the pieces A, B at its ends meet there and the two
-        probes agree; else the interval split at a failed probe (every other depth) or
-        in the middle, the halves pushed on ``stack``."""
+        probes agree; else the interval split at a failed probe (float: every other depth)
+        or in the middle, the halves pushed on ``stack``."""
         a, A, b, B, depth = item
         if not self._parallel(A, B):
             t = (B.intercept - A.intercept) / (A.slope - B.slope)
@@ -401,20 +408,25 @@ class LineSearch:
                 if ok:
                     found.append((t, A, B))
                     return
-                if depth % 2 == 0:  # split at the probe; every other time in the middle,
-                    p = probe[0]  # so intervals keep shrinking
-                    # (float: a half piece over up to 64 times the probe's offset, the
-                    # room allowing: a tiny step amplifies the rounding in its slope)
-                    room = (
-                        min(p - a if probe[2] < 0 else b - p, 64 * abs(t - p))
-                        if self.answers.float
-                        else 0
-                    )
-                    M = self._split(probe, A, B, room or 2 * abs(t - p))
-                    stack.append((p, M, b, B, depth + 1))
-                    stack.append((a, A, p, M, depth + 1))
+                # Split at the failed probe: off both end pieces it is a new piece's point
+                # (K + 1 pieces in all), on the other end's piece it narrows (a, b) and the
+                # middle follows. Float: every other depth only, the middle otherwise, so
+                # that a smooth box's intervals keep shrinking.
+                if depth % 2 == 0 or not self.answers.float:
+                    self._split_at(item, t, probe, stack)
                     return
         self._middle(item, stack)
+
+    def _split_at(self, item: tuple, t: Num, probe: tuple[Num, Num, int], stack: list) -> None:
+        """Split (a, b) at the failed probe p, the piece there from :meth:`_split` (float:
+        a half piece over up to 64 times the probe's offset, the room allowing: a tiny step
+        amplifies the rounding in its slope)."""
+        a, A, b, B, depth = item
+        p, _, side = probe
+        room = min(p - a if side < 0 else b - p, 64 * abs(t - p)) if self.answers.float else 0
+        M = self._split(probe, A, B, room or 2 * abs(t - p))
+        stack.append((p, M, b, B, depth + 1))
+        stack.append((a, A, p, M, depth + 1))
 
     def _middle(self, item: tuple, stack: list) -> None:
         """Split (a, b) at a simple middle point: 1 probe there. On A's line it narrows the
