@@ -43,6 +43,8 @@ from verified_attn.multi_head.pipeline.low_rank_design import (
     low_rank_query_count,
     redundant_rows,
     round_columns,
+    shift_coefficients,
+    shift_query_count,
     skeleton_columns,
     skeleton_pairs,
     skeleton_sizes,
@@ -69,11 +71,32 @@ def _rounds(data: dict[str, Any], d: int, p: int, m: int, J: int) -> list[list[i
     return cols
 
 
+def _shifts(data: dict[str, Any], d: int, m: int, cols: list[list[int]]) -> list[int]:
+    """The partial u-groups asked at shifted rows: increasing, each at more columns than
+    full groups (as the learner asks them)."""
+    raw = kernel.as_list(kernel.get(data, "design.shifts"), "design.shifts")
+    out = [kernel.as_int(k, f"design.shifts[{i}]", low=m, high=d - 1) for i, k in enumerate(raw)]
+    for i, k in enumerate(out):
+        if (i and k <= out[i - 1]) or len(cols[k]) <= m:
+            raise CertificateError(
+                f"design.shifts[{i}] shifts u_{k + 1}: shifts are increasing partial u-groups "
+                "asked at more columns than full groups"
+            )
+    return out
+
+
 def _phases(
-    d: int, H: int, p: int, m: int, J: int, cols: list[list[int]] | None = None
+    d: int,
+    H: int,
+    p: int,
+    m: int,
+    J: int,
+    cols: list[list[int]] | None = None,
+    shifts: list[int] | None = None,
 ) -> dict[str, int]:
     """The learning phases the skeleton implies (each pair at 2H + [H >= 2] ratios), with
-    the conditioning rounds' columns ``cols`` past the skeleton's."""
+    the conditioning rounds' columns ``cols`` past the skeleton's and the shifted rows of
+    the groups ``shifts`` (at all their columns)."""
     per = 2 * H + redundancy(H)
     q = skeleton_columns(p, J)
     grid = m * J + (d - m) * q
@@ -86,6 +109,8 @@ def _phases(
     rounds = [(k, c[J if k < m else q :]) for k, c in enumerate(cols or [])]
     if any(c for _, c in rounds):
         out["conditioning"] = conditioning_query_count(H, J, rounds)
+    if shifts:
+        out["shifted"] = shift_query_count(H, [(cols or [])[k] for k in shifts])
     return out
 
 
@@ -126,14 +151,15 @@ def verify_low_rank(data: dict[str, Any]) -> CertificateCheck:
         if stored.shape != want.shape or not np.array_equal(stored, want):
             raise CertificateError(f"{path} is not the seeded design's at u scale {scale}")
     cols = _rounds(data, d, p, m, J)
-    phases = _phases(d, H, p, m, J, cols)
+    shifts = _shifts(data, d, m, cols)
+    phases = _phases(d, H, p, m, J, cols, shifts)
     learning = sum(phases.values())
-    more = learning - phases.get("conditioning", 0)
+    more = learning - phases.get("conditioning", 0) - phases.get("shifted", 0)
     if more != low_rank_query_count(d, H, p, affine=affine, found=found):  # pragma: no cover
         raise AssertionError("the skeleton's phases do not add up to its count")
     q = kernel.check_counts(data, learning=learning, phases=phases)
     check_phases(q["by_phase"], phases)
-    line = _fit(data, head, affine, H, (U, B, p, m, J), ratios, cols, seed)
+    line = _fit(data, head, affine, H, (U, B, p, m, J), ratios, (cols, shifts), seed)
     claimed, beta = claimed_heads(data, head, affine, H)
     model = heads_model(claimed, beta, affine)
     lines = [
@@ -154,11 +180,12 @@ def _fit(
     H: int,
     design: tuple[np.ndarray, np.ndarray, int, int, int],
     ratios: list[tuple[int, ...]],
-    cols: list[list[int]],
+    asked: tuple[list[list[int]], list[int]],
     seed: int,
 ) -> str:
     """Every learning query rebuilt; the claimed heads must reproduce each stored answer."""
     U, B, p, m, J = design
+    cols, shifts = asked
     arith, d, T = head.arith, head.d, len(ratios)
     skel = skeleton_pairs(d, p, m, J)
     pairs = [(k, j) for k, c in enumerate(cols) for j in c]
@@ -173,7 +200,10 @@ def _fit(
     F = _rows(data, "answers.F", arith, grid, T)
     links = _rows(data, "answers.links", arith, d - 1, T)
     check = _rows(data, "answers.rank_check", arith, len(pairs) - grid, T)
-    observed = [float(x) for x in [*F0, *F0x, *(a for row in F + check + links for a in row)]]
+    moved = [(U[k] + shift_coefficients(seed, k, m) @ U[:m], j) for k in shifts for j in cols[k]]
+    shifted = _rows(data, "answers.shifted", arith, len(moved), T)
+    answered = F + check + links + shifted
+    observed = [float(x) for x in [*F0, *F0x, *(a for row in answered for a in row)]]
 
     def rebuilt() -> Iterator[np.ndarray]:
         yield from (Bx[j][None, :] for j in range(J + nx))
@@ -181,6 +211,8 @@ def _fit(
             yield from (float_sequence(U[k], Bx[j], a, b) for a, b in ratios)
         for k in range(1, d):
             yield from (float_sequence((U[0] + U[k]) / 2, B[0], a, b) for a, b in ratios)
+        for u, j in moved:
+            yield from (float_sequence(u, Bx[j], a, b) for a, b in ratios)
 
     claimed, beta = claimed_heads(data, head, affine, H)
     model = heads_model(claimed, beta, affine)

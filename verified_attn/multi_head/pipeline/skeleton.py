@@ -33,13 +33,14 @@ from verified_attn.multi_head.pipeline.low_rank_design import (
     PILOT_PAIRS,
     redundant_rows,
     round_columns,
+    shift_coefficients,
     skeleton_columns,
     skeleton_pairs,
     skeleton_sizes,
 )
 from verified_attn.multi_head.pipeline.poles import link_decided
 from verified_attn.multi_head.pipeline.rules import _CONVERGED, _GROUP_FIT
-from verified_attn.multi_head.pipeline.skeleton_rows import row_space_fit
+from verified_attn.multi_head.pipeline.skeleton_rows import row_space_fit, shifted_fit
 from verified_attn.oracle import Oracle
 from verified_attn.recovery import MultiHeadRecovery
 
@@ -108,6 +109,11 @@ class Skeleton:
     f0x: np.ndarray = field(default_factory=lambda: np.zeros(0))
     rounds: list[tuple[int, list[int]]] = field(default_factory=list)
     refits: list[int] = field(default_factory=list)  # partial groups refitted in the row space
+    # partial groups asked at their shifted rows (in order), those rows' answers (pairs x
+    # ratios, at the group's columns) and the groups whose shifted refit was kept
+    shifts: list[int] = field(default_factory=list)
+    shifted: list[np.ndarray] = field(default_factory=list)
+    shift_kept: list[int] = field(default_factory=list)
     p: int = 0  # the skeleton's columns (the rank given or found)
     m: int = 0  # its full u-groups
     found: bool = False
@@ -161,6 +167,8 @@ class Skeleton:
                 break
         if k >= self.m and self._stalls(k):
             self.row_space(k)
+        if k >= self.m and self._stalls(k):
+            self.shift(k)
         res, floor = self.res[k], self.floor[k]
         if not res <= _GROUP_FIT * floor:
             raise ModelClassMismatch(
@@ -240,6 +248,36 @@ class Skeleton:
         if res < self.res[k]:
             self.r[k], self.s[k], self.res[k] = r, s, res
             self.refits.append(k)
+
+    def shift_row(self, k: int) -> np.ndarray:
+        """Group k's shifted row ``u_k + c @ U[:m]`` (:func:`.low_rank_design.shift_coefficients`)."""
+        return self.U[k] + shift_coefficients(self.seed, k, self.m) @ self.U[: self.m]
+
+    def shift(self, k: int) -> None:
+        """Partial group k, still stalled after its rounds and the row-space refit, asked at
+        its shifted row at all its columns (phase "shifted"), that row fitted free and u_k
+        refitted from the subtraction (:func:`.skeleton_rows.shifted_fit`), kept if it
+        lowers the residual. Only with more columns than full groups (the shifted row's
+        heads are named by the full groups' planes)."""
+        cols = self.cols[k]
+        if len(cols) <= self.m:
+            return
+        with self.oracle.phase("shifted"):
+            got = ask_pairs(
+                self.oracle, [(self.shift_row(k), j) for j in cols], self.columns(), self.ratios
+            )
+        self.shifts.append(k)
+        self.shifted.append(got)
+        f0 = self.f0_at(cols)
+        fit = _group_fits(f0, got, self.t, self.H, 1, self.unit, ids=[k], full_d=self.d)
+        A = np.stack([self.s[i][cols] for i in range(self.m)], axis=1)  # (C, m, H)
+        R = np.stack(self.r[: self.m])
+        c = shift_coefficients(self.seed, k, self.m)
+        lt, Y = np.log(self.t), self.rows[k] - f0[:, None]
+        r, s, res = shifted_fit(lt, Y, (fit[0][0], fit[1][0]), c, A, R, self.floor[k])
+        if res < self.res[k]:
+            self.r[k], self.s[k], self.res[k] = r, s, res
+            self.shift_kept.append(k)
 
     def _order(self, k: int) -> None:
         """Group k's heads put in group 1's order by its halved link (NotIdentifiable when

@@ -17,6 +17,7 @@ from verified_attn.multi_head.pipeline.low_rank_design import (
     conditioning_query_count,
     low_rank_parameter_count,
     low_rank_query_count,
+    shift_query_count,
 )
 from verified_attn.multi_head.pipeline.skeleton import Skeleton
 from verified_attn.oracle import QueryCounts
@@ -48,6 +49,7 @@ def design_record(sk: Skeleton) -> dict[str, Any]:
         "B": _rows(sk.B),
         "ratios": [[k, m] for k, m in sk.ratios],
         "conditioning": [{"k": k, "columns": list(c)} for k, c in sk.rounds],
+        "shifts": list(sk.shifts),
     }
 
 
@@ -58,14 +60,20 @@ def _notes(sk: Skeleton, counts: QueryCounts, bound: int, estimate: float) -> li
     refits = [
         f"partial u-groups {', '.join(f'u_{k + 1}' for k in sk.refits)} refitted with each "
         "head's scores in the full groups' row space (no queries): their free fits stalled"
-    ]
+    ] * bool(sk.refits)
+    shifts = [
+        f"partial u-groups {', '.join(f'u_{k + 1}' for k in sk.shifts)} asked at shifted rows "
+        f"u_k + sum_i c_i u_i (full groups i) and refitted from them "
+        f"(kept: {', '.join(f'u_{k + 1}' for k in sk.shift_kept) or 'none'})"
+    ] * bool(sk.shifts)
     return [
         f"low-rank skeleton design (rank {p}, {how}; {sk.m} full u-groups, {d - sk.m} at "
         f"{min(p, sk.J)} columns, {len(sk.check)} rank check pair): {counts.learning} "
         f"learning queries (<= {bound}; the formula "
         f"{low_rank_query_count(d, H, p, affine=sk.affine, found=sk.found)} and "
         f"{len(sk.rounds)} conditioning rounds' "
-        f"{conditioning_query_count(H, sk.J, sk.rounds)}) against "
+        f"{conditioning_query_count(H, sk.J, sk.rounds)}, {len(sk.shifts)} shifted rows' "
+        f"{shift_query_count(H, [sk.cols[k] for k in sk.shifts])}) against "
         f"H(2rd - r^2 + d) = {params} parameters of rank-{p} heads and the follow-up's "
         f"4Hd^2 - 2H + 1 = {follow_up_query_bound(d, H)}",
         f"{H} canonical heads ({box_precision(sk.oracle.arithmetic)} answers; not exact); "
@@ -74,7 +82,9 @@ def _notes(sk: Skeleton, counts: QueryCounts, bound: int, estimate: float) -> li
         "through its Jacobian's pseudo-inverse); "
         "every learning answer and the rank check pair reproduced at rtol "
         f"{sk.oracle.arithmetic.rtol:g}; no prediction bound off the fresh sequences",
-    ] + (refits if sk.refits else [])
+        *refits,
+        *shifts,
+    ]
 
 
 def low_rank_recovery(
@@ -123,6 +133,7 @@ def low_rank_recovery(
                     "F": _rows(np.concatenate(sk.rows)),
                     "links": _rows(np.array(sk.links)) if sk.links else [],
                     "rank_check": _rows(sk.check) if len(sk.check) else [],
+                    "shifted": _rows(np.concatenate(sk.shifted)) if sk.shifted else [],
                 },
                 "result": {
                     "exact": False,

@@ -116,7 +116,8 @@ def skeleton_estimate(sk: Skeleton, heads: list[tuple[np.ndarray, ...]], beta: f
 
 def learning_queries(sk: Skeleton) -> Iterator[tuple[list[np.ndarray], np.ndarray]]:
     """Every learning query with its answers, in blocks of equal length: F(0), then per
-    ratio the grid pairs (u-groups, then the rank check pair), then per ratio the links."""
+    ratio the grid pairs (u-groups, then the rank check pair), then per ratio the links,
+    then per ratio the shifted rows' pairs."""
     yield [b[None, :] for b in sk.B], sk.f0
     if len(sk.f0x):
         yield [b[None, :] for b in sk.Bx[: len(sk.f0x)]], sk.f0x
@@ -128,6 +129,9 @@ def learning_queries(sk: Skeleton) -> Iterator[tuple[list[np.ndarray], np.ndarra
     if sk.d > 1:
         links = [((sk.U[0] + sk.U[k]) / 2, 0) for k in range(1, sk.d)]
         blocks.append((links, np.array(sk.links)))
+    if sk.shifts:
+        shifted = [(sk.shift_row(k), j) for k in sk.shifts for j in sk.cols[k]]
+        blocks.append((shifted, np.concatenate(sk.shifted)))
     for block, ans in blocks:
         for i, (kk, mm) in enumerate(sk.ratios):
             for a in range(0, len(block), _CHUNK):
@@ -146,7 +150,9 @@ def _misses(
     value, gap, length), or None."""
     arith = sk.oracle.arithmetic
     observed = np.concatenate([sk.f0, sk.f0x, np.concatenate(sk.rows).ravel(), sk.check.ravel()])
-    floor = float_floor([*observed.tolist(), *np.array(sk.links).ravel().tolist()], beta)
+    shifted = np.concatenate(sk.shifted).ravel() if sk.shifted else np.zeros(0)
+    more = [*np.array(sk.links).ravel().tolist(), *shifted.tolist()]
+    floor = float_floor([*observed.tolist(), *more], beta)
     for seqs, ans in blocks:
         got = model.evaluate_batch(np.stack(seqs))
         for y, e, X in zip(ans, got, seqs, strict=True):

@@ -37,7 +37,7 @@ from verified_attn.multi_head.float_linear_fit import (
     score_weights,
 )
 
-__all__ = ["row_space_fit", "row_space_starts"]
+__all__ = ["row_space_fit", "row_space_starts", "shifted_fit", "shifted_start"]
 
 # consensus_start's seed (it draws subsets only past CONSENSUS_SUBSETS of them).
 _SEED = 40
@@ -108,6 +108,14 @@ def row_space_fit(
     ``Y`` (C, T): the group's answers minus F(0). Returns residues (H,), scores (C, H) in A's
     head order and the residual norm (the free fit's own measure)."""
     r0, w0 = row_space_starts(lt, r, s, A)
+    return _constrained_then_free(lt, Y, r0, w0, A, floor)
+
+
+def _constrained_then_free(
+    lt: np.ndarray, Y: np.ndarray, r0: np.ndarray, w0: np.ndarray, A: np.ndarray, floor: float
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """The row-space fit from the starts ``r0`` (n, H), ``w0`` (n, m, H), then the free fit
+    from its best one, whichever has the lower residual."""
     n = len(r0)
     fit = fit_linear_groups(lt, np.repeat(Y[None], n, axis=0), A, r0, w0, floor=floor)
     best = int(np.argmin(np.where(np.isfinite(fit.residual), fit.residual, np.inf)))
@@ -119,3 +127,53 @@ def row_space_fit(
     if free.residual[0] < fit.residual[best]:
         return free.r[0], free.s[0], float(free.residual[0])
     return fit.r[best], fit.s[best], float(fit.residual[best])
+
+
+def shifted_start(
+    r2: np.ndarray, s2: np.ndarray, c: np.ndarray, A: np.ndarray, R: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """A start for u-group k from its shifted row ``u' = u_k + sum_i c_i u_i`` (the full
+    groups i < m): u''s free fit ``r2`` (H,), ``s2`` (C, H) (any head order) less the full
+    groups' share, ``s_k = s' - A c`` and ``r_k = r' - c R`` (``A`` (C, m, H) their scores
+    at the group's columns, ``R`` (m, H) their residues, in u_1's head order). u''s heads
+    are named by the planes: head i is put on plane h when ``s2[:, i] - A[:, :, h] c`` lies
+    in ``A[:, :, h]``'s column space (the least total miss; C > m makes it a test). Returns
+    residues (H,), the planes' coordinates (m, H) and the matching's largest miss.
+
+    >>> A = np.stack([np.eye(3)[:, :2], np.eye(3)[:, 1:]], axis=2)    # (3, 2, 2)
+    >>> c, R = np.array([1.0, 2.0]), np.ones((2, 2))
+    >>> s2 = np.array([[0.0, 1.0], [2.0, 4.0], [2.0, 0.0]])   # heads swapped
+    >>> r0, w0, miss = shifted_start(np.array([5.0, 4.0]), s2, c, A, R)
+    >>> r0.tolist(), np.round(w0.T, 12).tolist(), bool(miss < 1e-12)
+    ([1.0, 2.0], [[0.0, 2.0], [1.0, 0.0]], True)
+    """
+    H = A.shape[2]
+    share = np.einsum("cmh,m->ch", A, c)  # (C, H): the full groups' part of u''s scores
+    miss = np.empty((H, H))
+    coef = np.empty((H, H, A.shape[1]))
+    for i, h in itertools.product(range(H), range(H)):
+        y = s2[:, i] - share[:, h]
+        coef[i, h] = np.linalg.lstsq(A[:, :, h], y, rcond=None)[0]
+        miss[i, h] = np.linalg.norm(A[:, :, h] @ coef[i, h] - y)
+    free, plane = linear_sum_assignment(miss)
+    match = np.empty(H, dtype=np.intp)
+    match[plane] = free
+    w0 = np.stack([coef[match[h], h] for h in range(H)], axis=1)
+    return r2[match] - c @ R, w0, float(miss[free, plane].max())
+
+
+def shifted_fit(
+    lt: np.ndarray,
+    Y: np.ndarray,
+    shifted: tuple[np.ndarray, np.ndarray],
+    c: np.ndarray,
+    A: np.ndarray,
+    R: np.ndarray,
+    floor: float,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """u-group k's fit (answers ``Y`` (C, T) minus F(0)) from the start its shifted row's
+    fit ``shifted = (r', s')`` gives (:func:`shifted_start`): in the row space, then freed
+    (as :func:`row_space_fit`). Returns residues (H,), scores (C, H) in A's head order and
+    the residual norm."""
+    r0, w0, _ = shifted_start(shifted[0], shifted[1], c, A, R)
+    return _constrained_then_free(lt, Y, r0[None], w0[None], A, floor)
