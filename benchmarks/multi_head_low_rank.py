@@ -9,6 +9,9 @@ bits), the prediction error on 16 fresh sequences against the float64 module, wa
 
     python benchmarks/multi_head_low_rank.py            # writes results/multi_head_low_rank.json
     python benchmarks/multi_head_low_rank.py --cells 16x4 32x4
+    python benchmarks/multi_head_low_rank.py --cells 64x4 --profile /tmp  # + cProfile stats
+
+Each row also states the child's CPU seconds (user + system) beside its wall time.
 """
 
 from __future__ import annotations
@@ -32,7 +35,19 @@ NAME = "multi_head_low_rank.json"
 CELLS = ["16x4", "16x8", "32x4", "32x8", "64x8"]
 
 
-def child(E: int, H: int, seed: int, rank: str) -> dict[str, Any]:
+def child(E: int, H: int, seed: int, rank: str, profile: str | None = None) -> dict[str, Any]:
+    """One cell, profiled into ``profile``/low_rank_ExH.pstats when asked."""
+    if profile is None:
+        return _cell(E, H, seed, rank)
+    import cProfile
+
+    prof = cProfile.Profile()
+    row = prof.runcall(_cell, E, H, seed, rank)
+    prof.dump_stats(str(Path(profile) / f"low_rank_{E}x{H}.pstats"))
+    return row
+
+
+def _cell(E: int, H: int, seed: int, rank: str) -> dict[str, Any]:
     from multi_head_float import parameter_error, prediction_error, torch_box
 
     import verified_attn as va
@@ -75,6 +90,8 @@ def child(E: int, H: int, seed: int, rank: str) -> dict[str, Any]:
             verification_error=rec.verification_error,
         )
     row["seconds"] = time.perf_counter() - t0
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    row["cpu_seconds"] = use.ru_utime + use.ru_stime
     row["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return row
 
@@ -85,6 +102,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rank", choices=["given", "find"], default="given")
     ap.add_argument("--child")
+    ap.add_argument("--profile", default=None, help="folder for each cell's cProfile stats")
     ap.add_argument("--out", type=Path, default=None, help="folder (default: results/)")
     args = ap.parse_args()
     if args.child:
@@ -95,8 +113,9 @@ def main() -> None:
     for cell in progress(args.cells, "cells"):
         E, H = (int(x) for x in cell.split("x"))
         spec = {"E": E, "H": H, "seed": args.seed, "rank": args.rank}
+        task = {**spec, "profile": args.profile}
         proc = subprocess.run(
-            [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)],
+            [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(task)],
             capture_output=True,
             text=True,
             check=False,
