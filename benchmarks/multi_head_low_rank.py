@@ -9,6 +9,10 @@ bits), the prediction error on 16 fresh sequences against the float64 module, wa
 
     python benchmarks/multi_head_low_rank.py            # writes results/multi_head_low_rank.json
     python benchmarks/multi_head_low_rank.py --cells 16x4 32x4
+    python benchmarks/multi_head_low_rank.py --cells 64x4 --profile /tmp  # + cProfile stats
+    python benchmarks/multi_head_low_rank.py --products 64x4 128x8 256x8  # refinement only
+
+Each row also states the child's CPU seconds (user + system) beside its wall time.
 """
 
 from __future__ import annotations
@@ -32,7 +36,19 @@ NAME = "multi_head_low_rank.json"
 CELLS = ["16x4", "16x8", "32x4", "32x8", "64x8"]
 
 
-def child(E: int, H: int, seed: int, rank: str) -> dict[str, Any]:
+def child(E: int, H: int, seed: int, rank: str, profile: str | None = None) -> dict[str, Any]:
+    """One cell, profiled into ``profile``/low_rank_ExH.pstats when asked."""
+    if profile is None:
+        return _cell(E, H, seed, rank)
+    import cProfile
+
+    prof = cProfile.Profile()
+    row = prof.runcall(_cell, E, H, seed, rank)
+    prof.dump_stats(str(Path(profile) / f"low_rank_{E}x{H}.pstats"))
+    return row
+
+
+def _cell(E: int, H: int, seed: int, rank: str) -> dict[str, Any]:
     from multi_head_float import parameter_error, prediction_error, torch_box
 
     import verified_attn as va
@@ -75,8 +91,72 @@ def child(E: int, H: int, seed: int, rank: str) -> dict[str, Any]:
             verification_error=rec.verification_error,
         )
     row["seconds"] = time.perf_counter() - t0
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    row["cpu_seconds"] = use.ru_utime + use.ru_stime
     row["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return row
+
+
+def products(E: int, H: int) -> dict[str, Any]:
+    """One product pair (J x, J^T y) of the refinement's Jacobian operator at the skeleton
+    design's rows for E, H (rank E/H, affine, random factors; no module, no queries): CPU
+    milliseconds and the process's peak RSS (the design rows and the factors)."""
+    import numpy as np
+
+    from verified_attn.multi_head.pipeline.budget import float_ratios
+    from verified_attn.multi_head.pipeline.design import float_design
+    from verified_attn.multi_head.pipeline.low_rank_design import skeleton_pairs, skeleton_sizes
+    from verified_attn.multi_head.pipeline.skeleton_refine import _Theta, design_rows
+
+    r, rng = E // H, np.random.default_rng(0)
+    t = np.array([k / m for k, m in float_ratios(H)])
+    U, B, _ = float_design(E, 0, True)
+    m, J = skeleton_sizes(E, r, True)
+    pairs = skeleton_pairs(E, r, m, J)[:-1]  # the rank check pair is not fitted
+    T = len(t)
+    zeros = (np.zeros(J), np.zeros((len(pairs), T)), np.zeros((E - 1, T)))
+    rows = design_rows(U, B, True, pairs, t, zeros)
+    th = _Theta(
+        [rng.normal(0, 0.1, (E, r)) for _ in range(H)],
+        [rng.normal(0, 0.1, (J, r)) for _ in range(H)],
+        [rng.normal(size=E) for _ in range(H)],
+        0.3,
+    )
+    A = rows.operator(th)
+    x, y = rng.normal(size=A.shape[1]), rng.normal(size=A.shape[0])
+    c0 = time.process_time()
+    A @ x
+    c1 = time.process_time()
+    A.rmatvec(y)
+    c2 = time.process_time()
+    return {
+        "E": E,
+        "H": H,
+        "r": r,
+        "answers": A.shape[0],
+        "unknowns": A.shape[1],
+        "matvec_ms": 1e3 * (c1 - c0),
+        "rmatvec_ms": 1e3 * (c2 - c1),
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def _products(cells: list[str], out: Path) -> None:
+    """The --products rows, each cell in its own subprocess, into the results' "products"."""
+    rows = []
+    for cell in progress(cells, "products"):
+        E, H = (int(x) for x in cell.split("x"))
+        spec = json.dumps({"E": E, "H": H, "products": True})
+        proc = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--child", spec],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        print(json.dumps(rows[-1]), flush=True)
+    old = json.loads(out.read_text()) if out.exists() else {"rows": []}
+    out.write_text(json.dumps({**old, "products": rows}, indent=1) + "\n")
 
 
 def main() -> None:
@@ -85,18 +165,27 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rank", choices=["given", "find"], default="given")
     ap.add_argument("--child")
+    ap.add_argument("--products", nargs="*", default=None, help="ExH cells: operator only")
+    ap.add_argument("--profile", default=None, help="folder for each cell's cProfile stats")
     ap.add_argument("--out", type=Path, default=None, help="folder (default: results/)")
     args = ap.parse_args()
     if args.child:
         spec = json.loads(args.child)
-        print(json.dumps(child(**spec)))
+        if spec.pop("products", False):
+            print(json.dumps(products(**spec)))
+        else:
+            print(json.dumps(child(**spec)))
+        return
+    if args.products is not None:
+        _products(args.products, output_dir(args.out, False, "multi-head-low-rank") / NAME)
         return
     rows = []
     for cell in progress(args.cells, "cells"):
         E, H = (int(x) for x in cell.split("x"))
         spec = {"E": E, "H": H, "seed": args.seed, "rank": args.rank}
+        task = {**spec, "profile": args.profile}
         proc = subprocess.run(
-            [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(spec)],
+            [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(task)],
             capture_output=True,
             text=True,
             check=False,
@@ -117,7 +206,7 @@ def main() -> None:
             for n in rows
         )
     ]
-    out.write_text(json.dumps({"rows": keep + rows}, indent=1) + "\n")
+    out.write_text(json.dumps({**old, "rows": keep + rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -61,43 +61,81 @@ class _Theta:
 
 @dataclass
 class _Rows:
-    """The answers' designs: u (N, d), m_b (N, J), log t (N,), answers (N,)."""
+    """The answers' designs: row n's u is ``Uu[iu[n]]``, its m_b ``Mu[im[n]]``, its log t
+    ``lt[n]`` and answer ``y[n]``. The design has about 2d distinct u and J distinct m_b for
+    N = (pairs) x T rows, so every product goes through the distinct rows and the score
+    table ``Uu A Mu^T`` (gathered at (iu, im)): O(N H) per Jacobian product instead of
+    O(N H d p), and no (N, d) array. ``iu``, ``im`` default to one row each."""
 
-    U: np.ndarray
-    M: np.ndarray
+    Uu: np.ndarray
+    Mu: np.ndarray
     lt: np.ndarray
     y: np.ndarray
     affine: bool
+    iu: np.ndarray | None = None
+    im: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.y)
+        self.iu = np.arange(n) if self.iu is None else np.asarray(self.iu, dtype=np.intp)
+        self.im = np.arange(n) if self.im is None else np.asarray(self.im, dtype=np.intp)
+
+    @property
+    def U(self) -> np.ndarray:
+        """Each row's u (N, d), gathered (the dense Jacobian only)."""
+        return self.Uu[self.iu]
+
+    @property
+    def M(self) -> np.ndarray:
+        """Each row's m_b (N, J), gathered (the dense Jacobian only)."""
+        return self.Mu[self.im]
+
+    def _at(self, table: np.ndarray) -> np.ndarray:
+        """Entries (iu[n], im[n]) of a (.., nu, nm) table."""
+        return table[..., self.iu, self.im]
+
+    def _scatter(self, w: np.ndarray) -> np.ndarray:
+        """The (.., nu, nm) table summing w (.., N) at (iu[n], im[n])."""
+        nu, nm = len(self.Uu), len(self.Mu)
+        flat = np.asarray(self.iu) * nm + np.asarray(self.im)
+        lead = w.shape[:-1]
+        w2 = w.reshape(-1, w.shape[-1])
+        out = np.stack([np.bincount(flat, weights=x, minlength=nu * nm) for x in w2])
+        return out.reshape(*lead, nu, nm)
 
     def parts(self, th: _Theta) -> tuple[np.ndarray, ...]:
-        """a (H, N, p), b (H, N, p), r (H, N), sigmoid, its derivative (H, N)."""
-        a = np.stack([self.U @ P for P in th.P])
-        b = np.stack([self.M @ Q for Q in th.Q])
-        r = np.stack([self.U @ v for v in th.v])
-        z = np.einsum("hnp,hnp->hn", a, b) + self.lt[None, :]
+        """a (H, nu, p) and b (H, nm, p) on the distinct rows, r (H, N), sigmoid, its
+        derivative (H, N)."""
+        a = np.stack([self.Uu @ P for P in th.P])
+        b = np.stack([self.Mu @ Q for Q in th.Q])
+        r = np.stack([self.Uu @ v for v in th.v])[:, self.iu]
+        z = self._at(a @ b.transpose(0, 2, 1)) + self.lt[None, :]
         sig = 0.5 * (1.0 + np.tanh(0.5 * z))
         return a, b, r, sig, sig * (1.0 - sig)
 
     def model(self, th: _Theta) -> np.ndarray:
         _, _, r, sig, _ = self.parts(th)
-        d = self.U.shape[1]
-        return self.M[:, :d] @ sum(th.v) + (th.beta if self.affine else 0.0) + (r * sig).sum(0)
+        d = self.Uu.shape[1]
+        lin = (self.Mu[:, :d] @ sum(th.v))[self.im]
+        return lin + (th.beta if self.affine else 0.0) + (r * sig).sum(0)
 
     def dense(self, th: _Theta) -> np.ndarray:
         """The Jacobian of :meth:`operator` as a dense (N, n) array."""
         a, b, r, sig, ds = self.parts(th)
+        a, b = a[:, self.iu], b[:, self.im]
         H, N = r.shape
         w = r * ds
-        d = self.U.shape[1]
+        U, M = self.U, self.M
+        d = U.shape[1]
         cols = [
-            (w[h][:, None, None] * self.U[:, :, None] * b[h][:, None, :]).reshape(N, -1)
+            (w[h][:, None, None] * U[:, :, None] * b[h][:, None, :]).reshape(N, -1)
             for h in range(H)
         ]
         cols += [
-            (w[h][:, None, None] * self.M[:, :, None] * a[h][:, None, :]).reshape(N, -1)
+            (w[h][:, None, None] * M[:, :, None] * a[h][:, None, :]).reshape(N, -1)
             for h in range(H)
         ]
-        cols += [self.M[:, :d] + self.U * sig[h][:, None] for h in range(H)]
+        cols += [M[:, :d] + U * sig[h][:, None] for h in range(H)]
         cols.append(np.full((N, 1), 1.0 if self.affine else 0.0))
         return np.hstack(cols)
 
@@ -105,29 +143,32 @@ class _Rows:
         """The Jacobian in (P, Q, v, beta) as a LinearOperator (beta fixed when not affine)."""
         a, b, r, sig, ds = self.parts(th)
         H, N = r.shape
-        d, J, p = self.U.shape[1], self.M.shape[1], a.shape[2]
+        Uu, Mu = self.Uu, self.Mu
+        d, J, p = Uu.shape[1], Mu.shape[1], a.shape[2]
         w = r * ds  # (H, N)
-        Bd = self.M[:, :d]
+        Bd = Mu[:, :d]
         sizes = [H * d * p, H * J * p, H * d, 1]
         n = sum(sizes)
+        i0, i1, i2 = sizes[0], sizes[0] + sizes[1], sizes[0] + sizes[1] + sizes[2]
 
         def mv(x: np.ndarray) -> np.ndarray:
             x = np.ravel(x)
-            i0, i1, i2 = sizes[0], sizes[0] + sizes[1], sizes[0] + sizes[1] + sizes[2]
             dP = x[:i0].reshape(H, d, p)
             dQ = x[i0:i1].reshape(H, J, p)
             dv = x[i1:i2].reshape(H, d)
-            out = Bd @ dv.sum(0) + np.einsum("hn,hn->n", sig, (self.U @ dv.T).T)
-            out += np.einsum("hn,hnp,hnp->n", w, np.einsum("nd,hdp->hnp", self.U, dP), b)
-            out += np.einsum("hn,hnp,hnp->n", w, np.einsum("nj,hjp->hnp", self.M, dQ), a)
+            # d(scores) on the distinct rows: Uu (dP Q^T + P dQ^T) Mu^T = (Uu dP) b^T + a (Mu dQ)^T
+            dS = (Uu @ dP) @ b.transpose(0, 2, 1) + a @ (Mu @ dQ).transpose(0, 2, 1)
+            out = (Bd @ dv.sum(0))[self.im] + np.einsum("hn,hn->n", sig, (Uu @ dv.T).T[:, self.iu])
+            out += np.einsum("hn,hn->n", w, self._at(dS))
             return out + (x[-1] if self.affine else 0.0)
 
         def rmv(y: np.ndarray) -> np.ndarray:
             y = np.ravel(y)
-            wy = w * y[None, :]
-            dP = np.einsum("nd,hnp->hdp", self.U, wy[:, :, None] * b)
-            dQ = np.einsum("nj,hnp->hjp", self.M, wy[:, :, None] * a)
-            dv = (Bd.T @ y)[None, :] + (self.U.T @ (sig * y[None, :]).T).T
+            G = self._scatter(w * y[None, :])  # (H, nu, nm)
+            dP = Uu.T @ (G @ b)  # (H, d, p)
+            dQ = Mu.T @ (G.transpose(0, 2, 1) @ a)  # (H, J, p)
+            gu = self._scatter(np.vstack([sig * y[None, :], y[None, :]]))  # (H + 1, nu, nm)
+            dv = (Bd.T @ gu[H].sum(0))[None, :] + (Uu.T @ gu[:H].sum(2).T).T
             db = np.array([y.sum() if self.affine else 0.0])
             return np.concatenate([dP.ravel(), dQ.ravel(), dv.ravel(), db])
 
@@ -291,15 +332,20 @@ def design_rows(
     f0, grid, links = answers
     M = float_probe_matrix(columns, affine).T  # row j is m_{b_j}
     d, T, n0 = U.shape[0], len(t), len(f0)
-    us = [U[k] for k, _ in pairs] + [(U[0] + U[k]) / 2 for k in range(1, d)]
-    ms = [M[j] for _, j in pairs] + [M[0]] * (d - 1)
+    # distinct u: 0 (F(0)), the rows of U, the links' (u_1 + u_k) / 2
+    links_u = np.array([(U[0] + U[k]) / 2 for k in range(1, d)]).reshape(-1, d)
+    Uu = np.vstack([np.zeros((1, d)), U, links_u])
+    iu = [1 + k for k, _ in pairs] + [d + k for k in range(1, d)]
+    im = [j for _, j in pairs] + [0] * (d - 1)
     ans = np.concatenate([np.asarray(grid).reshape(-1, T), np.asarray(links).reshape(-1, T)])
     return _Rows(
-        np.vstack([np.zeros((n0, d)), np.repeat(np.array(us), T, axis=0)]),
-        np.vstack([M[:n0], np.repeat(np.array(ms), T, axis=0)]),
-        np.concatenate([np.zeros(n0), np.tile(np.log(t), len(us))]),
+        Uu,
+        M,
+        np.concatenate([np.zeros(n0), np.tile(np.log(t), len(iu))]),
         np.concatenate([f0, ans.ravel()]),
         affine,
+        np.concatenate([np.zeros(n0, dtype=np.intp), np.repeat(np.array(iu, dtype=np.intp), T)]),
+        np.concatenate([np.arange(n0), np.repeat(np.array(im, dtype=np.intp), T)]),
     )
 
 
