@@ -26,8 +26,10 @@ import pytest
 
 import verified_attn as va
 from verified_attn.errors import CertificateError, PrecisionExhausted
+from verified_attn.multi_head.canonical_bounds import parameter_count
 from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
 from verified_attn.multi_head.pipeline.budget import (
+    FOLLOW_UP_PILOT_POLISH,
     _follow_up_polish,
     extra_columns,
     float_query_limit,
@@ -43,21 +45,28 @@ F32 = 2.0**-24
 
 
 @pytest.mark.parametrize(
-    ("d", "H", "affine", "polish"),
+    ("d", "H", "affine", "polish", "rounds"),
     [
-        (8, 2, True, 150),
-        (16, 2, True, 814),
-        (8, 2, False, 183),
-        (8, 3, False, 279),
-        (12, 3, True, 634),
-        (8, 4, True, 310),
-        (16, 4, True, 1646),
+        (8, 2, True, 150, 1),
+        (16, 2, True, 814, 1),  # two heads: one pilot round (FOLLOW_UP_PILOT_HEADS)
+        (8, 2, False, 183, 1),
+        (8, 3, False, 279, 1),
+        (12, 3, True, 634, 1),
+        (8, 4, True, 310, 1),
+        # Pilot rounds while the polish keeps 1.2 sequences a parameter (1153 parameters):
+        # each discarded round's d 2H queries come off the polish.
+        (16, 4, True, 1646 - 2 * 128, 3),
     ],
 )
-def test_golden_follow_up_design(d: int, H: int, affine: bool, polish: int) -> None:
+def test_golden_follow_up_design(d: int, H: int, affine: bool, polish: int, rounds: int) -> None:
     assert within_follow_up(d, H, affine, unit=F32)
     assert extra_columns(d, H, affine, unit=F32) == 1
-    assert pilot_rounds(d, H, affine, unit=F32) == 1
+    assert pilot_rounds(d, H, affine, unit=F32) == rounds
+    assert polish >= FOLLOW_UP_PILOT_POLISH * parameter_count(d, H, affine) or rounds == 1
+    # The wrong variant: one more discarded round would leave the polish under that (from
+    # three heads on; two heads keep one round).
+    more = polish - d * 2 * H
+    assert rounds == 3 or H < 3 or more < FOLLOW_UP_PILOT_POLISH * parameter_count(d, H, affine)
     # 2H ratios a pair: the grid, no t = 1 sample (float64 keeps it).
     assert redundancy(H, d, affine, unit=F32) == 0 and redundancy(H, d, affine) == 1
     assert float_ratios(H, unit=F32, d=d, affine=affine) == float_ratios(H, unit=F32)[: 2 * H]

@@ -228,15 +228,50 @@ FOLLOW_UP_COARSE_HEADS = 4
 FOLLOW_UP_POLISH_FRACTION = 0.25
 
 
+#: ... and, from :data:`FOLLOW_UP_PILOT_HEADS` heads on, as many pilot rounds (up to
+#: :data:`MAX_ROUNDS`) as leave the polish at least this many sequences per canonical
+#: parameter (each discarded round costs d 2H queries).
+#: Measured (nn.MultiheadAttention in float32, E = 16, H = 4, the float benchmark's module
+#: seeds 2, 3 and 5): with one round, at the design scale, every u-group of the three
+#: stopped 30 to 3800 x its rounding floor with rows of U W off by 0.3 to 2.8 (refused);
+#: FILLME.
+FOLLOW_UP_PILOT_POLISH = 1.2
+#: Two heads keep one pilot round (the design scale): measured (E = 16, H = 2, module seed
+#: 0) a second round's 64 queries taken from the polish left parameters 2^-23.0 instead of
+#: 2^-23.7.
+FOLLOW_UP_PILOT_HEADS = 3
+
+
 def _follow_up_polish(d: int, H: int, affine: bool) -> int:
     """The polish sequences left under the follow-up's count by one query once the
     one-column design's worst case (2H ratios a pair, no t = 1 sample; no tie links: it
-    is redundant) is asked.
+    is redundant) and its pilot's discarded rounds (:func:`_follow_up_rounds`) are asked.
 
     >>> _follow_up_polish(8, 2, True), _follow_up_polish(16, 2, True), _follow_up_polish(8, 4, True)
     (150, 814, 310)
+    >>> _follow_up_polish(16, 4, True)  # two discarded pilot rounds of 128 queries
+    1390
     """
+    return _follow_up_room(d, H, affine) - (_follow_up_rounds(d, H, affine) - 1) * d * 2 * H
+
+
+def _follow_up_room(d: int, H: int, affine: bool) -> int:
+    """What the follow-up's count leaves by one query after the one-column design's grid."""
     return follow_up_query_bound(d, H) - 1 - _limit_at(d, H, affine, 1, 2 * H)
+
+
+def _follow_up_rounds(d: int, H: int, affine: bool) -> int:
+    """The pilot rounds of the design under the follow-up's count: 1 plus the discarded
+    rounds (``d 2H`` queries each) that keep :data:`FOLLOW_UP_PILOT_POLISH` polish
+    sequences per parameter, at most :data:`MAX_ROUNDS`.
+
+    >>> _follow_up_rounds(8, 4, True), _follow_up_rounds(16, 2, True), _follow_up_rounds(16, 4, True)
+    (1, 1, 3)
+    """
+    if d < 1 or H < FOLLOW_UP_PILOT_HEADS:
+        return 1
+    spare = _follow_up_room(d, H, affine) - FOLLOW_UP_PILOT_POLISH * parameter_count(d, H, affine)
+    return 1 + max(0, min(MAX_ROUNDS - 1, math.floor(spare / (d * 2 * H))))
 
 
 def within_follow_up(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> bool:
@@ -452,7 +487,7 @@ def pilot_rounds(d: int, H: int, affine: bool, *, unit: float = 2.0**-53) -> int
     1
     """
     if within_follow_up(d, H, affine, unit=unit):
-        return 1
+        return _follow_up_rounds(d, H, affine)
     if coarse(unit) and H >= 2:
         return MAX_ROUNDS
     group = d * samples_per_pair(d, H, affine, unit=unit)
