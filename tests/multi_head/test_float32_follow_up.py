@@ -1,8 +1,8 @@
 """Float32 multi-head boxes with two to four heads are learned under the follow-up's count.
 
 A coarse box (float32) with at most ``FOLLOW_UP_COARSE_HEADS`` (4) heads takes one
-redundant probe column, 2H ratios a pair (no t = 1 sample), one pilot round, no
-conditioning round, each u-group's head order chosen on the polish sequences, and the
+redundant probe column, 2H ratios a pair (no t = 1 sample), one pilot round (from three
+heads on, as many as leave the polish 1.2 sequences a parameter), no conditioning round, each u-group's head order chosen on the polish sequences, and the
 sequence polish on what the follow-up's ``4Hd^2 - 2H + 1`` leaves by one query; every
 figure is counted on the oracle object. Each rule is also run as a wrong variant that fails.
 
@@ -153,6 +153,9 @@ def test_a_two_head_float32_module_within_the_follow_up_count(
         # Four heads, module seed 1: refused with the t = 1 samples and the link orders as
         # decoded (its links' best two orders within their noise). Measured: 2^-18.4.
         (8, 4, 1, {"F(0)": 10, "pilot": 64, "F(t)": 632, "polish": 310}, 18),
+        # E = 16, H = 4: three pilot rounds (two discarded, 128 queries each; module seed 1
+        # takes all three). Refused with one round (seeds 2, 3, 5 of six). Measured: BITS.
+        (16, 4, 1, {"F(0)": 18, "pilot": 384, "F(t)": 2296, "polish": 1390}, 20),
     ],
 )
 def test_three_and_four_head_float32_modules_within_the_follow_up_count(
