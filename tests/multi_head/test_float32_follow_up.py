@@ -154,7 +154,7 @@ def test_a_two_head_float32_module_within_the_follow_up_count(
         # decoded (its links' best two orders within their noise). Measured: 2^-18.4.
         (8, 4, 1, {"F(0)": 10, "pilot": 64, "F(t)": 632, "polish": 310}, 18),
         # E = 16, H = 4: three pilot rounds (two discarded, 128 queries each; module seed 1
-        # takes all three). Refused with one round (seeds 2, 3, 5 of six). Measured: BITS.
+        # takes all three). Refused with one round (seeds 2, 3, 5 of six). Measured: 2^-20.4.
         (16, 4, 1, {"F(0)": 18, "pilot": 384, "F(t)": 2296, "polish": 1390}, 20),
     ],
 )
