@@ -197,9 +197,11 @@ def low_rank_start(
     r-dimensional space, one row a u-group, so the groups' orders that keep every head's
     rows in one such space are the true ones, up to the heads' numbering; a full-rank head
     gives no such proposal that beats the decoded order, so it is kept. With 16 groups
-    the steepest descent alone needs up to 15 moves from orders that agree in few groups
-    (measured, nn.MultiheadAttention in float32, E = 16, H = 4, module seed 2: 3 of 16
-    agreed, and 15 moves left 2 of 16), and each move costs 16 x 23 evaluations.
+    the steepest descent alone needs up to 15 moves from orders that agree in few groups,
+    each move 16 x 23 evaluations. Measured (nn.MultiheadAttention in float32, E = 16,
+    H = 4, module seeds 3 and 5 of the float benchmark, three pilot rounds): the same
+    results without it (it found no better start there); it is a start only, asks nothing
+    and cannot make a result wrong.
     Rows far beyond the others (a group's score run off to a saturated sigmoid) are
     scaled down to :data:`_ROW_CAP` times the median row's norm for the subspaces.
 
