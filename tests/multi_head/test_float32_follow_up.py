@@ -1,8 +1,8 @@
 """Float32 multi-head boxes with two to four heads are learned under the follow-up's count.
 
 A coarse box (float32) with at most ``FOLLOW_UP_COARSE_HEADS`` (4) heads takes one
-redundant probe column, 2H ratios a pair (no t = 1 sample), one pilot round, no
-conditioning round, each u-group's head order chosen on the polish sequences, and the
+redundant probe column, 2H ratios a pair (no t = 1 sample), one pilot round (from three
+heads on, as many as leave the polish 1.2 sequences a parameter), no conditioning round, each u-group's head order chosen on the polish sequences, and the
 sequence polish on what the follow-up's ``4Hd^2 - 2H + 1`` leaves by one query; every
 figure is counted on the oracle object. Each rule is also run as a wrong variant that fails.
 
@@ -26,8 +26,10 @@ import pytest
 
 import verified_attn as va
 from verified_attn.errors import CertificateError, PrecisionExhausted
+from verified_attn.multi_head.canonical_bounds import parameter_count
 from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
 from verified_attn.multi_head.pipeline.budget import (
+    FOLLOW_UP_PILOT_POLISH,
     _follow_up_polish,
     extra_columns,
     float_query_limit,
@@ -43,21 +45,28 @@ F32 = 2.0**-24
 
 
 @pytest.mark.parametrize(
-    ("d", "H", "affine", "polish"),
+    ("d", "H", "affine", "polish", "rounds"),
     [
-        (8, 2, True, 150),
-        (16, 2, True, 814),
-        (8, 2, False, 183),
-        (8, 3, False, 279),
-        (12, 3, True, 634),
-        (8, 4, True, 310),
-        (16, 4, True, 1646),
+        (8, 2, True, 150, 1),
+        (16, 2, True, 814, 1),  # two heads: one pilot round (FOLLOW_UP_PILOT_HEADS)
+        (8, 2, False, 183, 1),
+        (8, 3, False, 279, 1),
+        (12, 3, True, 634, 1),
+        (8, 4, True, 310, 1),
+        # Pilot rounds while the polish keeps 1.2 sequences a parameter (1153 parameters):
+        # each discarded round's d 2H queries come off the polish.
+        (16, 4, True, 1646 - 2 * 128, 3),
     ],
 )
-def test_golden_follow_up_design(d: int, H: int, affine: bool, polish: int) -> None:
+def test_golden_follow_up_design(d: int, H: int, affine: bool, polish: int, rounds: int) -> None:
     assert within_follow_up(d, H, affine, unit=F32)
     assert extra_columns(d, H, affine, unit=F32) == 1
-    assert pilot_rounds(d, H, affine, unit=F32) == 1
+    assert pilot_rounds(d, H, affine, unit=F32) == rounds
+    assert polish >= FOLLOW_UP_PILOT_POLISH * parameter_count(d, H, affine) or rounds == 1
+    # The wrong variant: one more discarded round would leave the polish under that (from
+    # three heads on; two heads keep one round).
+    more = polish - d * 2 * H
+    assert rounds == 3 or H < 3 or more < FOLLOW_UP_PILOT_POLISH * parameter_count(d, H, affine)
     # 2H ratios a pair: the grid, no t = 1 sample (float64 keeps it).
     assert redundancy(H, d, affine, unit=F32) == 0 and redundancy(H, d, affine) == 1
     assert float_ratios(H, unit=F32, d=d, affine=affine) == float_ratios(H, unit=F32)[: 2 * H]
@@ -144,6 +153,9 @@ def test_a_two_head_float32_module_within_the_follow_up_count(
         # Four heads, module seed 1: refused with the t = 1 samples and the link orders as
         # decoded (its links' best two orders within their noise). Measured: 2^-18.4.
         (8, 4, 1, {"F(0)": 10, "pilot": 64, "F(t)": 632, "polish": 310}, 18),
+        # E = 16, H = 4: three pilot rounds (two discarded, 128 queries each; module seed 1
+        # takes all three). Refused with one round (seeds 2, 3, 5 of six). Measured: 2^-20.4.
+        (16, 4, 1, {"F(0)": 18, "pilot": 384, "F(t)": 2296, "polish": 1390}, 20),
     ],
 )
 def test_three_and_four_head_float32_modules_within_the_follow_up_count(

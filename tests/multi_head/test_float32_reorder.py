@@ -91,3 +91,70 @@ def test_up_to_four_heads_take_the_design_under_the_count() -> None:
         True,
         False,
     ]
+
+
+def _low_rank_case(d: int, H: int, rank: int, seed: int) -> tuple[np.ndarray, list, object]:
+    """As :func:`_case`, with heads of rank ``rank`` (W = Q^T K, c = Q^T q, as
+    nn.MultiheadAttention's heads with E / H = rank)."""
+    rng = np.random.default_rng(seed)
+    heads = []
+    for _ in range(H):
+        Q, K = rng.normal(0, d**-0.5, (rank, d)), rng.normal(0, 1, (rank, d))
+        heads.append((Q.T @ K, rng.normal(0, 1, d), Q.T @ rng.normal(0, 0.3, rank)))
+    U = float_design(d, seed, True, extra=1)[0]
+    seqs = polish_sequences(d, 200, seed)
+    exact = model_values(heads, 0.5, compress(seqs, [0.0] * len(seqs)), True)
+    return U, heads, compress(seqs, np.float32(exact).astype(np.float64))
+
+
+def _cost(rows: object) -> object:
+    """The steepest descent's figure: the squared residual on ``rows``' answers."""
+
+    def cost(hs: list) -> float:
+        return float(np.sum((model_values(hs, 0.5, rows, True) - rows.answers) ** 2))
+
+    return cost
+
+
+def _scrambled(d: int, H: int) -> tuple[np.ndarray, list, list, object]:
+    """Rank-4 heads with every u-group's head order drawn at random: U, the true heads,
+    the scrambled ones and the answers."""
+    U, heads, rows = _low_rank_case(d, H, 4, seed=7)
+    orders = np.array([np.random.default_rng(k).permutation(H) for k in range(d)])
+    return U, heads, reorder.permute_groups(U, heads, orders), rows
+
+
+def test_every_group_scrambled_low_rank_heads_are_put_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    d = 12
+    U, heads, mixed, rows = _scrambled(d, 3)
+    assert _error(mixed, heads) > 0.1
+    cost = _cost(rows)
+    start, value = reorder.low_rank_start(U, mixed, True, cost)
+    assert _error(start, heads) < 1e-12 and value < cost(mixed)
+    # reorder_groups takes that start from LOW_RANK_START_GROUPS groups on (d = 12 here).
+    monkeypatch.setattr(reorder, "LOW_RANK_START_GROUPS", d)
+    got, moved = reorder.reorder_groups(U, mixed, 0.5, rows, affine=True)
+    assert moved == 0 and _error(got, heads) < 1e-12
+
+
+def test_full_rank_heads_keep_the_decoded_start() -> None:
+    # The wrong variant: heads of full rank have no common subspace, so no proposal beats
+    # the decoded orders on the answers and the start is the decoded heads, unchanged.
+    U, heads, rows = _case(8, 3, seed=3)
+    mixed = reorder.swap_row(U, heads, 2, (1, 0, 2))
+    cost = _cost(rows)
+    start, value = reorder.low_rank_start(U, mixed, True, cost)
+    assert value == cost(mixed) and _error(start, mixed) == 0.0
+
+
+def test_without_the_subspace_steps_the_scrambled_orders_stay(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The wrong variant of the k-subspaces: no iteration (the random starts as drawn) finds
+    # no better start, and the scrambled orders stay.
+    U, heads, mixed, rows = _scrambled(12, 3)
+    monkeypatch.setattr(reorder, "_SUBSPACE_ITERATIONS", 0)
+    start, _ = reorder.low_rank_start(U, mixed, True, _cost(rows))
+    assert _error(start, heads) > 0.1

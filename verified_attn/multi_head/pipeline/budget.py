@@ -211,14 +211,14 @@ def polish_count(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) ->
 
 #: A coarse box (float32) with at most this many heads is learned under the follow-up's
 #: count (:func:`within_follow_up`): one redundant column, no t = 1 sample, one pilot
-#: round, no conditioning round, the rest of the count as polish sequences, and each
+#: round (from three heads, :func:`_follow_up_rounds`), no conditioning round, the rest of the count as polish sequences, and each
 #: u-group's head order taken on those sequences (:mod:`.reorder`). Measured
 #: (nn.MultiheadAttention in float32, the float benchmark's modules, E = 8, H = 4 seeds
 #: 0-2): t = 1 samples and the link orders as decoded 1 of 2 learned (the links' best orders
 #: within their noise); groups reordered 2 of 3; no t = 1 sample, its 87 queries polish
 #: sequences (223 -> 310), and a stuck group starting the polish (:func:`.decode_stage`):
 #: 3 of 3, and 6 of 6 of seeds 0-5 (parameters 2^-16.2 .. 2^-19.2), E = 12, H = 3 6 of 6,
-#: E = 16, H = 4 3 of 6 (refused: link noise up to 9.9), E = 8, H = 2 2^-18.8 .. 2^-21.5
+#: E = 16, H = 4 5 of 6 (with :data:`FOLLOW_UP_PILOT_POLISH`), E = 8, H = 2 2^-18.8 .. 2^-21.5
 #: (with t = 1 samples 2^-17.3 .. 2^-19.4). The coarse design they replace (d columns,
 #: three pilot rounds, conditioning rounds, 2 P polish sequences) took E = 8, H = 4 2018
 #: queries against 1017 and E = 16, H = 4 up to 7676 against 4089.
@@ -228,23 +228,59 @@ FOLLOW_UP_COARSE_HEADS = 4
 FOLLOW_UP_POLISH_FRACTION = 0.25
 
 
+#: ... and, from :data:`FOLLOW_UP_PILOT_HEADS` heads on, as many pilot rounds (up to
+#: :data:`MAX_ROUNDS`) as leave the polish at least this many sequences per canonical
+#: parameter (each discarded round costs d 2H queries).
+#: Measured (nn.MultiheadAttention in float32, E = 16, H = 4, the float benchmark's module
+#: seeds 0-5): with one round, at the design scale, seeds 2, 3 and 5 were refused (their
+#: u-groups up to 3800 x their rounding floor, every group's rows of U W off by 0.3 or
+#: more); with three rounds (u scale 2.8, seed 4 1.7) 5 of 6 learned, in 3960 to 4088
+#: queries against 4089, parameters 2^-18.9 to 2^-20.9 (one round: 2^-19.6 to 2^-20.7).
+FOLLOW_UP_PILOT_POLISH = 1.2
+#: Two heads keep one pilot round (the design scale): measured (E = 16, H = 2, module seed
+#: 0) a second round's 64 queries taken from the polish left parameters 2^-23.0 instead of
+#: 2^-23.7.
+FOLLOW_UP_PILOT_HEADS = 3
+
+
 def _follow_up_polish(d: int, H: int, affine: bool) -> int:
     """The polish sequences left under the follow-up's count by one query once the
     one-column design's worst case (2H ratios a pair, no t = 1 sample; no tie links: it
-    is redundant) is asked.
+    is redundant) and its pilot's discarded rounds (:func:`_follow_up_rounds`) are asked.
 
     >>> _follow_up_polish(8, 2, True), _follow_up_polish(16, 2, True), _follow_up_polish(8, 4, True)
     (150, 814, 310)
+    >>> _follow_up_polish(16, 4, True)  # two discarded pilot rounds of 128 queries
+    1390
     """
+    return _follow_up_room(d, H, affine) - (_follow_up_rounds(d, H, affine) - 1) * d * 2 * H
+
+
+def _follow_up_room(d: int, H: int, affine: bool) -> int:
+    """What the follow-up's count leaves by one query after the one-column design's grid."""
     return follow_up_query_bound(d, H) - 1 - _limit_at(d, H, affine, 1, 2 * H)
+
+
+def _follow_up_rounds(d: int, H: int, affine: bool) -> int:
+    """The pilot rounds of the design under the follow-up's count: 1 plus the discarded
+    rounds (``d 2H`` queries each) that keep :data:`FOLLOW_UP_PILOT_POLISH` polish
+    sequences per parameter, at most :data:`MAX_ROUNDS`.
+
+    >>> _follow_up_rounds(8, 4, True), _follow_up_rounds(16, 2, True), _follow_up_rounds(16, 4, True)
+    (1, 1, 3)
+    """
+    if d < 1 or H < FOLLOW_UP_PILOT_HEADS:
+        return 1
+    spare = _follow_up_room(d, H, affine) - FOLLOW_UP_PILOT_POLISH * parameter_count(d, H, affine)
+    return 1 + max(0, min(MAX_ROUNDS - 1, math.floor(spare / (d * 2 * H))))
 
 
 def within_follow_up(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> bool:
     """Whether a coarse box (float32) takes the design under the follow-up's count: at
     most :data:`FOLLOW_UP_COARSE_HEADS` heads (two or more), one redundant probe column,
-    no redundant sample (:func:`redundancy`), one pilot round, no conditioning round, the
-    u-groups' head orders chosen on the polish sequences, and the polish on what the count
-    leaves (:func:`_follow_up_polish`, at least :data:`FOLLOW_UP_POLISH_FRACTION` P). A
+    no redundant sample (:func:`redundancy`), :func:`_follow_up_rounds` pilot rounds, no
+    conditioning round, the u-groups' head orders chosen on the polish sequences, and the
+    polish on what the count leaves (:func:`_follow_up_polish`, at least :data:`FOLLOW_UP_POLISH_FRACTION` P). A
     function of the sizes and the unit roundoff alone (the certificate derives it).
     float64 boxes: never (their design is unchanged).
 
@@ -452,7 +488,7 @@ def pilot_rounds(d: int, H: int, affine: bool, *, unit: float = 2.0**-53) -> int
     1
     """
     if within_follow_up(d, H, affine, unit=unit):
-        return 1
+        return _follow_up_rounds(d, H, affine)
     if coarse(unit) and H >= 2:
         return MAX_ROUNDS
     group = d * samples_per_pair(d, H, affine, unit=unit)

@@ -53,6 +53,10 @@ from verified_attn.multi_head.pipeline.verify import (
     _sigma_min,
 )
 
+#: The largest score a polished (float32) design's decoded group keeps (sigmoid(40) is
+#: 1 - 4e-18: no float answer sees a larger one).
+_SCORE_CAP = 40.0
+
 
 def _decode_pooled(
     U: np.ndarray,
@@ -86,7 +90,7 @@ def _decode_pooled(
        from them, and step 3's swaps are not needed.
     3. Gates: a group over ``_GROUP_FIT`` x its floor misses its answers; one over
        ``_CONVERGED`` x the groups' median level is a local minimum (the first-order
-       estimate does not hold there); both are refused (a local minimum is not, where
+       estimate does not hold there); both are refused (neither is, where
        ``polished``: see :func:`decode_stage`). Pairs with two close scores are
        refitted swapped (:func:`_swap_alternatives`): a second solution that fits as well
        is decided by a tie link (:func:`_resolve_twins`), or enters the error estimate with
@@ -108,7 +112,7 @@ def _decode_pooled(
     Y = (ans[:n_grid] - np.tile(f0, d)[:, None]).reshape(d, ncols, T)
     gap = closest_gap(s)
     bad = [k for k in range(d) if not res_best[k] <= _GROUP_FIT * floor[k]]
-    if bad:
+    if bad and not polished:
         k = bad[0]
         return _refused(
             gap,
@@ -161,6 +165,11 @@ def _decode_pooled(
     # inconsistent unless w_a = w_b), so the fit's head order is the same in every pair.
     ambiguous += _tie_links(r, s, f0, wide, ask_ties, arith)
     ambiguous += _link_orders(lt, ans, f0, r, s, noise, level, unit, arith)
+    if polished:
+        # A stuck group's score can run off to a saturated sigmoid (measured: 1e22, E = 16,
+        # H = 4 module seed 2), and U^-1 would spread its rounding over every row of that
+        # head; at _SCORE_CAP the answers cannot see it either (the polish refits it).
+        np.clip(s, -_SCORE_CAP, _SCORE_CAP, out=s)
     heads, beta = _heads(U, B, M, r, s, f0, affine)
     sig = _sigma_min(lt, M, r, s)
     # A second solution that fits as well is an error the first-order figure cannot see.
@@ -429,9 +438,11 @@ def decode_stage(st: FloatState) -> None:
 
     A coarse box's design under the follow-up's count (:func:`~.budget.within_follow_up`)
     has no room to ask a group again, and its figures are the sequence polish's, not the
-    u-groups': a group at a local minimum of its fit is not refused there but starts the
-    polish (which fails on the answers if it does not converge). Measured (E = 8, H = 4
-    module seed 2 of the float benchmark): one group of eight at 1.2e3 x its floor.
+    u-groups': a group at a local minimum of its fit, or one that misses its answers, is
+    not refused there but starts the polish (which fails on the answers if it does not
+    converge). Measured (E = 8, H = 4 module seed 2 of the float benchmark): one group of
+    eight at 1.2e3 x its floor; E = 16, H = 4 module seed 2 after three pilot rounds: u_13
+    at 1.6e5 x its floor.
     """
     polished = within_follow_up(st.d, st.H, st.affine, unit=st.unit)
     st.dec = _decode_pooled(
