@@ -67,7 +67,7 @@ def test_mapping_agrees_with_the_module(E: int, H: int) -> None:
 
 @pytest.mark.parametrize(
     ("E", "seed", "queries"),
-    [(4, 0, 374), pytest.param(8, 0, 1884, marks=pytest.mark.slow)],
+    [(4, 0, 374), pytest.param(8, 0, 2001, marks=pytest.mark.slow)],
 )
 def test_learns_float64_blocks_with_two_heads(E: int, seed: int, queries: int) -> None:
     mha, lin1, lin2 = make_block(E, 2, seed)
@@ -105,8 +105,9 @@ def test_learns_an_e8_block_with_four_heads_on_a_far_cell() -> None:
     mha, lin1, lin2 = make_block(8, 4, 0)
     oracle = block_oracle(mha, lin1, lin2)
     rec = va.learn_transformer(oracle, max_heads=4, seed=0)
-    # golden, on the oracle (the refused cell asks its 4 swap-test queries before it is passed over)
-    assert rec.queries == 3560 and rec.queries <= rec.bound
+    # golden, on the oracle (the refused cell asks its 4 swap-test queries before it is passed
+    # over; the FFN's first line is refuted, then saved by re-measuring its thin cells)
+    assert rec.queries == 3677 and rec.queries <= rec.bound
     _check(rec, oracle, (mha, lin1, lin2), 4)
 
 

@@ -251,13 +251,13 @@ def test_the_swap_test_passes_boxes_of_the_class() -> None:
 
 def test_a_wrong_unscaling_is_caught_by_the_fresh_sequences(monkeypatch: Any) -> None:
     """c_h = c_inner / t - W_h c: with the W_h c term left out the model is refuted."""
-    real = mhf._unscale
+    real = mhf.unscale
 
     def wrong(rec: Any, cell: Any, t: float) -> Any:
         heads, err = real(rec, cell, t)
         return [(W, c + W @ cell.center, v, e1, e2) for W, c, v, e1, e2 in heads], err
 
-    monkeypatch.setattr(mhf, "_unscale", wrong)
+    monkeypatch.setattr(mhf, "unscale", wrong)
     with pytest.raises(ModelClassMismatch, match="fresh sequence"):
         va.learn_transformer(va.Oracle(T2, "float"), max_heads=2)
 

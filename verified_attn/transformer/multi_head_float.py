@@ -24,7 +24,9 @@ The method of :mod:`verified_attn.transformer.multi_head_learner` in float64:
    closer than :data:`~verified_attn.transformer.biased_float.MARGIN` ``(1 + |c|)`` to a
    learned hyperplane is refused (:class:`~verified_attn.errors.PrecisionExhausted`).
    On each, ``g_S(c) = T([c])`` is asked of the box (phase ``cell<i>-center``) and checked
-   against the learned g to :data:`~verified_attn.transformer.biased_float.CELL_RTOL`.
+   against the learned g to :data:`~verified_attn.transformer.biased_float.CELL_RTOL`; a
+   refutation (a hyperplane beyond the FFN's line window) has g learned again on new lines
+   and the cells anew, once (``FFN_ATTEMPTS``), the refuted attempt's queries counted.
    The heads' scores are learned once: on the widest cell that shows heads (once a cell
    has failed, the widest unused far cell of
    :func:`~verified_attn.transformer.multi_head_float_cells.far_cells` comes next), the float
@@ -94,7 +96,7 @@ from verified_attn.oracle import Oracle
 from verified_attn.precision import bits_text
 from verified_attn.progress import reporting
 from verified_attn.recovery import TransformerRecovery
-from verified_attn.transformer.biased_float import CELL_RTOL, MARGIN, RESOLUTION
+from verified_attn.transformer.biased_float import CELL_RTOL, FFN_ATTEMPTS, MARGIN, RESOLUTION
 from verified_attn.transformer.multi_head_float_cells import (
     CellLeft,
     FloatCell,
@@ -108,6 +110,7 @@ from verified_attn.transformer.multi_head_float_certificate import float_heads_c
 from verified_attn.transformer.multi_head_float_values import (
     fit_values,
     probe_radius,
+    unscale,
     value_queries,
 )
 from verified_attn.transformer.multi_head_learner import (
@@ -163,7 +166,7 @@ def _center(oracle: Oracle, net: BiasedReluNetwork, cell: FloatCell, i: int) -> 
         y0 = float(oracle.query_many(cell.center[None, None, :])[0])
     want = float(net.model().evaluate_batch(cell.center[None, None, :])[0])
     if abs(y0 - want) > CELL_RTOL * max(1.0, abs(y0), abs(want)):
-        raise ModelClassMismatch(
+        raise _CenterMismatch(
             f"the box disagrees with the learned g at the center {cell.center.tolist()} of "
             f"cell {i + 1}: {y0} asked, {want} learned (the float FFN learner missed a "
             "hyperplane, or the box is no one-layer Transformer); try another seed",
@@ -216,7 +219,7 @@ def _fit_cell(
         except (ModelClassMismatch, PrecisionExhausted) as exc:
             failure, failed = exc, failed + 1
         else:
-            heads, err = _unscale(rec, cell, t)
+            heads, err = unscale(rec, cell, t)
             return heads, err, 1 + rec.bound * runs
         t /= 2
     assert failure is not None
@@ -264,31 +267,6 @@ def _value_cell(
     values, err = fit
     heads = [(W, c, v, e_wc, err) for (W, c, _, e_wc, _), v in zip(known, values, strict=True)]
     return heads, max(h[3] for h in known), 1 + value_queries(oracle.d, len(known))
-
-
-def _unscale(rec: Any, cell: FloatCell, t: float) -> tuple[list[Head], float]:
-    """Inner heads (t^2 W_h, v_h, t (W_h c + c_h)) to (W_h, c_h, v_h, e_Wc, e_v) with
-    absolute first-order errors (the inner estimate over t^2 and t for W_h, c_h; as is for
-    v_h); the inner beta must vanish (a multi-head function has no output bias)."""
-    heads = rec.parameters["heads"]
-    beta = abs(float(rec.parameters.get("beta") or 0.0))
-    inner_scale = max(
-        [1.0, beta] + [float(np.abs(np.concatenate([np.ravel(x) for x in h])).max()) for h in heads]
-    )
-    err = float(rec.parameter_error_estimate or 0.0) * inner_scale  # absolute, inner
-    if beta > 8 * max(err, 1e-12):
-        raise ModelClassMismatch(
-            f"the answers less g on cell {cell.pattern} have the output bias {beta:.3g} "
-            "(a multi-head function has none)"
-        )
-    # W's error err / t^2; c's err / t plus W's times |center|.
-    e_wc = err / t**2 * (1 + float(np.abs(cell.center).sum())) + err / t
-    out: list[Head] = []
-    for W_in, v, c_in in heads:
-        W = np.asarray(W_in, dtype=np.float64) / t**2
-        c = np.ravel(np.asarray(c_in, dtype=np.float64)) / t - W @ cell.center
-        out.append((W, c, np.ravel(np.asarray(v, dtype=np.float64)), e_wc, err))
-    return out, e_wc
 
 
 def _key(head: Head) -> np.ndarray:
@@ -408,29 +386,39 @@ def learn_multi_head_transformer_float(
     H0 = check_int(max_heads, "max_heads", low=1)
     attempts = check_int(attempts, "attempts", low=1)
     unit, prtol = _precision_gate(oracle)
-    with reporting(oracle, progress, "learn_transformer"), oracle.run() as run:
-        ffn = learn_biased_relu_ffn(oracle, verify=verify, seed=seed, lengths=(1,))
-        net: BiasedReluNetwork = ffn.network
-        opts = (verify, seed, attempts, unit, prtol)
-        with oracle.arithmetic.context():
-            cells, fits, skipped = _fitted_cells(oracle, net, H0, opts)
-        table, spread = _match([f[0] for f in fits])
-        heads, err, residual = _shares(net, cells, table)
-        model = _assemble(net, heads)
-        estimate = err / max(
-            [1.0]
-            + [float(np.abs(np.concatenate([W.ravel(), c, s.ravel()])).max()) for W, c, s in heads]
-        )
-        if not estimate <= prtol:
-            raise PrecisionExhausted(
-                f"the heads' first-order error estimate {estimate:.3g} (relative to max(1, "
-                f"largest entry)) exceeds the box's parameter_rtol {prtol:g}"
-            )
-        checked = _verified(oracle, model, verify, seed, lengths)
-    bound = ffn.bound + sum(f[2] for f in fits) + skipped
+    spent, reasons = 0, []  # learning queries and reasons of the attempts refuted
+    with reporting(oracle, progress, "learn_transformer"), oracle.run() as outer:
+        for attempt in range(FFN_ATTEMPTS):
+            with oracle.run() as run:
+                try:  # the FFN on new lines per attempt (seed + 7919 k, as biased_float)
+                    stages = _attempt(oracle, H0, (verify, seed, attempts, unit, prtol), attempt)
+                except _CenterMismatch as exc:
+                    reasons.append(str(exc))
+                    if attempt + 1 == FFN_ATTEMPTS:
+                        raise ModelClassMismatch(
+                            f"{FFN_ATTEMPTS} learned FFNs were each refuted at a cell's "
+                            "center: " + "; ".join(reasons),
+                            query=exc.query,
+                            observed=exc.observed,
+                            expected=exc.expected,
+                        ) from exc
+                    spent += run.counts.learning
+                    continue
+                ffn, net, cells, fits, skipped, (table, spread, residual), heads, estimate = stages
+                model = _assemble(net, heads)
+                checked = _verified(oracle, model, verify, seed, lengths)
+            break
+    bound = spent + ffn.bound + sum(f[2] for f in fits) + skipped
     errors = (estimate, spread, residual)
-    rec = _result(oracle, run, (ffn, net, cells, bound, seed), model, H0, errors, checked)
-    record = RunRecord(oracle.arithmetic, seed, run.counts, bound, checked, rec.assumptions)
+    stages = (ffn, net, cells, bound, seed)
+    rec = _result(oracle, (outer, run), stages, model, H0, errors, checked)
+    rec.notes.extend(
+        f"FFN {i + 1} refuted at a cell's center, learned again on new lines "
+        f"({spent} learning queries counted with the attention's): {r}"
+        for i, r in enumerate(reasons)
+    )
+    # The certificate is the last attempt's run (its transcript, counts and bound).
+    record = RunRecord(oracle.arithmetic, seed, run.counts, bound - spent, checked, rec.assumptions)
     tolerances = {
         "match_rtol": MATCH_RTOL,
         "share_rtol": SHARE_RTOL,
@@ -448,6 +436,34 @@ def learn_multi_head_transformer_float(
         _cell_entries(oracle, run.counts),
     )
     return rec
+
+
+class _CenterMismatch(ModelClassMismatch):
+    """The box disagrees with the learned g at a cell's center (an FFN learned on new lines
+    may see the hyperplane this one missed)."""
+
+
+def _attempt(oracle: Oracle, H0: int, opts: Any, attempt: int) -> tuple[Any, ...]:
+    """One attempt: the FFN (on the lines of seed + 7919 ``attempt``), the cells and their
+    fits, the heads' match and shares, and their relative error estimate (checked)."""
+    verify, seed, _, _, prtol = opts
+    ffn_seed = seed + 7919 * attempt
+    ffn = learn_biased_relu_ffn(oracle, verify=verify, seed=ffn_seed, lengths=(1,))
+    net: BiasedReluNetwork = ffn.network
+    with oracle.arithmetic.context():
+        cells, fits, skipped = _fitted_cells(oracle, net, H0, opts)
+    table, spread = _match([f[0] for f in fits])
+    heads, err, residual = _shares(net, cells, table)
+    estimate = err / max(
+        [1.0]
+        + [float(np.abs(np.concatenate([W.ravel(), c, s.ravel()])).max()) for W, c, s in heads]
+    )
+    if not estimate <= prtol:
+        raise PrecisionExhausted(
+            f"the heads' first-order error estimate {estimate:.3g} (relative to max(1, "
+            f"largest entry)) exceeds the box's parameter_rtol {prtol:g}"
+        )
+    return ffn, net, cells, fits, skipped, (table, spread, residual), heads, estimate
 
 
 def _cell_entries(oracle: Oracle, counts: Any) -> list[Any]:
@@ -526,7 +542,7 @@ def _fitted_cells(
 
 def _result(
     oracle: Oracle,
-    run: Any,
+    runs: tuple[Any, Any],
     stages: tuple[Any, BiasedReluNetwork, list[FloatCell], int, int],
     model: MultiHeadTransformer,
     H0: int,
@@ -537,11 +553,11 @@ def _result(
     estimate, spread, residual = errors
     arith = oracle.arithmetic
     d = oracle.d
-    counts = run.counts
+    counts = runs[0].counts  # every attempt's; the cells are the last attempt's
     g = net.model()
     H = model.H
     count = canonical_parameter_count(d, H, net.width)
-    valued = sum(1 for k in counts.by_phase if k.endswith("/values"))
+    valued = sum(1 for k in runs[1].counts.by_phase if k.endswith("/values"))
     return TransformerRecovery.from_run(
         counts,
         theorem="transformer/multi-head-cells",

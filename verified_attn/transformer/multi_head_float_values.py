@@ -30,14 +30,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from verified_attn.agreement import agree
 from verified_attn.arithmetic import FloatArithmetic
+from verified_attn.errors import ModelClassMismatch
 from verified_attn.transformer.multi_head_float_cells import FloatCell
 
-__all__ = ["LENGTH", "SPREAD", "fit_values", "probe_radius", "value_queries"]
+__all__ = ["LENGTH", "SPREAD", "fit_values", "probe_radius", "unscale", "value_queries"]
 
 #: Tokens per probe sequence (two or three heads' weights per sequence differ at first order
 #: in the score differences; longer sequences average them away).
@@ -103,3 +105,28 @@ def fit_values(
     noise = max(float(np.abs(F - pred).max()), unit * max(1.0, float(np.abs(F).max())))
     err = float(np.abs(np.linalg.pinv(M)).sum(axis=1).max()) * noise
     return v.reshape(H, d), err
+
+
+def unscale(rec: Any, cell: FloatCell, t: float) -> tuple[list[Any], float]:
+    """Inner heads (t^2 W_h, v_h, t (W_h c + c_h)) to (W_h, c_h, v_h, e_Wc, e_v) with
+    absolute first-order errors (the inner estimate over t^2 and t for W_h, c_h; as is for
+    v_h); the inner beta must vanish (a multi-head function has no output bias)."""
+    heads = rec.parameters["heads"]
+    beta = abs(float(rec.parameters.get("beta") or 0.0))
+    inner_scale = max(
+        [1.0, beta] + [float(np.abs(np.concatenate([np.ravel(x) for x in h])).max()) for h in heads]
+    )
+    err = float(rec.parameter_error_estimate or 0.0) * inner_scale  # absolute, inner
+    if beta > 8 * max(err, 1e-12):
+        raise ModelClassMismatch(
+            f"the answers less g on cell {cell.pattern} have the output bias {beta:.3g} "
+            "(a multi-head function has none)"
+        )
+    # W's error err / t^2; c's err / t plus W's times |center|.
+    e_wc = err / t**2 * (1 + float(np.abs(cell.center).sum())) + err / t
+    out: list[Any] = []
+    for W_in, v, c_in in heads:
+        W = np.asarray(W_in, dtype=np.float64) / t**2
+        c = np.ravel(np.asarray(c_in, dtype=np.float64)) / t - W @ cell.center
+        out.append((W, c, np.ravel(np.asarray(v, dtype=np.float64)), e_wc, err))
+    return out, e_wc

@@ -37,7 +37,8 @@ from verified_attn.transformer.relu_biased import (
     Retry,
     biased_ffn_query_count,
 )
-from verified_attn.transformer.relu_biased_line import learn_line
+from verified_attn.transformer.relu_biased_line import FloatLineSearch, learn_line
+from verified_attn.transformer.relu_biased_refine import refine_line
 from verified_attn.validation import (
     check_int,
 )
@@ -134,8 +135,14 @@ def learn_biased_relu_ffn(
     at most this denominator (default
     :func:`~verified_attn.transformer.relu.default_denominator_bound`).
 
+    Float mode: a line whose network the fresh sequences refute has its thin cells
+    re-measured at wide points first
+    (:func:`~verified_attn.transformer.relu_biased_refine.refine_line`, d + 1 queries per
+    cell), and the network checked again on the same sequences, before the next line.
+
     ``bound`` is :func:`~verified_attn.transformer.relu_biased.biased_ffn_query_count` of
-    the lines searched (the count is derived from the search, not fixed in advance);
+    the lines searched (plus d + 1 per re-measured cell; the count is derived from the
+    search, not fixed in advance);
     ``parameter_count`` is ``(m' + 1)(d + 1)`` for the canonical width m'.
 
     Raises :class:`ModelClassMismatch` when no line gives a network the fresh sequences
@@ -212,7 +219,18 @@ def _line(
         )
     except _Refuted as exc:
         exc.search = search
-        raise
+        if not isinstance(search, FloatLineSearch):
+            raise
+        # Float: thin cells re-measured at wide points, then checked again (same sequences).
+        try:
+            with oracle.phase("ffn"):
+                net = refine_line(search)
+            checked = verify_network(
+                oracle, net, count=verify, seed=seed, lengths=lengths, retry=_Refuted
+            )
+        except (Retry, _Refuted) as again:
+            again.search = search  # its queries count in the bound
+            raise
     return net, search, checked
 
 

@@ -14,6 +14,7 @@ their differences are (see :mod:`verified_attn.transformer.relu_biased`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -34,7 +35,22 @@ from verified_attn.transformer.relu_biased import (
 )
 from verified_attn.transformer.relu_biased_canonical import BiasedReluNetwork, _dot, _leading
 
-__all__ = ["learn_line"]
+__all__ = ["FloatLineSearch", "assemble", "learn_line"]
+
+
+@dataclass
+class FloatLineSearch(LineSearch):
+    """Float mode's line search, with the cells re-measured at wider points after a
+    refutation (:mod:`verified_attn.transformer.relu_biased_refine`): d + 1 queries each."""
+
+    #: Cells re-measured (d + 1 queries each).
+    refined: int = 0
+    #: The kinks and the cells' affine maps (G, beta) the network was assembled from.
+    line_kinks: list[Num] = field(default_factory=list)
+    cell_maps: list[tuple[Vec, Num]] = field(default_factory=list)
+
+    def queries(self) -> int:
+        return super().queries() + (len(self.u) + 1) * self.refined
 
 
 def _cell(search: LineSearch, piece: Piece, lo: Num, hi: Num, shrink: int) -> tuple[Vec, Num]:
@@ -69,7 +85,8 @@ def learn_line(
         raise Retry("the line's direction is 0")
     R = radius if fl else Fraction(radius)
     bits = (STEP_BITS if fl else 12) + shrink
-    search = LineSearch(answers, x0, u, R, grid=grid, eps_bits=bits)
+    make = FloatLineSearch if fl else LineSearch
+    search = make(answers, x0, u, R, grid=grid, eps_bits=bits)
     try:
         return _network(search, shrink), search
     except Retry as exc:
@@ -79,10 +96,20 @@ def learn_line(
 
 def _network(search: LineSearch, shrink: int) -> BiasedReluNetwork:
     """The network from the line's kinks and the cells between them."""
-    fl, u, R = search.answers.float, search.u, search.radius
+    R = search.radius
     kinks, pieces = search.kinks()
     bounds = [-R, *kinks, R]
     cells = [_cell(search, pc, bounds[i], bounds[i + 1], shrink) for i, pc in enumerate(pieces)]
+    if isinstance(search, FloatLineSearch):  # kept for a re-measurement after a refutation
+        search.line_kinks, search.cell_maps = kinks, cells
+    return assemble(search, kinks, cells)
+
+
+def assemble(search: LineSearch, kinks: list[Num], cells: list[tuple[Vec, Num]]) -> BiasedReluNetwork:
+    """The network from the line's kinks and the affine maps (G, beta) of the cells
+    between them: each kink's neuron is the difference of its two cells' maps."""
+    fl, u, R = search.answers.float, search.u, search.radius
+    bounds = [-R, *kinks, R]
     neurons: list[tuple[tuple[Vec, Num], Num]] = []
     for i, t in enumerate(kinks):
         dG = tuple(x - y for x, y in zip(cells[i + 1][0], cells[i][0], strict=True))
