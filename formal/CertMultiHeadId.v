@@ -377,15 +377,16 @@ Definition score_pairs (d : nat) (u b : vec) (hs : list head) : list (R * R) :=
 (** Every d and H0: if a model of H0 heads has pairwise distinct scores and nonzero
     residues at (u, b), every model of at most H0 heads with its answers F(0 .. 2 H0) at
     (u, b) has the same (residue, score) pairs there, up to order. *)
-Theorem kprobe_pairs : forall d H0 u b (hs hs' : list head),
-  length hs = H0 -> (length hs' <= H0)%nat ->
+(** The same from equal score masses (the step after [kprobe_identifies]; also used with
+    masses known to be equal from answers known to eps, CertMultiHeadBound.v). *)
+Theorem masses_pairs : forall d u b (hs hs' : list head),
+  (length hs' <= length hs)%nat ->
   NoDup (map snd (score_pairs d u b hs)) ->
   (forall c s, In (c, s) (score_pairs d u b hs) -> c <> 0) ->
-  (forall k, (k <= 2 * H0)%nat -> kanswer d u b k hs = kanswer d u b k hs') ->
+  (forall s, score_mass d u b s hs = score_mass d u b s hs') ->
   Permutation (score_pairs d u b hs) (score_pairs d u b hs').
 Proof.
-  intros d H0 u b hs hs' Hl Hl' N NZ E. assert (Hle : (length hs <= H0)%nat) by (rewrite Hl; apply le_n).
-  pose proof (kprobe_identifies d H0 u b hs hs' Hle Hl' E) as M.
+  intros d u b hs hs' Hl N NZ M.
   set (back := fun p : R * R => (fst p, - ln (snd p))).
   assert (Back : forall hs0, score_pairs d u b hs0 = map back (kterms d u b hs0)).
   { intros hs0. unfold score_pairs, kterms. rewrite map_map. apply map_ext. intros h.
@@ -408,6 +409,18 @@ Proof.
     + rewrite !csum_absent; [reflexivity| |];
         intros H; apply in_map_iff in H as [[c z] [Ez H]]; simpl in Ez; subst z;
         apply Pos in H; lra.
+Qed.
+
+Theorem kprobe_pairs : forall d H0 u b (hs hs' : list head),
+  length hs = H0 -> (length hs' <= H0)%nat ->
+  NoDup (map snd (score_pairs d u b hs)) ->
+  (forall c s, In (c, s) (score_pairs d u b hs) -> c <> 0) ->
+  (forall k, (k <= 2 * H0)%nat -> kanswer d u b k hs = kanswer d u b k hs') ->
+  Permutation (score_pairs d u b hs) (score_pairs d u b hs').
+Proof.
+  intros d H0 u b hs hs' Hl Hl' N NZ E. assert (Hle : (length hs <= H0)%nat) by (rewrite Hl; apply le_n).
+  apply masses_pairs; [lia|exact N|exact NZ|].
+  exact (kprobe_identifies d H0 u b hs hs' Hle Hl' E).
 Qed.
 
 (** ** Every pair of a run's design. *)
