@@ -26,8 +26,8 @@
     Not covered here: the instance (that a certified run's recorded interval widths meet
     the condition), and so the exported multi-head files do not use these theorems. *)
 
-From Coq Require Import Reals QArith Qreals Lra Lia List Permutation FinFun ZArith.
-From VerifiedAttn Require Import Defs CertHead CertMultiHead CertMultiHeadId.
+From Coq Require Import Reals QArith Qabs Qreals Lra Lia List Permutation FinFun ZArith.
+From VerifiedAttn Require Import Defs CertHead CertMultiHead CertMultiHeadId CertMultiHeadLabel.
 Import ListNotations.
 Open Scope R_scope.
 
@@ -459,4 +459,160 @@ Proof.
     exists (m1 - m2)%Z. rewrite minus_IZR, <- E1, <- E2. ring.
   - exact Small.
   - exact HF.
+Qed.
+
+(** ** A certified run: every model answering inside the recorded intervals. *)
+
+(** The bound over Z: A = 2 H0 + 3^Sm >= 2 H0 + e^Sm, 1/delta = 3^Sm D^2 >= e^Sm D^2. *)
+Definition kz (H0 Sm : nat) (D : positive) : Z :=
+  let A := (Z.of_nat (2 * H0) + 3 ^ Z.of_nat Sm)%Z in
+  (A * (1 + 2 * A * A * 3 ^ Z.of_nat Sm * Zpos D * Zpos D) ^ Z.of_nat (2 * H0))%Z.
+
+Fixpoint zfact (n : nat) : Z := match n with O => 1%Z | S m => (Z.of_nat (S m) * zfact m)%Z end.
+
+Lemma zfact_INR : forall n, INR (fact n) = IZR (zfact n).
+Proof.
+  induction n as [|n IH]; [reflexivity|].
+  change (fact (S n)) with (S n * fact n)%nat. cbn [zfact].
+  rewrite mult_INR, mult_IZR, <- IH, <- INR_IZR_INZ. reflexivity.
+Qed.
+
+Lemma exp_nat_le : forall n, exp (INR n) <= 3 ^ n.
+Proof.
+  induction n as [|n IH]; [simpl; rewrite exp_0; lra|].
+  rewrite S_INR, exp_plus. simpl. pose proof exp_le_3. pose proof (exp_pos (INR n)).
+  pose proof (exp_pos 1). nra.
+Qed.
+
+Lemma kconst_le : forall H0 Sm D, kconst H0 (INR Sm) (/ (Dr D * Dr D)) <= IZR (kz H0 Sm D).
+Proof.
+  intros H0 Sm D. unfold kconst, kbound, kz.
+  cbv zeta. repeat first [rewrite mult_IZR | rewrite plus_IZR | rewrite <- pow_IZR | rewrite <- INR_IZR_INZ].
+  assert (PD : 0 < Dr D) by (unfold Dr; apply IZR_lt; lia). unfold Dr in *.
+  set (Dq := IZR (Zpos D)) in *. set (n := (2 * H0)%nat).
+  pose proof (exp_nat_le Sm) as E3. pose proof (exp_pos (INR Sm)) as Ep. pose proof (pos_INR n).
+  set (A := INR n + exp (INR Sm)). set (Aq := INR n + IZR 3 ^ Sm).
+  replace (IZR 3) with 3 in Aq |- * by reflexivity.
+  assert (HA : 0 <= A <= Aq) by (unfold A, Aq; lra).
+  assert (Hq : 2 * A * A / (exp (- INR Sm) * / (Dq * Dq) * 1) <= 2 * Aq * Aq * 3 ^ Sm * Dq * Dq).
+  { rewrite exp_Ropp. replace (2 * A * A / (/ exp (INR Sm) * / (Dq * Dq) * 1))
+      with (2 * (A * A) * exp (INR Sm) * (Dq * Dq)) by (field; lra).
+    assert (A * A <= Aq * Aq) by nra. assert (0 <= Dq * Dq) by nra.
+    replace (2 * Aq * Aq * 3 ^ Sm * Dq * Dq) with (2 * (Aq * Aq) * 3 ^ Sm * (Dq * Dq)) by ring.
+    apply Rmult_le_compat_r; [lra|]. apply Rmult_le_compat; nra. }
+  assert (Q0 : 0 <= 2 * A * A / (exp (- INR Sm) * / (Dq * Dq) * 1)).
+  { unfold Rdiv. apply Rmult_le_pos; [nra|]. left. apply Rinv_0_lt_compat.
+    rewrite Rmult_1_r. apply Rmult_lt_0_compat; [apply exp_pos|apply Rinv_0_lt_compat; nra]. }
+  apply Rmult_le_compat; [lra|apply pow_le; lra|lra|]. apply pow_incr. lra.
+Qed.
+
+Definition Sq (Sm : nat) : Q := inject_Z (Z.of_nat Sm).
+
+(** The width check, the bound check and the certified scores' magnitudes, over Q. *)
+Definition check_close (C : mh_run) (Sm : nat) (eps : Q) : bool :=
+  qle 0 eps && forallb (fun r => qle (ahi r - alo r) eps) (mrecs C) &&
+  qlt (inject_Z (kz (mH0 C) Sm (mD C)) * (2 * eps) * inject_Z (zfact (Pos.to_nat (mD C)))) 1 &&
+  forallb (fun p => forallb (fun h =>
+      qle (Qabs (qdot (md C) (fst p) (qmv (md C) (fst h) (snd p)))) (Sq Sm)) (mheads C))
+    (mh_pairs (md C) (mU C) (mB C)).
+
+(** The stated assumption on another model: at every pair of the design, each head's score
+    and residue are rationals of denominator at most D and its score lies in [-Sm, Sm]. *)
+Definition meets (C : mh_run) (Sm : nat) (hs : list head) : Prop :=
+  Forall (fun p => Forall (fun h =>
+      den_le (mD C) (hscore (md C) (rvec (fst p)) (rvec (snd p)) h) /\
+      den_le (mD C) (dot (md C) (rvec (fst p)) (snd h)) /\
+      Rabs (hscore (md C) (rvec (fst p)) (rvec (snd p)) h) <= INR Sm) hs)
+    (mh_pairs (md C) (mU C) (mB C)).
+
+Lemma Q2R_Z : forall z, Q2R (inject_Z z) = IZR z.
+Proof. intros z. unfold Q2R. simpl. field. Qed.
+
+Lemma forall2_close : forall (f g : qvec * qvec * nat -> R) eps qs rs,
+  Forall2 (fun q a => inside (alo a) (ahi a) (f q)) qs rs ->
+  Forall2 (fun q a => inside (alo a) (ahi a) (g q)) qs rs ->
+  forallb (fun r => qle (ahi r - alo r) eps) rs = true ->
+  Forall (fun q => Rabs (f q - g q) <= Q2R eps) qs.
+Proof.
+  intros f g eps qs rs F. induction F as [|q a qs rs Pa F IH]; intros G W; [constructor|].
+  inversion G as [|? ? ? ? Ga G']; subst. simpl in W. apply andb_true_iff in W as [W1 W2].
+  constructor; [|exact (IH G' W2)]. apply qle_spec in W1. rewrite Q2R_minus in W1.
+  unfold inside in Pa, Ga. split_Rabs; lra.
+Qed.
+
+(** Every run whose checks pass: every model of at most H0 heads that meets the
+    assumption and answers inside every recorded interval has, at every pair of the
+    design, the certified heads' (residue, score) pairs, up to order. *)
+Theorem mh_pairs_close : forall C Sm eps (hs' : list head),
+  check_mh C = true -> mh_hold C -> check_generic C = true -> check_close C Sm eps = true ->
+  length (mheads C) = mH0 C -> (length hs' <= mH0 C)%nat ->
+  meets C Sm hs' -> answers_mh C hs' ->
+  Forall (fun p => Permutation
+      (score_pairs (md C) (rvec (fst p)) (rvec (snd p)) (rheads (mheads C)))
+      (score_pairs (md C) (rvec (fst p)) (rvec (snd p)) hs'))
+    (mh_pairs (md C) (mU C) (mB C)).
+Proof.
+  intros C Sm eps hs' Hc Hhold G K Hl Hl' Mt A'.
+  destruct (mh_answers_in C Hc Hhold) as [A Den].
+  unfold check_close in K. apply andb_true_iff in K as [K K4]. apply andb_true_iff in K as [K K3].
+  apply andb_true_iff in K as [K1 K2]. apply qle_spec in K1. apply qlt_spec in K3.
+  replace (Q2R 0) with 0 in K1 by (unfold Q2R; simpl; ring).
+  replace (Q2R 1) with 1 in K3 by (unfold Q2R; simpl; field).
+  pose proof (forall2_close _ _ eps _ _ A A' K2) as Close. rewrite Forall_forall in Close.
+  apply Forall_forall. intros p Hp.
+  unfold check_generic in G. rewrite forallb_forall in G. specialize (G p Hp).
+  unfold generic_at in G. apply andb_true_iff in G as [G1 G2].
+  apply (kprobe_pairs_den _ (mH0 C) _ _ _ _ (mD C) (INR Sm) (Q2R eps)).
+  - unfold rheads. rewrite map_length. exact Hl.
+  - exact Hl'.
+  - exact K1.
+  - rewrite score_pairs_q, map_map. simpl. rewrite <- (map_map _ Q2R).
+    apply qnodup_spec, G1.
+  - intros c s H. rewrite score_pairs_q in H. apply in_map_iff in H as [h [Eh Hh']].
+    injection Eh as <- _. rewrite forallb_forall in G2. pose proof (G2 h Hh') as F.
+    intros Z. replace 0 with (Q2R 0) in Z by (unfold Q2R; simpl; ring).
+    apply eqR_Qeq, Qeq_bool_iff in Z. rewrite Z in F. discriminate.
+  - intros h Hh. apply in_app_or in Hh as [Hh|Hh].
+    + unfold rheads in Hh. apply in_map_iff in Hh as [[W v] [<- Hw]].
+      unfold pairs_den_le in Den. rewrite Forall_forall in Den. specialize (Den p Hp).
+      rewrite Forall_forall in Den. destruct (Den (W, v) Hw) as [D1 D2].
+      split; [exact D1|split; [exact D2|]].
+      rewrite forallb_forall in K4. specialize (K4 p Hp). rewrite forallb_forall in K4.
+      pose proof (K4 (W, v) Hw) as S1. unfold qle in S1. apply Qle_bool_iff in S1.
+      apply Qabs_Qle_condition in S1 as [S1 S2]. apply Qle_Rle in S1. apply Qle_Rle in S2.
+      unfold hscore. simpl fst. rewrite dot_mv_q. unfold Sq in *.
+      rewrite Q2R_opp, Q2R_Z, <- INR_IZR_INZ in S1. rewrite Q2R_Z, <- INR_IZR_INZ in S2.
+      simpl fst in S1, S2. split_Rabs; lra.
+    + unfold meets in Mt. rewrite Forall_forall in Mt. specialize (Mt p Hp).
+      rewrite Forall_forall in Mt. exact (Mt h Hh).
+  - eapply Rle_lt_trans; [|rewrite Q2R_mult, Q2R_mult, Q2R_Z, Q2R_Z in K3; exact K3].
+    unfold Dfact. rewrite zfact_INR. pose proof (kconst_le (mH0 C) Sm (mD C)) as KL.
+    assert (0 <= IZR (zfact (Pos.to_nat (mD C)))).
+    { rewrite <- zfact_INR. apply pos_INR. }
+    replace (Q2R (2 * eps)) with (2 * Q2R eps)
+      by (rewrite Q2R_mult; replace (Q2R 2) with 2 by (unfold Q2R; simpl; field); reflexivity).
+    apply Rmult_le_compat_r; [exact H|]. apply Rmult_le_compat_r; [lra|exact KL].
+  - intros k Hk. destruct k as [|k].
+    + destruct (pair_probe _ _ _ p Hp) as [j [Hj Ej]].
+      pose proof (Close _ (probe_query (md C) (mH0 C) (mU C) (mB C) (mties C) j Hj)) as F.
+      unfold mh_answer in F. unfold kanswer. rewrite Ej. exact F.
+    + exact (Close _ (pair_queries (md C) (mH0 C) (mU C) (mB C) (mties C) p (S k) Hp
+                        ltac:(lia))).
+Qed.
+
+(** Every run whose checks pass, with no ties and unambiguous links: every model of at
+    most H0 heads that meets the assumption and answers inside every recorded interval
+    gives the certified model's output on every sequence. *)
+Theorem mh_identified_close : forall C Sm eps (Uinv Binv : qmat) (hs' : list head),
+  check_inverse (md C) Uinv (mU C) = true -> check_inverse (md C) Binv (mB C) = true ->
+  (0 < md C)%nat -> check_mh C = true -> mh_hold C -> check_generic C = true ->
+  check_close C Sm eps = true -> length (mheads C) = mH0 C ->
+  link_check (md C) (mU C) (mB C) (mheads C) = true ->
+  row_check (md C) (mU C) (mB C) (mheads C) = true ->
+  (length hs' <= mH0 C)%nat -> meets C Sm hs' -> answers_mh C hs' ->
+  forall N X, multi_head (md C) N X hs' = multi_head (md C) N X (rheads (mheads C)).
+Proof.
+  intros C Sm eps Uinv Binv hs' HU HB Hd Hc Hh G K Hl L R Hl' Mt A'.
+  apply (mh_identified_pairs C Uinv Binv); try assumption.
+  exact (mh_pairs_close C Sm eps hs' Hc Hh G K Hl Hl' Mt A').
 Qed.
