@@ -16,15 +16,24 @@
     masses (the sums of the residues u^T v_h over the heads of score s) within
     kbound (2 H0 + e^S) 1 (e^-S sigma) (2 H0) * 2 eps of each other.
 
-    [kprobe_masses_equal]: if moreover every mass difference is a multiple of 1/M and
-    that bound times M is below 1, the masses are equal, and [kprobe_pairs_close]: then a
-    model of H0 heads with distinct scores and nonzero residues and any model of at most H0
-    heads have the same (residue, score) pairs, up to order.
-    [den_sep], [den_lattice]: rationals of denominator at most D that differ, differ by at
-    least 1/D^2; a sum of them is a multiple of 1/D!. [kprobe_pairs_den] puts them together.
+    [kprobe_masses_equal]: if moreover every mass difference is a rational of denominator
+    at most M and that bound times M is below 1, the masses are equal.
+    [kprobe_pairs_den] (every d and H0): if every score and residue of both models is a
+    rational of denominator at most D (so scores that differ differ by at least 1/D^2,
+    [den_sep], and a mass difference has denominator at most D^(2 H0), [mass_den]) and
+    kconst H0 Sm (1/D^2) * 2 eps * D^(2 H0) < 1, a model of H0 heads with distinct scores
+    and nonzero residues and any model of at most H0 heads have the same (residue, score)
+    pairs at (u, b), up to order.
 
-    Not covered here: the instance (that a certified run's recorded interval widths meet
-    the condition), and so the exported multi-head files do not use these theorems. *)
+    [mh_pairs_close], [mh_identified_close] (every run): if a certified run's checks pass,
+    and [check_close] (over Q: every recorded interval at most eps wide, the certified
+    scores in [-Sm, Sm], kz H0 Sm D * 2 eps * D^(2 H0) < 1 with the integer kz above
+    kconst), every model of at most H0 heads that meets the assumption ([meets]: at every
+    pair of the design its scores and residues are rationals of denominator at most D and
+    its scores lie in [-Sm, Sm]) and answers inside every recorded interval has the
+    certified (residue, score) pairs at every pair; with the labelling checks, it gives
+    the certified model's output on every sequence. The exported multi-head files state
+    this when [check_close] passes (export_multi_head_close.py). *)
 
 From Coq Require Import Reals QArith Qabs Qreals Lra Lia List Permutation FinFun ZArith.
 From VerifiedAttn Require Import Defs CertHead CertMultiHead CertMultiHeadId CertMultiHeadLabel.
@@ -329,27 +338,23 @@ Proof.
     pose proof (Rabs_pos D). nra.
 Qed.
 
-(** Masses on a lattice 1/M, and the bound below 1/M: the masses are equal. *)
-Theorem kprobe_masses_equal : forall d H0 u b (hs hs' : list head) Sm sigma eps M,
-  (length hs <= H0)%nat -> (length hs' <= H0)%nat -> 0 < sigma -> 0 <= eps -> 0 < M ->
-  (forall h, In h (hs ++ hs') -> Rabs (hscore d u b h) <= Sm) ->
-  (forall h h', In h (hs ++ hs') -> In h' (hs ++ hs') -> hscore d u b h <> hscore d u b h' ->
-     sigma <= Rabs (hscore d u b h - hscore d u b h')) ->
-  (forall s, exists m, (score_mass d u b s hs - score_mass d u b s hs') * M = IZR m) ->
-  kconst H0 Sm sigma * (2 * eps) * M < 1 ->
-  (forall k, (k <= 2 * H0)%nat -> Rabs (kanswer d u b k hs - kanswer d u b k hs') <= eps) ->
-  forall s, score_mass d u b s hs = score_mass d u b s hs'.
-Proof.
-  intros d H0 u b hs hs' Sm sigma eps M Hl Hl' Hs He HM HS Hsig Lat Small HF s.
-  pose proof (kprobe_masses_close d H0 u b hs hs' Sm sigma eps Hl Hl' Hs He HS Hsig HF s) as B.
-  destruct (Lat s) as [m Em].
-  assert (Rabs (IZR m) < 1).
-  { rewrite <- Em, Rabs_mult, (Rabs_pos_eq M) by lra.
-    eapply Rle_lt_trans; [|exact Small]. apply Rmult_le_compat_r; lra. }
-  apply IZR_small in H. rewrite H in Em. apply Rmult_integral in Em as [E|E]; lra.
-Qed.
-
 (** ** Under the denominator bound D. *)
+
+(** A nonzero rational of denominator at most M is at least 1/M in absolute value. *)
+Lemma den_small : forall M x, den_le M x -> Rabs x * IZR (Zpos M) < 1 -> x = 0.
+Proof.
+  intros M x [n [m [Hm ->]]] H. apply IZR_le in Hm.
+  assert (P : 0 < IZR (Zpos m)) by (apply IZR_lt; lia).
+  unfold Rdiv in *. rewrite Rabs_mult, Rabs_inv, (Rabs_pos_eq (IZR (Zpos m))) in H by lra.
+  assert (Rabs (IZR n) < 1).
+  { assert (Rabs (IZR n) * / IZR (Zpos m) * IZR (Zpos m) <=
+            Rabs (IZR n) * / IZR (Zpos m) * IZR (Zpos M)).
+    { apply Rmult_le_compat_l; [|exact Hm]. apply Rmult_le_pos; [apply Rabs_pos|].
+      left. apply Rinv_0_lt_compat, P. }
+    replace (Rabs (IZR n) * / IZR (Zpos m) * IZR (Zpos m)) with (Rabs (IZR n)) in H0
+      by (field; lra). lra. }
+  apply IZR_small in H0. rewrite H0. unfold IZR at 1. ring.
+Qed.
 
 Definition Dr (D : positive) : R := IZR (Zpos D).
 
@@ -381,82 +386,100 @@ Proof.
   apply Rinv_le_contravar; lra.
 Qed.
 
-Lemma divide_fact : forall N m, (1 <= m <= N)%nat -> Nat.divide m (fact N).
+(** Denominators multiply under sums. *)
+Lemma den_le_add : forall P Q x y, den_le P x -> den_le Q y -> den_le (P * Q) (x + y).
 Proof.
-  induction N as [|N IH]; intros m Hm; [lia|]. simpl fact.
-  destruct (Nat.eq_dec m (S N)) as [->|Ne].
-  - exists (fact N). lia.
-  - apply Nat.divide_add_r; [apply IH; lia|]. apply Nat.divide_mul_r. apply IH; lia.
+  intros P Q x y [n [m [Hm ->]]] [n' [m' [Hm' ->]]].
+  exists (n * Zpos m' + n' * Zpos m)%Z, (m * m')%positive. split; [rewrite !Pos2Z.inj_mul; nia|].
+  assert (0 < IZR (Zpos m)) by (apply IZR_lt; lia). assert (0 < IZR (Zpos m')) by (apply IZR_lt; lia).
+  rewrite Pos2Z.inj_mul, plus_IZR, !mult_IZR. field. lra.
 Qed.
 
-(** The lattice 1/D!: D! times a rational of denominator at most D is an integer. *)
-Definition Dfact (D : positive) : R := INR (fact (Pos.to_nat D)).
+Lemma den_le_mono : forall P Q x, (Zpos P <= Zpos Q)%Z -> den_le P x -> den_le Q x.
+Proof. intros P Q x H [n [m [Hm E]]]. exists n, m. split; [lia|exact E]. Qed.
 
-Lemma den_lattice : forall D x, den_le D x -> exists z, x * Dfact D = IZR z.
+Lemma den_le_opp : forall P x, den_le P x -> den_le P (- x).
 Proof.
-  intros D x [n [m [Hm ->]]]. unfold Dfact.
-  destruct (divide_fact (Pos.to_nat D) (Pos.to_nat m) ltac:(lia)) as [k Hk].
-  exists (n * Z.of_nat k)%Z. rewrite Hk, mult_INR, mult_IZR, <- INR_IZR_INZ.
-  rewrite INR_IZR_INZ with (n := Pos.to_nat m), positive_nat_Z.
-  assert (0 < IZR (Zpos m)) by (apply IZR_lt; lia). field. lra.
+  intros P x [n [m [Hm ->]]]. exists (- n)%Z, m. split; [exact Hm|]. rewrite opp_IZR.
+  unfold Rdiv. ring.
 Qed.
 
-Lemma lsum_lattice : forall (f : R -> R) M L,
-  (forall z, f z = 0 \/ f z = 1) -> (forall c z, In (c, z) L -> exists m, c * M = IZR m) ->
-  exists m, lsum f L * M = IZR m.
+Fixpoint ppow (D : positive) (n : nat) : positive :=
+  match n with O => 1%positive | S n => (D * ppow D n)%positive end.
+
+Lemma ppow_le : forall D m n, (m <= n)%nat -> (Zpos (ppow D m) <= Zpos (ppow D n))%Z.
 Proof.
-  intros f M. induction L as [|[c z] L IH]; intros F H.
-  - exists 0%Z. simpl. ring.
-  - destruct (IH F (fun c' z' Hc => H c' z' (or_intror Hc))) as [m1 E1].
-    destruct (H c z (or_introl eq_refl)) as [m0 E0]. simpl.
-    destruct (F z) as [E|E]; rewrite E.
-    + exists m1. rewrite <- E1. ring.
-    + exists (m0 + m1)%Z. rewrite plus_IZR, <- E0, <- E1. ring.
+  intros D m n H. induction H as [|n H IH]; [lia|]. simpl. rewrite Pos2Z.inj_mul. nia.
 Qed.
 
-Lemma mass_lattice : forall d u b s hs D,
-  (forall h, In h hs -> den_le D (dot d u (snd h))) ->
-  exists m, score_mass d u b s hs * Dfact D = IZR m.
+Lemma ppow_add : forall D m n, ppow D (m + n) = (ppow D m * ppow D n)%positive.
+Proof. intros D m n. induction m as [|m IH]; simpl; [reflexivity|]. rewrite IH. lia. Qed.
+
+(** A score mass of heads whose residues have denominators at most D: at most D^(heads). *)
+Lemma mass_den : forall d u b s hs D, (forall h, In h hs -> den_le D (dot d u (snd h))) ->
+  den_le (ppow D (length hs)) (score_mass d u b s hs).
 Proof.
-  intros d u b s hs D H. unfold score_mass. apply lsum_lattice.
-  - intros z. unfold ind. destruct (Req_EM_T z s); [right|left]; reflexivity.
-  - intros c z Hc. apply in_map_iff in Hc as [h [E Hh]]. injection E as <- _.
-    apply den_lattice, H, Hh.
+  intros d u b s hs D. induction hs as [|h hs IH]; intros H.
+  - exists 0%Z, 1%positive. split; [lia|]. unfold score_mass. simpl. unfold Rdiv. ring.
+  - unfold score_mass in *. simpl. unfold ind at 1.
+    destruct (Req_EM_T (dot d u (mat_vec d (fst h) b)) s).
+    + rewrite Rmult_1_r. apply den_le_add; [apply H; left; reflexivity|].
+      apply IH. intros h' Hh'. apply H. right. exact Hh'.
+    + rewrite Rmult_0_r, Rplus_0_l. apply (den_le_mono (ppow D (length hs))).
+      * simpl. rewrite Pos2Z.inj_mul. nia.
+      * apply IH. intros h' Hh'. apply H. right. exact Hh'.
+Qed.
+
+(** Mass differences of denominator at most M, and the bound below 1/M: equal masses. *)
+Theorem kprobe_masses_equal : forall d H0 u b (hs hs' : list head) Sm sigma eps M,
+  (length hs <= H0)%nat -> (length hs' <= H0)%nat -> 0 < sigma -> 0 <= eps ->
+  (forall h, In h (hs ++ hs') -> Rabs (hscore d u b h) <= Sm) ->
+  (forall h h', In h (hs ++ hs') -> In h' (hs ++ hs') -> hscore d u b h <> hscore d u b h' ->
+     sigma <= Rabs (hscore d u b h - hscore d u b h')) ->
+  (forall s, den_le M (score_mass d u b s hs - score_mass d u b s hs')) ->
+  kconst H0 Sm sigma * (2 * eps) * IZR (Zpos M) < 1 ->
+  (forall k, (k <= 2 * H0)%nat -> Rabs (kanswer d u b k hs - kanswer d u b k hs') <= eps) ->
+  forall s, score_mass d u b s hs = score_mass d u b s hs'.
+Proof.
+  intros d H0 u b hs hs' Sm sigma eps M Hl Hl' Hs He HS Hsig Den Small HF s.
+  pose proof (kprobe_masses_close d H0 u b hs hs' Sm sigma eps Hl Hl' Hs He HS Hsig HF s) as B.
+  assert (PM : 0 < IZR (Zpos M)) by (apply IZR_lt; lia).
+  enough (score_mass d u b s hs - score_mass d u b s hs' = 0) by lra.
+  apply (den_small M); [apply Den|]. eapply Rle_lt_trans; [|exact Small].
+  apply Rmult_le_compat_r; lra.
 Qed.
 
 (** Every d and H0: if a model hs of H0 heads has pairwise distinct scores and nonzero
     residues at (u, b), every score and residue of hs and of a model hs' of at most H0
     heads is a rational of denominator at most D, every score lies in [-Sm, Sm], the two
     models' answers F(0 .. 2 H0) at (u, b) differ by at most eps and
-    kconst H0 Sm (1/D^2) * 2 eps * D! < 1, then hs' has hs's (residue, score) pairs at
-    (u, b), up to order. *)
+    kconst H0 Sm (1/D^2) * 2 eps * D^(2 H0) < 1, then hs' has hs's (residue, score) pairs
+    at (u, b), up to order. *)
 Theorem kprobe_pairs_den : forall d H0 u b (hs hs' : list head) D Sm eps,
   length hs = H0 -> (length hs' <= H0)%nat -> 0 <= eps ->
   NoDup (map snd (score_pairs d u b hs)) ->
   (forall c s, In (c, s) (score_pairs d u b hs) -> c <> 0) ->
   (forall h, In h (hs ++ hs') ->
      den_le D (hscore d u b h) /\ den_le D (dot d u (snd h)) /\ Rabs (hscore d u b h) <= Sm) ->
-  kconst H0 Sm (/ (Dr D * Dr D)) * (2 * eps) * Dfact D < 1 ->
+  kconst H0 Sm (/ (Dr D * Dr D)) * (2 * eps) * IZR (Zpos (ppow D (2 * H0))) < 1 ->
   (forall k, (k <= 2 * H0)%nat -> Rabs (kanswer d u b k hs - kanswer d u b k hs') <= eps) ->
   Permutation (score_pairs d u b hs) (score_pairs d u b hs').
 Proof.
   intros d H0 u b hs hs' D Sm eps Hl Hl' He N NZ Hden Small HF.
   assert (PD : 0 < Dr D) by (unfold Dr; apply IZR_lt; lia).
   apply masses_pairs; [lia|exact N|exact NZ|].
-  apply (kprobe_masses_equal d H0 u b hs hs' Sm (/ (Dr D * Dr D)) eps (Dfact D)).
+  apply (kprobe_masses_equal d H0 u b hs hs' Sm (/ (Dr D * Dr D)) eps (ppow D (2 * H0))).
   - lia.
   - exact Hl'.
   - apply Rinv_0_lt_compat. nra.
   - exact He.
-  - unfold Dfact. apply lt_0_INR. pose proof (lt_O_fact (Pos.to_nat D)). lia.
   - intros h Hh. apply Hden, Hh.
   - intros h h' Hh Hh' Ne. apply den_sep; [apply Hden, Hh|apply Hden, Hh'|exact Ne].
-  - intros s.
-    destruct (mass_lattice d u b s hs D) as [m1 E1].
-    { intros h Hh. apply Hden. apply in_or_app. left. exact Hh. }
-    destruct (mass_lattice d u b s hs' D) as [m2 E2].
-    { intros h Hh. apply Hden. apply in_or_app. right. exact Hh. }
-    exists (m1 - m2)%Z. rewrite minus_IZR, <- E1, <- E2. ring.
+  - intros s. apply (den_le_mono (ppow D (length hs + length hs'))).
+    + apply ppow_le. lia.
+    + rewrite ppow_add. unfold Rminus. apply den_le_add.
+      * apply mass_den. intros h Hh. apply Hden. apply in_or_app. left. exact Hh.
+      * apply den_le_opp, mass_den. intros h Hh. apply Hden. apply in_or_app. right. exact Hh.
   - exact Small.
   - exact HF.
 Qed.
@@ -467,15 +490,6 @@ Qed.
 Definition kz (H0 Sm : nat) (D : positive) : Z :=
   let A := (Z.of_nat (2 * H0) + 3 ^ Z.of_nat Sm)%Z in
   (A * (1 + 2 * A * A * 3 ^ Z.of_nat Sm * Zpos D * Zpos D) ^ Z.of_nat (2 * H0))%Z.
-
-Fixpoint zfact (n : nat) : Z := match n with O => 1%Z | S m => (Z.of_nat (S m) * zfact m)%Z end.
-
-Lemma zfact_INR : forall n, INR (fact n) = IZR (zfact n).
-Proof.
-  induction n as [|n IH]; [reflexivity|].
-  change (fact (S n)) with (S n * fact n)%nat. cbn [zfact].
-  rewrite mult_INR, mult_IZR, <- IH, <- INR_IZR_INZ. reflexivity.
-Qed.
 
 Lemma exp_nat_le : forall n, exp (INR n) <= 3 ^ n.
 Proof.
@@ -511,7 +525,7 @@ Definition Sq (Sm : nat) : Q := inject_Z (Z.of_nat Sm).
 (** The width check, the bound check and the certified scores' magnitudes, over Q. *)
 Definition check_close (C : mh_run) (Sm : nat) (eps : Q) : bool :=
   qle 0 eps && forallb (fun r => qle (ahi r - alo r) eps) (mrecs C) &&
-  qlt (inject_Z (kz (mH0 C) Sm (mD C)) * (2 * eps) * inject_Z (zfact (Pos.to_nat (mD C)))) 1 &&
+  qlt (inject_Z (kz (mH0 C) Sm (mD C)) * (2 * eps) * inject_Z (Zpos (ppow (mD C) (2 * mH0 C)))) 1 &&
   forallb (fun p => forallb (fun h =>
       qle (Qabs (qdot (md C) (fst p) (qmv (md C) (fst h) (snd p)))) (Sq Sm)) (mheads C))
     (mh_pairs (md C) (mU C) (mB C)).
@@ -586,9 +600,8 @@ Proof.
     + unfold meets in Mt. rewrite Forall_forall in Mt. specialize (Mt p Hp).
       rewrite Forall_forall in Mt. exact (Mt h Hh).
   - eapply Rle_lt_trans; [|rewrite Q2R_mult, Q2R_mult, Q2R_Z, Q2R_Z in K3; exact K3].
-    unfold Dfact. rewrite zfact_INR. pose proof (kconst_le (mH0 C) Sm (mD C)) as KL.
-    assert (0 <= IZR (zfact (Pos.to_nat (mD C)))).
-    { rewrite <- zfact_INR. apply pos_INR. }
+    pose proof (kconst_le (mH0 C) Sm (mD C)) as KL.
+    assert (0 <= IZR (Zpos (ppow (mD C) (2 * mH0 C)))) by (apply IZR_le; lia).
     replace (Q2R (2 * eps)) with (2 * Q2R eps)
       by (rewrite Q2R_mult; replace (Q2R 2) with 2 by (unfold Q2R; simpl; field); reflexivity).
     apply Rmult_le_compat_r; [exact H|]. apply Rmult_le_compat_r; [lra|exact KL].
