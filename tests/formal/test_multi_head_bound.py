@@ -153,8 +153,12 @@ ONE_FEWER = "forall w, Rabs (csum w L) <= kbound A g delta (n - 1) * eps."
 #: (theorem, a premise or conclusion, the same weakened or strengthened)
 WEAKER = [
     ("cauchy_groups_bound", SEPARATED, "True) ->"),  # close poles: no bound
-    ("cauchy_groups_bound", CONCLUSION, ONE_FEWER),  # one elimination step fewer
-    ("kprobe_masses_close", SIGMA, "True) ->"),  # scores not separated
+    pytest.param(  # one elimination step fewer
+        "cauchy_groups_bound", CONCLUSION, ONE_FEWER, marks=pytest.mark.slow
+    ),
+    pytest.param(  # scores not separated
+        "kprobe_masses_close", SIGMA, "True) ->", marks=pytest.mark.slow
+    ),
 ]
 
 
@@ -193,7 +197,14 @@ def _widened(text: str) -> str:
 
 
 @needs_coq
-@pytest.mark.parametrize("tamper", ["none", "widened", "wider-D", "narrower-D", "eps", "Sm"])
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        "widened",
+        "wider-D",
+        *(pytest.param(t, marks=pytest.mark.slow) for t in ("none", "narrower-D", "eps", "Sm")),
+    ],
+)
 def test_checks_refuse_a_tampered_file(narrow_text: str, tamper: str) -> None:
     text = narrow_text
     bound = f"Definition D : positive := {D22}%positive."
