@@ -122,21 +122,10 @@ Proof.
     rewrite E, Rminus_diag_eq, Rabs_R0 in H by reflexivity. lra. }
   assert (Eq : psum (x i) (lscale (fun z => (w0 - z) / (xl + z)) L') =
     / (xl - x i) * ((x i + w0) * psum (x i) L - (xl + w0) * psum xl L)).
-  { unfold psum. rewrite lsum_scale.
-    transitivity (lsum (fun z => / (xl - x i) * ((x i + w0) * / (x i + z) -
-                                                (xl + w0) * / (xl + z))) L').
-    - apply lsum_ext. intros c z Hc. apply drop_in in Hc as [Hc _]. simpl in Hc.
-      rewrite elim_step; [idtac| apply (Hpos i c z); [lia|exact Hc]
-                         | apply (Hpos n c z); [lia|exact Hc] | exact Hxi]. ring.
-    - rewrite (lsum_ext _ (fun z => (/ (xl - x i) * (x i + w0)) * / (x i + z) +
-                                    (- (/ (xl - x i) * (xl + w0))) * / (xl + z)))
-        by (intros; ring).
-      rewrite lsum_lin. fold (psum (x i) L') (psum xl L').
-      replace (/ (xl - x i) * (x i + w0) * psum (x i) L')
-        with (/ (xl - x i) * ((x i + w0) * psum (x i) L')) by ring.
-      replace (- (/ (xl - x i) * (xl + w0)) * psum xl L')
-        with (- (/ (xl - x i) * ((xl + w0) * psum xl L'))) by ring.
-      rewrite (Split i) by lia. unfold xl. rewrite (Split n) by lia. unfold psum. ring. }
+  { rewrite elim_psum; [|exact Hxi|].
+    - rewrite (Split i) by lia. unfold xl. rewrite (Split n) by lia. ring.
+    - intros c z Hc. apply drop_in in Hc as [Hc _]. simpl in Hc.
+      pose proof (Hpos i c z ltac:(lia) Hc). pose proof (Hpos n c z ltac:(lia) Hc). unfold xl. lra. }
   fold xl. fold L'. rewrite Eq.
   pose proof (Hgap n i ltac:(lia) ltac:(lia) ltac:(lia)) as G. fold xl in G.
   pose proof (Hw0 i ltac:(lia)). pose proof (Hw0 n ltac:(lia)). fold xl in H0.
