@@ -1,39 +1,19 @@
-(** * The canonical multi-head identification step at one pair, from answers known to eps.
+(** * The canonical multi-head identification step from answers known to eps.
 
-    [CertMultiHeadId.cauchy_groups_zero] is the exact statement: a sum sum_j c_j / (x + z_j)
-    over at most n pairs that vanishes at n distinct points has every group sum zero. Here
-    is its quantitative form, by the same elimination, each step bounding the growth:
-
-    [cauchy_groups_bound] (every n): if |sum_j c_j / (x_i + z_j)| <= eps at n points x_i
-    pairwise at least g apart, the list has at most n pairs, 0 < x_i + z_j <= A, and two
-    poles z_j that differ differ by at least delta, then every group sum (the sum of the
-    c_j at one pole) is at most [kbound A g delta n] * eps in absolute value, where
-    kbound A g delta n = A * (1 + 2 A^2 / (delta g))^n.
-
-    [kprobe_masses_close] (every d and H0): two models of at most H0 heads whose answers
-    F(0), ..., F(2 H0) at (u, b) differ by at most eps, whose scores u^T W_h b lie in
-    [-S, S] and differ (when they differ) by at least sigma, have, for every real s, score
-    masses (the sums of the residues u^T v_h over the heads of score s) within
-    kbound (2 H0 + e^S) 1 (e^-S sigma) (2 H0) * 2 eps of each other.
-
-    [kprobe_masses_equal]: if moreover every mass difference is a rational of denominator
-    at most M and that bound times M is below 1, the masses are equal.
-    [kprobe_pairs_den] (every d and H0): if every score and residue of both models is a
-    rational of denominator at most D (so scores that differ differ by at least 1/D^2,
-    [den_sep], and a mass difference has denominator at most D^(2 H0), [mass_den]) and
-    kconst H0 Sm (1/D^2) * 2 eps * D^(2 H0) < 1, a model of H0 heads with distinct scores
-    and nonzero residues and any model of at most H0 heads have the same (residue, score)
-    pairs at (u, b), up to order.
-
-    [mh_pairs_close], [mh_identified_close] (every run): if a certified run's checks pass,
-    and [check_close] (over Q: every recorded interval at most eps wide, the certified
-    scores in [-Sm, Sm], kz H0 Sm D * 2 eps * D^(2 H0) < 1 with the integer kz above
-    kconst), every model of at most H0 heads that meets the assumption ([meets]: at every
-    pair of the design its scores and residues are rationals of denominator at most D and
-    its scores lie in [-Sm, Sm]) and answers inside every recorded interval has the
-    certified (residue, score) pairs at every pair; with the labelling checks, it gives
-    the certified model's output on every sequence. The exported multi-head files state
-    this when [check_close] passes (export_multi_head_close.py). *)
+    [cauchy_groups_bound] (every n), the quantitative [CertMultiHeadId.cauchy_groups_zero]:
+    if |sum_j c_j / (x_i + z_j)| <= eps at n points at least g apart, over at most n pairs
+    with 0 < x_i + z_j <= A and poles that differ at least delta apart, every group sum
+    (of the c_j at one pole) is at most kbound A g delta n * eps = A (1 + 2 A^2 / (delta g))^n
+    eps (the same elimination, each step bounded).
+    [kprobe_masses_close] (every d, H0): answers F(0 .. 2 H0) at (u, b) within eps, scores
+    in [-S, S] that differ at least sigma apart: score masses within kconst H0 S sigma * 2 eps.
+    [kprobe_pairs_den]: if all scores and residues have denominators at most D ([den_sep]:
+    1/D^2 apart; [mass_den]: a mass difference has denominator at most D^(2 H0)) and
+    kconst * 2 eps * D^(2 H0) < 1, the same (residue, score) pairs up to order.
+    [mh_pairs_close], [mh_identified_close] (every run): if [check_close] passes over Q
+    (intervals at most eps wide, certified scores in [-Sm, Sm], kz * 2 eps * D^(2 H0) < 1),
+    every model of at most H0 heads that [meets] the assumption and answers inside every
+    recorded interval has the certified pairs at every pair, and is the certified model. *)
 
 From Coq Require Import Reals QArith Qabs Qreals Lra Lia List Permutation FinFun ZArith.
 From VerifiedAttn Require Import Defs CertHead CertMultiHead CertMultiHeadId CertMultiHeadLabel.
@@ -202,8 +182,6 @@ Proof.
     destruct (kbound_ge A g delta (S n) HA Hg Hd) as [K1 _].
     assert (0 <= Rabs (psum (x O) L)) by apply Rabs_pos. nra.
 Qed.
-
-(** ** Helpers on exp, naturals and integers. *)
 
 Lemma exp_le : forall a b, a <= b -> exp a <= exp b.
 Proof.
