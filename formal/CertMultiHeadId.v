@@ -137,6 +137,24 @@ Proof.
   intros. field. assert (xl - xi <> 0) by (intros E; apply H1; lra). repeat split; lra.
 Qed.
 
+(** One elimination step: rescaling by (w0 - z)/(xl + z) turns the sums at xi and xl into
+    one sum at xi (also used with bounds, CertMultiHeadBound.v). *)
+Lemma elim_psum : forall xi xl w0 L, xi <> xl ->
+  (forall c z, In (c, z) L -> xi + z > 0 /\ xl + z > 0) ->
+  psum xi (lscale (fun z => (w0 - z) / (xl + z)) L) =
+  / (xl - xi) * ((xi + w0) * psum xi L - (xl + w0) * psum xl L).
+Proof.
+  intros xi xl w0 L Hxi Hpos. unfold psum. rewrite lsum_scale.
+  transitivity (lsum (fun z => / (xl - xi) * ((xi + w0) * / (xi + z) -
+                                             (xl + w0) * / (xl + z))) L).
+  - apply lsum_ext. intros c z Hc. destruct (Hpos c z Hc).
+    rewrite elim_step by assumption. ring.
+  - rewrite (lsum_ext _ (fun z => (/ (xl - xi) * (xi + w0)) * / (xi + z) +
+                                  (- (/ (xl - xi) * (xl + w0))) * / (xl + z)))
+      by (intros; ring).
+    rewrite lsum_lin. ring.
+Qed.
+
 Theorem cauchy_groups_zero : forall n (x : nat -> R) (L : list (R * R)),
   (length L <= n)%nat ->
   (forall i j, (i < n)%nat -> (j < n)%nat -> x i = x j -> i = j) ->
@@ -170,23 +188,12 @@ Proof.
       - intros i j Hi Hj. apply Hinj; lia.
       - intros i c z Hi Hc. unfold L'', lscale in Hc. apply in_map_iff in Hc as [[c' z'] [E Hc]].
         injection E as <- <-. apply (Hpos i c' z'); [lia|]. apply Hin' in Hc. apply Hc.
-      - intros i Hi. unfold psum, L''. rewrite lsum_scale.
+      - intros i Hi. unfold L''.
         assert (Hxi : x i <> xl) by (intros E; apply Hinj in E; lia).
-        transitivity (lsum (fun z => / (xl - x i) * ((x i + w0) * / (x i + z) -
-                                                    (xl + w0) * / (xl + z))) L').
-        + apply lsum_ext. intros c z Hc. apply Hin' in Hc as [Hc _].
-          rewrite elim_step; [| apply (Hpos i c z); [lia|exact Hc]
-                             | apply (Hpos n c z); [lia|exact Hc] | exact Hxi].
-          ring.
-        + rewrite (lsum_ext _ (fun z => (/ (xl - x i) * (x i + w0)) * / (x i + z) +
-                                        (- (/ (xl - x i) * (xl + w0))) * / (xl + z)))
-            by (intros; ring).
-          rewrite lsum_lin. fold (psum (x i) L') (psum xl L').
-          replace (/ (xl - x i) * (x i + w0) * psum (x i) L')
-            with (/ (xl - x i) * ((x i + w0) * psum (x i) L')) by ring.
-          replace (- (/ (xl - x i) * (xl + w0)) * psum xl L')
-            with (- (/ (xl - x i) * ((xl + w0) * psum xl L'))) by ring.
-          rewrite (Split i) by lia. unfold xl. rewrite (Split n) by lia. ring. }
+        rewrite elim_psum; [|exact Hxi|].
+        + rewrite (Split i) by lia. unfold xl. rewrite (Split n) by lia. ring.
+        + intros c z Hc. apply Hin' in Hc as [Hc _].
+          split; [apply (Hpos i c z)|apply (Hpos n c z)]; (lia || exact Hc). }
     (* every pole other than w0 has group sum 0 *)
     assert (Other : forall w, w <> w0 -> csum w L = 0).
     { intros w Hw. destruct (Req_EM_T (csum w L) 0) as [|Hne]; [assumption|].
@@ -377,15 +384,16 @@ Definition score_pairs (d : nat) (u b : vec) (hs : list head) : list (R * R) :=
 (** Every d and H0: if a model of H0 heads has pairwise distinct scores and nonzero
     residues at (u, b), every model of at most H0 heads with its answers F(0 .. 2 H0) at
     (u, b) has the same (residue, score) pairs there, up to order. *)
-Theorem kprobe_pairs : forall d H0 u b (hs hs' : list head),
-  length hs = H0 -> (length hs' <= H0)%nat ->
+(** The same from equal score masses (the step after [kprobe_identifies]; also used with
+    masses known to be equal from answers known to eps, CertMultiHeadBound.v). *)
+Theorem masses_pairs : forall d u b (hs hs' : list head),
+  (length hs' <= length hs)%nat ->
   NoDup (map snd (score_pairs d u b hs)) ->
   (forall c s, In (c, s) (score_pairs d u b hs) -> c <> 0) ->
-  (forall k, (k <= 2 * H0)%nat -> kanswer d u b k hs = kanswer d u b k hs') ->
+  (forall s, score_mass d u b s hs = score_mass d u b s hs') ->
   Permutation (score_pairs d u b hs) (score_pairs d u b hs').
 Proof.
-  intros d H0 u b hs hs' Hl Hl' N NZ E. assert (Hle : (length hs <= H0)%nat) by (rewrite Hl; apply le_n).
-  pose proof (kprobe_identifies d H0 u b hs hs' Hle Hl' E) as M.
+  intros d u b hs hs' Hl N NZ M.
   set (back := fun p : R * R => (fst p, - ln (snd p))).
   assert (Back : forall hs0, score_pairs d u b hs0 = map back (kterms d u b hs0)).
   { intros hs0. unfold score_pairs, kterms. rewrite map_map. apply map_ext. intros h.
@@ -408,6 +416,18 @@ Proof.
     + rewrite !csum_absent; [reflexivity| |];
         intros H; apply in_map_iff in H as [[c z] [Ez H]]; simpl in Ez; subst z;
         apply Pos in H; lra.
+Qed.
+
+Theorem kprobe_pairs : forall d H0 u b (hs hs' : list head),
+  length hs = H0 -> (length hs' <= H0)%nat ->
+  NoDup (map snd (score_pairs d u b hs)) ->
+  (forall c s, In (c, s) (score_pairs d u b hs) -> c <> 0) ->
+  (forall k, (k <= 2 * H0)%nat -> kanswer d u b k hs = kanswer d u b k hs') ->
+  Permutation (score_pairs d u b hs) (score_pairs d u b hs').
+Proof.
+  intros d H0 u b hs hs' Hl Hl' N NZ E. assert (Hle : (length hs <= H0)%nat) by (rewrite Hl; apply le_n).
+  apply masses_pairs; [lia|exact N|exact NZ|].
+  exact (kprobe_identifies d H0 u b hs hs' Hle Hl' E).
 Qed.
 
 (** ** Every pair of a run's design. *)

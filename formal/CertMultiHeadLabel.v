@@ -236,15 +236,21 @@ Qed.
     unambiguous and which has no ties (all checked over Q): every model of at most H0
     heads with the certified heads' answers to every query the design generates gives the
     certified model's output on every sequence of every length. *)
-Theorem mh_identified : forall C (Uinv Binv : qmat) (hs' : list head),
+(** The same from the (residue, score) pairs up to order at every pair of the design
+    (however they were obtained: exact answers below, answers known to eps in
+    CertMultiHeadBound.v). *)
+Theorem mh_identified_pairs : forall C (Uinv Binv : qmat) (hs' : list head),
   check_inverse (md C) Uinv (mU C) = true -> check_inverse (md C) Binv (mB C) = true ->
-  (0 < md C)%nat -> check_generic C = true -> length (mheads C) = mH0 C ->
+  (0 < md C)%nat -> check_generic C = true ->
   link_check (md C) (mU C) (mB C) (mheads C) = true ->
   row_check (md C) (mU C) (mB C) (mheads C) = true ->
-  (length hs' <= mH0 C)%nat -> same_answers C hs' (rheads (mheads C)) ->
+  Forall (fun p => Permutation
+      (score_pairs (md C) (rvec (fst p)) (rvec (snd p)) (rheads (mheads C)))
+      (score_pairs (md C) (rvec (fst p)) (rvec (snd p)) hs'))
+    (mh_pairs (md C) (mU C) (mB C)) ->
   forall N X, multi_head (md C) N X hs' = multi_head (md C) N X (rheads (mheads C)).
 Proof.
-  intros C Uinv Binv hs' HU HB Hd G Hl L R Hl' E.
+  intros C Uinv Binv hs' HU HB Hd G L R P.
   apply (labels_determine (md C) (mU C) Uinv (mB C) Binv); try assumption.
   - apply link_check_ok, L.
   - apply row_check_ok, R.
@@ -256,5 +262,17 @@ Proof.
     unfold generic_at in G0. apply andb_true_iff in G0 as [G1 _]. cbn [fst snd] in G1.
     rewrite score_pairs_q, map_map. simpl. rewrite <- (map_map _ Q2R).
     apply qnodup_spec, G1.
-  - apply mh_pairs_determined; assumption.
+Qed.
+
+Theorem mh_identified : forall C (Uinv Binv : qmat) (hs' : list head),
+  check_inverse (md C) Uinv (mU C) = true -> check_inverse (md C) Binv (mB C) = true ->
+  (0 < md C)%nat -> check_generic C = true -> length (mheads C) = mH0 C ->
+  link_check (md C) (mU C) (mB C) (mheads C) = true ->
+  row_check (md C) (mU C) (mB C) (mheads C) = true ->
+  (length hs' <= mH0 C)%nat -> same_answers C hs' (rheads (mheads C)) ->
+  forall N X, multi_head (md C) N X hs' = multi_head (md C) N X (rheads (mheads C)).
+Proof.
+  intros C Uinv Binv hs' HU HB Hd G Hl L R Hl' E.
+  apply (mh_identified_pairs C Uinv Binv); try assumption.
+  apply mh_pairs_determined; assumption.
 Qed.

@@ -336,10 +336,10 @@ THEOREMS: list[FormalTheorem] = [
         "(one interval per query) and their scores and residues at the design's pairs have "
         "denominators at most D; and with inverses of U and B, a model whose heads have "
         "the certified heads' scores and residues at the d^2 grid pairs gives the same "
-        "output on every sequence. Not covered: that a model answering inside the "
-        "intervals has those scores and residues (from intervals to exact scores; "
-        "identification from exact answers is formal/multi-head-interpolation and "
-        "formal/multi-head-labelling).",
+        "output on every sequence. That a model answering inside the intervals has those "
+        "scores and residues is formal/multi-head-interpolation-bound (for runs whose "
+        "intervals are narrow enough for D); identification from exact answers is "
+        "formal/multi-head-interpolation and formal/multi-head-labelling.",
         ("prop-7.1/canonical-recovery",),
     ),
     FormalTheorem(
@@ -365,8 +365,8 @@ THEOREMS: list[FormalTheorem] = [
         "score masses at every pair; if one model has H0 heads with pairwise distinct scores "
         "and nonzero residues at the pair, the other has the same (residue, score) pairs up "
         "to order (a run whose H0 certified heads are so at every pair: checked over Q). "
-        "From exact answers only: the step from recorded intervals to exact scores and the "
-        "labelling of heads across pairs (formal/multi-head-labelling) are not covered.",
+        "From exact answers (answers known to eps: formal/multi-head-interpolation-bound); "
+        "the labelling of heads across pairs is formal/multi-head-labelling.",
         ("prop-7.1/canonical-recovery",),
     ),
     FormalTheorem(
@@ -382,8 +382,41 @@ THEOREMS: list[FormalTheorem] = [
         "heads has one reference head's grid scores and residues, and the labelling is a "
         "permutation); so for a run whose H0 certified heads pass these checks over Q, every "
         "model of at most H0 heads giving exactly the certified answers to the design's "
-        "queries is the certified model. From exact answers only: the step from recorded "
-        "intervals to exact scores is not covered, and runs with ties are not.",
+        "queries is the certified model. From exact answers (from the recorded intervals: "
+        "formal/multi-head-interpolation-bound); runs with ties are not covered.",
+        ("prop-7.1/canonical-recovery",),
+    ),
+    FormalTheorem(
+        "formal/multi-head-interpolation-bound",
+        "Prop 7.1",
+        "CertMultiHeadBound",
+        (
+            "cauchy_groups_bound",
+            "kprobe_masses_close",
+            "kprobe_masses_equal",
+            "den_sep",
+            "mass_den",
+            "kprobe_pairs_den",
+            "mh_pairs_close",
+            "mh_identified_close",
+        ),
+        "For every n: if |sum_j c_j / (x_i + z_j)| <= eps at n points x_i at least g apart, "
+        "over at most n pairs with 0 < x_i + z_j <= A and poles that differ at least delta "
+        "apart, every group sum of the c_j at one pole is at most A (1 + 2 A^2 / (delta g))^n "
+        "eps in absolute value (the elimination of cauchy_groups_zero, each step bounded). "
+        "So, for every d and H0, two models of at most H0 heads whose answers F(0), ..., "
+        "F(2 H0) at a pair differ by at most eps, with scores in [-S, S] that differ at least "
+        "sigma apart, have score masses within 2 K eps, K = A (1 + 2 A^2 e^S / sigma)^(2 H0), "
+        "A = 2 H0 + e^S; if every score and residue of both is a rational with denominator "
+        "at most D (sigma = 1/D^2; a mass difference has denominator at most D^(2 H0)) and "
+        "2 K eps D^(2 H0) < 1, a model of H0 heads with distinct scores and nonzero residues "
+        "and the other have the same (residue, score) pairs up to order. For a certified "
+        "run whose recorded intervals are at most eps wide with that inequality (checked "
+        "over Q with e^S <= 3^S), every model of at most H0 heads meeting the assumption "
+        "(scores and residues at the design's pairs of denominator at most D, scores in "
+        "[-S, S]) and answering inside every interval has the certified pairs at every pair "
+        "and, with the labelling checks, is the certified model. The inequality needs about "
+        "301 bits of interval width at H0 = 2, S = 1, D = 2^22, and 805 at D = 2^64.",
         ("prop-7.1/canonical-recovery",),
     ),
     FormalTheorem(

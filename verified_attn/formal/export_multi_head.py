@@ -47,6 +47,11 @@ from verified_attn.formal.coq_tables import (
     mpf,
     vec_table,
 )
+from verified_attn.formal.export_multi_head_close import (
+    close_header,
+    close_params,
+    close_parts,
+)
 
 __all__ = ["multi_head_file"]
 
@@ -215,12 +220,14 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
     ties = "; ".join(f"({k}, {j})%nat" for k, j, _ in x["ties"])
     heads_list = "; ".join(f"(W_{h}, v_{h})" for h in range(len(heads)))
     sha = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    checks = _checks(x)
+    close = _close(x, D, checks[0])
     parts = [
-        _header(data, d, H0, len(heads), len(qs), sha, *_checks(x)),
+        _header(data, d, H0, len(heads), len(qs), sha, *checks, close),
         "From Coq Require Import Reals QArith List Lia Permutation.\n"
         "From Interval Require Import Tactic.\n"
         "From VerifiedAttn Require Import Defs CertHead CertPair CertMultiHead CertMultiHeadId\n"
-        "  CertMultiHeadLabel IntervalZ.\n"
+        "  CertMultiHeadLabel CertMultiHeadBound IntervalZ.\n"
         "Import ListNotations.\nOpen Scope R_scope.\n",
         f"(** The stated denominator bound. *)\nDefinition D : positive := {D}%positive.\n",
         mat_table("U", x["U"], "0", "The design: u_k is row k."),
@@ -237,16 +244,59 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
         f"Definition recs : list mh_rec := [{'; '.join(names)}].\n",
         f"Definition run : mh_run := {{| md := {d}; mH0 := {H0}; mD := D; mU := U; mB := B;\n"
         "  mties := ties; mheads := heads_c; mrecs := recs |}.\n",
-        _theorem(names, prec, d, H0, *_checks(x)),
+        *_close_tables(close),
+        *(
+            [f"Lemma hold : mh_hold run.\nProof.\n{_hold(names, prec, '  ')}Qed.\n"]
+            if close
+            else []
+        ),
+        _theorem(names, prec, d, H0, *checks, close is not None),
         "Print Assumptions run_consistent.\n",
     ]
     return "\n".join(parts)
 
 
-def _theorem(names: list[str], prec: int, d: int, H0: int, part5: bool, part6: bool) -> str:
-    """``run_consistent``: parts 1-4, and 5, 6 when :func:`_checks` passes them."""
+def _close(x: dict[str, Any], D: int, part5: bool) -> tuple[int, Fraction] | None:
+    """(Sm, eps) of parts 7 and 8 when the run states part 5 and its intervals are narrow
+    enough for D (``check_close``), else None."""
+    if not part5:
+        return None
+    U, B, d = x["U"], x["B"], x["d"]
+    pairs = [(U[k], B[j]) for k in range(d) for j in range(d)]
+    pairs += [([a + c for a, c in zip(U[0], U[k], strict=True)], B[0]) for k in range(1, d)]
+    scores = [m for u, b in pairs for _, _, m in _terms((u, b, 1), x["heads"])]
+    return close_params(x["H0"], scores, [hi - lo for lo, hi in x["balls"]], D)
+
+
+def _close_tables(close: tuple[int, Fraction] | None) -> list[str]:
+    if close is None:
+        return []
+    Sm, eps = close
+    return [
+        "(** The score magnitude Sm of the stated assumption, and the interval width eps. *)\n"
+        f"Definition Sm : nat := {Sm}.\nDefinition eps : Q := {coq_q(eps)}.\n"
+    ]
+
+
+def _hold(names: list[str], prec: int, indent: str) -> str:
+    """The proof of ``mh_hold run``: the certified heads' answers lie in the recorded
+    intervals (a lemma ``hold`` when parts 7 and 8 need it too, else inline)."""
     spine = "run md mH0 mU mB mties mrecs recs mh_queries mh_pairs flat_map map seq app fst snd Nat.mul Nat.add Nat.sub"
     data = f"{' '.join(names)} alo ahi aterms tsum kprobe_value INR Q2R Qnum Qden inside"
+    return (
+        f"{indent}unfold mh_hold. cbv beta iota zeta delta [{spine}].\n"
+        f"{indent}repeat apply Forall2_cons; try apply Forall2_nil;\n"
+        f"{indent}first [apply inside_k0; vm_compute; reflexivity\n"
+        f"{indent}      | cbv beta iota zeta delta [{data}];\n"
+        f"{indent}        interval with (i_prec {prec})].\n"
+    )
+
+
+def _theorem(
+    names: list[str], prec: int, d: int, H0: int, part5: bool, part6: bool, part7: bool
+) -> str:
+    """``run_consistent``: parts 1-4, and 5, 6 when :func:`_checks` passes them, 7 (and 8
+    with 6) when :func:`_close` does."""
     same = f"  (forall hs' : list head, (length hs' <= {H0})%nat -> same_answers run hs' (rheads heads_c) ->\n"
     pairs = (
         f" /\\\n{same}"
@@ -270,8 +320,9 @@ def _theorem(names: list[str], prec: int, d: int, H0: int, part5: bool, part6: b
         if part6
         else ""
     )
+    close, close_proof = close_parts(d, H0, part6) if part7 else ("", "")
     inner = "split"
-    for _ in range(part5 + part6):
+    for _ in range(part5 + part6 + part7 + (part7 and part6)):
         inner = f"split; [|{inner}]"
     return (
         "Theorem run_consistent :\n"
@@ -280,27 +331,23 @@ def _theorem(names: list[str], prec: int, d: int, H0: int, part5: bool, part6: b
         f"     forall N X, multi_head {d} N X hs' = multi_head {d} N X (rheads heads_c)) /\\\n"
         f"  (forall hs' : list head, (length hs' <= {H0})%nat ->\n"
         "     same_answers run hs' (rheads heads_c) -> same_masses run hs' (rheads heads_c))"
-        f"{pairs if part5 else ''}{model if part6 else ''}.\n"
+        f"{pairs if part5 else ''}{model if part6 else ''}{close}.\n"
         "Proof.\n"
         f"  split; [|{inner}].\n"
         "  - apply (mh_answers_in run).\n"
         "    + vm_compute. reflexivity.\n"
-        f"    + unfold mh_hold. cbv beta iota zeta delta [{spine}].\n"
-        "      repeat apply Forall2_cons; try apply Forall2_nil;\n"
-        "      first [apply inside_k0; vm_compute; reflexivity\n"
-        f"            | cbv beta iota zeta delta [{data}];\n"
-        f"              interval with (i_prec {prec})].\n"
+        f"    + {'exact hold.' + chr(10) if part7 else _hold(names, prec, '      ')[6:]}"
         "  - intros hs' F N X.\n"
         f"    apply (grid_determines_model {d} U U_inv B B_inv hs');\n"
         "      [vm_compute; reflexivity | vm_compute; reflexivity | exact F].\n"
         "  - intros hs' L E. apply (mh_masses_determined run hs' (rheads heads_c) L); [|exact E].\n"
         "    unfold rheads. rewrite map_length. apply Nat.leb_le. vm_compute. reflexivity.\n"
-        f"{more}"
+        f"{more}{close_proof}"
         "Qed.\n"
     )
 
 
-def _parts(H0: int, part5: bool, part6: bool) -> str:
+def _parts(H0: int, part5: bool, part6: bool, more: bool) -> str:
     """Parts 5 and 6 of the header, when the file states them."""
     five = (
         f"    5. (the run has H0 = {H0} certified heads) every such model has, at every pair\n"
@@ -314,11 +361,21 @@ def _parts(H0: int, part5: bool, part6: bool) -> str:
         "       (the learner's labelling across pairs: by residue along each row, by the links\n"
         "       across rows; then 3.)"
     )
-    return (f"{five}{';' if part6 else '.'}\n" if part5 else "") + (f"{six}.\n" if part6 else "")
+    return (f"{five}{';' if part6 or more else '.'}\n" if part5 else "") + (
+        f"{six}{';' if more else '.'}\n" if part6 else ""
+    )
 
 
 def _header(
-    data: Mapping[str, Any], d: int, H0: int, H: int, n: int, sha: str, part5: bool, part6: bool
+    data: Mapping[str, Any],
+    d: int,
+    H0: int,
+    H: int,
+    n: int,
+    sha: str,
+    part5: bool,
+    part6: bool,
+    close: tuple[int, Fraction] | None,
 ) -> str:
     describe = (
         f"kind multi-head (canonical), d = {d}, H0 = {H0}, arithmetic certified "
@@ -345,20 +402,27 @@ def _header(
         "       the heads with score u^T W_h b = s ([same_masses]; the interpolation step:\n"
         f"       F(0 .. {2 * H0}) fix the poles exp(-score) and residues of a sum of at most\n"
         f"       {2 * H0} terms r / (k + z)){';' if part5 else '.'}\n"
-        f"{_parts(H0, part5, part6)}"
-        "    It does NOT state that the certified heads are the only model answering inside\n"
-        "    the intervals: 4.-6. need exactly the certified answers. Not formalised: that the\n"
-        "    intervals, under the denominator bound, determine another model's scores and\n"
-        "    residues (the learner's interpolation and pole isolation in ball arithmetic and\n"
-        "    the rational reconstruction)"
-        f"{'' if part6 else ', and the labelling of heads across pairs for this run'}.\n"
-        f"    It instantiates {_instantiated(part5, part6)} (formal/, proved for every d\n"
+        f"{_parts(H0, part5, part6, close is not None)}"
+        f"{close_header(H0, *close, part6) if close else _not_stated(part6)}"
+        f"    It instantiates {_instantiated(part5, part6, close is not None)} (formal/, proved for every d\n"
         "    and H0); the checks over Q run by computation, each answer's two inequalities\n"
         "    about exp are proved by Coq Interval. *)\n"
     )
 
 
-def _instantiated(part5: bool, part6: bool) -> str:
+def _not_stated(part6: bool) -> str:
+    """What a file without parts 7 and 8 does not state."""
+    return (
+        "    It does NOT state that the certified heads are the only model answering inside\n"
+        "    the intervals: 4.-6. need exactly the certified answers. Not formalised for this\n"
+        "    run: that the intervals, under the denominator bound, determine another model's\n"
+        "    scores and residues (its intervals are too wide for [check_close] with this D, or\n"
+        "    its scores are not distinct: parts 7 and 8 are stated when they pass)"
+        f"{'' if part6 else ', and the labelling of heads across pairs for this run'}.\n"
+    )
+
+
+def _instantiated(part5: bool, part6: bool, part7: bool) -> str:
     """The general theorems the file applies, as the header lists them: only those used."""
     names = ["[CertMultiHead.mh_answers_in]", "[grid_determines_model]"]
     names.append("[CertMultiHeadId.mh_masses_determined]")
@@ -366,4 +430,8 @@ def _instantiated(part5: bool, part6: bool) -> str:
         names.append("[mh_pairs_determined]")
     if part6:
         names.append("[CertMultiHeadLabel.mh_identified]")
+    if part7:
+        names.append("[CertMultiHeadBound.mh_pairs_close]")
+    if part7 and part6:
+        names.append("[mh_identified_close]")
     return ", ".join(names[:-1]) + " and " + names[-1]

@@ -1,0 +1,97 @@
+"""Parts 7 and 8 of an exported certified multi-head file: from the recorded intervals.
+
+>>> from fractions import Fraction
+>>> close_bound(1, 1, 4) == 5 * (1 + 2 * 5 * 5 * 3 * 16) ** 2
+True
+>>> close_params(1, [Fraction(1, 3)], [Fraction(3, 2**201)], 4) == (1, Fraction(1, 2**199))
+True
+>>> close_params(1, [Fraction(1, 3)], [Fraction(1, 2**20)], 4) is None  # too wide
+True
+
+``CertMultiHeadBound.mh_pairs_close`` turns answers known to lie in the recorded intervals
+into the certified (residue, score) pairs at every pair of the design, for every model that
+meets the stated assumption: every score u^T W_h b and residue u^T v_h at the design's
+pairs is a rational with denominator at most D, and every score lies in [-Sm, Sm]. Its
+check ``check_close`` (over Q, in the file) asks that every recorded interval be at most
+eps wide and that kz(H0, Sm, D) * 2 eps * D^(2 H0) < 1, kz the integer bound
+:func:`close_bound` on the constant of the quantitative Cauchy elimination. The exporter
+picks Sm (the smallest natural above the certified scores) and eps (the smallest power of
+two above the widest interval) and states parts 7 and 8 only when that check passes here
+first; a wrong Sm or eps can only make the proof fail.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+__all__ = ["close_bound", "close_header", "close_params", "close_parts"]
+
+
+def close_bound(H0: int, Sm: int, D: int) -> int:
+    """``CertMultiHeadBound.kz``: A (1 + 2 A^2 3^Sm D^2)^(2 H0) with A = 2 H0 + 3^Sm, an
+    integer above the constant K of ``kprobe_masses_close`` (e^Sm <= 3^Sm)."""
+    A = 2 * H0 + 3**Sm
+    return A * (1 + 2 * A * A * 3**Sm * D * D) ** (2 * H0)
+
+
+def close_params(
+    H0: int, scores: list[Fraction], widths: list[Fraction], D: int
+) -> tuple[int, Fraction] | None:
+    """(Sm, eps) for ``check_close``, or None when the intervals are too wide for D (the
+    bits the run would need: log2 of close_bound * 2 * D^(2 H0))."""
+    Sm = math.ceil(max((abs(s) for s in scores), default=Fraction(0)))
+    widest = max(widths)
+    eps = Fraction(1, 2 ** (-math.floor(math.log2(widest)))) if widest > 0 else Fraction(0)
+    if eps < widest:  # the float log2 rounded down past widest: one power of two more
+        eps *= 2
+    if close_bound(H0, Sm, D) * 2 * eps * D ** (2 * H0) < 1:
+        return Sm, eps
+    return None
+
+
+def close_parts(d: int, H0: int, part8: bool) -> tuple[str, str]:
+    """(the statement of parts 7 and 8, their proof bullets) for ``run_consistent``."""
+    inside = (
+        f"  (forall hs' : list head, (length hs' <= {H0})%nat -> meets run Sm hs' ->\n"
+        "     answers_mh run hs' ->\n"
+    )
+    seven = (
+        f" /\\\n{inside}"
+        "     Forall (fun p => Permutation\n"
+        f"       (score_pairs {d} (rvec (fst p)) (rvec (snd p)) (rheads heads_c))\n"
+        f"       (score_pairs {d} (rvec (fst p)) (rvec (snd p)) hs')) (mh_pairs {d} U B))"
+    )
+    eight = (
+        f" /\\\n{inside}"
+        f"     forall N X, multi_head {d} N X hs' = multi_head {d} N X (rheads heads_c))"
+    )
+    vm = "vm_compute; reflexivity"
+    proof7 = (
+        "  - intros hs' L M A. apply (mh_pairs_close run Sm eps hs');\n"
+        f"      [{vm} | exact hold | {vm} | {vm} | {vm} | exact L | exact M | exact A].\n"
+    )
+    proof8 = (
+        "  - intros hs' L M A. apply (mh_identified_close run Sm eps U_inv B_inv hs');\n"
+        f"      [{vm} | {vm} | apply Nat.ltb_lt; {vm} | {vm} | exact hold | {vm}\n"
+        f"      | {vm} | {vm} | {vm} | {vm} | exact L | exact M | exact A].\n"
+    )
+    return seven + (eight if part8 else ""), proof7 + (proof8 if part8 else "")
+
+
+def close_header(H0: int, Sm: int, eps: Fraction, part8: bool) -> str:
+    """Parts 7 and 8 of the file's header."""
+    seven = (
+        f"    7. every model of at most {H0} heads that meets the assumption [meets]: at every\n"
+        "       pair of the design each head's score u^T W b and residue u^T v are rationals\n"
+        f"       with denominator at most D and its score lies in [-Sm, Sm], Sm = {Sm}, and\n"
+        "       that answers every learning query inside its recorded interval has, at every\n"
+        "       pair, the certified heads' (residue, score) pairs up to order (every interval\n"
+        f"       is at most eps = 2^{round(math.log2(eps)) if eps else '-inf'} wide and K 2 eps D^(2 H0) < 1 for K\n"
+        "       the constant of the quantitative interpolation: [check_close] over Q)"
+    )
+    eight = (
+        "    8. every such model gives the certified model's output on every sequence of\n"
+        "       every length (7., then the labelling of 6.)"
+    )
+    return f"{seven}{';' if part8 else '.'}\n" + (f"{eight}.\n" if part8 else "")
