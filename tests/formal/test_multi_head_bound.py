@@ -20,16 +20,12 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from coq_text import compiles, field, set_field
+from coq_text import compiles, field, needs_coq, set_field
 
 import verified_attn as va
 from verified_attn import formal
 from verified_attn.formal.coq_check import compile_exported
 from verified_attn.formal.export_multi_head_close import close_bound, close_params
-
-needs_coq = pytest.mark.skipif(
-    not formal.coq_available(), reason=f"needs Coq and Coq Interval ({formal.COQ_INSTALL_HINT})"
-)
 
 TWO = [([[1, 0], [0, -1]], [1, 2]), ([[0, 1], [1, 0]], [-1, 1])]
 D22 = 2**22
