@@ -59,16 +59,16 @@ def _mp_error(got: list[Any], truth: list[Any]) -> float:
 
 
 def test_golden_refine_counts() -> None:
-    # d = 8, H = 6: the design's 1141 queries leave 1525 - 1 - 1141 = 383 under the
-    # follow-up's count; the precision polish's 54 more leave 329.
+    # d = 8, H = 6: the lean design's 957 queries leave 1525 - 1 - 957 = 567 under the
+    # follow-up's count; the precision polish's 54 more leave 513.
     assert follow_up_query_bound(8, 6) == 1525
-    assert refine_count(8, 6, False, 1141, 3117, unit=2.0**-53) == 383
-    assert refine_count(8, 6, False, 1195, 3117, unit=2.0**-53) == 329
+    assert refine_count(8, 6, False, 957, 2685, unit=2.0**-53) == 567
+    assert refine_count(8, 6, False, 1011, 2685, unit=2.0**-53) == 513
     # Never past the run's bound; none under P / 8 = 54 sequences; none for float32.
     assert refine_count(8, 1, False, 175, 254, unit=2.0**-53) == 79
-    assert refine_count(8, 6, False, 1470, 3117, unit=2.0**-53) == 54
-    assert refine_count(8, 6, False, 1471, 3117, unit=2.0**-53) == 0
-    assert refine_count(8, 6, False, 1141, 3117, unit=2.0**-24) == 0
+    assert refine_count(8, 6, False, 1470, 2685, unit=2.0**-53) == 54
+    assert refine_count(8, 6, False, 1471, 2685, unit=2.0**-53) == 0
+    assert refine_count(8, 6, False, 957, 2685, unit=2.0**-24) == 0
     # The precision polish's parameter limit: d = 32, H = 8 (P = 8448) is refined, the
     # affine E = 64, H = 4 module (P = 16,897) is not, whatever room its count leaves.
     assert refine_count(32, 8, False, 31013, 40000, unit=2.0**-53) == 32752 - 31013
