@@ -109,9 +109,9 @@ def test_extended_residuals_beat_float64_ones_on_a_correctly_rounded_box(seed: i
 
 @pytest.fixture(scope="module")
 def refined() -> list[tuple[Any, Any, list[Any]]]:
-    # d = 8, H = 6, seeds 0 and 4 (measured 2^-51.5 both; over 20 seeds the median is
-    # 2^-51.0: the target holds in about half, see docs/multi_head.md), each with the
-    # stage off too.
+    # d = 8, H = 6 (the lean design), seeds 0 and 4 (measured 2^-52.0 and 2^-51.9; over 20
+    # seeds the median is 2^-51.7, 18 of 20 at 2^-51, see docs/multi_head.md), each with
+    # the stage off too.
     out = []
     for seed in (0, 4):
         truth = _box(8, 6, seed)
