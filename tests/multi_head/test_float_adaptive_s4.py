@@ -138,10 +138,11 @@ def test_module_scale_box_is_learned_only_with_the_pilot(monkeypatch: pytest.Mon
 @pytest.mark.parametrize("affine", [False, True])
 def test_the_worst_case_of_the_adaptive_phases(d: int, H: int, affine: bool) -> None:
     rounds = pilot_rounds(d, H, affine)
-    pilot = (rounds - 1) * d * (2 * H + redundancy(H))
+    per_pair = 2 * H + redundancy(H, d, affine)  # no t = 1 sample in the lean design
+    pilot = (rounds - 1) * d * per_pair
     # one u-group asked again: its ncols pairs and at most d - 1 links through it
     extra = extra_columns(d, H, affine)
-    cost = (d + affine + extra + d - 1) * (2 * H + redundancy(H))
+    cost = (d + affine + extra + d - 1) * per_pair
     room = adaptive_room(d, H, affine)
     assert 1 <= rounds <= 3 and pilot <= room
     limit = float_query_limit(d, H, affine=affine)
