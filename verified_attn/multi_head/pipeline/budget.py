@@ -406,7 +406,7 @@ def float_query_bound(d: int, H: int, *, affine: bool = False, unit: float = _DO
     columns).
 
     >>> float_query_bound(8, 5), float_query_bound(3, 2, affine=True), float_query_bound(8, 6)
-    (799, 74, 957)
+    (967, 74, 957)
     """
     ncols = probe_columns(d, H, affine, unit=unit)
     npairs = d * ncols + d - 1
@@ -420,7 +420,7 @@ def base_query_limit(d: int, H: int, *, affine: bool = False, unit: float = _DOU
     pilot keeps at the design scale.
 
     >>> base_query_limit(8, 5), base_query_limit(8, 6) == float_query_bound(8, 6)
-    (799, True)
+    (967, True)
     >>> base_query_limit(8, 2)  # no room for a column: square, 363 and 56 tie links
     419
     """
