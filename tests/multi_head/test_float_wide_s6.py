@@ -71,8 +71,8 @@ SIZES = [
         (8, 8, False, 1),
         (16, 6, True, 7),
         (16, 8, True, 8),
-        (16, 8, False, 1),
-        (24, 6, False, 14),  # past the lean design's 2400 parameters: the full one
+        (16, 8, False, 9),  # past the lean design's 600 parameters: the full one
+        (24, 6, False, 14),
         (32, 8, True, 21),
         (4, 6, False, 0),
         (2, 8, True, 0),
@@ -101,20 +101,20 @@ def test_golden_counts_of_the_wide_design() -> None:
 
 
 def test_the_lean_design_count_is_its_formula() -> None:
-    # The lean design (plain float64 boxes, six heads on, up to 2400 parameters): d + 1
+    # The lean design (plain float64 boxes, six heads on, up to 600 parameters): d + 1
     # columns' F(0), then d (d + 1) + d - 1 pairs of 2H ratios each, no tie links:
     # d + 1 + 2H (d^2 + 2d - 1), at least P / 8 under the follow-up's count.
     cells = [(d, H) for d in range(1, 33) for H in range(1, 17) if lean_design(d, H, False)]
-    assert (8, 6) in cells and (16, 8) in cells and (24, 6) not in cells and (8, 5) not in cells
+    assert (8, 6) in cells and (8, 8) in cells and (16, 6) not in cells and (8, 5) not in cells
     for d, H in cells:
         count = d + 1 + 2 * H * (d * d + 2 * d - 1)
         assert float_query_bound(d, H) == base_query_limit(d, H) == count
         assert 8 * (follow_up_query_bound(d, H) - 1 - count) >= parameter_count(d, H, False)
         # The full design's t = 1 sample on every pair would miss the formula.
         assert count + (d * (d + 1) + d - 1) != float_query_bound(d, H)
-    # Never for affine boxes, float32, fewer heads or past 2400 parameters.
+    # Never for affine boxes, float32, fewer heads or past 600 parameters.
     assert not lean_design(8, 6, True) and not lean_design(8, 6, False, unit=2.0**-24)
-    assert not lean_design(8, 5, False) and not lean_design(24, 6, False)
+    assert not lean_design(8, 5, False) and not lean_design(16, 8, False)
     assert redundancy(6, 8, True) == 1 and extra_columns(24, 6, False) == 14
 
 
