@@ -84,16 +84,19 @@ def _fresh_error(rec: va.Recovery, model: Any, d: int, seed: int) -> float:
 
 
 def test_random_box_keeps_the_design_scale_at_no_cost() -> None:
-    # d = 8, H = 6: the pilot's 8 pairs x 13 queries are the design's own; nothing discarded.
+    # d = 8, H = 6 (the lean design): the pilot's 8 pairs x 12 queries are the design's own;
+    # nothing discarded.
     rec = learn_multi_head(va.Oracle(random_float_box(8, 6, 0), "float"), heads=6, seed=0)
-    assert before_refine(rec, 8, 6) == float_query_bound(8, 6) == 1141
-    assert rec.queries_by_phase["refinement"] == 383  # to one under the follow-up's 1525
+    polish = precision_polish_count(8, 6, False)  # asked: the decoded estimate > 1e-12
+    assert before_refine(rec, 8, 6) == float_query_bound(8, 6) + polish == 957 + 54
+    assert rec.queries_by_phase["refinement"] == 513  # to one under the follow-up's 1525
     assert {k: v for k, v in rec.queries_by_phase.items() if k not in ("verify", "refinement")} == {
-        # 10 columns (2 redundant): 8 x 10 grid pairs + 7 links = 87 pairs, 8 in the pilot.
-        "F(0)": 10,
-        "pilot": 8 * 13,
-        "F(t)": (87 - 8) * 12,
-        "redundancy": 87 - 8,
+        # 9 columns (1 redundant): 8 x 9 grid pairs + 7 links = 79 pairs, 8 in the pilot;
+        # 2H = 12 ratios a pair, no t = 1 sample.
+        "F(0)": 9,
+        "pilot": 8 * 12,
+        "F(t)": (79 - 8) * 12,
+        "polish": polish,
     }
     assert "0 rescaling rounds" in rec.notes[0] and "u scale 1;" in rec.notes[0]
 
@@ -135,10 +138,11 @@ def test_module_scale_box_is_learned_only_with_the_pilot(monkeypatch: pytest.Mon
 @pytest.mark.parametrize("affine", [False, True])
 def test_the_worst_case_of_the_adaptive_phases(d: int, H: int, affine: bool) -> None:
     rounds = pilot_rounds(d, H, affine)
-    pilot = (rounds - 1) * d * (2 * H + redundancy(H))
+    per_pair = 2 * H + redundancy(H, d, affine)  # no t = 1 sample in the lean design
+    pilot = (rounds - 1) * d * per_pair
     # one u-group asked again: its ncols pairs and at most d - 1 links through it
     extra = extra_columns(d, H, affine)
-    cost = (d + affine + extra + d - 1) * (2 * H + redundancy(H))
+    cost = (d + affine + extra + d - 1) * per_pair
     room = adaptive_room(d, H, affine)
     assert 1 <= rounds <= 3 and pilot <= room
     limit = float_query_limit(d, H, affine=affine)

@@ -15,6 +15,7 @@ from test_float_extraction_s3 import _box, _model
 
 import verified_attn as va
 from verified_attn.errors import CertificateError
+from verified_attn.multi_head.canonical_bounds import parameter_count
 from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
 from verified_attn.multi_head.float_fit import (
     group_model,
@@ -38,6 +39,7 @@ from verified_attn.multi_head.pipeline.budget import (
     extra_columns,
     float_query_bound,
     float_query_limit,
+    lean_design,
     precision_polish_count,
     probe_columns,
     redundancy,
@@ -63,13 +65,14 @@ SIZES = [
         (8, 5, False, 2),
         (16, 4, False, 6),
         (32, 4, False, 16),
-        (8, 6, False, 2),
+        (8, 6, False, 1),  # the lean design (pipeline.budget.lean_design)
         (8, 6, True, 1),
-        (8, 7, False, 3),
-        (8, 8, False, 3),
+        (8, 7, False, 1),
+        (8, 8, False, 1),
         (16, 6, True, 7),
         (16, 8, True, 8),
-        (16, 8, False, 9),
+        (16, 8, False, 9),  # past the lean design's 600 parameters: the full one
+        (24, 6, False, 14),
         (32, 8, True, 21),
         (4, 6, False, 0),
         (2, 8, True, 0),
@@ -82,13 +85,37 @@ def test_extra_columns_golden(d: int, H: int, affine: bool, extra: int) -> None:
 
 
 def test_golden_counts_of_the_wide_design() -> None:
-    # d = 8, H = 6: 10 columns, 8 x 10 + 7 pairs x 13 + 10 F(0) = 1141 (square: 931).
-    assert float_query_bound(8, 6) == 10 + (8 * 10 + 7) * 13 == 1141
+    # d = 8, H = 6 affine: 10 columns, 8 x 10 + 7 pairs x 13 + 10 F(0) = 1141.
+    assert float_query_bound(8, 6, affine=True) == 10 + (8 * 10 + 7) * 13 == 1141
     # No tie links in the redundant design; the conditioning's worst case on top: two
     # pilot rounds of 8 pairs and 8 u-groups of 10 pairs and 7 links, 13 queries each.
-    assert base_query_limit(8, 6) == 1141
-    assert float_query_limit(8, 6) == 1141 + 2 * 8 * 13 + 8 * 17 * 13 == 3117
-    assert adaptive_room(8, 6, False) == 1525 - 1 - 1141 == 383
+    assert base_query_limit(8, 6, affine=True) == 1141
+    assert float_query_limit(8, 6, affine=True) == 1141 + 2 * 8 * 13 + 8 * 17 * 13 == 3117
+    assert adaptive_room(8, 6, True) == 1525 - 1 - 1141 == 383
+    # Plain d = 8, H = 6 takes the lean design: 9 columns, 2H = 12 ratios a pair (no
+    # t = 1): 8 x 9 + 7 pairs x 12 + 9 F(0) = 957, the rest of the count the refinement's.
+    assert lean_design(8, 6, False) and not lean_design(8, 6, True)
+    assert float_query_bound(8, 6) == base_query_limit(8, 6) == 9 + (8 * 9 + 7) * 12 == 957
+    assert float_query_limit(8, 6) == 957 + 2 * 8 * 12 + 8 * 16 * 12 == 2685
+    assert adaptive_room(8, 6, False) == 1525 - 1 - 957 == 567
+
+
+def test_the_lean_design_count_is_its_formula() -> None:
+    # The lean design (plain float64 boxes, six heads on, up to 600 parameters): d + 1
+    # columns' F(0), then d (d + 1) + d - 1 pairs of 2H ratios each, no tie links:
+    # d + 1 + 2H (d^2 + 2d - 1), at least P / 8 under the follow-up's count.
+    cells = [(d, H) for d in range(1, 33) for H in range(1, 17) if lean_design(d, H, False)]
+    assert (8, 6) in cells and (8, 8) in cells and (16, 6) not in cells and (8, 5) not in cells
+    for d, H in cells:
+        count = d + 1 + 2 * H * (d * d + 2 * d - 1)
+        assert float_query_bound(d, H) == base_query_limit(d, H) == count
+        assert 8 * (follow_up_query_bound(d, H) - 1 - count) >= parameter_count(d, H, False)
+        # The full design's t = 1 sample on every pair would miss the formula.
+        assert count + (d * (d + 1) + d - 1) != float_query_bound(d, H)
+    # Never for affine boxes, float32, fewer heads or past 600 parameters.
+    assert not lean_design(8, 6, True) and not lean_design(8, 6, False, unit=2.0**-24)
+    assert not lean_design(8, 5, False) and not lean_design(16, 8, False)
+    assert redundancy(6, 8, True) == 1 and extra_columns(24, 6, False) == 14
 
 
 @pytest.mark.parametrize(("d", "H", "affine"), SIZES)
@@ -99,6 +126,12 @@ def test_the_columns_leave_the_pilot_its_rounds_under_the_follow_up(
     assert 0 <= extra <= d
     if H < REDUNDANT_FROM_HEADS:
         assert extra == 0
+    if lean_design(d, H, affine):
+        # One column, no t = 1 sample; the refinement gets at least P / 8 of the rest.
+        assert extra == 1 and redundancy(H, d, affine) == 0
+        left = follow_up_query_bound(d, H) - 1 - base_query_limit(d, H, affine=affine)
+        assert 8 * left >= parameter_count(d, H, affine)
+        return
     if not extra:
         return
     per_pair = 2 * H + redundancy(H)
@@ -186,21 +219,25 @@ def test_the_plane_pins_a_pair_with_close_scores() -> None:
 def test_a_six_head_box_is_learned_with_the_wide_design_and_its_certificate_rechecks() -> None:
     model = random_float_box(8, 6, 0)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=6, seed=0)
-    assert before_refine(rec, 8, 6) == float_query_bound(8, 6) == 1141
+    # The lean design (pipeline.budget.lean_design): one redundant column, no t = 1; the
+    # precision polish (the decoded estimate is above 1e-12).
+    polish = precision_polish_count(8, 6, False)
+    assert before_refine(rec, 8, 6) == float_query_bound(8, 6) + polish == 957 + 54
     assert rec.parameter_error_estimate <= rec.parameter_rtol
     assert _fresh_error(rec, model, 8, 0) <= rec.verification.rtol
     cert = rec.certificate()
-    assert len(cert["design"]["B"]) == probe_columns(8, 6, False) == 10
+    assert len(cert["design"]["B"]) == probe_columns(8, 6, False) == 9
     assert va.verify_certificate(cert).ok
-    # Without its redundant columns the design is not this one: refused by name.
+    # Without its redundant column the design is not this one: refused by name.
     bad = copy.deepcopy(cert)
     bad["design"]["B"] = bad["design"]["B"][:8]
     with pytest.raises(CertificateError, match=r"design\.B"):
         va.verify_certificate(bad)
-    # The two redundant columns swapped: the stored answers no longer match the queries.
+    # The redundant column swapped with the last square one: the stored answers no longer
+    # match the queries.
     moved = copy.deepcopy(cert)
     rows = moved["design"]["B"]
-    rows[8], rows[9] = rows[9], rows[8]
+    rows[7], rows[8] = rows[8], rows[7]
     with pytest.raises(CertificateError):
         va.verify_certificate(moved)
     # A tie answer in it: the redundant design asks none (the plane fixes the head order).
@@ -227,13 +264,13 @@ def test_the_plane_needs_no_tie_link_for_two_close_scores() -> None:
 @pytest.mark.slow  # minutes of float multi-head learning: `pytest -m slow`
 def test_a_square_design_local_minimum_is_learned_at_once() -> None:
     # 7 heads at d = 8, heads from default_rng(5000) (the independent check's seed 0): the
-    # square design needs two conditioning rounds (test_float_many_heads_s5); the wide one
-    # (3 redundant columns) learns it from its first decoding.
+    # square design needs two conditioning rounds (test_float_many_heads_s5); the lean one
+    # (a redundant column, pipeline.budget.lean_design) learns it from its first decoding.
     model = _model(_box(8, 7, 5000))
     rec = learn_multi_head(va.Oracle(model, "float"), heads=7, seed=0)
     assert "conditioning" not in rec.queries_by_phase
     polish = precision_polish_count(8, 7, False)  # asked: the decoded estimate > target
-    assert before_refine(rec, 8, 7) == float_query_bound(8, 7) + polish == 1436 + 63
+    assert before_refine(rec, 8, 7) == float_query_bound(8, 7) + polish == 1115 + 63
     assert rec.queries < follow_up_query_bound(8, 7)
     assert _fresh_error(rec, model, 8, 0) <= 1e-10
     assert va.verify_certificate(rec.certificate()).ok
@@ -265,18 +302,21 @@ def test_the_structured_normal_equations_are_the_dense_ones() -> None:
 def test_a_conditioning_round_of_the_wide_design_turns_the_row(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # d = 8, H = 6 (learned at once with 1141 queries): the first decoding is made to report
+    # d = 8, H = 6 (learned at once with 957 queries): the first decoding is made to report
     # u_4 stalled. The redundant design's round turns u_4 by pi/4 toward u_1 (the lowest row
-    # never asked again) at the same norm, asks its 10 pairs and its halved link again
-    # (11 x 13 = 143 queries) and decodes once more; the result must still be the box, and
+    # never asked again) at the same norm, asks its 9 pairs and its halved link again
+    # (10 x 12 = 120 queries) and decodes once more; the result must still be the box, and
     # its certificate must hold U with the turned row.
     calls = stall_first_decoding(monkeypatch, (3,))
     model = random_float_box(8, 6, 0)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=6, seed=0)
     assert len(calls) == 2
     before, after = calls
-    assert rec.queries_by_phase["conditioning"] == conditioning_cost(8, 6, False, 3) == 143
-    assert before_refine(rec, 8, 6) == float_query_bound(8, 6) + 143 and rec.queries <= rec.bound
+    assert rec.queries_by_phase["conditioning"] == conditioning_cost(8, 6, False, 3) == 120
+    polish = rec.queries_by_phase.get("polish", 0)
+    assert polish in (0, precision_polish_count(8, 6, False))
+    assert before_refine(rec, 8, 6) == float_query_bound(8, 6) + 120 + polish
+    assert rec.queries <= rec.bound
     # The turned row: same norm, cos(pi/4) of the old row and sin(pi/4) of u_1 (scaled to
     # its norm), every other row unchanged. A scaled row (the square design's round) fails.
     norm = np.linalg.norm(before[3])
@@ -311,25 +351,24 @@ def test_the_partners_are_rows_that_stay_and_differ() -> None:
 def test_the_wide_design_conditions_past_the_follow_up_count(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # d = 8, H = 6 again, the first decoding made to report u_2, u_4 and u_6 stalled: one
-    # round of the three costs 3 x 143 = 429 queries, more than the 383 left under the
-    # follow-up's count (the square design's rule would refuse). The redundant design asks
-    # them (its bound holds every round's worst case) and the count says it is past the
-    # follow-up's.
-    stall_first_decoding(monkeypatch, (1, 3, 5))
+    # d = 8, H = 6 again, the first decoding made to report u_2 to u_6 stalled: one round
+    # of the five costs 5 x 120 = 600 queries, more than the 567 left under the follow-up's
+    # count (the square design's rule would refuse). The redundant design asks them (its
+    # bound holds every round's worst case) and the count says it is past the follow-up's.
+    stall_first_decoding(monkeypatch, (1, 2, 3, 4, 5))
     model = random_float_box(8, 6, 0)
     rec = learn_multi_head(va.Oracle(model, "float"), heads=6, seed=0)
-    assert 3 * conditioning_cost(8, 6, False, 3) == 429 > adaptive_room(8, 6, False) == 383
-    assert rec.queries_by_phase["conditioning"] == 429
+    assert 5 * conditioning_cost(8, 6, False, 3) == 600 > adaptive_room(8, 6, False) == 567
+    assert rec.queries_by_phase["conditioning"] == 600
     # Past the follow-up's count already, with a decoded estimate within 1e-10: the
     # precision polish (54 sequences) is not asked (pipeline.budget.polish_wanted).
     assert "polish" not in rec.queries_by_phase
     assert PRECISION_TARGET < rec.parameter_error_estimate <= PRECISION_REQUIRED
-    assert follow_up_query_bound(8, 6) < rec.queries == 1141 + 429 <= rec.bound
+    assert follow_up_query_bound(8, 6) < rec.queries == 957 + 600 <= rec.bound
     assert _fresh_error(rec, model, 8, 0) <= rec.verification.rtol
     assert va.verify_certificate(rec.certificate()).ok
     assert (
-        "the follow-up's 4Hd^2 - 2H + 1 = 1525, not under it (+45) with the conditioning "
+        "the follow-up's 4Hd^2 - 2H + 1 = 1525, not under it (+32) with the conditioning "
         "rounds)" in rec.notes[0]
     )
 

@@ -33,12 +33,15 @@ from verified_attn.multi_head.sequence_fit import (
 def redundancy(H: int, d: int = 0, affine: bool = False, *, unit: float = _DOUBLE_UNIT) -> int:
     """Redundant samples per pair beyond the 2H a square fit needs (the ratio t = 1): 1 if
     H >= 2, except in a coarse box's design under the follow-up's count
-    (:func:`within_follow_up`, which takes the sizes ``d``, ``affine``): 0 there.
+    (:func:`within_follow_up`, which takes the sizes ``d``, ``affine``) and in the lean
+    float64 design (:func:`lean_design`): 0 there.
 
-    >>> redundancy(1), redundancy(6), redundancy(4, 8, True), redundancy(4, 8, True, unit=2.0**-24)
+    >>> redundancy(1), redundancy(6), redundancy(3, 8, True), redundancy(3, 8, True, unit=2.0**-24)
     (0, 1, 1, 0)
+    >>> redundancy(6, 8, False)  # random d = 8, H = 6 in float64: the lean design
+    0
     """
-    if H < 2 or within_follow_up(d, H, affine, unit=unit):
+    if H < 2 or within_follow_up(d, H, affine, unit=unit) or lean_design(d, H, affine, unit=unit):
         return 0
     return 1
 
@@ -46,8 +49,10 @@ def redundancy(H: int, d: int = 0, affine: bool = False, *, unit: float = _DOUBL
 def samples_per_pair(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> int:
     """The queries of one pair: 2H grid ratios and :func:`redundancy`.
 
-    >>> samples_per_pair(8, 4, True), samples_per_pair(8, 4, True, unit=2.0**-24)
-    (9, 8)
+    >>> samples_per_pair(8, 3, True), samples_per_pair(8, 3, True, unit=2.0**-24)
+    (7, 6)
+    >>> samples_per_pair(8, 6, False)  # the lean design: no t = 1 sample
+    12
     """
     return 2 * H + redundancy(H, d, affine, unit=unit)
 
@@ -155,8 +160,8 @@ def extra_columns(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -
     and 3 of the independent check): 4 and 5 of the 16 u-groups stalled after the fits
     instead of 2 and 3, and seed 0 was refused all the same.
 
-    >>> extra_columns(8, 5, False), extra_columns(8, 6, False), extra_columns(16, 8, True)
-    (2, 2, 8)
+    >>> extra_columns(8, 6, False), extra_columns(32, 4, False), extra_columns(32, 8, True)
+    (1, 16, 21)
     >>> extra_columns(8, 2, False), extra_columns(4, 4, False)  # no room: the square design
     (0, 0)
     >>> extra_columns(8, 5, True, unit=2.0**-24), extra_columns(8, 1, True, unit=2.0**-24)
@@ -166,6 +171,17 @@ def extra_columns(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -
     """
     if coarse(unit) and H >= 2:
         return 1 if within_follow_up(d, H, affine, unit=unit) else d
+    if lean_design(d, H, affine, unit=unit):
+        return 1
+    return _full_extra_columns(d, H, affine)
+
+
+def _full_extra_columns(d: int, H: int, affine: bool) -> int:
+    """The redundant columns of the float64 design that is not lean (:func:`extra_columns`).
+
+    >>> _full_extra_columns(8, 6, False), _full_extra_columns(8, 2, False)
+    (2, 0)
+    """
     if H < REDUNDANT_FROM_HEADS:
         return 0
     per_pair = 2 * H + redundancy(H)
@@ -178,8 +194,8 @@ def extra_columns(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -
 def probe_columns(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> int:
     """The float design's probe columns b_j: d (affine d + 1) plus :func:`extra_columns`.
 
-    >>> probe_columns(8, 4, True), probe_columns(16, 8, True)
-    (10, 25)
+    >>> probe_columns(8, 4, True), probe_columns(32, 8, True)
+    (10, 54)
     """
     return d + (1 if affine else 0) + extra_columns(d, H, affine, unit=unit)
 
@@ -299,6 +315,49 @@ def within_follow_up(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT
     )
 
 
+#: The lean float64 design (:func:`lean_design`) takes boxes of at most this many canonical
+#: parameters (d = 8 with eight heads: 576). Measured with it (float64, random boxes):
+#: d = 8, H = 6 seeds 0-19 and 100-112, H = 7 seeds 0-1 and H = 8 seed 0 learned; d = 16,
+#: H = 6 seed 0 (1632 parameters) only after a conditioning round, and d = 16, H = 8 seed 0
+#: (2176) refused (14 of 16 u-groups missed their answers), where the full design learns it.
+LEAN_PARAMETERS = 600
+#: ... with at least this many heads (plain boxes): where the full design's answers leave the
+#: refinement short of 2^-51 (d = 8, H = 6: 9 of 20 seeds, H = 7 0 of 3, d = 16, H = 6 and 8
+#: none; up to five heads the median reaches it). Not affine boxes: at nn.MultiheadAttention
+#: E = 16, H = 8 the full design's columns are what keeps the u-groups from stalling
+#: (:func:`extra_columns`), and the lean design is not measured there.
+LEAN_FROM_HEADS = 6
+
+
+def lean_design(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -> bool:
+    """Whether a float64 box takes the lean design: one redundant probe column (not the
+    :func:`_full_extra_columns` that fit) and no t = 1 sample, so that more of the
+    follow-up's ``4Hd^2 - 2H + 1`` is left to the refinement's random sequences
+    (``refine.refine_count``). Taken by plain boxes with at least :data:`LEAN_FROM_HEADS`
+    heads where the full design has a redundant column, up to :data:`LEAN_PARAMETERS`
+    canonical parameters, when the lean design's count leaves at least P / 8 under the
+    follow-up's count (the refinement runs). A function of the sizes and the unit roundoff
+    alone (the certificate derives it).
+
+    The u-groups' answers carry far less of the heads than random sequences (d = 8, H = 6:
+    the design's 1141 answers and 383 random sequences gave 2^-50.9 median, 9 of 20 seeds
+    at 2^-51; the same count all on random sequences 2^-52.8): the decoding need only start
+    Gauss-Newton in its basin, and the lean design's 957 answers leave 567.
+
+    >>> lean_design(8, 6, False), lean_design(8, 5, False), lean_design(8, 6, False, unit=2.0**-24)
+    (True, False, False)
+    >>> lean_design(8, 8, False), lean_design(8, 8, True), lean_design(16, 6, False)
+    (True, False, False)
+    """
+    if coarse(unit) or affine or d < 1 or H < LEAN_FROM_HEADS:
+        return False
+    P = parameter_count(d, H, affine)
+    if P > LEAN_PARAMETERS or not _full_extra_columns(d, H, affine):
+        return False
+    left = follow_up_query_bound(d, H) - 1 - _limit_at(d, H, affine, 1, 2 * H)
+    return left * PRECISION_PARAMETERS_PER_SEQUENCE >= P
+
+
 #: A float64 result whose first-order parameter error estimate is above this takes the
 #: precision polish (:func:`precision_polish_count`) when the run's bound holds it and its
 #: queries keep the run under the follow-up's ``4Hd^2 - 2H + 1`` (:func:`polish_wanted`).
@@ -386,7 +445,7 @@ def float_query_bound(d: int, H: int, *, affine: bool = False, unit: float = _DO
     columns).
 
     >>> float_query_bound(8, 5), float_query_bound(3, 2, affine=True), float_query_bound(8, 6)
-    (967, 74, 1141)
+    (967, 74, 957)
     """
     ncols = probe_columns(d, H, affine, unit=unit)
     npairs = d * ncols + d - 1
@@ -428,7 +487,7 @@ def float_query_limit(d: int, H: int, *, affine: bool = False, unit: float = _DO
 
     >>> float_query_limit(8, 5), float_query_limit(8, 5) < 4 * 5 * 8**2 - 2 * 5 + 1
     (1270, True)
-    >>> float_query_limit(8, 6) - base_query_limit(8, 6) == 2 * 8 * 13 + 8 * conditioning_cost(8, 6, False)
+    >>> float_query_limit(8, 6) - base_query_limit(8, 6) == 2 * 8 * 12 + 8 * conditioning_cost(8, 6, False)
     True
     """
     per_pair = samples_per_pair(d, H, affine, unit=unit)
@@ -448,7 +507,7 @@ def adaptive_room(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) -
     :func:`base_query_limit`: what keeps the total under the follow-up's count, or 0.
 
     >>> adaptive_room(8, 6, False), adaptive_room(2, 2, False)
-    (383, 0)
+    (567, 0)
     """
     return max(
         0, follow_up_query_bound(d, H) - 1 - base_query_limit(d, H, affine=affine, unit=unit)
@@ -462,7 +521,7 @@ def conditioning_cost(
     pairs and the halved links through u_k (all d - 1 of them for k = 0, else one).
 
     >>> conditioning_cost(8, 6, False), conditioning_cost(8, 6, False, k=3)
-    (221, 143)
+    (192, 120)
     """
     ncols = probe_columns(d, H, affine, unit=unit)
     links = d - 1 if k == 0 else 1
