@@ -3,8 +3,7 @@ rows (about 2d u's and J m_b's for N answers), never an (N, d) or (N, n) array, 
 the dense Jacobian's products to rounding; the learner asks the same queries and returns the
 same heads to rounding as with the dense Jacobian's products; past the dense limit the
 stated estimate (the skeleton's bound plus the refinement's move) still covers the true
-error, while the refinement's move alone falls under it on some box. The u-group fit's
-plane Gram by matrix products is the einsum it replaces.
+error, while either part alone falls under it on some box.
 """
 
 from __future__ import annotations
@@ -145,21 +144,3 @@ def test_past_the_dense_limit_the_estimate_still_covers_the_error(
         assert moved / size <= est
         short_move.append(moved / size < true)
     assert any(short_move)
-
-
-def test_the_plane_gram_is_the_einsum() -> None:
-    # The (r, w) fit's normal equations' plane block by matrix products over j equals the
-    # three-operand einsum it replaces, for one plane and a plane per head; the block with
-    # the heads' indices swapped (a wrong transpose) does not.
-    from verified_attn.multi_head.float_linear_fit import _plane_gram
-
-    rng = np.random.default_rng(3)
-    ss = rng.normal(size=(3, 9, 4, 4))
-    for Mt, spec in (
-        (rng.normal(size=(9, 5)), "ja,jb,gjhk->gahbk"),
-        (rng.normal(size=(9, 5, 4)), "jah,jbk,gjhk->gahbk"),
-    ):
-        want = np.einsum(spec, Mt, Mt, ss)
-        got = _plane_gram(Mt, ss)
-        assert np.allclose(got, want, rtol=1e-13, atol=1e-13)
-        assert not np.allclose(got.transpose(0, 1, 4, 3, 2), want, rtol=1e-6)
