@@ -272,7 +272,8 @@ def test_each_tamper_is_refused_naming_what_fails(tamper: Any, message: str) -> 
 def test_a_cell_where_no_head_shows_and_scores_on_a_third_run() -> None:
     """Random d = 2, seed 12: the widest cell shows no head (its head count only, 1 + 40),
     the scores are learned on the next cell's third run (t halved twice), three cells of
-    values (golden, counted on the oracle); a changed run count is refused by the bound."""
+    values (golden, counted on the oracle); a changed run count is refused: its scale t
+    is not the inner record's (and its bound term not the count)."""
     rec = va.learn_transformer(va.Oracle(random_float(12, 2, 2), "float"), max_heads=2, seed=12)
     data = rec.certificate()
     assert [(c["fit"], c["runs"]) for c in data["cells"]] == [
@@ -284,8 +285,9 @@ def test_a_cell_where_no_head_shows_and_scores_on_a_third_run() -> None:
     ]
     assert (rec.queries, rec.bound) == (228, 352)
     assert "+ 41 + " in str(va.verify_certificate(data))
+    assert data["cells"][1]["inner"]["t"] == {"float": (0.125).hex()}  # 1/2 halved twice
     data["cells"][1]["runs"] = 2
-    with pytest.raises(CertificateError, match=r"queries\.bound is 352, the theorem's bound is"):
+    with pytest.raises(CertificateError, match=r"inner\.t 0\.125 is not the run's scale 0\.25"):
         verify(data)
 
 

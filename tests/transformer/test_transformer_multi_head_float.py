@@ -254,8 +254,8 @@ def test_a_wrong_unscaling_is_caught_by_the_fresh_sequences(monkeypatch: Any) ->
     real = mhf.unscale
 
     def wrong(rec: Any, cell: Any, t: float) -> Any:
-        heads, err = real(rec, cell, t)
-        return [(W, c + W @ cell.center, v, e1, e2) for W, c, v, e1, e2 in heads], err
+        heads, err, inner = real(rec, cell, t)
+        return [(W, c + W @ cell.center, v, e1, e2) for W, c, v, e1, e2 in heads], err, inner
 
     monkeypatch.setattr(mhf, "unscale", wrong)
     with pytest.raises(ModelClassMismatch, match="fresh sequence"):

@@ -53,11 +53,16 @@ from verified_attn.multi_head.pipeline.refine import (
     REFINED_KIND,
     refine_count,
     refine_sequences,
-    refined_error_estimate,
+    refined_error_groups,
     refined_figure,
 )
 from verified_attn.multi_head.prediction_bound import PREDICTION_SEQUENCES, PREDICTION_SIGMAS
-from verified_attn.multi_head.sequence_fit import SequenceRows, compress, polish_sequences
+from verified_attn.multi_head.sequence_fit import (
+    SequenceRows,
+    compress,
+    group_max,
+    polish_sequences,
+)
 from verified_attn.verification import agree, float_floor
 
 __all__ = ["float_fit", "float_phases", "float_polish_count", "float_refine_count"]
@@ -271,16 +276,45 @@ def _float_refined(
     )
     heads = claimed_arrays(claimed, rows.queries.shape[1], affine)
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
-    estimate = refined_error_estimate(heads, beta, rows, affine, unit)
+    groups = refined_error_groups(heads, beta, rows, affine, unit)
+    estimate = group_max(groups)
     if not estimate / 2 <= told <= stated:
         raise CertificateError(
             f"result.parameter_error_estimate {told:.3e} is not between half the recomputed "
             f"refined figure {estimate:.3e} and the stated parameter tolerance {stated:g}"
         )
+    stated_groups = result.get("parameter_error_estimate_groups")
+    if stated_groups is not None:
+        _check_groups(stated_groups, groups, told, arith)
     return (
         f"parameters stated to {stated:g} relative (first-order estimate {estimate:.2e} of "
-        f"the refinement on all {len(rows)} answers, recomputed)"
+        f"the refinement on all {len(rows)} answers, recomputed"
+        + (", and per parameter group" if stated_groups is not None else "")
+        + ")"
     )
+
+
+def _check_groups(
+    stated: Any, groups: dict[str, Any], told: float, arith: Arithmetic
+) -> None:
+    """``result.parameter_error_estimate_groups``: the recomputed groups' names and sizes,
+    each stated figure at least half its recomputed one (as the estimate is) and at most
+    the stated estimate (which covers every group)."""
+    where = "result.parameter_error_estimate_groups"
+    if not isinstance(stated, dict) or set(stated) != set(groups):
+        raise CertificateError(f"{where} must name the groups {sorted(groups)}")
+    for name, want in groups.items():
+        got = stated[name] if isinstance(want, list) else [stated[name]]
+        want = want if isinstance(want, list) else [want]
+        if not isinstance(got, list) or len(got) != len(want):
+            raise CertificateError(f"{where}.{name} must hold {len(want)} figures")
+        for h, (g, w) in enumerate(zip(got, want, strict=True)):
+            x = float(kernel.number(g, f"{where}.{name}[{h}]", arith))
+            if not w / 2 <= x <= told:
+                raise CertificateError(
+                    f"{where}.{name}[{h}] {x:.3e} is not between half the recomputed figure "
+                    f"{w:.3e} and the stated estimate {told:.3e}"
+                )
 
 
 def float_phases(

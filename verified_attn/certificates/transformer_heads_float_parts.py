@@ -215,10 +215,55 @@ def read_cells(
         heads = _heads(kernel.get(item, "heads"), f"{path}.heads", d, arith)
         if (fit == "none") != (not heads):
             raise CertificateError(f"{path}: a cell has no heads exactly when its fit is 'none'")
+        if fit == "scores":
+            where = (center, margin, runs)
+            _inner_errors(kernel.get(item, "inner"), f"{path}.inner", where, heads, arith)
         out.append(StatedCell(label, list(pattern), center, margin, fit, runs, y0, heads))
     if len({c.label for c in out}) != len(out):
         raise CertificateError("cells: two cells have one label")
     return out
+
+
+def _inner_errors(
+    raw: Any,
+    path: str,
+    cell: tuple[np.ndarray, float, int],
+    heads: list[CellHead],
+    arith: Arithmetic,
+) -> None:
+    """A scores cell's stated head errors from its inner record: t recomputed from the
+    margin and the runs, the inner scale at least the inner heads' largest entry
+    (t^2 W_h, v_h, t (W_h c + c_h)), and per head error_Wc = (e_W (1 + |c|_1) / t^2 +
+    e_c / t) scale and error_v = e_v scale from the inner group figures (to 1e-9)."""
+    center, margin, runs = cell
+    d = len(center)
+    t = 2.0 ** math.floor(math.log2(min(0.5, margin / (2 * d)))) / 2 ** (runs - 1)
+    stated_t = scalar(kernel.get(raw, "t"), f"{path}.t", arith)
+    if stated_t != t:
+        raise CertificateError(f"{path}.t {stated_t:g} is not the run's scale {t:g}")
+    scale = scalar(kernel.get(raw, "scale"), f"{path}.scale", arith)
+    inner = [np.concatenate([(t * t * h.W).ravel(), h.v, t * (h.W @ center + h.c)]) for h in heads]
+    least = max([1.0] + [float(np.abs(x).max()) for x in inner])
+    if not scale >= least * (1 - 1e-9):
+        raise CertificateError(f"{path}.scale {scale:.6g} is below the inner heads' {least:.6g}")
+    groups = kernel.get(raw, "groups")
+    for name in ("W", "c", "v"):
+        kernel.as_list(kernel.get(groups, name), f"{path}.groups.{name}", len(heads))
+    l1 = float(np.abs(center).sum())
+    for h, head in enumerate(heads):
+        e_w, e_c, e_v = (
+            scalar(kernel.get(groups, name)[h], f"{path}.groups.{name}[{h}]", arith)
+            for name in ("W", "c", "v")
+        )
+        want = (scale * e_w * (1 + l1) / (t * t) + scale * e_c / t, scale * e_v)
+        got = (head.error_Wc, head.error_v)
+        for k, (x, y) in enumerate(zip(got, want, strict=True)):
+            if not (x >= 0 and abs(x - y) <= 1e-9 * y):
+                name = ("error_Wc", "error_v")[k]
+                raise CertificateError(
+                    f"{path}: heads[{h}].{name} {x:.6g} is not the inner group figures "
+                    f"unscaled ({y:.6g}: W's over t^2 and through the centre, c's over t)"
+                )
 
 
 def pattern_rows(patterns: list[list[bool]]) -> np.ndarray:

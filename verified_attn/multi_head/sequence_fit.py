@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -48,6 +49,8 @@ __all__ = [
     "covariance_rows",
     "evaluation_floor",
     "fit_sequences",
+    "group_figures",
+    "group_max",
     "model_values",
     "normal_equations",
     "pack_parameters",
@@ -171,6 +174,34 @@ def pack_parameters(heads: Sequence[Head], beta: float, affine: bool) -> np.ndar
     :func:`~.prediction_bound.parameter_gradient`)."""
     parts = [np.concatenate([np.ravel(h[0]), *h[1:]]) for h in heads]
     return np.concatenate([*parts, [beta] if affine else []])
+
+
+def group_figures(per: np.ndarray, H: int, d: int, affine: bool) -> dict[str, Any]:
+    """The largest of per-parameter figures ``per`` (:func:`pack_parameters` order) by
+    group: per head its W rows, its value and (affine) its score bias c, and beta.
+
+    >>> g = group_figures(np.arange(7.0), 1, 2, False)
+    >>> g, group_max(g)
+    ({'W': [3.0], 'v': [5.0]}, 5.0)
+    """
+    step = d * d + d + (d if affine else 0)
+    out: dict[str, Any] = {"W": [], "v": []}
+    if affine:
+        out["c"] = []
+    for h in range(H):
+        base = h * step
+        out["W"].append(float(per[base : base + d * d].max()))
+        out["v"].append(float(per[base + d * d : base + d * d + d].max()))
+        if affine:
+            out["c"].append(float(per[base + d * d + d : base + step].max()))
+    if affine:
+        out["beta"] = float(per[H * step])
+    return out
+
+
+def group_max(groups: dict[str, Any]) -> float:
+    """The largest figure of :func:`group_figures`' groups (every parameter's bound)."""
+    return max(float(x) for v in groups.values() for x in (v if isinstance(v, list) else [v]))
 
 
 def _head_terms(

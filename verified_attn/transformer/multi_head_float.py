@@ -60,8 +60,8 @@ The method of :mod:`verified_attn.transformer.multi_head_learner` in float64:
    fresh sequences of every length with the float rule of
    :mod:`verified_attn.verification` (its refutation is ModelClassMismatch with the query).
 
-Errors: the heads' first-order parameter estimate (each cell's ``learn_multi_head``
-estimate pushed through the unscaling, plus the spread of (W_h, c_h) over the cells) must
+Errors: the heads' first-order parameter estimate (each cell's ``learn_multi_head`` figures
+per parameter group unscaled by :func:`~.multi_head_float_values.head_errors`) must
 be at most the box's ``parameter_rtol`` relative to ``max(1, largest entry)``, else
 PrecisionExhausted; it is stated in ``notes`` and ``parameters["error_estimate"]``.
 Count: the FFN's queries, m' + 1 centers, learn_multi_head's float count at ``max_heads``
@@ -138,6 +138,7 @@ SHARE_RTOL = 1e-6
 #: the rounding, a residual's (first order) far above it.
 SWAP_SCALE = 2.0**-16
 Head = tuple[np.ndarray, np.ndarray, np.ndarray, float, float]  # W_h, c_h, v_h, e_Wc, e_v
+Fit = tuple[list[Head], float, int, dict[str, Any] | None]  # heads, e_Wc, term, inner record
 
 
 def _precision_gate(oracle: Oracle) -> tuple[float, float]:
@@ -186,9 +187,10 @@ def _start_t(cell: FloatCell, d: int) -> float:
 
 def _fit_cell(
     oracle: Oracle, net: BiasedReluNetwork, cell: FloatCell, i: int, H0: int, opts: Any
-) -> tuple[list[Head], float, int]:
-    """The heads of cell ``i`` as (W_h, c_h, v_h), their absolute error estimate, and the
-    cell's query bound (its center, and the inner learner's bound per attempt made)."""
+) -> Fit:
+    """The heads of cell ``i`` as (W_h, c_h, v_h), their absolute error estimate, the
+    cell's query bound (its center, and the inner learner's bound per attempt made) and
+    the inner record of :func:`~.multi_head_float_values.unscale`."""
     verify, seed, attempts, unit, prtol = opts
     d = oracle.d
     offset = _center(oracle, net, cell, i)
@@ -210,7 +212,7 @@ def _fit_cell(
         except NotIdentifiable:
             scale = max([1.0] + [float(np.abs(n).max()) for (n, _), _ in net.neurons])
             if np.abs(cell.G).max() <= FLOAT_TOL * scale:  # g's gradient 0: no head shows
-                return [], 0.0, 1 + head_count_queries(H0)  # refused at the head count
+                return [], 0.0, 1 + head_count_queries(H0), None  # refused at the head count
             raise
         except CellLeft:  # a probe would reach too far at this scale (not asked): half it
             failure = PrecisionExhausted(
@@ -219,8 +221,8 @@ def _fit_cell(
         except (ModelClassMismatch, PrecisionExhausted) as exc:
             failure, failed = exc, failed + 1
         else:
-            heads, err = unscale(rec, cell, t)
-            return heads, err, 1 + rec.bound * runs
+            heads, err, inner = unscale(rec, cell, t)
+            return heads, err, 1 + rec.bound * runs, inner
         t /= 2
     assert failure is not None
     if isinstance(failure, PrecisionExhausted):
@@ -246,7 +248,7 @@ def _fit_cell(
 
 def _value_cell(
     oracle: Oracle, net: BiasedReluNetwork, cell: FloatCell, i: int, known: list[Head], opts: Any
-) -> tuple[list[Head], float, int] | None:
+) -> Fit | None:
     """The known heads' values on cell ``i`` by least squares
     (:mod:`~verified_attn.transformer.multi_head_float_values`, phase ``cell<i>/values``),
     with its query bound (the center and the probes); None if the fit missed an answer or a
@@ -266,7 +268,7 @@ def _value_cell(
         return None
     values, err = fit
     heads = [(W, c, v, e_wc, err) for (W, c, _, e_wc, _), v in zip(known, values, strict=True)]
-    return heads, max(h[3] for h in known), 1 + value_queries(oracle.d, len(known))
+    return heads, max(h[3] for h in known), 1 + value_queries(oracle.d, len(known)), None
 
 
 def _key(head: Head) -> np.ndarray:
@@ -419,13 +421,9 @@ def learn_multi_head_transformer_float(
     )
     # The certificate is the last attempt's run (its transcript, counts and bound).
     record = RunRecord(oracle.arithmetic, seed, run.counts, bound - spent, checked, rec.assumptions)
-    tolerances = {
-        "match_rtol": MATCH_RTOL,
-        "share_rtol": SHARE_RTOL,
-        "cell_rtol": CELL_RTOL,
-        "margin": MARGIN,
-        "ffn_tol": FLOAT_TOL,
-    }
+    names = ("match_rtol", "share_rtol", "cell_rtol", "margin", "ffn_tol")
+    values = (MATCH_RTOL, SHARE_RTOL, CELL_RTOL, MARGIN, FLOAT_TOL)
+    tolerances = dict(zip(names, values, strict=True))
     rec.certificate_data = functools.partial(
         float_heads_certificate,
         record,
@@ -485,14 +483,14 @@ def _cell_order(net: BiasedReluNetwork, seed: int, far_wanted: Any) -> Iterator[
 
 def _fitted_cells(
     oracle: Oracle, net: BiasedReluNetwork, H0: int, opts: Any
-) -> tuple[list[FloatCell], list[tuple[list[Head], float, int]], int]:
+) -> tuple[list[FloatCell], list[Fit], int]:
     """m' + 1 cells with independent patterns, each fitted, tried widest first
     (:func:`_cell_order`); a cell whose fit is PrecisionExhausted or NotIdentifiable (too
     thin for its heads to be told apart) is passed over for the next, at most
     :data:`SKIPS` times. Each center keeps MARGIN (1 + |c|) x 2 from every hyperplane.
     Returns the cells, their fits and the queries of the cells passed over."""
     chosen: list[FloatCell] = []
-    fits: list[tuple[list[Head], float, int]] = []
+    fits: list[Fit] = []
     failures: list[Exception] = []
     skipped = 0  # every query of the cells passed over (their fits give no bound)
     known: list[Head] = []  # the heads of the cell fitted with the most, once one has
@@ -519,7 +517,7 @@ def _fitted_cells(
             if fit is None:  # no heads known yet, or not all of this cell's: the full learner
                 spent = oracle.queries - before
                 fit = _fit_cell(oracle, net, cell, i, H0, opts)
-                fit = (fit[0], fit[1], fit[2] + spent)
+                fit = (fit[0], fit[1], fit[2] + spent, fit[3])
                 if len(fit[0]) > len(known):
                     known = fit[0]
         except (PrecisionExhausted, NotIdentifiable) as exc:

@@ -96,7 +96,7 @@ def _fit_kind(
     ``scores`` (the full learner; its runs are those its bound term counts, each run at
     half the scale of the one before, after the values probes if they were tried)."""
     arith, H0, y0 = setting
-    heads, _, term = fit
+    heads, _, term = fit[:3]
     if not heads:
         return "none", 0
     inner = [p for p in by_phase if p.startswith((label + "/", label + "."))]
@@ -115,7 +115,8 @@ def _fit_kind(
     raise CertificateError(f"the bound term {term} of {label} is no count of learn_multi_head runs")
 
 
-def _cell(cell: Any, label: str, answer: float, heads: Any, kind: tuple[str, int]) -> dict:
+def _cell(cell: Any, label: str, answer: float, fit: Any, kind: tuple[str, int]) -> dict:
+    heads, inner = fit[0], fit[3]
     return {
         "label": label,
         "pattern": [bool(x) for x in cell.pattern],
@@ -134,7 +135,18 @@ def _cell(cell: Any, label: str, answer: float, heads: Any, kind: tuple[str, int
             }
             for W, c, v, e_wc, e_v in heads
         ],
+        # A scores cell's inner figures: its scale t, the inner heads' scale and the float
+        # learn_multi_head's error figures per parameter group (relative to that scale).
+        **({} if inner is None else {"inner": _inner(inner)}),
     }
+
+
+def _inner(inner: dict[str, Any]) -> dict[str, Any]:
+    groups = {
+        k: [dump_number(float(x)) for x in v] if isinstance(v, list) else dump_number(float(v))
+        for k, v in inner["groups"].items()
+    }
+    return {"t": dump_number(inner["t"]), "scale": dump_number(inner["scale"]), "groups": groups}
 
 
 def float_heads_certificate(
@@ -162,7 +174,7 @@ def float_heads_certificate(
     for cell, fit in zip(cells, fits, strict=True):
         label = next(k for k in labels if np.array_equal(centres[k][0], cell.center))
         kind = _fit_kind(label, by_phase, cell, fit, (run.arith, H0, centres[label][1]))
-        used.append(_cell(cell, label, centres[label][1], fit[0], kind))
+        used.append(_cell(cell, label, centres[label][1], fit, kind))
     fits = [f[0] for f in fits]
     index = [
         [

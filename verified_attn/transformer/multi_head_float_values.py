@@ -39,7 +39,7 @@ from verified_attn.arithmetic import FloatArithmetic
 from verified_attn.errors import ModelClassMismatch
 from verified_attn.transformer.multi_head_float_cells import FloatCell
 
-__all__ = ["LENGTH", "SPREAD", "fit_values", "probe_radius", "unscale", "value_queries"]
+__all__ = ["LENGTH", "SPREAD", "fit_values", "head_errors", "probe_radius", "unscale", "value_queries"]
 
 #: Tokens per probe sequence (two or three heads' weights per sequence differ at first order
 #: in the score differences; longer sequences average them away).
@@ -107,26 +107,56 @@ def fit_values(
     return v.reshape(H, d), err
 
 
-def unscale(rec: Any, cell: FloatCell, t: float) -> tuple[list[Any], float]:
+def unscale(rec: Any, cell: FloatCell, t: float) -> tuple[list[Any], float, dict[str, Any]]:
     """Inner heads (t^2 W_h, v_h, t (W_h c + c_h)) to (W_h, c_h, v_h, e_Wc, e_v) with
-    absolute first-order errors (the inner estimate over t^2 and t for W_h, c_h; as is for
-    v_h); the inner beta must vanish (a multi-head function has no output bias)."""
+    absolute first-order errors, the largest e_Wc, and the inner record (t, the inner
+    scale, the inner group figures) the certificate states. Each head's errors come from
+    the inner learner's figures per parameter group (``error_estimate_groups``; without
+    them every group has the one estimate): W_h's through 1/t^2, c_h's through 1/t plus
+    W_h's carried through the centre, v_h's as is (:func:`head_errors`). The inner beta
+    must vanish (a multi-head function has no output bias) beyond its own group's error."""
     heads = rec.parameters["heads"]
     beta = abs(float(rec.parameters.get("beta") or 0.0))
     inner_scale = max(
         [1.0, beta] + [float(np.abs(np.concatenate([np.ravel(x) for x in h])).max()) for h in heads]
     )
-    err = float(rec.parameter_error_estimate or 0.0) * inner_scale  # absolute, inner
-    if beta > 8 * max(err, 1e-12):
+    estimate = float(rec.parameter_error_estimate or 0.0)
+    groups = rec.parameters.get("error_estimate_groups") or {
+        "W": [estimate] * len(heads),
+        "v": [estimate] * len(heads),
+        "c": [estimate] * len(heads),
+        "beta": estimate,
+    }
+    err_beta = float(groups["beta"]) * inner_scale  # absolute, inner
+    if beta > 8 * max(err_beta, 1e-12):
         raise ModelClassMismatch(
             f"the answers less g on cell {cell.pattern} have the output bias {beta:.3g} "
             "(a multi-head function has none)"
         )
-    # W's error err / t^2; c's err / t plus W's times |center|.
-    e_wc = err / t**2 * (1 + float(np.abs(cell.center).sum())) + err / t
+    errors = head_errors(groups, inner_scale, t, cell.center)
     out: list[Any] = []
-    for W_in, v, c_in in heads:
+    for (W_in, v, c_in), (e_wc, e_v) in zip(heads, errors, strict=True):
         W = np.asarray(W_in, dtype=np.float64) / t**2
         c = np.ravel(np.asarray(c_in, dtype=np.float64)) / t - W @ cell.center
-        out.append((W, c, np.ravel(np.asarray(v, dtype=np.float64)), e_wc, err))
-    return out, e_wc
+        out.append((W, c, np.ravel(np.asarray(v, dtype=np.float64)), e_wc, e_v))
+    record = {"t": t, "scale": inner_scale, "groups": groups}
+    return out, max(e for e, _ in errors), record
+
+
+def head_errors(
+    groups: dict[str, Any], scale: float, t: float, center: np.ndarray
+) -> list[tuple[float, float]]:
+    """Per head the absolute errors (e_Wc, e_v) of the unscaled (W_h, c_h) and v_h from the
+    inner group figures (relative to the inner ``scale``): W_h = W_in / t^2 errs by its
+    group's ``e_W scale / t^2``; c_h = c_in / t - W_h c by ``e_c scale / t`` plus that times
+    ``|c|_1``; e_Wc is ``e_W (1 + |c|_1) + e_c``, e_v the value group's.
+
+    >>> head_errors({"W": [1e-12], "v": [1e-9], "c": [1e-12]}, 2.0, 0.5, np.array([1.0, -1.0]))
+    [(2.8e-11, 2e-09)]
+    """
+    spread = 1 + float(np.abs(center).sum())
+    out = []
+    for e_w, e_v, e_c in zip(groups["W"], groups["v"], groups["c"], strict=True):
+        wc = float(e_w) * scale / t**2 * spread + float(e_c) * scale / t
+        out.append((wc, float(e_v) * scale))
+    return out

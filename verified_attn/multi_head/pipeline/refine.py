@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -56,6 +57,8 @@ from verified_attn.multi_head.sequence_fit import (
     SequenceRows,
     compress,
     covariance_rows,
+    group_figures,
+    group_max,
     normal_equations,
     pack_parameters,
     polish_sequences,
@@ -74,6 +77,7 @@ __all__ = [
     "refine_sequences",
     "refine_stage",
     "refined_error_estimate",
+    "refined_error_groups",
     "refined_figure",
 ]
 
@@ -199,7 +203,8 @@ def refined_error_estimate(
     answers: the noise less the part the P parameters absorb, which is P / n of it on
     average). inf if ``J^T J`` is singular or n <= P. Cauchy-Schwarz makes it a bound for
     every noise of that norm; measured (d = 8, H = 6, seeds 0-19) it is 2^3 to 2^5 over
-    the true error, where the design's u-groups figure is 2^9 to 2^11 over it.
+    the true error, where the design's u-groups figure is 2^9 to 2^11 over it. The largest
+    of :func:`refined_error_groups`.
 
     >>> heads = [(np.eye(2) * 0.5, np.array([1.0, -1.0]))]
     >>> seqs = polish_sequences(2, 12, seed=0)
@@ -207,17 +212,36 @@ def refined_error_estimate(
     >>> bool(0 < refined_error_estimate(heads, 0.0, rows, False, 2.0**-53) < 1e-14)
     True
     """
+    return group_max(refined_error_groups(heads, beta, rows, affine, unit))
+
+
+def refined_error_groups(
+    heads: Sequence[Head], beta: float, rows: SequenceRows, affine: bool, unit: float
+) -> dict[str, Any]:
+    """:func:`refined_error_estimate` per parameter group (:func:`~.sequence_fit.group_figures`:
+    per head W, v, c, and beta): ``|dY| max_{i in group} |row_i J^+|``, relative to the
+    same max(1, |beta|, largest entry). A group far better determined than the worst
+    parameter (the heads' W at a small probe scale) states its own figure.
+
+    >>> heads = [(np.eye(2) * 0.5, np.array([1.0, -1.0]))]
+    >>> seqs = polish_sequences(2, 12, seed=0)
+    >>> rows = compress(seqs, extended_values(heads, 0.0, compress(seqs, [0.0] * 12), False))
+    >>> sorted(refined_error_groups(heads, 0.0, rows, False, 2.0**-53))
+    ['W', 'v']
+    """
     residuals = extended_residuals(heads, beta, rows, affine)
     _, A, _ = normal_equations(heads, beta, rows, affine)
     n, P = len(rows), A.shape[0]
-    _, sigma_min, sensitivity = covariance_rows(A)
+    cov, sigma_min, _ = covariance_rows(A)
     if not (sigma_min > 0 and n > P):
-        return math.inf
-    noise = math.sqrt(
-        float(residuals @ residuals) * n / (n - P) + float(np.sum((unit * rows.answers) ** 2))
-    )
-    size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
-    return noise * sensitivity / size
+        per = np.full(P, math.inf)
+    else:
+        noise = math.sqrt(
+            float(residuals @ residuals) * n / (n - P) + float(np.sum((unit * rows.answers) ** 2))
+        )
+        size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
+        per = noise * np.sqrt(np.einsum("ij,ij->j", cov, cov)) / size
+    return group_figures(per, len(heads), rows.queries.shape[1], affine)
 
 
 def gauss_newton(
@@ -276,7 +300,8 @@ def refine_stage(st: FloatState, learning: int) -> None:
     st.heads, st.beta_fit = gauss_newton(st.heads, st.beta_fit, rows, st.affine)
     # st.kind stays the earlier fit's: it decides the prediction bound (result.py).
     if refined_figure(st.d, st.H, st.affine):
-        st.estimate = refined_error_estimate(st.heads, st.beta_fit, rows, st.affine, st.unit)
+        st.estimate_groups = refined_error_groups(st.heads, st.beta_fit, rows, st.affine, st.unit)
+        st.estimate = group_max(st.estimate_groups)
     elif st.kind == "u-groups":
         at = heads_error_estimate(
             st.U, st.B, st.f0, st.ans, st.t, st.heads, st.beta_fit, st.unit, st.affine

@@ -71,6 +71,14 @@ def _design_record(U: np.ndarray, B: np.ndarray, answers: dict[str, Any]) -> dic
     }
 
 
+def _dump_groups(groups: dict[str, Any]) -> dict[str, Any]:
+    """Group figures (refine.refined_error_groups) with every number stored exactly."""
+    return {
+        k: [dump_number(float(x)) for x in v] if isinstance(v, list) else dump_number(float(v))
+        for k, v in groups.items()
+    }
+
+
 def _refined(st: FloatState) -> bool:
     """Whether the result states the refined fit's parameter figure (refine.refined_figure)."""
     return bool(len(st.refine_ans)) and refined_figure(st.d, st.H, st.affine)
@@ -89,7 +97,7 @@ def _certificate_data(
     seed: int,
     counts: QueryCounts,
     bound: int,
-    tolerance: tuple[float, float, str],
+    tolerance: tuple[float, float, str, dict[str, Any] | None],
     prediction: dict[str, Any] | None,
 ) -> dict[str, Any]:
     """The float canonical certificate: the float design, every answer bit-exact, the heads,
@@ -147,6 +155,12 @@ def _certificate_data(
                 "parameter_error_estimate": dump_number(float(tolerance[1])),
                 # "u-groups", "joint", "sequences" (the sequence polish) or "refinement"
                 "parameter_error_estimate_kind": tolerance[2],
+                # Per parameter group (refinement only; checked like the estimate).
+                **(
+                    {"parameter_error_estimate_groups": _dump_groups(tolerance[3])}
+                    if tolerance[3] is not None
+                    else {}
+                ),
                 # The figures in bits (verified_attn.precision), recomputed by the checker.
                 "error_figures": figures_record(
                     ErrorFigures(
@@ -212,6 +226,9 @@ def result_stage(st: FloatState, counts: QueryCounts) -> MultiHeadRecovery:
     params: dict[str, Any] = {"heads": st.heads}
     if st.affine:
         params["beta"] = beta
+    groups = st.estimate_groups if _refined(st) else None
+    if groups is not None:
+        params["error_estimate_groups"] = groups
     answers = {
         "F0": list(st.f0),
         "F": st.ans.tolist(),
@@ -248,7 +265,7 @@ def result_stage(st: FloatState, counts: QueryCounts) -> MultiHeadRecovery:
         st.bound,
         # A refined result states the refined fit's parameter figure; the prediction bound
         # stays the earlier fit's (none for a joint fit: its checker does not recompute it).
-        (st.prtol, st.estimate, REFINED_KIND if _refined(st) else st.kind),
+        (st.prtol, st.estimate, REFINED_KIND if _refined(st) else st.kind, groups),
         None if st.kind == "joint" else prediction,
     )
     return MultiHeadRecovery.from_run(

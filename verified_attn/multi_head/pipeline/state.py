@@ -102,6 +102,8 @@ class FloatState:
     heads: list[tuple[np.ndarray, ...]] = field(default_factory=list)
     beta_fit: float = 0.0
     estimate: float = 0.0
+    # The estimate per parameter group (refine.refined_error_groups); None: not stated.
+    estimate_groups: dict[str, Any] | None = None
     prediction: tuple[float, float] = (0.0, 0.0)
     figure: str = ""
     kind: str = ""
