@@ -9,7 +9,8 @@ and 7 (the intervals determine every model's (residue, score) pairs at every pai
 and fail on the same three tampers. (i) Affine heads (score biases c_h): the learner
 accepts them, the exporter refuses them with a CertificateError (not formalised).
 
-Files proved whole here use the runs' answers widened to a 256-bit oracle's intervals
+The tests with Coq are marked slow (a fewer-heads file's failure at its checks over Q takes
+20 to 30 s of coqc CPU on a loaded machine, its proof more). Files proved whole here use the runs' answers widened to a 256-bit oracle's intervals
 (:func:`coq_text.widened_answers`), which check in seconds; parts 7 and 8 are tested on
 the checks over Q they rest on (:func:`coq_text.close_checks_pass`, no interval calls).
 """
@@ -43,10 +44,16 @@ def _tampered(text: str, tamper: str) -> str:
     return out
 
 
+def _run(heads: list[Any], **kw: Any) -> dict[str, Any]:
+    """The certificate of a default certified run (256 bits, D = 2^64) of ``heads``."""
+    return va.learn_multi_head(
+        va.Oracle(va.MultiHeadAttention(heads), "certified"), **kw
+    ).certificate()
+
+
 @pytest.fixture(scope="module")
 def fewer() -> dict[str, Any]:
-    oracle = va.Oracle(va.MultiHeadAttention(TWO), "certified")
-    return va.learn_multi_head(oracle, max_heads=3).certificate()
+    return _run(TWO, max_heads=3)
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +63,7 @@ def fewer_text(fewer: dict[str, Any]) -> str:
 
 @pytest.fixture(scope="module")
 def tied() -> dict[str, Any]:
-    oracle = va.Oracle(va.MultiHeadAttention(TIED), "certified")
-    return va.learn_multi_head(oracle, heads=2).certificate()
+    return _run(TIED, heads=2)
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +110,7 @@ def test_fewer_heads_run_is_proved(fewer_text: str) -> None:
 
 
 @needs_coq
+@pytest.mark.slow
 @pytest.mark.parametrize("tamper", ["rational", "narrower-D", "dropped-query"])
 def test_fewer_heads_tampered_fails(fewer_text: str, tamper: str) -> None:
     text = _tampered(fewer_text, tamper)
@@ -115,6 +122,7 @@ def test_fewer_heads_tampered_fails(fewer_text: str, tamper: str) -> None:
 
 
 @needs_coq
+@pytest.mark.slow
 @pytest.mark.parametrize("tamper", ["none", "rational", "narrower-D", "dropped-query"])
 def test_tied_run_checks_and_tampers(tied_text: str, tamper: str) -> None:
     text = tied_text if tamper == "none" else _tampered(tied_text, tamper)

@@ -271,7 +271,17 @@ def test_narrow_run_is_proved_and_a_widened_interval_fails(narrow_text: str) -> 
 
 
 @needs_coq
-@pytest.mark.parametrize("tamper", ["none", "rational", "narrower-D", "dropped-query", "wider-D"])
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        "none",
+        "wider-D",
+        *(
+            pytest.param(t, marks=pytest.mark.slow)
+            for t in ("rational", "narrower-D", "dropped-query")
+        ),
+    ],
+)
 def test_default_run_checks_refuse_a_tampered_file(default_text: str, tamper: str) -> None:
     """The default run's checks over Q (parts 1, 7, 8) pass; a changed certified W entry, D
     = 2^21 (below the certified scores' denominators 2^22), a dropped recorded answer or D
