@@ -3,11 +3,15 @@ file's rational tables for the tamper tests."""
 
 from __future__ import annotations
 
+import copy
 import re
+from fractions import Fraction
+from typing import Any
 
 import pytest
 
 from verified_attn import formal
+from verified_attn.serialize import dump_rational
 
 needs_coq = pytest.mark.skipif(
     not formal.coq_available(), reason=f"needs Coq and Coq Interval ({formal.COQ_INSTALL_HINT})"
@@ -62,3 +66,34 @@ def compiles(prelude: str, body: str) -> bool:
     out = proc.stdout + proc.stderr
     assert "Syntax error" not in out and "was not found" not in out, out
     return proc.returncode == 0
+
+
+def widened_answers(cert: dict[str, Any], bits: int) -> dict[str, Any]:
+    """A copy of a certified canonical multi-head certificate whose every recorded answer
+    ball has radius at least 2^-bits (same midpoints): the intervals an oracle answering at
+    about ``bits`` bits would give. The balls still hold the true answers."""
+    out = copy.deepcopy(cert)
+    floor = Fraction(1, 2**bits)
+
+    def widen(ball: dict[str, Any]) -> None:
+        mid, rad = ball["arb"]
+        ball["arb"] = [mid, dump_rational(max(Fraction(rad), floor))]
+
+    answers = out["answers"]
+    for ball in answers["F0"]:
+        widen(ball)
+    for row in answers["F"]:
+        for ball in row:
+            widen(ball)
+    for tie in answers["ties"]:
+        widen(tie["answer"])
+    return out
+
+
+def close_checks_pass(text: str) -> bool:
+    """An exported multi-head file's definitions, then ``check_mh run`` and ``check_close
+    run Sm eps`` by computation (the checks over Q parts 1, 7 and 8 rest on; no interval
+    calls, so seconds even for a file whose intervals are 900 bits narrow)."""
+    defs = text[: text.index("Lemma hold")]
+    goal = "Goal check_mh run = true /\\ check_close run Sm eps = true.\n"
+    return compiles("", defs + goal + "split; vm_compute; reflexivity. Qed.\n")

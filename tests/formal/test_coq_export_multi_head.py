@@ -1,6 +1,11 @@
 """Export of certified canonical multi-head runs to Coq: the file proves its run, a tampered
 one fails.
 
+The learner asks its queries at the bits parts 7 and 8 need (``answer_precision``); these
+tests of parts 1-6 use the same runs with every answer widened to a 256-bit oracle's
+intervals (:func:`coq_text.widened_answers`), whose files omit parts 7 and 8 and check
+in seconds (parts 7 and 8: ``test_multi_head_bound.py``).
+
 The file's ``run_consistent`` instantiates ``CertMultiHead.mh_answers_in``,
 ``grid_determines_model`` and ``CertMultiHeadId.mh_masses_determined``: a changed certified
 rational, an answer interval moved off the answer, a D below a certified score's
@@ -19,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from coq_text import field, needs_coq, replace_entry, set_field
+from coq_text import field, needs_coq, replace_entry, set_field, widened_answers
 
 import verified_attn as va
 from verified_attn import formal
@@ -32,8 +37,9 @@ BOUND = "18446744073709551616%positive"
 
 
 def _cert(heads: list[Any], **kw: Any) -> dict[str, Any]:
+    """A certified run of ``heads``, its answers widened to 2^-250 (a 256-bit oracle's)."""
     oracle = va.Oracle(va.MultiHeadAttention(heads), "certified")
-    return va.learn_multi_head(oracle, heads=2, **kw).certificate()
+    return widened_answers(va.learn_multi_head(oracle, **{"heads": 2, **kw}).certificate(), 250)
 
 
 @pytest.fixture(scope="module")

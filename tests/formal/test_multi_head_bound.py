@@ -20,12 +20,21 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-from coq_text import compiles, field, needs_coq, set_field
+from coq_text import (
+    close_checks_pass,
+    compiles,
+    field,
+    needs_coq,
+    replace_entry,
+    set_field,
+    widened_answers,
+)
 
 import verified_attn as va
 from verified_attn import formal
 from verified_attn.formal.coq_check import compile_exported
 from verified_attn.formal.export_multi_head_close import close_bound, close_params
+from verified_attn.multi_head.canonical_bounds import answer_precision
 
 TWO = [([[1, 0], [0, -1]], [1, 2]), ([[0, 1], [1, 0]], [-1, 1])]
 D22 = 2**22
@@ -103,6 +112,17 @@ def narrow() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
+def default() -> dict[str, Any]:
+    oracle = va.Oracle(va.MultiHeadAttention(TWO), "certified")
+    return va.learn_multi_head(oracle, heads=2).certificate()
+
+
+@pytest.fixture(scope="module")
+def default_text(default: dict[str, Any]) -> str:
+    return va.export_coq(default)
+
+
+@pytest.fixture(scope="module")
 def narrow_text(narrow: dict[str, Any]) -> str:
     return va.export_coq(narrow)
 
@@ -119,16 +139,35 @@ def test_narrow_run_states_parts_7_and_8(narrow_text: str) -> None:
     assert narrow_text.count("interval with") == 1  # the interval calls once, in [hold]
 
 
-def test_default_run_omits_parts_7_and_8() -> None:
-    """At 256 bits the default D = 2^64 needs about 805 bits: parts 7 and 8 are omitted."""
-    text = va.export_coq(
-        va.learn_multi_head(
-            va.Oracle(va.MultiHeadAttention(TWO), "certified"), heads=2
-        ).certificate()
-    )
-    head = text.split("*)")[0]
+def test_default_run_states_parts_7_and_8(default: dict[str, Any], default_text: str) -> None:
+    """A default certified run (256 bits, D = 2^64) asks its 22 learning queries at the
+    873 bits check_close needs (no query more) and its file states parts 7 and 8; the same
+    answers widened to 256-bit intervals are too wide and the file omits them."""
+    assert default["queries"]["learning"] == 22 and default["denominator_bound"] == 2**64
+    assert (default["working_precision"], default["answer_precision"]) == (256, 873)
+    assert answer_precision(2, 2**64, 256) == 873
+    head = default_text.split("*)")[0]
+    assert "7. every model of at most 2 heads that meets the assumption" in head
+    assert "8. every such model gives the certified model's output" in head
+    assert "does NOT state" not in head and "Definition Sm : nat := 1." in default_text
+    assert "apply (mh_identified_close run Sm eps U_inv B_inv hs')" in default_text
+    wide = va.export_coq(widened_answers(default, 250))
+    head = wide.split("*)")[0]
     assert "does NOT state" in head and "[check_close]" in head
-    assert "mh_pairs_close" not in text and "Definition Sm" not in text
+    assert "mh_pairs_close" not in wide and "Definition Sm" not in wide
+
+
+def test_answer_precision_is_what_check_close_needs() -> None:
+    """Intervals 2^-(bits - 16) wide pass check_close for scores up to Sm = 4, not for a
+    score of 5, and intervals twice the widest the bound allows fail."""
+    for H0, D in ((1, 2**64), (2, 2**64), (3, 2**30), (2, 2**22)):
+        bits = answer_precision(H0, D, 0)
+        eps = Fraction(1, 2 ** (bits - 16))
+        assert close_params(H0, [Fraction(4)], [eps], D) == (4, eps)
+        assert close_params(H0, [Fraction(5)], [eps], D) is None
+        need = close_bound(H0, 4, D) * 2 * D ** (2 * H0)
+        assert close_params(H0, [Fraction(4)], [Fraction(2, 2 ** need.bit_length())], D) is None
+    assert answer_precision(2, 2**22, 384) == 384  # enough already: not lowered
 
 
 # ---------------------------------------------------------------------------------------
@@ -176,14 +215,6 @@ def test_the_proof_of_a_weaker_statement_is_refused(name: str, premise: str, wea
     assert not compiles(PRELUDE, proof.replace(premise, weaker))
 
 
-def _checks_pass(text: str) -> bool:
-    """The file's definitions, then ``check_mh run`` and ``check_close run Sm eps`` by
-    computation (the checks over Q parts 1, 7 and 8 rest on; no interval calls)."""
-    defs = text[: text.index("Lemma hold")]
-    goal = "Goal check_mh run = true /\\ check_close run Sm eps = true.\n"
-    return compiles("", defs + goal + "split; vm_compute; reflexivity. Qed.\n")
-
-
 def _widened(text: str) -> str:
     """rec_5's lower end moved down by 2^-300 (the certified answer stays inside)."""
     m = re.fullmatch(r"\((-?\d+) # (\d+)\)%Q", field(text, "rec_5", "alo").group(1))
@@ -217,7 +248,7 @@ def test_checks_refuse_a_tampered_file(narrow_text: str, tamper: str) -> None:
     elif tamper == "Sm":  # 0: a certified score is 106791/524288
         text = text.replace("Definition Sm : nat := 1.", "Definition Sm : nat := 0.")
     assert (text == narrow_text) == (tamper == "none")
-    assert _checks_pass(text) == (tamper == "none")
+    assert close_checks_pass(text) == (tamper == "none")
 
 
 @pytest.mark.slow
@@ -237,3 +268,45 @@ def test_narrow_run_is_proved_and_a_widened_interval_fails(narrow_text: str) -> 
         if "apply (mh_pairs_close run Sm eps hs')" in line
     )
     assert f"line {step + 1}," in bad.log, bad.log[-2000:]
+
+
+@needs_coq
+@pytest.mark.parametrize(
+    "tamper",
+    [
+        "none",
+        "wider-D",
+        *(
+            pytest.param(t, marks=pytest.mark.slow)
+            for t in ("rational", "narrower-D", "dropped-query")
+        ),
+    ],
+)
+def test_default_run_checks_refuse_a_tampered_file(default_text: str, tamper: str) -> None:
+    """The default run's checks over Q (parts 1, 7, 8) pass; a changed certified W entry, D
+    = 2^21 (below the certified scores' denominators 2^22), a dropped recorded answer or D
+    = 2^72 (the 873-bit intervals are too wide for it) each fail them."""
+    bound = f"Definition D : positive := {2**64}%positive."
+    assert bound in default_text
+    text = default_text
+    if tamper == "rational":
+        text = replace_entry(text, "W_0", "1%nat, 1%nat", "(1 # 2)")
+    elif tamper == "narrower-D":
+        text = text.replace(bound, f"Definition D : positive := {2**21}%positive.")
+    elif tamper == "dropped-query":
+        text = text.replace("rec_3; ", "", 1)
+    elif tamper == "wider-D":
+        text = text.replace(bound, f"Definition D : positive := {2**72}%positive.")
+    assert (text == default_text) == (tamper == "none")
+    assert close_checks_pass(text) == (tamper == "none")
+
+
+@pytest.mark.slow
+@needs_coq
+def test_default_run_is_proved_with_parts_7_and_8(default_text: str) -> None:
+    """The whole default file: run_consistent with parts 7 and 8 on whitelisted axioms
+    (its 20 interval calls at 896 bits)."""
+    check = compile_exported(default_text)
+    assert check.ok, check.log[-2000:]
+    assert check.theorem == "run_consistent"
+    assert check.axioms and set(check.axioms) <= formal.ALLOWED_AXIOMS

@@ -21,9 +21,10 @@ the certified heads' scores and residues at the d^2 grid pairs is the certified 
 every sequence), and, by ``CertMultiHeadId.mh_masses_determined``, that a model of at most
 H0 heads giving exactly the certified heads' answers to the design's queries has, at every
 pair, the certified heads' residue sum at every score (the interpolation step, from exact
-answers). What it does not say: that no other model answers inside the intervals (the
-step from intervals to exact scores under the denominator bound, and the labelling of
-heads across pairs, are not formalised).
+answers). When the intervals are narrow enough for D (``check_close``; a default run's
+learner asks at the bits it needs, ``answer_precision``), parts 7 and 8 state the same for
+every model meeting the stated assumption and answering inside the intervals
+(:mod:`~verified_attn.formal.export_multi_head_close`).
 """
 
 from __future__ import annotations

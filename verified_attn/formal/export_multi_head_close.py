@@ -17,7 +17,9 @@ eps wide and that kz(H0, Sm, D) * 2 eps * D^(2 H0) < 1, kz the integer bound
 :func:`close_bound` on the constant of the quantitative Cauchy elimination. The exporter
 picks Sm (the smallest natural above the certified scores) and eps (the smallest power of
 two above the widest interval) and states parts 7 and 8 only when that check passes here
-first; a wrong Sm or eps can only make the proof fail.
+first; a wrong Sm or eps can only make the proof fail. The certified learner asks its
+learning queries at :func:`~verified_attn.multi_head.canonical_bounds.answer_precision`
+bits, enough for this check under its D for scores in [-4, 4].
 """
 
 from __future__ import annotations
@@ -25,14 +27,10 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+# The learner sizes its answers' precision by the same bound (answer_precision).
+from verified_attn.multi_head.canonical_bounds import close_bound
+
 __all__ = ["close_bound", "close_header", "close_params", "close_parts"]
-
-
-def close_bound(H0: int, Sm: int, D: int) -> int:
-    """``CertMultiHeadBound.kz``: A (1 + 2 A^2 3^Sm D^2)^(2 H0) with A = 2 H0 + 3^Sm, an
-    integer above the constant K of ``kprobe_masses_close`` (e^Sm <= 3^Sm)."""
-    A = 2 * H0 + 3**Sm
-    return A * (1 + 2 * A * A * 3**Sm * D * D) ** (2 * H0)
 
 
 def close_params(

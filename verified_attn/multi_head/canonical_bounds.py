@@ -19,6 +19,11 @@ METHOD = "canonical"
 #: Working precision (bits) of the exact-mode decoding (its answers enclosed in balls).
 EXACT_MODE_PRECISION = 256
 
+#: The score magnitude the learning answers' precision is sized for: |u^T W_h b| <= S0 at
+#: the design's pairs (entries of u, b below 1/d: heads with |W_ij| <= S0/2, the links
+#: u_0 + u_k doubling), the bound Sm of the exported Coq file's identification step.
+SCORE_MAGNITUDE = 4
+
 Pair = tuple[list[Fraction], int]  # (u, index of the probe b)
 
 
@@ -120,3 +125,30 @@ def probe_matrix(cols: list[list[Fraction]], affine: bool) -> flint.fmpq_mat:
 def parameter_count(d: int, H: int, affine: bool) -> int:
     """H (d^2 + d), or H (d^2 + 2d) + 1 affine: the numbers of the canonical heads."""
     return H * (d * d + (2 * d if affine else d)) + (1 if affine else 0)
+
+
+def close_bound(H0: int, Sm: int, D: int) -> int:
+    """``CertMultiHeadBound.kz``: A (1 + 2 A^2 3^Sm D^2)^(2 H0) with A = 2 H0 + 3^Sm, an
+    integer above the constant K of ``kprobe_masses_close`` (e^Sm <= 3^Sm).
+
+    >>> close_bound(1, 1, 4) == 5 * (1 + 2 * 5 * 5 * 3 * 16) ** 2
+    True
+    """
+    A = 2 * H0 + 3**Sm
+    return A * (1 + 2 * A * A * 3**Sm * D * D) ** (2 * H0)
+
+
+def answer_precision(H0: int, D: int, prec: int, Sm: int = SCORE_MAGNITUDE) -> int:
+    """Bits at which the certified learner asks its learning queries: at least ``prec``, and
+    enough that intervals of width 2^-(bits - 16) pass the Coq check ``check_close``
+    (``close_bound(H0, Sm, D) * 2 eps * D^(2 H0) < 1``) for scores in [-Sm, Sm].
+
+    The balls of a certified oracle at P bits are about 2^-(P - 5) wide on these answers
+    (sums of H0 terms of size O(1)); 16 bits of margin cover that and eps's rounding up
+    to a power of two.
+
+    >>> answer_precision(2, 2**64, 256), answer_precision(2, 2**22, 384)
+    (873, 384)
+    """
+    need = (close_bound(H0, Sm, D) * 2 * D ** (2 * H0)).bit_length()
+    return max(prec, need + 16)

@@ -32,6 +32,8 @@ from verified_attn.multi_head.canonical import canonical_form
 from verified_attn.multi_head.canonical_bounds import (
     EXACT_MODE_PRECISION,
     METHOD,
+    SCORE_MAGNITUDE,
+    answer_precision,
     canonical_design,
     canonical_query_bound,
     canonical_query_limit,
@@ -74,14 +76,17 @@ def learn_certified(
     prec = arith.precision if arith.precision is not None else EXACT_MODE_PRECISION
     D = denominator_bound if denominator_bound is not None else 2 ** (prec // 4)
     U, B, pairs = canonical_design(d, seed, affine)
-    answers: dict[str, Any] = {"ties": []}
+    # Answers narrow enough for the Coq file's identification step under D (a higher
+    # precision costs no query); a black box or replay answers at its own precision.
+    ask = answer_precision(H0, D, prec) if oracle.can_raise_precision else None
+    answers: dict[str, Any] = {"ties": [], "precision": ask or prec}
     with oracle.run() as run:
         with flint.ctx.workprec(prec):
-            f0, samples = _ask_samples(oracle, B, pairs, H0, answers)
+            f0, samples = _ask_samples(oracle, B, pairs, H0, answers, ask)
             H = H0 if degree_known else _degree(samples, H0)
             diagnose = functools.partial(too_few_heads, oracle, samples, pairs, B, H, degree_known)
             decoded = diagnosed(lambda: [_decode(F, H, D) for F in samples], diagnose)
-            ties = functools.partial(_tie_links, oracle, U, B, f0, answers)
+            ties = functools.partial(_tie_links, oracle, U, B, f0, answers, ask)
             canon = diagnosed(lambda: assemble(decoded, U, B, d, H, ties, affine), diagnose)
             beta = _beta(canon, B, f0, D) if affine else None
         candidate = MultiHeadAttention(canon, beta=beta)
@@ -96,15 +101,18 @@ def _ask_samples(
     pairs: Sequence[tuple[list[Fraction], int]],
     H0: int,
     answers: dict[str, Any],
+    ask: int | None,
 ) -> tuple[list[flint.arb], list[list[flint.arb]]]:
-    """Ask F(0) at every probe b_j and F(1..2 H0) at every pair (kept in ``answers``); the
-    balls F(0) and, per pair, its samples F(0..2 H0)."""
+    """Ask F(0) at every probe b_j and F(1..2 H0) at every pair (kept in ``answers``), at
+    ``ask`` bits (None: the oracle's); the balls F(0) and, per pair, its samples F(0..2 H0)."""
     with oracle.phase("F(0)"):
-        answers["F0"] = oracle.query_many([[b] for b in B])
+        answers["F0"] = oracle.query_many([[b] for b in B], precision=ask)
     f0 = [to_arb(a) for a in answers["F0"]]
     with oracle.phase("F(k)"):
         answers["F"] = [
-            oracle.query_many([probe_sequence(u, B[j], k) for k in range(1, 2 * H0 + 1)])
+            oracle.query_many(
+                [probe_sequence(u, B[j], k) for k in range(1, 2 * H0 + 1)], precision=ask
+            )
             for u, j in pairs
         ]
     samples = [
@@ -119,6 +127,7 @@ def _tie_links(
     B: list[list[Fraction]],
     f0: list[flint.arb],
     answers: dict[str, Any],
+    ask: int | None,
     needed: list[tuple[int, int]],
 ) -> list[tuple[flint.arb, flint.arb]]:
     """F(1) at (u_k, (b_1 + b_j)/2) for each tie, in one round; with its F(0) =
@@ -128,7 +137,7 @@ def _tie_links(
         b = [(x + y) / 2 for x, y in zip(B[0], B[j], strict=True)]
         seqs.append(probe_sequence(U[k], b, 1))
     with oracle.phase("tie links"):
-        ans = oracle.query_many(seqs)
+        ans = oracle.query_many(seqs, precision=ask)
     answers["ties"] = [{"k": k, "j": j, "answer": a} for (k, j), a in zip(needed, ans, strict=True)]
     return [((f0[0] + f0[j]) / 2, to_arb(a)) for (_, j), a in zip(needed, ans, strict=True)]
 
@@ -230,11 +239,18 @@ def _result(
         f"{per_head}H{' + 1' if affine else ''} = {parameter_count(d, H0, affine)}",
         f"{H} canonical heads found" + ("" if degree_known else f" (upper bound {H0})"),
     ]
+    if answers["precision"] > prec:
+        notes.append(
+            f"learning queries answered at {answers['precision']} bits (decoded at {prec}): "
+            "narrow enough for the exported Coq file's identification step under D for "
+            f"scores u^T W_h b in [-{SCORE_MAGNITUDE}, {SCORE_MAGNITUDE}] at the design's pairs"
+        )
     fields = {
         "affine": affine,
         "heads_given": degree_known,
         "H0": H0,
         "working_precision": prec,
+        "answer_precision": answers["precision"],
         "denominator_bound": D,
         "design": {
             "U": [[dump_rational(q) for q in row] for row in U],
