@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from verified_attn.multi_head.float_fit import group_model
+from verified_attn.multi_head.pipeline.skeleton import Skeleton
 from verified_attn.multi_head.pipeline.skeleton_rows import (
     CROWDED_GAP,
     crowded,
@@ -66,3 +67,39 @@ def test_the_planes_catch_the_reflected_pair_and_the_row_space_repairs_it() -> N
     r, s, res = row_space_fit(_LT, c["Y"], c["r"], c["bad"], c["A"], 0.0)
     assert res < 1e-10 and np.abs(s - c["s"]).max() < 1e-8 and np.abs(r - c["r"]).max() < 1e-8
     assert plane_miss(s, c["A"]) < 1e-8
+
+
+def _skeleton(c: dict[str, np.ndarray], s: np.ndarray, res: float) -> Skeleton:
+    """A skeleton of d = 3 rows (m = 2 full, their scores the case's planes) whose partial
+    row u_3 holds the scores ``s`` at the 4 columns with the stated residual."""
+    t = np.exp(_LT)
+    sk = Skeleton(None, 3, False, 0, 2.0**-52, np.eye(3), np.eye(4), t, [])  # type: ignore[arg-type]
+    sk.p = sk.m = 2
+    sk.f0 = np.zeros(4)
+    sk.cols = [list(range(4))] * 3
+    sk.s = [c["A"][:, 0, :], c["A"][:, 1, :], s]
+    sk.r = [np.ones(3), np.ones(3), c["r"]]
+    sk.rows = [np.zeros((4, len(t))), np.zeros((4, len(t))), c["Y"]]
+    sk.res, sk.floor = [1e-12, 1e-12, res], [1e-12] * 3
+    return sk
+
+
+def test_the_skeleton_keeps_the_refit_nearer_the_planes() -> None:
+    # The reflected row stated at a residual no refit lowers (as a crowded group's wrong
+    # branch may meet its answers as well as the right one): the plain row-space step keeps
+    # it, the planes' step (Skeleton.uncrowd's) replaces it by the right row.
+    c = _case()
+    plain = _skeleton(c, c["bad"], 0.0)
+    plain.row_space(2)
+    assert plain.refits == [] and np.array_equal(plain.s[2], c["bad"])
+    sk = _skeleton(c, c["bad"], 0.0)
+    sk.row_space(2, planes=True)
+    assert sk.refits == [2] and np.abs(sk.s[2] - c["s"]).max() < 1e-8
+    # uncrowd: crowded, already past m columns (no round asked: no oracle here), refitted.
+    sk = _skeleton(c, c["bad"], 0.0)
+    sk.uncrowd(2)
+    assert sk.refits == [2] and sk.rounds == [] and np.abs(sk.s[2] - c["s"]).max() < 1e-8
+    # The right row is not replaced, and a row not crowded is left alone.
+    sk = _skeleton(c, c["s"], 0.0)
+    sk.uncrowd(2)
+    assert sk.refits == [] and np.array_equal(sk.s[2], c["s"])
