@@ -40,7 +40,12 @@ from verified_attn.multi_head.pipeline.low_rank_design import (
 )
 from verified_attn.multi_head.pipeline.poles import link_decided
 from verified_attn.multi_head.pipeline.rules import _CONVERGED, _GROUP_FIT
-from verified_attn.multi_head.pipeline.skeleton_rows import row_space_fit, shifted_fit
+from verified_attn.multi_head.pipeline.skeleton_rows import (
+    crowded,
+    plane_miss,
+    row_space_fit,
+    shifted_fit,
+)
 from verified_attn.oracle import Oracle
 from verified_attn.recovery import MultiHeadRecovery
 
@@ -165,6 +170,8 @@ class Skeleton:
         for _ in range(CONDITIONING_ROUNDS):
             if not self._stalls(k) or not self.condition(k):
                 break
+        if k >= self.m and not self._stalls(k):
+            self.uncrowd(k)
         if k >= self.m and self._stalls(k):
             self.row_space(k)
         if k >= self.m and self._stalls(k):
@@ -234,20 +241,41 @@ class Skeleton:
         self._fit(k)
         return True
 
-    def row_space(self, k: int) -> None:
+    def row_space(self, k: int, *, planes: bool = False) -> None:
         """Partial group k, still stalled after its rounds, refitted with each head's scores
         in the row space of the full groups' (:func:`.skeleton_rows.row_space_fit`; no
-        queries), kept if it lowers the residual. Only with more columns than full groups:
-        at m columns every score vector is in it."""
+        queries), kept if it lowers the residual, or (``planes``) if it is nearer the full
+        groups' planes (:func:`.skeleton_rows.plane_miss`) and does not stall. Only with
+        more columns than full groups: at m columns every score vector is in it."""
         cols = self.cols[k]
         if len(cols) <= self.m:
             return
         A = np.stack([self.s[i][cols] for i in range(self.m)], axis=1)  # (C, m, H)
         Y = self.rows[k] - self.f0_at(cols)[:, None]
         r, s, res = row_space_fit(np.log(self.t), Y, self.r[k], self.s[k], A, self.floor[k])
-        if res < self.res[k]:
+        keep = res < self.res[k]
+        if planes and not keep and plane_miss(s, A) < plane_miss(self.s[k], A):
+            old = self.r[k], self.s[k], self.res[k]
+            self.r[k], self.s[k], self.res[k] = r, s, res
+            keep = not self._stalls(k)
+            self.r[k], self.s[k], self.res[k] = old
+        if keep:
             self.r[k], self.s[k], self.res[k] = r, s, res
             self.refits.append(k)
+
+    def uncrowd(self, k: int) -> None:
+        """Partial group k whose fit has two heads' scores within
+        :data:`.skeleton_rows.CROWDED_GAP` at a column (a second solution may meet its
+        answers as well): at m columns asked in one more conditioning round (while rounds
+        are left), then refitted in the full groups' row space and kept if nearer their
+        planes (:meth:`row_space` with ``planes``)."""
+        if not crowded(self.s[k]):
+            return
+        used = sum(1 for g, _ in self.rounds if g == k)
+        if len(self.cols[k]) <= self.m and used < CONDITIONING_ROUNDS:
+            self.condition(k)
+        if not self._stalls(k):
+            self.row_space(k, planes=True)
 
     def shift_row(self, k: int) -> np.ndarray:
         """Group k's shifted row ``u_k + c @ U[:m]`` (:func:`.low_rank_design.shift_coefficients`)."""

@@ -59,7 +59,8 @@ def _notes(sk: Skeleton, counts: QueryCounts, bound: int, estimate: float) -> li
     params = low_rank_parameter_count(d, H, p)
     refits = [
         f"partial u-groups {', '.join(f'u_{k + 1}' for k in sk.refits)} refitted with each "
-        "head's scores in the full groups' row space (no queries): their free fits stalled"
+        "head's scores in the full groups' row space (no queries): their free fits stalled, "
+        "or had two heads' scores crowded at a column and were off the full groups' planes"
     ] * bool(sk.refits)
     shifts = [
         f"partial u-groups {', '.join(f'u_{k + 1}' for k in sk.shifts)} asked at shifted rows "
