@@ -8,8 +8,9 @@ that narrow; ``run_low_rank_cert`` runs them on their own); five hypothesis pair
 (thm-4.1 v-zero, app-b positive-scale, transformer v-eff-zero, and on recorded queries
 thm-4.1 design-orthogonal, thm-5.1 rank-exceeds) and one Prop 7.1 pair
 (shared-score-split) at d = 4; certified canonical multi-head runs of two random heads at
-d = 2 and d = 3 (quick: d = 2). One coqc run each; rows name the kind, d, r, the file size,
-export time and coqc wall and CPU seconds.
+d = 2 and d = 3 (quick: d = 2); exact single-head runs (closed-form answers, no interval
+calls) of ``random_head`` at d = 2, 4, 8 (quick: d = 2; ``exact_head_rows``). One coqc run
+each; rows name the kind, d, r, the file size, export time and coqc wall and CPU seconds.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ LOW_RANK_CERT = ((4, 1, 16, 256), (4, 2, 16, 256), (6, 2, 16, 256))
 LOW_RANK_CERT_QUICK = ((4, 1, 16, 256),)
 #: Certified canonical multi-head runs (d, H) at 256 bits: one interval call per query.
 MULTI_HEAD = ((2, 2), (3, 2))
+#: Exact single-head runs: d (the certified rows of ``coq_export.py`` use the same heads).
+EXACT_HEAD = (2, 4, 8)
 HYPOTHESES = (
     ("thm-4.1", "v-zero"),
     ("app-b", "positive-scale"),
@@ -37,6 +40,30 @@ HYPOTHESES = (
     ("thm-4.1", "design-orthogonal"),
     ("thm-5.1", "rank-exceeds"),
 )
+
+
+def random_head(d: int, seed: int) -> va.SingleHeadAttention:
+    """A random rational head: entries k/q, |k| <= 3q, q in 1..4 (seeded), v_0 != 0."""
+    rng = random.Random(seed)
+
+    def q() -> Fraction:
+        den = rng.randint(1, 4)
+        return Fraction(rng.randint(-3 * den, 3 * den), den)
+
+    W = [[q() for _ in range(d)] for _ in range(d)]
+    v = [q() for _ in range(d)]
+    v[0] = v[0] or Fraction(1)
+    return va.SingleHeadAttention(W, v)
+
+
+def exact_head_row(d: int, seed: int) -> dict[str, Any]:
+    """The exact single-head row of d: ``random_head`` learned on an exact oracle."""
+    rec = va.learn_single_head(va.Oracle(random_head(d, seed), "exact"), seed=seed)
+    return _row("single-head exact", d, rec.certificate(), learning_queries=rec.queries)
+
+
+def exact_head_rows(quick: bool, seed: int) -> list[dict[str, Any]]:
+    return [exact_head_row(d, seed) for d in (EXACT_HEAD[:1] if quick else EXACT_HEAD)]
 
 
 def low_rank_head(d: int, r: int, seed: int) -> va.SingleHeadAttention:
@@ -113,7 +140,7 @@ def run_low_rank_cert(specs: Any, seed: int) -> list[dict[str, Any]]:
 
 def run_kinds(quick: bool, seed: int) -> list[dict[str, Any]]:
     """One row per exported certificate of the kinds above."""
-    rows = []
+    rows = exact_head_rows(quick, seed)
     for d, r in LOW_RANK_QUICK if quick else LOW_RANK:
         rec = va.learn_low_rank(va.Oracle(low_rank_head(d, r, seed), "exact"), seed=seed)
         data = rec.certificate()

@@ -11,9 +11,12 @@ Targets (issue 38): d = 4 in at most 60 s, d = 8 in at most 300 s. Run::
     /work/venv/bin/python benchmarks/coq_export.py            # d = 2, 4, 8
     /work/venv/bin/python benchmarks/coq_export.py --quick    # d = 2 only
     /work/venv/bin/python benchmarks/coq_export.py --low-rank-certified-only
+    /work/venv/bin/python benchmarks/coq_export.py --exact-single-head-only
 
-The other exported kinds (exact and certified low-rank runs, hypothesis and Prop 7.1 pairs) are timed
-by ``_coq_export_kinds.py`` into ``kind_rows``.
+The other exported kinds (exact single heads, exact and certified low-rank runs, hypothesis
+and Prop 7.1 pairs, certified multi-head runs) are timed by ``_coq_export_kinds.py`` into
+``kind_rows``; ``--exact-single-head-only`` runs only the exact single-head rows and puts
+them in place of those rows of an existing ``coq_export.json`` (the other rows kept).
 
 Exit status 1 if a check fails or Coq is missing; a missed time target is recorded.
 """
@@ -21,12 +24,11 @@ Exit status 1 if a check fails or Coq is missing; a missed time target is record
 from __future__ import annotations
 
 import argparse
-import random
+import json
 import re
 import sys
 import time
 from collections.abc import Sequence
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import metadata, output_dir, progress, write_json
 from _coq_export_kinds import (
+    EXACT_HEAD,
     LOW_RANK_CERT,
     LOW_RANK_CERT_QUICK,
+    exact_head_row,
+    random_head,
     run_kinds,
     run_low_rank_cert,
 )
@@ -48,19 +53,6 @@ NAME = "coq_export"
 FULL = (2, 4, 8)
 QUICK = (2,)
 TARGETS = {4: 60.0, 8: 300.0}
-
-
-def random_head(d: int, seed: int) -> va.SingleHeadAttention:
-    rng = random.Random(seed)
-
-    def q() -> Fraction:
-        den = rng.randint(1, 4)
-        return Fraction(rng.randint(-3 * den, 3 * den), den)
-
-    W = [[q() for _ in range(d)] for _ in range(d)]
-    v = [q() for _ in range(d)]
-    v[0] = v[0] or Fraction(1)
-    return va.SingleHeadAttention(W, v)
 
 
 def run_one(d: int, seed: int) -> dict[str, Any]:
@@ -95,6 +87,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         action="store_true",
         help="only the certified low-rank rows, into coq_export_low_rank_cert.json",
     )
+    parser.add_argument(
+        "--exact-single-head-only",
+        action="store_true",
+        help="only the exact single-head rows, in place of those of coq_export.json",
+    )
     args = parser.parse_args(argv)
     if not formal.coq_available():
         print(f"Coq missing: {formal.COQ_INSTALL_HINT}", file=sys.stderr)
@@ -103,6 +100,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     built = formal.build()
     if args.low_rank_certified_only:
         return _low_rank_cert_only(args, out)
+    if args.exact_single_head_only:
+        return _exact_only(args, out)
     rows = []
     sizes = QUICK if args.quick else FULL
     for d in progress(sizes, "coqc per d", total=len(sizes)):
@@ -131,6 +130,23 @@ def _low_rank_cert_only(args: argparse.Namespace, out: Path) -> dict[str, Any]:
         print(rows[-1], file=sys.stderr)
     data = {"benchmark": f"{NAME}_low_rank_cert", "meta": metadata(args.seed), "kind_rows": rows}
     write_json(f"{NAME}_low_rank_cert", data, out)
+    if not all(r["ok"] for r in rows):
+        raise SystemExit(1)
+    return data
+
+
+def _exact_only(args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """The exact single-head rows, replacing those of the existing results (else a new file)."""
+    path = out / f"{NAME}.json"
+    data = json.loads(path.read_text()) if path.exists() else {"benchmark": NAME, "rows": []}
+    kept = [r for r in data.get("kind_rows", []) if r["kind"] != "single-head exact"]
+    rows = []
+    sizes = EXACT_HEAD[:1] if args.quick else EXACT_HEAD
+    for d in progress(sizes, "exact single heads", total=len(sizes)):
+        rows.append(exact_head_row(d, args.seed))
+        print(rows[-1], file=sys.stderr)
+    data["kind_rows"] = rows + kept
+    write_json(NAME, data, out)
     if not all(r["ok"] for r in rows):
         raise SystemExit(1)
     return data

@@ -539,7 +539,7 @@ Proof.
   apply andb_true_iff in K as [K1 K2]. apply qle_spec in K1. apply qlt_spec in K3.
   replace (Q2R 0) with 0 in K1 by (unfold Q2R; simpl; ring).
   replace (Q2R 1) with 1 in K3 by (unfold Q2R; simpl; field).
-  pose proof (forall2_close _ _ eps _ _ A A' K2) as Close. rewrite Forall_forall in Close.
+  pose proof (forall2_close _ _ eps _ _ A A' K2) as Close.
   apply Forall_forall. intros p Hp.
   unfold check_generic in G. rewrite forallb_forall in G. specialize (G p Hp).
   unfold generic_at in G. apply andb_true_iff in G as [G1 G2].
@@ -572,12 +572,7 @@ Proof.
     replace (Q2R (2 * eps)) with (2 * Q2R eps)
       by (rewrite Q2R_mult; replace (Q2R 2) with 2 by (unfold Q2R; simpl; field); reflexivity).
     apply Rmult_le_compat_r; [exact H|]. apply Rmult_le_compat_r; [lra|exact KL].
-  - intros k Hk. destruct k as [|k].
-    + destruct (pair_probe _ _ _ p Hp) as [j [Hj Ej]].
-      pose proof (Close _ (probe_query (md C) (mH0 C) (mU C) (mB C) (mties C) j Hj)) as F.
-      unfold mh_answer in F. unfold kanswer. rewrite Ej. exact F.
-    + exact (Close _ (pair_queries (md C) (mH0 C) (mU C) (mB C) (mties C) p (S k) Hp
-                        ltac:(lia))).
+  - intros k Hk. exact (pair_kanswers (fun a b => Rabs (a - b) <= Q2R eps) C _ _ p k Close Hp Hk).
 Qed.
 
 (** Every run whose checks pass, with no ties and unambiguous links: every model of at

@@ -469,6 +469,23 @@ Proof.
   split; [reflexivity|]. apply in_seq. lia.
 Qed.
 
+(** The per-k answer step, for any relation P between two models' answers (equality for
+    exact answers, closeness for answers in intervals): if P holds at every query the
+    design generates, it holds between the k-probe answers F(0) .. F(2 H0) at every pair. *)
+Lemma pair_kanswers : forall (P : R -> R -> Prop) C (hs1 hs2 : list head) p k,
+  Forall (fun q => P (mh_answer (md C) hs1 q) (mh_answer (md C) hs2 q))
+    (mh_queries (md C) (mH0 C) (mU C) (mB C) (mties C)) ->
+  In p (mh_pairs (md C) (mU C) (mB C)) -> (k <= 2 * mH0 C)%nat ->
+  P (kanswer (md C) (rvec (fst p)) (rvec (snd p)) k hs1)
+    (kanswer (md C) (rvec (fst p)) (rvec (snd p)) k hs2).
+Proof.
+  intros P C hs1 hs2 p k E Hp Hk. rewrite Forall_forall in E. destruct k as [|k].
+  - destruct (pair_probe _ _ _ p Hp) as [j [Hj Ej]].
+    pose proof (E _ (probe_query (md C) (mH0 C) (mU C) (mB C) (mties C) j Hj)) as F.
+    unfold mh_answer in F. unfold kanswer. rewrite Ej. exact F.
+  - exact (E _ (pair_queries (md C) (mH0 C) (mU C) (mB C) (mties C) p (S k) Hp ltac:(lia))).
+Qed.
+
 (** Every run: models of at most H0 heads with the same answers to the design's queries
     have the same score masses at every pair (u, b) of the design. *)
 Theorem mh_masses_determined : forall C (hs' hs : list head),
@@ -476,15 +493,8 @@ Theorem mh_masses_determined : forall C (hs' hs : list head),
   same_answers C hs' hs -> same_masses C hs' hs.
 Proof.
   intros C hs' hs Hl' Hl E. unfold same_masses. apply Forall_forall. intros p Hp s.
-  unfold same_answers in E. rewrite Forall_forall in E.
   apply (kprobe_identifies _ (mH0 C)); [exact Hl'|exact Hl|]. intros k Hk.
-  destruct k as [|k].
-  - destruct (pair_probe _ _ _ p Hp) as [j [Hj Ej]].
-    pose proof (E _ (probe_query (md C) (mH0 C) (mU C) (mB C) (mties C) j Hj)) as F.
-    unfold mh_answer in F. unfold kanswer. rewrite Ej. exact F.
-  - pose proof (E _ (pair_queries (md C) (mH0 C) (mU C) (mB C) (mties C) p (S k) Hp
-                     ltac:(lia))) as F.
-    exact F.
+  exact (pair_kanswers eq C hs' hs p k E Hp Hk).
 Qed.
 
 (** ** Generic runs: the (residue, score) pairs at every pair of the design. *)
@@ -545,11 +555,5 @@ Proof.
     injection Eh as <- _. rewrite forallb_forall in G2. pose proof (G2 h Hh) as F.
     intros Z. replace 0 with (Q2R 0) in Z by (unfold Q2R; simpl; ring).
     apply eqR_Qeq, Qeq_bool_iff in Z. rewrite Z in F. discriminate.
-  - intros k Hk. unfold same_answers in E. rewrite Forall_forall in E. symmetry.
-    destruct k as [|k].
-    + destruct (pair_probe _ _ _ p Hp) as [j [Hj Ej]].
-      pose proof (E _ (probe_query (md C) (mH0 C) (mU C) (mB C) (mties C) j Hj)) as F.
-      unfold mh_answer in F. unfold kanswer. rewrite Ej. exact F.
-    + exact (E _ (pair_queries (md C) (mH0 C) (mU C) (mB C) (mties C) p (S k) Hp
-                    ltac:(lia))).
+  - intros k Hk. symmetry. exact (pair_kanswers eq C hs' _ p k E Hp Hk).
 Qed.

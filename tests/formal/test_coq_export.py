@@ -57,11 +57,11 @@ def test_export_states_the_run(one_text: str) -> None:
 
 
 def test_export_refuses_what_it_cannot_state(one: dict[str, Any]) -> None:
-    exact = va.learn_single_head(
-        va.Oracle(va.SingleHeadAttention([[1]], [2]), "exact"), seed=0
+    floats = va.learn_single_head(
+        va.Oracle(va.SingleHeadAttention([[1]], [2]), "float"), seed=0
     ).certificate()
-    with pytest.raises(CertificateError, match="certified single heads"):
-        va.export_coq(exact)
+    with pytest.raises(CertificateError, match="exact and certified single heads"):
+        va.export_coq(floats)
     no_d = copy.deepcopy(one)
     no_d["assumptions"] = []
     with pytest.raises(CertificateError, match="denominator bound D"):

@@ -13,7 +13,10 @@ or narrower D, a smaller eps and a smaller score bound Sm.
 
 from __future__ import annotations
 
+import argparse
+import copy
 import itertools
+import json
 import random
 import re
 from fractions import Fraction
@@ -32,6 +35,8 @@ from coq_text import (
 
 import verified_attn as va
 from verified_attn import formal
+from verified_attn.errors import CertificateError
+from verified_attn.formal.cli_coq import cmd_verify_coq
 from verified_attn.formal.coq_check import compile_exported
 from verified_attn.formal.export_multi_head_close import close_bound, close_params
 from verified_attn.multi_head.canonical_bounds import answer_precision
@@ -155,6 +160,46 @@ def test_default_run_states_parts_7_and_8(default: dict[str, Any], default_text:
     head = wide.split("*)")[0]
     assert "does NOT state" in head and "[check_close]" in head
     assert "mh_pairs_close" not in wide and "Definition Sm" not in wide
+
+
+def _misstated(narrow: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's certificate with a stated assumption that is not the theorem's: another Sm,
+    the magnitude part dropped, another D."""
+    (stated,) = narrow["assumptions"]
+    wrong = [
+        stated.replace("[-1, 1] (Sm = 1,", "[-2, 2] (Sm = 2,"),
+        re.sub(r" and every score lies in \[-1, 1\] \(Sm = 1, [^)]*\)", "", stated),
+        stated.replace(f"<= {D22} ", f"<= {D22 // 2} "),
+    ]
+    out = []
+    for text in wrong:
+        assert text != stated
+        bad = copy.deepcopy(narrow)
+        bad["assumptions"] = [text]
+        out.append(bad)
+    return out
+
+
+def test_stated_assumption_is_the_theorems(narrow: dict[str, Any], narrow_text: str) -> None:
+    """The certificate states what [meets] assumes (D and Sm of the file); a certificate
+    stating anything else is refused."""
+    (stated,) = narrow["assumptions"]
+    assert f"denominator <= {D22} " in stated and "every score lies in [-1, 1] (Sm = 1," in stated
+    header = " ".join(narrow_text.split("*)")[0].split())
+    assert f"the one [meets] states (parts 7, 8): {stated}." in header
+    for bad in _misstated(narrow):
+        with pytest.raises(CertificateError, match="stated assumption differs"):
+            va.export_coq(bad)
+
+
+@needs_coq
+def test_cli_refuses_a_misstated_assumption(
+    narrow: dict[str, Any], tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "misstated.json"
+    path.write_text(json.dumps(_misstated(narrow)[1]))
+    assert cmd_verify_coq(argparse.Namespace(path=path)) == 1
+    assert "stated assumption differs" in capsys.readouterr().err
 
 
 def test_answer_precision_is_what_check_close_needs() -> None:

@@ -154,6 +154,20 @@ THEOREMS: list[FormalTheorem] = [
         ("thm-4.1/affine",),
     ),
     FormalTheorem(
+        "formal/cert-exact-identified",
+        "Thm 4.1",
+        "CertExact",
+        ("exact_plain_identified", "exact_affine_identified", "plain_w", "exact_w", "exact_c"),
+        "For every d and every recorded design U with an inverse, nonzero probe scales and "
+        "nonzero u_k^T v (checked over Q): if the certified rational head gives exactly the "
+        "recorded answers to the d^2 + d queries [e_i] and [e_j + t_kj u_k; e_j] (affine: "
+        "d^2 + 2d + 1, with [0] and [tc_k u_k; 0]), every head over the reals that gives "
+        "them equals it (Theorem 4.1 in its affine form; no denominator bound); and the "
+        "certified head's answer to each probe is a + s / (1 + exp(nl)) with a, s, nl the "
+        "rationals of the head (the instance each exported exact single-head run proves).",
+        ("thm-4.1/affine",),
+    ),
+    FormalTheorem(
         "formal/cert-pair-families",
         "Prop 7.1",
         "CertPair",

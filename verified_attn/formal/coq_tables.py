@@ -37,6 +37,7 @@ __all__ = [
     "coq_q",
     "enum_tactics",
     "exact_entry",
+    "head_tables",
     "inverse",
     "mat_table",
     "mpf",
@@ -142,6 +143,26 @@ def mat_table(name: str, xs: list[list[Fraction]], default: str, doc: str) -> st
         f"(** {doc} *)\nDefinition {name} : qmat := fun i j => match i, j with\n{rows}\n"
         f"  | _, _ => {default}%Q\n  end.\n"
     )
+
+
+def head_tables(x: dict[str, Any]) -> list[str]:
+    """The certified affine head (W_c, c_c, v_c, beta_c) and the design (U, t_probe,
+    tc_probe) of a single-head file (a plain head: c = 0, beta = 0).
+
+    >>> one = [[Fraction(1)]]
+    >>> x = {"W": one, "c": [0], "v": [2], "beta": 0, "U": one, "t": one, "tc": [1]}
+    >>> [t.split(" :")[0].split()[-1] for t in head_tables(x)][:4]
+    ['W_c', 'c_c', 'v_c', 'beta_c']
+    """
+    return [
+        mat_table("W_c", x["W"], "0", "The certified W (row i, column j)."),
+        vec_table("c_c", x["c"], "0", "The certified score bias c."),
+        vec_table("v_c", x["v"], "0", "The certified v."),
+        f"(** The certified output bias. *)\nDefinition beta_c : Q := {coq_q(x['beta'])}.\n",
+        mat_table("U", x["U"], "0", "The design: u_k is column k."),
+        mat_table("t_probe", x["t"], "0", "t_kj: the query [e_j + t_kj u_k; e_j]."),
+        vec_table("tc_probe", x["tc"], "0", "tc_k: the query [tc_k u_k; 0]."),
+    ]
 
 
 def probe_tables(

@@ -47,6 +47,7 @@ from verified_attn.formal.coq_tables import (
     vec_table,
 )
 from verified_attn.formal.export_affine import affine_data, affine_file
+from verified_attn.formal.export_exact import exact_file
 from verified_attn.formal.export_hypothesis import hypothesis_file
 from verified_attn.formal.export_low_rank import low_rank_file
 from verified_attn.formal.export_low_rank_cert import low_rank_cert_file
@@ -57,7 +58,7 @@ __all__ = ["EXPORTABLE", "export_coq", "single_head_data"]
 
 #: The certificate kinds (and arithmetics) a Coq file can be written for.
 EXPORTABLE = {
-    "single-head": ("certified",),
+    "single-head": ("exact", "certified"),
     "counterexample": ("exact",),
     "low-rank": ("exact", "certified"),
     "multi-head": ("certified",),
@@ -88,6 +89,8 @@ def export_coq(certificate: str | Path | Mapping[str, Any], path: str | Path | N
         text = low_rank_file(data)
     elif kind == "multi-head":
         text = multi_head_file(data, _denominator(data))
+    elif data.get("arithmetic") == "exact":
+        text = exact_file(data, _dimension(data), bool(get(data, "affine")))
     else:
         x = single_head_data(data)
         text = affine_file(x) if x["affine"] else _single_head_file(x)
@@ -96,14 +99,21 @@ def export_coq(certificate: str | Path | Mapping[str, Any], path: str | Path | N
     return text
 
 
-def single_head_data(data: Mapping[str, Any]) -> dict[str, Any]:
-    """The rationals the Coq file states, read from a single-head certificate dict."""
+def _dimension(data: Mapping[str, Any]) -> int:
     d = get(data, "d")
     if not isinstance(d, int) or not 1 <= d <= MAX_D:
         raise CertificateError(f"d = {d!r:.20}: export to Coq covers 1 <= d <= {MAX_D}")
+    return d
+
+
+def single_head_data(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The rationals the Coq file states, read from a certified single-head certificate."""
+    d = _dimension(data)
     arith = get(data, "arithmetic")
-    if arith not in EXPORTABLE["single-head"]:
-        raise CertificateError(f"export to Coq covers certified single heads, not {arith!r:.20}")
+    if arith != "certified":
+        raise CertificateError(
+            f"export to Coq covers exact and certified single heads, not {arith!r:.20}"
+        )
     out: dict[str, Any] = {"d": d, "D": _denominator(data), "affine": bool(get(data, "affine"))}
     out["U"] = [
         [rational(q, f"design.U[{i}][{k}]") for k, q in enumerate(row)]

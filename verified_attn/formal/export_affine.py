@@ -31,6 +31,7 @@ from verified_attn.formal.coq_tables import (
     coq_q,
     enum_tactics,
     exact_entry,
+    head_tables,
     inverse,
     mat_table,
     probe_precision,
@@ -116,13 +117,7 @@ def _tables(x: dict[str, Any], a: dict[str, Any]) -> list[str]:
     clo, chi = [b[0] for b in x["cb"]], [b[1] for b in x["cb"]]
     return [
         f"(** The stated denominator bound. *)\nDefinition D : positive := {x['D']}%positive.\n",
-        mat_table("W_c", x["W"], "0", "The certified W (row i, column j)."),
-        vec_table("c_c", x["c"], "0", "The certified score bias c."),
-        vec_table("v_c", x["v"], "0", "The certified v."),
-        f"(** The certified output bias. *)\nDefinition beta_c : Q := {coq_q(x['beta'])}.\n",
-        mat_table("U", x["U"], "0", "The design: u_k is column k."),
-        mat_table("t_probe", x["t"], "0", "t_kj: the query [e_j + t_kj u_k; e_j]."),
-        vec_table("tc_probe", x["tc"], "0", "tc_k: the query [tc_k u_k; 0]."),
+        *head_tables(x),
         "(** The recorded answer to [0] lies in [b_lo, b_hi]. *)\n"
         f"Definition b_lo : Q := {coq_q(x['bb'][0])}.\nDefinition b_hi : Q := {coq_q(x['bb'][1])}.\n",
         vec_table("v_lo", vlo, "1", "The recorded answer to [e_i] lies in [v_lo i, v_hi i]."),

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import textwrap
 from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
@@ -53,6 +54,7 @@ from verified_attn.formal.export_multi_head_close import (
     close_params,
     close_parts,
 )
+from verified_attn.multi_head.canonical_certified import decoding_assumption, score_magnitude
 
 __all__ = ["multi_head_file"]
 
@@ -221,10 +223,11 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
     ties = "; ".join(f"({k}, {j})%nat" for k, j, _ in x["ties"])
     heads_list = "; ".join(f"(W_{h}, v_{h})" for h in range(len(heads)))
     sha = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+    stated = _stated(data, x, D)
     checks = _checks(x)
     close = _close(x, D, checks[0])
     parts = [
-        _header(data, d, H0, len(heads), len(qs), sha, *checks, close),
+        _header(data, d, H0, len(heads), len(qs), sha, *checks, close) + stated,
         "From Coq Require Import Reals QArith List Lia Permutation.\n"
         "From Interval Require Import Tactic.\n"
         "From VerifiedAttn Require Import Defs CertHead CertPair CertMultiHead CertMultiHeadId\n"
@@ -257,15 +260,33 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
     return "\n".join(parts)
 
 
+def _pairs(x: dict[str, Any]) -> list[tuple[list[Fraction], list[Fraction]]]:
+    """The design's pairs (u, b): (u_k, b_j), then (u_0 + u_k, b_0)."""
+    U, B, d = x["U"], x["B"], x["d"]
+    pairs = [(U[k], B[j]) for k in range(d) for j in range(d)]
+    return pairs + [([a + c for a, c in zip(U[0], U[k], strict=True)], B[0]) for k in range(1, d)]
+
+
+def _stated(data: Mapping[str, Any], x: dict[str, Any], D: int) -> str:
+    """The certificate's stated assumption, which must be the one the file's theorem makes
+    ([meets]: denominators at most D, scores in [-Sm, Sm], Sm from the certified heads);
+    quoted in the header."""
+    wanted = decoding_assumption(get(data, "working_precision"), D, score_magnitude(x["heads"], _pairs(x)))
+    if wanted not in (get(data, "assumptions") or []):
+        raise CertificateError(
+            "the certificate's stated assumption differs from the one the Coq theorem makes "
+            f"([meets]); the theorem assumes: {wanted}"
+        )
+    text = f"The certificate's stated assumption, the one [meets] states (parts 7, 8): {wanted}."
+    return "\n" + textwrap.fill(text, 88, initial_indent="    ", subsequent_indent="    ") + " *)\n"
+
+
 def _close(x: dict[str, Any], D: int, part5: bool) -> tuple[int, Fraction] | None:
     """(Sm, eps) of parts 7 and 8 when the run states part 5 and its intervals are narrow
     enough for D (``check_close``), else None."""
     if not part5:
         return None
-    U, B, d = x["U"], x["B"], x["d"]
-    pairs = [(U[k], B[j]) for k in range(d) for j in range(d)]
-    pairs += [([a + c for a, c in zip(U[0], U[k], strict=True)], B[0]) for k in range(1, d)]
-    scores = [m for u, b in pairs for _, _, m in _terms((u, b, 1), x["heads"])]
+    scores = [m for u, b in _pairs(x) for _, _, m in _terms((u, b, 1), x["heads"])]
     return close_params(x["H0"], scores, [hi - lo for lo, hi in x["balls"]], D)
 
 
@@ -393,7 +414,7 @@ def _header(
         "       interval, with exactly one recorded interval per query;\n"
         "    2. every score u^T W_h b and residue u^T v_h of the certified heads at every pair\n"
         "       of the design is a rational with denominator at most D (below), the\n"
-        "       certificate's stated assumption, for the certified heads;\n"
+        "       denominator part of the stated assumption (below), for the certified heads;\n"
         "    3. every model whose heads, in order, have the certified heads' scores u_k^T W b_j\n"
         "       and residues u_k^T v at the d^2 grid pairs gives the certified model's output\n"
         "       on every sequence of every length (U and B are invertible: the linear solve);\n"
@@ -407,7 +428,7 @@ def _header(
         f"{close_header(H0, *close, part6) if close else _not_stated(part6)}"
         f"    It instantiates {_instantiated(part5, part6, close is not None)} (formal/, proved for every d\n"
         "    and H0); the checks over Q run by computation, each answer's two inequalities\n"
-        "    about exp are proved by Coq Interval. *)\n"
+        "    about exp are proved by Coq Interval.\n"
     )
 
 

@@ -23,6 +23,7 @@ from fractions import Fraction
 from typing import Any
 
 import flint
+import sympy
 
 from verified_attn.arithmetic import ball_rational, fmpq_matrix
 from verified_attn.errors import ModelClassMismatch, NotIdentifiable, PrecisionExhausted
@@ -50,18 +51,42 @@ from verified_attn.recovery import MultiHeadRecovery
 from verified_attn.serialize import dump_number, dump_rational
 from verified_attn.verification import Verification, verify_candidate
 
-__all__ = ["decoding_assumption", "learn_certified"]
+__all__ = ["decoding_assumption", "learn_certified", "score_magnitude"]
 
 Decoded = list[tuple[Fraction, Fraction]]  # (score, residue) per head at one pair
 
 
-def decoding_assumption(precision: int, D: int) -> str:
-    """The assumption an exact result of the ball decoding rests on."""
+def decoding_assumption(precision: int, D: int, Sm: int) -> str:
+    """The assumption an exact result of the ball decoding rests on, as the Coq theorem of
+    an exported run states it (``CertMultiHeadBound.meets``: denominators at most D and
+    scores in [-Sm, Sm] at the design's pairs).
+
+    >>> "[-3, 3]" in decoding_assumption(256, 2**64, 3)
+    True
+    """
     return (
         f"every score u^T (W_h b + c_h) and residue u^T v_h at the design's pairs is a rational "
-        f"with denominator <= {D} (the denominator bound): each ball at {precision} bits holds "
-        "exactly one such rational, which is taken"
+        f"with denominator <= {D} (the denominator bound) and every score lies in [-{Sm}, {Sm}] "
+        f"(Sm = {Sm}, the smallest natural at least the certified scores' magnitudes): each "
+        f"ball at {precision} bits holds exactly one such rational, which is taken"
     )
+
+
+def score_magnitude(
+    heads: Sequence[Sequence[Any]], pairs: Sequence[tuple[list[Fraction], list[Fraction]]]
+) -> int:
+    """Sm: the smallest natural at least every |u^T (W_h b + c_h)| at the pairs (u, b).
+
+    >>> score_magnitude([([[Fraction(1, 2)]], [1])], [([Fraction(3)], [Fraction(1)])])
+    2
+    """
+    best = sympy.Integer(0)
+    for head in heads:
+        W = sympy.Matrix(head[0])
+        c = sympy.Matrix(head[2]) if len(head) > 2 else sympy.zeros(W.rows, 1)
+        for u, b in pairs:
+            best = max(best, abs((sympy.Matrix([u]) * (W * sympy.Matrix(b) + c))[0, 0]))
+    return int(sympy.ceiling(best))
 
 
 def learn_certified(
@@ -91,7 +116,8 @@ def learn_certified(
             beta = _beta(canon, B, f0, D) if affine else None
         candidate = MultiHeadAttention(canon, beta=beta)
         checked = _verified(oracle, candidate, verify, seed, lengths, H, H0, prec, D, degree_known)
-    record = RunRecord(arith, seed, run.counts, bound, checked, _assumptions(H, H0, prec, D))
+    Sm = score_magnitude(canonical_form(candidate).heads, [(u, B[j]) for u, j in pairs])
+    record = RunRecord(arith, seed, run.counts, bound, checked, _assumptions(H, H0, prec, D, Sm))
     return _result(record, candidate, U, B, answers, H, H0, degree_known, prec, D, affine)
 
 
@@ -196,9 +222,9 @@ def _verified(
     return checked
 
 
-def _assumptions(H: int, H0: int, prec: int, D: int) -> list[str]:
+def _assumptions(H: int, H0: int, prec: int, D: int, Sm: int) -> list[str]:
     """What an exact result of the ball decoding rests on (and a head count below H0)."""
-    assumptions = [decoding_assumption(prec, D)]
+    assumptions = [decoding_assumption(prec, D, Sm)]
     if H < H0:
         assumptions.append(
             f"{H} heads: the interpolation systems of degree {H + 1}..{H0} could not be "
