@@ -429,6 +429,21 @@ def _family(row: dict[str, Any]) -> str:
     return "torch32" if row["dtype"] == "float32" else "torch64"
 
 
+def _random_cells(option: str | None) -> set[tuple[int, int]] | None:
+    """``--random-cells 8x6,8x7``: the (d, H) of the random cells to run (None: all)."""
+    if option is None:
+        return None
+    return {(int(d), int(H)) for d, H in (c.split("x") for c in option.split(","))}
+
+
+def _rerun(row: dict[str, Any], families: set[str], only: set[tuple[int, int]] | None) -> bool:
+    """Whether this run's row is replaced by the run (its family is run, and for a random
+    row its cell is one of ``--random-cells``)."""
+    if _family(row) not in families:
+        return False
+    return only is None or row["kind"] != "random" or (row["d"], row["H"]) in only
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
@@ -453,6 +468,13 @@ def main() -> None:
         "--keep-other-cells",
         action="store_true",
         help="keep the rows (and sweep) of the families not run from the existing JSON",
+    )
+    p.add_argument(
+        "--random-cells",
+        default=None,
+        metavar="DxH,...",
+        help="run only these random cells (e.g. 8x6,8x7,8x8); with --keep-other-cells the "
+        "other random cells' rows stay",
     )
     add_precision_goal(p)
     args = p.parse_args()
@@ -491,6 +513,9 @@ def main() -> None:
         sweep_boxes = [("random", 4, 2, 0), ("torch", 8, 2, 0)]
         scales = [2.0 ** (i / 2) for i in range(-2, 9)]
     random_sizes = [c for c in random_sizes if c[0] <= args.max_d]
+    only = _random_cells(args.random_cells)
+    if only is not None:
+        random_sizes = [c for c in random_sizes if (c[0], c[1]) in only]
     torch_sizes = [c for c in torch_sizes if c[0] <= args.max_d]
     started = time.perf_counter()
     tasks: list[tuple[Any, ...]] = []
@@ -524,7 +549,7 @@ def main() -> None:
         import json
 
         old = json.loads((out / "multi_head_float.json").read_text())
-        rows = [r for r in old["runs"] if _family(r) not in families] + rows
+        rows = [r for r in old["runs"] if not _rerun(r, families, only)] + rows
         other_cells_from = old["meta"].get("date")
         if "sweep" not in families:
             sweep = old["conditioning"]

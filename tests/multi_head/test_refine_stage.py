@@ -24,8 +24,11 @@ from verified_attn.multi_head.canonical_bounds import follow_up_query_bound
 from verified_attn.multi_head.pipeline import refine as refine_module
 from verified_attn.multi_head.pipeline.learner import learn_float
 from verified_attn.multi_head.pipeline.refine import (
+    POOL,
     extended_values,
     gauss_newton,
+    pick_sequences,
+    picked_sequences,
     refine_count,
     refine_sequences,
     refined_figure,
@@ -82,6 +85,31 @@ def test_golden_refine_counts() -> None:
     ours, polish = refine_sequences(4, 3, 0), polish_sequences(4, 3, 0)
     assert [X.shape for X in ours] == [X.shape for X in polish]
     assert not any(np.array_equal(a, b) for a, b in zip(ours, polish, strict=True))
+
+
+def test_the_picked_sequences_pin_the_weakest_parameters_better_than_the_first_ones() -> None:
+    # d = 3, H = 2, the second head's value vector short (its W the least determined), 30
+    # earlier sequences: the picks among POOL x 12 of the stream leave the largest parameter
+    # variance (J^T J)^-1_ii smaller than the stream's first 12 (the wrong variant) do.
+    from verified_attn.multi_head.sequence_fit import _jacobian
+
+    rng = np.random.default_rng(2)
+    heads = [(rng.normal(0, 0.5, (3, 3)), rng.normal(0, 1, 3)) for _ in range(2)]
+    heads[1] = (heads[1][0], 0.1 * heads[1][1])
+    earlier = polish_sequences(3, 30, 0)
+    count = 12
+    pool = refine_sequences(3, POOL * count, 0)
+    picks = pick_sequences(heads, compress(earlier, [0.0] * 30), pool, count, False)
+    assert len(picks) == count and picks == sorted(set(picks)) and picks[-1] < POOL * count
+
+    def worst(seqs: list[np.ndarray]) -> float:
+        J = _jacobian(heads, compress([*earlier, *seqs], [0.0] * (30 + len(seqs))), False)[1]
+        return float(np.diag(np.linalg.inv(J.T @ J)).max())
+
+    chosen, first = picked_sequences(3, count, 0, picks), picked_sequences(3, count, 0, None)
+    assert all(np.array_equal(a, b) for a, b in zip(first, pool, strict=False))
+    assert all(np.array_equal(a, pool[i]) for a, i in zip(chosen, picks, strict=True))
+    assert worst(chosen) < 0.8 * worst(first)
 
 
 @EXTENDED
@@ -186,6 +214,24 @@ def test_the_refined_certificate_rechecks_and_tampering_is_rejected(refined: Any
     bad["answers"]["refinement"] = bad["answers"]["refinement"][:-1]
     with pytest.raises(CertificateError, match="asks 513 random sequences or none"):
         va.verify_certificate(bad)
+    # The lean design's picks among the stream's first POOL x 513: a pick moved to another
+    # sequence, out of order, out of the pool, or dropped is rejected.
+    picks = data["answers"]["refinement_picks"]
+    assert len(picks) == count and picks == sorted(set(picks)) and picks[-1] < POOL * count
+    moved = next(i for i in range(POOL * count) if i not in picks)
+    for wrong, match in [
+        (sorted([*picks[1:], moved]), "learning answer"),
+        ([picks[1], picks[0], *picks[2:]], "must be increasing"),
+        ([*picks[:-1], POOL * count], "refinement_picks"),
+        (None, "refinement_picks"),
+    ]:
+        bad = copy.deepcopy(data)
+        if wrong is None:
+            del bad["answers"]["refinement_picks"]
+        else:
+            bad["answers"]["refinement_picks"] = wrong
+        with pytest.raises(CertificateError, match=match):
+            va.verify_certificate(bad)
     # An answer changed: the claimed heads no longer reproduce it.
     bad = copy.deepcopy(data)
     bad["answers"]["refinement"][5] = dump_number(

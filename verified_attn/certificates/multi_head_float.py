@@ -49,10 +49,12 @@ from verified_attn.multi_head.canonical_float import (
     polish_figures,
     precision_polish_count,
 )
+from verified_attn.multi_head.pipeline.budget import lean_design
 from verified_attn.multi_head.pipeline.refine import (
+    POOL,
     REFINED_KIND,
+    picked_sequences,
     refine_count,
-    refine_sequences,
     refined_error_groups,
     refined_figure,
 )
@@ -103,6 +105,7 @@ def float_fit(
         )
     if polish or refine:
         seed = kernel.as_int(kernel.get(data, "seed"), "seed", low=0)
+    picks = _refine_picks(data, refine, lean_design(Ua.shape[0], H0, affine, unit=unit))
 
     def rebuilt() -> Iterator[np.ndarray]:
         # Every learning query, built as it is read (at nn.MultiheadAttention E = 64, H = 4
@@ -114,7 +117,7 @@ def float_fit(
         if polish:
             yield from polish_sequences(Ua.shape[0], polish, seed)
         if refine:
-            yield from refine_sequences(Ua.shape[0], refine, seed)
+            yield from picked_sequences(Ua.shape[0], refine, seed, picks)
 
     model = heads_model(claimed, beta, affine)
     bias = float(beta) if affine else 0.0
@@ -185,6 +188,25 @@ def float_refine_count(
             f"refinement asks {allowed} random sequences or none"
         )
     return len(raw)
+
+
+def _refine_picks(data: dict[str, Any], refine: int, lean: bool) -> list[int] | None:
+    """``answers.refinement_picks``: the refinement's sequences among the first
+    ``refine.POOL refine`` of its stream, increasing; present exactly when the refinement
+    ran on the lean design (:func:`~verified_attn.multi_head.pipeline.budget.lean_design`)."""
+    raw = kernel.get(data, "answers").get("refinement_picks")
+    if not (refine and lean):
+        if raw is not None:
+            raise CertificateError("answers.refinement_picks without a lean design's refinement")
+        return None
+    path = "answers.refinement_picks"
+    entries = kernel.as_list(raw, path, refine)
+    picks = [
+        kernel.as_int(x, f"{path}[{i}]", high=POOL * refine - 1) for i, x in enumerate(entries)
+    ]
+    if sorted(set(picks)) != picks:
+        raise CertificateError(f"{path} must be increasing")
+    return picks
 
 
 def _float_polish(

@@ -19,7 +19,10 @@ falls only with better-conditioned answers: ``R = 4Hd^2 - 2H - (queries asked)``
 sequences of :func:`~.sequence_fit.polish_sequences` (another stream), which the
 follow-up's count leaves, bring the condition number to 30 - 60 and the floor to 2^-50.5 to
 2^-51.8. So the stage asks them (phase ``refinement``) when ``R >= P / 8`` (P the canonical
-parameters) and then takes at most :data:`STEPS` Gauss-Newton steps on every answer:
+parameters) and then takes at most :data:`STEPS` Gauss-Newton steps on every answer. After
+the lean design (:func:`~.budget.lean_design`) the R sequences are picked among the first
+``POOL R`` of the stream for the parameters the earlier answers determine least
+(:func:`pick_sequences`, no query; the certificate lists the picks). The steps:
 
 * the residual ``y - f(theta)`` in ``np.longdouble`` (64-bit significand on x86-64; the
   answers are float64 numbers, so what is left is the box's rounding); a float64 residual
@@ -49,12 +52,14 @@ from verified_attn.multi_head.canonical_bounds import follow_up_query_bound, par
 from verified_attn.multi_head.pipeline.budget import (
     PRECISION_POLISH_PARAMETERS,
     _within_parameter_tolerance,
+    lean_design,
 )
 from verified_attn.multi_head.pipeline.design import coarse
 from verified_attn.multi_head.pipeline.state import FloatState
 from verified_attn.multi_head.pipeline.verify import _design_answers, heads_error_estimate
 from verified_attn.multi_head.sequence_fit import (
     SequenceRows,
+    _jacobian,
     compress,
     covariance_rows,
     group_figures,
@@ -73,6 +78,8 @@ __all__ = [
     "extended_residuals",
     "extended_values",
     "gauss_newton",
+    "pick_sequences",
+    "picked_sequences",
     "refine_count",
     "refine_sequences",
     "refine_stage",
@@ -93,6 +100,18 @@ _SMALL_STEP = 2.0**-26
 #: parameters take it from 2^-44.4 to 2^-49.2).
 MIN_SEQUENCES_PER_PARAMETER = 1 / 8
 _STREAM = 0x7266  # the refinement's generator stream (the polish's is 0x706F)
+#: The lean design's refinement (:func:`~.budget.lean_design`) picks its ``count``
+#: sequences among the first ``POOL count`` of its stream (:func:`pick_sequences`), in
+#: :data:`PICK_ROUNDS` rounds, each parameter's variance weighted by its share of the
+#: largest to the power :data:`PICK_POWER` (the least-determined parameters first).
+#: Measured (random float64 d = 8, H = 6, the learner's own answers, truth compared in
+#: extended precision): seeds 7 and 17, where the first ``count`` sequences left the
+#: parameters at 2^-50.5 and 2^-50.9 (one head's rows carry the error: its value vector
+#: is the shortest, so its W is the least determined), reach 2^-51.8 and 2^-51.7 with the
+#: picks (pool 4, power 4; power 0 2^-51.5, 2^-51.4; power 16 2^-51.5, 2^-51.2).
+POOL = 4
+PICK_ROUNDS = 8
+PICK_POWER = 4
 #: np.longdouble with at least this many significand bits computes the residuals; with
 #: fewer (a platform whose long double is a double) the residuals are float64.
 _EXTENDED_BITS = 63
@@ -152,6 +171,57 @@ def refine_sequences(d: int, count: int, seed: int) -> list[np.ndarray]:
     [(2, 3), (3, 3)]
     """
     return polish_sequences(d, count, seed, stream=_STREAM)
+
+
+def pick_sequences(
+    heads: Sequence[Head], rows: SequenceRows, pool: Sequence[np.ndarray], count: int,
+    affine: bool,
+) -> list[int]:
+    """The (increasing) indices of the ``count`` sequences of ``pool`` that most reduce the
+    variance of the least-determined parameters of a fit of ``rows`` and them, at
+    ``heads``: greedy in :data:`PICK_ROUNDS` rounds, each taking the sequences of largest
+    ``sum_i w_i (C j)_i^2 / (1 + j^T C j)`` (C the column-scaled covariance so far, j a
+    sequence's Jacobian row, ``w_i`` the parameter's variance over the largest to the
+    power :data:`PICK_POWER`). No queries: the pool's Jacobian needs no answers.
+
+    >>> heads = [(np.eye(2) * 0.5, np.array([1.0, -1.0]))]
+    >>> seqs = polish_sequences(2, 12, seed=0)
+    >>> rows = compress(seqs, [0.0] * 12)
+    >>> pick_sequences(heads, rows, refine_sequences(2, 8, seed=0), 3, False)
+    [1, 6, 7]
+    """
+    J0 = _jacobian(heads, rows, affine)[1]
+    Jp = _jacobian(heads, compress(pool, [0.0] * len(pool)), affine)[1]
+    scale = np.sqrt(np.sum(J0**2, axis=0) + np.sum(Jp**2, axis=0))
+    scale[scale == 0] = 1.0
+    J0, Jp = J0 / scale, Jp / scale
+    A = J0.T @ J0
+    taken = np.zeros(len(Jp), dtype=bool)
+    per = -(-count // PICK_ROUNDS)
+    while taken.sum() < count:
+        C = np.linalg.pinv(A, hermitian=True)
+        var = np.diag(C) / scale**2  # the parameters' own variances
+        w = (var / var.max()) ** PICK_POWER / scale**2
+        M = Jp @ C
+        gain = (M**2 @ w) / (1.0 + np.einsum("ij,ij->i", M, Jp))
+        gain[taken] = -np.inf
+        pick = np.argsort(-gain, kind="stable")[: min(per, count - int(taken.sum()))]
+        taken[pick] = True
+        A += Jp[pick].T @ Jp[pick]
+    return [int(i) for i in np.flatnonzero(taken)]
+
+
+def picked_sequences(d: int, count: int, seed: int, picks: Sequence[int] | None) -> list[np.ndarray]:
+    """The refinement's sequences: the first ``count`` of its stream
+    (:func:`refine_sequences`), or, given ``picks``, those of the first ``POOL count``.
+
+    >>> [X.shape[0] for X in picked_sequences(2, 2, 0, [1, 6])]
+    [3, 8]
+    """
+    if picks is None:
+        return refine_sequences(d, count, seed)
+    pool = refine_sequences(d, POOL * count, seed)
+    return [pool[i] for i in picks]
 
 
 def _extended() -> type[np.floating]:
@@ -287,16 +357,19 @@ def refine_stage(st: FloatState, learning: int) -> None:
     if not count:
         return
     st.options.mark("refine")
-    st.refine_seqs = refine_sequences(st.d, count, st.seed)
-    with st.oracle.phase("refinement"):
-        st.refine_ans = np.array(st.oracle.query_many(st.refine_seqs), dtype=np.float64)
     design_seqs, design_ys = _design_answers(
         st.U, st.B, st.f0, st.ans, st.tie_answers, st.H, st.unit
     )
-    rows = compress(
-        [*design_seqs, *st.polish_seqs, *st.refine_seqs],
-        [*design_ys, *st.polish_ans, *st.refine_ans],
-    )
+    earlier = [*design_seqs, *st.polish_seqs], [*design_ys, *st.polish_ans]
+    if lean_design(st.d, st.H, st.affine, unit=st.unit):
+        # The lean design leaves the heads' rows unevenly determined (a head with a short
+        # value vector the least): the sequences are picked for its weakest parameters.
+        pool = refine_sequences(st.d, POOL * count, st.seed)
+        st.refine_picks = pick_sequences(st.heads, compress(*earlier), pool, count, st.affine)
+    st.refine_seqs = picked_sequences(st.d, count, st.seed, st.refine_picks)
+    with st.oracle.phase("refinement"):
+        st.refine_ans = np.array(st.oracle.query_many(st.refine_seqs), dtype=np.float64)
+    rows = compress([*earlier[0], *st.refine_seqs], [*earlier[1], *st.refine_ans])
     st.heads, st.beta_fit = gauss_newton(st.heads, st.beta_fit, rows, st.affine)
     # st.kind stays the earlier fit's: it decides the prediction bound (result.py).
     if refined_figure(st.d, st.H, st.affine):

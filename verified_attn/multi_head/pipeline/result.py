@@ -138,10 +138,15 @@ def _certificate_data(
                     if answers["polish"]
                     else {}
                 ),
-                # The refinement's answers, on refine_sequences(d, ., seed).
+                # The refinement's answers, on refine.picked_sequences(d, ., seed, picks).
                 **(
                     {"refinement": [dump_number(float(a)) for a in answers["refine"]]}
                     if answers["refine"]
+                    else {}
+                ),
+                **(
+                    {"refinement_picks": list(answers["refine_picks"])}
+                    if answers.get("refine_picks")
                     else {}
                 ),
             },
@@ -240,6 +245,7 @@ def result_stage(st: FloatState, counts: QueryCounts) -> MultiHeadRecovery:
         "restarts": {"groups": st.restarted, "rank": st.rank},
         "polish": st.polish_ans.tolist(),
         "refine": st.refine_ans.tolist(),
+        "refine_picks": st.refine_picks,
     }
     prediction = {
         "sequences": PREDICTION_SEQUENCES,

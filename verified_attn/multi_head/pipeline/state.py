@@ -111,6 +111,7 @@ class FloatState:
     polish_ans: np.ndarray = field(default_factory=lambda: np.zeros(0))
     refine_seqs: list[np.ndarray] = field(default_factory=list)
     refine_ans: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    refine_picks: list[int] | None = None  # the lean design's picks (refine.pick_sequences)
     candidate: MultiHeadAttention | None = None
     checked: Verification | None = None
 
