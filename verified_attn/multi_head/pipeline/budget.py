@@ -225,6 +225,19 @@ def polish_count(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) ->
     return 0
 
 
+def polish_after(d: int, H: int, affine: bool, conditioned: int, *, unit: float) -> int:
+    """The polish sequences after ``conditioned`` conditioning queries: :func:`polish_count`,
+    less them under the follow-up's count (:func:`within_follow_up`: they are the polish's).
+
+    >>> polish_after(16, 4, True, 152, unit=2.0**-24), polish_after(16, 4, True, 0, unit=2.0**-24)
+    (1238, 1390)
+    >>> polish_after(8, 5, True, 152, unit=2.0**-24) == polish_count(8, 5, True, unit=2.0**-24)
+    True
+    """
+    full = polish_count(d, H, affine, unit=unit)
+    return full - conditioned if within_follow_up(d, H, affine, unit=unit) else full
+
+
 #: A coarse box (float32) with at most this many heads is learned under the follow-up's
 #: count (:func:`within_follow_up`): one redundant column, no t = 1 sample, one pilot
 #: round (from three heads, :func:`_follow_up_rounds`), no conditioning round, the rest of the count as polish sequences, and each
