@@ -45,11 +45,10 @@ from verified_attn.errors import (
     PrecisionExhausted,
 )
 from verified_attn.multi_head.canonical_float import (
-    polish_count,
     polish_figures,
     precision_polish_count,
 )
-from verified_attn.multi_head.pipeline.budget import lean_design
+from verified_attn.multi_head.pipeline.budget import lean_design, polish_after
 from verified_attn.multi_head.pipeline.refine import (
     POOL,
     REFINED_KIND,
@@ -94,7 +93,8 @@ def float_fit(
     observed = [*F0, *(a for row in F for a in row)]
     observed += [kernel.number(t["answer"], t["path"], arith) for t in ties]
     # The sequence polish's random sequences: regenerated from the seed.
-    polish = float_polish_count(data, Ua.shape[0], H0, affine, unit)
+    conditioned = float_conditioning(data, arith, Ua.shape[0], ncols, len(ratios))
+    polish = float_polish_count(data, Ua.shape[0], H0, affine, unit, conditioned)
     if polish:
         observed += kernel.numbers(
             kernel.get(data, "answers.polish"), "answers.polish", arith, polish
@@ -151,12 +151,15 @@ def float_fit(
     )
 
 
-def float_polish_count(data: dict[str, Any], d: int, H0: int, affine: bool, unit: float) -> int:
+def float_polish_count(
+    data: dict[str, Any], d: int, H0: int, affine: bool, unit: float, conditioned: int = 0
+) -> int:
     """How many random sequences the result's sequence polish asked: a coarse box's
-    (:func:`~verified_attn.multi_head.canonical_float.polish_count`, always), else the
+    (:func:`~verified_attn.multi_head.pipeline.budget.polish_after`, always: under the
+    follow-up's count less the ``conditioned`` queries of its conditioning rounds), else the
     precision polish's (:func:`~verified_attn.multi_head.canonical_float.precision_polish_count`)
     or none, as ``answers.polish`` holds (a certificate without the field holds none)."""
-    always = polish_count(d, H0, affine, unit=unit)
+    always = polish_after(d, H0, affine, conditioned, unit=unit)
     if always:
         return always
     raw = kernel.get(data, "answers").get("polish", [])
@@ -363,7 +366,7 @@ def float_phases(
     conditioning = float_conditioning(data, arith, d, ncols, per_pair)
     if conditioning:
         phases["conditioning"] = conditioning
-    polish = float_polish_count(data, d, H0, affine, unit)
+    polish = float_polish_count(data, d, H0, affine, unit, conditioning)
     if polish:
         phases["polish"] = polish
     return phases

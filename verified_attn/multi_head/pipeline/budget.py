@@ -225,6 +225,19 @@ def polish_count(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) ->
     return 0
 
 
+def polish_after(d: int, H: int, affine: bool, conditioned: int, *, unit: float) -> int:
+    """The polish sequences after ``conditioned`` conditioning queries: :func:`polish_count`,
+    less them under the follow-up's count (:func:`within_follow_up`: they are the polish's).
+
+    >>> polish_after(16, 4, True, 152, unit=2.0**-24), polish_after(16, 4, True, 0, unit=2.0**-24)
+    (1238, 1390)
+    >>> polish_after(8, 5, True, 152, unit=2.0**-24) == polish_count(8, 5, True, unit=2.0**-24)
+    True
+    """
+    full = polish_count(d, H, affine, unit=unit)
+    return full - conditioned if within_follow_up(d, H, affine, unit=unit) else full
+
+
 #: A coarse box (float32) with at most this many heads is learned under the follow-up's
 #: count (:func:`within_follow_up`): one redundant column, no t = 1 sample, one pilot
 #: round (from three heads, :func:`_follow_up_rounds`), no conditioning round, the rest of the count as polish sequences, and each
@@ -234,7 +247,8 @@ def polish_count(d: int, H: int, affine: bool, *, unit: float = _DOUBLE_UNIT) ->
 #: within their noise); groups reordered 2 of 3; no t = 1 sample, its 87 queries polish
 #: sequences (223 -> 310), and a stuck group starting the polish (:func:`.decode_stage`):
 #: 3 of 3, and 6 of 6 of seeds 0-5 (parameters 2^-16.2 .. 2^-19.2), E = 12, H = 3 6 of 6,
-#: E = 16, H = 4 5 of 6 (with :data:`FOLLOW_UP_PILOT_POLISH`), E = 8, H = 2 2^-18.8 .. 2^-21.5
+#: E = 16, H = 4 6 of 6 (with :data:`FOLLOW_UP_PILOT_POLISH` and, seed 2, a conditioning
+#: round from the polish, :mod:`.conditioning`), E = 8, H = 2 2^-18.8 .. 2^-21.5
 #: (with t = 1 samples 2^-17.3 .. 2^-19.4). The coarse design they replace (d columns,
 #: three pilot rounds, conditioning rounds, 2 P polish sequences) took E = 8, H = 4 2018
 #: queries against 1017 and E = 16, H = 4 up to 7676 against 4089.

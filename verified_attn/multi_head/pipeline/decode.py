@@ -442,7 +442,8 @@ def decode_stage(st: FloatState) -> None:
     not refused there but starts the polish (which fails on the answers if it does not
     converge). Measured (E = 8, H = 4 module seed 2 of the float benchmark): one group of
     eight at 1.2e3 x its floor; E = 16, H = 4 module seed 2 after three pilot rounds: u_13
-    at 1.6e5 x its floor.
+    at 1.6e5 x its floor (a group over ``_GROUP_FIT`` x is first asked again with its row
+    halved where the polish has room, :mod:`.conditioning`: u_13 then at 1.6 x).
     """
     polished = within_follow_up(st.d, st.H, st.affine, unit=st.unit)
     st.dec = _decode_pooled(

@@ -163,16 +163,17 @@ def _condition(
     ratios: Sequence[tuple[int, int]],
     k: int,
     partner: int | None = None,
+    factor: float = _CONDITIONING_FACTOR,
 ) -> tuple[np.ndarray, np.ndarray, list[list[float]]]:
     """One conditioning round (phase ``"conditioning"``) for u-group k: its row u_k scaled
-    by ``_CONDITIONING_FACTOR`` or, with ``partner`` j, turned by ``_CONDITIONING_ANGLE``
+    by ``factor`` or, with ``partner`` j, turned by ``_CONDITIONING_ANGLE``
     toward u_j at the same norm (``cos a u_k + sin a u_j |u_k| / |u_j|``, rescaled to
     |u_k|); its pairs and the halved links through it asked again. Returns the new U, the
     answers with those rows replaced, and the replaced rows."""
     d, ncols = U.shape[0], len(B)
     U = U.copy()
     if partner is None:
-        U[k] = U[k] * _CONDITIONING_FACTOR
+        U[k] = U[k] * factor
     else:
         norm = float(np.linalg.norm(U[k]))
         toward = U[partner] * (norm / float(np.linalg.norm(U[partner])))

@@ -14,7 +14,8 @@ from verified_attn.errors import PrecisionExhausted
 from verified_attn.multi_head.canonical_bounds import follow_up_query_bound, parameter_count
 from verified_attn.multi_head.pipeline.budget import (
     _within_parameter_tolerance,
-    polish_count,
+    conditioning_cost,
+    polish_after,
     polish_wanted,
     precision_polish_count,
     within_follow_up,
@@ -133,7 +134,9 @@ def polish_stage(st: FloatState, learning: int) -> None:
     if dec.estimate is None:
         raise PrecisionExhausted(dec.failure)
     d, H, affine = st.d, st.H, st.affine
-    polish = polish_count(d, H, affine, unit=st.unit)
+    # Under the follow-up's count a conditioning round's queries are the polish's.
+    conditioned = sum(conditioning_cost(d, H, affine, r["k"], unit=st.unit) for r in st.replaced)
+    polish = polish_after(d, H, affine, conditioned, unit=st.unit)
     precision = precision_polish_count(d, H, affine, unit=st.unit)
     if polish:
         # A coarse (float32) box: always polished (the u-groups' figures are 1e-3).

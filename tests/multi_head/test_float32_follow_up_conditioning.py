@@ -1,0 +1,106 @@
+"""The float32 design under the follow-up's count asks a u-group that misses its answers again.
+
+A coarse box's design under ``4Hd^2 - 2H + 1`` (:func:`~.budget.within_follow_up`) has no
+adaptive room; a u-group whose fit misses its answers (over ``_GROUP_FIT`` x its rounding
+floor) is asked once more with its row halved, the round's queries taken from the polish
+(``budget.polish_after``) while the polish keeps one sequence per canonical parameter. The
+run stays one query under the follow-up's count; the certificate's checker derives the
+polish count from the stored conditioning rounds. Each rule is also run as a wrong variant
+that fails.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+
+import verified_attn as va
+from verified_attn.errors import CertificateError
+from verified_attn.multi_head.canonical_bounds import follow_up_query_bound, parameter_count
+from verified_attn.multi_head.pipeline.budget import conditioning_cost, polish_after, polish_count
+from verified_attn.multi_head.pipeline.conditioning import (
+    FOLLOW_UP_CONDITIONING_POLISH,
+    FOLLOW_UP_FACTOR,
+    follow_up_again,
+    follow_up_conditioning_room,
+)
+from verified_attn.multi_head.pipeline.rules import _GROUP_FIT
+
+F32 = 2.0**-24
+
+
+@pytest.mark.parametrize(("d", "H"), [(8, 2), (8, 4), (12, 3), (16, 2), (16, 4)])
+def test_a_conditioning_round_keeps_the_run_under_the_count(d: int, H: int) -> None:
+    P = parameter_count(d, H, True)
+    room = follow_up_conditioning_room(d, H, True)
+    costs = [conditioning_cost(d, H, True, k, unit=F32) for k in range(d)]
+    res = np.full(d, 2.0 * _GROUP_FIT)  # every group misses: the room decides
+    again = follow_up_again(res, np.ones(d), costs, room)
+    spent = sum(costs[k] for k in again)
+    # The round's queries come out of the polish: the total is unchanged, and the polish
+    # keeps a sequence per parameter.
+    assert spent <= room
+    assert polish_after(d, H, True, spent, unit=F32) + spent == polish_count(d, H, True, unit=F32)
+    assert (
+        spent == 0 or polish_after(d, H, True, spent, unit=F32) >= FOLLOW_UP_CONDITIONING_POLISH * P
+    )
+    # E = 8 has no room (its polish is under a sequence per parameter already).
+    assert (room == 0) == (d == 8)
+    # The wrong variant: asking every missing group regardless of the room leaves the
+    # polish under a sequence per parameter.
+    assert polish_after(d, H, True, sum(costs), unit=F32) < FOLLOW_UP_CONDITIONING_POLISH * P
+
+
+def test_only_groups_that_miss_their_answers_are_asked_again() -> None:
+    floor = np.array([1.0, 2.0, 1.0, 1.0])
+    res = np.array([_GROUP_FIT, 3 * _GROUP_FIT, 1.0, 5 * _GROUP_FIT])  # u_1 at the gate
+    assert follow_up_again(res, floor, [152] * 4, 1000) == [1, 3]
+    # The room takes the worst group first (u_4 at 5e5 x, then u_2 at 1.5e5 x).
+    assert follow_up_again(res, floor, [152] * 4, 200) == [3]
+    # The wrong variant: ranked by the residual alone (not over the floor), the room would
+    # go to u_2 (3e5, but 1.5e5 x its floor of 2) before u_4 (5e5 x): not what is asked.
+    assert follow_up_again(res, floor, [152] * 4, 200) != [int(np.argmax(res[:3]))]
+    assert follow_up_again(res, 100 * floor, [152] * 4, 1000) == []
+    # The design's other float32 designs are not touched: five heads keep their polish.
+    assert polish_after(8, 5, True, 304, unit=F32) == polish_count(8, 5, True, unit=F32)
+
+
+torch = pytest.importorskip("torch")
+
+from tests.adapters.test_torch_multi_head import _one_thread  # noqa: E402, F401 (autouse)
+from tests.multi_head.test_float32_follow_up import _bench_module  # noqa: E402
+from tests.multi_head.test_float32_s5 import _parameter_error  # noqa: E402
+from verified_attn.adapters.torch import attention_oracle  # noqa: E402
+from verified_attn.multi_head.canonical_learner import learn_multi_head  # noqa: E402
+
+
+@pytest.mark.slow  # about 2 minutes of float32 learning: `pytest -m slow`
+@pytest.mark.torch
+def test_module_seed_2_at_e16_h4_is_learned_under_the_count() -> None:
+    # The float benchmark's nn.MultiheadAttention(16, 4) module seed 2: refused before
+    # (u_13 at 1.6e5 x its rounding floor, two heads' scores under the ratio window at the
+    # pilot's u scale 4). Its row halved, 152 queries from the polish (1390 -> 1238).
+    mha, r = _bench_module(16, 4, 2)
+    box = attention_oracle(mha, r, dtype="float32")
+    rec = learn_multi_head(box, heads=4, seed=2)
+    phases = {"F(0)": 18, "pilot": 384, "F(t)": 2296, "conditioning": 152, "polish": 1238}
+    assert rec.queries_by_phase == {**phases, "verify": 8}
+    assert sum(phases.values()) == rec.queries == follow_up_query_bound(16, 4) - 1
+    error = _parameter_error(rec, mha, r)
+    assert error <= rec.parameter_error_estimate <= rec.parameter_rtol == 1e-3
+    assert -math.log2(error) >= 19.5
+    data = rec.certificate()
+    rounds = data["design"]["conditioning"]
+    assert [(c["k"], va.serialize.load_number(c["factor"])) for c in rounds] == [
+        (12, FOLLOW_UP_FACTOR)
+    ]
+    assert va.verify_certificate(data).ok
+    # The wrong variant: the conditioning round left out of the record, the polish count the
+    # checker derives is the full 1390, and the 1238 stored answers do not match it.
+    bad = copy.deepcopy(data)
+    bad["design"]["conditioning"] = []
+    with pytest.raises(CertificateError):
+        va.verify_certificate(bad)
