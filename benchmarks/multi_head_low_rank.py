@@ -67,11 +67,12 @@ def _cell(E: int, H: int, seed: int, rank: str) -> dict[str, Any]:
     row["follow_up"] = follow_up_query_bound(E, H)
     row["formula"] = low_rank_query_count(E, H, r, affine=True, found=rank == "find")
     t0 = time.perf_counter()
+    box = attention_oracle(mha, readout, dtype="float64")
     try:
-        box = attention_oracle(mha, readout, dtype="float64")
         rec = va.learn_multi_head(box, heads=H, rank=r if rank == "given" else "find", seed=seed)
     except va.VerifiedAttnError as exc:
         row.update(learned=False, refusal=type(exc).__name__, message=str(exc)[:300])
+        row.update(queries_asked=box.queries, by_phase=box.queries_by_phase)
     else:
         truth = attention_parameters(mha, readout)
         got = [(W, v) for W, v, _ in rec.parameters["heads"]]
@@ -174,16 +175,36 @@ def plot(data: dict[str, Any], path: Path) -> None:
     for H in sorted({r["H"] for r in rows}):
         cells = sorted((r for r in rows if r["H"] == H), key=lambda r: r["E"])
         Es = [r["E"] for r in cells]
-        line = ax1.plot(Es, [r.get("queries", r["formula"]) for r in cells], marker="o",
-                        label=f"H = {H}: queries (hollow: refused, design count)")[0]
+        line = ax1.plot(
+            Es,
+            [r.get("queries", r["formula"]) for r in cells],
+            marker="o",
+            label=f"H = {H}: queries (hollow: refused, design count)",
+        )[0]
         for r in cells:
             if not r.get("learned"):
-                ax1.scatter([r["E"]], [r["formula"]], s=90, facecolors="white",
-                            edgecolors=line.get_color(), zorder=3)
-        ax1.plot(Es, [r["parameters_low_rank"] for r in cells], ls=":", color=line.get_color(),
-                 label=f"H = {H}: H(2rd - r^2 + d)")
-        ax1.plot(Es, [r["follow_up"] for r in cells], ls="--", color=line.get_color(),
-                 label=f"H = {H}: 4Hd^2 - 2H + 1")
+                ax1.scatter(
+                    [r["E"]],
+                    [r["formula"]],
+                    s=90,
+                    facecolors="white",
+                    edgecolors=line.get_color(),
+                    zorder=3,
+                )
+        ax1.plot(
+            Es,
+            [r["parameters_low_rank"] for r in cells],
+            ls=":",
+            color=line.get_color(),
+            label=f"H = {H}: H(2rd - r^2 + d)",
+        )
+        ax1.plot(
+            Es,
+            [r["follow_up"] for r in cells],
+            ls="--",
+            color=line.get_color(),
+            label=f"H = {H}: 4Hd^2 - 2H + 1",
+        )
         ax2.plot(Es, [r["peak_rss_mib"] for r in cells], marker="o", label=f"H = {H}")
     ax1.set_ylabel("learning queries")
     ax2.set_ylabel("peak RSS (MiB, torch import included)")
