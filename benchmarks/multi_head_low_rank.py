@@ -11,6 +11,7 @@ bits), the prediction error on 16 fresh sequences against the float64 module, wa
     python benchmarks/multi_head_low_rank.py --cells 16x4 32x4
     python benchmarks/multi_head_low_rank.py --cells 64x4 --profile /tmp  # + cProfile stats
     python benchmarks/multi_head_low_rank.py --products 64x4 128x8 256x8  # refinement only
+    python benchmarks/multi_head_low_rank.py --plot   # results/multi_head_low_rank.png from the JSON
 
 Each row also states the child's CPU seconds (user + system) beside its wall time.
 """
@@ -66,11 +67,12 @@ def _cell(E: int, H: int, seed: int, rank: str) -> dict[str, Any]:
     row["follow_up"] = follow_up_query_bound(E, H)
     row["formula"] = low_rank_query_count(E, H, r, affine=True, found=rank == "find")
     t0 = time.perf_counter()
+    box = attention_oracle(mha, readout, dtype="float64")
     try:
-        box = attention_oracle(mha, readout, dtype="float64")
         rec = va.learn_multi_head(box, heads=H, rank=r if rank == "given" else "find", seed=seed)
     except va.VerifiedAttnError as exc:
         row.update(learned=False, refusal=type(exc).__name__, message=str(exc)[:300])
+        row.update(queries_asked=box.queries, by_phase=box.queries_by_phase)
     else:
         truth = attention_parameters(mha, readout)
         got = [(W, v) for W, v, _ in rec.parameters["heads"]]
@@ -159,6 +161,63 @@ def _products(cells: list[str], out: Path) -> None:
     out.write_text(json.dumps({**old, "products": rows}, indent=1) + "\n")
 
 
+def plot(data: dict[str, Any], path: Path) -> None:
+    """Queries and peak RSS against E (seed-0 rows, rank given, one line per H): the learned
+    cells' counts against the parameter count ``H (2rd - r^2 + d)`` and the follow-up's
+    ``4Hd^2 - 2H + 1``; refused cells drawn hollow at their design's count."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    rows = [r for r in data["rows"] if r.get("seed") == 0 and r.get("rank") == "given"]
+    for H in sorted({r["H"] for r in rows}):
+        cells = sorted((r for r in rows if r["H"] == H), key=lambda r: r["E"])
+        Es = [r["E"] for r in cells]
+        line = ax1.plot(
+            Es,
+            [r.get("queries", r["formula"]) for r in cells],
+            marker="o",
+            label=f"H = {H}: queries (hollow: refused, design count)",
+        )[0]
+        for r in cells:
+            if not r.get("learned"):
+                ax1.scatter(
+                    [r["E"]],
+                    [r["formula"]],
+                    s=90,
+                    facecolors="white",
+                    edgecolors=line.get_color(),
+                    zorder=3,
+                )
+        ax1.plot(
+            Es,
+            [r["parameters_low_rank"] for r in cells],
+            ls=":",
+            color=line.get_color(),
+            label=f"H = {H}: H(2rd - r^2 + d)",
+        )
+        ax1.plot(
+            Es,
+            [r["follow_up"] for r in cells],
+            ls="--",
+            color=line.get_color(),
+            label=f"H = {H}: 4Hd^2 - 2H + 1",
+        )
+        ax2.plot(Es, [r["peak_rss_mib"] for r in cells], marker="o", label=f"H = {H}")
+    ax1.set_ylabel("learning queries")
+    ax2.set_ylabel("peak RSS (MiB, torch import included)")
+    for ax in (ax1, ax2):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("E (nn.MultiheadAttention float64, r = E / H)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cells", nargs="*", default=CELLS)
@@ -168,7 +227,12 @@ def main() -> None:
     ap.add_argument("--products", nargs="*", default=None, help="ExH cells: operator only")
     ap.add_argument("--profile", default=None, help="folder for each cell's cProfile stats")
     ap.add_argument("--out", type=Path, default=None, help="folder (default: results/)")
+    ap.add_argument("--plot", action="store_true", help="only the plot, from the JSON")
     args = ap.parse_args()
+    if args.plot:
+        out = output_dir(args.out, False, "multi-head-low-rank")
+        plot(json.loads((out / NAME).read_text()), out / "multi_head_low_rank.png")
+        return
     if args.child:
         spec = json.loads(args.child)
         if spec.pop("products", False):

@@ -70,8 +70,9 @@ PHASES: dict[str, str] = {
     "by the completed heads and never fitted (a rank too small fails it)",
     "conditioning": "multi-head (float): a stalled u-group asked again with a better "
     "conditioned direction",
-    "shifted": "multi-head (float, rank=): a stalled partial u-group's columns asked at u_k "
-    "plus a seeded mix of the full groups' rows, whose fit starts u_k's by subtraction",
+    "shifted": "multi-head (float, rank=): a stalled u-group's columns asked at a shifted "
+    "row (a full group's at u_k / 2, whose fit doubled is u_k's; a partial group's at u_k "
+    "plus a seeded mix of the full groups' rows, whose fit starts u_k's by subtraction)",
     "polish": "multi-head (float): random sequences for a final fit of every parameter on "
     "every answer",
     "refinement": "multi-head (float64): random sequences up to the follow-up's count for a "

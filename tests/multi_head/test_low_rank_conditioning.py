@@ -41,8 +41,10 @@ def test_conditioning_count_and_limit() -> None:
     worst = CONDITIONING_ROUNDS * per_run * 17 + CONDITIONING_ROUNDS * FULL_ROUND_COLUMNS
     # and every partial group shifted once at its q + 6 = 8 columns (test_low_rank_shift.py)
     shifted = 14 * (2 + CONDITIONING_ROUNDS * PARTIAL_ROUND_COLUMNS) * 17
-    assert low_rank_query_limit(16, 8, 2, affine=True) == base + worst + shifted
-    assert base + worst + shifted == 1411 + 1848 + 1904
+    # and every full group halved once at its J + 12 = 29 columns (test_low_rank_halved.py)
+    halved = 2 * (17 + CONDITIONING_ROUNDS * FULL_ROUND_COLUMNS) * 17
+    assert low_rank_query_limit(16, 8, 2, affine=True) == base + worst + shifted + halved
+    assert base + worst + shifted + halved == 1411 + 1848 + 1904 + 986
     assert low_rank_query_limit(16, 8, 2, affine=True) < 4 * 8 * 16**2 - 2 * 8 + 1
 
 

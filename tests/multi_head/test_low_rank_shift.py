@@ -59,7 +59,10 @@ def test_shift_count_and_limit() -> None:
     # E = 32, H = 8, r = 4 (affine, J = 33) that is 28 x 10 x 17 on the rounds' worst case.
     base = low_rank_query_count(32, 8, 4, affine=True)
     rounds = (4 * 12 + 28 * CONDITIONING_ROUNDS * PARTIAL_ROUND_COLUMNS) * 17 + 12
-    assert low_rank_query_limit(32, 8, 4, affine=True) == base + rounds + 28 * 10 * 17 == 13237
+    # (and every full group halved once at its J + 12 columns: 4 x 45 x 17)
+    halved = 4 * 45 * 17
+    assert low_rank_query_limit(32, 8, 4, affine=True) == base + rounds + 28 * 10 * 17 + halved
+    assert base + rounds + 28 * 10 * 17 == 13237
     assert low_rank_query_limit(32, 8, 4, affine=True) < 4 * 8 * 32**2 - 2 * 8 + 1
     # The coefficients are seeded per (seed, group): the checker re-derives them.
     c = shift_coefficients(0, 13, 4)
@@ -166,6 +169,6 @@ def test_the_checker_validates_the_shifts() -> None:
     data = {"design": {"shifts": [5, 7]}}
     assert _shifts(data, 8, 2, cols) == [5, 7]
     assert _phases(8, 2, 2, 2, 8, cols, [5, 7])["shifted"] == 16 * 5
-    for bad in ([7, 5], [5, 5], [1], [3], [8]):
+    for bad in ([7, 5], [5, 5], [3], [8]):  # (a full group is shifted at its halved row)
         with pytest.raises(CertificateError, match="shifts"):
             _shifts({"design": {"shifts": bad}}, 8, 2, cols)

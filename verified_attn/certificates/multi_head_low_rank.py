@@ -43,8 +43,8 @@ from verified_attn.multi_head.pipeline.low_rank_design import (
     low_rank_query_count,
     redundant_rows,
     round_columns,
-    shift_coefficients,
     shift_query_count,
+    shifted_row,
     skeleton_columns,
     skeleton_pairs,
     skeleton_sizes,
@@ -72,15 +72,15 @@ def _rounds(data: dict[str, Any], d: int, p: int, m: int, J: int) -> list[list[i
 
 
 def _shifts(data: dict[str, Any], d: int, m: int, cols: list[list[int]]) -> list[int]:
-    """The partial u-groups asked at shifted rows: increasing, each at more columns than
-    full groups (as the learner asks them)."""
+    """The u-groups asked at shifted rows: increasing, each partial one at more columns than
+    full groups (as the learner asks them; a full group at its halved row)."""
     raw = kernel.as_list(kernel.get(data, "design.shifts"), "design.shifts")
-    out = [kernel.as_int(k, f"design.shifts[{i}]", low=m, high=d - 1) for i, k in enumerate(raw)]
+    out = [kernel.as_int(k, f"design.shifts[{i}]", low=0, high=d - 1) for i, k in enumerate(raw)]
     for i, k in enumerate(out):
-        if (i and k <= out[i - 1]) or len(cols[k]) <= m:
+        if (i and k <= out[i - 1]) or (k >= m and len(cols[k]) <= m):
             raise CertificateError(
-                f"design.shifts[{i}] shifts u_{k + 1}: shifts are increasing partial u-groups "
-                "asked at more columns than full groups"
+                f"design.shifts[{i}] shifts u_{k + 1}: shifts are increasing u-groups, the "
+                "partial ones asked at more columns than full groups"
             )
     return out
 
@@ -200,7 +200,7 @@ def _fit(
     F = _rows(data, "answers.F", arith, grid, T)
     links = _rows(data, "answers.links", arith, d - 1, T)
     check = _rows(data, "answers.rank_check", arith, len(pairs) - grid, T)
-    moved = [(U[k] + shift_coefficients(seed, k, m) @ U[:m], j) for k in shifts for j in cols[k]]
+    moved = [(shifted_row(U, seed, k, m), j) for k in shifts for j in cols[k]]
     shifted = _rows(data, "answers.shifted", arith, len(moved), T)
     answered = F + check + links + shifted
     observed = [float(x) for x in [*F0, *F0x, *(a for row in answered for a in row)]]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from verified_attn.errors import ModelClassMismatch, NotIdentifiable, PrecisionExhausted
-from verified_attn.multi_head.float_fit import heads_named, link_noise, link_orders
+from verified_attn.multi_head.float_fit import group_model, heads_named, link_noise, link_orders
 from verified_attn.multi_head.pipeline.asking import ask_pairs
 from verified_attn.multi_head.pipeline.budget import float_ratios
 from verified_attn.multi_head.pipeline.design import (
@@ -30,10 +30,12 @@ from verified_attn.multi_head.pipeline.design import (
 from verified_attn.multi_head.pipeline.fits import _group_fits
 from verified_attn.multi_head.pipeline.low_rank_design import (
     CONDITIONING_ROUNDS,
+    HALVED_ROW,
     PILOT_PAIRS,
     redundant_rows,
     round_columns,
     shift_coefficients,
+    shifted_row,
     skeleton_columns,
     skeleton_pairs,
     skeleton_sizes,
@@ -157,7 +159,10 @@ class Skeleton:
     def ask_group(self, k: int, cols: int) -> None:
         """Ask u-group k at the first ``cols`` columns and its link (k >= 1), fit it, ask
         it again in conditioning rounds while its fit misses (:meth:`condition`), and order
-        it (ModelClassMismatch if it still misses)."""
+        it (ModelClassMismatch if it still misses). A full group still stalled then is asked
+        at its halved row (:meth:`halve`); a partial one with two heads' scores crowded at a
+        column asked once more and held to the full groups' planes (:meth:`uncrowd`), and one
+        still stalled refitted in the row space and at its shifted row."""
         with self.oracle.phase("F(t)"):
             got = ask_pairs(self.oracle, [(self.U[k], j) for j in range(cols)], self.B, self.ratios)
         with self.oracle.phase("links"):
@@ -170,6 +175,8 @@ class Skeleton:
         for _ in range(CONDITIONING_ROUNDS):
             if not self._stalls(k) or not self.condition(k):
                 break
+        if k < self.m and self._stalls(k):
+            self.halve(k)
         if k >= self.m and not self._stalls(k):
             self.uncrowd(k)
         if k >= self.m and self._stalls(k):
@@ -190,28 +197,47 @@ class Skeleton:
     def _fit(self, k: int) -> None:
         """Group k fitted on all its pairs (a full group with redundant columns on the probe
         plane ``s = M^T w``, as the full design's redundant groups)."""
-        cols = self.cols[k]
-        Mt = None
-        if any(j >= self.J for j in cols):
-            Mt = float_probe_matrix(self.columns()[cols], self.affine).T
-        fit = _group_fits(
-            self.f0_at(cols),
-            self.rows[k],
-            self.t,
-            self.H,
-            1,
-            self.unit,
-            ids=[k],
-            full_d=self.d,
-            Mt=Mt,
-        )
-        r, s, res, floor = (x[0] for x in fit)
+        r, s, res, floor = self._free_fit(k, self.rows[k])
         if k == len(self.r):
             self.r.append(r)
             self.s.append(s)
             self.res.append(0.0)
             self.floor.append(0.0)
         self.r[k], self.s[k], self.res[k], self.floor[k] = r, s, float(res), float(floor)
+
+    def _free_fit(self, k: int, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The answers ``rows`` at group k's columns fitted as :meth:`_fit` fits its own:
+        residues (H,), scores (columns, H), residual norm, rounding floor."""
+        cols = self.cols[k]
+        Mt = None
+        if any(j >= self.J for j in cols):
+            Mt = float_probe_matrix(self.columns()[cols], self.affine).T
+        fit = _group_fits(
+            self.f0_at(cols), rows, self.t, self.H, 1, self.unit, ids=[k], full_d=self.d, Mt=Mt
+        )
+        return tuple(x[0] for x in fit)
+
+    def halve(self, k: int) -> None:
+        """Full group k, still stalled after its rounds, asked at its halved row
+        (:func:`.low_rank_design.shifted_row`) at all its columns (phase "shifted") and
+        fitted there; twice its residues and scores are u_k's (both linear in u), kept if
+        they miss u_k's own answers by less than its fit. They are kept as they are, not
+        refitted on u_k's answers: at u_k two heads far in the sigmoid's tail leave a flat
+        direction (measured at E = 64, H = 4: refitted from 2.6e-11, one head's scores move
+        to 1.5e-7 for a residual 15 x instead of 32 x the floor)."""
+        cols = self.cols[k]
+        with self.oracle.phase("shifted"):
+            got = ask_pairs(
+                self.oracle, [(self.shift_row(k), j) for j in cols], self.columns(), self.ratios
+            )
+        self.shifts.append(k)
+        self.shifted.append(got)
+        r, s = (x / HALVED_ROW for x in self._free_fit(k, got)[:2])
+        Y = self.rows[k] - self.f0_at(cols)[:, None]
+        res = float(np.linalg.norm(group_model(np.log(self.t), r[None], s[None])[0] - Y))
+        if res < self.res[k]:
+            self.r[k], self.s[k], self.res[k] = r, s, res
+            self.shift_kept.append(k)
 
     def _stalls(self, k: int) -> bool:
         """Whether group k's fit is over ``_CONVERGED`` x its floor times the level of the
@@ -278,8 +304,8 @@ class Skeleton:
             self.row_space(k, planes=True)
 
     def shift_row(self, k: int) -> np.ndarray:
-        """Group k's shifted row ``u_k + c @ U[:m]`` (:func:`.low_rank_design.shift_coefficients`)."""
-        return self.U[k] + shift_coefficients(self.seed, k, self.m) @ self.U[: self.m]
+        """Group k's shifted row (:func:`.low_rank_design.shifted_row`)."""
+        return shifted_row(self.U, self.seed, k, self.m)
 
     def shift(self, k: int) -> None:
         """Partial group k, still stalled after its rounds and the row-space refit, asked at

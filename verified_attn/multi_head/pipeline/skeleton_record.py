@@ -63,9 +63,9 @@ def _notes(sk: Skeleton, counts: QueryCounts, bound: int, estimate: float) -> li
         "or had two heads' scores crowded at a column and were off the full groups' planes"
     ] * bool(sk.refits)
     shifts = [
-        f"partial u-groups {', '.join(f'u_{k + 1}' for k in sk.shifts)} asked at shifted rows "
-        f"u_k + sum_i c_i u_i (full groups i) and refitted from them "
-        f"(kept: {', '.join(f'u_{k + 1}' for k in sk.shift_kept) or 'none'})"
+        f"u-groups {', '.join(f'u_{k + 1}' for k in sk.shifts)} asked at shifted rows (full "
+        "groups at u_k / 2, partial ones at u_k + sum_i c_i u_i over the full groups i) and "
+        f"refitted from them (kept: {', '.join(f'u_{k + 1}' for k in sk.shift_kept) or 'none'})"
     ] * bool(sk.shifts)
     return [
         f"low-rank skeleton design (rank {p}, {how}; {sk.m} full u-groups, {d - sk.m} at "
