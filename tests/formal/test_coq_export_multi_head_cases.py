@@ -44,10 +44,10 @@ def _tampered(text: str, tamper: str) -> str:
     return out
 
 
-def _run(heads: list[Any], **kw: Any) -> dict[str, Any]:
-    """The certificate of a default certified run (256 bits, D = 2^64) of ``heads``."""
+def _run(model: list[Any], **kw: Any) -> dict[str, Any]:
+    """The certificate of a default certified run (256 bits, D = 2^64) of ``model``'s heads."""
     return va.learn_multi_head(
-        va.Oracle(va.MultiHeadAttention(heads), "certified"), **kw
+        va.Oracle(va.MultiHeadAttention(model), "certified"), **kw
     ).certificate()
 
 

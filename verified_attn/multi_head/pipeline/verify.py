@@ -414,7 +414,13 @@ def verify_stage(st: FloatState) -> None:
     reproduce every learning answer and every fresh verification answer under the one
     agreement rule; one miss shows the fit wrong (PrecisionExhausted), not the box out of
     class (that needs a residual no H-head fit removes: ``too_few_heads_float``)."""
-    st.heads.sort(key=lambda hd: tuple(hd[0].ravel()))
+    order = sorted(range(len(st.heads)), key=lambda h: tuple(st.heads[h][0].ravel()))
+    st.heads = [st.heads[h] for h in order]
+    if st.estimate_groups is not None:  # per-head figures follow their heads
+        st.estimate_groups = {
+            name: [figures[h] for h in order] if isinstance(figures, list) else figures
+            for name, figures in st.estimate_groups.items()
+        }
     bias = st.beta_fit if st.affine else 0.0
     st.candidate = MultiHeadAttention(
         [tuple(x.tolist() for x in hd) for hd in st.heads],
