@@ -400,7 +400,12 @@ class MultiHeadRecovery(Recovery):
     """
 
     kind: ClassVar[str] = "multi-head"
-    extra_fields: ClassVar[tuple[str, ...]] = ("method", "parameter_rtol", "parameter_error_estimate")
+    extra_fields: ClassVar[tuple[str, ...]] = (
+        "method",
+        "parameter_rtol",
+        "parameter_error_estimate",
+        "parameter_error_estimate_groups",
+    )
     #: "canonical" (learn_multi_head) or "orthogonal" (learn_orthogonal_heads).
     method: str = ""
     #: Float canonical results: the relative tolerance stated for the parameters (relative
@@ -410,6 +415,10 @@ class MultiHeadRecovery(Recovery):
     parameter_rtol: float | None = None
     #: The first-order parameter error estimate that tolerance covers (float), else None.
     parameter_error_estimate: float | None = None
+    #: A refined float result's estimate per parameter group: per head the largest figure
+    #: of its W, its value and (affine) its score bias, and beta ({"W": [...], "v": [...],
+    #: "c": [...], "beta": ...}); None otherwise.
+    parameter_error_estimate_groups: dict[str, Any] | None = None
 
     heads = _parameter("heads")
     beta = _parameter("beta", optional=True)

@@ -464,7 +464,7 @@ def _from_dict(data: dict[str, Any], cls: type[Recovery]) -> Recovery:
     )
     for name in target.extra_fields:
         # A single head's estimate is absent from results written without one.
-        optional = name == "parameter_error_estimate" and name not in data
+        optional = name.startswith("parameter_error_estimate") and name not in data
         fields[name] = None if optional else _extra(name, _field(data, name))
     return target(**fields)
 

@@ -1,5 +1,5 @@
 """The first-order parameter error per parameter group: the float multi-head learner's
-refined figure per head's W, v, c and beta (``parameters["error_estimate_groups"]``,
+refined figure per head's W, v, c and beta (``parameter_error_estimate_groups``,
 re-checked by the multi-head float certificate), and the float multi-head Transformer's
 unscaling of each group by its own scale (W_h's through 1/t^2, c_h's through 1/t, v_h's as
 is), re-checked from the cell's inner record by the ``transformer-heads-float`` checker.
@@ -11,6 +11,7 @@ recomputed figure, W's group unscaled by 1/t, one figure for every group.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,7 @@ def test_group_figures_follow_the_parameter_order() -> None:
 def test_the_refined_result_states_its_figure_per_group_and_the_checker_recomputes_it() -> None:
     rec = _refined()
     assert (rec.queries, rec.queries_by_phase["refinement"]) == (186, 10)  # golden, counted
-    groups = rec.parameters["error_estimate_groups"]
+    groups = rec.parameter_error_estimate_groups
     assert set(groups) == {"W", "v", "c", "beta"} and len(groups["W"]) == 3
     # The one figure is the largest group's; some group's own figure is below it.
     assert group_max(groups) == rec.parameter_error_estimate
@@ -173,8 +174,7 @@ def test_random_d16_h2_heads_figure_per_group(monkeypatch: Any) -> None:
     real = mhv.unscale
 
     def one_figure(rec: Any, cell: Any, t: float) -> Any:
-        rec.parameters.pop("error_estimate_groups", None)
-        return real(rec, cell, t)
+        return real(dataclasses.replace(rec, parameter_error_estimate_groups=None), cell, t)
 
     from verified_attn.transformer import multi_head_float as mhf
 

@@ -270,9 +270,11 @@ def _pairs(x: dict[str, Any]) -> list[tuple[list[Fraction], list[Fraction]]]:
 def _stated(data: Mapping[str, Any], x: dict[str, Any], D: int) -> str:
     """The certificate's stated assumption, which must be the one the file's theorem makes
     ([meets]: denominators at most D, scores in [-Sm, Sm], Sm from the certified heads);
-    quoted in the header."""
+    quoted in the header. D must also be the run's recorded ``denominator_bound``: an
+    assumption naming another D is another run's."""
     wanted = decoding_assumption(get(data, "working_precision"), D, score_magnitude(x["heads"], _pairs(x)))
-    if wanted not in (get(data, "assumptions") or []):
+    recorded = data.get("denominator_bound", D)
+    if recorded != D or wanted not in (get(data, "assumptions") or []):
         raise CertificateError(
             "the certificate's stated assumption differs from the one the Coq theorem makes "
             f"([meets]); the theorem assumes: {wanted}"

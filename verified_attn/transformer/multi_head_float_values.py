@@ -111,7 +111,7 @@ def unscale(rec: Any, cell: FloatCell, t: float) -> tuple[list[Any], float, dict
     """Inner heads (t^2 W_h, v_h, t (W_h c + c_h)) to (W_h, c_h, v_h, e_Wc, e_v) with
     absolute first-order errors, the largest e_Wc, and the inner record (t, the inner
     scale, the inner group figures) the certificate states. Each head's errors come from
-    the inner learner's figures per parameter group (``error_estimate_groups``; without
+    the inner learner's figures per parameter group (``parameter_error_estimate_groups``; without
     them every group has the one estimate): W_h's through 1/t^2, c_h's through 1/t plus
     W_h's carried through the centre, v_h's as is (:func:`head_errors`). The inner beta
     must vanish (a multi-head function has no output bias) beyond its own group's error."""
@@ -121,7 +121,7 @@ def unscale(rec: Any, cell: FloatCell, t: float) -> tuple[list[Any], float, dict
         [1.0, beta] + [float(np.abs(np.concatenate([np.ravel(x) for x in h])).max()) for h in heads]
     )
     estimate = float(rec.parameter_error_estimate or 0.0)
-    groups = rec.parameters.get("error_estimate_groups") or {
+    groups = rec.parameter_error_estimate_groups or {
         "W": [estimate] * len(heads),
         "v": [estimate] * len(heads),
         "c": [estimate] * len(heads),

@@ -232,8 +232,6 @@ def result_stage(st: FloatState, counts: QueryCounts) -> MultiHeadRecovery:
     if st.affine:
         params["beta"] = beta
     groups = st.estimate_groups if _refined(st) else None
-    if groups is not None:
-        params["error_estimate_groups"] = groups
     answers = {
         "F0": list(st.f0),
         "F": st.ans.tolist(),
@@ -292,4 +290,5 @@ def result_stage(st: FloatState, counts: QueryCounts) -> MultiHeadRecovery:
         certificate_data=certificate,
         parameter_rtol=st.prtol,
         parameter_error_estimate=st.estimate,
+        parameter_error_estimate_groups=groups,
     )
