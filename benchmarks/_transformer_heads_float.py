@@ -36,9 +36,11 @@ FLOAT_SIZES = [
     ("torch", 8, 4, 0),
     ("random", 16, 2, 0),
     ("torch", 16, 2, 0),
+    ("random", 16, 4, 0),
+    ("torch", 16, 4, 0),
 ]
 #: Seconds a row may take before it is recorded as timed out.
-TIMEOUT = 420
+TIMEOUT = 1500
 
 
 def _box(source: str, d: int, H: int, seed: int) -> tuple[Any, Any]:

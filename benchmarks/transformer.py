@@ -163,6 +163,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         action="store_true",
         help="only the float multi-head rows (random boxes, torch blocks), replacing those",
     )
+    parser.add_argument(
+        "--float-rows",
+        default=None,
+        help="with --multi-head-float-only: only these rows, as source:d:H:seed separated by "
+        "commas (e.g. random:16:2:0), replacing those rows alone",
+    )
     args = parser.parse_args(argv)
     args.out = output_dir(args.out, args.quick, NAME)
     if args.biased_only:
@@ -237,16 +243,41 @@ def _multi_head_float_only(args: argparse.Namespace) -> dict[str, Any]:
     """The float multi-head rows (each in its own process), merged into ``transformer.json``
     (rows of kind ``multi-head-float`` replaced, the others and their meta kept)."""
     specs = FLOAT_SIZES[:1] if args.quick else FLOAT_SIZES
+    if args.float_rows:  # e.g. "random:16:2:0,torch:16:4:0"
+        specs = [_float_spec(x) for x in args.float_rows.split(",")]
     rows = [in_child_float(*spec) for spec in progress(specs, "float multi-head rows")]
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"{NAME}.json"
     data = json.loads(path.read_text()) if path.exists() else {"benchmark": NAME, "rows": []}
-    data["rows"] = [r for r in data["rows"] if r.get("kind") != "multi-head-float"] + rows
+    run = {tuple(spec) for spec in specs}
+
+    def rerun(r: dict[str, Any]) -> bool:  # a float row of this run (all of them without --float-rows)
+        key = (r.get("source"), r.get("d"), r.get("H"), r.get("seed"))
+        return r.get("kind") == "multi-head-float" and (not args.float_rows or key in run)
+
+    kept = [r for r in data["rows"] if not rerun(r)]
+    if args.float_rows:  # in FLOAT_SIZES order among the float rows kept
+        order = {tuple(spec): k for k, spec in enumerate(FLOAT_SIZES)}
+        floats = sorted(
+            [r for r in kept if r.get("kind") == "multi-head-float"] + rows,
+            key=lambda r: order.get((r["source"], r["d"], r["H"], r["seed"]), len(order)),
+        )
+        kept = [r for r in kept if r.get("kind") != "multi-head-float"]
+        rows = floats
+    data["rows"] = kept + rows
     data["multi_head_float_meta"] = metadata(
         args.seed, arithmetic="float64", boxes="Gaussian MultiHeadTransformer, torch blocks"
     )
     write_json(NAME, data, args.out)
     return data
+
+
+def _float_spec(text: str) -> tuple[str, int, int, int]:
+    """``source:d:H:seed`` (``--float-rows``) as a FLOAT_SIZES entry."""
+    parts = text.strip().split(":")
+    if len(parts) != 4 or parts[0] not in ("random", "torch"):
+        raise SystemExit(f"--float-rows: {text!r} is not source:d:H:seed (source random or torch)")
+    return parts[0], int(parts[1]), int(parts[2]), int(parts[3])
 
 
 def _plot(rows: list[dict[str, Any]], out: Path) -> None:
