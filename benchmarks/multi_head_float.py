@@ -444,6 +444,18 @@ def _rerun(row: dict[str, Any], families: set[str], only: set[tuple[int, int]] |
     return only is None or row["kind"] != "random" or (row["d"], row["H"]) in only
 
 
+def _kept_records(old: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """What a ``--keep-other-cells`` run carries over from the JSON it rewrites besides the
+    rows: the records of earlier runs (``float32_before``) and the note on how the kept
+    rows were run.
+
+    >>> _kept_records({"meta": {"settings": {"note": "n"}}, "float32_before": [1], "runs": []})
+    ({'float32_before': [1]}, 'n')
+    """
+    kept = {k: old[k] for k in ("float32_before",) if k in old}
+    return kept, old.get("meta", {}).get("settings", {}).get("note")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
@@ -543,6 +555,8 @@ def main() -> None:
             )
         rows += [done[i] for i in range(len(tasks))]
     other_cells_from = None
+    kept: dict[str, Any] = {}
+    kept_note: str | None = None
     if args.keep_other_cells:
         # A run of some families only (e.g. --cells torch32 after a change to the float32
         # path): the other families' rows and the sweep come from the last full run.
@@ -551,6 +565,7 @@ def main() -> None:
         old = json.loads((out / "multi_head_float.json").read_text())
         rows = [r for r in old["runs"] if not _rerun(r, families, only)] + rows
         other_cells_from = old["meta"].get("date")
+        kept, kept_note = _kept_records(old)
         if "sweep" not in families:
             sweep = old["conditioning"]
     summary = summarise(rows)
@@ -570,10 +585,12 @@ def main() -> None:
                 jobs=args.jobs,
                 cells=sorted(families),
                 other_cells_from=other_cells_from,
+                **({"note": kept_note} if kept_note else {}),
                 total_seconds=time.perf_counter() - started,
             ),
             "summary": summary,
             **({"precision": precision} if precision is not None else {}),
+            **kept,
             "conditioning": sweep,
             "runs": rows,
         },

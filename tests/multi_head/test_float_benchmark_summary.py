@@ -10,13 +10,17 @@ from typing import Any
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "multi_head_float.py"
 
 
-def _summarise() -> Any:
+def _bench() -> Any:
     spec = importlib.util.spec_from_file_location("multi_head_float_bench", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
-    return module.summarise
+    return module
+
+
+def _summarise() -> Any:
+    return _bench().summarise
 
 
 def _row(seed: int, queries: int | None, *, perr: float = 1e-12, prtol: float = 1e-6) -> dict:
@@ -79,3 +83,19 @@ def test_a_cell_reports_its_largest_peak_memory() -> None:
     assert cell["max_peak_rss_mib"] == 900.5  # refused runs' memory counts too
     (old,) = _summarise()([_row(3, 1626)])
     assert old["max_peak_rss_mib"] is None
+
+
+def test_a_run_of_some_cells_keeps_the_earlier_records_and_their_note() -> None:
+    # --keep-other-cells rewrites the JSON: the float32 cells' earlier design
+    # (float32_before) and the note on how the kept rows were run must survive a random-only
+    # rerun (a rerun once dropped both).
+    old = {
+        "meta": {"settings": {"note": "torch32 rows one module at a time"}},
+        "summary": [],
+        "float32_before": [{"kind": "torch", "dtype": "float32"}],
+        "runs": [_row(0, 1900)],
+    }
+    kept, note = _bench()._kept_records(old)
+    assert kept == {"float32_before": old["float32_before"]}
+    assert note == "torch32 rows one module at a time"
+    assert _bench()._kept_records({"meta": {}, "runs": []}) == ({}, None)
