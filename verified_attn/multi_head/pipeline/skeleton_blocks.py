@@ -1,4 +1,4 @@
-"""The low-rank joint fit's parameter error estimate past the dense limit, per head.
+"""The low-rank joint fit's parameter error estimate past the dense limit, without its SVD.
 
 >>> import numpy as np
 >>> from verified_attn.multi_head.pipeline.skeleton_refine import _Theta, design_rows
@@ -10,10 +10,14 @@
 >>> x.y = x.model(th)
 >>> bool(0 <= block_estimate(x, th, np.zeros(len(x.y)), 2.0**-53) < 1e-12)
 True
+>>> bool(0 <= reduced_estimate(x, th, np.zeros(len(x.y)), 2.0**-53) < 1e-12)
+True
 
 The dense estimate (:func:`.skeleton_refine.low_rank_estimate`) takes the Jacobian's SVD,
-up to 4e7 entries. Past it this module bounds the same figure from above without an n x n
-matrix of all the unknowns, with the per-head block bound of
+up to 4e7 entries. Past it :func:`reduced_estimate` computes the same figure from the
+reduced unknowns' preconditioned Gram matrix M (n x n, n about the low-rank parameter
+count; no N x n array), and past :data:`GRAM_LIMIT` entries of M :func:`block_estimate`
+bounds it from above with the per-head block bound of
 :mod:`verified_attn.multi_head.sequence_blocks`:
 
 * **Gauge.** Head h's factors move as ``dW = dP Q^T + P dQ^T``, unchanged by
@@ -22,8 +26,8 @@ matrix of all the unknowns, with the per-head block bound of
   the reduced Jacobian ``J T`` (T: (A, dQ, dv, beta) to the factors) has full column rank
   and ``L J^+ = L T (J T)^+`` for L the map to ``W_h, c_h, v_h, beta``, which kills the
   gauge.
-* **Blocks.** With ``A = (J T)^T (J T)``, G its block diagonal (one block per head, beta
-  its own) and ``lambda`` a lower bound on the smallest eigenvalue of ``G^-1/2 A G^-1/2``
+* **Blocks.** With ``A = (J T)^T (J T)``, G its block diagonal (one block per head's
+  (A, dQ), one for every v_h with beta) and ``lambda`` a lower bound on the smallest eigenvalue of ``G^-1/2 A G^-1/2``
   (:func:`~verified_attn.multi_head.sequence_blocks._lanczos_floor`, seeded, wrong with
   probability at most :data:`~verified_attn.multi_head.sequence_blocks.FAILURE_PROBABILITY`),
   ``A >= lambda G``, so each parameter's row of ``L J^+`` has norm at most
@@ -217,18 +221,7 @@ def reduced_estimate(rows: _Rows, th: _Theta, residuals: np.ndarray, unit: float
     leave M well conditioned where ``J^T J`` would square J's condition), so each
     parameter's row of ``L J^+`` and the step still to go are the dense estimate's. Past
     :data:`GRAM_LIMIT` entries of M, :func:`block_estimate`; inf when a block or M is
-    singular.
-
-    >>> import numpy as np
-    >>> from verified_attn.multi_head.pipeline.skeleton_refine import _Theta, design_rows
-    >>> W = np.array([[1.0, 0.0], [0.0, 0.0]])
-    >>> U, t = np.array([[1.0, 0.0], [0.5, 1.0]]), np.array([0.5, 2.0])
-    >>> pairs = [(0, 0), (0, 1), (1, 0), (1, 1)]
-    >>> x = design_rows(U, np.eye(2), False, pairs, t, (np.zeros(2), np.zeros((4, 2)), np.zeros((1, 2))))
-    >>> th = _Theta([W[:, :1]], [W[:1].T], [np.array([1.0, 0.5])], 0.0)
-    >>> x.y = x.model(th)
-    >>> bool(0 <= reduced_estimate(x, th, np.zeros(len(x.y)), 2.0**-53) < 1e-12)
-    True
+    singular (the module's example).
     """
     found = _blocks(rows, th)
     if found is None:
