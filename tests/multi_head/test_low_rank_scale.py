@@ -107,9 +107,9 @@ def test_past_the_dense_limit_the_estimate_is_the_dense_one_or_bounds_it(
 ) -> None:
     """Past the dense limit the result states the dense figure computed from the
     preconditioned Gram matrix of the reduced unknowns (equal to the SVD's to 1e-6 here),
-    which covers the true error; past the Gram limit the per-head bound, at least the
-    dense figure on every box (measured 25x to 530x, or inf where Lanczos cannot certify
-    the coupling), while the bound with the heads' coupling left out (lambda = 1) falls
+    which covers the true error and which the certificate checker recomputes; past the
+    Gram limit the per-head bound, at least the dense figure on every box (measured 25x to
+    530x, or inf where Lanczos cannot certify the coupling), while the bound with the heads' coupling left out (lambda = 1) falls
     under the dense figure, and under the true error, on some box."""
     monkeypatch.setattr(skeleton_refine, "_DENSE_LIMIT", 0)
     seen: dict[str, Any] = {}
@@ -128,6 +128,8 @@ def test_past_the_dense_limit_the_estimate_is_the_dense_one_or_bounds_it(
         rows, th, res = seen["rows"], seen["th"], seen["res"]
         true = _true_error(th, rows.affine, truth, beta)
         assert est is not None and true <= est <= rec.parameter_rtol, name
+        # the checker recomputes the same figure at the claimed heads past the dense limit
+        assert "recomputed" in str(va.verify_certificate(rec.certificate())), name
         monkeypatch.setattr(skeleton_refine, "_DENSE_LIMIT", 10**12)
         dense = skeleton_refine.low_rank_estimate(rows, th, res, 2.0**-53, len(truth) * 4)
         monkeypatch.setattr(skeleton_refine, "_DENSE_LIMIT", 0)
