@@ -12,7 +12,8 @@ joint low-rank Gauss-Newton fit's, :func:`~verified_attn.multi_head.pipeline.ske
 is recomputed from the stored learning answers (the rank check pair's left out, as in the
 fit) at the claimed heads: it must be within the stated parameter tolerance, and the stored
 one between half of it and the tolerance (where the Jacobian is too large for the dense
-estimate, it is stated, not recomputed).
+SVD, the same figure from the reduced unknowns' Gram matrix,
+:func:`~verified_attn.multi_head.pipeline.skeleton_blocks.reduced_estimate`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from verified_attn.multi_head.pipeline.low_rank_design import (
     skeleton_pairs,
     skeleton_sizes,
 )
+from verified_attn.multi_head.pipeline.skeleton_blocks import heads_reduced_estimate
 from verified_attn.multi_head.pipeline.skeleton_refine import design_rows, heads_estimate
 
 __all__ = ["verify_low_rank"]
@@ -271,7 +273,7 @@ def _estimate(
     unit = float(getattr(arith, "unit_roundoff", 2.0**-53))
     estimate = heads_estimate(rows, heads, beta, p, unit)
     if estimate is None:
-        return "the parameter error estimate is stated, not recomputed (past the dense limit)"
+        estimate = heads_reduced_estimate(rows, heads, beta, p, unit)
     if not estimate <= stated:
         raise CertificateError(
             f"the claimed heads' first-order parameter error estimate {estimate:.3e} exceeds "

@@ -4,7 +4,6 @@ result with its certificate data (:mod:`.skeleton` runs the design)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
@@ -13,7 +12,6 @@ import numpy as np
 from verified_attn.agreement import agree, float_floor
 from verified_attn.errors import ModelClassMismatch, PrecisionExhausted
 from verified_attn.models import MultiHeadAttention
-from verified_attn.multi_head.float_fit import row_sensitivities
 from verified_attn.multi_head.pipeline.design import (
     box_precision,
     float_probe_matrix,
@@ -24,6 +22,7 @@ from verified_attn.multi_head.pipeline.low_rank_design import (
     skeleton_pairs,
 )
 from verified_attn.multi_head.pipeline.skeleton import RANK_FOUND, Skeleton
+from verified_attn.multi_head.pipeline.skeleton_blocks import reduced_estimate
 from verified_attn.multi_head.pipeline.skeleton_refine import (
     _Rows,
     design_rows,
@@ -64,54 +63,6 @@ def skeleton_heads(sk: Skeleton) -> tuple[list[tuple[np.ndarray, ...]], float]:
     beta = float(sk.f0[0] - sk.B[0] @ sum(hd[1] for hd in heads)) if sk.affine else 0.0
     heads.sort(key=lambda hd: tuple(hd[0].ravel()))
     return heads, beta
-
-
-def skeleton_estimate(sk: Skeleton, heads: list[tuple[np.ndarray, ...]], beta: float) -> float:
-    """First-order bound on one parameter's error, relative to max(1, largest parameter).
-
-    Each u-group's answer noise ``|dY_k|`` (its residual and rounding floor) moves its
-    scores by at most ``|dY_k| |row of J_k^+|`` entry by entry
-    (:func:`~.float_fit.row_sensitivities`); with E those bounds, head h's completion
-    ``S = C G^+ R`` moves by at most ``|dC| |G^+ R| + |C G^+| |dR| + |C G^+| |dG| |G^+ R|``
-    (2-norms, each ``|dX|`` the Frobenius norm of E on its entries) in its partial rows and
-    by ``|dR|`` in its full ones, and ``[W_h | c_h]`` by ``|U^-1| |dS| |M^-1|``, which bounds
-    every entry. ``v_h = U^-1 r_h`` and beta as in the full design's estimate."""
-    lt = np.log(sk.t)
-    noise = np.hypot(np.array(sk.res), np.array(sk.floor))
-    E, er, et = [], [], []
-    for k in range(sk.d):
-        cols = len(sk.s[k])
-        w, rs, tot = row_sensitivities(lt, sk.r[k][None], sk.s[k][None], np.eye(cols), None)
-        E.append(noise[k] * w[0])  # (cols, H)
-        er.append(noise[k] * rs[0])
-        et.append(noise[k] * tot[0])
-    Uinv = np.linalg.inv(sk.U)
-    norms = np.linalg.norm(Uinv, 2) * np.linalg.norm(
-        np.linalg.inv(float_probe_matrix(sk.B, sk.affine)), 2
-    )
-    m = sk.m
-    err_W = 0.0
-    for h in range(sk.H):
-        dR = math.sqrt(sum(float(np.sum(E[k][: sk.J, h] ** 2)) for k in range(m)))
-        R = np.stack([sk.s[k][: sk.J, h] for k in range(m)])
-        dS2 = dR**2
-        for k in range(m, sk.d):
-            # row k = C G^+ R with C its scores, G the full rows' at its columns
-            own = sk.cols[k]
-            Gp, C = sk.pivot_inverse(h, k), sk.s[k][:, h]
-            X, CG = float(np.linalg.norm(Gp @ R, 2)), float(np.linalg.norm(C @ Gp))
-            dG = math.sqrt(sum(float(np.sum(E[i][own, h] ** 2)) for i in range(m)))
-            dC = float(np.linalg.norm(E[k][:, h]))
-            dS2 += (dC * X + CG * dR + CG * dG * X) ** 2
-        err_W = max(err_W, float(norms * math.sqrt(dS2)))
-    Ua = np.abs(Uinv)
-    err_v = float((Ua @ np.stack(er)).max())
-    err_beta = 0.0
-    if sk.affine:
-        err_beta = float(np.abs(sk.B[0] @ Uinv) @ np.array(et)) + sk.unit * abs(float(sk.f0[0]))
-    size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
-    out = max(err_W, err_v, err_beta) / size
-    return out if math.isfinite(out) else math.inf
 
 
 def learning_queries(sk: Skeleton) -> Iterator[tuple[list[np.ndarray], np.ndarray]]:
@@ -197,20 +148,15 @@ def fit_rows(sk: Skeleton) -> _Rows:
 
 def refined(sk: Skeleton) -> tuple[list[tuple[np.ndarray, ...]], float, float]:
     """The skeleton's heads refined by low-rank Gauss-Newton on every learning answer, with
-    the joint fit's estimate; where its Jacobian is too large for the dense estimate, the
-    skeleton's own bound plus the refinement's move (an honest, looser figure)."""
+    the joint fit's estimate: from the dense Jacobian's SVD while it fits, else the same
+    figure from the preconditioned Gram matrix of the reduced unknowns
+    (:func:`.skeleton_blocks.reduced_estimate`; past its limit, the per-head bound)."""
     heads, beta = skeleton_heads(sk)
     rows = fit_rows(sk)
     got, beta2, res, th = refine_low_rank(rows, heads, beta, sk.p)
     estimate = low_rank_estimate(rows, th, res, sk.unit, sk.H * sk.p * sk.p)
     if estimate is None:
-        size = max(1.0, abs(beta), *(float(np.abs(x).max()) for hd in heads for x in hd))
-        moved = max(
-            float(np.abs(a - b).max())
-            for h0, h1 in zip(heads, got, strict=True)
-            for a, b in zip(h0, h1, strict=True)
-        )
-        estimate = skeleton_estimate(sk, heads, beta) + moved / size
+        estimate = reduced_estimate(rows, th, res, sk.unit)
     got.sort(key=lambda hd: tuple(hd[0].ravel()))
     return got, beta2, estimate
 
@@ -261,6 +207,5 @@ __all__ = [
     "finish",
     "learning_queries",
     "plan_low_rank",
-    "skeleton_estimate",
     "skeleton_heads",
 ]
