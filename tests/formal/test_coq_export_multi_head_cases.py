@@ -16,9 +16,11 @@ with ties is not formalised); its checks over Q pass and fail on the same three 
 (i) Affine heads (score biases c_h): the learner accepts them, the exporter refuses them
 with a CertificateError (not formalised).
 
-The tests with Coq are marked slow (a fewer-heads file's failure at its checks over Q takes
-20 to 30 s of coqc CPU on a loaded machine, its proof more). Parts 7 and 8 of the default
-runs are tested on the checks over Q they rest on (no interval calls).
+The tests with Coq are marked slow (wall times on the shared machine at a load of about 7:
+the widened fewer-heads file 223 s; each of its tampers 125-142 s, since its interval
+lemmas come before the theorem's checks over Q; the 384-bit file and its tamper 368 s
+together; the tied run's checks 28-33 s each). Parts 7 and 8 of the default runs are tested
+on the checks over Q they rest on (no interval calls).
 """
 
 from __future__ import annotations

@@ -282,7 +282,8 @@ def _stated(data: Mapping[str, Any], x: dict[str, Any], D: int) -> str:
     ([meets]: denominators at most D, scores in [-Sm, Sm], Sm from the certified heads);
     quoted in the header."""
     wanted = decoding_assumption(get(data, "working_precision"), D, score_magnitude(x["heads"], _pairs(x)))
-    if wanted not in (get(data, "assumptions") or []):
+    # D is read from the stated assumption; it must be the bound the run decoded with
+    if wanted not in (get(data, "assumptions") or []) or data.get("denominator_bound") != D:
         raise CertificateError(
             "the certificate's stated assumption differs from the one the Coq theorem makes "
             f"([meets]); the theorem assumes: {wanted}"
