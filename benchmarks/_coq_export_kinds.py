@@ -9,7 +9,8 @@ that narrow; ``run_low_rank_cert`` runs them on their own); five hypothesis pair
 thm-4.1 design-orthogonal, thm-5.1 rank-exceeds) and one Prop 7.1 pair
 (shared-score-split) at d = 4; certified canonical multi-head runs of two random heads at
 d = 2 and d = 3 (quick: d = 2); exact single-head runs (closed-form answers, no interval
-calls) of ``random_head`` at d = 2, 4, 8 (quick: d = 2; ``exact_head_rows``). One coqc run
+calls) of ``random_head`` at d = 2, 4, 8 (quick: d = 2; ``exact_head_rows``); a run with
+``max_heads=3`` that finds two heads (384 bits, D = 2^22, ``fewer_heads_row``). One coqc run
 each; rows name the kind, d, r, the file size, export time and coqc wall and CPU seconds.
 """
 
@@ -31,6 +32,8 @@ LOW_RANK_CERT = ((4, 1, 16, 256), (4, 2, 16, 256), (6, 2, 16, 256))
 LOW_RANK_CERT_QUICK = ((4, 1, 16, 256),)
 #: Certified canonical multi-head runs (d, H) at 256 bits: one interval call per query.
 MULTI_HEAD = ((2, 2), (3, 2))
+#: The kind of ``fewer_heads_row``.
+FEWER_KIND = "multi-head certified, fewer heads"
 #: Exact single-head runs: d (the certified rows of ``coq_export.py`` use the same heads).
 EXACT_HEAD = (2, 4, 8)
 HYPOTHESES = (
@@ -103,6 +106,18 @@ def multi_head_rows(quick: bool, seed: int) -> list[dict[str, Any]]:
         extra = {"heads": H, "learning_queries": rec.queries}
         rows.append(_row("multi-head certified", d, rec.certificate(), **extra))
     return rows
+
+
+def fewer_heads_row(seed: int) -> dict[str, Any]:
+    """A certified canonical run of the two heads of ``tests/formal`` with ``max_heads=3``
+    (two found) at 384 bits with D = 2^22: its file proves parts 1-4 for H0 = 3 and 5-8 for
+    models of at most 2 heads (``run_h``)."""
+    model = va.MultiHeadAttention([([[1, 0], [0, -1]], [1, 2]), ([[0, 1], [1, 0]], [-1, 1])])
+    oracle = va.Oracle(model, "certified", precision=384)
+    rec = va.learn_multi_head(oracle, max_heads=3, denominator_bound=2**22, seed=seed)
+    data = rec.certificate()
+    extra = {"heads": 2, "H0": 3, "learning_queries": rec.queries, "precision": 384}
+    return _row(FEWER_KIND, 2, data, **extra, denominator_bound=2**22)
 
 
 def _row(kind: str, d: int, data: dict[str, Any], **extra: Any) -> dict[str, Any]:

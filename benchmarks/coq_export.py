@@ -12,11 +12,14 @@ Targets (issue 38): d = 4 in at most 60 s, d = 8 in at most 300 s. Run::
     /work/venv/bin/python benchmarks/coq_export.py --quick    # d = 2 only
     /work/venv/bin/python benchmarks/coq_export.py --low-rank-certified-only
     /work/venv/bin/python benchmarks/coq_export.py --exact-single-head-only
+    /work/venv/bin/python benchmarks/coq_export.py --multi-head-fewer-only
 
 The other exported kinds (exact single heads, exact and certified low-rank runs, hypothesis
 and Prop 7.1 pairs, certified multi-head runs) are timed by ``_coq_export_kinds.py`` into
 ``kind_rows``; ``--exact-single-head-only`` runs only the exact single-head rows and puts
-them in place of those rows of an existing ``coq_export.json`` (the other rows kept).
+them in place of those rows of an existing ``coq_export.json`` (the other rows kept);
+``--multi-head-fewer-only`` does the same for the row of a multi-head run that finds fewer
+heads than ``max_heads``.
 
 Exit status 1 if a check fails or Coq is missing; a missed time target is recorded.
 """
@@ -37,9 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import metadata, output_dir, progress, write_json
 from _coq_export_kinds import (
     EXACT_HEAD,
+    FEWER_KIND,
     LOW_RANK_CERT,
     LOW_RANK_CERT_QUICK,
     exact_head_row,
+    fewer_heads_row,
     random_head,
     run_kinds,
     run_low_rank_cert,
@@ -92,6 +97,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         action="store_true",
         help="only the exact single-head rows, in place of those of coq_export.json",
     )
+    parser.add_argument(
+        "--multi-head-fewer-only",
+        action="store_true",
+        help="only the fewer-heads multi-head row, in place of that row of coq_export.json",
+    )
     args = parser.parse_args(argv)
     if not formal.coq_available():
         print(f"Coq missing: {formal.COQ_INSTALL_HINT}", file=sys.stderr)
@@ -101,7 +111,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if args.low_rank_certified_only:
         return _low_rank_cert_only(args, out)
     if args.exact_single_head_only:
-        return _exact_only(args, out)
+        sizes = EXACT_HEAD[:1] if args.quick else EXACT_HEAD
+        return _replace_rows(
+            out, "single-head exact", [(exact_head_row, (d, args.seed)) for d in sizes]
+        )
+    if args.multi_head_fewer_only:
+        return _replace_rows(out, FEWER_KIND, [(fewer_heads_row, (args.seed,))])
     rows = []
     sizes = QUICK if args.quick else FULL
     for d in progress(sizes, "coqc per d", total=len(sizes)):
@@ -135,15 +150,15 @@ def _low_rank_cert_only(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     return data
 
 
-def _exact_only(args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    """The exact single-head rows, replacing those of the existing results (else a new file)."""
+def _replace_rows(out: Path, kind: str, jobs: list[tuple[Any, tuple[Any, ...]]]) -> dict[str, Any]:
+    """The rows of ``kind`` (one per job: function, arguments), in place of those of the
+    existing results (else a new file)."""
     path = out / f"{NAME}.json"
     data = json.loads(path.read_text()) if path.exists() else {"benchmark": NAME, "rows": []}
-    kept = [r for r in data.get("kind_rows", []) if r["kind"] != "single-head exact"]
+    kept = [r for r in data.get("kind_rows", []) if r["kind"] != kind]
     rows = []
-    sizes = EXACT_HEAD[:1] if args.quick else EXACT_HEAD
-    for d in progress(sizes, "exact single heads", total=len(sizes)):
-        rows.append(exact_head_row(d, args.seed))
+    for fn, fn_args in progress(jobs, kind, total=len(jobs)):
+        rows.append(fn(*fn_args))
         print(rows[-1], file=sys.stderr)
     data["kind_rows"] = rows + kept
     write_json(NAME, data, out)

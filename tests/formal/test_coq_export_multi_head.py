@@ -102,9 +102,10 @@ def test_max_heads_run_states_2_H0_samples_per_pair() -> None:
     text = va.export_coq(cert)
     assert text.count("Definition rec_") == 32
     assert "mH0 := 3" in text and "(W_1, v_1)" in text and "W_2" not in text
-    # fewer certified heads than H0: no per-pair multiset statement (part 5)
-    assert "mh_pairs_determined run" not in text and "same_masses run" in text
-    assert "mh_identified run" not in text
+    # fewer certified heads than H0: parts 5-8 about run_h (read with H0 = 2), not the run
+    assert "mh_pairs_determined run hs'" not in text and "same_masses run hs'" in text
+    assert "mh_identified run U_inv" not in text and "mh_identified run_h U_inv" in text
+    assert "mh_identified_close run_h" in text and "mH0 := 2" in text
 
 
 # ---------------------------------------------------------------------------------------

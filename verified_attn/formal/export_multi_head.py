@@ -54,6 +54,12 @@ from verified_attn.formal.export_multi_head_close import (
     close_params,
     close_parts,
 )
+from verified_attn.formal.export_multi_head_fewer import (
+    fewer_note,
+    hold_lemmas,
+    sub_run,
+    sub_run_text,
+)
 from verified_attn.multi_head.canonical_certified import decoding_assumption, score_magnitude
 
 __all__ = ["multi_head_file"]
@@ -224,8 +230,17 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
     heads_list = "; ".join(f"(W_{h}, v_{h})" for h in range(len(heads)))
     sha = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     stated = _stated(data, x, D)
-    checks = _checks(x)
-    close = _close(x, D, checks[0])
+    # fewer heads than H0: parts 5-8 on run_h, the run read with H0 = H (its k <= 2 H)
+    sub = sub_run(x) if len(heads) < H0 else None
+    checks = _checks(sub[0] if sub else x)
+    close = _close(sub[0] if sub else x, D, checks[0])
+    if sub:
+        holds = [sub_run_text(d, len(heads), sub[1])]
+        holds += [*_close_tables(close), *hold_lemmas([k for *_, k in qs], sub[1], prec)]
+    else:
+        holds = _close_tables(close)
+        if close:
+            holds.append(f"Lemma hold : mh_hold run.\nProof.\n{_hold(names, prec, '  ')}Qed.\n")
     parts = [
         _header(data, d, H0, len(heads), len(qs), sha, *checks, close) + stated,
         "From Coq Require Import Reals QArith List Lia Permutation.\n"
@@ -248,13 +263,8 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
         f"Definition recs : list mh_rec := [{'; '.join(names)}].\n",
         f"Definition run : mh_run := {{| md := {d}; mH0 := {H0}; mD := D; mU := U; mB := B;\n"
         "  mties := ties; mheads := heads_c; mrecs := recs |}.\n",
-        *_close_tables(close),
-        *(
-            [f"Lemma hold : mh_hold run.\nProof.\n{_hold(names, prec, '  ')}Qed.\n"]
-            if close
-            else []
-        ),
-        _theorem(names, prec, d, H0, *checks, close is not None),
+        *holds,
+        _theorem(names, prec, d, (H0, len(heads)), *checks, close is not None),
         "Print Assumptions run_consistent.\n",
     ]
     return "\n".join(parts)
@@ -270,11 +280,10 @@ def _pairs(x: dict[str, Any]) -> list[tuple[list[Fraction], list[Fraction]]]:
 def _stated(data: Mapping[str, Any], x: dict[str, Any], D: int) -> str:
     """The certificate's stated assumption, which must be the one the file's theorem makes
     ([meets]: denominators at most D, scores in [-Sm, Sm], Sm from the certified heads);
-    quoted in the header. D must also be the run's recorded ``denominator_bound``: an
-    assumption naming another D is another run's."""
+    quoted in the header."""
     wanted = decoding_assumption(get(data, "working_precision"), D, score_magnitude(x["heads"], _pairs(x)))
-    recorded = data.get("denominator_bound", D)
-    if recorded != D or wanted not in (get(data, "assumptions") or []):
+    # D is read from the stated assumption; it must be the bound the run decoded with
+    if wanted not in (get(data, "assumptions") or []) or data.get("denominator_bound") != D:
         raise CertificateError(
             "the certificate's stated assumption differs from the one the Coq theorem makes "
             f"([meets]); the theorem assumes: {wanted}"
@@ -317,11 +326,20 @@ def _hold(names: list[str], prec: int, indent: str) -> str:
 
 
 def _theorem(
-    names: list[str], prec: int, d: int, H0: int, part5: bool, part6: bool, part7: bool
+    names: list[str],
+    prec: int,
+    d: int,
+    counts: tuple[int, int],
+    part5: bool,
+    part6: bool,
+    part7: bool,
 ) -> str:
     """``run_consistent``: parts 1-4, and 5, 6 when :func:`_checks` passes them, 7 (and 8
-    with 6) when :func:`_close` does."""
-    same = f"  (forall hs' : list head, (length hs' <= {H0})%nat -> same_answers run hs' (rheads heads_c) ->\n"
+    with 6) when :func:`_close` does; counts = (H0, H), parts 5-8 on ``run_h`` (H0 = H)
+    when H < H0."""
+    H0, H = counts
+    run, Hs = ("run", H0) if H == H0 else ("run_h", H)
+    same = f"  (forall hs' : list head, (length hs' <= {Hs})%nat -> same_answers {run} hs' (rheads heads_c) ->\n"
     pairs = (
         f" /\\\n{same}"
         "     Forall (fun p => Permutation\n"
@@ -334,9 +352,9 @@ def _theorem(
     )
     qed = "[vm_compute; reflexivity | vm_compute; reflexivity | exact L | exact E]"
     more = (
-        f"  - intros hs' L E. apply (mh_pairs_determined run hs');\n      {qed}.\n" if part5 else ""
+        f"  - intros hs' L E. apply (mh_pairs_determined {run} hs');\n      {qed}.\n" if part5 else ""
     ) + (
-        "  - intros hs' L E. apply (mh_identified run U_inv B_inv hs');\n"
+        f"  - intros hs' L E. apply (mh_identified {run} U_inv B_inv hs');\n"
         "      [vm_compute; reflexivity | vm_compute; reflexivity\n"
         "      | apply Nat.ltb_lt; vm_compute; reflexivity | vm_compute; reflexivity\n"
         "      | vm_compute; reflexivity | vm_compute; reflexivity | vm_compute; reflexivity\n"
@@ -344,7 +362,7 @@ def _theorem(
         if part6
         else ""
     )
-    close, close_proof = close_parts(d, H0, part6) if part7 else ("", "")
+    close, close_proof = close_parts(d, Hs, part6, run) if part7 else ("", "")
     inner = "split"
     for _ in range(part5 + part6 + part7 + (part7 and part6)):
         inner = f"split; [|{inner}]"
@@ -360,7 +378,7 @@ def _theorem(
         f"  split; [|{inner}].\n"
         "  - apply (mh_answers_in run).\n"
         "    + vm_compute. reflexivity.\n"
-        f"    + {'exact hold.' + chr(10) if part7 else _hold(names, prec, '      ')[6:]}"
+        f"    + {'exact hold.' + chr(10) if part7 or H < H0 else _hold(names, prec, '      ')[6:]}"
         "  - intros hs' F N X.\n"
         f"    apply (grid_determines_model {d} U U_inv B B_inv hs');\n"
         "      [vm_compute; reflexivity | vm_compute; reflexivity | exact F].\n"
@@ -371,13 +389,20 @@ def _theorem(
     )
 
 
-def _parts(H0: int, part5: bool, part6: bool, more: bool) -> str:
-    """Parts 5 and 6 of the header, when the file states them."""
+def _parts(H0: int, H: int, part5: bool, part6: bool, more: bool) -> str:
+    """Parts 5 and 6 of the header, when the file states them (about [run_h] when H < H0)."""
+    such = (
+        f"(the run has H0 = {H0} certified heads) every such model"
+        if H == H0
+        else f"(read as [run_h]: H0 = H = {H}, the queries with k <= {2 * H}) every model of\n"
+        f"       at most {H} heads giving exactly the certified answers to [run_h]'s queries"
+    )
     five = (
-        f"    5. (the run has H0 = {H0} certified heads) every such model has, at every pair\n"
-        "       of the design, the certified heads' (residue u^T v_h, score u^T W_h b) pairs\n"
-        "       up to order ([score_pairs], a Permutation): the certified heads' scores at each\n"
-        "       pair are pairwise distinct and their residues nonzero (checked over Q)"
+        f"    5. {such} has,\n"
+        "       at every pair of the design, the certified heads' (residue u^T v_h, score\n"
+        "       u^T W_h b) pairs up to order ([score_pairs], a Permutation): the certified\n"
+        "       heads' scores at each pair are pairwise distinct and their residues nonzero\n"
+        "       (checked over Q)"
     )
     six = (
         "    6. (no ties; the links unambiguous: [link_check], [row_check] over Q) every such\n"
@@ -426,8 +451,9 @@ def _header(
         "       the heads with score u^T W_h b = s ([same_masses]; the interpolation step:\n"
         f"       F(0 .. {2 * H0}) fix the poles exp(-score) and residues of a sum of at most\n"
         f"       {2 * H0} terms r / (k + z)){';' if part5 else '.'}\n"
-        f"{_parts(H0, part5, part6, close is not None)}"
-        f"{close_header(H0, *close, part6) if close else _not_stated(part6)}"
+        f"{_parts(H0, H, part5, part6, close is not None)}"
+        f"{close_header(min(H, H0), *close, part6) if close else _not_stated(part6)}"
+        f"{fewer_note(H0, H) if H < H0 else ''}"
         f"    It instantiates {_instantiated(part5, part6, close is not None)} (formal/, proved for every d\n"
         "    and H0); the checks over Q run by computation, each answer's two inequalities\n"
         "    about exp are proved by Coq Interval.\n"

@@ -39,20 +39,26 @@ def close_params(
     """(Sm, eps) for ``check_close``, or None when the intervals are too wide for D (the
     bits the run would need: log2 of close_bound * 2 * D^(2 H0))."""
     Sm = math.ceil(max((abs(s) for s in scores), default=Fraction(0)))
-    widest = max(widths)
-    eps = Fraction(1, 2 ** (-math.floor(math.log2(widest)))) if widest > 0 else Fraction(0)
-    if eps < widest:  # the float log2 rounded down past widest: one power of two more
-        eps *= 2
+    widest = Fraction(max(widths))
+    eps = Fraction(0)
+    if widest > 0:  # the smallest power of two >= widest, in integers (a float log2
+        # underflows below 2^-1074: a run asked at 1297 bits)
+        e = widest.numerator.bit_length() - widest.denominator.bit_length()
+        eps = Fraction(2) ** (e + 1)
+        while eps / 2 >= widest:
+            eps /= 2
     if close_bound(H0, Sm, D) * 2 * eps * D ** (2 * H0) < 1:
         return Sm, eps
     return None
 
 
-def close_parts(d: int, H0: int, part8: bool) -> tuple[str, str]:
-    """(the statement of parts 7 and 8, their proof bullets) for ``run_consistent``."""
+def close_parts(d: int, H0: int, part8: bool, run: str = "run") -> tuple[str, str]:
+    """(the statement of parts 7 and 8, their proof bullets) for ``run_consistent``, about
+    the Coq run ``run`` (``run_h``: a run that found fewer heads, read with H0 = H)."""
+    hold = "hold" if run == "run" else "hold_h"
     inside = (
-        f"  (forall hs' : list head, (length hs' <= {H0})%nat -> meets run Sm hs' ->\n"
-        "     answers_mh run hs' ->\n"
+        f"  (forall hs' : list head, (length hs' <= {H0})%nat -> meets {run} Sm hs' ->\n"
+        f"     answers_mh {run} hs' ->\n"
     )
     seven = (
         f" /\\\n{inside}"
@@ -66,12 +72,12 @@ def close_parts(d: int, H0: int, part8: bool) -> tuple[str, str]:
     )
     vm = "vm_compute; reflexivity"
     proof7 = (
-        "  - intros hs' L M A. apply (mh_pairs_close run Sm eps hs');\n"
-        f"      [{vm} | exact hold | {vm} | {vm} | {vm} | exact L | exact M | exact A].\n"
+        f"  - intros hs' L M A. apply (mh_pairs_close {run} Sm eps hs');\n"
+        f"      [{vm} | exact {hold} | {vm} | {vm} | {vm} | exact L | exact M | exact A].\n"
     )
     proof8 = (
-        "  - intros hs' L M A. apply (mh_identified_close run Sm eps U_inv B_inv hs');\n"
-        f"      [{vm} | {vm} | apply Nat.ltb_lt; {vm} | {vm} | exact hold | {vm}\n"
+        f"  - intros hs' L M A. apply (mh_identified_close {run} Sm eps U_inv B_inv hs');\n"
+        f"      [{vm} | {vm} | apply Nat.ltb_lt; {vm} | {vm} | exact {hold} | {vm}\n"
         f"      | {vm} | {vm} | {vm} | {vm} | exact L | exact M | exact A].\n"
     )
     return seven + (eight if part8 else ""), proof7 + (proof8 if part8 else "")
@@ -85,7 +91,7 @@ def close_header(H0: int, Sm: int, eps: Fraction, part8: bool) -> str:
         f"       with denominator at most D and its score lies in [-Sm, Sm], Sm = {Sm}, and\n"
         "       that answers every learning query inside its recorded interval has, at every\n"
         "       pair, the certified heads' (residue, score) pairs up to order (every interval\n"
-        f"       is at most eps = 2^{round(math.log2(eps)) if eps else '-inf'} wide and K 2 eps D^(2 H0) < 1 for K\n"
+        f"       is at most eps = 2^{eps.numerator.bit_length() - eps.denominator.bit_length() if eps else '-inf'} wide and K 2 eps D^(2 H0) < 1 for K\n"
         "       the constant of the quantitative interpolation: [check_close] over Q)"
     )
     eight = (
