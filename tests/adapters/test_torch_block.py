@@ -113,12 +113,17 @@ def test_learns_float64_blocks(E: int, seed: int, queries: int) -> None:
 def test_a_missed_hyperplane_is_caught_and_the_ffn_learned_again() -> None:
     # E = 8, seed 0: the first float FFN misses one of 16 hyperplanes (its length-1
     # verification does not see it); the cell's measured gradient does, and the FFN is
-    # learned again on new lines. Every query of both FFNs and both cells is counted.
+    # learned again on new lines. Every query of both FFNs and both cells is counted. The
+    # FFNs' kink searches follow the module's last bits, which differ between CPUs' kernels
+    # (523 on one machine, 529 on another), so their count is checked as the oracle's.
     mha, lin1, lin2 = make_block(8, 0)
-    rec = va.learn_transformer(block_oracle(mha, lin1, lin2), seed=0)
+    oracle = block_oracle(mha, lin1, lin2)
+    rec = va.learn_transformer(oracle, seed=0)
     assert rec.verified and rec.network.width == 16
-    assert (rec.queries, rec.attention_queries, rec.attention_bound) == (523, 82, 82)
+    assert (rec.attention_queries, rec.attention_bound) == (82, 82)
     assert rec.queries_by_phase["attention-cell"] == 2 * 9
+    learning = {k: n for k, n in oracle.queries_by_phase.items() if not k.endswith("verify")}
+    assert rec.queries == sum(learning.values()) == rec.attention_queries + learning["ffn"]
     assert any("refuted on the design's cell" in n for n in rec.notes)
     W = _W(block_parameters(mha, lin1, lin2))
     assert np.abs(rec.W - W).max() <= 1e-6 * max(1, np.abs(W).max())

@@ -92,9 +92,17 @@ def test_learns_a_float64_block_with_four_heads() -> None:
     mha, lin1, lin2 = make_block(4, 4, 0)
     oracle = block_oracle(mha, lin1, lin2)
     rec = va.learn_transformer(oracle, max_heads=4, seed=0)
-    # golden, on the oracle: learn_multi_head on one cell, 2 H E = 32 probes on each other
-    assert rec.queries == 646 and rec.queries <= rec.bound
-    assert sum(1 for k in rec.queries_by_phase if k.endswith("/values")) == rec.network.width
+    # On the oracle: learn_multi_head on cells until one is learned, then a centre and
+    # 2 H E = 32 probes on each other cell. How many cells the float learner tries first
+    # follows the module's last bits, which differ between CPUs' kernels (646 queries on
+    # one machine: the first cell learned; 2002 on another: the first cell refused three
+    # times), so the total is checked as its parts.
+    phases = oracle.queries_by_phase
+    values = [k for k in phases if k.endswith("/values")]
+    assert len(values) == rec.network.width and {phases[k] for k in values} == {2 * 4 * 4}
+    assert all(phases[k.replace("/values", "-center")] == 1 for k in values)
+    learning = {k: n for k, n in phases.items() if not k.endswith("verify")}
+    assert rec.queries == sum(learning.values()) and rec.queries <= rec.bound
     _check(rec, oracle, (mha, lin1, lin2), 4)
 
 

@@ -15,6 +15,7 @@ at least the one measured against the module's head (``attention_parameters``, f
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,9 @@ def refused_or_within(mha: Any, readout: Any, seed: int) -> tuple[str, float | N
     d = rec.parameters["W"].shape[0]
     own = fresh_sequences(d, SEQUENCES, seed=seed)
     head = attention_parameters(mha, readout)
-    measured = relative_parameter_error([(rec.W, rec.v, rec.c)], [(head.W[0], head.v[0], head.c[0])])
+    measured = relative_parameter_error(
+        [(rec.W, rec.v, rec.c)], [(head.W[0], head.v[0], head.c[0])]
+    )
     return "learned", max(
         worst_ratio(rec, truth, own),
         worst_ratio(rec, truth, _other_sequences(d)),
@@ -101,7 +104,9 @@ def test_the_issues_modules_are_refused() -> None:
 
 
 def test_a_result_off_by_more_than_it_states_fails_the_check() -> None:
-    mha, readout = torch_box(4, 1, 0)  # learned at rtol 1e-4 (tests/exact_recovery/test_float_bound.py)
+    mha, readout = torch_box(
+        4, 1, 0
+    )  # learned at rtol 1e-4 (tests/exact_recovery/test_float_bound.py)
     rec = va.learn_single_head(attention_oracle(mha, readout, dtype="float32"), seed=0)
     truth = attention_oracle(mha, readout, dtype="float64")
     seqs = fresh_sequences(4, SEQUENCES, seed=0)
@@ -109,18 +114,28 @@ def test_a_result_off_by_more_than_it_states_fails_the_check() -> None:
     # The same result with v off by 1e-3 relative: its predictions are past what it states.
     v = np.asarray(rec.parameters["v"], dtype=np.float64) * (1 + 1e-3)
     params = dict(rec.parameters, v=v)
-    model = va.SingleHeadAttention(rec.parameters["W"], v, c=rec.parameters["c"],
-                                   beta=rec.parameters["beta"])
+    model = va.SingleHeadAttention(
+        rec.parameters["W"], v, c=rec.parameters["c"], beta=rec.parameters["beta"]
+    )
     off = dataclasses.replace(rec, parameters=params, learned_model=model)
     assert worst_ratio(off, truth, seqs) > 1
 
 
-def test_a_refutation_explained_by_precision_names_the_rtol() -> None:
-    """docs/pytorch.md's teacher d = 32, seed 0: its verification's gap (3.7e-5 over an
-    allowance of 3.4e-5, near the output bias) is within the first-order worst case of the
-    prediction error (3.3e-4), so it is refused for precision, naming the rtol."""
+def test_the_docs_teacher_is_refused_for_precision_naming_the_rtol() -> None:
+    """docs/pytorch.md's teacher d = 32, seed 0 is refused for precision, naming an rtol that
+    fits. Which check refuses it follows the module's float32 last bits, which differ
+    between CPUs' kernels: the first-order bound on the decoded head's predictions before
+    verification (its 2 sigma 3.1 x the allowance on one machine), or the verification's
+    gap, within the first-order worst case of the prediction error (3.7e-5 over an
+    allowance of 3.4e-5 on another; that path is tested on a fixed box in
+    tests/exact_recovery/test_float_bound.py)."""
     mha, readout = _teacher(32, 0)
-    with pytest.raises(va.PrecisionExhausted, match=r"within the first-order worst case.* at rtol") as info:
+    with pytest.raises(va.PrecisionExhausted, match=r"rtol 0\.0001") as info:
         va.learn_single_head(attention_oracle(mha, readout, dtype="float32"), seed=0)
-    assert isinstance(info.value.__cause__, va.ModelClassMismatch)  # the refutation kept
-
+    named = re.search(r"fits at rtol ([0-9.e-]+)", str(info.value))
+    assert named and float(named.group(1)) > 1e-4, str(info.value)
+    if info.value.__cause__ is not None:  # refuted at verification: the refutation is kept
+        assert isinstance(info.value.__cause__, va.ModelClassMismatch)
+        assert "within the first-order worst case" in str(info.value)
+    else:
+        assert "too uncertain for rtol" in str(info.value)
