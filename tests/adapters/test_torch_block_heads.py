@@ -65,15 +65,27 @@ def test_mapping_agrees_with_the_module(E: int, H: int) -> None:
     assert max(gaps) > 1e-3
 
 
-@pytest.mark.parametrize(
-    ("E", "seed", "queries"),
-    [(4, 0, 374), pytest.param(8, 0, 2001, marks=pytest.mark.slow)],
-)
-def test_learns_float64_blocks_with_two_heads(E: int, seed: int, queries: int) -> None:
+def _counted(rec: Any, oracle: Any, H: int, E: int) -> None:
+    """The result's count is the oracle's: the FFN's queries, learn_multi_head's on the cells
+    it tries until one is learned, then a centre and 2 H E probes on each other cell (the
+    heads' values there), at most the stated bound. How many cells the float learner tries,
+    and how many queries the FFN's kink searches take, follow the module's last bits, which
+    differ between CPUs' kernels; so the total is checked as these parts, not as one
+    machine's figure."""
+    phases = oracle.queries_by_phase
+    values = [k for k in phases if k.endswith("/values")]
+    assert len(values) == rec.network.width and {phases[k] for k in values} == {2 * H * E}
+    assert all(phases[k.replace("/values", "-center")] == 1 for k in values)
+    learning = {k: n for k, n in phases.items() if not k.endswith("verify")}
+    assert rec.queries == sum(learning.values()) and rec.queries <= rec.bound
+
+
+@pytest.mark.parametrize(("E", "seed"), [(4, 0), pytest.param(8, 0, marks=pytest.mark.slow)])
+def test_learns_float64_blocks_with_two_heads(E: int, seed: int) -> None:
     mha, lin1, lin2 = make_block(E, 2, seed)
     oracle = block_oracle(mha, lin1, lin2)
     rec = va.learn_transformer(oracle, max_heads=2, seed=seed)
-    assert rec.queries == queries and rec.queries <= rec.bound  # golden, on the oracle
+    _counted(rec, oracle, 2, E)  # 374 and 2001 queries on one machine, 374 and 1999 on another
     _check(rec, oracle, (mha, lin1, lin2), 2)
 
 
@@ -92,17 +104,9 @@ def test_learns_a_float64_block_with_four_heads() -> None:
     mha, lin1, lin2 = make_block(4, 4, 0)
     oracle = block_oracle(mha, lin1, lin2)
     rec = va.learn_transformer(oracle, max_heads=4, seed=0)
-    # On the oracle: learn_multi_head on cells until one is learned, then a centre and
-    # 2 H E = 32 probes on each other cell. How many cells the float learner tries first
-    # follows the module's last bits, which differ between CPUs' kernels (646 queries on
-    # one machine: the first cell learned; 2002 on another: the first cell refused three
-    # times), so the total is checked as its parts.
-    phases = oracle.queries_by_phase
-    values = [k for k in phases if k.endswith("/values")]
-    assert len(values) == rec.network.width and {phases[k] for k in values} == {2 * 4 * 4}
-    assert all(phases[k.replace("/values", "-center")] == 1 for k in values)
-    learning = {k: n for k, n in phases.items() if not k.endswith("verify")}
-    assert rec.queries == sum(learning.values()) and rec.queries <= rec.bound
+    # 646 queries on one machine (the first cell learned), 2002 on another (the first cell
+    # refused three times): see _counted
+    _counted(rec, oracle, 4, 4)
     _check(rec, oracle, (mha, lin1, lin2), 4)
 
 
@@ -113,9 +117,10 @@ def test_learns_an_e8_block_with_four_heads_on_a_far_cell() -> None:
     mha, lin1, lin2 = make_block(8, 4, 0)
     oracle = block_oracle(mha, lin1, lin2)
     rec = va.learn_transformer(oracle, max_heads=4, seed=0)
-    # golden, on the oracle (the refused cell asks its 4 swap-test queries before it is passed
-    # over; the FFN's first line is refuted, then saved by re-measuring its thin cells)
-    assert rec.queries == 3677 and rec.queries <= rec.bound
+    # the refused cell asks its 4 swap-test queries before it is passed over; the FFN's first
+    # line is refuted, then saved by re-measuring its thin cells (3677 queries on one
+    # machine, 3691 on another: see _counted)
+    _counted(rec, oracle, 4, 8)
     _check(rec, oracle, (mha, lin1, lin2), 4)
 
 

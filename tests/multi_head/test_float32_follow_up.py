@@ -151,10 +151,12 @@ def test_a_two_head_float32_module_within_the_follow_up_count(
         # Three heads (E = 12: H | E). Measured: parameters 2^-23.7 from the float64 module.
         (12, 3, 0, {"F(0)": 14, "pilot": 72, "F(t)": 1002, "polish": 634}, 23),
         # Four heads, module seed 1: refused with the t = 1 samples and the link orders as
-        # decoded (its links' best two orders within their noise). Measured: 2^-18.4.
-        (8, 4, 1, {"F(0)": 10, "pilot": 64, "F(t)": 632, "polish": 310}, 18),
-        # E = 16, H = 4: three pilot rounds (two discarded, 128 queries each; module seed 1
-        # takes all three). Refused with one round (seeds 2, 3, 5 of six). Measured: 2^-20.4.
+        # decoded (its links' best two orders within their noise). Measured: 2^-18.4 on one
+        # machine, 2^-17.8 on another (their float32 kernels round differently).
+        (8, 4, 1, {"F(0)": 10, "pilot": 64, "F(t)": 632, "polish": 310}, 17.5),
+        # E = 16, H = 4: up to three pilot rounds (128 queries each; module seed 1 took all
+        # three on one machine, two on another). Refused with one round (seeds 2, 3, 5 of
+        # six). Measured: 2^-20.4.
         (16, 4, 1, {"F(0)": 18, "pilot": 384, "F(t)": 2296, "polish": 1390}, 20),
     ],
 )
@@ -164,8 +166,15 @@ def test_three_and_four_head_float32_modules_within_the_follow_up_count(
     mha, r = _bench_module(E, H, seed)
     box = attention_oracle(mha, r, dtype="float32")
     rec = learn_multi_head(box, heads=H, seed=seed)
-    assert rec.queries_by_phase == {**phases, "verify": 8}
-    assert sum(phases.values()) == rec.queries == follow_up_query_bound(E, H) - 1
+    # The number of pilot rounds follows the module's last bits, which differ between CPUs'
+    # kernels: the pilot is checked as whole rounds of 2 H E queries, up to the design's.
+    got = dict(rec.queries_by_phase)
+    rounds, rest = divmod(got.pop("pilot"), 2 * H * E)
+    assert rest == 0 and 1 <= rounds <= pilot_rounds(E, H, True, unit=F32)
+    assert got == {k: n for k, n in {**phases, "verify": 8}.items() if k != "pilot"}
+    assert rec.queries == sum(rec.queries_by_phase.values()) - 8
+    assert rec.queries <= follow_up_query_bound(E, H) - 1
+    assert sum(phases.values()) == follow_up_query_bound(E, H) - 1  # with the design's rounds
     error = _parameter_error(rec, mha, r)
     assert error <= rec.parameter_error_estimate <= rec.parameter_rtol == 1e-3
     assert -math.log2(error) >= bits

@@ -12,7 +12,6 @@ that fails.
 from __future__ import annotations
 
 import copy
-import math
 
 import numpy as np
 import pytest
@@ -20,6 +19,7 @@ import pytest
 import verified_attn as va
 from verified_attn.errors import CertificateError
 from verified_attn.multi_head.canonical_bounds import follow_up_query_bound, parameter_count
+from verified_attn.multi_head.pipeline import conditioning
 from verified_attn.multi_head.pipeline.budget import conditioning_cost, polish_after, polish_count
 from verified_attn.multi_head.pipeline.conditioning import (
     FOLLOW_UP_CONDITIONING_POLISH,
@@ -27,7 +27,9 @@ from verified_attn.multi_head.pipeline.conditioning import (
     follow_up_again,
     follow_up_conditioning_room,
 )
+from verified_attn.multi_head.pipeline.design import random_float_box
 from verified_attn.multi_head.pipeline.rules import _GROUP_FIT
+from verified_attn.precision import relative_parameter_error
 
 F32 = 2.0**-24
 
@@ -68,38 +70,49 @@ def test_only_groups_that_miss_their_answers_are_asked_again() -> None:
     assert polish_after(8, 5, True, 304, unit=F32) == polish_count(8, 5, True, unit=F32)
 
 
-torch = pytest.importorskip("torch")
+def test_a_group_over_a_lowered_gate_is_asked_again_on_a_fixed_box(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Random d = 8, H = 4 heads (seed 0) answered in float64 rounded to float32: a box whose
+    answers are the same on every CPU. Its u-groups fit within the gate, so the gate is
+    lowered to 1e-6 x the rounding floor: the worst group (u_4) is asked again with its row
+    halved, its 80 queries taken from the polish (375 -> 295), the run still one query under
+    the follow-up's count. (nn.MultiheadAttention(16, 4) module seed 2 of the float
+    benchmark took this round at the real gate on one machine; whether a float32 module does
+    follows its last bits, which differ between CPUs' kernels.)"""
+    monkeypatch.setattr(conditioning, "_GROUP_FIT", 1e-6)
+    model = random_float_box(8, 4, 0)
 
-from tests.adapters.test_torch_multi_head import _one_thread  # noqa: E402, F401 (autouse)
-from tests.multi_head.test_float32_follow_up import _bench_module  # noqa: E402
-from tests.multi_head.test_float32_s5 import _parameter_error  # noqa: E402
-from verified_attn.adapters.torch import attention_oracle  # noqa: E402
-from verified_attn.multi_head.canonical_learner import learn_multi_head  # noqa: E402
+    def batch(Xs: np.ndarray) -> np.ndarray:
+        return np.float32(model.evaluate_batch(np.asarray(Xs))).astype(np.float64)
 
-
-@pytest.mark.slow  # about 2 minutes of float32 learning: `pytest -m slow`
-@pytest.mark.torch
-def test_module_seed_2_at_e16_h4_is_learned_under_the_count() -> None:
-    # The float benchmark's nn.MultiheadAttention(16, 4) module seed 2: refused before
-    # (u_13 at 1.6e5 x its rounding floor, two heads' scores under the ratio window at the
-    # pilot's u scale 4). Its row halved, 152 queries from the polish (1390 -> 1238).
-    mha, r = _bench_module(16, 4, 2)
-    box = attention_oracle(mha, r, dtype="float32")
-    rec = learn_multi_head(box, heads=4, seed=2)
-    phases = {"F(0)": 18, "pilot": 384, "F(t)": 2296, "conditioning": 152, "polish": 1238}
+    box = va.Oracle.from_callable(
+        lambda X: float(batch(np.asarray(X)[None])[0]),
+        d=8,
+        batch_fn=batch,
+        rtol=1e-3,
+        unit_roundoff=F32,
+        parameter_rtol=1e-3,
+        model_class="multi-head",
+    )
+    rec = va.learn_multi_head(box, heads=4, seed=0)
+    cost = conditioning_cost(8, 4, False, 3, unit=F32)
+    polish = polish_after(8, 4, False, cost, unit=F32)
+    phases = {"F(0)": 9, "pilot": 64, "F(t)": 568, "conditioning": cost, "polish": polish}
+    assert (cost, polish) == (80, 295)  # golden
     assert rec.queries_by_phase == {**phases, "verify": 8}
-    assert sum(phases.values()) == rec.queries == follow_up_query_bound(16, 4) - 1
-    error = _parameter_error(rec, mha, r)
-    assert error <= rec.parameter_error_estimate <= rec.parameter_rtol == 1e-3
-    assert -math.log2(error) >= 19.5
+    assert sum(phases.values()) == rec.queries == follow_up_query_bound(8, 4) - 1
+    truth = [(np.asarray(W, dtype=float), np.asarray(v, dtype=float)) for W, v in model.heads]
+    got = [(np.asarray(W), np.asarray(v)) for W, v in rec.parameters["heads"]]
+    assert relative_parameter_error(got, truth) <= rec.parameter_rtol == 1e-3
     data = rec.certificate()
     rounds = data["design"]["conditioning"]
     assert [(c["k"], va.serialize.load_number(c["factor"])) for c in rounds] == [
-        (12, FOLLOW_UP_FACTOR)
+        (3, FOLLOW_UP_FACTOR)
     ]
     assert va.verify_certificate(data).ok
     # The wrong variant: the conditioning round left out of the record, the polish count the
-    # checker derives is the full 1390, and the 1238 stored answers do not match it.
+    # checker derives is the full 375, and the 295 stored answers do not match it.
     bad = copy.deepcopy(data)
     bad["design"]["conditioning"] = []
     with pytest.raises(CertificateError):

@@ -70,14 +70,16 @@ def test_the_checker_rederives_the_rounds() -> None:
             _rounds(_data(bad), 16, 2, 2, 17)
 
 
-@pytest.mark.slow  # about 4.5 minutes: `pytest -m slow`
+@pytest.mark.slow  # about a minute: `pytest -m slow`
 def test_torch_eight_heads_count_and_learned() -> None:
-    # nn.MultiheadAttention E = 16, H = 8 (rank 2, biases N(0, 1)): u_1 (full) stalls and takes
-    # one round of 4 redundant columns, u_4 two rounds and u_13 one of 2 basis columns (8 x 17
-    # + 4 + 2 x 17 = 174), and three crowded partial groups one round of 2 basis columns each
-    # (3 x 2 x 17 = 102): the skeleton's 1411 queries and the rounds' 276. Every group then fits,
-    # the joint fit converges through its dense steps and states 1.2e-9 (measured parameter
-    # error 1.0e-10 on its own measure), within the parameter tolerance 1e-6: learned.
+    # nn.MultiheadAttention E = 16, H = 8 (rank 2, biases N(0, 1)): stalled u-groups take
+    # rounds of 4 redundant or 2 basis columns (17 queries a column) and crowded partial
+    # groups one round of 2 basis columns. On one machine u_1 (full) took one round of 4,
+    # u_4 two rounds and u_13 one of 2, and three crowded partial groups one each: 276
+    # queries, 1687 in all; on another CPU 8 rounds. Which groups stall follows the module's
+    # last bits, which differ between CPUs' kernels, so the count is checked as the rounds
+    # the certificate states. Every group then fits and the joint fit states its error
+    # (1.2e-9 measured, parameter error 1.0e-10), within the parameter tolerance 1e-6.
     torch = pytest.importorskip("torch")
     import numpy as np
 
@@ -95,13 +97,11 @@ def test_torch_eight_heads_count_and_learned() -> None:
     rec = va.learn_multi_head(oracle, heads=8, rank=2)
     stated = rec.certificate()["design"]["conditioning"]
     rounds = [(r["k"], r["columns"]) for r in stated]
-    stalled = [(0, [17, 18, 19, 20]), (3, [2, 3]), (3, [4, 5]), (12, [2, 3])]
-    assert all(r in rounds for r in stalled)
-    # the stalled groups' four rounds (174) and three crowded partial groups' one each (102)
-    assert len(rounds) == 7 and sum(len(c) == 2 for _, c in rounds) == 6
+    assert rounds and all(len(c) in (2, 4) for _, c in rounds)
     assert oracle.queries_by_phase["conditioning"] == conditioning_query_count(8, 17, rounds)
     learning = oracle.queries - oracle.queries_by_phase["verify"]
-    assert rec.queries == learning == low_rank_query_count(16, 8, 2, affine=True) + 276 == 1687
+    base = low_rank_query_count(16, 8, 2, affine=True)
+    assert rec.queries == learning == base + oracle.queries_by_phase["conditioning"]
     assert rec.verified and rec.method == "canonical-low-rank"
     estimate = rec.parameter_error_estimate
     assert estimate is not None and estimate <= rec.parameter_rtol == 1e-6
