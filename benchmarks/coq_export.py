@@ -43,8 +43,11 @@ from _coq_export_kinds import (
     FEWER_KIND,
     LOW_RANK_CERT,
     LOW_RANK_CERT_QUICK,
+    MULTI_HEAD,
+    MULTI_HEAD_KIND,
     exact_head_row,
     fewer_heads_row,
+    multi_head_row,
     random_head,
     run_kinds,
     run_low_rank_cert,
@@ -102,6 +105,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         action="store_true",
         help="only the fewer-heads multi-head row, in place of that row of coq_export.json",
     )
+    parser.add_argument(
+        "--multi-head-certified-only",
+        action="store_true",
+        help="only the default certified multi-head rows, in place of those of coq_export.json",
+    )
     args = parser.parse_args(argv)
     if not formal.coq_available():
         print(f"Coq missing: {formal.COQ_INSTALL_HINT}", file=sys.stderr)
@@ -115,6 +123,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return _replace_rows(
             out, "single-head exact", [(exact_head_row, (d, args.seed)) for d in sizes]
         )
+    if args.multi_head_certified_only:
+        sizes = MULTI_HEAD[:1] if args.quick else MULTI_HEAD
+        jobs = [(multi_head_row, (d, H, args.seed)) for d, H in sizes]
+        return _replace_rows(out, MULTI_HEAD_KIND, jobs)
     if args.multi_head_fewer_only:
         return _replace_rows(out, FEWER_KIND, [(fewer_heads_row, (args.seed,))])
     rows = []

@@ -99,16 +99,57 @@ def close_checks_pass(text: str) -> bool:
     return compiles("", defs + goal + "split; vm_compute; reflexivity. Qed.\n")
 
 
-def intervals_admitted(text: str) -> str:
-    """``text`` with every per-record interval lemma ``in_i`` admitted, line for line (the
-    failing line of a later step keeps its number). For tamper tests only: a tamper that
-    fails after those lemmas (the checks over Q, [hold], a theorem's proof) fails there
-    whether or not they were proved, and the untampered file is proved in full elsewhere;
-    this spares each tamper the minutes of [interval] calls before its step."""
+def intervals_admitted(text: str, keep: frozenset[int] = frozenset()) -> str:
+    """``text`` with every per-record interval lemma ``in_i`` but those numbered in ``keep``
+    admitted, line for line (the failing line of a later step keeps its number). For tamper
+    tests, and for files whose intervals are proved in a sample: a tamper that fails after
+    those lemmas (the checks over Q, [hold], a theorem's proof) fails there whether or not
+    they were proved, and a file of the same kind is proved in full elsewhere; this spares
+    each test the minutes of [interval] calls before its step."""
 
     def admit(m: re.Match[str]) -> str:
+        if int(m.group(2)) in keep:
+            return m.group(0)
+        return m.group(1) + "\n".join("  idtac." for _ in m.group(3).splitlines()) + "\nAdmitted."
+
+    out, count = re.subn(
+        r"(Lemma in_(\d+) : [^\n]*\nProof\.\n)(.*?)\nQed\.", admit, text, flags=re.S
+    )
+    assert count > len(keep), "no interval lemma in_i to admit"
+    return out
+
+
+def interval_lemmas(text: str) -> list[int]:
+    """The numbers i of the per-record interval lemmas ``in_i`` of ``text``."""
+    return [int(i) for i in re.findall(r"Lemma in_(\d+) : ", text)]
+
+
+def hold_admitted(text: str) -> str:
+    """``text`` with its lemma [hold] (every recorded interval, by one [interval] call per
+    record) admitted, line for line."""
+
+    bodies: list[str] = []
+
+    def admit(m: re.Match[str]) -> str:
+        bodies.append(m.group(2))
         return m.group(1) + "\n".join("  idtac." for _ in m.group(2).splitlines()) + "\nAdmitted."
 
-    out, count = re.subn(r"(Lemma in_\d+ : [^\n]*\nProof\.\n)(.*?)\nQed\.", admit, text, flags=re.S)
-    assert count, "no interval lemma in_i to admit"
+    out = re.sub(r"(Lemma hold : [^\n]*\nProof\.\n)(.*?)\nQed\.", admit, text, flags=re.S)
+    assert len(bodies) == 1 and "interval with" in bodies[0], "no lemma [hold] to admit"
     return out
+
+
+def assert_proved_but_admitted(text: str, theorem: str) -> None:
+    """Compile ``text`` with its [interval] calls admitted (in a file with per-record lemmas
+    ``in_i``, all but the first and the last; otherwise the lemma [hold] that makes them):
+    ``theorem`` must be checked on the whitelisted axioms and exactly the admitted lemmas."""
+    from verified_attn import formal
+    from verified_attn.formal.coq_check import compile_exported
+
+    lemmas = interval_lemmas(text)
+    keep = frozenset({lemmas[0], lemmas[-1]}) if lemmas else frozenset()
+    admitted = {f"in_{i}" for i in lemmas if i not in keep} or {"hold"}
+    check = compile_exported(intervals_admitted(text, keep) if lemmas else hold_admitted(text))
+    assert check.theorem == theorem, check.log[-2000:]
+    outside = {a.rsplit(".", 1)[-1] for a in set(check.axioms) - formal.ALLOWED_AXIOMS}
+    assert outside == admitted, check.log[-2000:]
