@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 import verified_attn as va
+from tests.multi_head.test_float32_follow_up_conditioning import rounded_box
 from verified_attn.errors import CertificateError, PrecisionExhausted
 from verified_attn.multi_head.canonical_bounds import parameter_count
 from verified_attn.multi_head.canonical_learner import follow_up_query_bound, learn_multi_head
@@ -39,7 +40,6 @@ from verified_attn.multi_head.pipeline.budget import (
     redundancy,
     within_follow_up,
 )
-from verified_attn.multi_head.pipeline.design import random_float_box
 
 F32 = 2.0**-24
 
@@ -184,20 +184,7 @@ def test_three_and_four_head_float32_modules_within_the_follow_up_count(
 def _rounded_box(rtol: float) -> va.Oracle:
     """Random d = 8, H = 2 heads (seed 0) answered in float32, declaring ``rtol`` for both
     its predictions and its parameters."""
-    model = random_float_box(8, 2, 0)
-
-    def batch(Xs: np.ndarray) -> np.ndarray:
-        return np.float32(model.evaluate_batch(np.asarray(Xs))).astype(np.float64)
-
-    return va.Oracle.from_callable(
-        lambda X: float(batch(np.asarray(X)[None])[0]),
-        d=8,
-        batch_fn=batch,
-        rtol=rtol,
-        unit_roundoff=F32,
-        parameter_rtol=rtol,
-        model_class="multi-head",
-    )
+    return rounded_box(8, 2, 0, rtol=rtol, parameter_rtol=rtol)[0]
 
 
 def test_a_random_float32_box_within_the_follow_up_count() -> None:

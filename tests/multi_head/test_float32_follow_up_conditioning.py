@@ -12,6 +12,7 @@ that fails.
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import numpy as np
 import pytest
@@ -32,6 +33,28 @@ from verified_attn.multi_head.pipeline.rules import _GROUP_FIT
 from verified_attn.precision import relative_parameter_error
 
 F32 = 2.0**-24
+
+
+def rounded_box(
+    d: int, H: int, seed: int, *, rtol: float, parameter_rtol: float
+) -> tuple[va.Oracle, Any]:
+    """The float benchmark's random box (d, H, seed) answered in float64 rounded to float32,
+    declared as such: the same answers on every CPU, unlike a float32 module's."""
+    model = random_float_box(d, H, seed)
+
+    def batch(Xs: np.ndarray) -> np.ndarray:
+        return np.float32(model.evaluate_batch(np.asarray(Xs))).astype(np.float64)
+
+    box = va.Oracle.from_callable(
+        lambda X: float(batch(np.asarray(X)[None])[0]),
+        d=d,
+        batch_fn=batch,
+        rtol=rtol,
+        unit_roundoff=2.0**-24,
+        parameter_rtol=parameter_rtol,
+        model_class="multi-head",
+    )
+    return box, model
 
 
 @pytest.mark.parametrize(("d", "H"), [(8, 2), (8, 4), (12, 3), (16, 2), (16, 4)])
@@ -81,20 +104,7 @@ def test_a_group_over_a_lowered_gate_is_asked_again_on_a_fixed_box(
     benchmark took this round at the real gate on one machine; whether a float32 module does
     follows its last bits, which differ between CPUs' kernels.)"""
     monkeypatch.setattr(conditioning, "_GROUP_FIT", 1e-6)
-    model = random_float_box(8, 4, 0)
-
-    def batch(Xs: np.ndarray) -> np.ndarray:
-        return np.float32(model.evaluate_batch(np.asarray(Xs))).astype(np.float64)
-
-    box = va.Oracle.from_callable(
-        lambda X: float(batch(np.asarray(X)[None])[0]),
-        d=8,
-        batch_fn=batch,
-        rtol=1e-3,
-        unit_roundoff=F32,
-        parameter_rtol=1e-3,
-        model_class="multi-head",
-    )
+    box, model = rounded_box(8, 4, 0, rtol=1e-3, parameter_rtol=1e-3)
     rec = va.learn_multi_head(box, heads=4, seed=0)
     cost = conditioning_cost(8, 4, False, 3, unit=F32)
     polish = polish_after(8, 4, False, cost, unit=F32)

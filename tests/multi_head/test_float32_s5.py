@@ -25,11 +25,11 @@ import numpy as np
 import pytest
 
 import verified_attn as va
+from tests.multi_head.test_float32_follow_up_conditioning import rounded_box
 from verified_attn.arithmetic import FloatArithmetic
 from verified_attn.errors import CertificateError, InvalidArgument, PrecisionExhausted
 from verified_attn.multi_head.canonical_learner import learn_multi_head
 from verified_attn.multi_head.float_fit import fit_groups, group_model, link_noise, link_orders
-from verified_attn.multi_head.pipeline.design import random_float_box
 from verified_attn.multi_head.pipeline.poles import link_decided
 from verified_attn.multi_head.pipeline.verify import heads_error_estimate
 from verified_attn.serialize import dump_number, load_number
@@ -144,21 +144,7 @@ def _rounded_box(parameter_rtol: float) -> tuple[va.Oracle, Any]:
     (box seed 10, over the rtol: refused at parameter_rtol 1e-4 for that; at 1e-3 refused
     since the prediction bound, 2 standard deviations of its prediction error being 195x what
     the rule allows at a sequence whose prediction is -5.7e-5)."""
-    model = random_float_box(8, 3, 10)
-
-    def batch(Xs: np.ndarray) -> np.ndarray:
-        return np.float32(model.evaluate_batch(np.asarray(Xs))).astype(np.float64)
-
-    box = va.Oracle.from_callable(
-        lambda X: float(batch(np.asarray(X)[None])[0]),
-        d=8,
-        batch_fn=batch,
-        rtol=1e-4,
-        unit_roundoff=2.0**-24,
-        parameter_rtol=parameter_rtol,
-        model_class="multi-head",
-    )
-    return box, model
+    return rounded_box(8, 3, 10, rtol=1e-4, parameter_rtol=parameter_rtol)
 
 
 @pytest.fixture(scope="module")
