@@ -114,7 +114,9 @@ def test_a_group_over_a_lowered_gate_is_asked_again_on_a_fixed_box(
     assert sum(phases.values()) == rec.queries == follow_up_query_bound(8, 4) - 1
     truth = [(np.asarray(W, dtype=float), np.asarray(v, dtype=float)) for W, v in model.heads]
     got = [(np.asarray(W), np.asarray(v)) for W, v in rec.parameters["heads"]]
-    assert relative_parameter_error(got, truth) <= rec.parameter_rtol == 1e-3
+    # the stated estimate covers the true error (measured 2.2e-8 against 6.1e-7)
+    error = relative_parameter_error(got, truth)
+    assert error <= rec.parameter_error_estimate <= rec.parameter_rtol == 1e-3
     data = rec.certificate()
     rounds = data["design"]["conditioning"]
     assert [(c["k"], va.serialize.load_number(c["factor"])) for c in rounds] == [
