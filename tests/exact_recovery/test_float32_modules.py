@@ -104,9 +104,8 @@ def test_the_issues_modules_are_refused() -> None:
 
 
 def test_a_result_off_by_more_than_it_states_fails_the_check() -> None:
-    mha, readout = torch_box(
-        4, 1, 0
-    )  # learned at rtol 1e-4 (tests/exact_recovery/test_float_bound.py)
+    # learned at rtol 1e-4 (tests/exact_recovery/test_float_bound.py)
+    mha, readout = torch_box(4, 1, 0)
     rec = va.learn_single_head(attention_oracle(mha, readout, dtype="float32"), seed=0)
     truth = attention_oracle(mha, readout, dtype="float64")
     seqs = fresh_sequences(4, SEQUENCES, seed=0)

@@ -99,23 +99,31 @@ def close_checks_pass(text: str) -> bool:
     return compiles("", defs + goal + "split; vm_compute; reflexivity. Qed.\n")
 
 
-def intervals_admitted(text: str, keep: frozenset[int] = frozenset()) -> str:
-    """``text`` with every per-record interval lemma ``in_i`` but those numbered in ``keep``
-    admitted, line for line (the failing line of a later step keeps its number). For tamper
-    tests, and for files whose intervals are proved in a sample: a tamper that fails after
-    those lemmas (the checks over Q, [hold], a theorem's proof) fails there whether or not
-    they were proved, and a file of the same kind is proved in full elsewhere; this spares
-    each test the minutes of [interval] calls before its step."""
+def _admit(text: str, name: str, keep: frozenset[str] = frozenset()) -> tuple[str, dict[str, str]]:
+    """``text`` with each lemma whose name matches the pattern ``name`` (those in ``keep``
+    aside) admitted line for line, so that the failing line of a later step keeps its
+    number; and the proofs admitted, by lemma."""
+    admitted: dict[str, str] = {}
 
     def admit(m: re.Match[str]) -> str:
-        if int(m.group(2)) in keep:
+        if m.group(2) in keep:
             return m.group(0)
+        admitted[m.group(2)] = m.group(3)
         return m.group(1) + "\n".join("  idtac." for _ in m.group(3).splitlines()) + "\nAdmitted."
 
-    out, count = re.subn(
-        r"(Lemma in_(\d+) : [^\n]*\nProof\.\n)(.*?)\nQed\.", admit, text, flags=re.S
-    )
-    assert count > len(keep), "no interval lemma in_i to admit"
+    pattern = rf"(Lemma ({name}) : [^\n]*\nProof\.\n)(.*?)\nQed\."
+    return re.sub(pattern, admit, text, flags=re.S), admitted
+
+
+def intervals_admitted(text: str, keep: frozenset[int] = frozenset()) -> str:
+    """``text`` with every per-record interval lemma ``in_i`` but those numbered in ``keep``
+    admitted, line for line. For tamper tests, and for files whose intervals are proved in a
+    sample: a tamper that fails after those lemmas (the checks over Q, [hold], a theorem's
+    proof) fails there whether or not they were proved, and a file of the same kind is
+    proved in full elsewhere; this spares each test the minutes of [interval] calls before
+    its step."""
+    out, admitted = _admit(text, r"in_\d+", frozenset(f"in_{i}" for i in keep))
+    assert admitted, "no interval lemma in_i to admit"
     return out
 
 
@@ -127,15 +135,8 @@ def interval_lemmas(text: str) -> list[int]:
 def hold_admitted(text: str) -> str:
     """``text`` with its lemma [hold] (every recorded interval, by one [interval] call per
     record) admitted, line for line."""
-
-    bodies: list[str] = []
-
-    def admit(m: re.Match[str]) -> str:
-        bodies.append(m.group(2))
-        return m.group(1) + "\n".join("  idtac." for _ in m.group(2).splitlines()) + "\nAdmitted."
-
-    out = re.sub(r"(Lemma hold : [^\n]*\nProof\.\n)(.*?)\nQed\.", admit, text, flags=re.S)
-    assert len(bodies) == 1 and "interval with" in bodies[0], "no lemma [hold] to admit"
+    out, admitted = _admit(text, "hold")
+    assert list(admitted) == ["hold"] and "interval with" in admitted["hold"], "no [hold] to admit"
     return out
 
 
