@@ -67,8 +67,10 @@ def test_golden_follow_up_design(d: int, H: int, affine: bool, polish: int, roun
     # three heads on; two heads keep one round).
     more = polish - d * 2 * H
     assert rounds == 3 or H < 3 or more < FOLLOW_UP_PILOT_POLISH * parameter_count(d, H, affine)
-    # 2H ratios a pair: the grid, no t = 1 sample (float64 keeps it).
-    assert redundancy(H, d, affine, unit=F32) == 0 and redundancy(H, d, affine) == 1
+    # 2H ratios a pair: the grid, no t = 1 sample (float64 keeps it, except in its lean
+    # design, budget.lean_design: affine E = 16, H = 2, E = 12, H = 3 and E = 8, H = 4).
+    lean64 = (d, H, affine) in {(16, 2, True), (12, 3, True), (8, 4, True)}
+    assert redundancy(H, d, affine, unit=F32) == 0 and redundancy(H, d, affine) == int(not lean64)
     assert float_ratios(H, unit=F32, d=d, affine=affine) == float_ratios(H, unit=F32)[: 2 * H]
     assert polish_count(d, H, affine, unit=F32) == polish == _follow_up_polish(d, H, affine)
     # The worst case is one query under the follow-up's count.

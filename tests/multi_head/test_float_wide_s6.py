@@ -85,37 +85,54 @@ def test_extra_columns_golden(d: int, H: int, affine: bool, extra: int) -> None:
 
 
 def test_golden_counts_of_the_wide_design() -> None:
-    # d = 8, H = 6 affine: 10 columns, 8 x 10 + 7 pairs x 13 + 10 F(0) = 1141.
-    assert float_query_bound(8, 6, affine=True) == 10 + (8 * 10 + 7) * 13 == 1141
+    # d = 16, H = 6 affine (1729 parameters, past the lean design's 600): 24 columns,
+    # 16 x 24 + 15 pairs x 13 + 24 F(0) = 5211.
+    assert extra_columns(16, 6, True) == 7 and not lean_design(16, 6, True)
+    assert float_query_bound(16, 6, affine=True) == 24 + (16 * 24 + 15) * 13 == 5211
     # No tie links in the redundant design; the conditioning's worst case on top: two
-    # pilot rounds of 8 pairs and 8 u-groups of 10 pairs and 7 links, 13 queries each.
-    assert base_query_limit(8, 6, affine=True) == 1141
-    assert float_query_limit(8, 6, affine=True) == 1141 + 2 * 8 * 13 + 8 * 17 * 13 == 3117
-    assert adaptive_room(8, 6, True) == 1525 - 1 - 1141 == 383
+    # pilot rounds of 16 pairs and 8 u-groups of 24 pairs and 15 links, 13 queries each.
+    assert base_query_limit(16, 6, affine=True) == 5211
+    assert float_query_limit(16, 6, affine=True) == 5211 + 2 * 16 * 13 + 8 * 39 * 13 == 9683
+    assert adaptive_room(16, 6, True) == 6133 - 1 - 5211 == 921
     # Plain d = 8, H = 6 takes the lean design: 9 columns, 2H = 12 ratios a pair (no
     # t = 1): 8 x 9 + 7 pairs x 12 + 9 F(0) = 957, the rest of the count the refinement's.
-    assert lean_design(8, 6, False) and not lean_design(8, 6, True)
+    assert lean_design(8, 6, False)
     assert float_query_bound(8, 6) == base_query_limit(8, 6) == 9 + (8 * 9 + 7) * 12 == 957
     assert float_query_limit(8, 6) == 957 + 2 * 8 * 12 + 8 * 16 * 12 == 2685
     assert adaptive_room(8, 6, False) == 1525 - 1 - 957 == 567
+    # Affine d = 8, H = 6 too (from two heads on): 10 columns, 8 x 10 + 7 pairs x 12 + 10.
+    assert lean_design(8, 6, True) and extra_columns(8, 6, True) == 1
+    assert float_query_bound(8, 6, affine=True) == 10 + (8 * 10 + 7) * 12 == 1054
+    assert float_query_limit(8, 6, affine=True) == 1054 + 2 * 8 * 12 + 8 * 17 * 12 == 2878
+    assert adaptive_room(8, 6, True) == 1525 - 1 - 1054 == 470
 
 
 def test_the_lean_design_count_is_its_formula() -> None:
-    # The lean design (plain float64 boxes, six heads on, up to 600 parameters): d + 1
-    # columns' F(0), then d (d + 1) + d - 1 pairs of 2H ratios each, no tie links:
-    # d + 1 + 2H (d^2 + 2d - 1), at least P / 8 under the follow-up's count.
-    cells = [(d, H) for d in range(1, 33) for H in range(1, 17) if lean_design(d, H, False)]
-    assert (8, 6) in cells and (8, 8) in cells and (16, 6) not in cells and (8, 5) not in cells
-    for d, H in cells:
-        count = d + 1 + 2 * H * (d * d + 2 * d - 1)
-        assert float_query_bound(d, H) == base_query_limit(d, H) == count
-        assert 8 * (follow_up_query_bound(d, H) - 1 - count) >= parameter_count(d, H, False)
-        # The full design's t = 1 sample on every pair would miss the formula.
-        assert count + (d * (d + 1) + d - 1) != float_query_bound(d, H)
-    # Never for affine boxes, float32, fewer heads or past 600 parameters.
-    assert not lean_design(8, 6, True) and not lean_design(8, 6, False, unit=2.0**-24)
+    # The lean design (float64 boxes up to 600 parameters, plain from six heads on, affine
+    # from two, where the full design has a redundant column): d + 1 (affine d + 2)
+    # columns' F(0), then d (columns - 1) + d - 1 pairs of 2H ratios each, no tie links,
+    # at least P / 8 under the follow-up's count.
+    for affine in (False, True):
+        cells = [(d, H) for d in range(1, 33) for H in range(1, 17) if lean_design(d, H, affine)]
+        for d, H in cells:
+            cols = d + 1 + int(affine)
+            count = cols + 2 * H * (d * cols + d - 1)
+            assert float_query_bound(d, H, affine=affine) == base_query_limit(d, H, affine=affine)
+            assert float_query_bound(d, H, affine=affine) == count
+            left = follow_up_query_bound(d, H) - 1 - count
+            assert 8 * left >= parameter_count(d, H, affine)
+            # The full design's t = 1 sample on every pair would miss the formula.
+            assert count + (d * cols + d - 1) != float_query_bound(d, H, affine=affine)
+    plain = [(d, H) for d in range(1, 33) for H in range(1, 17) if lean_design(d, H, False)]
+    assert (8, 6) in plain and (8, 8) in plain and (16, 6) not in plain and (8, 5) not in plain
+    # Affine: nn.MultiheadAttention E = 8, H = 4, E = 12, H = 3 and E = 16, H = 2; not
+    # E = 8, H = 2 (the full design has no redundant column) nor E = 16, H = 8 (2305).
+    assert lean_design(8, 4, True) and lean_design(12, 3, True) and lean_design(16, 2, True)
+    assert not lean_design(8, 2, True) and not lean_design(16, 8, True)
+    # Never for float32, plain boxes under six heads or past 600 parameters.
+    assert not lean_design(8, 6, False, unit=2.0**-24) and not lean_design(8, 4, True, unit=2.0**-24)
     assert not lean_design(8, 5, False) and not lean_design(16, 8, False)
-    assert redundancy(6, 8, True) == 1 and extra_columns(24, 6, False) == 14
+    assert redundancy(6, 16, True) == 1 and extra_columns(24, 6, False) == 14
 
 
 @pytest.mark.parametrize(("d", "H", "affine"), SIZES)
