@@ -93,8 +93,14 @@ def run_multi_head_float(source: str, d: int, H: int, seed: int) -> dict[str, An
     try:
         rec = va.learn_transformer(oracle, max_heads=H, seed=seed)
     except VerifiedAttnError as exc:
-        row["seconds"] = time.perf_counter() - t0
-        return {**row, "refused": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        # What the refusal cost: every query asked before it, counted on the oracle.
+        return {
+            **row,
+            "refused": f"{type(exc).__name__}: {str(exc)[:300]}",
+            "queries": oracle.queries,
+            "seconds": time.perf_counter() - t0,
+            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        }
     seconds = time.perf_counter() - t0
     got = [(np.asarray(W), np.asarray(c)) for W, _, c in rec.parameters["heads"]]
     truth = [(T._W_float[h], T._c_float[h]) for h in range(T.H)]

@@ -377,7 +377,15 @@ def transformer_heads_float_table(data: dict[str, Any]) -> str:
     for r in (r for r in data["rows"] if r.get("kind") == "multi-head-float"):
         head: list[object] = [r["source"], f"{r['d']}, {r['H']}, {2 * r['d']}", r["seed"]]
         if "refused" in r:
-            rows.append([*head, f"refused: {r['refused'][:70]}", *[_DASH] * 11])
+            # A refusal's cost: the queries it asked, its seconds and memory (rows since
+            # the benchmark records them).
+            asked = f"{r['queries']} asked" if r.get("queries") is not None else _DASH
+            cost = [
+                f"{_seconds(r['seconds'])} s" if r.get("seconds") is not None else _DASH,
+                f"{r['peak_rss_mib']:.0f} MiB" if r.get("peak_rss_mib") is not None else _DASH,
+            ]
+            rows.append([*head, f"refused: {r['refused'][:70]}", _DASH, asked, *[_DASH] * 7,
+                         *cost])
             continue
         rows.append([
             *head, r["width"], r["heads_found"],
