@@ -35,6 +35,9 @@ MULTI_HEAD = ((2, 2), (3, 2))
 #: The kind of ``fewer_heads_row``.
 FEWER_KIND = "multi-head certified, fewer heads"
 MULTI_HEAD_KIND = "multi-head certified"
+#: Exact canonical multi-head runs (d, H), the certified rows' heads: one field per query.
+MULTI_HEAD_EXACT = ((2, 2), (3, 2), (3, 3))
+MULTI_HEAD_EXACT_KIND = "multi-head exact"
 #: Exact single-head runs: d (the certified rows of ``coq_export.py`` use the same heads).
 EXACT_HEAD = (2, 4, 8)
 HYPOTHESES = (
@@ -117,6 +120,15 @@ def multi_head_row(d: int, H: int, seed: int) -> dict[str, Any]:
     return _row(MULTI_HEAD_KIND, d, data, **extra)
 
 
+def multi_head_exact_row(d: int, H: int, seed: int) -> dict[str, Any]:
+    """An exact canonical run of H heads (``multi_head_model``): its file proves the exact
+    answers (one ``field`` identity per query) and the identification."""
+    oracle = va.Oracle(multi_head_model(d, H, seed), "exact")
+    rec = va.learn_multi_head(oracle, heads=H, seed=seed)
+    extra = {"heads": H, "learning_queries": rec.queries}
+    return _row(MULTI_HEAD_EXACT_KIND, d, rec.certificate(), **extra)
+
+
 def fewer_heads_row(seed: int) -> dict[str, Any]:
     """A certified canonical run of the two heads of ``tests/formal`` with ``max_heads=3``
     (two found) at 384 bits with D = 2^22: its file proves parts 1-4 for H0 = 3 and 5-8 for
@@ -178,4 +190,6 @@ def run_kinds(quick: bool, seed: int) -> list[dict[str, Any]]:
     if not quick:
         pair = va.counterexample("multi-head", d=4, heads=3, kind="shared-score-split", seed=seed)
         rows.append(_row("prop-7.1 shared-score-split", 4, pair.certificate()))
+    exact = MULTI_HEAD_EXACT[:1] if quick else MULTI_HEAD_EXACT
+    rows += [multi_head_exact_row(d, H, seed) for d, H in exact]
     return rows + multi_head_rows(quick, seed)

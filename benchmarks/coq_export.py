@@ -13,13 +13,14 @@ Targets (issue 38): d = 4 in at most 60 s, d = 8 in at most 300 s. Run::
     /work/venv/bin/python benchmarks/coq_export.py --low-rank-certified-only
     /work/venv/bin/python benchmarks/coq_export.py --exact-single-head-only
     /work/venv/bin/python benchmarks/coq_export.py --multi-head-fewer-only
+    /work/venv/bin/python benchmarks/coq_export.py --multi-head-exact-only
 
 The other exported kinds (exact single heads, exact and certified low-rank runs, hypothesis
 and Prop 7.1 pairs, certified multi-head runs) are timed by ``_coq_export_kinds.py`` into
 ``kind_rows``; ``--exact-single-head-only`` runs only the exact single-head rows and puts
 them in place of those rows of an existing ``coq_export.json`` (the other rows kept);
 ``--multi-head-fewer-only`` does the same for the row of a multi-head run that finds fewer
-heads than ``max_heads``.
+heads than ``max_heads``, ``--multi-head-exact-only`` for the exact multi-head rows.
 
 Exit status 1 if a check fails or Coq is missing; a missed time target is recorded.
 """
@@ -44,9 +45,12 @@ from _coq_export_kinds import (
     LOW_RANK_CERT,
     LOW_RANK_CERT_QUICK,
     MULTI_HEAD,
+    MULTI_HEAD_EXACT,
+    MULTI_HEAD_EXACT_KIND,
     MULTI_HEAD_KIND,
     exact_head_row,
     fewer_heads_row,
+    multi_head_exact_row,
     multi_head_row,
     random_head,
     run_kinds,
@@ -106,6 +110,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         help="only the fewer-heads multi-head row, in place of that row of coq_export.json",
     )
     parser.add_argument(
+        "--multi-head-exact-only",
+        action="store_true",
+        help="only the exact multi-head rows, in place of those of coq_export.json",
+    )
+    parser.add_argument(
         "--multi-head-certified-only",
         action="store_true",
         help="only the default certified multi-head rows, in place of those of coq_export.json",
@@ -127,6 +136,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         sizes = MULTI_HEAD[:1] if args.quick else MULTI_HEAD
         jobs = [(multi_head_row, (d, H, args.seed)) for d, H in sizes]
         return _replace_rows(out, MULTI_HEAD_KIND, jobs)
+    if args.multi_head_exact_only:
+        sizes = MULTI_HEAD_EXACT[:1] if args.quick else MULTI_HEAD_EXACT
+        jobs = [(multi_head_exact_row, (d, H, args.seed)) for d, H in sizes]
+        return _replace_rows(out, MULTI_HEAD_EXACT_KIND, jobs)
     if args.multi_head_fewer_only:
         return _replace_rows(out, FEWER_KIND, [(fewer_heads_row, (args.seed,))])
     rows = []

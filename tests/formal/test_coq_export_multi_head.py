@@ -78,7 +78,8 @@ def test_export_states_the_run(cert: dict[str, Any], cert_text: str) -> None:
 
 def test_export_refuses_what_it_cannot_state(cert: dict[str, Any]) -> None:
     for key, value, match in [
-        ("arithmetic", "exact", "certified canonical"),
+        ("arithmetic", "exact", "an exact answer is"),  # read as an exact run: balls refused
+        ("arithmetic", "float", "certified canonical"),
         ("method", "orthogonal", "certified canonical"),
         ("affine", True, "bias-free"),
         ("H0", 7, "H0 = 7"),

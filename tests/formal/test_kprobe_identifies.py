@@ -21,7 +21,7 @@ import pytest
 from coq_text import compiles, needs_coq
 
 from verified_attn import formal
-from verified_attn.formal.export_multi_head import _checks
+from verified_attn.formal.export_multi_head import labelling_checks
 
 PRELUDE = (
     "From Coq Require Import Reals QArith Qreals Lra Lia List Permutation FinFun.\n"
@@ -100,20 +100,20 @@ def test_exporter_states_the_labelling_only_when_its_checks_pass() -> None:
     W_c[1][0] (0 + 3 = 1 + 2): the link (u_0 + u_1, b_0) cannot tell a-then-b from c."""
     W_a, W_b, W_c = [[0, 7], [5, 11]], [[4, 13], [3, 17]], [[1, 19], [2, 23]]
     ambiguous = _run([(W_a, [1, 1]), (W_b, [5, 2]), (W_c, [-1, 4])], [])
-    assert _checks(ambiguous) == (True, False)
+    assert labelling_checks(ambiguous) == (True, False)
     W_c[1][0] = 8  # the score sum moves off: the link is unambiguous
-    assert _checks(_run([(W_a, [1, 1]), (W_b, [5, 2]), (W_c, [-1, 4])], [])) == (True, True)
+    assert labelling_checks(_run([(W_a, [1, 1]), (W_b, [5, 2]), (W_c, [-1, 4])], [])) == (True, True)
     W_c[1][0] = 2
     # a tie (equal residues on row 1) or a tie link: no labelling statement
-    assert _checks(_run([(W_a, [1, 1]), (W_b, [5, 1]), (W_c, [-1, 4])], [])) == (True, False)
-    assert _checks(_run([(W_a, [1, 1]), (W_b, [5, 2]), (W_c, [-1, 4])], [(1, 1, 0)])) == (
+    assert labelling_checks(_run([(W_a, [1, 1]), (W_b, [5, 1]), (W_c, [-1, 4])], [])) == (True, False)
+    assert labelling_checks(_run([(W_a, [1, 1]), (W_b, [5, 2]), (W_c, [-1, 4])], [(1, 1, 0)])) == (
         True,
         False,
     )
     # two heads with one score at a pair, or a zero residue: neither part
-    assert _checks(_run([(W_a, [1, 1]), (W_a, [5, 2]), (W_c, [-1, 4])], []))[0] is False
-    assert _checks(_run([(W_a, [1, 1]), (W_b, [0, 2]), (W_c, [-1, 4])], []))[0] is False
+    assert labelling_checks(_run([(W_a, [1, 1]), (W_a, [5, 2]), (W_c, [-1, 4])], []))[0] is False
+    assert labelling_checks(_run([(W_a, [1, 1]), (W_b, [0, 2]), (W_c, [-1, 4])], []))[0] is False
     # fewer certified heads than H0: neither part
     fewer = _run([(W_a, [1, 1]), (W_b, [5, 2])], [])
     fewer["H0"] = 3
-    assert _checks(fewer) == (False, False)
+    assert labelling_checks(fewer) == (False, False)

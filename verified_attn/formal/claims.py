@@ -401,6 +401,22 @@ THEOREMS: list[FormalTheorem] = [
         ("prop-7.1/canonical-recovery",),
     ),
     FormalTheorem(
+        "formal/multi-head-exact-identified",
+        "Prop 7.1",
+        "CertMultiHeadExact",
+        ("xrecs_gives", "mh_exact_masses", "mh_exact_identified"),
+        "For every d and H0: if the per-head numbers (b^T v_h, u^T v_h, u^T W_h b) recorded "
+        "with each answer of an exact canonical run are the certified heads' own (checked "
+        "over Q) and sum, as b^T v + u^T v k / (k + exp(-u^T W b)) per head, to the recorded "
+        "answer, then the certified heads give exactly the recorded answers to every query "
+        "the design generates; every model of at most H0 heads giving them has the "
+        "certified heads' residue sum at every score at every pair; and when the H0 "
+        "certified heads pass the labelling checks over Q it is the certified model on "
+        "every sequence (no denominator bound: the instance each exported exact canonical "
+        "run proves).",
+        ("prop-7.1/canonical-recovery",),
+    ),
+    FormalTheorem(
         "formal/multi-head-interpolation-bound",
         "Prop 7.1",
         "CertMultiHeadBound",

@@ -43,7 +43,7 @@ from verified_attn.formal.coq_tables import (
 )
 from verified_attn.serialize import load_number
 
-__all__ = ["coq_real", "exact_file"]
+__all__ = ["answer_expression", "coq_real", "exact_file"]
 
 _SIDE = "first [vm_compute; reflexivity | apply Nat.ltb_lt; vm_compute; reflexivity]"
 
@@ -83,7 +83,7 @@ def _ordered(e: Any, exps: set[Fraction]) -> list[str]:
     return [coq_real(a, exps) for a in args]
 
 
-def _answer(x: Any, path: str) -> Any:
+def answer_expression(x: Any, path: str) -> Any:
     """A recorded exact answer as a SymPy expression (a rational or a closed form)."""
     if not (isinstance(x, dict) and set(x) <= {"rational", "sympy"} and len(x) == 1):
         raise CertificateError(f"{path}: an exact answer is {{'rational'}} or {{'sympy'}}")
@@ -134,14 +134,14 @@ def _read(data: Mapping[str, Any], d: int, affine: bool) -> dict[str, Any]:
     x: dict[str, Any] = {"d": d, "affine": affine, "U": mat("design.U", rational)}
     x["t"], x["W"] = mat("design.scales", rational), mat(f"{p}.W", exact_entry)
     x["v"] = vec(f"{p}.v", exact_entry)
-    x["av"], x["aw"] = vec("answers.v", _answer), mat("answers.W", _answer)
+    x["av"], x["aw"] = vec("answers.v", answer_expression), mat("answers.W", answer_expression)
     zero = [Fraction(0)] * d
     x["c"], x["beta"], x["tc"] = zero, Fraction(0), [Fraction(1)] * d
     if affine:
         x["c"], x["tc"] = vec(f"{p}.c", exact_entry), vec("design.c_scales", rational)
         x["beta"] = exact_entry(get(data, f"{p}.beta"), f"{p}.beta")
-        x["ab"] = _answer(get(data, "answers.beta"), "answers.beta")
-        x["ac"] = vec("answers.c", _answer)
+        x["ab"] = answer_expression(get(data, "answers.beta"), "answers.beta")
+        x["ac"] = vec("answers.c", answer_expression)
     return x
 
 

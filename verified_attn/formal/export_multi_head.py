@@ -62,7 +62,7 @@ from verified_attn.formal.export_multi_head_fewer import (
 )
 from verified_attn.multi_head.canonical_certified import decoding_assumption, score_magnitude
 
-__all__ = ["multi_head_file"]
+__all__ = ["design_queries", "labelling_checks", "multi_head_file", "query_terms", "read_run"]
 
 #: Largest d and head count exported (the file holds d + 2 H0 (d^2 + d - 1) queries).
 MAX_D, MAX_HEADS = 8, 6
@@ -78,6 +78,13 @@ def _read(data: Mapping[str, Any]) -> dict[str, Any]:
     """The rationals and balls of a certified canonical multi-head certificate."""
     if data.get("arithmetic") != "certified" or data.get("method") != "canonical":
         raise CertificateError("export to Coq covers certified canonical multi-head runs")
+    return read_run(data, ball, "balls")
+
+
+def read_run(data: Mapping[str, Any], answer: Any, key: str) -> dict[str, Any]:
+    """d, H0, the design U and B, the certified heads, the tie links and, under ``key``, the
+    recorded answers read by ``answer(x, path)``, in the order of ``CertMultiHead.mh_queries``
+    (F(0) at each b_j, F(1 .. 2 H0) at each pair, one per tie link)."""
     d, H0 = get(data, "d"), get(data, "H0")
     if not isinstance(d, int) or not 1 <= d <= MAX_D:
         raise CertificateError(f"d = {d!r:.20}: export to Coq covers 1 <= d <= {MAX_D}")
@@ -112,7 +119,7 @@ def _read(data: Mapping[str, Any]) -> dict[str, Any]:
     if not 1 <= len(heads) <= H0:
         raise CertificateError(f"result.heads has {len(heads)} heads, expected 1..{H0}")
     ties = [
-        (get(t, "k"), get(t, "j"), ball(get(t, "answer"), f"answers.ties[{i}].answer"))
+        (get(t, "k"), get(t, "j"), answer(get(t, "answer"), f"answers.ties[{i}].answer"))
         for i, t in enumerate(as_list(get(data, "answers.ties"), "answers.ties"))
     ]
     if any(
@@ -122,18 +129,19 @@ def _read(data: Mapping[str, Any]) -> dict[str, Any]:
         raise CertificateError("answers.ties: each tie names 0 <= k < d and 0 < j < d")
     npairs = d * d + d - 1
     F = as_list(get(data, "answers.F"), "answers.F", npairs)
-    balls = [
-        ball(x, f"answers.F0[{j}]") for j, x in enumerate(as_list(get(data, "answers.F0"), "F0", d))
+    got = [
+        answer(x, f"answers.F0[{j}]")
+        for j, x in enumerate(as_list(get(data, "answers.F0"), "F0", d))
     ]
     for p, row in enumerate(F):
-        balls += [
-            ball(x, f"answers.F[{p}][{i}]") for i, x in enumerate(as_list(row, f"F[{p}]", 2 * H0))
+        got += [
+            answer(x, f"answers.F[{p}][{i}]") for i, x in enumerate(as_list(row, f"F[{p}]", 2 * H0))
         ]
-    balls += [b for _, _, b in ties]
-    return {"d": d, "H0": H0, "U": U, "B": B, "heads": heads, "ties": ties, "balls": balls}
+    got += [b for _, _, b in ties]
+    return {"d": d, "H0": H0, "U": U, "B": B, "heads": heads, "ties": ties, key: got}
 
 
-def _queries(x: dict[str, Any]) -> list[Query]:
+def design_queries(x: dict[str, Any]) -> list[Query]:
     """(u, b, k) of every learning query, in the order of ``CertMultiHead.mh_queries``."""
     d, U, B, H0 = x["d"], x["U"], x["B"], x["H0"]
     pairs = [(U[k], B[j]) for k in range(d) for j in range(d)]
@@ -146,13 +154,13 @@ def _queries(x: dict[str, Any]) -> list[Query]:
     return out
 
 
-def _terms(q: Query, heads: list[Any]) -> list[tuple[Fraction, Fraction, Fraction]]:
+def query_terms(q: Query, heads: list[Any]) -> list[tuple[Fraction, Fraction, Fraction]]:
     """(b^T v, u^T v, u^T W b) per head: the head answers a + r k / (k + exp(-m))."""
     u, b, _ = q
     return [(_dot(b, v), _dot(u, v), _dot(u, [_dot(row, b) for row in W])) for W, v in heads]
 
 
-def _checks(x: dict[str, Any]) -> tuple[bool, bool]:
+def labelling_checks(x: dict[str, Any]) -> tuple[bool, bool]:
     """(part 5, part 6): the Coq checks ``check_generic`` (with H = H0) and ``link_check``,
     ``row_check`` (no ties), run here first so that the file states only what they pass."""
     d, U, B, heads = x["d"], x["U"], x["B"], x["heads"]
@@ -162,11 +170,13 @@ def _checks(x: dict[str, Any]) -> tuple[bool, bool]:
     pairs += [([a + c for a, c in zip(U[0], U[k], strict=True)], B[0]) for k in range(1, d)]
     generic = all(
         len({m for _, _, m in ts}) == len(ts) and all(r != 0 for _, r, _ in ts)
-        for ts in (_terms((u, b, 1), heads) for u, b in pairs)
+        for ts in (query_terms((u, b, 1), heads) for u, b in pairs)
     )
     # res[k][h] = u_k^T v_h, sc[k][j][h] = u_k^T W_h b_j
-    sc = [[[m for _, _, m in _terms((U[k], B[j], 1), heads)] for j in range(d)] for k in range(d)]
-    res = [[r for _, r, _ in _terms((U[k], B[0], 1), heads)] for k in range(d)]
+    sc = [
+        [[m for _, _, m in query_terms((U[k], B[j], 1), heads)] for j in range(d)] for k in range(d)
+    ]
+    res = [[r for _, r, _ in query_terms((U[k], B[0], 1), heads)] for k in range(d)]
     H = range(len(heads))
     link = all(
         (res[k][h2], sc[k][0][h2]) == (res[k][h1], sc[k][0][h1])
@@ -215,8 +225,8 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
     """The Coq text for a certified canonical ``multi-head`` certificate with bound D."""
     x = _read(data)
     d, H0, heads = x["d"], x["H0"], x["heads"]
-    qs = _queries(x)
-    terms = [_terms(q, heads) for q in qs]
+    qs = design_queries(x)
+    terms = [query_terms(q, heads) for q in qs]
     prec = _precision(qs, terms, x["balls"])
     tables = []
     for h, (W, v) in enumerate(heads):
@@ -232,7 +242,7 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
     stated = _stated(data, x, D)
     # fewer heads than H0: parts 5-8 on run_h, the run read with H0 = H (its k <= 2 H)
     sub = sub_run(x) if len(heads) < H0 else None
-    checks = _checks(sub[0] if sub else x)
+    checks = labelling_checks(sub[0] if sub else x)
     close = _close(sub[0] if sub else x, D, checks[0])
     if sub:
         holds = [sub_run_text(d, len(heads), sub[1])]
@@ -281,7 +291,9 @@ def _stated(data: Mapping[str, Any], x: dict[str, Any], D: int) -> str:
     """The certificate's stated assumption, which must be the one the file's theorem makes
     ([meets]: denominators at most D, scores in [-Sm, Sm], Sm from the certified heads);
     quoted in the header."""
-    wanted = decoding_assumption(get(data, "working_precision"), D, score_magnitude(x["heads"], _pairs(x)))
+    wanted = decoding_assumption(
+        get(data, "working_precision"), D, score_magnitude(x["heads"], _pairs(x))
+    )
     # D is read from the stated assumption; it must be the bound the run decoded with
     if wanted not in (get(data, "assumptions") or []) or data.get("denominator_bound") != D:
         raise CertificateError(
@@ -297,7 +309,7 @@ def _close(x: dict[str, Any], D: int, part5: bool) -> tuple[int, Fraction] | Non
     enough for D (``check_close``), else None."""
     if not part5:
         return None
-    scores = [m for u, b in _pairs(x) for _, _, m in _terms((u, b, 1), x["heads"])]
+    scores = [m for u, b in _pairs(x) for _, _, m in query_terms((u, b, 1), x["heads"])]
     return close_params(x["H0"], scores, [hi - lo for lo, hi in x["balls"]], D)
 
 
@@ -334,7 +346,7 @@ def _theorem(
     part6: bool,
     part7: bool,
 ) -> str:
-    """``run_consistent``: parts 1-4, and 5, 6 when :func:`_checks` passes them, 7 (and 8
+    """``run_consistent``: parts 1-4, and 5, 6 when :func:`labelling_checks` passes them, 7 (and 8
     with 6) when :func:`_close` does; counts = (H0, H), parts 5-8 on ``run_h`` (H0 = H)
     when H < H0."""
     H0, H = counts
@@ -352,7 +364,9 @@ def _theorem(
     )
     qed = "[vm_compute; reflexivity | vm_compute; reflexivity | exact L | exact E]"
     more = (
-        f"  - intros hs' L E. apply (mh_pairs_determined {run} hs');\n      {qed}.\n" if part5 else ""
+        f"  - intros hs' L E. apply (mh_pairs_determined {run} hs');\n      {qed}.\n"
+        if part5
+        else ""
     ) + (
         f"  - intros hs' L E. apply (mh_identified {run} U_inv B_inv hs');\n"
         "      [vm_compute; reflexivity | vm_compute; reflexivity\n"
