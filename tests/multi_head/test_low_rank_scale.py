@@ -144,3 +144,58 @@ def test_past_the_dense_limit_the_estimate_is_the_dense_one_or_bounds_it(
         short.append(wrong < dense)
         under_true.append(wrong < true)
     assert any(short) and any(under_true)
+
+
+def test_a_block_singular_in_its_gram_matrix_takes_its_columns_triangle() -> None:
+    """A head's block whose columns have condition number 1e10 has a Gram matrix singular
+    to working precision (1e20 > 2^52): the Gram root refuses it, the columns' triangular
+    factor gives a root R with (C R)^T (C R) = I to 1e-5; exactly dependent columns are
+    refused by both (the estimate is then infinite: a refusal, never a figure)."""
+    rng = np.random.default_rng(0)
+    Q, _ = np.linalg.qr(rng.normal(size=(3000, 40)))
+    V, _ = np.linalg.qr(rng.normal(size=(40, 40)))
+    C = (Q * np.logspace(0, -10, 40)) @ V.T
+
+    def block(M: np.ndarray) -> Any:
+        return (lambda sl: M[sl]), M.shape[1]
+
+    assert skeleton_blocks._inverse_root(skeleton_blocks._gram(*block(C)[:1], 3000, 40)) is None
+    R = skeleton_blocks._block_root(block(C), 3000)
+    assert R is not None
+    assert np.abs((C @ R).T @ (C @ R) - np.eye(40)).max() < 1e-5
+    dependent = np.hstack([C[:, :39], C[:, :1]])
+    assert skeleton_blocks._block_root(block(dependent), 3000) is None
+
+
+def test_the_columns_triangle_gives_the_dense_estimate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every block's root taken from its columns' triangle (as for a block singular
+    in its Gram matrix), the reduced estimate is still the dense SVD's figure to 1e-6; a
+    root that leaves M ill-conditioned (G^+1/2: M's condition is then G's squared) misses
+    it (its Cholesky fails: infinite)."""
+    monkeypatch.setattr(skeleton_refine, "_DENSE_LIMIT", 0)
+    seen: dict[str, Any] = {}
+    real = skeleton_result.refine_low_rank
+
+    def spy(rows: Any, heads: Any, beta: float, p: int) -> Any:
+        out = real(rows, heads, beta, p)
+        seen.update(rows=rows, th=out[3], res=out[2])
+        return out
+
+    monkeypatch.setattr(skeleton_result, "refine_low_rank", spy)
+    name, oracle, truth, _ = next(iter(_boxes()))
+    va.learn_multi_head(oracle, heads=len(truth), rank=2)
+    rows, th, res = seen["rows"], seen["th"], seen["res"]
+    monkeypatch.setattr(skeleton_refine, "_DENSE_LIMIT", 10**12)
+    dense = skeleton_refine.low_rank_estimate(rows, th, res, 2.0**-53, len(truth) * 4)
+    assert dense is not None
+    monkeypatch.setattr(skeleton_blocks, "_inverse_root", lambda G: None)
+    via_triangle = skeleton_blocks.reduced_estimate(rows, th, res, 2.0**-53)
+    assert abs(via_triangle / dense - 1) < 1e-6, name
+
+    def square(block: Any, N: int) -> np.ndarray:  # G^+1/2: M then squares G's condition
+        columns, n = block
+        _, s, Vt = np.linalg.svd(skeleton_blocks._gram(columns, N, n))
+        return (Vt.T * np.sqrt(s)) @ Vt
+
+    monkeypatch.setattr(skeleton_blocks, "_block_root", square)
+    assert not abs(skeleton_blocks.reduced_estimate(rows, th, res, 2.0**-53) / dense - 1) < 1e-6

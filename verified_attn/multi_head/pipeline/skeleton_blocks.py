@@ -51,10 +51,16 @@ from verified_attn.multi_head.sequence_blocks import FAILURE_PROBABILITY, _lancz
 __all__ = ["block_estimate", "heads_reduced_estimate", "reduced_estimate"]
 
 _CHUNK = 1 << 22  # Jacobian entries per chunk of rows when a head's Gram block is formed
+#: A block's columns as a function of a slice of rows, and their number.
+_Columns = tuple[Callable[[slice], np.ndarray], int]
 #: Up to this many entries of the reduced unknowns' preconditioned Gram matrix (n x n, n the
 #: low-rank parameter count; 800 MB) the estimate is the dense one, exactly
 #: (:func:`reduced_estimate`); past it the per-head bound (:func:`block_estimate`).
 GRAM_LIMIT = 100_000_000
+#: Largest condition number of a block's columns taken from their triangular factor when
+#: their Gram matrix is singular to working precision (E = 64, H = 4 module seed 1: one
+#: head's block is at 2^32.1).
+TRIANGLE_CONDITION = 2.0**36
 
 
 def _complements(th: _Theta) -> list[np.ndarray]:
@@ -62,8 +68,8 @@ def _complements(th: _Theta) -> list[np.ndarray]:
     return [null_space(P.T) for P in th.P]
 
 
-def _head_gram(rows: _Rows, th: _Theta, h: int, perp: np.ndarray) -> np.ndarray:
-    """Head h's block of ``(J T)^T (J T)`` over its (A, dQ), in chunks of rows."""
+def _head_columns(rows: _Rows, th: _Theta, h: int, perp: np.ndarray) -> _Columns:
+    """Head h's columns of ``J T`` (its (A, dQ)), by chunks of rows, and their number."""
     _, _, r, _, ds = rows.parts(th)
     w = r[h] * ds[h]
     Ua, Pa = rows.Uu @ perp, rows.Uu @ th.P[h]  # distinct rows' (d - p) and p coordinates
@@ -80,12 +86,12 @@ def _head_gram(rows: _Rows, th: _Theta, h: int, perp: np.ndarray) -> np.ndarray:
             ]
         )
 
-    return _gram(columns, len(rows.y), n)
+    return columns, n
 
 
-def _value_gram(rows: _Rows, th: _Theta) -> np.ndarray:
-    """The block of every head's dv_h and beta (affine): the heads' values share their
-    ``m_b^T sum_h v_h`` term, so they are one block, not H."""
+def _value_columns(rows: _Rows, th: _Theta) -> _Columns:
+    """The columns of every head's dv_h and beta (affine), and their number: the heads'
+    values share their ``m_b^T sum_h v_h`` term, so they are one block, not H."""
     _, _, _, sig, _ = rows.parts(th)
     H, d = sig.shape[0], rows.Uu.shape[1]
     iu, im = np.asarray(rows.iu), np.asarray(rows.im)
@@ -99,7 +105,7 @@ def _value_gram(rows: _Rows, th: _Theta) -> np.ndarray:
             cols.append(np.ones((len(u), 1)))
         return np.hstack(cols)
 
-    return _gram(columns, len(rows.y), n)
+    return columns, n
 
 
 def _gram(columns: Callable[[slice], np.ndarray], N: int, n: int) -> np.ndarray:
@@ -110,6 +116,28 @@ def _gram(columns: Callable[[slice], np.ndarray], N: int, n: int) -> np.ndarray:
         C = columns(slice(lo, lo + step))
         G += C.T @ C
     return G
+
+
+def _block_root(block: _Columns, N: int) -> np.ndarray | None:
+    """A block's ``G^-1/2``: from its Gram matrix, else (singular to working precision
+    there, which squares the columns' condition number) from the columns' own triangular
+    factor ``C = Q R``, accumulated chunk by chunk (``G = R^T R``, so with ``R = U S V^T``,
+    ``G^-1/2 = V S^-1 V^T``); None when the columns' condition number is over
+    :data:`TRIANGLE_CONDITION`. (Any symmetric positive definite root gives the same figure
+    in exact arithmetic; this one keeps M near the identity on the block, and M's products
+    through it carry about u times the block's condition number: at most 2^-17.)"""
+    columns, n = block
+    root = _inverse_root(_gram(columns, N, n))
+    if root is not None:
+        return root
+    R = np.zeros((0, n))
+    step = max(1, _CHUNK // n)
+    for lo in range(0, N, step):
+        R = np.linalg.qr(np.vstack([R, columns(slice(lo, lo + step))]), mode="r")
+    _, s, Vt = np.linalg.svd(R)
+    if not s[-1] > s[0] / TRIANGLE_CONDITION:
+        return None
+    return (Vt.T / s) @ Vt
 
 
 def _inverse_root(G: np.ndarray) -> np.ndarray | None:
@@ -207,8 +235,8 @@ def _blocks(
     """Each head's ``P_perp``, the blocks' ``G^-1/2`` (heads, then the values' block) and
     their indices; None when a block is singular."""
     perps = _complements(th)
-    grams = [_head_gram(rows, th, h, perps[h]) for h in range(len(th.P))]
-    roots = [_inverse_root(G) for G in [*grams, _value_gram(rows, th)]]
+    blocks = [_head_columns(rows, th, h, perps[h]) for h in range(len(th.P))]
+    roots = [_block_root(b, len(rows.y)) for b in [*blocks, _value_columns(rows, th)]]
     if any(R is None for R in roots):
         return None
     return perps, [R for R in roots if R is not None], _block_layout(th, rows.affine)
