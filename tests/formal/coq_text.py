@@ -40,6 +40,19 @@ def drop_entry(text: str, table: str, key: str) -> str:
     return text[: m.start()] + text[m.end() :]
 
 
+def real_definition(text: str, name: str) -> re.Match[str]:
+    """The ``Definition name : R := value.`` of an exported file, its value as group 1."""
+    m = re.search(rf"Definition {name} : R := (.*?)\.\n", text)
+    assert m is not None, name
+    return m
+
+
+def set_real_definition(text: str, name: str, value: str) -> str:
+    """``text`` with that real definition's value replaced by ``value``."""
+    m = real_definition(text, name)
+    return text[: m.start(1)] + value + text[m.end(1) :]
+
+
 def field(text: str, definition: str, name: str, end: str = ";") -> re.Match[str]:
     """The ``name := value;`` field of the record ``Definition definition``, value as group 1
     (``end``: the pattern that ends the value)."""

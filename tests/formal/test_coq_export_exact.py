@@ -11,12 +11,11 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import re
 from typing import Any
 
 import pytest
 import sympy
-from coq_text import needs_coq, replace_entry
+from coq_text import needs_coq, real_definition, replace_entry
 
 import verified_attn as va
 from verified_attn import formal
@@ -42,12 +41,6 @@ def plain_text(plain: dict[str, Any]) -> str:
     return va.export_coq(plain)
 
 
-def _definition(text: str, name: str) -> re.Match[str]:
-    m = re.search(rf"Definition {name} : R := (.*?)\.\n", text)
-    assert m is not None, name
-    return m
-
-
 # ---------------------------------------------------------------------------------------
 # Without Coq.
 # ---------------------------------------------------------------------------------------
@@ -61,9 +54,9 @@ def test_export_states_the_recorded_answers(plain_text: str) -> None:
     assert "Definition D " not in plain_text  # exact answers: no denominator assumption
     assert "exact_plain_identified" in plain_text
     # the recorded closed form, transcribed as recorded
-    ans = _definition(plain_text, "ans_w_0_1").group(1)
+    ans = real_definition(plain_text, "ans_w_0_1").group(1)
     assert "exp (Q2R (-2)%Q)" in ans and "Q2R (10)%Q" in ans
-    assert _definition(plain_text, "ans_w_1_1").group(1) == "Q2R (15 # 2)%Q"
+    assert real_definition(plain_text, "ans_w_1_1").group(1) == "Q2R (15 # 2)%Q"
 
 
 def test_coq_real_transcribes_and_refuses() -> None:
@@ -115,7 +108,7 @@ def test_tampered_file_fails_coqc(plain_text: str, tamper: str) -> None:
     if tamper == "rational":  # a certified W entry changed
         text = replace_entry(text, "W_c", "0%nat, 1%nat", "(-3)")
     elif tamper == "answer":  # a recorded closed form changed (10 e^-2 -> 11 e^-2)
-        ans = _definition(text, "ans_w_0_1")
+        ans = real_definition(text, "ans_w_0_1")
         text = text[: ans.start(1)] + ans.group(1).replace("(10)%Q", "(11)%Q") + text[ans.end(1) :]
     elif tamper == "dropped-query":  # a recorded answer removed from its table
         text = text.replace("  | 0%nat, 1%nat => ans_w_0_1\n", "")
@@ -142,8 +135,8 @@ def test_tampered_certificate_and_another_run_fail(plain: dict[str, Any], plain_
     assert not compile_exported(va.export_coq(bad)).ok
     # another run's recorded answer (same design, W_01 = -1) in place of this run's
     other = va.export_coq(_cert([[1, -1], [3, 0]], [0, 5]))
-    theirs = _definition(other, "ans_w_0_1").group(1)
-    ours = _definition(plain_text, "ans_w_0_1")
+    theirs = real_definition(other, "ans_w_0_1").group(1)
+    ours = real_definition(plain_text, "ans_w_0_1")
     assert theirs != ours.group(1)
     text = plain_text[: ours.start(1)] + theirs + plain_text[ours.end(1) :]
     assert not compile_exported(text).ok

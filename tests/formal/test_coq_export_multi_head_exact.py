@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 import pytest
-from coq_text import needs_coq, replace_entry
+from coq_text import needs_coq, real_definition, replace_entry, set_real_definition
 
 import verified_attn as va
 from verified_attn import formal
@@ -45,17 +45,6 @@ def text(run: dict[str, Any]) -> str:
     return va.export_coq(run)
 
 
-def _definition(text: str, name: str) -> re.Match[str]:
-    m = re.search(rf"Definition {name} : R := (.*?)\.\n", text)
-    assert m is not None, name
-    return m
-
-
-def _swap(text: str, name: str, value: str) -> str:
-    m = _definition(text, name)
-    return text[: m.start(1)] + value + text[m.end(1) :]
-
-
 # ---------------------------------------------------------------------------------------
 # Without Coq.
 # ---------------------------------------------------------------------------------------
@@ -72,8 +61,8 @@ def test_export_states_the_recorded_answers(run: dict[str, Any], text: str) -> N
     assert "Definition D " not in text  # exact answers: no denominator assumption
     assert "apply (mh_exact_identified run" in text and "3. (the run's certified" in header
     # F(0) at b_0 is a rational; F(k) a closed form in exp of the pair's scores
-    assert re.fullmatch(r"Q2R \(-?\d+( # \d+)?\)%Q", _definition(text, "ans_0").group(1))
-    assert "exp (Q2R (" in _definition(text, "ans_5").group(1)
+    assert re.fullmatch(r"Q2R \(-?\d+( # \d+)?\)%Q", real_definition(text, "ans_0").group(1))
+    assert "exp (Q2R (" in real_definition(text, "ans_5").group(1)
 
 
 def test_fewer_heads_than_h0_states_the_masses_only() -> None:
@@ -130,17 +119,17 @@ def test_tampered_file_fails_coqc(text: str, tamper: str) -> None:
     if tamper == "head":  # a certified W entry changed (the per-head numbers stay)
         out = replace_entry(text, "W_0", "0%nat, 1%nat", "(2)")
     elif tamper == "answer":  # a recorded closed form's constant changed
-        ans = _definition(text, "ans_5").group(1)
+        ans = real_definition(text, "ans_5").group(1)
         q = re.search(r"Q2R \((-?\d+ # \d+)\)%Q", ans)
         assert q is not None
-        out = _swap(text, "ans_5", ans.replace(q.group(1), f"({q.group(1)}) + 1", 1))
+        out = set_real_definition(text, "ans_5", ans.replace(q.group(1), f"({q.group(1)}) + 1", 1))
     elif tamper == "dropped-query":  # the last answer removed, with its lemma
         out = _drop_last_query(text)
     else:  # another run's answer to the same query (same design, another v_1)
         theirs = va.export_coq(_cert([HEADS[0], (HEADS[1][0], [-1, 2])], 2))
-        value = _definition(theirs, "ans_5").group(1)
-        assert value != _definition(text, "ans_5").group(1)
-        out = _swap(text, "ans_5", value)
+        value = real_definition(theirs, "ans_5").group(1)
+        assert value != real_definition(text, "ans_5").group(1)
+        out = set_real_definition(text, "ans_5", value)
     assert out != text
     assert not compile_exported(out).ok, tamper
 

@@ -102,10 +102,16 @@ def test_exporter_states_the_labelling_only_when_its_checks_pass() -> None:
     ambiguous = _run([(W_a, [1, 1]), (W_b, [5, 2]), (W_c, [-1, 4])], [])
     assert labelling_checks(ambiguous) == (True, False)
     W_c[1][0] = 8  # the score sum moves off: the link is unambiguous
-    assert labelling_checks(_run([(W_a, [1, 1]), (W_b, [5, 2]), (W_c, [-1, 4])], [])) == (True, True)
+    assert labelling_checks(_run([(W_a, [1, 1]), (W_b, [5, 2]), (W_c, [-1, 4])], [])) == (
+        True,
+        True,
+    )
     W_c[1][0] = 2
     # a tie (equal residues on row 1) or a tie link: no labelling statement
-    assert labelling_checks(_run([(W_a, [1, 1]), (W_b, [5, 1]), (W_c, [-1, 4])], [])) == (True, False)
+    assert labelling_checks(_run([(W_a, [1, 1]), (W_b, [5, 1]), (W_c, [-1, 4])], [])) == (
+        True,
+        False,
+    )
     assert labelling_checks(_run([(W_a, [1, 1]), (W_b, [5, 2]), (W_c, [-1, 4])], [(1, 1, 0)])) == (
         True,
         False,

@@ -101,16 +101,10 @@ def test_same_queries_and_heads_as_the_dense_products(monkeypatch: pytest.Monkey
     assert abs(a.parameter_error_estimate / b.parameter_error_estimate - 1) < 0.1
 
 
-@pytest.mark.slow  # about 70 s: `pytest -m slow`
-def test_past_the_dense_limit_the_estimate_is_the_dense_one_or_bounds_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Past the dense limit the result states the dense figure computed from the
-    preconditioned Gram matrix of the reduced unknowns (equal to the SVD's to 1e-6 here),
-    which covers the true error and which the certificate checker recomputes; past the
-    Gram limit the per-head bound, at least the dense figure on every box (measured 25x to
-    530x, or inf where Lanczos cannot certify the coupling), while the bound with the heads' coupling left out (lambda = 1) falls
-    under the dense figure, and under the true error, on some box."""
+def _spy_refinement(monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], Any]:
+    """The dense limit set to 0 and the refinement spied on: the rows, the fitted factors
+    and the residuals of the last run land in the returned dict (and the spy, to set again
+    after ``monkeypatch.undo()``)."""
     monkeypatch.setattr(skeleton_refine, "_DENSE_LIMIT", 0)
     seen: dict[str, Any] = {}
     real = skeleton_result.refine_low_rank
@@ -121,6 +115,20 @@ def test_past_the_dense_limit_the_estimate_is_the_dense_one_or_bounds_it(
         return out
 
     monkeypatch.setattr(skeleton_result, "refine_low_rank", spy)
+    return seen, spy
+
+
+@pytest.mark.slow  # about 70 s: `pytest -m slow`
+def test_past_the_dense_limit_the_estimate_is_the_dense_one_or_bounds_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past the dense limit the result states the dense figure computed from the
+    preconditioned Gram matrix of the reduced unknowns (equal to the SVD's to 1e-6 here),
+    which covers the true error and which the certificate checker recomputes; past the
+    Gram limit the per-head bound, at least the dense figure on every box (measured 25x to
+    530x, or inf where Lanczos cannot certify the coupling), while the bound with the heads' coupling left out (lambda = 1) falls
+    under the dense figure, and under the true error, on some box."""
+    seen, spy = _spy_refinement(monkeypatch)
     short, under_true = [], []
     for name, oracle, truth, beta in _boxes():
         rec = va.learn_multi_head(oracle, heads=len(truth), rank=2)
@@ -172,16 +180,7 @@ def test_the_columns_triangle_gives_the_dense_estimate(monkeypatch: pytest.Monke
     in its Gram matrix), the reduced estimate is still the dense SVD's figure to 1e-6; a
     root that leaves M ill-conditioned (G^+1/2: M's condition is then G's squared) misses
     it (its Cholesky fails: infinite)."""
-    monkeypatch.setattr(skeleton_refine, "_DENSE_LIMIT", 0)
-    seen: dict[str, Any] = {}
-    real = skeleton_result.refine_low_rank
-
-    def spy(rows: Any, heads: Any, beta: float, p: int) -> Any:
-        out = real(rows, heads, beta, p)
-        seen.update(rows=rows, th=out[3], res=out[2])
-        return out
-
-    monkeypatch.setattr(skeleton_result, "refine_low_rank", spy)
+    seen, _ = _spy_refinement(monkeypatch)
     name, oracle, truth, _ = next(iter(_boxes()))
     va.learn_multi_head(oracle, heads=len(truth), rank=2)
     rows, th, res = seen["rows"], seen["th"], seen["res"]
