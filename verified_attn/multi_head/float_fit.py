@@ -97,9 +97,9 @@ def _solve(
     eye = np.eye(H)
     # A tiny ridge keeps a singular block (a head with residue 0 has no score) solvable.
     A = A + 1e-300 * eye
-    try:  # one factorisation of each block for both right-hand sides
-        both = np.linalg.solve(A, np.concatenate([C, gs[..., None]], axis=-1))
-        Ai_C, Ai_g = both[..., :-1], both[..., -1]  # (G, J, H, H), (G, J, H)
+    try:
+        Ai_C = np.linalg.solve(A, C)  # (G, J, H, H)
+        Ai_g = np.linalg.solve(A, gs[..., None])[..., 0]  # (G, J, H)
     except np.linalg.LinAlgError:  # a saturated start: every sigmoid 0 or 1 in some pair
         Ai = np.linalg.pinv(A)
         Ai_C, Ai_g = Ai @ C, (Ai @ gs[..., None])[..., 0]

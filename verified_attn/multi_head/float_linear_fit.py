@@ -187,12 +187,7 @@ def _linear_normal(
     ss = Js.swapaxes(-1, -2) @ Js  # (G, J, H, H)
     rs = Jr.swapaxes(-1, -2) @ Js
     a, b = ("ja", "jb") if Mt.ndim == 2 else ("jah", "jbk")
-    if Mt.ndim == 2:  # one plane: sum_j (Mt_ja Mt_jb) ss_jhk as one matrix product (BLAS)
-        K = (Mt[:, :, None] * Mt[:, None, :]).reshape(J, p * p)
-        ww = np.matmul(K.T, ss.reshape(G, J, H * H)).reshape(G, p, p, H, H)
-        ww = ww.transpose(0, 1, 3, 2, 4).reshape(G, p * H, p * H)
-    else:
-        ww = np.einsum(f"{a},{b},gjhk->gahbk", Mt, Mt, ss).reshape(G, p * H, p * H)
+    ww = np.einsum(f"{a},{b},gjhk->gahbk", Mt, Mt, ss).reshape(G, p * H, p * H)
     rw = np.einsum(f"{b},gjhk->ghbk", Mt, rs).reshape(G, H, p * H)
     rr = (Jr.swapaxes(-1, -2) @ Jr).sum(axis=1)
     A = np.block([[rr, rw], [rw.swapaxes(1, 2), ww]])
