@@ -158,6 +158,7 @@ def _products(cells: list[str], out: Path) -> None:
         rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         print(json.dumps(rows[-1]), flush=True)
     old = json.loads(out.read_text()) if out.exists() else {"rows": []}
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({**old, "products": rows}, indent=1) + "\n")
 
 
@@ -270,6 +271,7 @@ def main() -> None:
             for n in rows
         )
     ]
+    out.parent.mkdir(parents=True, exist_ok=True)  # a new --out folder
     out.write_text(json.dumps({**old, "rows": keep + rows}, indent=1) + "\n")
 
 
