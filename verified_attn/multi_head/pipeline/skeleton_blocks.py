@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve, null_space
@@ -130,10 +131,10 @@ def _block_root(block: _Columns, N: int) -> np.ndarray | None:
     root = _inverse_root(_gram(columns, N, n))
     if root is not None:
         return root
-    R = np.zeros((0, n))
+    R: np.ndarray = np.zeros((0, n))
     step = max(1, _CHUNK // n)
-    for lo in range(0, N, step):
-        R = np.linalg.qr(np.vstack([R, columns(slice(lo, lo + step))]), mode="r")
+    for lo in range(0, N, step):  # mode "r": the triangular factor alone, an array
+        R = cast(np.ndarray, np.linalg.qr(np.vstack([R, columns(slice(lo, lo + step))]), mode="r"))
     _, s, Vt = np.linalg.svd(R)
     if not s[-1] > s[0] / TRIANGLE_CONDITION:
         return None
