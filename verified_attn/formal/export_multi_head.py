@@ -62,7 +62,14 @@ from verified_attn.formal.export_multi_head_fewer import (
 )
 from verified_attn.multi_head.canonical_certified import decoding_assumption, score_magnitude
 
-__all__ = ["design_queries", "labelling_checks", "multi_head_file", "query_terms", "read_run"]
+__all__ = [
+    "design_queries",
+    "design_tables",
+    "labelling_checks",
+    "multi_head_file",
+    "query_terms",
+    "read_run",
+]
 
 #: Largest d and head count exported (the file holds d + 2 H0 (d^2 + d - 1) queries).
 MAX_D, MAX_HEADS = 8, 6
@@ -228,16 +235,10 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
     qs = design_queries(x)
     terms = [query_terms(q, heads) for q in qs]
     prec = _precision(qs, terms, x["balls"])
-    tables = []
-    for h, (W, v) in enumerate(heads):
-        tables.append(mat_table(f"W_{h}", W, "0", f"The certified W of head {h}."))
-        tables.append(vec_table(f"v_{h}", v, "0", f"The certified v of head {h}."))
     names = [f"rec_{i}" for i in range(len(qs))]
     recs = [
         _rec(i, lo, hi, ts) for i, (ts, (lo, hi)) in enumerate(zip(terms, x["balls"], strict=True))
     ]
-    ties = "; ".join(f"({k}, {j})%nat" for k, j, _ in x["ties"])
-    heads_list = "; ".join(f"(W_{h}, v_{h})" for h in range(len(heads)))
     sha = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     stated = _stated(data, x, D)
     # fewer heads than H0: parts 5-8 on run_h, the run read with H0 = H (its k <= 2 H)
@@ -259,14 +260,7 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
         "  CertMultiHeadLabel CertMultiHeadBound IntervalZ.\n"
         "Import ListNotations.\nOpen Scope R_scope.\n",
         f"(** The stated denominator bound. *)\nDefinition D : positive := {D}%positive.\n",
-        mat_table("U", x["U"], "0", "The design: u_k is row k."),
-        mat_table("B", x["B"], "0", "The probes: b_j is row j."),
-        mat_table("U_inv", inverse(x["U"]), "0", "An inverse of U (auxiliary; a wrong one fails)."),
-        mat_table("B_inv", inverse(x["B"]), "0", "An inverse of B (auxiliary; a wrong one fails)."),
-        *tables,
-        f"(** The certified canonical heads. *)\nDefinition heads_c : list (qmat * qvec) := [{heads_list}].\n",
-        f"(** The tie links (k, j): F(1) at (u_k, (b_0 + b_j)/2). *)\n"
-        f"Definition ties : list (nat * nat) := [{ties}].\n",
+        *design_tables(x),
         "(** The recorded answer intervals, one per query of [mh_queries], in order, each with\n"
         "    the certified heads' (b^T v_h, u^T v_h, u^T W_h b) (checked over Q). *)",
         *recs,
@@ -278,6 +272,30 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
         "Print Assumptions run_consistent.\n",
     ]
     return "\n".join(parts)
+
+
+def design_tables(x: dict[str, Any]) -> list[str]:
+    """The Coq tables every canonical multi-head file states: U, B, their inverses, each
+    certified head's W and v, ``heads_c`` and the tie links."""
+    heads = x["heads"]
+    tables = [
+        mat_table("U", x["U"], "0", "The design: u_k is row k."),
+        mat_table("B", x["B"], "0", "The probes: b_j is row j."),
+        mat_table("U_inv", inverse(x["U"]), "0", "An inverse of U (auxiliary; a wrong one fails)."),
+        mat_table("B_inv", inverse(x["B"]), "0", "An inverse of B (auxiliary; a wrong one fails)."),
+    ]
+    for h, (W, v) in enumerate(heads):
+        tables.append(mat_table(f"W_{h}", W, "0", f"The certified W of head {h}."))
+        tables.append(vec_table(f"v_{h}", v, "0", f"The certified v of head {h}."))
+    heads_list = "; ".join(f"(W_{h}, v_{h})" for h in range(len(heads)))
+    ties = "; ".join(f"({k}, {j})%nat" for k, j, _ in x["ties"])
+    return [
+        *tables,
+        f"(** The certified canonical heads. *)\n"
+        f"Definition heads_c : list (qmat * qvec) := [{heads_list}].\n",
+        f"(** The tie links (k, j): F(1) at (u_k, (b_0 + b_j)/2). *)\n"
+        f"Definition ties : list (nat * nat) := [{ties}].\n",
+    ]
 
 
 def _pairs(x: dict[str, Any]) -> list[tuple[list[Fraction], list[Fraction]]]:

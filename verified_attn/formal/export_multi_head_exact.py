@@ -29,10 +29,11 @@ from typing import Any
 
 from verified_attn.certificates.kernel import get
 from verified_attn.errors import CertificateError
-from verified_attn.formal.coq_tables import coq_q, inverse, mat_table, vec_table
+from verified_attn.formal.coq_tables import coq_q
 from verified_attn.formal.export_exact import answer_expression, coq_real
 from verified_attn.formal.export_multi_head import (
     design_queries,
+    design_tables,
     labelling_checks,
     query_terms,
     read_run,
@@ -85,27 +86,13 @@ def exact_multi_head_file(data: Mapping[str, Any]) -> str:
     n = len(qs)
     identified = labelling_checks(x)[1]
     sha = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-    tables = []
-    for h, (W, v) in enumerate(heads):
-        tables.append(mat_table(f"W_{h}", W, "0", f"The certified W of head {h}."))
-        tables.append(vec_table(f"v_{h}", v, "0", f"The certified v of head {h}."))
-    heads_list = "; ".join(f"(W_{h}, v_{h})" for h in range(len(heads)))
-    ties = "; ".join(f"({k}, {j})%nat" for k, j, _ in x["ties"])
     parts = [
         _header(data, x, n, sha, identified),
         "From Coq Require Import Reals QArith List Lia.\n"
         "From VerifiedAttn Require Import Defs CertHead CertMultiHead CertMultiHeadId\n"
         "  CertMultiHeadLabel CertMultiHeadExact.\n"
         "Import ListNotations.\nOpen Scope R_scope.\n",
-        mat_table("U", x["U"], "0", "The design: u_k is row k."),
-        mat_table("B", x["B"], "0", "The probes: b_j is row j."),
-        mat_table("U_inv", inverse(x["U"]), "0", "An inverse of U (auxiliary; a wrong one fails)."),
-        mat_table("B_inv", inverse(x["B"]), "0", "An inverse of B (auxiliary; a wrong one fails)."),
-        *tables,
-        f"(** The certified canonical heads. *)\n"
-        f"Definition heads_c : list (qmat * qvec) := [{heads_list}].\n",
-        f"(** The tie links (k, j): F(1) at (u_k, (b_0 + b_j)/2). *)\n"
-        f"Definition ties : list (nat * nat) := [{ties}].\n",
+        *design_tables(x),
         "(** The run (its interval fields mD and mrecs belong to certified runs; unused). *)\n"
         f"Definition run : mh_run := {{| md := {d}; mH0 := {H0}; mD := 1%positive; mU := U;\n"
         "  mB := B; mties := ties; mheads := heads_c; mrecs := [] |}.\n",
