@@ -47,6 +47,15 @@ HYPOTHESES = (
     ("thm-4.1", "design-orthogonal"),
     ("thm-5.1", "rank-exceeds"),
 )
+#: The multi-head Transformer's canonical-form pairs (formal/CertTransformerHyp.v) and
+#: the ffn-bias witness (formal/CertHyp.v).
+TRANSFORMER_PAIRS = (
+    ("transformer", "ffn-bias"),
+    ("transformer", "dead-neuron"),
+    ("transformer", "always-on-neuron"),
+    ("transformer", "killed-head"),
+    ("transformer", "colliding-heads"),
+)
 
 
 def random_head(d: int, seed: int) -> va.SingleHeadAttention:
@@ -174,6 +183,12 @@ def run_low_rank_cert(specs: Any, seed: int) -> list[dict[str, Any]]:
     return rows
 
 
+def hypothesis_row(theorem: str, kind: str, seed: int) -> dict[str, Any]:
+    """The row of one hypothesis counterexample's file at d = 4."""
+    data = va.counterexample(theorem, kind=kind, d=4, seed=seed).certificate()
+    return _row(f"{theorem} {kind}", 4, data)
+
+
 def run_kinds(quick: bool, seed: int) -> list[dict[str, Any]]:
     """One row per exported certificate of the kinds above."""
     rows = exact_head_rows(quick, seed)
@@ -184,9 +199,8 @@ def run_kinds(quick: bool, seed: int) -> list[dict[str, Any]]:
             _row("low-rank exact", d, data, rank=data["rank"], learning_queries=rec.queries)
         )
     rows += run_low_rank_cert(LOW_RANK_CERT_QUICK if quick else LOW_RANK_CERT, seed)
-    for theorem, kind in HYPOTHESES[:1] if quick else HYPOTHESES:
-        data = va.counterexample(theorem, kind=kind, d=4, seed=seed).certificate()
-        rows.append(_row(f"{theorem} {kind}", 4, data))
+    for theorem, kind in HYPOTHESES[:1] if quick else HYPOTHESES + TRANSFORMER_PAIRS:
+        rows.append(hypothesis_row(theorem, kind, seed))
     if not quick:
         pair = va.counterexample("multi-head", d=4, heads=3, kind="shared-score-split", seed=seed)
         rows.append(_row("prop-7.1 shared-score-split", 4, pair.certificate()))

@@ -14,13 +14,16 @@ Targets (issue 38): d = 4 in at most 60 s, d = 8 in at most 300 s. Run::
     /work/venv/bin/python benchmarks/coq_export.py --exact-single-head-only
     /work/venv/bin/python benchmarks/coq_export.py --multi-head-fewer-only
     /work/venv/bin/python benchmarks/coq_export.py --multi-head-exact-only
+    /work/venv/bin/python benchmarks/coq_export.py --transformer-pairs-only
 
 The other exported kinds (exact single heads, exact and certified low-rank runs, hypothesis
 and Prop 7.1 pairs, certified multi-head runs) are timed by ``_coq_export_kinds.py`` into
 ``kind_rows``; ``--exact-single-head-only`` runs only the exact single-head rows and puts
 them in place of those rows of an existing ``coq_export.json`` (the other rows kept);
 ``--multi-head-fewer-only`` does the same for the row of a multi-head run that finds fewer
-heads than ``max_heads``, ``--multi-head-exact-only`` for the exact multi-head rows.
+heads than ``max_heads``, ``--multi-head-exact-only`` for the exact multi-head rows,
+``--transformer-pairs-only`` for the multi-head Transformer's canonical-form pairs and
+the ffn-bias witness.
 
 Exit status 1 if a check fails or Coq is missing; a missed time target is recorded.
 """
@@ -48,8 +51,10 @@ from _coq_export_kinds import (
     MULTI_HEAD_EXACT,
     MULTI_HEAD_EXACT_KIND,
     MULTI_HEAD_KIND,
+    TRANSFORMER_PAIRS,
     exact_head_row,
     fewer_heads_row,
+    hypothesis_row,
     multi_head_exact_row,
     multi_head_row,
     random_head,
@@ -119,6 +124,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         action="store_true",
         help="only the default certified multi-head rows, in place of those of coq_export.json",
     )
+    parser.add_argument(
+        "--transformer-pairs-only",
+        action="store_true",
+        help="only the Transformer pairs and witness, in place of those of coq_export.json",
+    )
     args = parser.parse_args(argv)
     if not formal.coq_available():
         print(f"Coq missing: {formal.COQ_INSTALL_HINT}", file=sys.stderr)
@@ -140,6 +150,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         sizes = MULTI_HEAD_EXACT[:1] if args.quick else MULTI_HEAD_EXACT
         jobs = [(multi_head_exact_row, (d, H, args.seed)) for d, H in sizes]
         return _replace_rows(out, MULTI_HEAD_EXACT_KIND, jobs)
+    if args.transformer_pairs_only:
+        for theorem, kind in TRANSFORMER_PAIRS:
+            data = _replace_rows(
+                out, f"{theorem} {kind}", [(hypothesis_row, (theorem, kind, args.seed))]
+            )
+        return data
     if args.multi_head_fewer_only:
         return _replace_rows(out, FEWER_KIND, [(fewer_heads_row, (args.seed,))])
     rows = []

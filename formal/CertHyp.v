@@ -9,10 +9,16 @@
       rational c > 0 satisfy f2 = c f1, so they give the same sign on every sequence;
     - [hyp_cancelling_neurons] (Transformer, v_eff != 0): a Transformer whose FFN neurons
       lie on one ray a (column k of A is s_k a, s_k >= 0) with sum_k w_k s_k = 0 is 0 on
-      every sequence, whatever W and V; two such are equal. *)
+      every sequence, whatever W and V; two such are equal;
+    - [hyp_ffn_bias] (Transformer, a bias-free FFN): for a biased FFN g and a rational x
+      with D(2x) <> 2 D(x), D(y) = g(y) - g(-y) computed over Q, no single head (W, v)
+      has f([y]) - f([-y]) = D(y) at both y = x and y = 2x (a head's is 2 y^T v, linear).
+      On length-1 queries a Transformer with V = I answers g(y)
+      ([TransformerHeads.transformer_heads_length1]), so its antisymmetrised map is no
+      single head's. *)
 
 From Coq Require Import Reals QArith Qreals Lra Lia Bool.
-From VerifiedAttn Require Import Defs Prop71 CertHead CertPair.
+From VerifiedAttn Require Import Defs Prop71 CertHead CertPair Thm41 TransformerHeads.
 Open Scope R_scope.
 
 Definition qmat_agree (n m : nat) (A B : qmat) : bool :=
@@ -107,4 +113,71 @@ Theorem hyp_cancelling_neurons : forall d e m (W1 V1 A1 W2 V2 A2 : qmat) (w1 w2 
 Proof.
   intros. unfold transformer. rewrite (ffn_one_ray_zero e m A1 w1 a1 s1 H), (ffn_one_ray_zero e m A2 w2 a2 s2 H0).
   reflexivity.
+Qed.
+
+(** ** An FFN bias: the antisymmetrised map is not linear. *)
+
+Definition qrelu (z : Q) : Q := if Qle_bool 0 z then z else 0.
+
+(** g(x) = w^T ReLU(A^T x + a) over Q (A is d x m). *)
+Definition qffn (d m : nat) (A : qmat) (a w x : qvec) : Q :=
+  qsum m (fun k => w k * qrelu (qsum d (fun j => A j k * x j) + a k))%Q.
+
+Definition qneg (x : qvec) : qvec := fun i => (- x i)%Q.
+Definition qtwice (x : qvec) : qvec := fun i => (2 * x i)%Q.
+
+(** D(x) = g(x) - g(-x) over Q. *)
+Definition qodd (d m : nat) (A : qmat) (a w x : qvec) : Q :=
+  (qffn d m A a w x - qffn d m A a w (qneg x))%Q.
+
+Lemma relu_q : forall z, relu (Q2R z) = Q2R (qrelu z).
+Proof.
+  intros z. unfold relu, qrelu, Rmax. destruct (Qle_bool 0 z) eqn:E.
+  - pose proof (qle_spec _ _ E) as L. unfold Q2R in L at 1. simpl in L.
+    destruct (Rle_dec 0 (Q2R z)); [reflexivity | lra].
+  - assert (L : Q2R z < 0).
+    { assert (Hz : (z < 0)%Q).
+      { apply Qnot_le_lt. intros Hle. apply Qle_bool_iff in Hle. congruence. }
+      apply Qlt_Rlt in Hz. unfold Q2R at 2 in Hz. simpl in Hz. lra. }
+    destruct (Rle_dec 0 (Q2R z)); [lra|]. unfold Q2R. simpl. ring.
+Qed.
+
+Lemma ffn_biased_q : forall d m A a w x,
+  ffn_biased d m (rmat A) (rvec a) (rvec w) 0 (rvec x) = Q2R (qffn d m A a w x).
+Proof.
+  intros. unfold ffn_biased, qffn. rewrite Q2R_qsum, Rplus_0_r. apply sum_ext. intros k _.
+  rewrite Q2R_mult, <- relu_q, Q2R_plus, Q2R_qsum. unfold pre_activation, rvec, rmat.
+  f_equal. f_equal. f_equal. apply sum_ext. intros. rewrite Q2R_mult. reflexivity.
+Qed.
+
+Lemma dot_qneg : forall d x v, dot d (rvec (qneg x)) v = - dot d (rvec x) v.
+Proof.
+  intros. unfold dot, rvec, qneg. rewrite <- sum_opp. apply sum_ext. intros.
+  rewrite Q2R_opp. ring.
+Qed.
+
+Lemma dot_qtwice : forall d x v, dot d (rvec (qtwice x)) v = 2 * dot d (rvec x) v.
+Proof.
+  intros. unfold dot, rvec, qtwice. rewrite <- sum_scal_l. apply sum_ext. intros.
+  rewrite Q2R_mult. replace (Q2R 2) with 2 by (unfold Q2R; simpl; field). ring.
+Qed.
+
+Theorem hyp_ffn_bias : forall d m (A : qmat) (a w x : qvec),
+  Qeq_bool (qodd d m A a w (qtwice x)) (2 * qodd d m A a w x) = false ->
+  forall W v, ~ (
+    ffn_biased d m (rmat A) (rvec a) (rvec w) 0 (rvec x) -
+    ffn_biased d m (rmat A) (rvec a) (rvec w) 0 (rvec (qneg x)) =
+      attention d 1 (seq1 (rvec x)) W v - attention d 1 (seq1 (rvec (qneg x))) W v /\
+    ffn_biased d m (rmat A) (rvec a) (rvec w) 0 (rvec (qtwice x)) -
+    ffn_biased d m (rmat A) (rvec a) (rvec w) 0 (rvec (qneg (qtwice x))) =
+      attention d 1 (seq1 (rvec (qtwice x))) W v -
+      attention d 1 (seq1 (rvec (qneg (qtwice x)))) W v).
+Proof.
+  intros d m A a w x H W v [E1 E2].
+  rewrite !ffn_biased_q, !attention_length1_bias_free, !dot_qneg in *.
+  rewrite dot_qtwice in E2. rewrite <- !Q2R_minus in E1, E2.
+  assert (E : Q2R (qodd d m A a w (qtwice x)) = Q2R (2 * qodd d m A a w x)%Q).
+  { unfold qodd. rewrite E2, Q2R_mult, E1. replace (Q2R 2) with 2 by (unfold Q2R; simpl; field).
+    ring. }
+  apply eqR_Qeq, Qeq_bool_iff in E. rewrite E in H. discriminate.
 Qed.

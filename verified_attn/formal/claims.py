@@ -453,16 +453,38 @@ THEOREMS: list[FormalTheorem] = [
         "formal/cert-hypothesis-pairs",
         "Thm 4.1, App B, Transformer",
         "CertHyp",
-        ("hyp_zero_value", "hyp_positive_scale", "hyp_cancelling_neurons"),
+        ("hyp_zero_value", "hyp_positive_scale", "hyp_cancelling_neurons", "hyp_ffn_bias"),
         "For every d (and e, m), on every sequence of every length: two heads with rational "
         "W and v = 0 give the same output; heads (W, v) and (W, c v) with a rational c > 0 "
         "give f2 = c f1, hence the same sign; a one-layer Transformer whose FFN neurons lie "
         "on one ray a (column k of A is s_k a, s_k >= 0) with sum_k w_k s_k = 0 outputs 0, "
-        "whatever W and V (the theorems the exported hypothesis pairs apply).",
+        "whatever W and V; for a biased FFN g and a rational x with D(2x) != 2 D(x), "
+        "D(y) = g(y) - g(-y) over Q, no single head (W, v) has f([y]) - f([-y]) = D(y) at "
+        "both y = x and y = 2x (the theorems the exported hypothesis counterexamples apply).",
         (
             "thm-4.1/hypothesis/v-zero",
             "app-b/hypothesis/positive-scale",
             "transformer/hypothesis/v-eff-zero",
+            "transformer/hypothesis/ffn-bias",
+        ),
+    ),
+    FormalTheorem(
+        "formal/cert-transformer-pairs",
+        "Transformer",
+        "CertTransformerHyp",
+        ("tf_dead_neuron", "tf_always_on_neuron", "tf_killed_head", "tf_colliding_heads"),
+        "For every d, e, m and H, on every sequence of every length, for multi-head "
+        "Transformers T(X) = w_o^T ReLU(A^T sum_h V_h^T X^T softmax(X (W_h x_N + c_h)) + a) + b "
+        "with rational parameters: a last neuron with zero input weights and bias <= 0 "
+        "changes nothing, whatever its output weight; a last neuron with zero input weights "
+        "and bias a_m >= 0 is the same as w_m a_m added to b; a head p with V_p A = 0 may "
+        "have any W_p and c_p; a last head with head p's W and c is the same as adding its V "
+        "to V_p (the theorems the exported canonical-form pairs apply).",
+        (
+            "transformer/hypothesis/dead-neuron",
+            "transformer/hypothesis/always-on-neuron",
+            "transformer/hypothesis/killed-head",
+            "transformer/hypothesis/colliding-heads",
         ),
     ),
     FormalTheorem(

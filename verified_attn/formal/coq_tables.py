@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import mpmath
 
 from verified_attn.arithmetic import fmpq_matrix
-from verified_attn.certificates.kernel import as_list, rational
+from verified_attn.certificates.kernel import as_list, as_matrix, rational
 from verified_attn.errors import CertificateError
 
 __all__ = [
@@ -43,6 +43,8 @@ __all__ = [
     "mpf",
     "probe_precision",
     "probe_tables",
+    "rational_matrix",
+    "rational_vector",
     "vec_table",
 ]
 
@@ -58,6 +60,19 @@ class Probe(NamedTuple):
     mhi: Fraction
     lo: Fraction
     hi: Fraction
+
+
+def rational_matrix(raw: Any, path: str, rows: int, cols: int) -> list[list[Fraction]]:
+    """A rows x cols matrix of "p/q" entries read into fractions (errors name the entry)."""
+    return [
+        [rational(q, f"{path}[{i}][{j}]") for j, q in enumerate(row)]
+        for i, row in enumerate(as_matrix(raw, path, rows, cols))
+    ]
+
+
+def rational_vector(raw: Any, path: str, n: int | None) -> list[Fraction]:
+    """A vector of "p/q" entries (of length n if given) read into fractions."""
+    return [rational(q, f"{path}[{i}]") for i, q in enumerate(as_list(raw, path, n))]
 
 
 def ball(x: Any, path: str) -> tuple[Fraction, Fraction]:

@@ -18,7 +18,9 @@ the pair's rationals (its side conditions are checks over Q run by ``vm_compute`
 
 The exporter supplies only the scale c and each FFN's ray a and scales s; a wrong one
 makes the proof fail. The pairs that agree exactly on a learner's recorded queries only
-are exported by :mod:`~verified_attn.formal.export_queries`; those that agree within a
+are exported by :mod:`~verified_attn.formal.export_queries`, the multi-head Transformer's
+canonical-form pairs by :mod:`~verified_attn.formal.export_transformer_pair` and the
+ffn-bias witness by :mod:`~verified_attn.formal.export_ffn_witness`; those that agree within a
 tolerance, or show a learner's failure, are not exported.
 """
 
@@ -30,11 +32,20 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any
 
-from verified_attn.certificates.kernel import as_list, as_matrix, get, rational
+from verified_attn.certificates.kernel import as_list, get
 from verified_attn.errors import CertificateError
-from verified_attn.formal.coq_tables import coq_q, mat_table, vec_table
+from verified_attn.formal.coq_tables import (
+    coq_q,
+    mat_table,
+    rational_matrix,
+    rational_vector,
+    vec_table,
+)
+from verified_attn.formal.export_ffn_witness import ffn_witness_file
 from verified_attn.formal.export_queries import KINDS as QUERY_KINDS
 from verified_attn.formal.export_queries import queries_file
+from verified_attn.formal.export_transformer_pair import KINDS as TRANSFORMER_KINDS
+from verified_attn.formal.export_transformer_pair import transformer_pair_file
 
 __all__ = ["KINDS", "MAX_D", "hypothesis_file"]
 
@@ -49,17 +60,6 @@ MAX_D = 8
 Matrix = list[list[Fraction]]
 
 
-def _mat(raw: Any, path: str, rows: int, cols: int) -> Matrix:
-    return [
-        [rational(q, f"{path}[{i}][{j}]") for j, q in enumerate(row)]
-        for i, row in enumerate(as_matrix(raw, path, rows, cols))
-    ]
-
-
-def _vec(raw: Any, path: str, n: int) -> list[Fraction]:
-    return [rational(q, f"{path}[{i}]") for i, q in enumerate(as_list(raw, path, n))]
-
-
 def _side(data: Mapping[str, Any], side: str, d: int, cls: str) -> dict[str, Any]:
     model = get(data, side)
     if not isinstance(model, dict) or model.get("class") != cls:
@@ -67,17 +67,20 @@ def _side(data: Mapping[str, Any], side: str, d: int, cls: str) -> dict[str, Any
     if cls == "single-head":
         if set(model) != {"class", "W", "v"}:
             raise CertificateError(f"{side}: export to Coq covers bias-free heads {{W, v}}")
-        return {"W": _mat(model["W"], f"{side}.W", d, d), "v": _vec(model["v"], f"{side}.v", d)}
+        return {
+            "W": rational_matrix(model["W"], f"{side}.W", d, d),
+            "v": rational_vector(model["v"], f"{side}.v", d),
+        }
     V, A = as_list(model.get("V"), f"{side}.V", d), as_list(model.get("A"), f"{side}.A")
     e = len(V[0]) if V and isinstance(V[0], list) else 0
     m = len(A[0]) if A and isinstance(A[0], list) else 0
     if not (1 <= e <= MAX_D and 1 <= m <= MAX_D and len(A) == e):
         raise CertificateError(f"{side}: V must be d x e and A e x m with 1 <= e, m <= {MAX_D}")
     return {
-        "W": _mat(model["W"], f"{side}.W", d, d),
-        "V": _mat(V, f"{side}.V", d, e),
-        "A": _mat(A, f"{side}.A", e, m),
-        "w": _vec(model.get("w_o"), f"{side}.w_o", m),
+        "W": rational_matrix(model["W"], f"{side}.W", d, d),
+        "V": rational_matrix(V, f"{side}.V", d, e),
+        "A": rational_matrix(A, f"{side}.A", e, m),
+        "w": rational_vector(model.get("w_o"), f"{side}.w_o", m),
     }
 
 
@@ -116,8 +119,13 @@ def hypothesis_file(data: Mapping[str, Any]) -> str:
     key = (get(data, "theorem"), get(data, "counterexample_kind"))
     if key in QUERY_KINDS:
         return queries_file(data)
+    if key[0] == "transformer" and key[1] in TRANSFORMER_KINDS:
+        return transformer_pair_file(data)
+    if key == ("transformer", "ffn-bias"):
+        return ffn_witness_file(data)
     if key not in KINDS:
-        covered = ", ".join(f"{t} {k}" for t, k in (*KINDS, *QUERY_KINDS))
+        transformer = tuple(("transformer", k) for k in (*TRANSFORMER_KINDS, "ffn-bias"))
+        covered = ", ".join(f"{t} {k}" for t, k in (*KINDS, *QUERY_KINDS, *transformer))
         raise CertificateError(
             f"export to Coq covers the hypothesis pairs {covered} (and the prop-7.1 pairs), "
             f"not {key[0]!r:.30} {key[1]!r:.40}: the others are a learner's failure or agree "
