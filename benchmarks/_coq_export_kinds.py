@@ -38,6 +38,9 @@ MULTI_HEAD_KIND = "multi-head certified"
 #: Exact canonical multi-head runs (d, H), the certified rows' heads: one field per query.
 MULTI_HEAD_EXACT = ((2, 2), (3, 2), (3, 3))
 MULTI_HEAD_EXACT_KIND = "multi-head exact"
+#: Certified affine canonical runs (d, H): their files prove parts 1 and 2.
+MULTI_HEAD_AFFINE = ((2, 2), (3, 2))
+MULTI_HEAD_AFFINE_KIND = "multi-head certified affine"
 #: Exact single-head runs: d (the certified rows of ``coq_export.py`` use the same heads).
 EXACT_HEAD = (2, 4, 8)
 HYPOTHESES = (
@@ -129,6 +132,30 @@ def multi_head_row(d: int, H: int, seed: int) -> dict[str, Any]:
     return _row(MULTI_HEAD_KIND, d, data, **extra)
 
 
+def multi_head_affine_row(d: int, H: int, seed: int) -> dict[str, Any]:
+    """A default certified affine canonical run: ``multi_head_model``'s heads with score
+    biases c_h (entries in -1..1) and beta = 1/2; its file proves parts 1 and 2."""
+    rng = random.Random(seed + 1)
+
+    def q(x: Any) -> Fraction:
+        return Fraction(int(x.p), int(x.q))
+
+    heads = [
+        ([[q(x) for x in row] for row in W.tolist()], [q(x) for x in v])
+        for W, v in multi_head_model(d, H, seed).heads
+    ]
+    affine = [(W, v, [Fraction(rng.randint(-1, 1)) for _ in range(d)]) for W, v in heads]
+    oracle = va.Oracle(va.MultiHeadAttention(affine, beta=Fraction(1, 2)), "certified")
+    rec = va.learn_multi_head(oracle, heads=H, seed=seed)
+    data = rec.certificate()
+    extra = {
+        "heads": H,
+        "learning_queries": rec.queries,
+        "answer_precision": data.get("answer_precision"),
+    }
+    return _row(MULTI_HEAD_AFFINE_KIND, d, data, **extra)
+
+
 def multi_head_exact_row(d: int, H: int, seed: int) -> dict[str, Any]:
     """An exact canonical run of H heads (``multi_head_model``): its file proves the exact
     answers (one ``field`` identity per query) and the identification."""
@@ -206,4 +233,6 @@ def run_kinds(quick: bool, seed: int) -> list[dict[str, Any]]:
         rows.append(_row("prop-7.1 shared-score-split", 4, pair.certificate()))
     exact = MULTI_HEAD_EXACT[:1] if quick else MULTI_HEAD_EXACT
     rows += [multi_head_exact_row(d, H, seed) for d, H in exact]
+    affine = MULTI_HEAD_AFFINE[:1] if quick else MULTI_HEAD_AFFINE
+    rows += [multi_head_affine_row(d, H, seed) for d, H in affine]
     return rows + multi_head_rows(quick, seed)

@@ -15,6 +15,7 @@ Targets (issue 38): d = 4 in at most 60 s, d = 8 in at most 300 s. Run::
     /work/venv/bin/python benchmarks/coq_export.py --multi-head-fewer-only
     /work/venv/bin/python benchmarks/coq_export.py --multi-head-exact-only
     /work/venv/bin/python benchmarks/coq_export.py --transformer-pairs-only
+    /work/venv/bin/python benchmarks/coq_export.py --multi-head-affine-only
 
 The other exported kinds (exact single heads, exact and certified low-rank runs, hypothesis
 and Prop 7.1 pairs, certified multi-head runs) are timed by ``_coq_export_kinds.py`` into
@@ -23,7 +24,7 @@ them in place of those rows of an existing ``coq_export.json`` (the other rows k
 ``--multi-head-fewer-only`` does the same for the row of a multi-head run that finds fewer
 heads than ``max_heads``, ``--multi-head-exact-only`` for the exact multi-head rows,
 ``--transformer-pairs-only`` for the multi-head Transformer's canonical-form pairs and
-the ffn-bias witness.
+the ffn-bias witness, ``--multi-head-affine-only`` for the certified affine multi-head rows.
 
 Exit status 1 if a check fails or Coq is missing; a missed time target is recorded.
 """
@@ -48,6 +49,8 @@ from _coq_export_kinds import (
     LOW_RANK_CERT,
     LOW_RANK_CERT_QUICK,
     MULTI_HEAD,
+    MULTI_HEAD_AFFINE,
+    MULTI_HEAD_AFFINE_KIND,
     MULTI_HEAD_EXACT,
     MULTI_HEAD_EXACT_KIND,
     MULTI_HEAD_KIND,
@@ -55,6 +58,7 @@ from _coq_export_kinds import (
     exact_head_row,
     fewer_heads_row,
     hypothesis_row,
+    multi_head_affine_row,
     multi_head_exact_row,
     multi_head_row,
     random_head,
@@ -129,6 +133,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         action="store_true",
         help="only the Transformer pairs and witness, in place of those of coq_export.json",
     )
+    parser.add_argument(
+        "--multi-head-affine-only",
+        action="store_true",
+        help="only the certified affine multi-head rows, in place of those of coq_export.json",
+    )
     args = parser.parse_args(argv)
     if not formal.coq_available():
         print(f"Coq missing: {formal.COQ_INSTALL_HINT}", file=sys.stderr)
@@ -156,6 +165,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 out, f"{theorem} {kind}", [(hypothesis_row, (theorem, kind, args.seed))]
             )
         return data
+    if args.multi_head_affine_only:
+        sizes = MULTI_HEAD_AFFINE[:1] if args.quick else MULTI_HEAD_AFFINE
+        jobs = [(multi_head_affine_row, (d, H, args.seed)) for d, H in sizes]
+        return _replace_rows(out, MULTI_HEAD_AFFINE_KIND, jobs)
     if args.multi_head_fewer_only:
         return _replace_rows(out, FEWER_KIND, [(fewer_heads_row, (args.seed,))])
     rows = []

@@ -42,33 +42,41 @@ Proof.
   rewrite (IH f c) by (intros; apply H; lia). rewrite H by lia. rewrite S_INR. ring.
 Qed.
 
+(** An affine head (score bias c) on k copies of a, then q. *)
+Lemma attention_affine_seqk : forall d k a q W c v,
+  attention_affine d (S k) (seqk k a q) W c v 0 =
+  kprobe_value (INR k) (dot d q v) (dot d a v - dot d q v)
+    (dot d a (vadd (mat_vec d W q) c) - dot d q (vadd (mat_vec d W q) c)).
+Proof.
+  intros. rewrite attention_affine_ratio. cbn [sum].
+  unfold scores_affine, query_token. simpl pred.
+  assert (Eq : seqk k a q k = q) by (unfold seqk; rewrite Nat.ltb_irrefl; reflexivity).
+  rewrite Eq.
+  set (sa := dot d a (vadd (mat_vec d W q) c)).
+  set (sq := dot d q (vadd (mat_vec d W q) c)).
+  rewrite (sum_const_lt k _ (exp sa * dot d a v))
+    by (intros i Hi; unfold seqk; rewrite (proj2 (Nat.ltb_lt i k) Hi); reflexivity).
+  rewrite (sum_const_lt k _ (exp sa))
+    by (intros i Hi; unfold seqk; rewrite (proj2 (Nat.ltb_lt i k) Hi); reflexivity).
+  unfold kprobe_value.
+  replace (exp (- (sa - sq))) with (exp sq * / exp sa)
+    by (rewrite <- exp_Ropp, <- exp_plus; f_equal; ring).
+  pose proof (exp_pos sa). pose proof (exp_pos sq). pose proof (pos_INR k).
+  rewrite Rplus_0_r.
+  assert (P : 0 < exp sq * / exp sa) by (apply Rmult_lt_0_compat; [lra|apply Rinv_0_lt_compat; lra]).
+  assert (0 < INR k * exp sa + exp sq) by nra.
+  field. repeat split; lra.
+Qed.
+
 Lemma attention_seqk : forall d k a q W v,
   attention d (S k) (seqk k a q) W v =
   kprobe_value (INR k) (dot d q v) (dot d a v - dot d q v)
     (dot d a (mat_vec d W q) - dot d q (mat_vec d W q)).
 Proof.
-  intros. unfold attention. rewrite attention_affine_ratio. cbn [sum].
-  unfold scores_affine, query_token. simpl pred.
-  assert (Eq : seqk k a q k = q) by (unfold seqk; rewrite Nat.ltb_irrefl; reflexivity).
-  rewrite Eq.
-  set (sa := dot d a (vadd (mat_vec d W q) zero_vec)).
-  set (sq := dot d q (vadd (mat_vec d W q) zero_vec)).
-  rewrite (sum_const_lt k _ (exp sa * dot d a v))
-    by (intros i Hi; unfold seqk; rewrite (proj2 (Nat.ltb_lt i k) Hi); reflexivity).
-  rewrite (sum_const_lt k _ (exp sa))
-    by (intros i Hi; unfold seqk; rewrite (proj2 (Nat.ltb_lt i k) Hi); reflexivity).
-  assert (Hv : forall x, dot d x (vadd (mat_vec d W q) zero_vec) = dot d x (mat_vec d W q))
+  intros. unfold attention. rewrite attention_affine_seqk.
+  assert (Z : forall x, dot d x (vadd (mat_vec d W q) zero_vec) = dot d x (mat_vec d W q))
     by (intros; rewrite dot_vadd_r, dot_zero_r; ring).
-  unfold sa, sq in *. rewrite !Hv. clear sa sq.
-  set (A := dot d a (mat_vec d W q)). set (B := dot d q (mat_vec d W q)).
-  unfold kprobe_value.
-  replace (exp (- (A - B))) with (exp B * / exp A)
-    by (rewrite <- exp_Ropp, <- exp_plus; f_equal; ring).
-  pose proof (exp_pos A). pose proof (exp_pos B). pose proof (pos_INR k).
-  rewrite Rplus_0_r.
-  assert (P : 0 < exp B * / exp A) by (apply Rmult_lt_0_compat; [lra|apply Rinv_0_lt_compat; lra]).
-  assert (0 < INR k * exp A + exp B) by nra.
-  field. repeat split; lra.
+  rewrite !Z. reflexivity.
 Qed.
 
 (** The canonical learner's sequence at (u, b): k copies of b + u, then b. *)

@@ -81,7 +81,7 @@ def test_export_refuses_what_it_cannot_state(cert: dict[str, Any]) -> None:
         ("arithmetic", "exact", "an exact answer is"),  # read as an exact run: balls refused
         ("arithmetic", "float", "certified canonical"),
         ("method", "orthogonal", "certified canonical"),
-        ("affine", True, "bias-free"),
+        ("affine", True, "design.B has 2 entries, expected 3"),  # an affine run has d + 1 probes
         ("H0", 7, "H0 = 7"),
     ]:
         bad = copy.deepcopy(cert)

@@ -41,7 +41,6 @@ from coq_text import (
 )
 
 import verified_attn as va
-from verified_attn.errors import CertificateError
 from verified_attn.formal.coq_check import compile_exported
 
 TWO = [([[1, 0], [0, -1]], [1, 2]), ([[0, 1], [1, 0]], [-1, 1])]
@@ -178,18 +177,6 @@ def test_ties_state_part_7_not_8(tied: dict[str, Any], tied_text: str) -> None:
     assert "6. (no ties" not in head and "8. every such model" not in head
     assert "apply (mh_pairs_close run Sm eps hs')" in tied_text
     assert "mh_identified" not in tied_text  # neither 6. nor 8.
-
-
-def test_affine_run_is_refused() -> None:
-    """Two heads with score biases c_h and an output bias: learned, not exported."""
-    model = va.MultiHeadAttention(
-        [([[1, 0], [0, -1]], [1, 2], [1, 0]), ([[0, 1], [1, 0]], [-1, 1], [0, -1])], beta=1
-    )
-    rec = va.learn_multi_head(va.Oracle(model, "certified"), heads=2)
-    cert = rec.certificate()
-    assert cert["affine"] is True and rec.exact
-    with pytest.raises(CertificateError, match="bias-free"):
-        va.export_coq(cert)
 
 
 @needs_coq

@@ -401,6 +401,20 @@ THEOREMS: list[FormalTheorem] = [
         ("prop-7.1/canonical-recovery",),
     ),
     FormalTheorem(
+        "formal/cert-multi-head-affine-answers",
+        "Prop 7.1",
+        "CertMultiHeadAffine",
+        ("answer_seqk_affine", "amh_answers_in"),
+        "For every d and H0: an affine head (W, c, v) answers b^T v + u^T v k / (k + exp(-u^T "
+        "(W b + c))) on [b + u; ...; b + u; b] (k copies); if the per-head numbers recorded "
+        "with each answer of a certified affine canonical run (d + 1 probes) are the "
+        "certified heads' own (checked over Q) and each recorded interval holds their sum "
+        "plus beta, the certified heads with beta answer every query of the design inside "
+        "its interval, and their scores and residues at the pairs have denominators at most "
+        "D (the instance each exported affine run proves).",
+        ("prop-7.1/canonical-recovery",),
+    ),
+    FormalTheorem(
         "formal/multi-head-exact-identified",
         "Prop 7.1",
         "CertMultiHeadExact",

@@ -52,6 +52,7 @@ from verified_attn.formal.export_hypothesis import hypothesis_file
 from verified_attn.formal.export_low_rank import low_rank_file
 from verified_attn.formal.export_low_rank_cert import low_rank_cert_file
 from verified_attn.formal.export_multi_head import multi_head_file
+from verified_attn.formal.export_multi_head_affine import affine_multi_head_file
 from verified_attn.formal.export_multi_head_exact import exact_multi_head_file
 from verified_attn.formal.export_pair import pair_file
 
@@ -90,6 +91,8 @@ def export_coq(certificate: str | Path | Mapping[str, Any], path: str | Path | N
         text = low_rank_file(data)
     elif kind == "multi-head" and data.get("arithmetic") == "exact":
         text = exact_multi_head_file(data)
+    elif kind == "multi-head" and data.get("affine"):
+        text = affine_multi_head_file(data, _denominator(data))
     elif kind == "multi-head":
         text = multi_head_file(data, _denominator(data))
     elif data.get("arithmetic") == "exact":

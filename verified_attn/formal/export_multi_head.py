@@ -65,10 +65,12 @@ from verified_attn.multi_head.canonical_certified import decoding_assumption, sc
 __all__ = [
     "design_queries",
     "design_tables",
+    "interval_precision",
     "labelling_checks",
     "multi_head_file",
     "query_terms",
     "read_run",
+    "record_definition",
 ]
 
 #: Largest d and head count exported (the file holds d + 2 H0 (d^2 + d - 1) queries).
@@ -88,39 +90,49 @@ def _read(data: Mapping[str, Any]) -> dict[str, Any]:
     return read_run(data, ball, "balls")
 
 
-def read_run(data: Mapping[str, Any], answer: Any, key: str) -> dict[str, Any]:
+def read_run(
+    data: Mapping[str, Any], answer: Any, key: str, *, affine: bool = False
+) -> dict[str, Any]:
     """d, H0, the design U and B, the certified heads, the tie links and, under ``key``, the
     recorded answers read by ``answer(x, path)``, in the order of ``CertMultiHead.mh_queries``
-    (F(0) at each b_j, F(1 .. 2 H0) at each pair, one per tie link)."""
+    (F(0) at each b_j, F(1 .. 2 H0) at each pair, one per tie link). ``affine``: the run
+    must be affine; B then has d + 1 rows, each head is (W, v, c) and ``beta`` is read."""
     d, H0 = get(data, "d"), get(data, "H0")
     if not isinstance(d, int) or not 1 <= d <= MAX_D:
         raise CertificateError(f"d = {d!r:.20}: export to Coq covers 1 <= d <= {MAX_D}")
     if not isinstance(H0, int) or not 1 <= H0 <= MAX_HEADS:
         raise CertificateError(f"H0 = {H0!r:.20}: export to Coq covers 1 <= H0 <= {MAX_HEADS}")
-    if get(data, "affine"):
-        raise CertificateError("export to Coq covers bias-free multi-head runs, not affine ones")
+    if bool(get(data, "affine")) != affine:
+        raise CertificateError(
+            "this export covers affine multi-head runs only"
+            if affine
+            else "export to Coq covers bias-free multi-head runs here, not affine ones"
+        )
+    nb = d + 1 if affine else d  # the probes: B, and a generic b_0 last if affine
 
-    def rows(name: str) -> list[list[Fraction]]:
-        m = as_matrix(get(data, f"design.{name}"), f"design.{name}", d, d)
+    def rows(name: str, n: int) -> list[list[Fraction]]:
+        m = as_matrix(get(data, f"design.{name}"), f"design.{name}", n, d)
         return [
             [rational(q, f"design.{name}[{i}][{j}]") for j, q in enumerate(r)]
             for i, r in enumerate(m)
         ]
 
-    U, B = rows("U"), rows("B")
-    heads = []
+    U, B = rows("U", d), rows("B", nb)
+    heads: list[tuple[Any, ...]] = []
     for h, e in enumerate(as_list(get(data, "result.heads"), "result.heads")):
         W = as_matrix(get(e, "W"), f"result.heads[{h}].W", d, d)
+        vecs = [
+            [exact_entry(x, f"result.heads[{h}].{name}[{i}]") for i, x in enumerate(raw)]
+            for name in ("v", "c")[: 1 + affine]
+            for raw in [as_list(get(e, name), name, d)]
+        ]
         heads.append(
             (
                 [
                     [exact_entry(x, f"result.heads[{h}].W[{i}][{j}]") for j, x in enumerate(r)]
                     for i, r in enumerate(W)
                 ],
-                [
-                    exact_entry(x, f"result.heads[{h}].v[{i}]")
-                    for i, x in enumerate(as_list(get(e, "v"), "v", d))
-                ],
+                *vecs,
             )
         )
     if not 1 <= len(heads) <= H0:
@@ -130,30 +142,33 @@ def read_run(data: Mapping[str, Any], answer: Any, key: str) -> dict[str, Any]:
         for i, t in enumerate(as_list(get(data, "answers.ties"), "answers.ties"))
     ]
     if any(
-        not (isinstance(k, int) and isinstance(j, int) and 0 <= k < d and 0 < j < d)
+        not (isinstance(k, int) and isinstance(j, int) and 0 <= k < d and 0 < j < nb)
         for k, j, _ in ties
     ):
-        raise CertificateError("answers.ties: each tie names 0 <= k < d and 0 < j < d")
-    npairs = d * d + d - 1
+        raise CertificateError(f"answers.ties: each tie names 0 <= k < d and 0 < j < {nb}")
+    npairs = d * nb + d - 1
     F = as_list(get(data, "answers.F"), "answers.F", npairs)
     got = [
         answer(x, f"answers.F0[{j}]")
-        for j, x in enumerate(as_list(get(data, "answers.F0"), "F0", d))
+        for j, x in enumerate(as_list(get(data, "answers.F0"), "F0", nb))
     ]
     for p, row in enumerate(F):
         got += [
             answer(x, f"answers.F[{p}][{i}]") for i, x in enumerate(as_list(row, f"F[{p}]", 2 * H0))
         ]
     got += [b for _, _, b in ties]
-    return {"d": d, "H0": H0, "U": U, "B": B, "heads": heads, "ties": ties, key: got}
+    out = {"d": d, "H0": H0, "U": U, "B": B, "heads": heads, "ties": ties, key: got}
+    if affine:
+        out["beta"] = exact_entry(get(data, "result.beta"), "result.beta")
+    return out
 
 
 def design_queries(x: dict[str, Any]) -> list[Query]:
     """(u, b, k) of every learning query, in the order of ``CertMultiHead.mh_queries``."""
     d, U, B, H0 = x["d"], x["U"], x["B"], x["H0"]
-    pairs = [(U[k], B[j]) for k in range(d) for j in range(d)]
+    pairs = [(U[k], b) for k in range(d) for b in B]
     pairs += [([a + c for a, c in zip(U[0], U[k], strict=True)], B[0]) for k in range(1, d)]
-    out: list[Query] = [([Fraction(0)] * d, B[j], 0) for j in range(d)]
+    out: list[Query] = [([Fraction(0)] * d, b, 0) for b in B]
     out += [(u, b, k) for u, b in pairs for k in range(1, 2 * H0 + 1)]
     out += [
         (U[k], [(a + c) / 2 for a, c in zip(B[0], B[j], strict=True)], 1) for k, j, _ in x["ties"]
@@ -162,9 +177,13 @@ def design_queries(x: dict[str, Any]) -> list[Query]:
 
 
 def query_terms(q: Query, heads: list[Any]) -> list[tuple[Fraction, Fraction, Fraction]]:
-    """(b^T v, u^T v, u^T W b) per head: the head answers a + r k / (k + exp(-m))."""
+    """(b^T v, u^T v, u^T W b) per head (u^T (W b + c) for an affine head (W, v, c)): the
+    head answers a + r k / (k + exp(-m))."""
     u, b, _ = q
-    return [(_dot(b, v), _dot(u, v), _dot(u, [_dot(row, b) for row in W])) for W, v in heads]
+    return [
+        (_dot(b, v), _dot(u, v), _dot(u, [_dot(row, b) for row in W]) + sum(_dot(u, c) for c in cs))
+        for W, v, *cs in heads
+    ]
 
 
 def labelling_checks(x: dict[str, Any]) -> tuple[bool, bool]:
@@ -205,7 +224,7 @@ def labelling_checks(x: dict[str, Any]) -> tuple[bool, bool]:
     return generic, generic and not x["ties"] and link and row
 
 
-def _precision(qs: list[Query], terms: list[Any], balls: list[Any]) -> int:
+def interval_precision(qs: list[Query], terms: list[Any], balls: list[Any]) -> int:
     """Bits for [interval] to show every answer with k > 0 inside its interval."""
     bits = 53
     with mpmath.workprec(1200):
@@ -223,7 +242,8 @@ def _precision(qs: list[Query], terms: list[Any], balls: list[Any]) -> int:
     return bits
 
 
-def _rec(i: int, lo: Fraction, hi: Fraction, ts: list[Any]) -> str:
+def record_definition(i: int, lo: Fraction, hi: Fraction, ts: list[Any]) -> str:
+    """``rec_i``: one recorded answer interval with the certified heads' terms."""
     body = "; ".join(f"({coq_q(a)}, {coq_q(r)}, {coq_q(m)})" for a, r, m in ts)
     return f"Definition rec_{i} : mh_rec := {{| alo := {coq_q(lo)}; ahi := {coq_q(hi)};\n  aterms := [{body}] |}}.\n"
 
@@ -234,10 +254,11 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
     d, H0, heads = x["d"], x["H0"], x["heads"]
     qs = design_queries(x)
     terms = [query_terms(q, heads) for q in qs]
-    prec = _precision(qs, terms, x["balls"])
+    prec = interval_precision(qs, terms, x["balls"])
     names = [f"rec_{i}" for i in range(len(qs))]
     recs = [
-        _rec(i, lo, hi, ts) for i, (ts, (lo, hi)) in enumerate(zip(terms, x["balls"], strict=True))
+        record_definition(i, lo, hi, ts)
+        for i, (ts, (lo, hi)) in enumerate(zip(terms, x["balls"], strict=True))
     ]
     sha = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     stated = _stated(data, x, D)
