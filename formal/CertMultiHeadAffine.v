@@ -18,12 +18,17 @@
     u^T (W_h b + c_h) and residue u^T v_h at every pair of the design is a rational with
     denominator at most D.
 
-    Not covered for affine runs: the identification steps of bias-free runs
-    ([CertMultiHeadId], [CertMultiHeadLabel], [CertMultiHeadBound]), whose design has d
-    probes and no beta. *)
+    [amh_masses_determined] (every run): two affine models of at most H0 heads (each with
+    its own output bias) that give the same answer to every query [amh_queries] generates
+    have the same score masses at every pair: for every real s, the same sum of residues
+    u^T v_h over their heads with score u^T (W_h b + c_h) = s (the interpolation step,
+    [terms_identify]: F(0) .. F(2 H0) fix the poles and residues whatever the constant).
+
+    Not covered for affine runs: the labelling across pairs and the steps from intervals
+    ([CertMultiHeadLabel], [CertMultiHeadBound]), stated for the bias-free design. *)
 
 From Coq Require Import Reals QArith Qreals Lra Lia List Bool.
-From VerifiedAttn Require Import Defs CertHead CertMultiHead.
+From VerifiedAttn Require Import Defs CertHead CertMultiHead CertMultiHeadId.
 Import ListNotations.
 Open Scope R_scope.
 
@@ -165,4 +170,108 @@ Proof.
     pose proof (Hd _ Hin) as E. apply andb_true_iff in E as [H1 H2]. cbn [fst snd] in H1, H2.
     unfold ascore. cbn [fst snd]. rewrite dot_mvc_q, dot_q.
     split; apply den_okr_spec; assumption.
+Qed.
+
+(** ** The answers at one pair determine the score masses, whatever the constant. *)
+
+(** Per affine head: (u^T v, exp (- u^T (W b + c))). *)
+Definition akterms (d : nat) (u b : vec) (hs : list affine_head) : list (R * R) :=
+  map (fun h => (dot d u (snd h), exp (- ascore d u b h))) hs.
+
+(** The sum of the residues u^T v_h of the heads with score u^T (W_h b + c_h) = s. *)
+Definition ascore_mass (d : nat) (u b : vec) (s : R) (hs : list affine_head) : R :=
+  lsum (ind s) (map (fun h => (dot d u (snd h), ascore d u b h)) hs).
+
+Definition aabase (d : nat) (b : vec) (hs : list affine_head) : R :=
+  lsum (fun _ => 1) (map (fun h => (dot d b (snd h), 0)) hs).
+
+Lemma aheads_form : forall d u b k hs,
+  affine_heads_sum d (S k) (seqk k (vadd b u) b) hs =
+  aabase d b hs + INR k * psum (INR k) (akterms d u b hs).
+Proof.
+  intros d u b k. unfold aabase, akterms, psum.
+  induction hs as [|[[W c] v] hs IH]; simpl; [ring|]. rewrite IH, answer_seqk_affine.
+  unfold kprobe_value, ascore, Rdiv. simpl. ring.
+Qed.
+
+Lemma ascore_mass_csum : forall d u b s hs,
+  ascore_mass d u b s hs = csum (exp (- s)) (akterms d u b hs).
+Proof.
+  intros. unfold ascore_mass, csum, akterms, ind.
+  induction hs as [|h hs IH]; simpl; [reflexivity|]. rewrite IH. f_equal. f_equal.
+  destruct (Req_EM_T (ascore d u b h) s) as [E|E];
+    destruct (Req_EM_T (exp (- ascore d u b h)) (exp (- s))) as [F|F]; try reflexivity.
+  - exfalso. apply F. rewrite E. reflexivity.
+  - exfalso. apply E. apply exp_inv in F. lra.
+Qed.
+
+(** Every d and H0: two affine models of at most H0 heads, with any output biases, giving
+    the same F(0), ..., F(2 H0) at (u, b) have the same score masses. *)
+Theorem akprobe_identifies : forall d H0 u b (hs hs' : list affine_head) beta beta',
+  (length hs <= H0)%nat -> (length hs' <= H0)%nat ->
+  (forall k, (k <= 2 * H0)%nat ->
+     multi_head_affine d (S k) (seqk k (vadd b u) b) hs beta =
+     multi_head_affine d (S k) (seqk k (vadd b u) b) hs' beta') ->
+  forall s, ascore_mass d u b s hs = ascore_mass d u b s hs'.
+Proof.
+  intros d H0 u b hs hs' beta beta' Hl Hl' E s. rewrite !ascore_mass_csum.
+  apply (terms_identify H0 _ _ (aabase d b hs + beta) (aabase d b hs' + beta')).
+  - unfold akterms. rewrite map_length. exact Hl.
+  - unfold akterms. rewrite map_length. exact Hl'.
+  - intros c z Hc. apply in_app_or in Hc as [Hc|Hc]; unfold akterms in Hc;
+      apply in_map_iff in Hc as [h [Eh _]]; injection Eh as _ <-; apply exp_pos.
+  - intros k Hk. pose proof (E k Hk) as Ek. unfold multi_head_affine in Ek.
+    rewrite !aheads_form in Ek. lra.
+Qed.
+
+(** ** Every pair of a run's design. *)
+
+Definition asame_answers (C : amh_run) (hs' : list affine_head) beta' hs beta : Prop :=
+  Forall (fun q => amh_answer (ad C) hs' beta' q = amh_answer (ad C) hs beta q) (queries_of C).
+
+Definition asame_masses (C : amh_run) (hs' hs : list affine_head) : Prop :=
+  Forall (fun p => forall s,
+      ascore_mass (ad C) (rvec (fst p)) (rvec (snd p)) s hs' =
+      ascore_mass (ad C) (rvec (fst p)) (rvec (snd p)) s hs)
+    (amh_pairs (ad C) (aU C) (aB C)).
+
+Lemma apair_probe : forall d U B (p : qvec * qvec), In p (amh_pairs d U B) ->
+  exists j, (j < S d)%nat /\ snd p = B j.
+Proof.
+  intros d U B p Hp. unfold amh_pairs in Hp. apply in_app_or in Hp as [Hp|Hp].
+  - apply in_flat_map in Hp as [k [_ Hp]]. apply in_map_iff in Hp as [j [<- Hj]].
+    apply in_seq in Hj. exists j. split; [lia|reflexivity].
+  - apply in_map_iff in Hp as [k [<- Hk]]. exists O. split; [lia|reflexivity].
+Qed.
+
+Lemma apair_queries : forall d H0 U B ties (p : qvec * qvec) k,
+  In p (amh_pairs d U B) -> (1 <= k <= 2 * H0)%nat ->
+  In (fst p, snd p, k) (amh_queries d H0 U B ties).
+Proof.
+  intros d H0 U B ties p k Hp Hk. unfold amh_queries. apply in_or_app. right. apply in_or_app.
+  left. apply in_flat_map. exists p. split; [exact Hp|]. apply in_map_iff. exists k.
+  split; [reflexivity|]. apply in_seq. lia.
+Qed.
+
+Lemma aprobe_query : forall d H0 U B ties j, (j < S d)%nat ->
+  In ((fun _ => 0%Q), B j, O) (amh_queries d H0 U B ties).
+Proof.
+  intros. unfold amh_queries. apply in_or_app. left. apply in_map_iff. exists j.
+  split; [reflexivity|]. apply in_seq. lia.
+Qed.
+
+(** Every run: affine models of at most H0 heads with the same answers to the design's
+    queries (each with its own output bias) have the same score masses at every pair. *)
+Theorem amh_masses_determined : forall C (hs' hs : list affine_head) beta' beta,
+  (length hs' <= aH0 C)%nat -> (length hs <= aH0 C)%nat ->
+  asame_answers C hs' beta' hs beta -> asame_masses C hs' hs.
+Proof.
+  intros C hs' hs beta' beta Hl' Hl E. unfold asame_masses. apply Forall_forall.
+  intros p Hp s. apply (akprobe_identifies _ (aH0 C) _ _ _ _ beta' beta Hl' Hl).
+  intros k Hk. unfold asame_answers, queries_of in E. rewrite Forall_forall in E.
+  destruct k as [|k].
+  - destruct (apair_probe _ _ _ p Hp) as [j [Hj Ej]].
+    pose proof (E _ (aprobe_query (ad C) (aH0 C) (aU C) (aB C) (aties C) j Hj)) as F.
+    unfold amh_answer in F. rewrite Ej. exact F.
+  - exact (E _ (apair_queries (ad C) (aH0 C) (aU C) (aB C) (aties C) p (S k) Hp ltac:(lia))).
 Qed.

@@ -12,7 +12,9 @@
     Cauchy matrix 1 / (x_i + z_j) of distinct points and poles is invertible; proved by
     elimination, no polynomials).
 
-    [kprobe_identifies] (every d and H0): two models with at most H0 heads each that give
+    [terms_identify] (every H0): A + k sum_{(c, z) in K} c / (k + z) at k = 0 .. 2 H0, with
+    at most H0 pairs per side and positive poles, fixes the residues' group sums whatever
+    the constant A. [kprobe_identifies] (every d and H0): two models with at most H0 heads each that give
     the same answers F(0), F(1), ..., F(2 H0) at (u, b) have, for every real s, the same sum
     of residues u^T v_h over their heads with score u^T W_h b = s ([score_mass]): the
     scores carrying a nonzero residue sum, and those sums, are determined.
@@ -257,6 +259,39 @@ Proof.
   induction L as [|[c z] L IH]; simpl; [ring|]. rewrite IH. ring.
 Qed.
 
+(** Every H0: A + k sum_{(c, z) in K} c / (k + z) at k = 0 .. 2 H0, with at most H0 pairs
+    on each side and positive poles, determines the group sums of the residues, whatever
+    the constant A (also used with an output bias, CertMultiHeadAffine.v). *)
+Lemma terms_identify : forall H0 (K K' : list (R * R)) A A',
+  (length K <= H0)%nat -> (length K' <= H0)%nat ->
+  (forall c z, In (c, z) (K ++ K') -> 0 < z) ->
+  (forall k, (k <= 2 * H0)%nat -> A + INR k * psum (INR k) K = A' + INR k * psum (INR k) K') ->
+  forall w, csum w K = csum w K'.
+Proof.
+  intros H0 K K' A A' Hl Hl' Hz E w.
+  set (L := K ++ lscale (fun _ => -1) K').
+  assert (AA : A = A') by (pose proof (E O ltac:(lia)) as E0; simpl INR in E0; lra).
+  assert (Z : csum w L = 0).
+  { apply (cauchy_groups_zero (2 * H0) (fun i => INR (S i))).
+    - unfold L, lscale. rewrite app_length, map_length. lia.
+    - intros i j _ _ Eij. apply INR_eq in Eij. lia.
+    - intros i c z _ Hc. pose proof (lt_0_INR (S i) (Nat.lt_0_succ i)).
+      assert (0 < z).
+      { unfold L, lscale in Hc. apply in_app_or in Hc as [Hc|Hc].
+        - apply (Hz c z). apply in_or_app. left. exact Hc.
+        - apply in_map_iff in Hc as [[c' z'] [Ep Hp]]. injection Ep as _ <-.
+          apply (Hz c' z'). apply in_or_app. right. exact Hp. }
+      lra.
+    - intros i Hi. pose proof (E (S i) ltac:(lia)) as Ei. rewrite AA in Ei.
+      pose proof (lt_0_INR (S i) (Nat.lt_0_succ i)).
+      unfold L, psum. rewrite lsum_app.
+      fold (psum (INR (S i)) K) (psum (INR (S i)) (lscale (fun _ => -1) K')). rewrite psum_neg.
+      assert (P : INR (S i) * (psum (INR (S i)) K - psum (INR (S i)) K') = 0) by lra.
+      apply Rmult_integral in P as [P|P]; lra. }
+  unfold L, csum in Z. rewrite lsum_app in Z. fold (csum w K) in Z.
+  fold (csum w (lscale (fun _ => -1) K')) in Z. rewrite csum_scale in Z. lra.
+Qed.
+
 (** Every d and H0: equal answers F(0), ..., F(2 H0) at (u, b) from two models of at most
     H0 heads give equal score masses, for every real s. *)
 Theorem kprobe_identifies : forall d H0 u b (hs hs' : list head),
@@ -265,29 +300,12 @@ Theorem kprobe_identifies : forall d H0 u b (hs hs' : list head),
   forall s, score_mass d u b s hs = score_mass d u b s hs'.
 Proof.
   intros d H0 u b hs hs' Hl Hl' E s. rewrite !score_mass_csum.
-  set (K := kterms d u b hs). set (K' := kterms d u b hs').
-  set (L := K ++ lscale (fun _ => -1) K').
-  assert (A : abase d b hs = abase d b hs').
-  { pose proof (E O ltac:(lia)) as E0. rewrite !kanswer_form in E0. simpl INR in E0. lra. }
-  assert (Z : csum (exp (- s)) L = 0).
-  { apply (cauchy_groups_zero (2 * H0) (fun i => INR (S i))).
-    - unfold L, K, K', lscale, kterms. rewrite app_length, !map_length. unfold head in Hl, Hl'. lia.
-    - intros i j _ _ Eij. apply INR_eq in Eij. lia.
-    - intros i c z _ Hc. pose proof (lt_0_INR (S i) (Nat.lt_0_succ i)).
-      assert (Hz : 0 < z).
-      { unfold L, K, K', lscale, kterms in Hc. apply in_app_or in Hc as [Hc|Hc];
-          apply in_map_iff in Hc as [p [Ep Hp]].
-        - injection Ep as _ <-. apply exp_pos.
-        - apply in_map_iff in Hp as [h [Eh _]]. subst p. injection Ep as _ <-. apply exp_pos. }
-      lra.
-    - intros i Hi. pose proof (E (S i) ltac:(lia)) as Ei. rewrite !kanswer_form, A in Ei.
-      pose proof (lt_0_INR (S i) (Nat.lt_0_succ i)).
-      unfold L, psum. rewrite lsum_app. fold (psum (INR (S i)) K) (psum (INR (S i))
-        (lscale (fun _ => -1) K')). rewrite psum_neg. fold K K' in Ei.
-      assert (P : INR (S i) * (psum (INR (S i)) K - psum (INR (S i)) K') = 0) by lra.
-      apply Rmult_integral in P as [P|P]; lra. }
-  unfold L, csum in Z. rewrite lsum_app in Z. fold (csum (exp (- s)) K) in Z.
-  fold (csum (exp (- s)) (lscale (fun _ => -1) K')) in Z. rewrite csum_scale in Z. lra.
+  apply (terms_identify H0 _ _ (abase d b hs) (abase d b hs')).
+  - unfold kterms. rewrite map_length. exact Hl.
+  - unfold kterms. rewrite map_length. exact Hl'.
+  - intros c z Hc. apply in_app_or in Hc as [Hc|Hc]; unfold kterms in Hc;
+      apply in_map_iff in Hc as [h [Eh _]]; injection Eh as _ <-; apply exp_pos.
+  - intros k Hk. rewrite <- !kanswer_form. exact (E k Hk).
 Qed.
 
 (** The wrong variant: with F(0) .. F(2 H0 - 1) only the masses are not determined (H0 = 1,

@@ -1,10 +1,11 @@
 """Export of certified affine canonical multi-head runs (score biases c_h, output bias
-beta): parts 1 and 2 proved, tampering fails.
+beta): parts 1 to 3 proved, tampering fails.
 
 ``formal/CertMultiHeadAffine.v`` proves, for every d and H0, that the certified heads with
 beta answer every learning query of the affine design (d + 1 probes) inside its recorded
 interval, and that their scores u^T (W_h b + c_h) and residues u^T v_h at the pairs have
-denominators at most D. The Coq tests use the run with every answer widened to a 256-bit
+denominators at most D, and that exact answers to the design fix every affine model's
+score masses at every pair (whatever its output bias). The Coq tests use the run with every answer widened to a 256-bit
 oracle's intervals (:func:`coq_text.widened_answers`), whose file checks in seconds; a
 changed W, c or beta, an interval that misses the answer, a dropped query and
 ``Admitted`` must each fail.
@@ -48,8 +49,11 @@ def test_affine_export_states_the_run(cert: dict[str, Any], text: str) -> None:
     assert cert["queries"]["learning"] == 31
     listed = re.search(r"Definition recs : list mh_rec := \[(.*)\]\.", text)
     assert listed is not None and listed.group(1).count("rec_") == 31
-    assert "answers_amh run (raheads heads_c) (Q2R beta_c) /\\ apairs_den_le run." in text
+    assert "(answers_amh run (raheads heads_c) (Q2R beta_c) /\\ apairs_den_le run) /\\" in text
     assert "Definition beta_c : Q := (1)%Q." in text
+    # part 3: exact answers fix the score masses at every pair, whatever the output bias
+    assert "asame_answers run hs' beta' (raheads heads_c) (Q2R beta_c) ->" in text
+    assert "apply (amh_masses_determined run hs' (raheads heads_c) beta' (Q2R beta_c) L)" in text
     assert "(W_0, c_0, v_0); (W_1, c_1, v_1)" in text
     head = text.split("*)")[0]
     assert "does NOT state" in head and "Admitted" not in text

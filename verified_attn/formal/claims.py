@@ -404,14 +404,16 @@ THEOREMS: list[FormalTheorem] = [
         "formal/cert-multi-head-affine-answers",
         "Prop 7.1",
         "CertMultiHeadAffine",
-        ("answer_seqk_affine", "amh_answers_in"),
+        ("answer_seqk_affine", "amh_answers_in", "akprobe_identifies", "amh_masses_determined"),
         "For every d and H0: an affine head (W, c, v) answers b^T v + u^T v k / (k + exp(-u^T "
         "(W b + c))) on [b + u; ...; b + u; b] (k copies); if the per-head numbers recorded "
         "with each answer of a certified affine canonical run (d + 1 probes) are the "
         "certified heads' own (checked over Q) and each recorded interval holds their sum "
         "plus beta, the certified heads with beta answer every query of the design inside "
         "its interval, and their scores and residues at the pairs have denominators at most "
-        "D (the instance each exported affine run proves).",
+        "D; and two affine models of at most H0 heads, with any output biases, giving the "
+        "same answers to the design's queries have the same score masses at every pair (the "
+        "instance each exported affine run proves).",
         ("prop-7.1/canonical-recovery",),
     ),
     FormalTheorem(

@@ -13,11 +13,13 @@ oracle: heads (W_h, c_h, v_h) and one output bias beta) has d + 1 probes: B and 
 b_0. Its file lists the design, the certified heads and beta, and one record per learning
 query with its recorded answer interval and the heads' (bᵀv_h, uᵀv_h, uᵀ(W_h b + c_h)).
 Coq generates the queries from the design (``CertMultiHeadAffine.amh_queries``) and
-``run_consistent`` proves, by ``amh_answers_in``: (1) the certified heads with beta answer
-every learning query inside its recorded interval, one interval per query; (2) their
-scores uᵀ(W_h b + c_h) and residues uᵀv_h at every pair are rationals with denominator at
-most the stated D. The identification steps of bias-free runs are not formalised for
-affine runs, and the header says so.
+``run_consistent`` proves, by ``amh_answers_in`` and ``amh_masses_determined``: (1) the
+certified heads with beta answer every learning query inside its recorded interval, one
+interval per query; (2) their scores uᵀ(W_h b + c_h) and residues uᵀv_h at every pair are
+rationals with denominator at most the stated D; (3) every affine model of at most H0
+heads giving exactly their answers has their score masses at every pair. The labelling
+across pairs and the steps from intervals are not formalised for affine runs, and the
+header says so.
 """
 
 from __future__ import annotations
@@ -114,7 +116,8 @@ def affine_multi_head_file(data: Mapping[str, Any], D: int) -> str:
         ),
         "From Coq Require Import Reals QArith List.\n"
         "From Interval Require Import Tactic.\n"
-        "From VerifiedAttn Require Import Defs CertHead CertMultiHead CertMultiHeadAffine IntervalZ.\n"
+        "From VerifiedAttn Require Import Defs CertHead CertMultiHead CertMultiHeadId\n"
+        "  CertMultiHeadAffine IntervalZ.\n"
         "Import ListNotations.\nOpen Scope R_scope.\n",
         f"(** The stated denominator bound. *)\nDefinition D : positive := {D}%positive.\n",
         *_tables(x),
@@ -125,11 +128,18 @@ def affine_multi_head_file(data: Mapping[str, Any], D: int) -> str:
         f"Definition run : amh_run := {{| ad := {d}; aH0 := {H0}; aD := D; aU := U; aB := B;\n"
         "  aties := ties; aheads := heads_c; abeta := beta_c; arecs := recs |}.\n",
         "Theorem run_consistent :\n"
-        "  answers_amh run (raheads heads_c) (Q2R beta_c) /\\ apairs_den_le run.\n"
+        "  (answers_amh run (raheads heads_c) (Q2R beta_c) /\\ apairs_den_le run) /\\\n"
+        f"  (forall (hs' : list affine_head) (beta' : R), (length hs' <= {H0})%nat ->\n"
+        "     asame_answers run hs' beta' (raheads heads_c) (Q2R beta_c) ->\n"
+        "     asame_masses run hs' (raheads heads_c)).\n"
         "Proof.\n"
-        "  apply (amh_answers_in run).\n"
+        "  split.\n"
+        "  - apply (amh_answers_in run).\n"
         "    + vm_compute. reflexivity.\n"
         f"    +{_hold(names, prec)[5:]}"
+        "  - intros hs' beta' L E.\n"
+        "    apply (amh_masses_determined run hs' (raheads heads_c) beta' (Q2R beta_c) L); [|exact E].\n"
+        "    unfold raheads. rewrite map_length. apply Nat.leb_le. vm_compute. reflexivity.\n"
         "Qed.\n",
         "Print Assumptions run_consistent.\n",
     ]
@@ -150,12 +160,17 @@ _HEADER = """(** * A certified affine canonical multi-head run, checked by Coq's
        inside its recorded interval, with exactly one recorded interval per query;
     2. every score u^T (W_h b + c_h) and residue u^T v_h of the certified heads at every
        pair of the design is a rational with denominator at most D (below), the
-       denominator part of the certificate's stated assumption, for the certified heads.
+       denominator part of the certificate's stated assumption, for the certified heads;
+    3. every affine model of at most {H0} heads, with any output bias, that gives exactly
+       the certified heads' answers to every query the design generates has, at every
+       pair (u, b) and for every real s, the certified heads' sum of residues u^T v_h
+       over the heads with score u^T (W_h b + c_h) = s ([asame_masses]; the
+       interpolation step: F(0 .. {K}) fix the poles and residues whatever the constant).
     It does NOT state that the certified heads are the only model answering inside the
-    intervals, nor that exact answers determine the model: the identification steps of
-    bias-free runs (formal/CertMultiHeadId.v, CertMultiHeadLabel.v, CertMultiHeadBound.v)
+    intervals, nor that exact answers determine the model beyond 3.: the labelling across
+    pairs and the steps from intervals (formal/CertMultiHeadLabel.v, CertMultiHeadBound.v)
     are not formalised for the affine design (d + 1 probes, beta).
-    It instantiates [CertMultiHeadAffine.amh_answers_in] (formal/, proved for every d and
-    H0); the checks over Q run by computation, each answer's two inequalities about exp
-    are proved by Coq Interval. *)
+    It instantiates [CertMultiHeadAffine.amh_answers_in] and [amh_masses_determined]
+    (formal/, proved for every d and H0); the checks over Q run by computation, each
+    answer's two inequalities about exp are proved by Coq Interval. *)
 """
