@@ -3,12 +3,12 @@ beta): parts 1 to 3 proved, tampering fails.
 
 ``formal/CertMultiHeadAffine.v`` proves, for every d and H0, that the certified heads with
 beta answer every learning query of the affine design (d + 1 probes) inside its recorded
-interval, and that their scores u^T (W_h b + c_h) and residues u^T v_h at the pairs have
+interval, that their scores u^T (W_h b + c_h) and residues u^T v_h at the pairs have
 denominators at most D, and that exact answers to the design fix every affine model's
-score masses at every pair (whatever its output bias). The Coq tests use the run with every answer widened to a 256-bit
-oracle's intervals (:func:`coq_text.widened_answers`), whose file checks in seconds; a
-changed W, c or beta, an interval that misses the answer, a dropped query and
-``Admitted`` must each fail.
+score masses at every pair (whatever its output bias). The Coq tests use the run with
+every answer widened to a 256-bit oracle's intervals (:func:`coq_text.widened_answers`), whose file checks in seconds; a
+changed W, c or beta, an interval that misses the answer, a dropped query, a narrower D,
+another run's answers and ``Admitted`` must each fail.
 """
 
 from __future__ import annotations
@@ -117,3 +117,26 @@ def test_admitted_affine_file_is_caught(text: str) -> None:
     proof = text[text.index("Proof.", text.index("Theorem run_consistent")) :]
     check = compile_exported(text.replace(proof[: proof.index("Qed.") + 4], "Admitted."))
     assert not check.ok and "run_consistent" in check.log
+
+
+@needs_coq
+def test_narrower_bound_fails(text: str) -> None:
+    """D = 2^20 is below the denominators of the certified scores at the pairs (the
+    design's u and b have denominators up to 2^11 each)."""
+    stated = "Definition D : positive := 18446744073709551616%positive."
+    assert stated in text
+    assert not compile_exported(
+        text.replace(stated, "Definition D : positive := 1048576%positive.")
+    ).ok
+
+
+@needs_coq
+def test_another_runs_answers_fail(cert: dict[str, Any]) -> None:
+    """The answers of a run on another model (beta = 2) with this run's heads: the same
+    design (same seed), intervals that miss these heads' answers."""
+    other = va.MultiHeadAttention(HEADS, beta=2)
+    answers = va.learn_multi_head(va.Oracle(other, "certified"), heads=2).certificate()
+    spliced = copy.deepcopy(cert)
+    spliced["answers"] = widened_answers(answers, 250)["answers"]
+    assert spliced["design"] == answers["design"]
+    assert not compile_exported(va.export_coq(spliced)).ok
