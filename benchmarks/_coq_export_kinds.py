@@ -96,21 +96,22 @@ def low_rank_head(d: int, r: int, seed: int) -> va.SingleHeadAttention:
     return va.SingleHeadAttention(W, [Fraction(rng.randint(1, 3)) for _ in range(d)])
 
 
-def multi_head_model(d: int, H: int, seed: int) -> va.MultiHeadAttention:
-    """H heads with small rationals: W entries in [-2, 2] (denominators <= 2), v in 1..3."""
+def multi_head_heads(d: int, H: int, seed: int) -> list[tuple[Any, Any]]:
+    """H heads (W, v) with small rationals: W entries in [-2, 2] (denominators <= 2), v in
+    1..3."""
     rng = random.Random(seed)
-    return va.MultiHeadAttention(
-        [
-            (
-                [
-                    [Fraction(rng.randint(-2, 2), rng.randint(1, 2)) for _ in range(d)]
-                    for _ in range(d)
-                ],
-                [Fraction(rng.randint(1, 3)) for _ in range(d)],
-            )
-            for _ in range(H)
-        ]
-    )
+    return [
+        (
+            [[Fraction(rng.randint(-2, 2), rng.randint(1, 2)) for _ in range(d)] for _ in range(d)],
+            [Fraction(rng.randint(1, 3)) for _ in range(d)],
+        )
+        for _ in range(H)
+    ]
+
+
+def multi_head_model(d: int, H: int, seed: int) -> va.MultiHeadAttention:
+    """The model of :func:`multi_head_heads`."""
+    return va.MultiHeadAttention(multi_head_heads(d, H, seed))
 
 
 def multi_head_rows(quick: bool, seed: int) -> list[dict[str, Any]]:
@@ -121,39 +122,33 @@ def multi_head_rows(quick: bool, seed: int) -> list[dict[str, Any]]:
 def multi_head_row(d: int, H: int, seed: int) -> dict[str, Any]:
     """A default certified canonical run of H heads (its answers at ``answer_precision``):
     its file proves parts 1-8, every interval call included."""
-    oracle = va.Oracle(multi_head_model(d, H, seed), "certified")
-    rec = va.learn_multi_head(oracle, heads=H, seed=seed)
-    data = rec.certificate()
-    extra = {
-        "heads": H,
-        "learning_queries": rec.queries,
-        "answer_precision": data.get("answer_precision"),
-    }
-    return _row(MULTI_HEAD_KIND, d, data, **extra)
+    return _certified_row(MULTI_HEAD_KIND, multi_head_model(d, H, seed), d, H, seed)
 
 
 def multi_head_affine_row(d: int, H: int, seed: int) -> dict[str, Any]:
-    """A default certified affine canonical run: ``multi_head_model``'s heads with score
-    biases c_h (entries in -1..1) and beta = 1/2; its file proves parts 1 and 2."""
+    """A default certified affine canonical run: :func:`multi_head_heads` with score biases
+    c_h (entries in -1..1) and beta = 1/2; its file proves parts 1-3."""
     rng = random.Random(seed + 1)
-
-    def q(x: Any) -> Fraction:
-        return Fraction(int(x.p), int(x.q))
-
     heads = [
-        ([[q(x) for x in row] for row in W.tolist()], [q(x) for x in v])
-        for W, v in multi_head_model(d, H, seed).heads
+        (W, v, [Fraction(rng.randint(-1, 1)) for _ in range(d)])
+        for W, v in multi_head_heads(d, H, seed)
     ]
-    affine = [(W, v, [Fraction(rng.randint(-1, 1)) for _ in range(d)]) for W, v in heads]
-    oracle = va.Oracle(va.MultiHeadAttention(affine, beta=Fraction(1, 2)), "certified")
-    rec = va.learn_multi_head(oracle, heads=H, seed=seed)
+    model = va.MultiHeadAttention(heads, beta=Fraction(1, 2))
+    return _certified_row(MULTI_HEAD_AFFINE_KIND, model, d, H, seed)
+
+
+def _certified_row(
+    kind: str, model: va.MultiHeadAttention, d: int, H: int, seed: int
+) -> dict[str, Any]:
+    """The row of a default certified canonical run of ``model`` (H heads)."""
+    rec = va.learn_multi_head(va.Oracle(model, "certified"), heads=H, seed=seed)
     data = rec.certificate()
     extra = {
         "heads": H,
         "learning_queries": rec.queries,
         "answer_precision": data.get("answer_precision"),
     }
-    return _row(MULTI_HEAD_AFFINE_KIND, d, data, **extra)
+    return _row(kind, d, data, **extra)
 
 
 def multi_head_exact_row(d: int, H: int, seed: int) -> dict[str, Any]:

@@ -65,6 +65,7 @@ from verified_attn.multi_head.canonical_certified import decoding_assumption, sc
 __all__ = [
     "design_queries",
     "design_tables",
+    "hold_proof",
     "interval_precision",
     "labelling_checks",
     "multi_head_file",
@@ -272,7 +273,9 @@ def multi_head_file(data: Mapping[str, Any], D: int) -> str:
     else:
         holds = _close_tables(close)
         if close:
-            holds.append(f"Lemma hold : mh_hold run.\nProof.\n{_hold(names, prec, '  ')}Qed.\n")
+            holds.append(
+                f"Lemma hold : mh_hold run.\nProof.\n{hold_proof(names, prec, '  ')}Qed.\n"
+            )
     parts = [
         _header(data, d, H0, len(heads), len(qs), sha, *checks, close) + stated,
         "From Coq Require Import Reals QArith List Lia Permutation.\n"
@@ -362,15 +365,28 @@ def _close_tables(close: tuple[int, Fraction] | None) -> list[str]:
     ]
 
 
-def _hold(names: list[str], prec: int, indent: str) -> str:
-    """The proof of ``mh_hold run``: the certified heads' answers lie in the recorded
-    intervals (a lemma ``hold`` when parts 7 and 8 need it too, else inline)."""
-    spine = "run md mH0 mU mB mties mrecs recs mh_queries mh_pairs flat_map map seq app fst snd Nat.mul Nat.add Nat.sub"
-    data = f"{' '.join(names)} alo ahi aterms tsum kprobe_value INR Q2R Qnum Qden inside"
+#: What the hold proof unfolds: (the run's spine, the [b_j] lemma, extra data names).
+BIAS_FREE_HOLD = (
+    "mh_hold",
+    "run md mH0 mU mB mties mrecs recs mh_queries mh_pairs",
+    "inside_k0",
+    "",
+)
+
+
+def hold_proof(
+    names: list[str], prec: int, indent: str, kind: tuple[str, str, str, str] = BIAS_FREE_HOLD
+) -> str:
+    """The proof of the run's hold statement (``mh_hold run``, or another ``kind``'s): the
+    certified heads' answers lie in the recorded intervals, [b_j] over Q, every other
+    answer by [interval] (a lemma ``hold`` when parts 7 and 8 need it too, else inline)."""
+    hold, spine, k0, extra = kind
+    spine += " flat_map map seq app fst snd Nat.mul Nat.add Nat.sub"
+    data = f"{' '.join(names)} {extra}alo ahi aterms tsum kprobe_value INR Q2R Qnum Qden inside"
     return (
-        f"{indent}unfold mh_hold. cbv beta iota zeta delta [{spine}].\n"
+        f"{indent}unfold {hold}. cbv beta iota zeta delta [{spine}].\n"
         f"{indent}repeat apply Forall2_cons; try apply Forall2_nil;\n"
-        f"{indent}first [apply inside_k0; vm_compute; reflexivity\n"
+        f"{indent}first [apply {k0}; vm_compute; reflexivity\n"
         f"{indent}      | cbv beta iota zeta delta [{data}];\n"
         f"{indent}        interval with (i_prec {prec})].\n"
     )
@@ -431,7 +447,7 @@ def _theorem(
         f"  split; [|{inner}].\n"
         "  - apply (mh_answers_in run).\n"
         "    + vm_compute. reflexivity.\n"
-        f"    + {'exact hold.' + chr(10) if part7 or H < H0 else _hold(names, prec, '      ')[6:]}"
+        f"    + {'exact hold.' + chr(10) if part7 or H < H0 else hold_proof(names, prec, '      ')[6:]}"
         "  - intros hs' F N X.\n"
         f"    apply (grid_determines_model {d} U U_inv B B_inv hs');\n"
         "      [vm_compute; reflexivity | vm_compute; reflexivity | exact F].\n"

@@ -34,6 +34,7 @@ from verified_attn.errors import CertificateError
 from verified_attn.formal.coq_tables import ball, coq_q, mat_table, vec_table
 from verified_attn.formal.export_multi_head import (
     design_queries,
+    hold_proof,
     interval_precision,
     query_terms,
     read_run,
@@ -42,10 +43,12 @@ from verified_attn.formal.export_multi_head import (
 
 __all__ = ["affine_multi_head_file"]
 
-#: The query-list spine [hold] unfolds before it splits the run's records.
-_SPINE = (
-    "run queries_of ad aH0 aU aB aties arecs abeta recs amh_queries amh_pairs flat_map map "
-    "seq app fst snd Nat.mul Nat.add Nat.sub"
+#: The affine run's hold statement, its spine, its [b_j] lemma and beta's name.
+_HOLD = (
+    "amh_hold",
+    "run queries_of ad aH0 aU aB aties arecs abeta recs amh_queries amh_pairs",
+    "inside_k0_beta",
+    "beta_c ",
 )
 
 
@@ -69,18 +72,6 @@ def _tables(x: dict[str, Any]) -> list[str]:
         f"(** The tie links (k, j): F(1) at (u_k, (b_0 + b_j)/2). *)\n"
         f"Definition ties : list (nat * nat) := [{ties}].\n",
     ]
-
-
-def _hold(names: list[str], prec: int) -> str:
-    """The proof of ``amh_hold run``: [b_j] over Q, every other answer by [interval]."""
-    data = f"{' '.join(names)} beta_c alo ahi aterms tsum kprobe_value INR Q2R Qnum Qden inside"
-    return (
-        f"      unfold amh_hold. cbv beta iota zeta delta [{_SPINE}].\n"
-        "      repeat apply Forall2_cons; try apply Forall2_nil;\n"
-        "      first [apply inside_k0_beta; vm_compute; reflexivity\n"
-        f"            | cbv beta iota zeta delta [{data}];\n"
-        f"              interval with (i_prec {prec})].\n"
-    )
 
 
 def affine_multi_head_file(data: Mapping[str, Any], D: int) -> str:
@@ -136,7 +127,7 @@ def affine_multi_head_file(data: Mapping[str, Any], D: int) -> str:
         "  split.\n"
         "  - apply (amh_answers_in run).\n"
         "    + vm_compute. reflexivity.\n"
-        f"    +{_hold(names, prec)[5:]}"
+        f"    + {hold_proof(names, prec, '      ', _HOLD)[6:]}"
         "  - intros hs' beta' L E.\n"
         "    apply (amh_masses_determined run hs' (raheads heads_c) beta' (Q2R beta_c) L); [|exact E].\n"
         "    unfold raheads. rewrite map_length. apply Nat.leb_le. vm_compute. reflexivity.\n"
